@@ -1,0 +1,31 @@
+/* config_keys.h - every configuration key of Stasis, in one list.
+ *
+ * CONFIG_KEY(id, "name", type, "default", min, max, "choices", "meaning")
+ * Each key can be set in the configuration file (`name = value`) and
+ * overridden by the environment variable STASIS_<NAME> (upper case).
+ * type is STRING, CHOICE (one of the |-separated choices), UINT or SIZE (a
+ * byte count with an optional K, M or G suffix); min and max bound UINT and
+ * SIZE values. Defaults may use ${HOME} and ${UID}.
+ */
+CONFIG_KEY(LOG,            "log",            CHOICE, "warn", 0, 0, "error|warn|info|debug",
+	   "logging level on stderr")
+CONFIG_KEY(FAULT,          "fault",          STRING, "", 0, 0, "",
+	   "fault points to arm: <name>[:<n>][:kill|:fail][,...] (see `stasis faults`)")
+CONFIG_KEY(TIER,           "tier",           CHOICE, "global", 0, 0, "local|global",
+	   "storage tier that commands use when --dir is not given")
+CONFIG_KEY(GLOBAL_DIR,     "global_dir",     STRING, "${HOME}/stasis-checkpoints", 0, 0, "",
+	   "root of the global tier (the parallel or shared file system)")
+CONFIG_KEY(LOCAL_DIR,      "local_dir",      STRING, "/dev/shm/stasis-${UID}", 0, 0, "",
+	   "root of the node-local tier (RAM disk or local SSD)")
+CONFIG_KEY(JOB,            "job",            STRING, "", 0, 0, "",
+	   "job name checkpoints are filed under (default: chosen by the producer)")
+CONFIG_KEY(COMPRESS,       "compress",       CHOICE, "none", 0, 0, "none|zstd",
+	   "per-chunk compression of images (all-zero pages are always elided)")
+CONFIG_KEY(COMPRESS_LEVEL, "compress_level", UINT,   "1", 1, 19, "",
+	   "zstd compression level")
+CONFIG_KEY(THREADS,        "threads",        UINT,   "2", 0, 64, "",
+	   "worker threads per image writer for checksums and compression (0: inline)")
+CONFIG_KEY(CHUNK_SIZE,     "chunk_size",     SIZE,   "4M", 65536, 67108864, "",
+	   "logical bytes per image chunk (a multiple of 4K)")
+CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
+	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")

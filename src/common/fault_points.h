@@ -1,0 +1,18 @@
+/* fault_points.h - every fault point of Stasis, in one list.
+ *
+ * FAULT_POINT(id, "name", "where it fires"). `stasis faults` prints this list;
+ * STASIS_FAULT=<name>[:<n>][:kill|:fail] arms one (see fault.h). Keep the
+ * commit path's points in the order a checkpoint passes through them: the
+ * fault-walk test relies on that list, not on this comment.
+ */
+FAULT_POINT(IMAGE_CHUNK_WRITE,   "image.chunk.write",   "before a chunk of an image is handed to its sink (n-th chunk)")
+FAULT_POINT(IMAGE_FINISH,        "image.finish",        "before an image's manifest and footer are written")
+FAULT_POINT(STORE_FILE_WRITE,    "store.file.write",    "before a write(2) of data into a checkpoint's *.tmp file")
+FAULT_POINT(STORE_FILE_FSYNC,    "store.file.fsync",    "before the fsync of a finished *.tmp file")
+FAULT_POINT(STORE_FILE_RENAME,   "store.file.rename",   "before a *.tmp file is renamed to its final name")
+FAULT_POINT(STORE_DIR_FSYNC,     "store.dir.fsync",     "before the fsync of the checkpoint directory after a rename")
+FAULT_POINT(STORE_INDEX_APPEND,  "store.index.append",  "before a record is appended to a job's index")
+FAULT_POINT(STORE_INDEX_TORN,    "store.index.torn",    "after half of an index record is written (a torn append)")
+FAULT_POINT(STORE_INDEX_FSYNC,   "store.index.fsync",   "after an index record is written, before its fsync")
+FAULT_POINT(STORE_CKPT_COMMIT,   "store.ckpt.commit",   "before the COMPLETE record of a checkpoint is appended")
+FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

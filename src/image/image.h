@@ -1,0 +1,113 @@
+/* image.h - the Stasis image container: write and read checkpoint images.
+ *
+ * An image is one file: a header (magic, version), a stream of chunks, a JSON
+ * manifest and a footer; docs/format.md is the byte-level description. Data is
+ * organised in named sections (a memory region, a protected variable, a file,
+ * a thread's state, ...), each written as chunks of `chunk_size` logical bytes.
+ * Every chunk carries its length, flags and a CRC32C. All-zero chunks and
+ * all-zero 4 KiB pages are recorded, not stored; chunks may be compressed with
+ * zstd on worker threads; a chunk may refer to the same chunk of a parent image
+ * instead of carrying data (incremental checkpoints).
+ *
+ * Writer: producers push bytes; the writer never holds more than a few chunks
+ * in memory and hands finished bytes, in file order, to a sink (a store file,
+ * a socket, ...). Reader: random access to any byte range of any section, and
+ * verification of every checksum.
+ *
+ * All functions return 0 (or a byte count) on success and a negative errno on
+ * failure, with a one-line message for the user in err_msg() (common/err.h)
+ * naming the file, the section and the offset where that applies.
+ */
+#ifndef STASIS_IMAGE_IMAGE_H
+#define STASIS_IMAGE_IMAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct img_writer;
+struct img_reader;
+
+/* Receives the image's bytes in order. Must consume all len bytes or return a
+ * negative errno. Called from one thread at a time, not always the caller's. */
+typedef int (*img_sink_fn)(void *ctx, const void *buf, size_t len);
+
+struct img_writer_opts {
+	const char *compress;   /* "none" or "zstd" */
+	unsigned level;         /* zstd level */
+	unsigned threads;       /* worker threads; 0: everything on the caller's thread */
+	size_t chunk_size;      /* logical bytes per chunk, multiple of 4096 */
+	const char *parent;     /* parent image, relative to this image's directory, or NULL */
+};
+
+/* Fill opts from the configuration registry (compress, compress_level,
+ * threads, chunk_size; no parent). */
+void img_writer_opts_default(struct img_writer_opts *opts);
+
+/* in: sink, ctx, opts (copied). out: *out, freed with img_writer_free(). */
+int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts *opts,
+		      struct img_writer **out);
+
+/* A string entry of the manifest's "meta" object (job, rank, producer, ...). */
+int img_writer_meta(struct img_writer *w, const char *key, const char *value);
+
+/* Sections are written one after the other: begin, write..., end.
+ * kind: "memory", "variable", "file", "thread", "fdtable", ... (free text). */
+int img_section_begin(struct img_writer *w, const char *kind, const char *name);
+/* Attributes of the open section, stored in its manifest entry. */
+int img_section_attr(struct img_writer *w, const char *key, const char *value);
+int img_section_attr_u64(struct img_writer *w, const char *key, uint64_t value);
+/* Append bytes to the open section. buf is copied; it may be reused at once. */
+int img_write(struct img_writer *w, const void *buf, size_t len);
+/* Append len zero bytes without touching memory (a known hole). */
+int img_write_zero(struct img_writer *w, size_t len);
+/* Append len bytes equal to the same range of the same section in the parent
+ * image. The open section must be at a chunk boundary, and len a multiple of
+ * the chunk size or the rest of the section. -EINVAL otherwise or with no parent. */
+int img_write_parent(struct img_writer *w, size_t len);
+int img_section_end(struct img_writer *w);
+
+/* Flush every chunk, write the manifest and the footer. *bytes (may be NULL)
+ * receives the image size. The sink has then seen the whole image. */
+int img_writer_finish(struct img_writer *w, uint64_t *bytes);
+
+/* Free the writer; an unfinished image is abandoned (the sink's owner deletes
+ * what it received). Sets *w to NULL. */
+void img_writer_free(struct img_writer **w);
+
+struct img_section_info {
+	const char *name;
+	const char *kind;
+	uint64_t size;          /* logical bytes */
+	uint64_t stored;        /* payload bytes in the file */
+	uint64_t file_offset;   /* of its first chunk */
+	uint32_t chunks;
+};
+
+/* Open an image: checks magic, version, header, footer and manifest (but not
+ * chunk payloads). A file that is not an image, has another format version,
+ * is truncated or has a damaged manifest is refused with a message. */
+int img_open(const char *path, struct img_reader **out);
+/* The same on an open descriptor (not closed by img_close); name is used in
+ * messages and to find a parent image (NULL: no parent lookup). */
+int img_open_fd(int fd, const char *name, struct img_reader **out);
+
+/* The manifest as stored (NUL-terminated JSON). */
+const char *img_manifest(const struct img_reader *r);
+unsigned img_section_count(const struct img_reader *r);
+int img_section_get(const struct img_reader *r, unsigned index, struct img_section_info *out);
+/* Index of the section with this name, or -ENOENT. */
+int img_section_find(const struct img_reader *r, const char *name);
+
+/* Read len bytes at offset of a section into buf, checking each chunk's CRC.
+ * Returns the number of bytes read (short only at the end of the section). */
+ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *buf, size_t len);
+
+/* Read and check every chunk, decompressing and expanding as a restore would.
+ * On the first bad one: -EBADMSG and a message naming the file, the section,
+ * the chunk and its file offset. */
+int img_verify(struct img_reader *r);
+
+void img_close(struct img_reader **r);
+
+#endif

@@ -1,0 +1,123 @@
+/* store.h - the checkpoint store: where checkpoints live and how they commit.
+ *
+ * Layout: <root>/<job>/index, <root>/<job>/<checkpoint>/<files>. A checkpoint
+ * is a directory of files (one image per rank, routed files, ...) written by
+ * one or many processes. The store does not know what produced the files.
+ *
+ * Commit protocol (docs/store.md): a file is written as <name>.tmp, fsynced,
+ * renamed to <name>, the directory fsynced, then a FILE record is appended to
+ * the job's index; when every file is there, a COMPLETE record is appended.
+ * The index is append-only, each record checksummed, and survives a crash at
+ * any byte: a torn or damaged record is skipped, never trusted. Restart
+ * selection (store_select) walks back from the newest COMPLETE checkpoint and
+ * never returns a partial one.
+ *
+ * A storage tier (a directory on node-local storage or the global file system)
+ * is a table of operations chosen by name: "local" and "global" now.
+ *
+ * All functions return 0 or a negative errno, with a one-line message in
+ * err_msg() (common/err.h) on failure.
+ */
+#ifndef STASIS_STORE_STORE_H
+#define STASIS_STORE_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct store;
+struct store_ckpt;
+struct store_file;
+
+/* Open (creating if needed) the store of one job.
+ * in: tier ("local" or "global"; NULL: config `tier`), root (NULL: the tier's
+ *     configured directory), job (a plain name, no '/').
+ * out: *out, freed with store_close(). */
+int store_open(const char *tier, const char *root, const char *job, struct store **out);
+void store_close(struct store **s);
+
+/* The job directory, <root>/<job>. */
+const char *store_job_dir(const struct store *s);
+
+/* Names of the jobs under root (directories holding an index), sorted.
+ * out: *names (array and strings malloc'd: free with store_names_free). */
+int store_jobs(const char *tier, const char *root, char ***names, size_t *count);
+void store_names_free(char **names, size_t count);
+
+/* Begin a new checkpoint: the next name (ckpt-000001, ...), its directory and
+ * a BEGIN record. Safe against other processes beginning at the same time. */
+int store_ckpt_begin(struct store *s, struct store_ckpt **out);
+/* Join a begun checkpoint by name to add files to it (another rank). */
+int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out);
+const char *store_ckpt_name(const struct store_ckpt *c);
+/* Seal it: if every one of `expected` files (0: at least one) has a FILE
+ * record and is present with its recorded size, append COMPLETE; otherwise
+ * append FAILED and return -EIO naming what is missing. */
+int store_ckpt_commit(struct store_ckpt *c, unsigned expected);
+/* Append FAILED with a reason (a rank reported an error, a fault fired). */
+int store_ckpt_abort(struct store_ckpt *c, const char *reason);
+void store_ckpt_free(struct store_ckpt **c);
+
+/* Files of a checkpoint: create <name>.tmp, write, commit (fsync, rename,
+ * fsync the directory, FILE record with size and CRC32C of the content).
+ * store_file_write has the signature of an image sink (image.h). */
+int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out);
+int store_file_write(void *file, const void *buf, size_t len);
+int store_file_commit(struct store_file *f);
+/* Free; an uncommitted file's *.tmp is removed. Sets *f to NULL. */
+void store_file_free(struct store_file **f);
+
+enum store_state {
+	STORE_PARTIAL,    /* begun, never sealed: being written, or its writer died */
+	STORE_COMPLETE,   /* sealed; every file durable */
+	STORE_FAILED,     /* sealed as failed, or found damaged */
+	STORE_PRUNED,     /* removed by prune */
+};
+
+struct store_file_info {
+	char name[256];
+	uint64_t size;
+	uint32_t crc;
+};
+
+struct store_ckpt_info {
+	char name[64];
+	enum store_state state;
+	int current;            /* the one store_select() returns */
+	uint64_t bytes;         /* sum of committed file sizes */
+	unsigned files;         /* committed files */
+	int64_t begin_time;     /* seconds since the epoch */
+	int64_t end_time;       /* of the COMPLETE/FAILED record, or 0 */
+	char reason[160];       /* why FAILED */
+};
+
+/* Every checkpoint the index knows, oldest first. Damaged index records are
+ * skipped and counted in *bad_records (may be NULL), each logged as a warning
+ * naming its byte offset. out: *list (free()). */
+int store_list(struct store *s, struct store_ckpt_info **list, size_t *count, unsigned *bad_records);
+/* The committed files of one checkpoint. out: *files (free()). */
+int store_ckpt_files(struct store *s, const char *name, struct store_file_info **files, size_t *count);
+const char *store_state_name(enum store_state st);
+
+/* The checkpoint to restart from: walk back from the newest COMPLETE one,
+ * skipping any whose files are missing or have the wrong size; never a
+ * PARTIAL or FAILED one. -ENOENT with a message if there is none. */
+int store_select(struct store *s, char *name, size_t len);
+
+/* Full check of one checkpoint: COMPLETE in the index, every file present
+ * with its size, images verified chunk by chunk (img_verify), other files
+ * by CRC32C. -EBADMSG and a message naming the file (and section and
+ * offset) on the first problem. */
+int store_verify(struct store *s, const char *name);
+/* Every record of the index is intact; -EBADMSG naming the byte offset of the
+ * first damaged one. */
+int store_index_check(struct store *s);
+
+/* Keep the newest `keep` COMPLETE checkpoints (and the current one); remove
+ * older ones and abandoned partial or failed ones older than the newest
+ * COMPLETE. A PRUNED record is appended before files are removed. */
+int store_prune(struct store *s, unsigned keep, unsigned *removed);
+
+/* Path of a checkpoint's directory or of a file in it. */
+int store_ckpt_path(const struct store *s, const char *ckpt, const char *file, char *buf, size_t len);
+
+#endif
