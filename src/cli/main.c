@@ -1,1 +1,145 @@
-int main(void) { return 0; }
+/* main.c - `stasis`: load the configuration, dispatch to a subcommand. */
+#include "cli/cli.h"
+#include "common/config.h"
+#include "common/err.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store/store.h"
+
+static const struct cli_command commands[] = {
+	{ "inspect", cmd_inspect, "print an image's manifest",
+	  "usage: stasis inspect [--json] IMAGE\n"
+	  "Print the manifest of IMAGE: format, metadata and sections.\n"
+	  "  --json   print the manifest as stored (JSON)\n" },
+	{ "verify", cmd_verify, "check every checksum of an image, a checkpoint or a job",
+	  "usage: stasis verify PATH\n"
+	  "PATH is an image file, a checkpoint directory (<root>/<job>/<ckpt>) or a job\n"
+	  "directory (<root>/<job>). Reads every chunk and checks every checksum; exits 1\n"
+	  "on the first problem, naming the file, the section and the offset.\n" },
+	{ "ls", cmd_ls, "list checkpoints with state, size and time",
+	  "usage: stasis ls [--dir D] [JOB]\n"
+	  "List the checkpoints of JOB (of every job if JOB is not given) under the\n"
+	  "checkpoint root D (default: the configured tier's directory).\n"
+	  "States: CURRENT (the one a restart picks), COMPLETE, FAILED, PARTIAL (begun,\n"
+	  "never committed: being written or abandoned; never used for restart).\n" },
+	{ "prune", cmd_prune, "remove old checkpoints",
+	  "usage: stasis prune [--dir D] [JOB] --keep N\n"
+	  "Keep the newest N complete checkpoints of JOB (and the current one); remove\n"
+	  "older ones and abandoned partial or failed ones older than the newest\n"
+	  "complete checkpoint. --keep defaults to the configuration key `keep`.\n" },
+	{ "save", cmd_save, "checkpoint files into a new checkpoint of a job",
+	  "usage: stasis save [--dir D] [--job JOB] FILE...\n"
+	  "Write FILEs as sections of one image into a new checkpoint of JOB (default:\n"
+	  "the configuration key `job`, else \"files\"), committing it in the index.\n" },
+	{ "extract", cmd_extract, "write one section of an image to a file",
+	  "usage: stasis extract IMAGE SECTION OUTPUT\n"
+	  "Write the bytes of SECTION of IMAGE to OUTPUT (- for stdout), checking\n"
+	  "every chunk's checksum.\n" },
+	{ "config", cmd_config, "show the configuration",
+	  "usage: stasis config --list\n"
+	  "       stasis config KEY\n"
+	  "--list prints every key, its value and where the value came from (default,\n"
+	  "file, or environment STASIS_<KEY>). KEY prints one value.\n" },
+	{ "faults", cmd_faults, "list the fault points",
+	  "usage: stasis faults\n"
+	  "Print every fault point. Arm one with STASIS_FAULT=<name>[:<n>][:kill|:fail].\n" },
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+const struct cli_command *cli_find(const char *name)
+{
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	return NULL;
+}
+
+void cli_error(const char *cmd, const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (cmd)
+		fprintf(stderr, "stasis: %s: %s\n", cmd, msg);
+	else
+		fprintf(stderr, "stasis: %s\n", msg);
+}
+
+int cli_usage(const struct cli_command *cmd, int to_stderr)
+{
+	fputs(cmd->usage, to_stderr ? stderr : stdout);
+	return to_stderr ? EXIT_USAGE : EXIT_OK;
+}
+
+int cli_wants_help(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--") == 0)
+			break;
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static void usage(FILE *out)
+{
+	fprintf(out, "usage: stasis [--config FILE] COMMAND [ARGS]\n"
+		"       stasis --version | --help | COMMAND --help\n\ncommands:\n");
+	for (size_t i = 0; i < NCOMMANDS; i++)
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+	fprintf(out, "\nConfiguration: /etc/stasis/stasis.conf or $STASIS_CONFIG, overridden by\n"
+		"STASIS_<KEY> environment variables; see `stasis config --list`.\n");
+}
+
+int main(int argc, char **argv)
+{
+	const struct cli_command *cmd;
+	const char *config = NULL;
+	int i = 1;
+
+	if (i < argc && strcmp(argv[i], "--config") == 0) {
+		if (i + 1 >= argc) {
+			cli_error(NULL, "--config needs a file");
+			return EXIT_USAGE;
+		}
+		config = argv[i + 1];
+		i += 2;
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (strcmp(argv[i], "--version") == 0 || strcmp(argv[i], "version") == 0) {
+		printf("stasis %s\n", STASIS_VERSION);
+		return EXIT_OK;
+	}
+	if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0 ||
+	    strcmp(argv[i], "help") == 0) {
+		if (i + 1 < argc && (cmd = cli_find(argv[i + 1])) != NULL)
+			return cli_usage(cmd, 0);
+		usage(stdout);
+		return EXIT_OK;
+	}
+	cmd = cli_find(argv[i]);
+	if (!cmd) {
+		cli_error(NULL, "unknown command '%s' (see `stasis --help`)", argv[i]);
+		return EXIT_USAGE;
+	}
+	if (cli_wants_help(argc - i, argv + i))
+		return cli_usage(cmd, 0);
+	if (cfg_load(config)) {
+		cli_error(NULL, "%s", err_msg());
+		return EXIT_USAGE;
+	}
+	return cmd->run(argc - i, argv + i);
+}

@@ -238,9 +238,13 @@ static int apply(void)
 
 	if (log_level_parse(values[CFG_LOG].text, &level) == 0)
 		log_set_level(level);
+	char why[256];
+
 	ret = fault_configure(values[CFG_FAULT].text);
-	if (ret)
-		return err_set(ret, "%s: %s", values[CFG_FAULT].origin, err_msg());
+	if (ret) {
+		snprintf(why, sizeof(why), "%s", err_msg());
+		return err_set(ret, "%s: %s", values[CFG_FAULT].origin, why);
+	}
 	return 0;
 }
 

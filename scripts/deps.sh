@@ -1,0 +1,28 @@
+#!/bin/bash
+# Install every build and test dependency of Stasis from Debian's packages.
+# Idempotent: apt-get runs (update + install) only when something is missing.
+set -euo pipefail
+
+PACKAGES=(
+	build-essential cmake ninja-build pkg-config git  # toolchain
+	libjansson-dev      # image manifests and index records (JSON)
+	libzstd-dev         # optional per-chunk compression
+	clang-14 libclang-rt-14-dev   # libFuzzer target over the image reader
+	python3 python3-pytest        # CLI and integration tests
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+if [ "$(id -u)" != 0 ]; then
+	echo "deps.sh: missing packages: ${missing[*]}; run as root to install them" >&2
+	exit 1
+fi
+echo "deps.sh: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"

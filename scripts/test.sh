@@ -1,0 +1,40 @@
+#!/bin/bash
+# The whole test suite (what .ci/run runs):
+#   1. build, ctest and pytest;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the libFuzzer target over the image reader and manifest parser, 60 s.
+# STASIS_TEST_QUICK=1 skips 2 and 3.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+scripts/deps.sh
+
+run_suite() {  # build dir
+	local dir=$1
+	echo "== ctest ($dir)"
+	ctest --test-dir "$dir" --output-on-failure
+	echo "== pytest ($dir)"
+	STASIS_BIN="$root/$dir/src/cli/stasis" STASIS_BUILD="$root/$dir" \
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli
+}
+
+echo "== build"
+scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_suite build
+
+if [ "${STASIS_TEST_QUICK:-0}" = 1 ]; then
+	exit 0
+fi
+
+echo "== build with ASan+UBSan"
+scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DSTASIS_SANITIZE=ON
+export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+run_suite build-asan
+
+echo "== fuzz image reader and manifest parser, 60 s"
+CC=clang-14 scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTASIS_FUZZ=ON
+rm -rf build-fuzz/corpus && mkdir -p build-fuzz/corpus
+build-fuzz/tests/fuzz/fuzz_image -max_total_time=60 -print_final_stats=1 \
+	build-fuzz/corpus tests/fuzz/corpus 2>&1 | tail -n 15
+echo "== all tests passed"

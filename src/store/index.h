@@ -1,0 +1,122 @@
+/* index.h - a job's append-only index of checkpoint records (private to store/).
+ *
+ * <root>/<job>/index is a header line "STASIS-INDEX 1" followed by one line
+ * per record:
+ *     R <length> <crc32c> <json>\n
+ * <length> is the decimal byte count of <json>, <crc32c> the CRC-32C of those
+ * bytes as 8 lower-case hex digits, <json> a one-line JSON object with "op",
+ * "ckpt", "time" and the fields of its op (docs/store.md has the details).
+ * Writers append under an exclusive flock, one record per call, and fsync
+ * before unlocking; readers take a shared flock so they never see a record
+ * being written. A line that fails any check (a record torn by a crash, a
+ * flipped byte) is skipped and counted, never trusted.
+ */
+#ifndef STASIS_STORE_INDEX_H
+#define STASIS_STORE_INDEX_H
+
+#include "store/store.h"
+#include "store/tier.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define INDEX_HEADER "STASIS-INDEX 1\n"
+#define INDEX_MAX_LINE 4096     /* a record never needs more; longer lines are damage */
+
+enum index_op {
+	INDEX_BEGIN,            /* a checkpoint was begun: its directory exists */
+	INDEX_FILE,             /* one file of it is durable under its final name */
+	INDEX_COMPLETE,         /* every file it promised is there: established */
+	INDEX_FAILED,           /* given up: a writer failed or damage was found */
+	INDEX_PRUNED,           /* removed (its directory may still be there) */
+};
+
+struct index_record {
+	enum index_op op;
+	char ckpt[64];
+	int64_t time;           /* seconds since the epoch */
+	char name[256];         /* FILE: file name */
+	uint64_t size;          /* FILE: bytes */
+	uint32_t crc;           /* FILE: CRC-32C of the content */
+	unsigned files;         /* COMPLETE: FILE records it sealed */
+	uint64_t bytes;         /* COMPLETE: their total size */
+	char reason[160];       /* FAILED: why; PRUNED: optional */
+};
+
+/* One job's index file and the damaged records already reported (each is
+ * logged once per handle, not on every read). */
+struct index {
+	const struct store_tier_ops *ops;
+	char path[PATH_MAX];
+	pthread_mutex_t lock;
+	uint64_t *warned;
+	size_t nwarned;
+};
+
+/* An exclusive hold on the index, for a read-decide-append sequence
+ * (choosing the next checkpoint number, sealing). */
+struct index_hold {
+	struct index *ix;
+	int fd;
+};
+
+int index_init(struct index *ix, const struct store_tier_ops *ops, const char *path);
+void index_destroy(struct index *ix);
+
+/* Create the index with its header if it does not exist; refuse a file that
+ * is not an index. */
+int index_create(struct index *ix);
+
+int index_lock(struct index *ix, struct index_hold *h);
+void index_unlock(struct index_hold *h);
+/* Append one record: under a hold, or taking the lock for this one record.
+ * Fault points store.index.append, store.index.torn, store.index.fsync. */
+int index_append_held(struct index_hold *h, const struct index_record *r);
+int index_append(struct index *ix, const struct index_record *r);
+
+/* Encode a record as its line (with '\n'). -E2BIG if it would exceed
+ * INDEX_MAX_LINE. */
+int index_encode(const struct index_record *r, char *line, size_t size, size_t *len);
+/* Decode one line (without its '\n'); -EBADMSG if it is damaged, with *why
+ * (may be NULL) saying which check failed. */
+int index_decode(const char *line, size_t len, struct index_record *r, const char **why);
+
+/* Every intact record, in file order, with its byte offset. A callback
+ * returning non-zero stops the scan with that value. */
+typedef int (*index_record_fn)(void *ctx, const struct index_record *r, uint64_t offset);
+struct index_scan_stats {
+	unsigned records;       /* intact */
+	unsigned bad;           /* damaged, skipped */
+	uint64_t first_bad;     /* byte offset of the first damaged one */
+	uint64_t size;          /* bytes read */
+};
+int index_scan(struct index *ix, index_record_fn fn, void *ctx, struct index_scan_stats *st);
+int index_scan_held(struct index_hold *h, index_record_fn fn, void *ctx, struct index_scan_stats *st);
+
+/* The checkpoints as the records describe them (docs/store.md, "states"). */
+struct index_ckpt {
+	struct store_ckpt_info info;    /* state, times, reason; files/bytes committed */
+	unsigned number;                /* N of ckpt-N, 0 if the name has another form */
+	unsigned sealed_files;          /* what the COMPLETE record says */
+	uint64_t sealed_bytes;
+	struct store_file_info *files;  /* FILE records before sealing, last one per name wins */
+	size_t nfiles, cap;
+};
+
+struct index_view {
+	struct index_ckpt *ckpts;       /* oldest first */
+	size_t count, cap;
+	unsigned max_number;            /* highest N of ckpt-N ever named */
+	struct index_scan_stats stats;
+};
+
+int index_view_load(struct index *ix, struct index_view *v);
+int index_view_load_held(struct index_hold *h, struct index_view *v);
+void index_view_free(struct index_view *v);
+struct index_ckpt *index_view_find(const struct index_view *v, const char *name);
+
+const char *index_op_name(enum index_op op);
+
+#endif
