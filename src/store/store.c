@@ -1,1 +1,1170 @@
-/* placeholder */
+/* store.c - the checkpoint store (see store.h, docs/store.md).
+ *
+ * A checkpoint is established by the index alone: files become durable one
+ * by one (tmp, fsync, rename, fsync dir, FILE record), and only a COMPLETE
+ * record, appended after every promised file was found in place, lets
+ * restart use it. Everything that reads the store (list, select, verify,
+ * prune) derives the states from the index and checks the files on disk
+ * before trusting them, because a crash or a user can remove either.
+ */
+#include "store/store.h"
+#include "store/index.h"
+#include "store/tier.h"
+#include "common/config.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "image/format.h"
+#include "image/image.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define TMP_SUFFIX ".tmp"
+#define NAME_LEN 255            /* a directory entry */
+#define VERIFY_BUF (1u << 20)
+
+struct store {
+	const struct store_tier_ops *ops;
+	char job[NAME_LEN + 1];
+	char dir[PATH_MAX];             /* <root>/<job> */
+	struct index index;
+};
+
+struct store_ckpt {
+	struct store *s;
+	char name[64];
+	char dir[PATH_MAX];
+};
+
+struct store_file {
+	struct store_ckpt *c;
+	char name[NAME_LEN + 1];
+	char tmp[PATH_MAX];
+	char path[PATH_MAX];
+	int fd;
+	uint64_t size;
+	uint32_t crc;                   /* running CRC-32C of what was written */
+	int error;                      /* first write error: the file cannot commit */
+	int renamed;
+	int committed;
+};
+
+static const char *const state_names[] = {
+	[STORE_PARTIAL] = "PARTIAL",
+	[STORE_COMPLETE] = "COMPLETE",
+	[STORE_FAILED] = "FAILED",
+	[STORE_PRUNED] = "PRUNED",
+};
+
+const char *store_state_name(enum store_state st)
+{
+	return (unsigned)st < sizeof(state_names) / sizeof(state_names[0]) ? state_names[st] : "?";
+}
+
+/* err_set with ": <cause>" appended: the message of a fault point that fired
+ * (public functions clear the message first, and tiers never set one) or
+ * the errno's text. */
+static int __attribute__((format(printf, 2, 3))) report(int ret, const char *fmt, ...)
+{
+	char what[512], cause[256];
+	va_list ap;
+
+	snprintf(cause, sizeof(cause), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return err_set(ret, "%s: %s", what, cause);
+}
+
+/* ---- names and paths ---- */
+
+/* A plain name: one directory entry that cannot escape its parent or hide
+ * control characters in messages. */
+static int plain_name(const char *name, size_t max)
+{
+	size_t len = strlen(name);
+
+	if (len == 0 || len > max || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		return 0;
+	for (const char *p = name; *p; p++)
+		if (*p == '/' || *p < 0x20 || *p > 0x7e)
+			return 0;
+	return 1;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int check_job_name(const char *job)
+{
+	if (!job || !plain_name(job, NAME_LEN))
+		return err_set(-EINVAL, "job name '%s' is not valid: a plain name is needed (printable, "
+			       "no '/', not '.' or '..', at most %d bytes)", job ? job : "", NAME_LEN);
+	return 0;
+}
+
+static int check_file_name(const char *name)
+{
+	size_t max = NAME_LEN - strlen(TMP_SUFFIX);
+
+	if (!name || !plain_name(name, max) || ends_with(name, TMP_SUFFIX))
+		return err_set(-EINVAL, "file name '%s' is not valid: a plain name is needed (printable, "
+			       "no '/', not ending in %s, at most %zu bytes)", name ? name : "", TMP_SUFFIX, max);
+	return 0;
+}
+
+static int join_path(char *buf, size_t len, const char *a, const char *b, const char *c)
+{
+	int n = c ? snprintf(buf, len, "%s/%s/%s", a, b, c) : snprintf(buf, len, "%s/%s", a, b);
+
+	if (n < 0 || (size_t)n >= len)
+		return err_set(-ENAMETOOLONG, "%s/%s%s%s: path too long", a, b, c ? "/" : "", c ? c : "");
+	return 0;
+}
+
+int store_ckpt_path(const struct store *s, const char *ckpt, const char *file, char *buf, size_t len)
+{
+	if (!ckpt || !plain_name(ckpt, sizeof(((struct store_ckpt_info *)0)->name) - 1))
+		return err_set(-EINVAL, "checkpoint name '%s' is not valid", ckpt ? ckpt : "");
+	if (file && !plain_name(file, NAME_LEN))
+		return err_set(-EINVAL, "file name '%s' is not valid", file);
+	return join_path(buf, len, s->dir, ckpt, file);
+}
+
+const char *store_job_dir(const struct store *s)
+{
+	return s->dir;
+}
+
+static const struct store_tier_ops *find_tier(const char *tier)
+{
+	char names[128];
+	const struct store_tier_ops *ops;
+
+	if (!tier)
+		tier = cfg_str(CFG_TIER);
+	ops = store_tier_find(tier);
+	if (!ops) {
+		store_tier_names(names, sizeof(names));
+		err_set(-EINVAL, "unknown storage tier '%s' (known: %s)", tier, names);
+	}
+	return ops;
+}
+
+static const char *tier_root(const struct store_tier_ops *ops, const char *root)
+{
+	if (!root)
+		root = cfg_str(ops->root_key);
+	if (!*root) {
+		err_set(-EINVAL, "tier %s has no root directory (set %s)", ops->name, cfg_name(ops->root_key));
+		return NULL;
+	}
+	return root;
+}
+
+/* ---- opening ---- */
+
+/* The job directory and its index. A new directory entry is fsynced in its
+ * parent so that a crash cannot lose the job (and with it every later
+ * checkpoint) while the files inside it were fsynced. */
+static int open_job(struct store *s, const char *root)
+{
+	const struct store_tier_ops *ops = s->ops;
+	struct store_stat st;
+	int ret;
+
+	ret = ops->stat(s->dir, &st);
+	if (ret == -ENOENT) {
+		ret = ops->mkdir_p(s->dir);
+		if (ret == 0)
+			ret = ops->fsync_dir(root);
+		if (ret)
+			return report(ret, "%s: cannot create the job directory", s->dir);
+	} else if (ret || !st.is_dir) {
+		return report(ret ? ret : -ENOTDIR, "%s: not usable as a job directory", s->dir);
+	}
+	ret = ops->stat(s->index.path, &st);
+	if (ret == 0)
+		return st.is_file ? 0 : err_set(-EINVAL, "%s: not a regular file", s->index.path);
+	if (ret != -ENOENT)
+		return report(ret, "%s", s->index.path);
+	ret = index_create(&s->index);
+	if (ret)
+		return ret;
+	ret = ops->fsync_dir(s->dir);
+	return ret ? report(ret, "%s: cannot fsync the job directory", s->dir) : 0;
+}
+
+int store_open(const char *tier, const char *root, const char *job, struct store **out)
+{
+	char index_path[PATH_MAX];
+	const struct store_tier_ops *ops;
+	struct store *s;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	ops = find_tier(tier);
+	if (!ops)
+		return -EINVAL;
+	root = tier_root(ops, root);
+	if (!root)
+		return -EINVAL;
+	ret = check_job_name(job);
+	if (ret)
+		return ret;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return err_set(-ENOMEM, "out of memory");
+	s->ops = ops;
+	snprintf(s->job, sizeof(s->job), "%s", job);
+	ret = join_path(s->dir, sizeof(s->dir), root, job, NULL);
+	if (ret == 0)
+		ret = join_path(index_path, sizeof(index_path), root, job, "index");
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	ret = index_init(&s->index, ops, index_path);
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	ret = open_job(s, root);
+	if (ret) {
+		store_close(&s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+void store_close(struct store **s)
+{
+	if (!*s)
+		return;
+	index_destroy(&(*s)->index);
+	free(*s);
+	*s = NULL;
+}
+
+void store_names_free(char **names, size_t count)
+{
+	for (size_t i = 0; i < count; i++)
+		free(names[i]);
+	free(names);
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Keep the entries of `names` that are job directories (hold an index). */
+static size_t keep_jobs(const struct store_tier_ops *ops, const char *root, char **names, size_t count)
+{
+	char path[PATH_MAX];
+	struct store_stat st;
+	size_t kept = 0;
+
+	for (size_t i = 0; i < count; i++) {
+		int n = snprintf(path, sizeof(path), "%s/%s/index", root, names[i]);
+
+		if (plain_name(names[i], NAME_LEN) && n > 0 && (size_t)n < sizeof(path) &&
+		    ops->stat(path, &st) == 0 && st.is_file)
+			names[kept++] = names[i];
+		else
+			free(names[i]);
+	}
+	return kept;
+}
+
+int store_jobs(const char *tier, const char *root, char ***names, size_t *count)
+{
+	const struct store_tier_ops *ops;
+	int ret;
+
+	err_clear();
+	*names = NULL;
+	*count = 0;
+	ops = find_tier(tier);
+	if (!ops)
+		return -EINVAL;
+	root = tier_root(ops, root);
+	if (!root)
+		return -EINVAL;
+	ret = ops->list(root, names, count);
+	if (ret == -ENOENT)
+		return 0;       /* nothing was ever stored there */
+	if (ret)
+		return report(ret, "%s: cannot list jobs", root);
+	*count = keep_jobs(ops, root, *names, *count);
+	qsort(*names, *count, sizeof(**names), name_cmp);
+	return 0;
+}
+
+/* ---- checkpoints ---- */
+
+static void record_init(struct index_record *r, enum index_op op, const char *ckpt)
+{
+	memset(r, 0, sizeof(*r));
+	r->op = op;
+	r->time = (int64_t)time(NULL);
+	snprintf(r->ckpt, sizeof(r->ckpt), "%s", ckpt);
+}
+
+static struct store_ckpt *ckpt_new(struct store *s, const char *name)
+{
+	struct store_ckpt *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		err_set(-ENOMEM, "out of memory");
+		return NULL;
+	}
+	c->s = s;
+	snprintf(c->name, sizeof(c->name), "%s", name);
+	if (join_path(c->dir, sizeof(c->dir), s->dir, name, NULL)) {
+		free(c);
+		return NULL;
+	}
+	return c;
+}
+
+/* Claim the next name: the index's highest number plus one, past any
+ * directory already there (a begin whose BEGIN record was lost). mkdir is
+ * the arbiter, so even a writer that ignored the lock could not share it. */
+static int claim_name(struct store *s, unsigned next, char *name, size_t len)
+{
+	char dir[PATH_MAX];
+	int ret;
+
+	for (;; next++) {
+		if (next == 0 || next > 999999999)
+			return err_set(-EOVERFLOW, "%s: checkpoint numbers exhausted", s->dir);
+		snprintf(name, len, "ckpt-%06u", next);
+		ret = join_path(dir, sizeof(dir), s->dir, name, NULL);
+		if (ret)
+			return ret;
+		ret = s->ops->mkdir(dir);
+		if (ret != -EEXIST)
+			break;
+	}
+	if (ret)
+		return report(ret, "%s: cannot create the checkpoint directory", dir);
+	ret = s->ops->fsync_dir(s->dir);
+	if (ret) {
+		s->ops->remove_tree(dir);
+		return report(ret, "%s: cannot fsync the job directory", s->dir);
+	}
+	return 0;
+}
+
+static int begin_held(struct store *s, struct index_hold *h, struct store_ckpt **out)
+{
+	struct index_record r;
+	struct index_view v;
+	char name[64];
+	int ret;
+
+	ret = index_view_load_held(h, &v);
+	if (ret)
+		return ret;
+	ret = claim_name(s, v.max_number + 1, name, sizeof(name));
+	index_view_free(&v);
+	if (ret)
+		return ret;
+	*out = ckpt_new(s, name);
+	if (!*out)
+		ret = -ENOMEM;
+	record_init(&r, INDEX_BEGIN, name);
+	if (ret == 0)
+		ret = index_append_held(h, &r);
+	if (ret) {
+		/* Without its BEGIN record the directory would only be skipped. */
+		char dir[PATH_MAX];
+
+		if (join_path(dir, sizeof(dir), s->dir, name, NULL) == 0)
+			s->ops->remove_tree(dir);
+		store_ckpt_free(out);
+	}
+	return ret;
+}
+
+int store_ckpt_begin(struct store *s, struct store_ckpt **out)
+{
+	struct index_hold h;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	ret = index_lock(&s->index, &h);
+	if (ret)
+		return ret;
+	ret = begin_held(s, &h, out);
+	index_unlock(&h);
+	if (ret == 0)
+		log_debug("%s: began %s", s->dir, (*out)->name);
+	return ret;
+}
+
+static int load_ckpt(struct store *s, const char *name, struct index_view *v, struct index_ckpt **ck)
+{
+	int ret = index_view_load(&s->index, v);
+
+	if (ret)
+		return ret;
+	*ck = index_view_find(v, name);
+	if (*ck)
+		return 0;
+	index_view_free(v);
+	return err_set(-ENOENT, "%s: no checkpoint '%s' in the index of job %s", s->dir, name, s->job);
+}
+
+int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
+{
+	struct index_view v;
+	struct index_ckpt *ck;
+	struct store_stat st;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	ret = load_ckpt(s, name, &v, &ck);
+	if (ret)
+		return ret;
+	if (ck->info.state != STORE_PARTIAL) {
+		ret = err_set(-EINVAL, "%s: already %s; no files can be added to it", name,
+			      store_state_name(ck->info.state));
+		goto out;
+	}
+	*out = ckpt_new(s, name);
+	if (!*out) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = s->ops->stat((*out)->dir, &st);
+	if (ret || !st.is_dir) {
+		ret = report(ret ? ret : -ENOTDIR, "%s: checkpoint directory unusable", (*out)->dir);
+		store_ckpt_free(out);
+	}
+out:
+	index_view_free(&v);
+	return ret;
+}
+
+const char *store_ckpt_name(const struct store_ckpt *c)
+{
+	return c->name;
+}
+
+void store_ckpt_free(struct store_ckpt **c)
+{
+	free(*c);
+	*c = NULL;
+}
+
+/* ---- files ---- */
+
+int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out)
+{
+	const struct store_tier_ops *ops = c->s->ops;
+	struct store_stat st;
+	struct store_file *f;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	ret = check_file_name(name);
+	if (ret)
+		return ret;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return err_set(-ENOMEM, "out of memory");
+	f->c = c;
+	f->fd = -1;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
+	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
+		ret = err_set(-ENAMETOOLONG, "%s%s: path too long", f->path, TMP_SUFFIX);
+	if (ret)
+		goto fail;
+	/* rename refuses to replace too; failing here saves writing the data. */
+	if (ops->stat(f->path, &st) == 0) {
+		ret = err_set(-EEXIST, "%s/%s: already committed", c->name, name);
+		goto fail;
+	}
+	ret = ops->create(f->tmp, &f->fd);
+	if (ret == -EEXIST) {
+		ret = err_set(ret, "%s/%s%s exists: another process is writing %s, or one died doing so",
+			      c->name, name, TMP_SUFFIX, name);
+		goto fail;
+	}
+	if (ret) {
+		ret = report(ret, "%s: cannot create", f->tmp);
+		goto fail;
+	}
+	*out = f;
+	return 0;
+
+fail:
+	free(f);
+	return ret;
+}
+
+int store_file_write(void *file, const void *buf, size_t len)
+{
+	struct store_file *f = file;
+	const struct store_tier_ops *ops = f->c->s->ops;
+	const char *p = buf;
+	int ret;
+
+	if (f->error)
+		return err_set(f->error, "%s: an earlier write failed", f->tmp);
+	if (f->fd < 0)
+		return err_set(-EBADF, "%s/%s: already committed", f->c->name, f->name);
+	err_clear();
+	while (len) {
+		ssize_t n;
+
+		ret = FAULT(STORE_FILE_WRITE);
+		if (ret)
+			goto fail;
+		n = ops->write(f->fd, p, len);
+		if (n <= 0) {
+			ret = n < 0 ? (int)n : -EIO;
+			goto fail;
+		}
+		f->crc = crc32c(f->crc, p, (size_t)n);
+		f->size += (uint64_t)n;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+
+fail:
+	f->error = ret;
+	return report(ret, "%s: cannot write", f->tmp);
+}
+
+static int close_file(struct store_file *f)
+{
+	int ret = f->c->s->ops->close(f->fd);
+
+	f->fd = -1;
+	return ret;
+}
+
+/* Each step waits for the one before it to be durable: the data before the
+ * name points at it, the name before the index says the file exists. */
+static int commit_steps(struct store_file *f)
+{
+	const struct store_tier_ops *ops = f->c->s->ops;
+	struct index_record r;
+	int ret;
+
+	ret = FAULT(STORE_FILE_FSYNC);
+	ret = ret ? ret : ops->fsync(f->fd);
+	if (ret)
+		return report(ret, "%s: cannot fsync", f->tmp);
+	ret = close_file(f);
+	if (ret)
+		return report(ret, "%s: cannot close", f->tmp);
+	ret = FAULT(STORE_FILE_RENAME);
+	ret = ret ? ret : ops->rename(f->tmp, f->path);
+	if (ret)
+		return report(ret, "%s: cannot rename to %s", f->tmp, f->name);
+	f->renamed = 1;
+	ret = FAULT(STORE_DIR_FSYNC);
+	ret = ret ? ret : ops->fsync_dir(f->c->dir);
+	if (ret)
+		return report(ret, "%s: cannot fsync the checkpoint directory", f->c->dir);
+	record_init(&r, INDEX_FILE, f->c->name);
+	snprintf(r.name, sizeof(r.name), "%s", f->name);
+	r.size = f->size;
+	r.crc = f->crc;
+	return index_append(&f->c->s->index, &r);
+}
+
+int store_file_commit(struct store_file *f)
+{
+	int ret;
+
+	if (f->committed)
+		return 0;
+	if (f->error)
+		return err_set(f->error, "%s/%s: not committed: a write to it failed", f->c->name, f->name);
+	if (f->fd < 0 || f->renamed)
+		return err_set(-EINVAL, "%s/%s: not committed: an earlier commit failed", f->c->name, f->name);
+	err_clear();
+	ret = commit_steps(f);
+	if (ret) {
+		f->error = ret;
+		return ret;
+	}
+	f->committed = 1;
+	log_debug("%s: committed %s (%" PRIu64 " bytes)", f->c->dir, f->name, f->size);
+	return 0;
+}
+
+void store_file_free(struct store_file **fp)
+{
+	struct store_file *f = *fp;
+
+	if (!f)
+		return;
+	if (f->fd >= 0)
+		close_file(f);
+	/* A file without its FILE record must not linger under its final name
+	 * either: nothing vouches for it. */
+	if (!f->renamed)
+		f->c->s->ops->unlink(f->tmp);
+	else if (!f->committed)
+		f->c->s->ops->unlink(f->path);
+	free(f);
+	*fp = NULL;
+}
+
+/* ---- sealing ---- */
+
+/* Files of the checkpoint directory named *.tmp whose final name has no
+ * FILE record: writers that did not finish, for the message. */
+static void unfinished_files(struct store *s, const struct index_ckpt *ck, const char *dir,
+			     char *buf, size_t len)
+{
+	char **names = NULL;
+	size_t count = 0, used = 0;
+
+	buf[0] = '\0';
+	if (s->ops->list(dir, &names, &count))
+		return;
+	qsort(names, count, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < count && used < len; i++) {
+		size_t n = strlen(names[i]);
+		int known = 0;
+
+		if (!ends_with(names[i], TMP_SUFFIX))
+			continue;
+		for (size_t k = 0; k < ck->nfiles; k++)
+			known |= strlen(ck->files[k].name) == n - strlen(TMP_SUFFIX) &&
+				 strncmp(ck->files[k].name, names[i], n - strlen(TMP_SUFFIX)) == 0;
+		if (!known)
+			used += (size_t)snprintf(buf + used, len - used, "%s%.*s", used ? ", " : "",
+						 (int)(n - strlen(TMP_SUFFIX)), names[i]);
+	}
+	store_names_free(names, count);
+}
+
+static int __attribute__((format(printf, 3, 4))) because(char *why, size_t len, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, len, fmt, ap);
+	va_end(ap);
+	return -EIO;
+}
+
+/* Is every file the index lists in place with its size? On the first that
+ * is not, -EIO and why in `why`. */
+static int files_in_place(struct store *s, const struct index_ckpt *ck, char *why, size_t len)
+{
+	char path[PATH_MAX];
+	struct store_stat st;
+	int ret;
+
+	for (size_t i = 0; i < ck->nfiles; i++) {
+		const struct store_file_info *fi = &ck->files[i];
+
+		if (join_path(path, sizeof(path), s->dir, ck->info.name, fi->name))
+			return because(why, len, "%s: path too long", fi->name);
+		ret = s->ops->stat(path, &st);
+		if (ret == -ENOENT)
+			return because(why, len, "%s is missing", fi->name);
+		if (ret)
+			return because(why, len, "%s: %s", fi->name, strerror(-ret));
+		if (!st.is_file || st.size != fi->size)
+			return because(why, len, "%s has %" PRIu64 " bytes, the index says %" PRIu64,
+				       fi->name, st.is_file ? st.size : 0, fi->size);
+	}
+	return 0;
+}
+
+static int commit_check(struct store *s, const struct index_ckpt *ck, unsigned expected,
+			const char *dir, char *why, size_t len)
+{
+	char unfinished[256];
+	unsigned need = expected ? expected : 1;
+
+	if (ck->nfiles < need) {
+		unfinished_files(s, ck, dir, unfinished, sizeof(unfinished));
+		return because(why, len, "%u of %u expected file(s) committed%s%s%s", (unsigned)ck->nfiles,
+			       need, unfinished[0] ? " (never committed: " : "", unfinished,
+			       unfinished[0] ? ")" : "");
+	}
+	return files_in_place(s, ck, why, len);
+}
+
+static int append_failed(struct index_hold *h, const char *ckpt, const char *reason)
+{
+	struct index_record r;
+	char msg[512];
+	int ret;
+
+	record_init(&r, INDEX_FAILED, ckpt);
+	snprintf(r.reason, sizeof(r.reason), "%s", reason);
+	snprintf(msg, sizeof(msg), "%s", err_msg());
+	ret = index_append_held(h, &r);
+	if (ret)
+		log_error("%s: could not mark %s FAILED: %s", h->ix->path, ckpt, err_msg());
+	err_set(-EIO, "%s", msg);       /* the caller reports the first failure */
+	return ret;
+}
+
+static int seal(struct store_ckpt *c, struct index_hold *h, const struct index_ckpt *ck, unsigned expected)
+{
+	struct index_record r;
+	char why[400];
+	int ret;
+
+	if (ck->info.state == STORE_COMPLETE)
+		return 0;       /* another rank sealed it */
+	if (ck->info.state != STORE_PARTIAL)
+		return err_set(-EIO, "%s: already %s%s%s; not committing", c->name,
+			       store_state_name(ck->info.state), ck->info.reason[0] ? ": " : "", ck->info.reason);
+	if (commit_check(c->s, ck, expected, c->dir, why, sizeof(why))) {
+		err_set(-EIO, "%s: not committed: %s", c->name, why);
+		append_failed(h, c->name, why);
+		return -EIO;
+	}
+	record_init(&r, INDEX_COMPLETE, c->name);
+	r.files = (unsigned)ck->nfiles;
+	r.bytes = ck->info.bytes;
+	ret = FAULT(STORE_CKPT_COMMIT);
+	if (ret == 0)
+		ret = index_append_held(h, &r);
+	if (ret) {
+		/* The COMPLETE record may even be in the file (its fsync failed):
+		 * FAILED after it wins, matching what the caller is told. */
+		ret = report(ret, "%s: not committed", c->name);
+		snprintf(why, sizeof(why), "commit failed: %s", err_msg());
+		append_failed(h, c->name, why);
+	}
+	return ret;
+}
+
+int store_ckpt_commit(struct store_ckpt *c, unsigned expected)
+{
+	struct index_hold h;
+	struct index_view v;
+	struct index_ckpt *ck;
+	int ret;
+
+	err_clear();
+	/* Under the lock, so the files counted are the files the COMPLETE
+	 * record seals: a FILE appended later does not belong to it. */
+	ret = index_lock(&c->s->index, &h);
+	if (ret)
+		return ret;
+	ret = index_view_load_held(&h, &v);
+	if (ret)
+		goto out_unlock;
+	ck = index_view_find(&v, c->name);
+	if (ck)
+		ret = seal(c, &h, ck, expected);
+	else
+		ret = err_set(-ENOENT, "%s: not in the index (its BEGIN record is lost)", c->name);
+	index_view_free(&v);
+out_unlock:
+	index_unlock(&h);
+	if (ret == 0)
+		log_debug("%s: %s COMPLETE", c->s->dir, c->name);
+	return ret;
+}
+
+int store_ckpt_abort(struct store_ckpt *c, const char *reason)
+{
+	struct index_record r;
+	char copy[sizeof(r.reason)];
+
+	/* reason is often err_msg() itself, which the append may overwrite. */
+	snprintf(copy, sizeof(copy), "%s", reason && *reason ? reason : "aborted");
+	err_clear();
+	record_init(&r, INDEX_FAILED, c->name);
+	memcpy(r.reason, copy, sizeof(r.reason));
+	return index_append(&c->s->index, &r);
+}
+
+/* ---- reading the store ---- */
+
+/* Usable for restart: COMPLETE, every FILE record it sealed still readable
+ * in the index, every file in place with its size. */
+static int usable(struct store *s, const struct index_ckpt *ck, char *why, size_t len)
+{
+	if (ck->info.state != STORE_COMPLETE) {
+		snprintf(why, len, "%s", store_state_name(ck->info.state));
+		return 0;
+	}
+	if (ck->nfiles < ck->sealed_files || ck->nfiles == 0) {
+		snprintf(why, len, "the index lost %u of its %u FILE record(s) (damaged index)",
+			 ck->sealed_files - (unsigned)ck->nfiles, ck->sealed_files);
+		return 0;
+	}
+	return files_in_place(s, ck, why, len) == 0;
+}
+
+static const struct index_ckpt *select_in(struct store *s, const struct index_view *v)
+{
+	char why[400];
+
+	for (size_t i = v->count; i-- > 0;) {
+		const struct index_ckpt *ck = &v->ckpts[i];
+
+		if (ck->info.state != STORE_COMPLETE)
+			continue;
+		if (usable(s, ck, why, sizeof(why)))
+			return ck;
+		log_warn("%s: %s skipped for restart: %s", s->dir, ck->info.name, why);
+	}
+	return NULL;
+}
+
+int store_select(struct store *s, char *name, size_t len)
+{
+	const struct index_ckpt *ck;
+	struct index_view v;
+	unsigned counts[4] = { 0 };
+	int ret;
+
+	err_clear();
+	ret = index_view_load(&s->index, &v);
+	if (ret)
+		return ret;
+	ck = select_in(s, &v);
+	if (ck && (size_t)snprintf(name, len, "%s", ck->info.name) >= len)
+		ret = err_set(-ENAMETOOLONG, "%s: name buffer too small", ck->info.name);
+	if (!ck) {
+		for (size_t i = 0; i < v.count; i++)
+			counts[v.ckpts[i].info.state]++;
+		ret = err_set(-ENOENT, "job %s: no complete checkpoint to restart from (%u complete but "
+			      "damaged, %u partial, %u failed, %u pruned)", s->job,
+			      counts[STORE_COMPLETE], counts[STORE_PARTIAL], counts[STORE_FAILED],
+			      counts[STORE_PRUNED]);
+	}
+	index_view_free(&v);
+	return ret;
+}
+
+int store_list(struct store *s, struct store_ckpt_info **list, size_t *count, unsigned *bad_records)
+{
+	const struct index_ckpt *cur;
+	struct index_view v;
+	int ret;
+
+	err_clear();
+	*list = NULL;
+	*count = 0;
+	ret = index_view_load(&s->index, &v);
+	if (ret)
+		return ret;
+	cur = select_in(s, &v);
+	*list = calloc(v.count ? v.count : 1, sizeof(**list));
+	if (!*list) {
+		index_view_free(&v);
+		return err_set(-ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < v.count; i++) {
+		(*list)[i] = v.ckpts[i].info;
+		(*list)[i].current = &v.ckpts[i] == cur;
+	}
+	*count = v.count;
+	if (bad_records)
+		*bad_records = v.stats.bad;
+	index_view_free(&v);
+	return 0;
+}
+
+int store_ckpt_files(struct store *s, const char *name, struct store_file_info **files, size_t *count)
+{
+	struct index_view v;
+	struct index_ckpt *ck;
+	int ret;
+
+	err_clear();
+	*files = NULL;
+	*count = 0;
+	ret = load_ckpt(s, name, &v, &ck);
+	if (ret)
+		return ret;
+	*files = malloc(ck->nfiles ? ck->nfiles * sizeof(**files) : 1);
+	if (*files) {
+		if (ck->nfiles)
+			memcpy(*files, ck->files, ck->nfiles * sizeof(**files));
+		*count = ck->nfiles;
+	} else {
+		ret = err_set(-ENOMEM, "out of memory");
+	}
+	index_view_free(&v);
+	return ret;
+}
+
+int store_index_check(struct store *s)
+{
+	struct index_scan_stats st;
+	int ret;
+
+	err_clear();
+	ret = index_scan(&s->index, NULL, NULL, &st);
+	if (ret)
+		return ret;
+	if (st.bad)
+		return err_set(-EBADMSG, "%s: damaged record at byte %" PRIu64 " (%u damaged record(s), "
+			       "%u intact; damaged ones are ignored)", s->index.path, st.first_bad, st.bad,
+			       st.records);
+	return 0;
+}
+
+/* ---- verification ---- */
+
+static int not_established(const struct index_ckpt *ck)
+{
+	const char *name = ck->info.name;
+
+	switch (ck->info.state) {
+	case STORE_PARTIAL:
+		return err_set(-EBADMSG, "%s: not established (PARTIAL: no commit record)", name);
+	case STORE_FAILED:
+		return err_set(-EBADMSG, "%s: not established (FAILED: %s)", name,
+			       ck->info.reason[0] ? ck->info.reason : "no reason recorded");
+	case STORE_PRUNED:
+		return err_set(-EBADMSG, "%s: not established (PRUNED: removed by prune)", name);
+	case STORE_COMPLETE:
+		break;
+	}
+	return 0;
+}
+
+static int crc_file(const struct store_tier_ops *ops, int fd, uint64_t size, uint32_t *crc)
+{
+	char *buf = malloc(VERIFY_BUF);
+	uint64_t off = 0;
+	ssize_t n = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	*crc = 0;
+	while (off < size) {
+		n = ops->pread(fd, buf, size - off < VERIFY_BUF ? (size_t)(size - off) : VERIFY_BUF, off);
+		if (n <= 0)
+			break;
+		*crc = crc32c(*crc, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	free(buf);
+	return n < 0 ? (int)n : off == size ? 0 : -EIO;
+}
+
+/* An image is checked chunk by chunk first, for a message that names the
+ * section and chunk; the CRC of the whole file then covers every byte. */
+static int verify_image(const char *ckpt, const struct store_file_info *fi, const char *path, int fd)
+{
+	char msg[512];
+	struct img_reader *r = NULL;
+	int ret;
+
+	err_clear();
+	ret = img_open_fd(fd, path, &r);
+	if (ret == 0)
+		ret = img_verify(r);
+	img_close(&r);
+	if (ret) {
+		snprintf(msg, sizeof(msg), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
+		return err_set(-EBADMSG, "%s/%s: %s", ckpt, fi->name, msg);
+	}
+	return 0;
+}
+
+static int verify_file(struct store *s, const char *ckpt, const struct store_file_info *fi)
+{
+	const struct store_tier_ops *ops = s->ops;
+	char path[PATH_MAX], head[IMG_MAGIC_LEN];
+	struct store_stat st;
+	uint32_t crc;
+	int fd, ret;
+
+	ret = join_path(path, sizeof(path), s->dir, ckpt, fi->name);
+	if (ret)
+		return ret;
+	ret = ops->open_read(path, &fd);
+	if (ret == -ENOENT)
+		return err_set(-EBADMSG, "%s/%s: missing", ckpt, fi->name);
+	if (ret)
+		return report(ret, "%s/%s: cannot open", ckpt, fi->name);
+	ret = ops->fstat(fd, &st);
+	if (ret) {
+		ret = report(ret, "%s/%s", ckpt, fi->name);
+	} else if (st.size != fi->size) {
+		ret = err_set(-EBADMSG, "%s/%s: %" PRIu64 " bytes, the index says %" PRIu64 " (truncated or replaced)",
+			      ckpt, fi->name, st.size, fi->size);
+	} else if (st.size >= IMG_MAGIC_LEN && ops->pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+		   memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0) {
+		ret = verify_image(ckpt, fi, path, fd);
+	}
+	if (ret == 0) {
+		ret = crc_file(ops, fd, st.size, &crc);
+		if (ret)
+			ret = report(ret, "%s/%s: cannot read", ckpt, fi->name);
+		else if (crc != fi->crc)
+			ret = err_set(-EBADMSG, "%s/%s: content damaged (CRC32C %08" PRIx32 ", the index says %08" PRIx32 ")",
+				      ckpt, fi->name, crc, fi->crc);
+	}
+	ops->close(fd);
+	return ret;
+}
+
+/* Entries of the directory the index does not list: not errors (a rank that
+ * died after the checkpoint was sealed leaves its *.tmp), but worth a note. */
+static void note_extra(struct store *s, const struct index_ckpt *ck)
+{
+	char dir[PATH_MAX], **names = NULL;
+	size_t count = 0;
+
+	if (join_path(dir, sizeof(dir), s->dir, ck->info.name, NULL) || s->ops->list(dir, &names, &count))
+		return;
+	qsort(names, count, sizeof(*names), name_cmp);
+	for (size_t i = 0; i < count; i++) {
+		int known = 0;
+
+		for (size_t k = 0; k < ck->nfiles && !known; k++)
+			known = strcmp(names[i], ck->files[k].name) == 0;
+		if (!known)
+			log_warn("%s: note: %s is not part of the checkpoint%s", ck->info.name, names[i],
+				 ends_with(names[i], TMP_SUFFIX) ? " (left over from an unfinished write)" : "");
+	}
+	store_names_free(names, count);
+}
+
+int store_verify(struct store *s, const char *name)
+{
+	struct index_view v;
+	struct index_ckpt *ck;
+	int ret;
+
+	err_clear();
+	ret = load_ckpt(s, name, &v, &ck);
+	if (ret)
+		return ret;
+	ret = not_established(ck);
+	if (ret == 0 && (ck->nfiles < ck->sealed_files || ck->nfiles == 0))
+		ret = err_set(-EBADMSG, "%s: the index lost %u of its %u FILE record(s) (damaged index)", name,
+			      ck->sealed_files - (unsigned)ck->nfiles, ck->sealed_files);
+	for (size_t i = 0; ret == 0 && i < ck->nfiles; i++)
+		ret = verify_file(s, name, &ck->files[i]);
+	if (ret == 0)
+		note_extra(s, ck);
+	index_view_free(&v);
+	return ret;
+}
+
+/* ---- pruning ---- */
+
+/* Which checkpoints go: COMPLETE ones beyond the newest `keep` (0: none),
+ * never the current one; PARTIAL and FAILED ones older than the newest
+ * COMPLETE (their writers are gone: a later checkpoint finished after them);
+ * PRUNED ones whose directory a crash left behind. */
+static int doomed(const struct index_view *v, size_t i, const struct index_ckpt *cur, size_t newest,
+		  unsigned newer_complete, unsigned keep)
+{
+	const struct index_ckpt *ck = &v->ckpts[i];
+
+	switch (ck->info.state) {
+	case STORE_COMPLETE:
+		return keep && newer_complete >= keep && ck != cur;
+	case STORE_PARTIAL:
+	case STORE_FAILED:
+		return newest != SIZE_MAX && i < newest;
+	case STORE_PRUNED:
+		return 1;
+	}
+	return 0;
+}
+
+static int prune_one(struct store *s, const struct index_ckpt *ck, unsigned keep)
+{
+	struct index_record r;
+	char dir[PATH_MAX];
+	int ret;
+
+	ret = join_path(dir, sizeof(dir), s->dir, ck->info.name, NULL);
+	if (ret)
+		return ret;
+	if (ck->info.state == STORE_PRUNED) {
+		struct store_stat st;
+
+		if (s->ops->stat(dir, &st) == -ENOENT)
+			return 0;       /* nothing left to do */
+	} else {
+		/* Record first: a crash mid-removal then leaves a PRUNED
+		 * checkpoint that nothing trusts, never a COMPLETE one with
+		 * files missing. */
+		record_init(&r, INDEX_PRUNED, ck->info.name);
+		snprintf(r.reason, sizeof(r.reason), "was %s; prune keeping %u", store_state_name(ck->info.state), keep);
+		ret = index_append(&s->index, &r);
+		if (ret)
+			return ret;
+	}
+	ret = FAULT(STORE_PRUNE_REMOVE);
+	ret = ret ? ret : s->ops->remove_tree(dir);
+	if (ret && ret != -ENOENT)
+		return report(ret, "%s: cannot remove", dir);
+	log_info("%s: pruned %s", s->dir, ck->info.name);
+	return 1;
+}
+
+int store_prune(struct store *s, unsigned keep, unsigned *removed)
+{
+	const struct index_ckpt *cur;
+	struct index_view v;
+	size_t newest = SIZE_MAX;
+	unsigned newer_complete = 0, done = 0;
+	int ret;
+
+	err_clear();
+	if (removed)
+		*removed = 0;
+	ret = index_view_load(&s->index, &v);
+	if (ret)
+		return ret;
+	cur = select_in(s, &v);
+	for (size_t i = v.count; i-- > 0 && newest == SIZE_MAX;)
+		if (v.ckpts[i].info.state == STORE_COMPLETE)
+			newest = i;
+	/* Newest first, so newer_complete counts the COMPLETE ones after i. */
+	for (size_t i = v.count; i-- > 0;) {
+		if (doomed(&v, i, cur, newest, newer_complete, keep)) {
+			ret = prune_one(s, &v.ckpts[i], keep);
+			if (ret < 0)
+				break;
+			done += (unsigned)ret;
+			ret = 0;
+		}
+		newer_complete += v.ckpts[i].info.state == STORE_COMPLETE;
+	}
+	index_view_free(&v);
+	if (done && s->ops->fsync_dir(s->dir))
+		log_warn("%s: cannot fsync the job directory after pruning", s->dir);
+	if (removed)
+		*removed = done;
+	return ret;
+}
