@@ -796,14 +796,18 @@ out_unlock:
 int store_ckpt_abort(struct store_ckpt *c, const char *reason)
 {
 	struct index_record r;
-	char copy[sizeof(r.reason)];
+	char earlier[512];
+	int ret;
 
-	/* reason is often err_msg() itself, which the append may overwrite. */
-	snprintf(copy, sizeof(copy), "%s", reason && *reason ? reason : "aborted");
-	err_clear();
+	/* Called while handling an error: keep that error's message for the
+	 * caller unless the abort itself fails. reason is often err_msg(). */
+	snprintf(earlier, sizeof(earlier), "%s", err_msg());
 	record_init(&r, INDEX_FAILED, c->name);
-	memcpy(r.reason, copy, sizeof(r.reason));
-	return index_append(&c->s->index, &r);
+	snprintf(r.reason, sizeof(r.reason), "%s", reason && *reason ? reason : "aborted");
+	ret = index_append(&c->s->index, &r);
+	if (ret == 0)
+		err_set(0, "%s", earlier);
+	return ret;
 }
 
 /* ---- reading the store ---- */

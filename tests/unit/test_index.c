@@ -1,0 +1,669 @@
+/* test_index.c - the job index: record format, torn and damaged records,
+ * concurrent appenders, state derivation, its fault points. */
+#include "check.h"
+#include "common/crc32c.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "store/index.h"
+#include "store/tier.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[PATH_MAX / 2];
+static const struct store_tier_ops *ops;
+
+static void make_dir(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/test_index.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(2);
+	}
+}
+
+static void remove_dir(void)
+{
+	ops->remove_tree(dir);
+}
+
+static void index_at(struct index *ix, const char *name)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	unlink(path);
+	CHECK_EQ(index_init(ix, ops, path), 0);
+}
+
+static struct index_record rec(enum index_op op, const char *ckpt)
+{
+	struct index_record r;
+
+	memset(&r, 0, sizeof(r));
+	r.op = op;
+	r.time = 1700000000;
+	snprintf(r.ckpt, sizeof(r.ckpt), "%s", ckpt);
+	return r;
+}
+
+static struct index_record file_rec(const char *ckpt, const char *name, uint64_t size, uint32_t crc)
+{
+	struct index_record r = rec(INDEX_FILE, ckpt);
+
+	snprintf(r.name, sizeof(r.name), "%s", name);
+	r.size = size;
+	r.crc = crc;
+	return r;
+}
+
+static struct index_record complete_rec(const char *ckpt, unsigned files, uint64_t bytes)
+{
+	struct index_record r = rec(INDEX_COMPLETE, ckpt);
+
+	r.files = files;
+	r.bytes = bytes;
+	return r;
+}
+
+static struct index_record failed_rec(const char *ckpt, const char *reason)
+{
+	struct index_record r = rec(INDEX_FAILED, ckpt);
+
+	snprintf(r.reason, sizeof(r.reason), "%s", reason);
+	return r;
+}
+
+static int same_record(const struct index_record *a, const struct index_record *b)
+{
+	return a->op == b->op && strcmp(a->ckpt, b->ckpt) == 0 && a->time == b->time &&
+	       strcmp(a->name, b->name) == 0 && a->size == b->size && a->crc == b->crc &&
+	       a->files == b->files && a->bytes == b->bytes && strcmp(a->reason, b->reason) == 0;
+}
+
+struct collected {
+	struct index_record r[1024];
+	uint64_t off[1024];
+	unsigned n;
+};
+
+static int collect(void *ctx, const struct index_record *r, uint64_t offset)
+{
+	struct collected *c = ctx;
+
+	if (c->n < 1024) {
+		c->r[c->n] = *r;
+		c->off[c->n] = offset;
+	}
+	c->n++;
+	return 0;
+}
+
+static size_t file_size(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	size_t n = file_size(path);
+	char *buf = malloc(n + 1);
+	int fd = open(path, O_RDONLY);
+
+	if (!buf || fd < 0 || read(fd, buf, n) != (ssize_t)n) {
+		perror(path);
+		exit(2);
+	}
+	close(fd);
+	*len = n;
+	return buf;
+}
+
+static void spit(const char *path, const char *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	if (fd < 0 || write(fd, buf, len) != (ssize_t)len) {
+		perror(path);
+		exit(2);
+	}
+	close(fd);
+}
+
+/* ---- format ---- */
+
+static void test_encode_decode(void)
+{
+	struct index_record in[] = {
+		rec(INDEX_BEGIN, "ckpt-000001"),
+		file_rec("ckpt-000001", "rank-0.img", 123456789012ULL, 0xe3069283),
+		file_rec("ckpt-000001", "we\"ird \\name", 0, 0),
+		complete_rec("ckpt-000001", 2, 123456789012ULL),
+		failed_rec("ckpt-000002", "rank 3: write failed: No space left on device"),
+		rec(INDEX_PRUNED, "ckpt-000001"),
+	};
+	char line[INDEX_MAX_LINE];
+	struct index_record out;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		CHECK_EQ(index_encode(&in[i], line, sizeof(line), &len), 0);
+		CHECK(len > 2 && line[len - 1] == '\n');
+		CHECK(memchr(line, '\n', len - 1) == NULL);
+		CHECK_EQ(index_decode(line, len - 1, &out, NULL), 0);
+		CHECK(same_record(&in[i], &out));
+	}
+	/* The exact line of a known record: the format is a contract. */
+	CHECK_EQ(index_encode(&in[0], line, sizeof(line), &len), 0);
+	line[len] = '\0';
+	CHECK(strncmp(line, "R 53 ", 5) == 0);
+	CHECK(strstr(line, " {\"op\":\"BEGIN\",\"ckpt\":\"ckpt-000001\",\"time\":1700000000}\n") != NULL);
+	CHECK_EQ(strlen("{\"op\":\"BEGIN\",\"ckpt\":\"ckpt-000001\",\"time\":1700000000}"), 53);
+}
+
+static void check_rejected(const char *line, const char *what)
+{
+	struct index_record out;
+	const char *why = NULL;
+
+	if (index_decode(line, strlen(line), &out, &why) != -EBADMSG)
+		fprintf(stderr, "accepted %s: %s\n", what, line);
+	CHECK(why != NULL);
+	CHECK_EQ(index_decode(line, strlen(line), &out, &why), -EBADMSG);
+}
+
+/* A record line with a correct length and CRC around arbitrary JSON. */
+static void framed(const char *json, char *line, size_t size)
+{
+	snprintf(line, size, "R %zu %08x %s", strlen(json), crc32c(0, json, strlen(json)), json);
+}
+
+static void test_decode_rejects(void)
+{
+	struct index_record r = file_rec("ckpt-000001", "a", 5, 7);
+	char line[INDEX_MAX_LINE], bad[2 * INDEX_MAX_LINE];
+	size_t len;
+
+	CHECK_EQ(index_encode(&r, line, sizeof(line), &len), 0);
+	line[--len] = '\0';
+	check_rejected("", "empty line");
+	check_rejected("X 2 00000000 {}", "bad prefix");
+	snprintf(bad, sizeof(bad), "%s ", line);
+	check_rejected(bad, "trailing byte");
+	snprintf(bad, sizeof(bad), "R 0%s", line + 2);
+	check_rejected(bad, "leading zero in length");
+	memcpy(bad, line, len + 1);
+	bad[len - 1] = 'x';
+	check_rejected(bad, "payload changed");
+	memcpy(bad, line, len + 1);
+	bad[len - 5]++;
+	check_rejected(bad, "payload changed");
+	memcpy(bad, line, len + 1);
+	bad[strchr(line + 2, ' ') - line + 1] ^= 1;
+	check_rejected(bad, "checksum changed");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1}", bad, sizeof(bad));
+	check_rejected(bad, "FILE without crc");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":-1,\"crc\":\"00000000\"}", bad, sizeof(bad));
+	check_rejected(bad, "negative size");
+	framed("{\"op\":\"BEGIN\",\"ckpt\":\"c\",\"time\":1,\"time\":2}", bad, sizeof(bad));
+	check_rejected(bad, "duplicate key");
+	framed("{\"op\":\"RESUME\",\"ckpt\":\"c\",\"time\":1}", bad, sizeof(bad));
+	check_rejected(bad, "unknown op");
+	framed("{\"op\":\"BEGIN\",\"ckpt\":\"\",\"time\":1}", bad, sizeof(bad));
+	check_rejected(bad, "empty ckpt");
+	framed("[1,2]", bad, sizeof(bad));
+	check_rejected(bad, "not an object");
+	framed("{\"op\":\"BEGIN\",\"ckpt\":\"c\",\"time\":1", bad, sizeof(bad));
+	check_rejected(bad, "broken JSON");
+	framed("{\"op\":\"COMPLETE\",\"ckpt\":\"c\",\"time\":1,\"files\":\"2\",\"bytes\":3}", bad, sizeof(bad));
+	check_rejected(bad, "files as a string");
+	/* And the framing helper itself produces lines that do decode. */
+	framed("{\"op\":\"BEGIN\",\"ckpt\":\"c\",\"time\":1}", bad, sizeof(bad));
+	CHECK_EQ(index_decode(bad, strlen(bad), &r, NULL), 0);
+}
+
+static void test_round_trip(void)
+{
+	struct index_record in[] = {
+		rec(INDEX_BEGIN, "ckpt-000001"),
+		file_rec("ckpt-000001", "rank-0.img", 100, 0x11111111),
+		file_rec("ckpt-000001", "rank-1.img", 200, 0x22222222),
+		complete_rec("ckpt-000001", 2, 300),
+		rec(INDEX_BEGIN, "ckpt-000002"),
+		failed_rec("ckpt-000002", "rank 1 died"),
+	};
+	struct index_scan_stats st;
+	struct collected *got = calloc(1, sizeof(*got));
+	struct index ix;
+	size_t len;
+	char *buf;
+
+	index_at(&ix, "roundtrip");
+	CHECK_EQ(index_create(&ix), 0);
+	CHECK_EQ(index_create(&ix), 0);   /* idempotent */
+	buf = slurp(ix.path, &len);
+	CHECK_EQ(len, strlen(INDEX_HEADER));
+	CHECK(memcmp(buf, INDEX_HEADER, len) == 0);
+	free(buf);
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++)
+		CHECK_EQ(index_append(&ix, &in[i]), 0);
+	CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
+	CHECK_EQ(got->n, 6);
+	CHECK_EQ(st.records, 6);
+	CHECK_EQ(st.bad, 0);
+	CHECK_EQ(st.size, file_size(ix.path));
+	CHECK_EQ(got->off[0], strlen(INDEX_HEADER));
+	for (unsigned i = 0; i < got->n && i < 6; i++)
+		CHECK(same_record(&in[i], &got->r[i]));
+	index_destroy(&ix);
+	free(got);
+}
+
+/* ---- headers ---- */
+
+static void test_headers(void)
+{
+	struct index_scan_stats st;
+	struct index ix;
+	struct index_record r = rec(INDEX_BEGIN, "ckpt-000001");
+
+	index_at(&ix, "headers");
+	spit(ix.path, "", 0);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);      /* being created */
+	CHECK_EQ(st.records, 0);
+	spit(ix.path, "STASIS-IN", 9);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);      /* header torn by a crash */
+	CHECK_EQ(index_append(&ix, &r), 0);                  /* completes it */
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);
+	CHECK_EQ(st.records, 1);
+	CHECK_EQ(st.bad, 0);
+
+	spit(ix.path, "hello world\n", 12);
+	err_clear();
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), -EBADMSG);
+	CHECK(strstr(err_msg(), ix.path) && strstr(err_msg(), "not a Stasis index"));
+	CHECK_EQ(index_append(&ix, &r), -EBADMSG);          /* never appends to a stranger */
+	CHECK_EQ(file_size(ix.path), 12);
+
+	spit(ix.path, "STASIS-INDEX 2\n", 15);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), -EPROTONOSUPPORT);
+	CHECK(strstr(err_msg(), "STASIS-INDEX 2") != NULL);
+	index_destroy(&ix);
+}
+
+/* ---- crashes and damage ---- */
+
+static void derive(struct index *ix, struct index_view *v)
+{
+	CHECK_EQ(index_view_load(ix, v), 0);
+}
+
+static enum store_state state_of(const struct index_view *v, const char *name)
+{
+	struct index_ckpt *c = index_view_find(v, name);
+
+	return c ? c->info.state : (enum store_state)-1;
+}
+
+/* Cut the last record at every byte: the state before it must survive, the
+ * torn record must never count, not even once a later append closes its line. */
+static void test_torn_last_record(void)
+{
+	struct index_record prev[] = {
+		rec(INDEX_BEGIN, "ckpt-000001"),
+		file_rec("ckpt-000001", "rank-0.img", 10, 1),
+		complete_rec("ckpt-000001", 1, 10),
+		rec(INDEX_BEGIN, "ckpt-000002"),
+		file_rec("ckpt-000002", "rank-0.img", 20, 2),
+	};
+	struct index_record last = complete_rec("ckpt-000002", 1, 20);
+	struct index_record later = rec(INDEX_BEGIN, "ckpt-000003");
+	struct index ix;
+	char *full;
+	size_t full_len, start;
+
+	index_at(&ix, "torn");
+	CHECK_EQ(index_create(&ix), 0);
+	for (size_t i = 0; i < sizeof(prev) / sizeof(prev[0]); i++)
+		CHECK_EQ(index_append(&ix, &prev[i]), 0);
+	start = file_size(ix.path);
+	CHECK_EQ(index_append(&ix, &last), 0);
+	full = slurp(ix.path, &full_len);
+
+	int failures = check_failures;
+
+	for (size_t cut = start; cut < full_len; cut++) {
+		struct index_view v;
+		struct collected *got = calloc(1, sizeof(*got));
+		struct index_scan_stats st;
+		unsigned torn = cut > start;
+
+		spit(ix.path, full, cut);
+		derive(&ix, &v);
+		CHECK_EQ(v.stats.records, 5);
+		CHECK_EQ(v.stats.bad, torn);
+		if (torn)
+			CHECK_EQ(v.stats.first_bad, start);
+		CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_COMPLETE);
+		CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_PARTIAL);
+		CHECK_EQ(index_view_find(&v, "ckpt-000002")->nfiles, 1);
+		index_view_free(&v);
+
+		CHECK_EQ(index_append(&ix, &later), 0);
+		CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
+		CHECK_EQ(st.records, 6);
+		CHECK_EQ(st.bad, torn);
+		CHECK(got->n == 6 && same_record(&got->r[5], &later));
+		derive(&ix, &v);
+		CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_PARTIAL);
+		CHECK_EQ(state_of(&v, "ckpt-000003"), STORE_PARTIAL);
+		index_view_free(&v);
+		free(got);
+		if (check_failures != failures) {
+			fprintf(stderr, "  (cut at byte %zu of %zu)\n", cut, full_len);
+			break;
+		}
+	}
+	free(full);
+	index_destroy(&ix);
+}
+
+/* Flip each byte of a middle record in turn: that record is skipped and
+ * counted, every other one read. */
+static void test_flipped_middle_record(void)
+{
+	struct index ix;
+	struct collected *got = calloc(1, sizeof(*got));
+	struct index_scan_stats st;
+	size_t len, start = 0, end;
+	char *orig, *copy;
+
+	index_at(&ix, "flip");
+	CHECK_EQ(index_create(&ix), 0);
+	for (unsigned i = 1; i <= 3; i++) {
+		struct index_record r = rec(INDEX_BEGIN, "ckpt-000000");
+
+		snprintf(r.ckpt, sizeof(r.ckpt), "ckpt-%06u", i);
+		CHECK_EQ(index_append(&ix, &r), 0);
+		if (i == 1)
+			start = file_size(ix.path);
+	}
+	orig = slurp(ix.path, &len);
+	end = (size_t)((char *)memchr(orig + start, '\n', len - start) - orig);
+	copy = malloc(len);
+	int failures = check_failures;
+
+	for (size_t at = start; at < end; at++) {
+		memcpy(copy, orig, len);
+		copy[at] ^= 0x20;
+		spit(ix.path, copy, len);
+		got->n = 0;
+		CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
+		CHECK_EQ(st.bad, 1);
+		CHECK_EQ(st.first_bad, start);
+		CHECK_EQ(got->n, 2);
+		CHECK(got->n == 2 && strcmp(got->r[0].ckpt, "ckpt-000001") == 0 &&
+		      strcmp(got->r[1].ckpt, "ckpt-000003") == 0);
+		if (check_failures != failures) {
+			fprintf(stderr, "  (flipped byte %zu)\n", at);
+			break;
+		}
+	}
+	/* A damaged end of line joins the record to the next one: both are
+	 * lost, the ones around them are still read. */
+	memcpy(copy, orig, len);
+	copy[end] = 'x';
+	spit(ix.path, copy, len);
+	got->n = 0;
+	CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
+	CHECK_EQ(st.bad, 1);
+	CHECK_EQ(got->n, 1);
+	free(copy);
+	free(orig);
+	free(got);
+	index_destroy(&ix);
+}
+
+/* ---- concurrency ---- */
+
+#define PROCS 8
+#define PER_PROC 50
+
+static void appender(const char *path, int p)
+{
+	struct index ix;
+	int failed = 0;
+
+	index_init(&ix, ops, path);
+	for (int i = 0; i < PER_PROC; i++) {
+		struct index_record r = file_rec("ckpt-000001", "x", (uint64_t)p * 1000 + (uint64_t)i, (uint32_t)p);
+
+		snprintf(r.name, sizeof(r.name), "p%d-r%d", p, i);
+		failed |= index_append(&ix, &r) != 0;
+	}
+	index_destroy(&ix);
+	_exit(failed);
+}
+
+static void test_concurrent_appends(void)
+{
+	struct collected *got = calloc(1, sizeof(*got));
+	int next[PROCS] = { 0 }, status;
+	struct index_scan_stats st;
+	struct index ix;
+	pid_t pids[PROCS];
+
+	index_at(&ix, "concurrent");
+	CHECK_EQ(index_create(&ix), 0);
+	for (int p = 0; p < PROCS; p++) {
+		pids[p] = fork();
+		if (pids[p] == 0)
+			appender(ix.path, p);
+	}
+	for (int p = 0; p < PROCS; p++) {
+		CHECK_EQ(waitpid(pids[p], &status, 0), pids[p]);
+		CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	}
+	CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
+	CHECK_EQ(st.bad, 0);
+	CHECK_EQ(got->n, PROCS * PER_PROC);
+	/* Every record once, each process's in its own order. */
+	for (unsigned k = 0; k < got->n && k < 1024; k++) {
+		int p = (int)got->r[k].crc;
+		char want[32];
+
+		CHECK(p >= 0 && p < PROCS);
+		if (p < 0 || p >= PROCS)
+			break;
+		snprintf(want, sizeof(want), "p%d-r%d", p, next[p]);
+		CHECK(strcmp(got->r[k].name, want) == 0);
+		CHECK_EQ(got->r[k].size, (uint64_t)p * 1000 + (uint64_t)next[p]);
+		next[p]++;
+	}
+	for (int p = 0; p < PROCS; p++)
+		CHECK_EQ(next[p], PER_PROC);
+	free(got);
+	index_destroy(&ix);
+}
+
+/* ---- states ---- */
+
+static void append_all(struct index *ix, const struct index_record *r, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		CHECK_EQ(index_append(ix, &r[i]), 0);
+}
+
+static void test_states(void)
+{
+	struct index_record r[] = {
+		rec(INDEX_BEGIN, "ckpt-000001"),                         /* PARTIAL */
+		rec(INDEX_BEGIN, "ckpt-000002"),
+		file_rec("ckpt-000002", "a", 5, 1),
+		file_rec("ckpt-000002", "b", 7, 2),
+		file_rec("ckpt-000002", "a", 6, 3),                      /* replaces a */
+		complete_rec("ckpt-000002", 2, 13),                      /* COMPLETE */
+		file_rec("ckpt-000002", "late", 9, 4),                   /* after the seal: ignored */
+		rec(INDEX_BEGIN, "ckpt-000003"),
+		failed_rec("ckpt-000003", "rank 2 failed"),
+		complete_rec("ckpt-000003", 0, 0),                       /* no resurrection */
+		rec(INDEX_BEGIN, "ckpt-000004"),
+		complete_rec("ckpt-000004", 0, 0),
+		failed_rec("ckpt-000004", "found damaged"),              /* FAILED wins over COMPLETE */
+		rec(INDEX_BEGIN, "ckpt-000005"),
+		complete_rec("ckpt-000005", 0, 0),
+		rec(INDEX_PRUNED, "ckpt-000005"),
+		complete_rec("ckpt-000005", 0, 0),                       /* PRUNED is final */
+		failed_rec("ckpt-000005", "x"),
+		file_rec("ckpt-000012", "orphan", 1, 1),                 /* BEGIN lost: still known */
+		rec(INDEX_BEGIN, "ckpt-000010"),
+	};
+	struct index_view v;
+	struct index_ckpt *c;
+	struct index ix;
+
+	index_at(&ix, "states");
+	CHECK_EQ(index_create(&ix), 0);
+	append_all(&ix, r, sizeof(r) / sizeof(r[0]));
+	derive(&ix, &v);
+	CHECK_EQ(v.count, 7);
+	CHECK_EQ(v.max_number, 12);
+	CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_PARTIAL);
+	CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_COMPLETE);
+	CHECK_EQ(state_of(&v, "ckpt-000003"), STORE_FAILED);
+	CHECK_EQ(state_of(&v, "ckpt-000004"), STORE_FAILED);
+	CHECK_EQ(state_of(&v, "ckpt-000005"), STORE_PRUNED);
+	CHECK_EQ(state_of(&v, "ckpt-000012"), STORE_PARTIAL);
+	c = index_view_find(&v, "ckpt-000002");
+	CHECK(c && c->nfiles == 2 && c->info.files == 2 && c->info.bytes == 13 && c->sealed_files == 2);
+	CHECK(c && strcmp(c->files[0].name, "a") == 0 && c->files[0].size == 6 && c->files[0].crc == 3);
+	CHECK(c && c->info.begin_time == 1700000000 && c->info.end_time == 1700000000);
+	c = index_view_find(&v, "ckpt-000003");
+	CHECK(c && strcmp(c->info.reason, "rank 2 failed") == 0);
+	c = index_view_find(&v, "ckpt-000004");
+	CHECK(c && strcmp(c->info.reason, "found damaged") == 0);
+	/* Oldest first by number, not by first appearance. */
+	CHECK(strcmp(v.ckpts[5].info.name, "ckpt-000010") == 0);
+	CHECK(strcmp(v.ckpts[6].info.name, "ckpt-000012") == 0);
+	index_view_free(&v);
+	index_destroy(&ix);
+}
+
+/* ---- fault points ---- */
+
+static void test_fault_fail(void)
+{
+	struct index_record a = rec(INDEX_BEGIN, "ckpt-000001");
+	struct index_record b = complete_rec("ckpt-000001", 0, 0);
+	struct index_scan_stats st;
+	struct index_view v;
+	struct index ix;
+	size_t before;
+
+	index_at(&ix, "faults");
+	CHECK_EQ(index_create(&ix), 0);
+	CHECK_EQ(index_append(&ix, &a), 0);
+	before = file_size(ix.path);
+
+	CHECK_EQ(fault_configure("store.index.append:1:fail"), 0);
+	err_clear();
+	CHECK_EQ(index_append(&ix, &b), -EIO);
+	CHECK(strstr(err_msg(), "store.index.append") && strstr(err_msg(), ix.path));
+	CHECK_EQ(file_size(ix.path), before);               /* nothing written */
+
+	CHECK_EQ(fault_configure("store.index.torn:1:fail"), 0);
+	CHECK_EQ(index_append(&ix, &b), -EIO);
+	CHECK(file_size(ix.path) > before);                 /* half a record */
+	derive(&ix, &v);
+	CHECK_EQ(v.stats.bad, 1);
+	CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_PARTIAL);
+	index_view_free(&v);
+
+	CHECK_EQ(fault_configure("store.index.fsync:1:fail"), 0);
+	CHECK_EQ(index_append(&ix, &b), -EIO);
+	CHECK_EQ(fault_configure(NULL), 0);
+	/* Written, not known durable: the caller was told it failed and must
+	 * seal the checkpoint FAILED, which then wins. */
+	derive(&ix, &v);
+	CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_COMPLETE);
+	index_view_free(&v);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);
+	CHECK_EQ(st.records, 2);
+	index_destroy(&ix);
+}
+
+/* A process killed at each point leaves an index that reads back to the
+ * state before the record, and takes the next append. */
+static void test_fault_kill(void)
+{
+	static const char *const specs[] = { "store.index.append:2:kill", "store.index.torn:2:kill",
+					     "store.index.fsync:2:kill" };
+	static const int expect_complete[] = { 0, 0, 1 };
+
+	for (int k = 0; k < 3; k++) {
+		struct index_record a = rec(INDEX_BEGIN, "ckpt-000001");
+		struct index_record b = complete_rec("ckpt-000001", 0, 0);
+		struct index_record c = rec(INDEX_BEGIN, "ckpt-000002");
+		struct index_view v;
+		struct index ix;
+		int status;
+		pid_t pid;
+
+		index_at(&ix, "kill");
+		CHECK_EQ(index_create(&ix), 0);
+		pid = fork();
+		if (pid == 0) {
+			if (fault_configure(specs[k]) != 0)
+				_exit(3);
+			index_append(&ix, &a);
+			index_append(&ix, &b);
+			_exit(4);
+		}
+		CHECK_EQ(waitpid(pid, &status, 0), pid);
+		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+		derive(&ix, &v);
+		CHECK_EQ(state_of(&v, "ckpt-000001"), expect_complete[k] ? STORE_COMPLETE : STORE_PARTIAL);
+		CHECK_EQ(v.stats.bad, k == 1);
+		index_view_free(&v);
+		CHECK_EQ(index_append(&ix, &c), 0);
+		derive(&ix, &v);
+		CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_PARTIAL);
+		CHECK_EQ(state_of(&v, "ckpt-000001"), expect_complete[k] ? STORE_COMPLETE : STORE_PARTIAL);
+		index_view_free(&v);
+		index_destroy(&ix);
+	}
+}
+
+int main(void)
+{
+	ops = store_tier_find("global");
+	CHECK(ops != NULL);
+	if (!ops)
+		return check_result("test_index");
+	make_dir();
+	test_encode_decode();
+	test_decode_rejects();
+	test_round_trip();
+	test_headers();
+	test_torn_last_record();
+	test_flipped_middle_record();
+	test_concurrent_appends();
+	test_states();
+	test_fault_fail();
+	test_fault_kill();
+	if (!check_failures)
+		remove_dir();
+	else
+		fprintf(stderr, "test files kept in %s\n", dir);
+	return check_result("test_index");
+}
