@@ -311,7 +311,8 @@ int store_jobs(const char *tier, const char *root, char ***names, size_t *count)
 	if (ret)
 		return report(ret, "%s: cannot list jobs", root);
 	*count = keep_jobs(ops, root, *names, *count);
-	qsort(*names, *count, sizeof(**names), name_cmp);
+	if (*count > 1)
+		qsort(*names, *count, sizeof(**names), name_cmp);
 	return 0;
 }
 
@@ -649,7 +650,8 @@ static void unfinished_files(struct store *s, const struct index_ckpt *ck, const
 	buf[0] = '\0';
 	if (s->ops->list(dir, &names, &count))
 		return;
-	qsort(names, count, sizeof(*names), name_cmp);
+	if (count > 1)
+		qsort(names, count, sizeof(*names), name_cmp);
 	for (size_t i = 0; i < count && used < len; i++) {
 		size_t n = strlen(names[i]);
 		int known = 0;
@@ -992,11 +994,13 @@ static int verify_image(const char *ckpt, const struct store_file_info *fi, cons
 	if (ret == 0)
 		ret = img_verify(r);
 	img_close(&r);
-	if (ret) {
-		snprintf(msg, sizeof(msg), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
-		return err_set(-EBADMSG, "%s/%s: %s", ckpt, fi->name, msg);
-	}
-	return 0;
+	if (ret == 0)
+		return 0;
+	snprintf(msg, sizeof(msg), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
+	/* The reader's messages name the file already, by its path. */
+	if (strstr(msg, path))
+		return err_set(-EBADMSG, "%s", msg);
+	return err_set(-EBADMSG, "%s/%s: %s", ckpt, fi->name, msg);
 }
 
 static int verify_file(struct store *s, const char *ckpt, const struct store_file_info *fi)
@@ -1046,7 +1050,8 @@ static void note_extra(struct store *s, const struct index_ckpt *ck)
 
 	if (join_path(dir, sizeof(dir), s->dir, ck->info.name, NULL) || s->ops->list(dir, &names, &count))
 		return;
-	qsort(names, count, sizeof(*names), name_cmp);
+	if (count > 1)
+		qsort(names, count, sizeof(*names), name_cmp);
 	for (size_t i = 0; i < count; i++) {
 		int known = 0;
 

@@ -557,6 +557,7 @@ static void test_commit_checks(void)
 
 static void test_verify(void)
 {
+	static const char fake[] = "\x89STASIS\nnot really an image, though it starts like one";
 	struct store *s = open_job("verify");
 	struct store_ckpt *c = NULL;
 	struct store_file *f = NULL;
@@ -603,13 +604,13 @@ static void test_verify(void)
 	 * whose message comes through. */
 	CHECK_EQ(store_ckpt_begin(s, &c), 0);
 	CHECK_EQ(store_file_create(c, "fake.img", &f), 0);
-	CHECK_EQ(store_file_write(f, "\x89STASIS\nnot really an image", 34), 0);
+	CHECK_EQ(store_file_write(f, fake, sizeof(fake) - 1), 0);
 	CHECK_EQ(store_file_commit(f), 0);
 	store_file_free(&f);
 	CHECK_EQ(store_ckpt_commit(c, 1), 0);
 	err_clear();
 	CHECK_EQ(store_verify(s, store_ckpt_name(c)), -EBADMSG);
-	CHECK(strstr(err_msg(), "fake.img: ") != NULL);
+	CHECK(strstr(err_msg(), "fake.img") != NULL);
 	store_ckpt_free(&c);
 	store_close(&s);
 }
@@ -653,8 +654,10 @@ static void test_verify_image(void)
 	flip_byte(path, (off_t)(bytes / 3));
 	err_clear();
 	CHECK_EQ(store_verify(s, name), -EBADMSG);
-	CHECK(strncmp(err_msg(), "ckpt-000001/rank-0.img: ", 24) == 0);
-	CHECK(strlen(err_msg()) > 30);
+	CHECK(strstr(err_msg(), "ckpt-000001/rank-0.img") != NULL);
+	CHECK(strstr(err_msg(), "'heap'") != NULL);        /* the reader's own words */
+	if (check_failures)
+		fprintf(stderr, "  verify: %s\n", err_msg());
 	store_close(&s);
 }
 
