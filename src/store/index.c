@@ -91,6 +91,8 @@ static int put_op_fields(json_t *o, const struct index_record *r)
 		ret = put_str(o, "name", r->name);
 		ret = ret ? ret : put_u64(o, "size", r->size);
 		ret = ret ? ret : put_str(o, "crc", crc);
+		if (r->image && ret == 0)
+			ret = json_object_set_new(o, "image", json_true()) ? -ENOMEM : 0;
 		break;
 	case INDEX_COMPLETE:
 		ret = put_u64(o, "files", r->files);
@@ -193,7 +195,7 @@ static int decode_prefix(const char *line, size_t len, const char **json, size_t
 	*crc = parse_hex8(line + i);
 	i += 9;
 	if (len - i != n)
-		return bad(why, "length does not match the record (torn or damaged)");
+		return bad(why, "length does not match the record");
 	*json = line + i;
 	*json_len = n;
 	return 0;
@@ -255,6 +257,9 @@ static int decode_fields(json_t *o, struct index_record *r)
 		    get_str(o, "crc", crc, sizeof(crc), 1) || strlen(crc) != 8 || !is_hex8(crc))
 			return -EBADMSG;
 		r->crc = parse_hex8(crc);
+		if (json_object_get(o, "image") && !json_is_true(json_object_get(o, "image")))
+			return -EBADMSG;
+		r->image = json_object_get(o, "image") != NULL;
 		return 0;
 	case INDEX_COMPLETE:
 		if (get_u64(o, "files", &n) || n > UINT32_MAX || get_u64(o, "bytes", &r->bytes))
@@ -366,7 +371,7 @@ static int seal_tail(struct index_hold *h, uint64_t size)
 	ret = read_exact(ops, h->fd, &last, 1, size - 1);
 	if (ret || last == '\n')
 		return ret;
-	log_warn("%s: last record is torn (a writer died mid-append); sealing it off at byte %" PRIu64,
+	log_info("%s: last record is torn (a writer died mid-append); sealing it off at byte %" PRIu64,
 		 h->ix->path, size);
 	return write_all(ops, h->fd, TORN_SEAL, sizeof(TORN_SEAL) - 1);
 }
@@ -519,9 +524,10 @@ static int check_header(struct index *ix, const char *buf, size_t size)
 		       (int)HEADER_LEN - 1, INDEX_HEADER);
 }
 
-/* Log a damaged record once per handle: every command reads the index, and
- * one warning per damaged line is enough. */
-static void warn_once(struct index *ix, uint64_t offset, const char *why)
+/* Log a skipped record once per handle: every command reads the index, and
+ * one line per record is enough. */
+static void log_once(struct index *ix, enum log_level level, uint64_t offset, const char *what,
+		     const char *why)
 {
 	uint64_t *grown;
 	size_t i;
@@ -530,7 +536,7 @@ static void warn_once(struct index *ix, uint64_t offset, const char *why)
 	for (i = 0; i < ix->nwarned && ix->warned[i] != offset; i++)
 		;
 	if (i == ix->nwarned) {
-		log_warn("%s: damaged record at byte %" PRIu64 " skipped (%s)", ix->path, offset, why);
+		log_msg(level, "%s: %s at byte %" PRIu64 " skipped (%s)", ix->path, what, offset, why);
 		grown = realloc(ix->warned, (ix->nwarned + 1) * sizeof(*grown));
 		if (grown) {
 			ix->warned = grown;
@@ -540,15 +546,36 @@ static void warn_once(struct index *ix, uint64_t offset, const char *why)
 	pthread_mutex_unlock(&ix->lock);
 }
 
-static void count_bad(struct index *ix, struct index_scan_stats *st, uint64_t offset, const char *why)
+struct scan {
+	struct index *ix;
+	index_record_fn fn;
+	void *ctx;
+	struct index_scan_stats *st;
+	int quiet;
+};
+
+/* A torn append is what the protocol expects a crash to leave: the line at
+ * the end without its '\n', or such a line a later appender sealed. Any
+ * other undecodable line is damage. Neither is ever trusted. */
+static void skip_line(struct scan *sc, uint64_t offset, const char *line, size_t len, int at_end,
+		      const char *why)
 {
-	if (st->bad++ == 0)
-		st->first_bad = offset;
-	warn_once(ix, offset, why);
+	int torn = at_end || (len && line[len - 1] == TORN_SEAL[0]);
+
+	if (torn) {
+		sc->st->torn++;
+		if (!sc->quiet)
+			log_once(sc->ix, LOG_INFO, offset, "torn record (an interrupted append)",
+				 at_end ? "no end of line" : "sealed off by a later append");
+		return;
+	}
+	if (sc->st->bad++ == 0)
+		sc->st->first_bad = offset;
+	if (!sc->quiet)
+		log_once(sc->ix, LOG_WARN, offset, "damaged record", why);
 }
 
-static int scan_lines(struct index *ix, const char *buf, size_t size, index_record_fn fn, void *ctx,
-		      struct index_scan_stats *st)
+static int scan_lines(struct scan *sc, const char *buf, size_t size)
 {
 	struct index_record r;
 	const char *why;
@@ -559,17 +586,17 @@ static int scan_lines(struct index *ix, const char *buf, size_t size, index_reco
 		const char *nl = memchr(buf + off, '\n', size - off);
 
 		if (!nl) {
-			/* No end of line: a torn append, never trusted even if
-			 * every byte of the record made it. */
-			count_bad(ix, st, off, "torn: no end of line");
+			/* Never trusted even if every byte of the record made
+			 * it: its writer did not finish the append. */
+			skip_line(sc, off, buf + off, size - off, 1, "no end of line");
 			break;
 		}
 		end = (size_t)(nl - buf);
 		if (index_decode(buf + off, end - off, &r, &why) != 0) {
-			count_bad(ix, st, off, why);
+			skip_line(sc, off, buf + off, end - off, 0, why);
 		} else {
-			st->records++;
-			ret = fn ? fn(ctx, &r, off) : 0;
+			sc->st->records++;
+			ret = sc->fn ? sc->fn(sc->ctx, &r, off) : 0;
 			if (ret)
 				return ret;
 		}
@@ -578,52 +605,69 @@ static int scan_lines(struct index *ix, const char *buf, size_t size, index_reco
 	return 0;
 }
 
-static int scan_fd(struct index *ix, int fd, index_record_fn fn, void *ctx, struct index_scan_stats *st)
+static int scan_fd(struct scan *sc, int fd)
 {
+	struct index *ix = sc->ix;
 	char *buf;
 	size_t size;
 	int ret;
 
-	memset(st, 0, sizeof(*st));
+	memset(sc->st, 0, sizeof(*sc->st));
 	ret = read_file(ix->ops, fd, &buf, &size);
 	if (ret)
 		return err_set(ret, "%s: cannot read the index: %s", ix->path, strerror(-ret));
-	st->size = size;
+	sc->st->size = size;
 	ret = check_header(ix, buf, size);
 	if (ret == 0 && size > HEADER_LEN)
-		ret = scan_lines(ix, buf, size, fn, ctx, st);
+		ret = scan_lines(sc, buf, size);
 	free(buf);
 	return ret;
 }
 
 int index_scan_held(struct index_hold *h, index_record_fn fn, void *ctx, struct index_scan_stats *st)
 {
-	return scan_fd(h->ix, h->fd, fn, ctx, st);
+	struct scan sc = { h->ix, fn, ctx, st, 0 };
+
+	return scan_fd(&sc, h->fd);
 }
 
-int index_scan(struct index *ix, index_record_fn fn, void *ctx, struct index_scan_stats *st)
+static int scan_locked(struct scan *sc)
 {
-	const struct store_tier_ops *ops = ix->ops;
+	const struct store_tier_ops *ops = sc->ix->ops;
 	int fd, ret;
 
-	ret = ops->open_read(ix->path, &fd);
+	ret = ops->open_read(sc->ix->path, &fd);
 	if (ret)
-		return err_set(ret, "%s: cannot open the index: %s", ix->path, strerror(-ret));
+		return err_set(ret, "%s: cannot open the index: %s", sc->ix->path, strerror(-ret));
 	/* Shared lock: an append in progress is never mistaken for a torn one. */
 	ret = ops->lock(fd, 0);
 	if (ret == 0) {
-		ret = scan_fd(ix, fd, fn, ctx, st);
+		ret = scan_fd(sc, fd);
 		ops->unlock(fd);
 	} else {
-		err_set(ret, "%s: cannot lock the index: %s", ix->path, strerror(-ret));
+		err_set(ret, "%s: cannot lock the index: %s", sc->ix->path, strerror(-ret));
 	}
 	ops->close(fd);
 	return ret;
 }
 
+int index_scan(struct index *ix, index_record_fn fn, void *ctx, struct index_scan_stats *st)
+{
+	struct scan sc = { ix, fn, ctx, st, 0 };
+
+	return scan_locked(&sc);
+}
+
+int index_check(struct index *ix, struct index_scan_stats *st)
+{
+	struct scan sc = { ix, NULL, NULL, st, 1 };
+
+	return scan_locked(&sc);
+}
+
 /* ---- checkpoint states ---- */
 
-static unsigned ckpt_number(const char *name)
+unsigned index_ckpt_number(const char *name)
 {
 	unsigned long n;
 	char *end;
@@ -655,7 +699,7 @@ static struct index_ckpt *view_get(struct index_view *v, const char *name)
 	memset(c, 0, sizeof(*c));
 	snprintf(c->info.name, sizeof(c->info.name), "%s", name);
 	c->info.state = STORE_PARTIAL;
-	c->number = ckpt_number(name);
+	c->number = index_ckpt_number(name);
 	if (c->number > v->max_number)
 		v->max_number = c->number;
 	return c;
@@ -663,10 +707,10 @@ static struct index_ckpt *view_get(struct index_view *v, const char *name)
 
 static int add_file(struct index_ckpt *c, const struct index_record *r)
 {
-	struct store_file_info *f = NULL, *grown;
+	struct index_file *f = NULL, *grown;
 
 	for (size_t i = 0; i < c->nfiles; i++)
-		if (strcmp(c->files[i].name, r->name) == 0)
+		if (strcmp(c->files[i].info.name, r->name) == 0)
 			f = &c->files[i];
 	if (!f) {
 		if (c->nfiles == c->cap) {
@@ -680,9 +724,10 @@ static int add_file(struct index_ckpt *c, const struct index_record *r)
 		}
 		f = &c->files[c->nfiles++];
 	}
-	memcpy(f->name, r->name, sizeof(f->name));
-	f->size = r->size;
-	f->crc = r->crc;
+	memcpy(f->info.name, r->name, sizeof(f->info.name));
+	f->info.size = r->size;
+	f->info.crc = r->crc;
+	f->image = r->image;
 	return 0;
 }
 
@@ -745,7 +790,7 @@ static void view_finish(struct index_view *v)
 		c->info.files = (unsigned)c->nfiles;
 		c->info.bytes = 0;
 		for (size_t k = 0; k < c->nfiles; k++)
-			c->info.bytes += c->files[k].size;
+			c->info.bytes += c->files[k].info.size;
 	}
 	if (v->count > 1)
 		qsort(v->ckpts, v->count, sizeof(*v->ckpts), ckpt_cmp);

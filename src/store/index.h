@@ -40,6 +40,7 @@ struct index_record {
 	char name[256];         /* FILE: file name */
 	uint64_t size;          /* FILE: bytes */
 	uint32_t crc;           /* FILE: CRC-32C of the content */
+	int image;              /* FILE: the content began with the image magic */
 	unsigned files;         /* COMPLETE: FILE records it sealed */
 	uint64_t bytes;         /* COMPLETE: their total size */
 	char reason[160];       /* FAILED: why; PRUNED: optional */
@@ -88,12 +89,23 @@ int index_decode(const char *line, size_t len, struct index_record *r, const cha
 typedef int (*index_record_fn)(void *ctx, const struct index_record *r, uint64_t offset);
 struct index_scan_stats {
 	unsigned records;       /* intact */
-	unsigned bad;           /* damaged, skipped */
+	unsigned torn;          /* appends a crash cut short (the last line, or a
+				   line a later appender sealed off), skipped */
+	unsigned bad;           /* damaged in any other way, skipped */
 	uint64_t first_bad;     /* byte offset of the first damaged one */
 	uint64_t size;          /* bytes read */
 };
+/* Torn records are logged at info level, damaged ones as warnings, each once
+ * per handle. index_check does the same scan without logging: its caller
+ * reports the damage. */
 int index_scan(struct index *ix, index_record_fn fn, void *ctx, struct index_scan_stats *st);
 int index_scan_held(struct index_hold *h, index_record_fn fn, void *ctx, struct index_scan_stats *st);
+int index_check(struct index *ix, struct index_scan_stats *st);
+
+struct index_file {
+	struct store_file_info info;
+	int image;                      /* verify it with the image reader */
+};
 
 /* The checkpoints as the records describe them (docs/store.md, "states"). */
 struct index_ckpt {
@@ -101,7 +113,7 @@ struct index_ckpt {
 	unsigned number;                /* N of ckpt-N, 0 if the name has another form */
 	unsigned sealed_files;          /* what the COMPLETE record says */
 	uint64_t sealed_bytes;
-	struct store_file_info *files;  /* FILE records before sealing, last one per name wins */
+	struct index_file *files;       /* FILE records before sealing, last one per name wins */
 	size_t nfiles, cap;
 };
 
@@ -118,5 +130,7 @@ void index_view_free(struct index_view *v);
 struct index_ckpt *index_view_find(const struct index_view *v, const char *name);
 
 const char *index_op_name(enum index_op op);
+/* N of a name ckpt-N, 0 for a name of another form. */
+unsigned index_ckpt_number(const char *name);
 
 #endif

@@ -52,6 +52,8 @@ struct store_file {
 	int fd;
 	uint64_t size;
 	uint32_t crc;                   /* running CRC-32C of what was written */
+	char head[IMG_MAGIC_LEN];       /* its first bytes: is it an image? */
+	size_t head_len;
 	int error;                      /* first write error: the file cannot commit */
 	int renamed;
 	int committed;
@@ -165,6 +167,10 @@ static const struct store_tier_ops *find_tier(const char *tier)
 
 static const char *tier_root(const struct store_tier_ops *ops, const char *root)
 {
+	if (root && !*root) {
+		err_set(-EINVAL, "empty root directory for tier %s", ops->name);
+		return NULL;
+	}
 	if (!root)
 		root = cfg_str(ops->root_key);
 	if (!*root) {
@@ -365,11 +371,7 @@ static int claim_name(struct store *s, unsigned next, char *name, size_t len)
 	if (ret)
 		return report(ret, "%s: cannot create the checkpoint directory", dir);
 	ret = s->ops->fsync_dir(s->dir);
-	if (ret) {
-		s->ops->remove_tree(dir);
-		return report(ret, "%s: cannot fsync the job directory", s->dir);
-	}
-	return 0;
+	return ret ? report(ret, "%s: cannot fsync the job directory", s->dir) : 0;
 }
 
 static int begin_held(struct store *s, struct index_hold *h, struct store_ckpt **out)
@@ -386,19 +388,15 @@ static int begin_held(struct store *s, struct index_hold *h, struct store_ckpt *
 	index_view_free(&v);
 	if (ret)
 		return ret;
-	*out = ckpt_new(s, name);
-	if (!*out)
-		ret = -ENOMEM;
+	/* If the BEGIN record fails, the directory stays: the name is never
+	 * given out again (a log line about it keeps meaning one attempt),
+	 * verify calls it not established, prune removes it. */
 	record_init(&r, INDEX_BEGIN, name);
-	if (ret == 0)
-		ret = index_append_held(h, &r);
-	if (ret) {
-		/* Without its BEGIN record the directory would only be skipped. */
-		char dir[PATH_MAX];
-
-		if (join_path(dir, sizeof(dir), s->dir, name, NULL) == 0)
-			s->ops->remove_tree(dir);
-		store_ckpt_free(out);
+	ret = index_append_held(h, &r);
+	if (ret == 0) {
+		*out = ckpt_new(s, name);
+		if (!*out)
+			ret = -ENOMEM;
 	}
 	return ret;
 }
@@ -524,6 +522,21 @@ fail:
 	return ret;
 }
 
+static void keep_head(struct store_file *f, const char *p, size_t n)
+{
+	size_t take = sizeof(f->head) - f->head_len;
+
+	if (take > n)
+		take = n;
+	memcpy(f->head + f->head_len, p, take);
+	f->head_len += take;
+}
+
+static int is_image_head(const char *head, size_t len)
+{
+	return len >= IMG_MAGIC_LEN && memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0;
+}
+
 int store_file_write(void *file, const void *buf, size_t len)
 {
 	struct store_file *f = file;
@@ -548,6 +561,7 @@ int store_file_write(void *file, const void *buf, size_t len)
 			goto fail;
 		}
 		f->crc = crc32c(f->crc, p, (size_t)n);
+		keep_head(f, p, (size_t)n);
 		f->size += (uint64_t)n;
 		p += n;
 		len -= (size_t)n;
@@ -595,6 +609,9 @@ static int commit_steps(struct store_file *f)
 	snprintf(r.name, sizeof(r.name), "%s", f->name);
 	r.size = f->size;
 	r.crc = f->crc;
+	/* Recorded now, while the bytes are known good, so that verify still
+	 * hands a file whose magic was damaged to the image reader. */
+	r.image = is_image_head(f->head, f->head_len);
 	return index_append(&f->c->s->index, &r);
 }
 
@@ -659,8 +676,8 @@ static void unfinished_files(struct store *s, const struct index_ckpt *ck, const
 		if (!ends_with(names[i], TMP_SUFFIX))
 			continue;
 		for (size_t k = 0; k < ck->nfiles; k++)
-			known |= strlen(ck->files[k].name) == n - strlen(TMP_SUFFIX) &&
-				 strncmp(ck->files[k].name, names[i], n - strlen(TMP_SUFFIX)) == 0;
+			known |= strlen(ck->files[k].info.name) == n - strlen(TMP_SUFFIX) &&
+				 strncmp(ck->files[k].info.name, names[i], n - strlen(TMP_SUFFIX)) == 0;
 		if (!known)
 			used += (size_t)snprintf(buf + used, len - used, "%s%.*s", used ? ", " : "",
 						 (int)(n - strlen(TMP_SUFFIX)), names[i]);
@@ -687,7 +704,7 @@ static int files_in_place(struct store *s, const struct index_ckpt *ck, char *wh
 	int ret;
 
 	for (size_t i = 0; i < ck->nfiles; i++) {
-		const struct store_file_info *fi = &ck->files[i];
+		const struct store_file_info *fi = &ck->files[i].info;
 
 		if (join_path(path, sizeof(path), s->dir, ck->info.name, fi->name))
 			return because(why, len, "%s: path too long", fi->name);
@@ -896,7 +913,7 @@ int store_list(struct store *s, struct store_ckpt_info **list, size_t *count, un
 	}
 	*count = v.count;
 	if (bad_records)
-		*bad_records = v.stats.bad;
+		*bad_records = v.stats.bad;     /* torn appends are not damage */
 	index_view_free(&v);
 	return 0;
 }
@@ -915,8 +932,8 @@ int store_ckpt_files(struct store *s, const char *name, struct store_file_info *
 		return ret;
 	*files = malloc(ck->nfiles ? ck->nfiles * sizeof(**files) : 1);
 	if (*files) {
-		if (ck->nfiles)
-			memcpy(*files, ck->files, ck->nfiles * sizeof(**files));
+		for (size_t i = 0; i < ck->nfiles; i++)
+			(*files)[i] = ck->files[i].info;
 		*count = ck->nfiles;
 	} else {
 		ret = err_set(-ENOMEM, "out of memory");
@@ -931,17 +948,29 @@ int store_index_check(struct store *s)
 	int ret;
 
 	err_clear();
-	ret = index_scan(&s->index, NULL, NULL, &st);
+	ret = index_check(&s->index, &st);
 	if (ret)
 		return ret;
 	if (st.bad)
 		return err_set(-EBADMSG, "%s: damaged record at byte %" PRIu64 " (%u damaged record(s), "
 			       "%u intact; damaged ones are ignored)", s->index.path, st.first_bad, st.bad,
 			       st.records);
+	if (st.torn)
+		log_info("%s: %u torn record(s) from interrupted appends, ignored", s->index.path, st.torn);
 	return 0;
 }
 
 /* ---- verification ---- */
+
+/* A checkpoint directory the index does not know. */
+static int orphan_dir(struct store *s, const char *name)
+{
+	char dir[PATH_MAX];
+	struct store_stat st;
+
+	return plain_name(name, NAME_LEN) && join_path(dir, sizeof(dir), s->dir, name, NULL) == 0 &&
+	       s->ops->stat(dir, &st) == 0 && st.is_dir;
+}
 
 static int not_established(const struct index_ckpt *ck)
 {
@@ -1003,9 +1032,10 @@ static int verify_image(const char *ckpt, const struct store_file_info *fi, cons
 	return err_set(-EBADMSG, "%s/%s: %s", ckpt, fi->name, msg);
 }
 
-static int verify_file(struct store *s, const char *ckpt, const struct store_file_info *fi)
+static int verify_file(struct store *s, const char *ckpt, const struct index_file *file)
 {
 	const struct store_tier_ops *ops = s->ops;
+	const struct store_file_info *fi = &file->info;
 	char path[PATH_MAX], head[IMG_MAGIC_LEN];
 	struct store_stat st;
 	uint32_t crc;
@@ -1025,8 +1055,8 @@ static int verify_file(struct store *s, const char *ckpt, const struct store_fil
 	} else if (st.size != fi->size) {
 		ret = err_set(-EBADMSG, "%s/%s: %" PRIu64 " bytes, the index says %" PRIu64 " (truncated or replaced)",
 			      ckpt, fi->name, st.size, fi->size);
-	} else if (st.size >= IMG_MAGIC_LEN && ops->pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
-		   memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0) {
+	} else if (file->image || (ops->pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
+				   is_image_head(head, sizeof(head)))) {
 		ret = verify_image(ckpt, fi, path, fd);
 	}
 	if (ret == 0) {
@@ -1056,7 +1086,7 @@ static void note_extra(struct store *s, const struct index_ckpt *ck)
 		int known = 0;
 
 		for (size_t k = 0; k < ck->nfiles && !known; k++)
-			known = strcmp(names[i], ck->files[k].name) == 0;
+			known = strcmp(names[i], ck->files[k].info.name) == 0;
 		if (!known)
 			log_warn("%s: note: %s is not part of the checkpoint%s", ck->info.name, names[i],
 				 ends_with(names[i], TMP_SUFFIX) ? " (left over from an unfinished write)" : "");
@@ -1072,6 +1102,9 @@ int store_verify(struct store *s, const char *name)
 
 	err_clear();
 	ret = load_ckpt(s, name, &v, &ck);
+	if (ret == -ENOENT && orphan_dir(s, name))
+		return err_set(-EBADMSG, "%s: not established (not in the index: its writer stopped "
+			       "before the BEGIN record)", name);
 	if (ret)
 		return ret;
 	ret = not_established(ck);
@@ -1141,6 +1174,38 @@ static int prune_one(struct store *s, const struct index_ckpt *ck, unsigned keep
 	return 1;
 }
 
+/* Remove checkpoint directories the index never heard of (a begin that died
+ * between its mkdir and its BEGIN record) numbered below the newest
+ * COMPLETE one: a begin in progress always takes a number above every
+ * checkpoint the index knows, so these are abandoned. */
+static int prune_orphans(struct store *s, const struct index_view *v, unsigned below, unsigned *done)
+{
+	char dir[PATH_MAX], **names = NULL;
+	struct store_stat st;
+	size_t count = 0;
+	int ret;
+
+	ret = s->ops->list(s->dir, &names, &count);
+	if (ret)
+		return report(ret, "%s: cannot list", s->dir);
+	for (size_t i = 0; ret == 0 && i < count; i++) {
+		unsigned n = index_ckpt_number(names[i]);
+
+		if (n == 0 || n >= below || index_view_find(v, names[i]) ||
+		    join_path(dir, sizeof(dir), s->dir, names[i], NULL) || s->ops->stat(dir, &st) || !st.is_dir)
+			continue;
+		ret = s->ops->remove_tree(dir);
+		if (ret) {
+			ret = report(ret, "%s: cannot remove", dir);
+			break;
+		}
+		log_info("%s: removed %s, a checkpoint directory the index does not know", s->dir, names[i]);
+		(*done)++;
+	}
+	store_names_free(names, count);
+	return ret;
+}
+
 int store_prune(struct store *s, unsigned keep, unsigned *removed)
 {
 	const struct index_ckpt *cur;
@@ -1170,6 +1235,8 @@ int store_prune(struct store *s, unsigned keep, unsigned *removed)
 		}
 		newer_complete += v.ckpts[i].info.state == STORE_COMPLETE;
 	}
+	if (ret == 0 && newest != SIZE_MAX)
+		ret = prune_orphans(s, &v, v.ckpts[newest].number, &done);
 	index_view_free(&v);
 	if (done && s->ops->fsync_dir(s->dir))
 		log_warn("%s: cannot fsync the job directory after pruning", s->dir);

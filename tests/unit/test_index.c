@@ -4,6 +4,7 @@
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/log.h"
 #include "store/index.h"
 #include "store/tier.h"
 
@@ -86,6 +87,7 @@ static int same_record(const struct index_record *a, const struct index_record *
 {
 	return a->op == b->op && strcmp(a->ckpt, b->ckpt) == 0 && a->time == b->time &&
 	       strcmp(a->name, b->name) == 0 && a->size == b->size && a->crc == b->crc &&
+	       a->image == b->image &&
 	       a->files == b->files && a->bytes == b->bytes && strcmp(a->reason, b->reason) == 0;
 }
 
@@ -148,6 +150,7 @@ static void test_encode_decode(void)
 		rec(INDEX_BEGIN, "ckpt-000001"),
 		file_rec("ckpt-000001", "rank-0.img", 123456789012ULL, 0xe3069283),
 		file_rec("ckpt-000001", "we\"ird \\name", 0, 0),
+		file_rec("ckpt-000001", "rank-1.img", 4096, 0xffffffff),   /* made an image below */
 		complete_rec("ckpt-000001", 2, 123456789012ULL),
 		failed_rec("ckpt-000002", "rank 3: write failed: No space left on device"),
 		rec(INDEX_PRUNED, "ckpt-000001"),
@@ -156,6 +159,7 @@ static void test_encode_decode(void)
 	struct index_record out;
 	size_t len;
 
+	in[3].image = 1;
 	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
 		CHECK_EQ(index_encode(&in[i], line, sizeof(line), &len), 0);
 		CHECK(len > 2 && line[len - 1] == '\n');
@@ -351,9 +355,8 @@ static void test_torn_last_record(void)
 		spit(ix.path, full, cut);
 		derive(&ix, &v);
 		CHECK_EQ(v.stats.records, 5);
-		CHECK_EQ(v.stats.bad, torn);
-		if (torn)
-			CHECK_EQ(v.stats.first_bad, start);
+		CHECK_EQ(v.stats.torn, torn);
+		CHECK_EQ(v.stats.bad, 0);
 		CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_COMPLETE);
 		CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_PARTIAL);
 		CHECK_EQ(index_view_find(&v, "ckpt-000002")->nfiles, 1);
@@ -362,7 +365,8 @@ static void test_torn_last_record(void)
 		CHECK_EQ(index_append(&ix, &later), 0);
 		CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
 		CHECK_EQ(st.records, 6);
-		CHECK_EQ(st.bad, torn);
+		CHECK_EQ(st.torn, torn);        /* sealed off: still torn, not damage */
+		CHECK_EQ(st.bad, 0);
 		CHECK(got->n == 6 && same_record(&got->r[5], &later));
 		derive(&ix, &v);
 		CHECK_EQ(state_of(&v, "ckpt-000002"), STORE_PARTIAL);
@@ -410,6 +414,7 @@ static void test_flipped_middle_record(void)
 		got->n = 0;
 		CHECK_EQ(index_scan(&ix, collect, got, &st), 0);
 		CHECK_EQ(st.bad, 1);
+		CHECK_EQ(st.torn, 0);
 		CHECK_EQ(st.first_bad, start);
 		CHECK_EQ(got->n, 2);
 		CHECK(got->n == 2 && strcmp(got->r[0].ckpt, "ckpt-000001") == 0 &&
@@ -431,6 +436,68 @@ static void test_flipped_middle_record(void)
 	free(copy);
 	free(orig);
 	free(got);
+	index_destroy(&ix);
+}
+
+/* Torn (what a crash leaves, sealed or not) is told apart from damage, and
+ * each skipped record is logged once per handle, at the right level. */
+static void test_torn_or_damaged(void)
+{
+	struct index_record a = rec(INDEX_BEGIN, "ckpt-000001");
+	struct index_record b = rec(INDEX_BEGIN, "ckpt-000002");
+	char path[PATH_MAX], line[PATH_MAX + 256];
+	struct index_scan_stats st;
+	struct index ix;
+	size_t len, size;
+	char *log;
+	int saved, fd;
+
+	index_at(&ix, "kinds");
+	CHECK_EQ(index_create(&ix), 0);
+	CHECK_EQ(index_append(&ix, &a), 0);
+	/* A torn append, then a damaged line, then an intact record. */
+	len = file_size(ix.path);
+	fd = open(ix.path, O_WRONLY | O_APPEND);
+	CHECK(fd >= 0);
+	CHECK_EQ(write(fd, "R 53 1234", 9), 9);
+	close(fd);
+	CHECK_EQ(index_append(&ix, &a), 0);                 /* seals the torn line */
+	fd = open(ix.path, O_WRONLY | O_APPEND);
+	CHECK_EQ(write(fd, "R 2 00000000 {}\n", 16), 16);
+	close(fd);
+	CHECK_EQ(index_append(&ix, &b), 0);
+
+	snprintf(path, sizeof(path), "%s/kinds.log", dir);
+	fflush(stderr);
+	saved = dup(STDERR_FILENO);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	dup2(fd, STDERR_FILENO);
+	close(fd);
+	log_set_level(LOG_INFO);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);
+	CHECK_EQ(index_scan(&ix, NULL, NULL, &st), 0);      /* logged once, not twice */
+	log_set_level(LOG_WARN);
+	CHECK_EQ(index_check(&ix, &st), 0);                 /* silent */
+	log_set_level(LOG_ERROR);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+
+	CHECK_EQ(st.records, 3);
+	CHECK_EQ(st.torn, 1);
+	CHECK_EQ(st.bad, 1);
+	log = slurp(path, &size);
+	log = realloc(log, size + 1);
+	log[size] = '\0';
+	snprintf(line, sizeof(line), "info: %s: torn record (an interrupted append) at byte %zu skipped "
+		 "(sealed off by a later append)", ix.path, len);
+	CHECK(strstr(log, line) != NULL);
+	CHECK(!strstr(log, line) || strstr(strstr(log, line) + 1, line) == NULL);
+	CHECK(strstr(log, "warn: ") && strstr(log, ": damaged record at byte ") && strstr(log, "(checksum mismatch)"));
+	CHECK(!strstr(log, "damaged record at") ||
+	      strstr(strstr(log, "damaged record at") + 1, "damaged record at") == NULL);
+	if (check_failures)
+		fprintf(stderr, "log was:\n%s", log);
+	free(log);
 	index_destroy(&ix);
 }
 
@@ -546,7 +613,8 @@ static void test_states(void)
 	CHECK_EQ(state_of(&v, "ckpt-000012"), STORE_PARTIAL);
 	c = index_view_find(&v, "ckpt-000002");
 	CHECK(c && c->nfiles == 2 && c->info.files == 2 && c->info.bytes == 13 && c->sealed_files == 2);
-	CHECK(c && strcmp(c->files[0].name, "a") == 0 && c->files[0].size == 6 && c->files[0].crc == 3);
+	CHECK(c && strcmp(c->files[0].info.name, "a") == 0 && c->files[0].info.size == 6 &&
+	      c->files[0].info.crc == 3 && !c->files[0].image);
 	CHECK(c && c->info.begin_time == 1700000000 && c->info.end_time == 1700000000);
 	c = index_view_find(&v, "ckpt-000003");
 	CHECK(c && strcmp(c->info.reason, "rank 2 failed") == 0);
@@ -585,7 +653,8 @@ static void test_fault_fail(void)
 	CHECK_EQ(index_append(&ix, &b), -EIO);
 	CHECK(file_size(ix.path) > before);                 /* half a record */
 	derive(&ix, &v);
-	CHECK_EQ(v.stats.bad, 1);
+	CHECK_EQ(v.stats.torn, 1);
+	CHECK_EQ(v.stats.bad, 0);
 	CHECK_EQ(state_of(&v, "ckpt-000001"), STORE_PARTIAL);
 	index_view_free(&v);
 
@@ -633,7 +702,8 @@ static void test_fault_kill(void)
 		CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 		derive(&ix, &v);
 		CHECK_EQ(state_of(&v, "ckpt-000001"), expect_complete[k] ? STORE_COMPLETE : STORE_PARTIAL);
-		CHECK_EQ(v.stats.bad, k == 1);
+		CHECK_EQ(v.stats.torn, k == 1);
+		CHECK_EQ(v.stats.bad, 0);
 		index_view_free(&v);
 		CHECK_EQ(index_append(&ix, &c), 0);
 		derive(&ix, &v);
@@ -646,6 +716,7 @@ static void test_fault_kill(void)
 
 int main(void)
 {
+	log_set_level(LOG_ERROR);
 	ops = store_tier_find("global");
 	CHECK(ops != NULL);
 	if (!ops)
@@ -657,6 +728,7 @@ int main(void)
 	test_headers();
 	test_torn_last_record();
 	test_flipped_middle_record();
+	test_torn_or_damaged();
 	test_concurrent_appends();
 	test_states();
 	test_fault_fail();

@@ -658,6 +658,15 @@ static void test_verify_image(void)
 	CHECK(strstr(err_msg(), "'heap'") != NULL);        /* the reader's own words */
 	if (check_failures)
 		fprintf(stderr, "  verify: %s\n", err_msg());
+	flip_byte(path, (off_t)(bytes / 3));
+	CHECK_EQ(store_verify(s, name), 0);
+	/* A damaged magic: the FILE record knows it was an image, so the image
+	 * reader still gets it, and says what is wrong, not just "CRC". */
+	flip_byte(path, 1);
+	err_clear();
+	CHECK_EQ(store_verify(s, name), -EBADMSG);
+	CHECK(strstr(err_msg(), "rank-0.img") != NULL);
+	CHECK(strstr(err_msg(), "CRC32C") == NULL);
 	store_close(&s);
 }
 
@@ -1023,6 +1032,25 @@ static void test_prune(void)
 	CHECK_EQ(store_verify(s, n[4]), -EBADMSG);
 	CHECK(strstr(err_msg(), "PRUNED") != NULL);
 	CHECK(selected(s, n[8]));
+
+	/* A directory the index never heard of (a begin that died before its
+	 * BEGIN record): verify refuses it, prune removes it once a newer
+	 * checkpoint is COMPLETE, and begin never reuses its number. */
+	path_of(s, "ckpt-000009", NULL, path);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	err_clear();
+	CHECK_EQ(store_verify(s, "ckpt-000009"), -EBADMSG);
+	CHECK(strstr(err_msg(), "ckpt-000009: not established (not in the index") != NULL);
+	CHECK_EQ(store_prune(s, 1, &removed), 0);
+	CHECK_EQ(removed, 0);                               /* newer than every COMPLETE */
+	CHECK(exists(path));
+	CHECK_EQ(make_ckpt(s, 1, n[0]), 0);
+	CHECK(strcmp(n[0], "ckpt-000010") == 0);
+	CHECK_EQ(store_prune(s, 2, &removed), 0);
+	CHECK_EQ(removed, 1);
+	CHECK(!exists(path));
+	CHECK(selected(s, n[0]));
+	CHECK_EQ(store_verify(s, n[8]), 0);
 	store_close(&s);
 }
 
