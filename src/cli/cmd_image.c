@@ -8,7 +8,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -231,6 +230,16 @@ static int is_job_dir(const char *dir)
 	return access(path, F_OK) == 0;
 }
 
+/* Split an absolute path into its directory and its last component. */
+static void path_split(const char *path, char dir[PATH_MAX], char name[PATH_MAX])
+{
+	const char *slash = strrchr(path, '/');
+	size_t n = slash ? (size_t)(slash - path) : 0;
+
+	snprintf(dir, PATH_MAX, "%.*s", (int)(n ? n : 1), n ? path : "/");
+	snprintf(name, PATH_MAX, "%s", slash ? slash + 1 : path);
+}
+
 /* A directory holding ckpt-* directories: a job that lost its index. */
 static int has_checkpoints(const char *dir)
 {
@@ -260,10 +269,7 @@ int cmd_verify(int argc, char **argv)
 	}
 	if (S_ISREG(st.st_mode))
 		return verify_image(argv[1]);
-	snprintf(parent, sizeof(parent), "%s", real);
-	snprintf(parent, sizeof(parent), "%s", dirname(parent));
-	snprintf(base, sizeof(base), "%s", real);
-	snprintf(base, sizeof(base), "%s", basename(base));
+	path_split(real, parent, base);
 	if (is_job_dir(real)) {
 		if (store_open(NULL, parent, base, &s)) {
 			cli_error("verify", "%s", err_msg());
@@ -271,10 +277,7 @@ int cmd_verify(int argc, char **argv)
 		}
 		ret = verify_job(s, base);
 	} else if (is_job_dir(parent)) {
-		snprintf(grand, sizeof(grand), "%s", parent);
-		snprintf(grand, sizeof(grand), "%s", dirname(grand));
-		snprintf(job, sizeof(job), "%s", parent);
-		snprintf(job, sizeof(job), "%s", basename(job));
+		path_split(parent, grand, job);
 		if (store_open(NULL, grand, job, &s)) {
 			cli_error("verify", "%s", err_msg());
 			return EXIT_FAIL;

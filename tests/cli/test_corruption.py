@@ -26,7 +26,9 @@ def flip(path, offset):
 def regions(img):
     """Byte offsets inside each region of an image (docs/format.md)."""
     data = img.read_bytes()
-    manifest_at = data.rindex(b'{"')
+    manifest_at = struct.unpack_from("<Q", data, len(data) - 48 + 8)[0]
+    assert data[manifest_at:manifest_at + 1] == b'{'
+
     first_chunk_stored = struct.unpack_from("<I", data, HEADER_SIZE + 28)[0]
     return {
         "magic": (0, r"not a Stasis image"),

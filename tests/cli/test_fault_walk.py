@@ -56,6 +56,14 @@ def test_fault_walk(stasis, dataset, point, n, action):
         assert f"fault injected at {point}" in r.err, r
 
     states, out = ls_states(stasis)
+    if (point, n, action) == ("store.index.fsync", 3, "kill"):
+        # Killed after the COMPLETE record reached the file, before its fsync:
+        # every file was already durable and the record is in the page cache,
+        # so the checkpoint is established (only a power cut could lose the
+        # record, and then it would be PARTIAL).
+        assert states.get("ckpt-000002") == "CURRENT", out
+        stasis.ok("verify", "store/demo/ckpt-000002")
+        return
     # the previous checkpoint is still the one a restart picks
     assert states.get("ckpt-000001") == "CURRENT", out
     # the broken one is never CURRENT nor COMPLETE
