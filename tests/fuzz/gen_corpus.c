@@ -1,0 +1,133 @@
+/* gen_corpus.c - write the seed corpus of fuzz_image.
+ *
+ * usage: gen_corpus DIR
+ * Writes a few tiny images (8 KiB chunks) covering every chunk kind (raw, ZERO, SPARSE,
+ * ZSTD, SPARSE|ZSTD, PARENT), an empty section and an image without
+ * sections, plus the manifest of each alone (the parser's seeds). The
+ * committed corpus in tests/fuzz/corpus/ was made with it; rerun it after a
+ * format change.
+ */
+#include "common/err.h"
+#include "image/format.h"
+#include "image/image.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct mem {
+	unsigned char *data;
+	size_t len;
+};
+
+static int mem_sink(void *ctx, const void *buf, size_t len)
+{
+	struct mem *m = ctx;
+	unsigned char *d = realloc(m->data, m->len + len);
+
+	if (!d)
+		return -1;
+	memcpy(d + m->len, buf, len);
+	m->data = d;
+	m->len += len;
+	return 0;
+}
+
+static int save(const char *dir, const char *name, const void *data, size_t len)
+{
+	char path[4096];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "wb");
+	if (!f || fwrite(data, 1, len, f) != len) {
+		perror(path);
+		if (f)
+			fclose(f);
+		return -1;
+	}
+	return fclose(f);
+}
+
+/* Save an image and its manifest alone. */
+static int save_both(const char *dir, const char *name, const struct mem *m)
+{
+	char mname[256];
+	uint64_t mo, ml;
+
+	memcpy(&mo, m->data + m->len - IMG_FOOTER_LEN + 8, 8);
+	memcpy(&ml, m->data + m->len - IMG_FOOTER_LEN + 16, 8);
+	snprintf(mname, sizeof(mname), "manifest-%s.json", name);
+	if (save(dir, name, m->data, m->len))
+		return -1;
+	return save(dir, mname, m->data + le64toh(mo), (size_t)le64toh(ml));
+}
+
+static int build(const char *dir, const char *name, const char *compress, const char *parent,
+		 int variant)
+{
+	struct img_writer_opts o = { .compress = compress, .level = 3, .threads = 0,
+				     .chunk_size = 8192, .parent = parent };
+	unsigned char page[3 * 4096 + 100];
+	struct img_writer *w = NULL;
+	struct mem m = { 0 };
+	int ret;
+
+	memset(page, 0, sizeof(page));
+	for (size_t i = 4096; i < sizeof(page); i++)
+		page[i] = (unsigned char)(i % 7 == 0 ? i * 13 : 'a' + i % 3);
+	ret = img_writer_create(mem_sink, &m, &o, &w);
+	if (ret == 0)
+		ret = img_writer_meta(w, "producer", "gen_corpus");
+	if (ret == 0 && variant >= 0) {
+		ret = img_section_begin(w, "memory", "heap");
+		if (ret == 0)
+			ret = img_section_attr_u64(w, "address", 0x7f0000000000ull);
+		if (ret == 0 && parent)
+			ret = img_write_parent(w, 8192);
+		if (ret == 0)
+			ret = img_write(w, page + (parent ? 8192 : 0), sizeof(page) - (parent ? 8192 : 0));
+		if (ret == 0)
+			ret = img_section_end(w);
+		if (ret == 0)
+			ret = img_section_begin(w, "variable", "empty");
+		if (ret == 0)
+			ret = img_section_end(w);
+		if (ret == 0 && variant > 0) {
+			ret = img_section_begin(w, "file", "hole");
+			if (ret == 0)
+				ret = img_write(w, "x", 1);
+			if (ret == 0)
+				ret = img_write_zero(w, 3 * 8192);
+			if (ret == 0)
+				ret = img_write(w, "yz", 2);
+			if (ret == 0)
+				ret = img_section_end(w);
+		}
+	}
+	if (ret == 0)
+		ret = img_writer_finish(w, NULL);
+	img_writer_free(&w);
+	if (ret == 0)
+		ret = save_both(dir, name, &m);
+	else
+		fprintf(stderr, "%s: %s\n", name, err_msg());
+	free(m.data);
+	return ret;
+}
+
+int main(int argc, char **argv)
+{
+	int ret = 0;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: %s DIR\n", argv[0]);
+		return 2;
+	}
+	ret |= build(argv[1], "raw.img", "none", NULL, 0);
+	ret |= build(argv[1], "hole.img", "none", NULL, 1);
+	ret |= build(argv[1], "zstd.img", "zstd", NULL, 1);
+	ret |= build(argv[1], "child.img", "zstd", "raw.img", 0);
+	ret |= build(argv[1], "nosections.img", "none", NULL, -1);
+	return ret ? 1 : 0;
+}
