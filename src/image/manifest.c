@@ -249,8 +249,9 @@ static int parse_section(struct parse *p, json_t *js, unsigned i, uint64_t *pos)
 			   (unsigned long long)offset, (unsigned long long)*pos);
 	if (chunks == 0 && stored != 0)
 		return bad(p, "'stored' is %llu for a section without chunks", (unsigned long long)stored);
-	/* No overflow: chunks < 2^32 and stored, offset <= end < 2^63. */
-	if (offset + chunks * IMG_CHUNK_HDR_LEN + stored > end)
+	/* offset <= end was checked; chunks < 2^32, so no term can overflow. */
+	if (chunks * IMG_CHUNK_HDR_LEN > end - offset ||
+	    stored > end - offset - chunks * IMG_CHUNK_HDR_LEN)
 		return bad(p, "chunks run past the start of the manifest at offset %llu",
 			   (unsigned long long)end);
 	*pos = offset + chunks * IMG_CHUNK_HDR_LEN + stored;

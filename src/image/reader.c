@@ -231,8 +231,8 @@ static int read_footer(struct img_reader *r, struct img_disk_footer *f)
 	if (crc32c(0, f, offsetof(struct img_disk_footer, crc)) != le32toh(f->crc))
 		return img_err(r, -EBADMSG, "footer checksum mismatch");
 	fmt_footer_swap(f);
-	if (f->manifest_offset < r->header_len || f->manifest_len == 0 ||
-	    f->manifest_len > IMG_MANIFEST_MAX ||
+	if (f->manifest_offset < r->header_len || f->manifest_offset > size ||
+	    f->manifest_len == 0 || f->manifest_len > IMG_MANIFEST_MAX ||
 	    f->manifest_offset + f->manifest_len != size - IMG_FOOTER_LEN)
 		return img_err(r, -EBADMSG, "footer is inconsistent: manifest at %llu, %llu bytes, "
 			       "in a file of %llu bytes", (unsigned long long)f->manifest_offset,
