@@ -27,5 +27,7 @@ CONFIG_KEY(THREADS,        "threads",        UINT,   "2", 0, 64, "",
 	   "worker threads per image writer for checksums and compression (0: inline)")
 CONFIG_KEY(CHUNK_SIZE,     "chunk_size",     SIZE,   "4M", 65536, 67108864, "",
 	   "logical bytes per image chunk (a multiple of 4K)")
+CONFIG_KEY(DIRECT_IO,      "direct_io",      CHOICE, "on", 0, 0, "on|off",
+	   "write large checkpoint files with O_DIRECT where the file system allows it")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")

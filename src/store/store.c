@@ -30,6 +30,12 @@
 #define TMP_SUFFIX ".tmp"
 #define NAME_LEN 255            /* a directory entry */
 #define VERIFY_BUF (1u << 20)
+/* Large files are written through an aligned staging buffer with O_DIRECT:
+ * on this class of machine, buffered writes by a process that holds gigabytes
+ * of its own memory (a checkpointed application) run 2-5x slower than the
+ * disk, because every page-cache page must first be obtained from the host;
+ * direct writes from a reused buffer run at disk speed. */
+#define STAGE_SIZE (8u << 20)
 
 struct store {
 	const struct store_tier_ops *ops;
@@ -50,6 +56,11 @@ struct store_file {
 	char tmp[PATH_MAX];
 	char path[PATH_MAX];
 	int fd;
+	int dfd;                        /* O_DIRECT descriptor while staging, or -1 */
+	unsigned char *stage;           /* aligned staging buffer, or NULL */
+	size_t staged;                  /* bytes in stage */
+	uint64_t stage_off;             /* file offset of stage[0] */
+	int stage_tried;                /* staging was considered (first write) */
 	uint64_t size;
 	uint32_t crc;                   /* running CRC-32C of what was written */
 	char head[IMG_MAGIC_LEN];       /* its first bytes: is it an image? */
@@ -493,6 +504,7 @@ int store_file_create(struct store_ckpt *c, const char *name, struct store_file 
 		return err_set(-ENOMEM, "out of memory");
 	f->c = c;
 	f->fd = -1;
+	f->dfd = -1;
 	snprintf(f->name, sizeof(f->name), "%s", name);
 	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
 	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
@@ -537,11 +549,103 @@ static int is_image_head(const char *head, size_t len)
 	return len >= IMG_MAGIC_LEN && memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0;
 }
 
+/* Write all of buf at offset through fd (pwrite) or, at offset < 0, at the
+ * descriptor's position (write). */
+static int write_all(struct store_file *f, int fd, const void *buf, size_t len, int64_t offset)
+{
+	const struct store_tier_ops *ops = f->c->s->ops;
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = offset < 0 ? ops->write(fd, p, len) : ops->pwrite(fd, p, len, (uint64_t)offset);
+
+		if (n <= 0)
+			return n < 0 ? (int)n : -EIO;
+		p += n;
+		len -= (size_t)n;
+		if (offset >= 0)
+			offset += n;
+	}
+	return 0;
+}
+
+/* On the first write: stage through O_DIRECT if the tier and the file system
+ * allow it and the configuration does not forbid it. */
+static void stage_setup(struct store_file *f)
+{
+	const struct store_tier_ops *ops = f->c->s->ops;
+
+	f->stage_tried = 1;
+	if (!ops->open_direct || !ops->pwrite || strcmp(cfg_str(CFG_DIRECT_IO), "on") != 0)
+		return;
+	f->stage = aligned_alloc(STORE_DIRECT_ALIGN, STAGE_SIZE);
+	if (f->stage && ops->open_direct(f->tmp, &f->dfd) == 0)
+		return;
+	log_debug("%s: no direct I/O; writing through the page cache", f->tmp);
+	free(f->stage);
+	f->stage = NULL;
+	f->dfd = -1;
+}
+
+/* Write the staged bytes: full stages with direct I/O, the final partial one
+ * (final=1) through the page cache, since direct I/O needs whole blocks. */
+static int stage_flush(struct store_file *f, int final)
+{
+	size_t n = f->staged;
+	int ret;
+
+	if (!n)
+		return 0;
+	if (final || f->dfd < 0) {
+		ret = write_all(f, f->fd, f->stage, n, (int64_t)f->stage_off);
+	} else {
+		ret = write_all(f, f->dfd, f->stage, n, (int64_t)f->stage_off);
+		if (ret == -EINVAL) {
+			/* the file system took the open but not the write */
+			log_debug("%s: direct write refused; writing through the page cache", f->tmp);
+			f->c->s->ops->close(f->dfd);
+			f->dfd = -1;
+			ret = write_all(f, f->fd, f->stage, n, (int64_t)f->stage_off);
+		}
+	}
+	if (ret)
+		return ret;
+	f->stage_off += n;
+	f->staged = 0;
+	return 0;
+}
+
+static int stage_write(struct store_file *f, const char *p, size_t len)
+{
+	while (len) {
+		size_t n = STAGE_SIZE - f->staged < len ? STAGE_SIZE - f->staged : len;
+		int ret;
+
+		memcpy(f->stage + f->staged, p, n);
+		f->staged += n;
+		p += n;
+		len -= n;
+		if (f->staged == STAGE_SIZE) {
+			ret = stage_flush(f, 0);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+static void stage_free(struct store_file *f)
+{
+	if (f->dfd >= 0)
+		f->c->s->ops->close(f->dfd);
+	f->dfd = -1;
+	free(f->stage);
+	f->stage = NULL;
+}
+
 int store_file_write(void *file, const void *buf, size_t len)
 {
 	struct store_file *f = file;
-	const struct store_tier_ops *ops = f->c->s->ops;
-	const char *p = buf;
 	int ret;
 
 	if (f->error)
@@ -549,23 +653,17 @@ int store_file_write(void *file, const void *buf, size_t len)
 	if (f->fd < 0)
 		return err_set(-EBADF, "%s/%s: already committed", f->c->name, f->name);
 	err_clear();
-	while (len) {
-		ssize_t n;
-
-		ret = FAULT(STORE_FILE_WRITE);
-		if (ret)
-			goto fail;
-		n = ops->write(f->fd, p, len);
-		if (n <= 0) {
-			ret = n < 0 ? (int)n : -EIO;
-			goto fail;
-		}
-		f->crc = crc32c(f->crc, p, (size_t)n);
-		keep_head(f, p, (size_t)n);
-		f->size += (uint64_t)n;
-		p += n;
-		len -= (size_t)n;
-	}
+	ret = FAULT(STORE_FILE_WRITE);
+	if (ret)
+		goto fail;
+	if (!f->stage_tried)
+		stage_setup(f);
+	ret = f->stage ? stage_write(f, buf, len) : write_all(f, f->fd, buf, len, -1);
+	if (ret)
+		goto fail;
+	f->crc = crc32c(f->crc, buf, len);
+	keep_head(f, buf, len);
+	f->size += len;
 	return 0;
 
 fail:
@@ -589,6 +687,12 @@ static int commit_steps(struct store_file *f)
 	struct index_record r;
 	int ret;
 
+	if (f->stage) {
+		ret = stage_flush(f, 1);
+		stage_free(f);
+		if (ret)
+			return report(ret, "%s: cannot write", f->tmp);
+	}
 	ret = FAULT(STORE_FILE_FSYNC);
 	ret = ret ? ret : ops->fsync(f->fd);
 	if (ret)
@@ -642,6 +746,7 @@ void store_file_free(struct store_file **fp)
 
 	if (!f)
 		return;
+	stage_free(f);
 	if (f->fd >= 0)
 		close_file(f);
 	/* A file without its FILE record must not linger under its final name

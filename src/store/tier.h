@@ -20,6 +20,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define STORE_DIRECT_ALIGN 4096u
+
 struct store_stat {
 	uint64_t size;
 	int is_dir;
@@ -47,12 +49,18 @@ struct store_tier_ops {
 	 * open_append: read and append, created (empty) if missing.
 	 * open_read: read only. */
 	int (*create)(const char *path, int *fd);
+	/* Optional (NULL: none): a second, write-only descriptor on a file
+	 * created by `create`, bypassing the page cache (O_DIRECT). Writes on it
+	 * must be aligned to STORE_DIRECT_ALIGN in address, length and offset.
+	 * -EINVAL or -EOPNOTSUPP where the file system has no direct I/O. */
+	int (*open_direct)(const char *path, int *fd);
 	int (*open_append)(const char *path, int *fd);
 	int (*open_read)(const char *path, int *fd);
 	/* One write(2) (a short count is possible) and one pread(2); EINTR
 	 * is retried. */
 	ssize_t (*write)(int fd, const void *buf, size_t len);
 	ssize_t (*pread)(int fd, void *buf, size_t len, uint64_t offset);
+	ssize_t (*pwrite)(int fd, const void *buf, size_t len, uint64_t offset);
 	int (*fsync)(int fd);
 	int (*close)(int fd);
 	/* Whole-file advisory lock, shared or exclusive, held by the open file

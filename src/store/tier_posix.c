@@ -191,6 +191,11 @@ static int posix_create(const char *path, int *fd)
 	return open_fd(path, O_WRONLY | O_CREAT | O_EXCL, fd);
 }
 
+static int posix_open_direct(const char *path, int *fd)
+{
+	return open_fd(path, O_WRONLY | O_DIRECT, fd);
+}
+
 static int posix_open_append(const char *path, int *fd)
 {
 	return open_fd(path, O_RDWR | O_APPEND | O_CREAT, fd);
@@ -219,6 +224,18 @@ static ssize_t posix_pread(int fd, void *buf, size_t len, uint64_t offset)
 		return -EINVAL;
 	do
 		n = pread(fd, buf, len, (off_t)offset);
+	while (n < 0 && errno == EINTR);
+	return n < 0 ? -errno : n;
+}
+
+static ssize_t posix_pwrite(int fd, const void *buf, size_t len, uint64_t offset)
+{
+	ssize_t n;
+
+	if (offset > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	do
+		n = pwrite(fd, buf, len, (off_t)offset);
 	while (n < 0 && errno == EINTR);
 	return n < 0 ? -errno : n;
 }
@@ -302,10 +319,12 @@ static int posix_unlink(const char *path)
 	.list = posix_list, \
 	.remove_tree = posix_remove_tree, \
 	.create = posix_create, \
+	.open_direct = posix_open_direct, \
 	.open_append = posix_open_append, \
 	.open_read = posix_open_read, \
 	.write = posix_write, \
 	.pread = posix_pread, \
+	.pwrite = posix_pwrite, \
 	.fsync = posix_fsync, \
 	.close = posix_close, \
 	.lock = posix_lock, \

@@ -1,6 +1,8 @@
 /* test_store.c - the checkpoint store: commit protocol, selection, verify,
  * prune, concurrent ranks and checkpoints, fault points. */
 #include "check.h"
+#include "common/config.h"
+#include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/log.h"
@@ -363,6 +365,22 @@ static int t_open_append(const char *path, int *fd)
 	return ret;
 }
 
+static int t_open_direct(const char *path, int *fd)
+{
+	int ret = posix->open_direct(path, fd);
+
+	if (ret == 0)
+		remember(*fd, path);
+	note("open_direct", base(path));
+	return ret;
+}
+
+static ssize_t t_pwrite(int fd, const void *buf, size_t len, uint64_t offset)
+{
+	note("write", fd_name(fd));
+	return posix->pwrite(fd, buf, len, offset);
+}
+
 static ssize_t t_write(int fd, const void *buf, size_t len)
 {
 	note("write", fd_name(fd));
@@ -410,6 +428,70 @@ static int find_trace(const char *entry, unsigned from)
 	return -1;
 }
 
+/* Files larger than the staging buffer go out with direct I/O in whole
+ * blocks and the tail through the page cache; either way the bytes on disk,
+ * the recorded size and CRC must be exactly what was written, whatever the
+ * sizes of the pieces. */
+static void check_large_file(const char *direct_io)
+{
+	const size_t size = (8u << 20) * 2 + 12345;
+	unsigned char *data = malloc(size), *back = malloc(size);
+	struct store *s = NULL;
+	struct store_ckpt *c = NULL;
+	struct store_file *f = NULL;
+	struct store_file_info *files = NULL;
+	char path[PATH_MAX];
+	size_t off = 0, piece = 1, nfiles = 0;
+	FILE *in;
+
+	CHECK_EQ(cfg_set("direct_io", direct_io), 0);
+	for (size_t i = 0; i < size; i++)
+		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	CHECK_EQ(store_open("global", root, direct_io[1] == 'n' ? "large-direct" : "large-buffered", &s), 0);
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	CHECK_EQ(store_file_create(c, "big.dat", &f), 0);
+	while (off < size) {
+		size_t n = piece < size - off ? piece : size - off;
+
+		CHECK_EQ(store_file_write(f, data + off, n), 0);
+		off += n;
+		piece = piece * 7 + 3;      /* 1, 10, 73, ... bytes: every alignment */
+		if (piece > (3u << 20))
+			piece = 4095;
+	}
+	CHECK_EQ(store_file_commit(f), 0);
+	CHECK_EQ(store_ckpt_commit(c, 1), 0);
+	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &nfiles), 0);
+	CHECK_EQ(nfiles, 1);
+	if (nfiles == 1) {
+		CHECK_EQ(files[0].size, size);
+		CHECK_EQ(files[0].crc, crc32c(0, data, size));
+	}
+	CHECK_EQ(store_ckpt_path(s, store_ckpt_name(c), "big.dat", path, sizeof(path)), 0);
+	in = fopen(path, "rb");
+	CHECK(in != NULL);
+	if (in) {
+		CHECK_EQ(fread(back, 1, size, in), size);
+		CHECK(fgetc(in) == EOF);
+		CHECK(memcmp(back, data, size) == 0);
+		fclose(in);
+	}
+	CHECK_EQ(store_verify(s, store_ckpt_name(c)), 0);
+	free(files);
+	store_file_free(&f);
+	store_ckpt_free(&c);
+	store_close(&s);
+	free(data);
+	free(back);
+	CHECK_EQ(cfg_set("direct_io", "on"), 0);
+}
+
+static void test_large_files(void)
+{
+	check_large_file("on");
+	check_large_file("off");
+}
+
 static void test_commit_order(void)
 {
 	static struct store_tier_ops tr;
@@ -423,6 +505,8 @@ static void test_commit_order(void)
 	tr.create = t_create;
 	tr.open_append = t_open_append;
 	tr.write = t_write;
+	tr.open_direct = t_open_direct;
+	tr.pwrite = t_pwrite;
 	tr.fsync = t_fsync;
 	tr.rename = t_rename;
 	tr.fsync_dir = t_fsync_dir;
@@ -1080,6 +1164,7 @@ int main(void)
 	test_round_trip();
 	test_file_rules();
 	test_commit_order();
+	test_large_files();
 	test_selection();
 	test_commit_checks();
 	test_verify();
