@@ -355,7 +355,7 @@ static int ensure_header(struct index_hold *h, uint64_t *size)
 	*size = st.size < HEADER_LEN ? HEADER_LEN : st.size;
 	if (have == HEADER_LEN)
 		return 0;
-	return write_all(ops, h->fd, INDEX_HEADER + have, HEADER_LEN - have);
+	return write_all(ops, h->fd, &INDEX_HEADER[have], HEADER_LEN - have);
 }
 
 /* Close a last line that a crash left open, so the next record starts on a
