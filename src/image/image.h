@@ -84,6 +84,12 @@ struct img_section_info {
 	uint32_t chunks;
 };
 
+/* Bytes an image starts with, and whether head (the first len bytes of a
+ * file) starts with them: for code that must tell images from other files
+ * (the store) without opening them. */
+#define IMG_MAGIC_BYTES 8
+int img_has_magic(const void *head, size_t len);
+
 /* Open an image: checks magic, version, header, footer and manifest (but not
  * chunk payloads). A file that is not an image, has another format version,
  * is truncated or has a damaged manifest is refused with a message. */

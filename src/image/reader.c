@@ -346,6 +346,12 @@ int img_open(const char *path, struct img_reader **out)
 	return open_path(path, 0, out);
 }
 
+int img_has_magic(const void *head, size_t len)
+{
+	static_assert(IMG_MAGIC_BYTES == IMG_MAGIC_LEN, "public and private magic lengths");
+	return len >= IMG_MAGIC_LEN && memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0;
+}
+
 int img_open_fd(int fd, const char *name, struct img_reader **out)
 {
 	return open_fd(fd, 0, name, name, 0, out);

@@ -15,7 +15,6 @@
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/log.h"
-#include "image/format.h"
 #include "image/image.h"
 
 #include <errno.h>
@@ -63,7 +62,7 @@ struct store_file {
 	int stage_tried;                /* staging was considered (first write) */
 	uint64_t size;
 	uint32_t crc;                   /* running CRC-32C of what was written */
-	char head[IMG_MAGIC_LEN];       /* its first bytes: is it an image? */
+	char head[IMG_MAGIC_BYTES];       /* its first bytes: is it an image? */
 	size_t head_len;
 	int error;                      /* first write error: the file cannot commit */
 	int renamed;
@@ -544,11 +543,6 @@ static void keep_head(struct store_file *f, const char *p, size_t n)
 	f->head_len += take;
 }
 
-static int is_image_head(const char *head, size_t len)
-{
-	return len >= IMG_MAGIC_LEN && memcmp(head, IMG_MAGIC, IMG_MAGIC_LEN) == 0;
-}
-
 /* Write all of buf at offset through fd (pwrite) or, at offset < 0, at the
  * descriptor's position (write). */
 static int write_all(struct store_file *f, int fd, const void *buf, size_t len, int64_t offset)
@@ -715,7 +709,7 @@ static int commit_steps(struct store_file *f)
 	r.crc = f->crc;
 	/* Recorded now, while the bytes are known good, so that verify still
 	 * hands a file whose magic was damaged to the image reader. */
-	r.image = is_image_head(f->head, f->head_len);
+	r.image = img_has_magic(f->head, f->head_len);
 	return index_append(&f->c->s->index, &r);
 }
 
@@ -1141,7 +1135,7 @@ static int verify_file(struct store *s, const char *ckpt, const struct index_fil
 {
 	const struct store_tier_ops *ops = s->ops;
 	const struct store_file_info *fi = &file->info;
-	char path[PATH_MAX], head[IMG_MAGIC_LEN];
+	char path[PATH_MAX], head[IMG_MAGIC_BYTES];
 	struct store_stat st;
 	uint32_t crc;
 	int fd, ret;
@@ -1161,7 +1155,7 @@ static int verify_file(struct store *s, const char *ckpt, const struct index_fil
 		ret = err_set(-EBADMSG, "%s/%s: %" PRIu64 " bytes, the index says %" PRIu64 " (truncated or replaced)",
 			      ckpt, fi->name, st.size, fi->size);
 	} else if (file->image || (ops->pread(fd, head, sizeof(head), 0) == (ssize_t)sizeof(head) &&
-				   is_image_head(head, sizeof(head)))) {
+				   img_has_magic(head, sizeof(head)))) {
 		ret = verify_image(ckpt, fi, path, fd);
 	}
 	if (ret == 0) {
