@@ -34,6 +34,23 @@ static int open_image(const char *cmd, const char *path, struct img_reader **r)
 	return EXIT_OK;
 }
 
+/* Logical and stored bytes of all sections, as human-readable sizes. */
+static void image_totals(const struct img_reader *r, char *logical, char *stored, size_t len)
+{
+	uint64_t size = 0, bytes = 0;
+
+	for (unsigned i = 0; i < img_section_count(r); i++) {
+		struct img_section_info s;
+
+		if (img_section_get(r, i, &s) == 0) {
+			size += s.size;
+			bytes += s.stored;
+		}
+	}
+	cli_human_size(size, logical, len);
+	cli_human_size(bytes, stored, len);
+}
+
 static void print_scalar(const char *label, json_t *v)
 {
 	if (json_is_string(v))
@@ -65,7 +82,6 @@ static void print_manifest_text(const char *path, struct img_reader *r)
 {
 	json_t *m = json_loads(img_manifest(r), 0, NULL);
 	unsigned n = img_section_count(r);
-	uint64_t size = 0, stored = 0;
 	char a[32], b[32];
 	json_t *sections = m ? json_object_get(m, "sections") : NULL;
 
@@ -81,16 +97,7 @@ static void print_manifest_text(const char *path, struct img_reader *r)
 		}
 		print_object("meta", json_object_get(m, "meta"));
 	}
-	for (unsigned i = 0; i < n; i++) {
-		struct img_section_info s;
-
-		if (img_section_get(r, i, &s) == 0) {
-			size += s.size;
-			stored += s.stored;
-		}
-	}
-	cli_human_size(size, a, sizeof(a));
-	cli_human_size(stored, b, sizeof(b));
+	image_totals(r, a, b, sizeof(a));
 	printf("%-12s %u, %s logical, %s stored\n\n", "sections", n, a, b);
 	printf("%4s  %-9s %-24s %12s %12s %7s  %s\n", "#", "KIND", "NAME", "SIZE", "STORED",
 	       "CHUNKS", "ATTRIBUTES");
@@ -148,7 +155,6 @@ int cmd_inspect(int argc, char **argv)
 static int verify_image(const char *path)
 {
 	struct img_reader *r = NULL;
-	uint64_t size = 0, stored = 0;
 	char a[32], b[32];
 	int ret = open_image("verify", path, &r);
 
@@ -159,16 +165,7 @@ static int verify_image(const char *path)
 		img_close(&r);
 		return EXIT_FAIL;
 	}
-	for (unsigned i = 0; i < img_section_count(r); i++) {
-		struct img_section_info s;
-
-		if (img_section_get(r, i, &s) == 0) {
-			size += s.size;
-			stored += s.stored;
-		}
-	}
-	cli_human_size(size, a, sizeof(a));
-	cli_human_size(stored, b, sizeof(b));
+	image_totals(r, a, b, sizeof(a));
 	printf("%s: OK (%u sections, %s logical, %s stored)\n", path, img_section_count(r), a, b);
 	img_close(&r);
 	return EXIT_OK;
