@@ -27,6 +27,16 @@ CONFIG_KEY(THREADS,        "threads",        UINT,   "2", 0, 64, "",
 	   "worker threads per image writer for checksums and compression (0: inline)")
 CONFIG_KEY(CHUNK_SIZE,     "chunk_size",     SIZE,   "4M", 65536, 67108864, "",
 	   "logical bytes per image chunk (a multiple of 4K)")
+CONFIG_KEY(NODE,           "node",           STRING, "", 0, 0, "",
+	   "this node's name (default: the hostname); lets one machine play several nodes")
+CONFIG_KEY(LEVEL,          "level",          CHOICE, "single", 0, 0, "single|partner|rs|global",
+	   "level of application checkpoints taken with STASIS_LEVEL_AUTO")
+CONFIG_KEY(GLOBAL_EVERY,   "global_every",   UINT,   "0", 0, 1000000, "",
+	   "with STASIS_LEVEL_AUTO, every N-th checkpoint goes to the global tier (0: never)")
+CONFIG_KEY(CACHE_KEEP,     "cache_keep",     UINT,   "2", 1, 1000, "",
+	   "application checkpoints kept in each node's local cache")
+CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",
+	   "mean time between failures of the job, in seconds (Young/Daly interval)")
 CONFIG_KEY(DIRECT_IO,      "direct_io",      CHOICE, "on", 0, 0, "on|off",
 	   "write large checkpoint files with O_DIRECT where the file system allows it")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",

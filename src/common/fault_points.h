@@ -15,4 +15,6 @@ FAULT_POINT(STORE_INDEX_APPEND,  "store.index.append",  "before a record is appe
 FAULT_POINT(STORE_INDEX_TORN,    "store.index.torn",    "after half of an index record is written (a torn append)")
 FAULT_POINT(STORE_INDEX_FSYNC,   "store.index.fsync",   "after an index record is written, before its fsync")
 FAULT_POINT(STORE_CKPT_COMMIT,   "store.ckpt.commit",   "before the COMPLETE record of a checkpoint is appended")
+FAULT_POINT(API_CKPT_WRITE,      "api.ckpt.write",      "before a rank writes its image of an application-level checkpoint")
+FAULT_POINT(API_CKPT_COMMIT,     "api.ckpt.commit",     "before rank 0 establishes an application-level checkpoint in the job index")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

@@ -428,6 +428,64 @@ int store_ckpt_begin(struct store *s, struct store_ckpt **out)
 	return ret;
 }
 
+/* Begin `name` or, when another process (a rank on the same node) began it
+ * already, join it; both under the index lock, so exactly one BEGIN. */
+static int begin_named_held(struct store *s, struct index_hold *h, const char *name,
+			    struct store_ckpt **out)
+{
+	struct index_record r;
+	struct index_view v;
+	struct index_ckpt *ck;
+	char dir[PATH_MAX];
+	int ret;
+
+	ret = index_view_load_held(h, &v);
+	if (ret)
+		return ret;
+	ck = index_view_find(&v, name);
+	if (ck && ck->info.state != STORE_PARTIAL)
+		ret = err_set(-EEXIST, "%s: %s is already %s", s->dir, name,
+			      store_state_name(ck->info.state));
+	index_view_free(&v);
+	if (ret)
+		return ret;
+	if (!ck) {
+		ret = join_path(dir, sizeof(dir), s->dir, name, NULL);
+		ret = ret ? ret : s->ops->mkdir(dir);
+		if (ret == -EEXIST)
+			return err_set(ret, "%s: directory %s exists but the index does not know it",
+				       s->dir, name);
+		if (ret)
+			return report(ret, "%s: cannot create the checkpoint directory", dir);
+		ret = s->ops->fsync_dir(s->dir);
+		if (ret)
+			return report(ret, "%s: cannot fsync the job directory", s->dir);
+		record_init(&r, INDEX_BEGIN, name);
+		ret = index_append_held(h, &r);
+		if (ret)
+			return ret;
+	}
+	*out = ckpt_new(s, name);
+	return *out ? 0 : -ENOMEM;
+}
+
+int store_ckpt_begin_named(struct store *s, const char *name, struct store_ckpt **out)
+{
+	struct index_hold h;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	if (!plain_name(name, 63) || strncmp(name, "ckpt-", 5) != 0)
+		return err_set(-EINVAL, "bad checkpoint name '%s'", name);
+	ret = index_lock(&s->index, &h);
+	if (ret)
+		return ret;
+	ret = begin_named_held(s, &h, name, out);
+	index_unlock(&h);
+	return ret;
+}
+
 static int load_ckpt(struct store *s, const char *name, struct index_view *v, struct index_ckpt **ck)
 {
 	int ret = index_view_load(&s->index, v);

@@ -46,6 +46,10 @@ void store_names_free(char **names, size_t count);
 /* Begin a new checkpoint: the next name (ckpt-000001, ...), its directory and
  * a BEGIN record. Safe against other processes beginning at the same time. */
 int store_ckpt_begin(struct store *s, struct store_ckpt **out);
+/* Begin the checkpoint `name` (chosen elsewhere, e.g. by rank 0 in the
+ * global tier, so every tier uses the same name), or join it if another
+ * process began it; -EEXIST if it is already sealed. */
+int store_ckpt_begin_named(struct store *s, const char *name, struct store_ckpt **out);
 /* Join a begun checkpoint by name to add files to it (another rank). */
 int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out);
 const char *store_ckpt_name(const struct store_ckpt *c);

@@ -1,0 +1,426 @@
+/* api.c - libstasis state: initialisation, types, protected regions, errors.
+ *
+ * One process-wide state (struct api_state): an application has one job and
+ * one set of protected regions. Calls are expected from one thread at a time,
+ * as with MPI_THREAD_FUNNELED; the library's own threads never touch it.
+ */
+#include "api/api.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct api_state api;
+
+static _Thread_local int last_code;
+static _Thread_local char last_text[512];
+
+int api_fail(int code)
+{
+	last_code = code;
+	snprintf(last_text, sizeof(last_text), "%s", err_msg()[0] ? err_msg() : strerror(-code));
+	return code;
+}
+
+const char *stasis_strerror(int code)
+{
+	static _Thread_local char generic[128];
+
+	if (code == 0)
+		return "success";
+	if (code == last_code && last_text[0])
+		return last_text;
+	snprintf(generic, sizeof(generic), "%s", code < 0 ? strerror(-code) : "not an error code");
+	return generic;
+}
+
+double api_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int require_init(const char *fn)
+{
+	err_clear();
+	if (api.finalized)
+		return api_fail(err_set(-EINVAL, "%s: called after stasis_finalize", fn));
+	if (!api.initialized)
+		return api_fail(err_set(-EINVAL, "%s: call stasis_init first", fn));
+	return 0;
+}
+
+/* A job name must be a plain directory name. */
+static void sanitize(char *name)
+{
+	for (char *p = name; *p; p++)
+		if (*p == '/' || *p < 0x21 || *p > 0x7e)
+			*p = '_';
+	if (!name[0] || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+		snprintf(name, API_NAME_LEN, "job");
+}
+
+/* The configured job, else the launcher's job id, else the program name:
+ * a rerun of the same batch job or program finds its checkpoints. */
+static void derive_job(char *job)
+{
+	static const char *const vars[] = { "SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID",
+					    "COBALT_JOBID" };
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (*cfg_str(CFG_JOB)) {
+		snprintf(job, API_NAME_LEN, "%s", cfg_str(CFG_JOB));
+		sanitize(job);
+		return;
+	}
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v) {
+			snprintf(job, API_NAME_LEN, "%s", v);
+			sanitize(job);
+			return;
+		}
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	exe[n > 0 ? n : 0] = '\0';
+	snprintf(job, API_NAME_LEN, "%s", n > 0 ? strrchr(exe, '/') + 1 : "job");
+	sanitize(job);
+}
+
+static int open_stores(void)
+{
+	char root[PATH_MAX];
+	int ret = 0, ok;
+	int64_t flag;
+
+	/* rank 0 creates the job's global directory and index, node leaders
+	 * their node's; the others open what exists */
+	for (int pass = 0; pass < 2; pass++) {
+		if ((pass == 0) == (api.rank == 0))
+			ret = store_open("global", NULL, api.job, &api.global);
+		if ((pass == 0) == (api.node_leader != 0) && ret == 0) {
+			if (snprintf(root, sizeof(root), "%s/%s", cfg_str(CFG_LOCAL_DIR), api.node) >=
+			    (int)sizeof(root))
+				ret = err_set(-ENAMETOOLONG, "local_dir: path too long");
+			else
+				ret = store_open("local", root, api.job, &api.local);
+		}
+		ok = ret == 0;
+		flag = ok;
+		api.comm->allreduce_i64(api.ch, &flag, 1, API_MIN);
+		if (!flag)
+			return ret ? ret : err_set(-EIO, "stasis_init: another rank could not open "
+						   "its checkpoint store (see its message)");
+	}
+	return 0;
+}
+
+static int find_node_peers(void)
+{
+	api.nodes = calloc((size_t)api.size, sizeof(*api.nodes));
+	if (!api.nodes)
+		return err_set(-ENOMEM, "out of memory");
+	if (api.comm->allgather(api.ch, api.node, API_NAME_LEN, api.nodes))
+		return -EIO;
+	api.node_leader = 1;
+	api.node_ranks = 0;
+	for (int r = 0; r < api.size; r++) {
+		if (strcmp(api.nodes[r], api.node) != 0)
+			continue;
+		api.node_ranks++;
+		if (r < api.rank)
+			api.node_leader = 0;
+	}
+	return 0;
+}
+
+int api_init_common(const char *config)
+{
+	char name[64];
+	int ret;
+
+	api.rank = api.comm->rank(api.ch);
+	api.size = api.comm->size(api.ch);
+	ret = cfg_load(config);
+	if (ret)
+		goto fail;
+	if (*cfg_str(CFG_NODE))
+		snprintf(api.node, sizeof(api.node), "%s", cfg_str(CFG_NODE));
+	else if (gethostname(api.node, sizeof(api.node) - 1) != 0)
+		snprintf(api.node, sizeof(api.node), "localhost");
+	sanitize(api.node);
+	derive_job(api.job);
+	/* every rank must file under rank 0's job name */
+	ret = api.comm->bcast(api.ch, api.job, sizeof(api.job), 0);
+	ret = ret ? ret : find_node_peers();
+	ret = ret ? ret : open_stores();
+	if (ret)
+		goto fail;
+	api.initialized = 1;
+	api.started = api.last_ckpt = api_now();
+	ret = api_ckpt_latest(name, sizeof(name));
+	if (ret < 0)
+		goto fail;
+	api.status = ret == 1 ? STASIS_RESTARTED : STASIS_FRESH;
+	log_info("rank %d/%d on node %s, job %s: %s", api.rank, api.size, api.node, api.job,
+		 api.status == STASIS_RESTARTED ? name : "no established checkpoint");
+	return 0;
+
+fail:
+	api.initialized = 0;
+	store_close(&api.global);
+	store_close(&api.local);
+	free(api.nodes);
+	api.nodes = NULL;
+	api.comm->free(api.ch);
+	api.comm = NULL;
+	return api_fail(ret);
+}
+
+int stasis_init_serial(const char *config)
+{
+	err_clear();
+	if (api.initialized)
+		return api_fail(err_set(-EALREADY, "stasis_init_serial: already initialized"));
+	api.comm = &api_comm_serial;
+	api.ch = NULL;
+	return api_init_common(config);
+}
+
+/* ---- types ---- */
+
+static size_t type_size(stasis_type t)
+{
+	switch (t) {
+	case STASIS_BYTE: return 1;
+	case STASIS_INT: return sizeof(int);
+	case STASIS_LONG: return sizeof(long);
+	case STASIS_FLOAT: return sizeof(float);
+	case STASIS_DOUBLE: return sizeof(double);
+	default:
+		if (t >= 6 && (size_t)(t - 6) < api.ntypes)
+			return api.types[t - 6];
+		return 0;
+	}
+}
+
+stasis_type stasis_type_create(size_t size)
+{
+	size_t *grown;
+	int ret = require_init("stasis_type_create");
+
+	if (ret)
+		return ret;
+	if (size == 0)
+		return api_fail(err_set(-EINVAL, "stasis_type_create: size 0"));
+	if (api.ntypes >= 1 << 20)
+		return api_fail(err_set(-ENOSPC, "stasis_type_create: too many types"));
+	grown = realloc(api.types, (api.ntypes + 1) * sizeof(*grown));
+	if (!grown)
+		return api_fail(err_set(-ENOMEM, "out of memory"));
+	api.types = grown;
+	api.types[api.ntypes] = size;
+	return (stasis_type)(6 + api.ntypes++);
+}
+
+/* ---- protected regions ---- */
+
+struct api_var *api_var_find(int id)
+{
+	for (size_t i = 0; i < api.nvars; i++)
+		if (api.vars[i].id == id)
+			return &api.vars[i];
+	return NULL;
+}
+
+static int protect(int id, void *ptr, size_t count, stasis_type type, int distributed,
+		   size_t global_count, size_t offset)
+{
+	const char *fn = distributed ? "stasis_protect_distributed" : "stasis_protect";
+	size_t elem = type_size(type);
+	struct api_var *v;
+	int ret = require_init(fn);
+
+	if (ret)
+		return ret;
+	if (id < 0)
+		return api_fail(err_set(-EINVAL, "%s: id %d is negative", fn, id));
+	if (!elem)
+		return api_fail(err_set(-EINVAL, "%s: id %d: unknown type %d", fn, id, type));
+	if (!ptr && count)
+		return api_fail(err_set(-EINVAL, "%s: id %d: NULL pointer", fn, id));
+	if (count > SIZE_MAX / elem)
+		return api_fail(err_set(-EOVERFLOW, "%s: id %d: %zu elements of %zu bytes overflow",
+					fn, id, count, elem));
+	if (distributed && (offset > global_count || count > global_count - offset))
+		return api_fail(err_set(-EINVAL, "%s: id %d: elements [%zu, %zu) outside the global "
+					"array of %zu", fn, id, offset, offset + count, global_count));
+	v = api_var_find(id);
+	if (v && v->elem != elem)
+		return api_fail(err_set(-EINVAL, "%s: id %d was protected with %zu-byte elements, "
+					"now %zu", fn, id, v->elem, elem));
+	if (!v) {
+		if (api.nvars == api.cap) {
+			size_t cap = api.cap ? api.cap * 2 : 16;
+			struct api_var *grown = realloc(api.vars, cap * sizeof(*grown));
+
+			if (!grown)
+				return api_fail(err_set(-ENOMEM, "out of memory"));
+			api.vars = grown;
+			api.cap = cap;
+		}
+		v = &api.vars[api.nvars++];
+	}
+	*v = (struct api_var){ .id = id, .ptr = ptr, .count = count, .elem = elem, .type = type,
+			       .distributed = distributed, .global_count = global_count,
+			       .offset = offset };
+	return 0;
+}
+
+int stasis_protect(int id, void *ptr, size_t count, stasis_type type)
+{
+	return protect(id, ptr, count, type, 0, 0, 0);
+}
+
+int stasis_protect_distributed(int id, void *ptr, size_t count, stasis_type type,
+			       size_t global_count, size_t offset)
+{
+	return protect(id, ptr, count, type, 1, global_count, offset);
+}
+
+int stasis_unprotect(int id)
+{
+	struct api_var *v;
+	int ret = require_init("stasis_unprotect");
+
+	if (ret)
+		return ret;
+	v = api_var_find(id);
+	if (!v)
+		return api_fail(err_set(-ENOENT, "stasis_unprotect: id %d is not protected", id));
+	*v = api.vars[--api.nvars];
+	return 0;
+}
+
+/* ---- checkpoint and restart ---- */
+
+int stasis_status(void)
+{
+	int ret = require_init("stasis_status");
+
+	return ret ? ret : api.status;
+}
+
+int stasis_recover(void)
+{
+	int ret = require_init("stasis_recover");
+
+	if (ret)
+		return ret;
+	ret = api_ckpt_recover(-1);
+	return ret ? api_fail(ret) : 0;
+}
+
+int stasis_recover_var(int id)
+{
+	int ret = require_init("stasis_recover_var");
+
+	if (ret)
+		return ret;
+	if (!api_var_find(id))
+		return api_fail(err_set(-ENOENT, "stasis_recover_var: id %d is not protected", id));
+	ret = api_ckpt_recover(id);
+	return ret ? api_fail(ret) : 0;
+}
+
+int stasis_checkpoint_valid(int level, int valid)
+{
+	double t0 = api_now();
+	int ret = require_init("stasis_checkpoint");
+
+	if (ret)
+		return ret;
+	if (level < STASIS_LEVEL_AUTO || level > STASIS_LEVEL_GLOBAL)
+		return api_fail(err_set(-EINVAL, "stasis_checkpoint: unknown level %d", level));
+	ret = api_ckpt_write(level, valid);
+	if (ret)
+		return api_fail(ret);
+	api.taken++;
+	api.cost_sum += api_now() - t0;
+	api.cost_n++;
+	api.last_ckpt = api_now();
+	return 0;
+}
+
+int stasis_checkpoint(int level)
+{
+	return stasis_checkpoint_valid(level, 1);
+}
+
+int stasis_finalize(void)
+{
+	int ret = require_init("stasis_finalize");
+
+	if (ret)
+		return ret;
+	store_close(&api.global);
+	store_close(&api.local);
+	free(api.nodes);
+	free(api.vars);
+	free(api.types);
+	api.comm->free(api.ch);
+	memset(&api, 0, sizeof(api));
+	api.finalized = 1;
+	return 0;
+}
+
+/* ---- routed files: not built yet; fail loudly, never pretend ---- */
+
+static int not_yet(const char *fn)
+{
+	int ret = require_init(fn);
+
+	return ret ? ret : api_fail(err_set(-ENOSYS, "%s: routed files are not implemented yet", fn));
+}
+
+int stasis_start_output(const char *name)
+{
+	(void)name;
+	return not_yet("stasis_start_output");
+}
+
+int stasis_route_file(const char *path, char *routed, size_t len)
+{
+	(void)path, (void)routed, (void)len;
+	return not_yet("stasis_route_file");
+}
+
+int stasis_complete_output(int valid)
+{
+	(void)valid;
+	return not_yet("stasis_complete_output");
+}
+
+int stasis_start_restart(char *name, size_t len)
+{
+	(void)name, (void)len;
+	return not_yet("stasis_start_restart");
+}
+
+int stasis_complete_restart(int valid)
+{
+	(void)valid;
+	return not_yet("stasis_complete_restart");
+}

@@ -1,0 +1,91 @@
+/* api.h - inside libstasis, the application-level library (private).
+ *
+ * The public contract is include/stasis.h. The library is a serial core
+ * (api.c: state, types, protection, errors; checkpoint.c: writing and
+ * recovering checkpoints; interval.c: when to checkpoint) that talks to the
+ * other ranks only through a communicator backend, a table of operations:
+ * comm_serial.c for one process, comm_mpi.c for MPI (compiled once per MPI
+ * library). docs/applevel.md describes the levels and the restart rules.
+ */
+#ifndef STASIS_API_API_H
+#define STASIS_API_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stasis.h"
+
+struct store;
+
+enum api_op { API_MIN, API_MAX, API_SUM };
+
+/* Collective operations over the job's ranks; every one returns 0 or a
+ * negative errno (a failing communicator is fatal to the job anyway). */
+struct api_comm_ops {
+	const char *name;
+	int (*rank)(void *h);
+	int (*size)(void *h);
+	int (*barrier)(void *h);
+	/* In place, element-wise over n values. */
+	int (*allreduce_i64)(void *h, int64_t *v, size_t n, enum api_op op);
+	int (*bcast)(void *h, void *buf, size_t len, int root);
+	/* Every rank contributes len bytes; all receives size*len bytes. */
+	int (*allgather)(void *h, const void *mine, size_t len, void *all);
+	void (*free)(void *h);
+};
+
+extern const struct api_comm_ops api_comm_serial;
+
+struct api_var {
+	int id;
+	void *ptr;
+	size_t count;
+	size_t elem;            /* bytes per element */
+	stasis_type type;
+	int distributed;
+	uint64_t global_count, offset;   /* in elements, when distributed */
+};
+
+#define API_NAME_LEN 128
+#define API_MAX_CANDIDATES 16
+
+struct api_state {
+	int initialized;
+	int finalized;
+	const struct api_comm_ops *comm;
+	void *ch;                               /* the backend's handle */
+	int rank, size;
+	char job[API_NAME_LEN];
+	char node[API_NAME_LEN];
+	char (*nodes)[API_NAME_LEN];            /* every rank's node */
+	int node_leader;                        /* lowest rank on its node */
+	unsigned node_ranks;                    /* ranks on this node */
+	struct store *local;                    /* this node's cache */
+	struct store *global;                   /* the global directory */
+	struct api_var *vars;
+	size_t nvars, cap;
+	size_t *types;                          /* user type sizes, index = type - 6 */
+	size_t ntypes;
+	int status;                             /* STASIS_FRESH or STASIS_RESTARTED */
+	unsigned taken;                         /* checkpoints taken by this run */
+	double cost_sum;                        /* seconds blocked in checkpoints */
+	unsigned cost_n;
+	double last_ckpt;                       /* monotonic time of the last one */
+	double started;
+};
+
+extern struct api_state api;
+
+/* Common initialisation once the communicator is set (api.c). */
+int api_init_common(const char *config);
+/* Record err_msg() as the message for code, return code (api.c). */
+int api_fail(int code);
+double api_now(void);
+struct api_var *api_var_find(int id);
+
+/* checkpoint.c */
+int api_ckpt_write(int level, int valid);
+int api_ckpt_recover(int only_id);        /* -1: every variable */
+int api_ckpt_latest(char *name, size_t len);
+
+#endif

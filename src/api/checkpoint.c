@@ -1,0 +1,425 @@
+/* checkpoint.c - write application checkpoints at a level; recover them.
+ *
+ * Names: rank 0 begins every checkpoint in the global tier's job index, so
+ * the name (ckpt-000042) is the job's; every tier then files that rank's
+ * image, rank-00007.img, under the same name. A checkpoint is established
+ * when rank 0 has written checkpoint.json (level, ranks, nodes) into the
+ * global tier and sealed it there: restart reads only checkpoints sealed
+ * there, then looks for each rank's image where the level put it.
+ *
+ * Every step that can fail on one rank is followed by an agreement
+ * (allreduce), so all ranks take the same branch and report the same error.
+ */
+#include "api/api.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "image/image.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define INFO_FILE "checkpoint.json"
+#define MSG_LEN 384
+
+static const char *const level_names[] = {
+	[STASIS_LEVEL_AUTO] = "auto", [STASIS_LEVEL_SINGLE] = "single",
+	[STASIS_LEVEL_PARTNER] = "partner", [STASIS_LEVEL_RS] = "rs",
+	[STASIS_LEVEL_GLOBAL] = "global",
+};
+
+static int level_parse(const char *name)
+{
+	for (int l = STASIS_LEVEL_SINGLE; l <= STASIS_LEVEL_GLOBAL; l++)
+		if (strcmp(level_names[l], name) == 0)
+			return l;
+	return -1;
+}
+
+static int level_resolve(int level)
+{
+	uint64_t every = cfg_u64(CFG_GLOBAL_EVERY);
+
+	if (level == STASIS_LEVEL_AUTO) {
+		level = level_parse(cfg_str(CFG_LEVEL));
+		if (every && (api.taken + 1) % every == 0)
+			level = STASIS_LEVEL_GLOBAL;
+	}
+	if (level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS)
+		return err_set(-ENOTSUP, "stasis_checkpoint: level %s is not implemented yet "
+			       "(single and global are)", level_names[level]);
+	return level;
+}
+
+/* All ranks learn the lowest rank whose ok is 0 (api.size if none) and that
+ * rank's message. */
+static int agree(int ok, char msg[MSG_LEN])
+{
+	int64_t first = ok ? api.size : api.rank;
+	char mine[MSG_LEN];
+
+	snprintf(mine, sizeof(mine), "%s", ok ? "" : err_msg());
+	if (api.comm->allreduce_i64(api.ch, &first, 1, API_MIN))
+		return 0;
+	if (first < api.size) {
+		if (api.rank == first)
+			memcpy(msg, mine, MSG_LEN);
+		api.comm->bcast(api.ch, msg, MSG_LEN, (int)first);
+	}
+	return (int)first;
+}
+
+static void rank_file(char *buf, size_t len, int rank)
+{
+	snprintf(buf, len, "rank-%05d.img", rank);
+}
+
+/* ---- writing ---- */
+
+static int write_vars(struct img_writer *w)
+{
+	char name[32];
+	int ret = 0;
+
+	for (size_t i = 0; i < api.nvars && !ret; i++) {
+		const struct api_var *v = &api.vars[i];
+
+		snprintf(name, sizeof(name), "var-%d", v->id);
+		ret = img_section_begin(w, "variable", name);
+		ret = ret ? ret : img_section_attr_u64(w, "id", (uint64_t)v->id);
+		ret = ret ? ret : img_section_attr_u64(w, "elem", v->elem);
+		ret = ret ? ret : img_section_attr_u64(w, "count", v->count);
+		if (v->distributed) {
+			ret = ret ? ret : img_section_attr_u64(w, "global_count", v->global_count);
+			ret = ret ? ret : img_section_attr_u64(w, "offset", v->offset);
+		}
+		ret = ret ? ret : img_write(w, v->ptr, v->count * v->elem);
+		ret = ret ? ret : img_section_end(w);
+	}
+	return ret;
+}
+
+static int write_image(struct store_ckpt *c, int level)
+{
+	struct img_writer_opts opts;
+	struct img_writer *w = NULL;
+	struct store_file *f = NULL;
+	char name[32], num[32];
+	int ret;
+
+	rank_file(name, sizeof(name), api.rank);
+	snprintf(num, sizeof(num), "%d", api.rank);
+	img_writer_opts_default(&opts);
+	ret = FAULT(API_CKPT_WRITE);
+	ret = ret ? ret : store_file_create(c, name, &f);
+	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
+	ret = ret ? ret : img_writer_meta(w, "producer", "libstasis");
+	ret = ret ? ret : img_writer_meta(w, "job", api.job);
+	ret = ret ? ret : img_writer_meta(w, "checkpoint", store_ckpt_name(c));
+	ret = ret ? ret : img_writer_meta(w, "rank", num);
+	ret = ret ? ret : img_writer_meta(w, "node", api.node);
+	ret = ret ? ret : img_writer_meta(w, "level", level_names[level]);
+	ret = ret ? ret : write_vars(w);
+	ret = ret ? ret : img_writer_finish(w, NULL);
+	ret = ret ? ret : store_file_commit(f);
+	img_writer_free(&w);
+	store_file_free(&f);
+	return ret;
+}
+
+/* checkpoint.json: what restart needs to find every rank's image. */
+static int write_info(struct store_ckpt *gc, int level)
+{
+	json_t *o = json_object(), *nodes = json_array();
+	struct store_file *f = NULL;
+	char *text;
+	int ret;
+
+	for (int r = 0; r < api.size; r++)
+		json_array_append_new(nodes, json_string(api.nodes[r]));
+	json_object_set_new(o, "level", json_string(level_names[level]));
+	json_object_set_new(o, "ranks", json_integer(api.size));
+	json_object_set_new(o, "job", json_string(api.job));
+	json_object_set_new(o, "nodes", nodes);
+	text = json_dumps(o, JSON_INDENT(1));
+	json_decref(o);
+	if (!text)
+		return err_set(-ENOMEM, "out of memory");
+	ret = store_file_create(gc, INFO_FILE, &f);
+	ret = ret ? ret : store_file_write(f, text, strlen(text));
+	ret = ret ? ret : store_file_commit(f);
+	store_file_free(&f);
+	free(text);
+	return ret;
+}
+
+/* The tier a level writes each rank's image to. */
+static struct store *data_store(int level)
+{
+	return level == STASIS_LEVEL_GLOBAL ? api.global : api.local;
+}
+
+static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, int bad, int valid_all,
+		     const char *name, const char *msg)
+{
+	char reason[MSG_LEN + 32];
+
+	if (!valid_all)
+		snprintf(reason, sizeof(reason), "rank %d declared its data invalid", bad);
+	else
+		snprintf(reason, sizeof(reason), "rank %d: %s", bad, msg);
+	if (level != STASIS_LEVEL_GLOBAL && api.node_leader && lc)
+		store_ckpt_abort(lc, reason);
+	if (api.rank == 0 && gc)
+		store_ckpt_abort(gc, reason);
+	return err_set(valid_all ? -EIO : -ECANCELED, "checkpoint %s failed: %s", name, reason);
+}
+
+int api_ckpt_write(int level, int valid)
+{
+	struct store_ckpt *gc = NULL, *lc = NULL;
+	char name[64] = "", msg[MSG_LEN] = "";
+	int64_t valid_all = valid != 0;
+	int ret = 0, bad;
+
+	level = level_resolve(level);
+	/* every rank resolves the same level from the same configuration; a
+	 * rank that cannot must still take part in the agreements below */
+	if (api.rank == 0 && level > 0) {
+		ret = store_ckpt_begin(api.global, &gc);
+		if (ret == 0)
+			snprintf(name, sizeof(name), "%s", store_ckpt_name(gc));
+	}
+	bad = agree(level > 0 && ret == 0, msg);
+	if (bad < api.size) {
+		if (gc)
+			store_ckpt_abort(gc, msg);
+		store_ckpt_free(&gc);
+		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
+	}
+	api.comm->bcast(api.ch, name, sizeof(name), 0);
+
+	if (level == STASIS_LEVEL_GLOBAL)
+		ret = api.rank == 0 ? 0 : store_ckpt_join(api.global, name, &lc);
+	else
+		ret = store_ckpt_begin_named(api.local, name, &lc);
+	ret = ret ? ret : write_image(level == STASIS_LEVEL_GLOBAL && api.rank == 0 ? gc : lc, level);
+	api.comm->allreduce_i64(api.ch, &valid_all, 1, API_MIN);
+	bad = agree(ret == 0 && valid, msg);
+	if (bad < api.size) {
+		ret = fail_ckpt(gc, lc, level, bad, (int)valid_all, name, msg);
+		goto out;
+	}
+
+	/* sealed where the data is, then established in the job's index */
+	ret = 0;
+	if (level != STASIS_LEVEL_GLOBAL && api.node_leader)
+		ret = store_ckpt_commit(lc, api.node_ranks);
+	bad = agree(ret == 0, msg);
+	if (bad < api.size) {
+		ret = fail_ckpt(gc, NULL, level, bad, 1, name, msg);
+		goto out;
+	}
+	if (api.rank == 0) {
+		ret = write_info(gc, level);
+		ret = ret ? ret : FAULT(API_CKPT_COMMIT);
+		ret = ret ? ret : store_ckpt_commit(gc, level == STASIS_LEVEL_GLOBAL ? (unsigned)api.size + 1 : 1);
+		if (ret)
+			store_ckpt_abort(gc, err_msg());
+	}
+	bad = agree(ret == 0, msg);
+	if (bad < api.size) {
+		ret = err_set(-EIO, "checkpoint %s failed: rank %d: %s", name, bad, msg);
+		goto out;
+	}
+	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
+		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+	log_debug("rank %d: checkpoint %s established at level %s", api.rank, name, level_names[level]);
+	ret = 0;
+out:
+	store_ckpt_free(&gc);
+	store_ckpt_free(&lc);
+	return ret;
+}
+
+/* ---- restart ---- */
+
+/* Established checkpoints, newest first (rank 0 reads, everyone learns). */
+static int candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
+{
+	struct store_ckpt_info *list = NULL;
+	size_t count = 0;
+	int ret = 0;
+
+	*n = 0;
+	memset(names, 0, API_MAX_CANDIDATES * 64);
+	if (api.rank == 0) {
+		ret = store_list(api.global, &list, &count, NULL);
+		for (size_t i = count; ret == 0 && i-- > 0 && *n < API_MAX_CANDIDATES;)
+			if (list[i].state == STORE_COMPLETE)
+				snprintf(names[(*n)++], 64, "%s", list[i].name);
+		free(list);
+	}
+	if (agree(ret == 0, (char[MSG_LEN]){ 0 }) < api.size)
+		return -EIO;
+	api.comm->bcast(api.ch, n, sizeof(*n), 0);
+	api.comm->bcast(api.ch, names, API_MAX_CANDIDATES * 64, 0);
+	return 0;
+}
+
+int api_ckpt_latest(char *name, size_t len)
+{
+	char names[API_MAX_CANDIDATES][64];
+	int64_t n;
+	int ret = candidates(names, &n);
+
+	if (ret)
+		return ret;
+	snprintf(name, len, "%s", n ? names[0] : "");
+	return n > 0;
+}
+
+struct ckpt_info {
+	int64_t level;
+	int64_t ranks;
+};
+
+static int read_info(const char *ckpt, struct ckpt_info *info)
+{
+	char path[PATH_MAX];
+	json_error_t jerr;
+	json_t *o = NULL;
+	int ret = 0;
+
+	memset(info, 0, sizeof(*info));
+	if (api.rank == 0) {
+		ret = store_ckpt_path(api.global, ckpt, INFO_FILE, path, sizeof(path));
+		o = ret ? NULL : json_load_file(path, 0, &jerr);
+		if (!ret && !o)
+			ret = err_set(-EBADMSG, "%s: %s", path, jerr.text);
+		if (o) {
+			info->level = level_parse(json_string_value(json_object_get(o, "level")) ?: "");
+			info->ranks = json_integer_value(json_object_get(o, "ranks"));
+			if (info->level <= 0 || info->ranks <= 0)
+				ret = err_set(-EBADMSG, "%s: no valid level and ranks", path);
+			json_decref(o);
+		}
+	}
+	api.comm->bcast(api.ch, info, sizeof(*info), 0);
+	return ret;
+}
+
+static const char *var_section(int id)
+{
+	static char name[32];
+
+	snprintf(name, sizeof(name), "var-%d", id);
+	return name;
+}
+
+/* Open and fully verify this rank's image, and check that it holds every
+ * region asked for with the size it has now. */
+static int open_checked(const char *ckpt, const struct ckpt_info *info, int only_id,
+			struct img_reader **r)
+{
+	struct store *s = data_store((int)info->level);
+	char file[32], path[PATH_MAX];
+	int ret;
+
+	rank_file(file, sizeof(file), api.rank);
+	if (info->ranks != api.size)
+		return err_set(-EINVAL, "%s has %" PRId64 " ranks, this job %d", ckpt, info->ranks,
+			       api.size);
+	ret = store_ckpt_path(s, ckpt, file, path, sizeof(path));
+	ret = ret ? ret : img_open(path, r);
+	if (ret == -ENOENT)
+		return err_set(ret, "%s: no copy of rank %d's data (%s level, node %s)", ckpt, api.rank,
+			       level_names[info->level], api.node);
+	ret = ret ? ret : img_verify(*r);
+	for (size_t i = 0; ret == 0 && i < api.nvars; i++) {
+		const struct api_var *v = &api.vars[i];
+		struct img_section_info si;
+		int idx;
+
+		if (only_id >= 0 && v->id != only_id)
+			continue;
+		idx = img_section_find(*r, var_section(v->id));
+		if (idx < 0 || img_section_get(*r, (unsigned)idx, &si))
+			ret = err_set(-ENOENT, "%s: rank %d: id %d is not in the checkpoint", ckpt,
+				      api.rank, v->id);
+		else if (si.size != (uint64_t)v->count * v->elem)
+			ret = err_set(-EINVAL, "%s: rank %d: id %d holds %" PRIu64 " bytes in the "
+				      "checkpoint, %zu protected now", ckpt, api.rank, v->id, si.size,
+				      v->count * v->elem);
+	}
+	return ret;
+}
+
+static int load(struct img_reader *r, int only_id)
+{
+	for (size_t i = 0; i < api.nvars; i++) {
+		const struct api_var *v = &api.vars[i];
+		size_t bytes = v->count * v->elem;
+		ssize_t n;
+
+		if (only_id >= 0 && v->id != only_id)
+			continue;
+		n = img_read(r, (unsigned)img_section_find(r, var_section(v->id)), 0, v->ptr, bytes);
+		if (n != (ssize_t)bytes)
+			return n < 0 ? (int)n : err_set(-EIO, "id %d: short read", v->id);
+	}
+	return 0;
+}
+
+int api_ckpt_recover(int only_id)
+{
+	char names[API_MAX_CANDIDATES][64], msg[MSG_LEN] = "", first_why[MSG_LEN + 64] = "";
+	struct ckpt_info info;
+	int64_t n;
+	int ret, bad;
+
+	ret = candidates(names, &n);
+	if (ret)
+		return err_set(ret, "stasis_recover: cannot read the index of job %s", api.job);
+	if (n == 0)
+		return err_set(-ENOENT, "stasis_recover: job %s has no established checkpoint", api.job);
+	for (int64_t c = 0; c < n; c++) {
+		struct img_reader *r = NULL;
+
+		ret = read_info(names[c], &info);
+		if (agree(ret == 0, msg) == api.size) {
+			ret = open_checked(names[c], &info, only_id, &r);
+			bad = agree(ret == 0, msg);
+		} else {
+			bad = 0;
+		}
+		if (bad < api.size) {
+			img_close(&r);
+			if (!first_why[0])
+				snprintf(first_why, sizeof(first_why), "rank %d: %s", bad, msg);
+			if (api.rank == 0)
+				log_warn("cannot restart from %s: rank %d: %s%s", names[c], bad, msg,
+					 c + 1 < n ? "; trying an older checkpoint" : "");
+			continue;
+		}
+		ret = load(r, only_id);
+		img_close(&r);
+		bad = agree(ret == 0, msg);
+		if (bad < api.size)
+			return err_set(-EIO, "stasis_recover: loading %s failed: rank %d: %s", names[c],
+				       bad, msg);
+		if (api.rank == 0)
+			log_info("recovered from %s (%s level)", names[c], level_names[info.level]);
+		api.last_ckpt = api_now();
+		return 0;
+	}
+	return err_set(-ENOENT, "stasis_recover: no established checkpoint of job %s could be "
+		       "recovered; the newest failed with %s", api.job, first_why);
+}

@@ -1,0 +1,279 @@
+/* test_api.c - libstasis without MPI: protect, checkpoint, recover across
+ * real process lifetimes (each "run" is a forked child), misuse, invalid
+ * checkpoints, corruption and fallback, fault points. */
+#include "check.h"
+#include "common/fault.h"
+#include "stasis.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char dir[4096];
+
+struct state {
+	int step;
+	double grid[1000];
+	struct { char tag[5]; short n; } rec[3];
+};
+
+static void fill(struct state *s, int step)
+{
+	memset(s, 0, sizeof(*s));       /* padding too: the test compares bytes */
+	s->step = step;
+	for (int i = 0; i < 1000; i++)
+		s->grid[i] = step * 1000.0 + i * 0.5;
+	for (int i = 0; i < 3; i++) {
+		snprintf(s->rec[i].tag, sizeof(s->rec[i].tag), "r%d", step % 100);
+		s->rec[i].n = (short)(step + i);
+	}
+}
+
+static int protect_all(struct state *s)
+{
+	stasis_type rec = stasis_type_create(sizeof(s->rec[0]));
+	int ret = rec > 0 ? 0 : rec;
+
+	ret = ret ? ret : stasis_protect(0, &s->step, 1, STASIS_INT);
+	ret = ret ? ret : stasis_protect(1, s->grid, 1000, STASIS_DOUBLE);
+	ret = ret ? ret : stasis_protect(2, s->rec, 3, rec);
+	return ret;
+}
+
+/* Run fn in a child process (a fresh library state, like a new run of the
+ * program); returns its exit status, or 128+signal. */
+static int run(int (*fn)(void *), void *arg)
+{
+	pid_t pid = fork();
+	int status = 0;
+
+	if (pid == 0)
+		_exit(fn(arg));
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static int write_steps(void *arg)
+{
+	int *steps = arg;
+	struct state s;
+
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 10;
+	for (int i = 0; steps[i]; i++) {
+		fill(&s, steps[i]);
+		if (stasis_checkpoint(steps[i] % 2 ? STASIS_LEVEL_SINGLE : STASIS_LEVEL_GLOBAL)) {
+			fprintf(stderr, "checkpoint: %s\n", stasis_strerror(-1));
+			return 11;
+		}
+	}
+	return stasis_finalize() ? 12 : 0;
+}
+
+/* Exit status: the recovered step, 0 if fresh, 200+ on error. */
+static int recover_step(void *arg)
+{
+	struct state s, want;
+	int ret;
+
+	(void)arg;
+	memset(&s, 0, sizeof(s));
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 201;
+	if (stasis_status() == STASIS_FRESH)
+		return 0;
+	ret = stasis_recover();
+	if (ret) {
+		fprintf(stderr, "recover: %s\n", stasis_strerror(ret));
+		return 202;
+	}
+	fill(&want, s.step);
+	if (memcmp(&s, &want, sizeof(s)) != 0)
+		return 203;          /* wrong data: never acceptable */
+	stasis_finalize();
+	return s.step;
+}
+
+static int misuse(void *arg)
+{
+	int x = 0, flag = 0, ret;
+
+	CHECK(stasis_protect(0, &x, 1, STASIS_INT) < 0);
+	CHECK(strstr(stasis_strerror(stasis_protect(0, &x, 1, STASIS_INT)), "stasis_init") != NULL);
+	CHECK_EQ(stasis_init_serial(NULL), 0);
+	CHECK_EQ(stasis_init_serial(NULL), -EALREADY);
+	CHECK_EQ(stasis_status(), STASIS_FRESH);
+	ret = stasis_protect(0, NULL, 4, STASIS_INT);
+	CHECK_EQ(ret, -EINVAL);
+	CHECK(strstr(stasis_strerror(ret), "NULL pointer") != NULL);
+	CHECK(stasis_protect(-1, &x, 1, STASIS_INT) < 0);
+	CHECK(stasis_protect(0, &x, 1, 999) < 0);
+	CHECK_EQ(stasis_protect(0, &x, 1, STASIS_INT), 0);
+	ret = stasis_protect(0, &x, 1, STASIS_DOUBLE);
+	CHECK_EQ(ret, -EINVAL);
+	CHECK(strstr(stasis_strerror(ret), "id 0 was protected with 4-byte elements") != NULL);
+	ret = stasis_recover_var(7);
+	CHECK_EQ(ret, -ENOENT);
+	CHECK(strstr(stasis_strerror(ret), "id 7 is not protected") != NULL);
+	ret = stasis_recover();
+	CHECK_EQ(ret, -ENOENT);
+	CHECK(strstr(stasis_strerror(ret), "no established checkpoint") != NULL);
+	ret = stasis_checkpoint(STASIS_LEVEL_PARTNER);
+	CHECK_EQ(ret, -ENOTSUP);
+	CHECK(strstr(stasis_strerror(ret), "partner is not implemented yet") != NULL);
+	CHECK(stasis_checkpoint(17) < 0);
+	CHECK(stasis_type_create(0) < 0);
+	CHECK(stasis_protect_distributed(5, &x, 2, STASIS_INT, 1, 0) < 0);
+	CHECK_EQ(stasis_need_checkpoint(&flag), 0);
+	CHECK_EQ(flag, 1);              /* no cost measured yet */
+	CHECK_EQ(stasis_checkpoint(STASIS_LEVEL_SINGLE), 0);
+	CHECK_EQ(stasis_need_checkpoint(&flag), 0);
+	CHECK_EQ(flag, 0);              /* a cheap checkpoint, a day's MTBF */
+	CHECK_EQ(stasis_should_exit(&flag), 0);
+	CHECK_EQ(flag, 0);
+	CHECK(stasis_start_output("x") == -ENOSYS);
+	CHECK_EQ(stasis_unprotect(0), 0);
+	CHECK_EQ(stasis_unprotect(0), -ENOENT);
+	CHECK_EQ(stasis_finalize(), 0);
+	ret = stasis_protect(0, &x, 1, STASIS_INT);
+	CHECK(ret < 0 && strstr(stasis_strerror(ret), "after stasis_finalize") != NULL);
+	(void)arg;
+	return check_failures;
+}
+
+/* In a child, so this process keeps a library that was never initialized. */
+static void test_misuse(void)
+{
+	CHECK_EQ(run(misuse, NULL), 0);
+}
+
+static void setup_job(const char *name)
+{
+	char path[4200];
+
+	snprintf(path, sizeof(path), "%s/%s-local", dir, name);
+	setenv("STASIS_LOCAL_DIR", path, 1);
+	snprintf(path, sizeof(path), "%s/%s-global", dir, name);
+	setenv("STASIS_GLOBAL_DIR", path, 1);
+	setenv("STASIS_JOB", name, 1);
+	setenv("STASIS_NODE", "n0", 1);
+}
+
+static void flip_byte(const char *path, long offset)
+{
+	FILE *f = fopen(path, "r+b");
+	int c;
+
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	fseek(f, offset, SEEK_SET);
+	c = fgetc(f);
+	fseek(f, offset, SEEK_SET);
+	fputc(c ^ 0xff, f);
+	fclose(f);
+}
+
+static void test_restart_levels(void)
+{
+	int steps[] = { 3, 4, 5, 0 };   /* single, global, single */
+	char path[4300];
+
+	setup_job("levels");
+	CHECK_EQ(run(recover_step, NULL), 0);          /* fresh */
+	CHECK_EQ(run(write_steps, steps), 0);
+	CHECK_EQ(run(recover_step, NULL), 5);
+	/* the newest (single, step 5) damaged: fall back to step 4 (global) */
+	snprintf(path, sizeof(path), "%s/levels-local/n0/levels/ckpt-000003/rank-00000.img", dir);
+	flip_byte(path, 200);
+	CHECK_EQ(run(recover_step, NULL), 4);
+	/* and that one deleted too: step 3 (single, still in the cache of 2) */
+	snprintf(path, sizeof(path), "%s/levels-global/levels/ckpt-000002/rank-00000.img", dir);
+	CHECK_EQ(unlink(path), 0);
+	CHECK_EQ(run(recover_step, NULL), 3);          /* still in the cache (cache_keep 2) */
+	/* nothing left: refuse, never invent data */
+	snprintf(path, sizeof(path), "%s/levels-local/n0/levels/ckpt-000001/rank-00000.img", dir);
+	CHECK_EQ(unlink(path), 0);
+	CHECK_EQ(run(recover_step, NULL), 202);
+}
+
+static int invalid_then_valid(void *arg)
+{
+	struct state s;
+	int ret;
+
+	(void)arg;
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 10;
+	fill(&s, 7);
+	if (stasis_checkpoint(STASIS_LEVEL_SINGLE))
+		return 11;
+	fill(&s, 9);
+	ret = stasis_checkpoint_valid(STASIS_LEVEL_SINGLE, 0);
+	if (ret != -ECANCELED || !strstr(stasis_strerror(ret), "declared its data invalid"))
+		return 12;
+	return 0;
+}
+
+static void test_invalid(void)
+{
+	setup_job("invalid");
+	CHECK_EQ(run(invalid_then_valid, NULL), 0);
+	CHECK_EQ(run(recover_step, NULL), 7);
+}
+
+static int faulty(void *arg)
+{
+	struct state s;
+
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 10;
+	fill(&s, 11);
+	if (stasis_checkpoint(STASIS_LEVEL_GLOBAL))
+		return 11;
+	fault_configure(arg);
+	fill(&s, 13);
+	return stasis_checkpoint(STASIS_LEVEL_GLOBAL) == 0 ? 12 : 0;
+}
+
+static void test_faults(void)
+{
+	static const char *const specs[] = {
+		"api.ckpt.write:1:fail", "api.ckpt.commit:1:fail", "store.file.rename:2:fail",
+		"api.ckpt.write:1:kill", "api.ckpt.commit:1:kill", "store.index.torn:3:kill",
+		"store.ckpt.commit:1:kill",
+	};
+
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		char job[32];
+		int st;
+
+		snprintf(job, sizeof(job), "fault%zu", i);
+		setup_job(job);
+		st = run(faulty, (void *)specs[i]);
+		CHECK(st == 0 || st == 128 + 9);
+		if (!(st == 0 || st == 128 + 9))
+			fprintf(stderr, "%s: status %d\n", specs[i], st);
+		/* the previous checkpoint is the one restart finds */
+		CHECK_EQ(run(recover_step, NULL), 11);
+	}
+}
+
+int main(void)
+{
+	const char *tmp = getenv("TMPDIR");
+
+	snprintf(dir, sizeof(dir), "%s/test-api-XXXXXX", tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
+		return 1;
+	setenv("STASIS_CONFIG", "/dev/null", 1);
+	setenv("STASIS_LOG", "error", 1);
+	setup_job("misuse");
+	test_misuse();
+	test_restart_levels();
+	test_invalid();
+	test_faults();
+	return check_result("api");
+}
