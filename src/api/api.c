@@ -8,6 +8,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "redundancy/redundancy.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -134,6 +135,22 @@ static int find_node_peers(void)
 		return err_set(-ENOMEM, "out of memory");
 	if (api.comm->allgather(api.ch, api.node, API_NAME_LEN, api.nodes))
 		return -EIO;
+	api.partner = calloc((size_t)api.size, sizeof(*api.partner));
+	if (!api.partner)
+		return err_set(-ENOMEM, "out of memory");
+	{
+		const char **names = calloc((size_t)api.size, sizeof(*names));
+		int ret;
+
+		if (!names)
+			return err_set(-ENOMEM, "out of memory");
+		for (int r = 0; r < api.size; r++)
+			names[r] = api.nodes[r];
+		ret = redun_layout_partners(api.size, names, api.partner, &api.partner_alone);
+		free(names);
+		if (ret)
+			return ret;
+	}
 	api.node_leader = 1;
 	api.node_ranks = 0;
 	for (int r = 0; r < api.size; r++) {
@@ -184,6 +201,8 @@ fail:
 	store_close(&api.local);
 	free(api.nodes);
 	api.nodes = NULL;
+	free(api.partner);
+	api.partner = NULL;
 	api.comm->free(api.ch);
 	api.comm = NULL;
 	return api_fail(ret);
@@ -378,6 +397,7 @@ int stasis_finalize(void)
 	store_close(&api.global);
 	store_close(&api.local);
 	free(api.nodes);
+	free(api.partner);
 	free(api.vars);
 	free(api.types);
 	api.comm->free(api.ch);

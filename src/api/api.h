@@ -31,6 +31,9 @@ struct api_comm_ops {
 	int (*bcast)(void *h, void *buf, size_t len, int root);
 	/* Every rank contributes len bytes; all receives size*len bytes. */
 	int (*allgather)(void *h, const void *mine, size_t len, void *all);
+	/* Blocking point to point; callers pair them in one global order. */
+	int (*send)(void *h, const void *buf, size_t len, int dest);
+	int (*recv)(void *h, void *buf, size_t len, int src);
 	void (*free)(void *h);
 };
 
@@ -60,6 +63,9 @@ struct api_state {
 	char (*nodes)[API_NAME_LEN];            /* every rank's node */
 	int node_leader;                        /* lowest rank on its node */
 	unsigned node_ranks;                    /* ranks on this node */
+	int *partner;                           /* rank holding each rank's copy, or -1 */
+	int partner_alone;                      /* some rank has no partner */
+	int warned_partner;
 	struct store *local;                    /* this node's cache */
 	struct store *global;                   /* the global directory */
 	struct api_var *vars;

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define INFO_FILE "checkpoint.json"
 #define MSG_LEN 384
@@ -52,9 +53,16 @@ static int level_resolve(int level)
 		if (every && (api.taken + 1) % every == 0)
 			level = STASIS_LEVEL_GLOBAL;
 	}
-	if (level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS)
+	if (level == STASIS_LEVEL_RS)
 		return err_set(-ENOTSUP, "stasis_checkpoint: level %s is not implemented yet "
-			       "(single and global are)", level_names[level]);
+			       "(single, partner and global are)", level_names[level]);
+	if (level == STASIS_LEVEL_PARTNER && api.partner_alone) {
+		if (!api.warned_partner)
+			log_warn("level partner needs ranks on at least two nodes (all on %s): "
+				 "degrading to single", api.node);
+		api.warned_partner = 1;
+		level = STASIS_LEVEL_SINGLE;
+	}
 	return level;
 }
 
@@ -160,6 +168,128 @@ static int write_info(struct store_ckpt *gc, int level)
 	return ret;
 }
 
+/* ---- moving images between ranks ---- */
+
+#define XFER_PIECE (8u << 20)
+#define XFER_FAILED UINT64_MAX  /* size sent by a rank that cannot send its file */
+
+static void partner_file(char *buf, size_t len, int rank)
+{
+	snprintf(buf, len, "partner-%05d.img", rank);
+}
+
+/* Send a whole file to dest: its size, then pieces. A sender that cannot
+ * read it says so (XFER_FAILED), so the receiver never waits forever. */
+static int send_file(const char *path, int dest)
+{
+	char *buf = malloc(XFER_PIECE);
+	uint64_t size = XFER_FAILED;
+	FILE *f = fopen(path, "rb");
+	int ret = 0;
+
+	if (f && buf && fseek(f, 0, SEEK_END) == 0) {
+		long end = ftell(f);
+
+		if (end >= 0 && fseek(f, 0, SEEK_SET) == 0)
+			size = (uint64_t)end;
+	}
+	if (size == XFER_FAILED)
+		ret = err_set(f ? -EIO : -errno, "%s: cannot read it to send to rank %d", path, dest);
+	if (api.comm->send(api.ch, &size, sizeof(size), dest) && !ret)
+		ret = -EIO;
+	for (uint64_t off = 0; size != XFER_FAILED && off < size;) {
+		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
+
+		/* a short read still sends n bytes, which the image CRCs reject */
+		if (fread(buf, 1, n, f) != n && !ret)
+			ret = err_set(-EIO, "%s: short read while sending to rank %d", path, dest);
+		if (api.comm->send(api.ch, buf, n, dest) && !ret)
+			ret = -EIO;
+		off += n;
+	}
+	if (f)
+		fclose(f);
+	free(buf);
+	return ret;
+}
+
+/* Receive a file sent by send_file; each piece goes to put(ctx, ...). The
+ * whole stream is always drained, even after put failed. */
+static int recv_file(int src, int (*put)(void *ctx, const void *buf, size_t len), void *ctx)
+{
+	char *buf = malloc(XFER_PIECE);
+	uint64_t size = 0;
+	int ret = api.comm->recv(api.ch, &size, sizeof(size), src);
+
+	if (!ret && size == XFER_FAILED)
+		ret = err_set(-EIO, "rank %d could not send its image", src);
+	if (!buf)
+		ret = err_set(-ENOMEM, "out of memory");
+	for (uint64_t off = 0; size != XFER_FAILED && off < size;) {
+		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
+
+		if (api.comm->recv(api.ch, buf ? buf : (char[1]){ 0 }, buf ? n : 0, src)) {
+			ret = ret ? ret : -EIO;
+			break;  /* the communicator failed: nothing more will come */
+		}
+		if (!ret)
+			ret = put(ctx, buf, n);
+		off += n;
+	}
+	free(buf);
+	return ret;
+}
+
+static int put_fd(void *ctx, const void *buf, size_t len)
+{
+	FILE *f = ctx;
+
+	return fwrite(buf, 1, len, f) == len ? 0 : err_set(-EIO, "cannot write a received image");
+}
+
+/* PARTNER: every rank's image goes to its partner (on another node), which
+ * files it as partner-<rank>.img in its node's cache. The transfers run in
+ * one global order, so blocking send and receive always pair up. */
+static int partner_exchange(struct store_ckpt *lc, const char *ckpt)
+{
+	char path[PATH_MAX], file[32];
+	int ret = 0;
+
+	for (int s = 0; s < api.size; s++) {
+		int p = api.partner[s];
+		struct store_file *f = NULL;
+		int r = 0;
+
+		if (p < 0)
+			continue;
+		if (api.rank == s) {
+			rank_file(file, sizeof(file), s);
+			r = store_ckpt_path(api.local, ckpt, file, path, sizeof(path));
+			r = r ? r : send_file(path, p);
+		} else if (api.rank == p) {
+			partner_file(file, sizeof(file), s);
+			r = store_file_create(lc, file, &f);
+			r = recv_file(s, store_file_write, f) ?: r;
+			r = r ? r : store_file_commit(f);
+			store_file_free(&f);
+		}
+		ret = ret ? ret : r;
+	}
+	return ret;
+}
+
+/* Files a node's cache holds for one checkpoint: its ranks' images and the
+ * partner copies it keeps for others. */
+static unsigned node_files(int level)
+{
+	unsigned n = api.node_ranks;
+
+	if (level == STASIS_LEVEL_PARTNER)
+		for (int s = 0; s < api.size; s++)
+			n += api.partner[s] >= 0 && strcmp(api.nodes[api.partner[s]], api.node) == 0;
+	return n;
+}
+
 /* The tier a level writes each rank's image to. */
 static struct store *data_store(int level)
 {
@@ -218,10 +348,19 @@ int api_ckpt_write(int level, int valid)
 		goto out;
 	}
 
+	if (level == STASIS_LEVEL_PARTNER) {
+		ret = partner_exchange(lc, name);
+		bad = agree(ret == 0, msg);
+		if (bad < api.size) {
+			ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
+			goto out;
+		}
+	}
+
 	/* sealed where the data is, then established in the job's index */
 	ret = 0;
 	if (level != STASIS_LEVEL_GLOBAL && api.node_leader)
-		ret = store_ckpt_commit(lc, api.node_ranks);
+		ret = store_ckpt_commit(lc, node_files(level));
 	bad = agree(ret == 0, msg);
 	if (bad < api.size) {
 		ret = fail_ckpt(gc, NULL, level, bad, 1, name, msg);
@@ -324,24 +463,12 @@ static const char *var_section(int id)
 	return name;
 }
 
-/* Open and fully verify this rank's image, and check that it holds every
- * region asked for with the size it has now. */
-static int open_checked(const char *ckpt, const struct ckpt_info *info, int only_id,
-			struct img_reader **r)
+/* Open and fully verify an image of this rank's data, and check that it
+ * holds every region asked for with the size it has now. */
+static int open_verified(const char *ckpt, const char *path, int only_id, struct img_reader **r)
 {
-	struct store *s = data_store((int)info->level);
-	char file[32], path[PATH_MAX];
-	int ret;
+	int ret = img_open(path, r);
 
-	rank_file(file, sizeof(file), api.rank);
-	if (info->ranks != api.size)
-		return err_set(-EINVAL, "%s has %" PRId64 " ranks, this job %d", ckpt, info->ranks,
-			       api.size);
-	ret = store_ckpt_path(s, ckpt, file, path, sizeof(path));
-	ret = ret ? ret : img_open(path, r);
-	if (ret == -ENOENT)
-		return err_set(ret, "%s: no copy of rank %d's data (%s level, node %s)", ckpt, api.rank,
-			       level_names[info->level], api.node);
 	ret = ret ? ret : img_verify(*r);
 	for (size_t i = 0; ret == 0 && i < api.nvars; i++) {
 		const struct api_var *v = &api.vars[i];
@@ -359,6 +486,98 @@ static int open_checked(const char *ckpt, const struct ckpt_info *info, int only
 				      "checkpoint, %zu protected now", ckpt, api.rank, v->id, si.size,
 				      v->count * v->elem);
 	}
+	if (ret)
+		img_close(r);
+	return ret;
+}
+
+/* This rank's image where its level put it: the global tier, or this node's
+ * cache. */
+static int open_own(const char *ckpt, const struct ckpt_info *info, int only_id,
+		    struct img_reader **r)
+{
+	struct store *s = data_store((int)info->level);
+	char file[32], path[PATH_MAX];
+	int ret;
+
+	rank_file(file, sizeof(file), api.rank);
+	if (info->ranks != api.size)
+		return err_set(-EINVAL, "%s has %" PRId64 " ranks, this job %d", ckpt, info->ranks,
+			       api.size);
+	ret = store_ckpt_path(s, ckpt, file, path, sizeof(path));
+	if (ret == 0 && access(path, F_OK) != 0)
+		return err_set(-ENOENT, "%s: no copy of rank %d's data in %s", ckpt, api.rank,
+			       s == api.global ? "the global directory" : "this node's cache");
+	return ret ? ret : open_verified(ckpt, path, only_id, r);
+}
+
+/* A copy of rank s's image that this node's cache holds for it: its partner
+ * copy, or its own image when s ran on this node before and not now. */
+static int held_copy(const char *ckpt, int s, char *path, size_t len)
+{
+	char file[32];
+
+	partner_file(file, sizeof(file), s);
+	if (store_ckpt_path(api.local, ckpt, file, path, len) == 0 && access(path, R_OK) == 0)
+		return 1;
+	rank_file(file, sizeof(file), s);
+	return strcmp(api.nodes[s], api.node) != 0 &&
+	       store_ckpt_path(api.local, ckpt, file, path, len) == 0 && access(path, R_OK) == 0;
+}
+
+static char fetched[PATH_MAX];  /* a copy received from another rank, removed after use */
+
+/* Collective: every rank that has no good copy of its own (need) gets one
+ * from a rank whose node holds it, verified like its own. */
+static int fetch_copies(const char *ckpt, int need, int only_id, struct img_reader **r)
+{
+	int64_t *needs = calloc((size_t)api.size, sizeof(int64_t));
+	int64_t *holder = calloc((size_t)api.size, sizeof(int64_t));
+	char path[PATH_MAX];
+	int ret = 0, any = 0;
+
+	if (!needs || !holder) {
+		free(needs);
+		free(holder);
+		return err_set(-ENOMEM, "out of memory");
+	}
+	needs[api.rank] = need;
+	api.comm->allreduce_i64(api.ch, needs, (size_t)api.size, API_MAX);
+	for (int s = 0; s < api.size; s++) {
+		holder[s] = needs[s] && s != api.rank && api.node_leader &&
+			    held_copy(ckpt, s, path, sizeof(path)) ? api.rank : INT64_MAX;
+		any |= needs[s] != 0;
+	}
+	if (any)
+		api.comm->allreduce_i64(api.ch, holder, (size_t)api.size, API_MIN);
+	for (int s = 0; any && s < api.size; s++) {
+		if (!needs[s])
+			continue;
+		if (holder[s] == INT64_MAX) {
+			if (api.rank == s)
+				ret = err_set(-ENOENT, "%s: no copy of rank %d's data: not in node %s's "
+					      "cache, and no partner copy survives", ckpt, s, api.node);
+		} else if (api.rank == holder[s]) {
+			held_copy(ckpt, s, path, sizeof(path));
+			ret = send_file(path, s) ?: ret;
+		} else if (api.rank == s) {
+			FILE *f;
+
+			snprintf(fetched, sizeof(fetched), "%s/.fetched-%05d.img",
+				 store_job_dir(api.local), s);
+			f = fopen(fetched, "wb");
+			ret = recv_file((int)holder[s], put_fd, f);
+			if (!f)
+				ret = err_set(-errno, "%s: %s", fetched, strerror(errno));
+			if (f && fclose(f) && !ret)
+				ret = err_set(-EIO, "%s: cannot write", fetched);
+			if (!ret)
+				ret = open_verified(ckpt, fetched, only_id, r);
+			log_info("rank %d: fetched its data from rank %d's node", s, (int)holder[s]);
+		}
+	}
+	free(needs);
+	free(holder);
 	return ret;
 }
 
@@ -395,13 +614,23 @@ int api_ckpt_recover(int only_id)
 
 		ret = read_info(names[c], &info);
 		if (agree(ret == 0, msg) == api.size) {
-			ret = open_checked(names[c], &info, only_id, &r);
+			ret = open_own(names[c], &info, only_id, &r);
+			if (info.level == STASIS_LEVEL_PARTNER && info.ranks == api.size) {
+				if (ret)
+					log_info("rank %d: %s; asking the partner copies", api.rank,
+						 err_msg());
+				ret = fetch_copies(names[c], ret != 0, only_id, &r);
+			}
 			bad = agree(ret == 0, msg);
 		} else {
 			bad = 0;
 		}
 		if (bad < api.size) {
 			img_close(&r);
+			if (fetched[0]) {
+				unlink(fetched);
+				fetched[0] = '\0';
+			}
 			if (!first_why[0])
 				snprintf(first_why, sizeof(first_why), "rank %d: %s", bad, msg);
 			if (api.rank == 0)
@@ -411,6 +640,10 @@ int api_ckpt_recover(int only_id)
 		}
 		ret = load(r, only_id);
 		img_close(&r);
+		if (fetched[0]) {
+			unlink(fetched);
+			fetched[0] = '\0';
+		}
 		bad = agree(ret == 0, msg);
 		if (bad < api.size)
 			return err_set(-EIO, "stasis_recover: loading %s failed: rank %d: %s", names[c],

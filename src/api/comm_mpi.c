@@ -67,6 +67,40 @@ static int mpi_allgather(void *h, const void *mine, size_t len, void *all)
 		     "MPI_Allgather");
 }
 
+/* MPI counts are ints: large buffers go in pieces of at most 1 GiB. */
+#define PIECE (1u << 30)
+
+static int mpi_send(void *h, const void *buf, size_t len, int dest)
+{
+	const char *p = buf;
+	int ret = 0;
+
+	do {
+		size_t n = len < PIECE ? len : PIECE;
+
+		ret = check(MPI_Send(p, (int)n, MPI_BYTE, dest, 7001, comm_of(h)), "MPI_Send");
+		p += n;
+		len -= n;
+	} while (!ret && len);
+	return ret;
+}
+
+static int mpi_recv(void *h, void *buf, size_t len, int src)
+{
+	char *p = buf;
+	int ret = 0;
+
+	do {
+		size_t n = len < PIECE ? len : PIECE;
+
+		ret = check(MPI_Recv(p, (int)n, MPI_BYTE, src, 7001, comm_of(h), MPI_STATUS_IGNORE),
+			    "MPI_Recv");
+		p += n;
+		len -= n;
+	} while (!ret && len);
+	return ret;
+}
+
 static void mpi_free(void *h)
 {
 	struct mpi_handle *m = h;
@@ -86,6 +120,8 @@ static const struct api_comm_ops api_comm_mpi = {
 	.allreduce_i64 = mpi_allreduce,
 	.bcast = mpi_bcast,
 	.allgather = mpi_allgather,
+	.send = mpi_send,
+	.recv = mpi_recv,
 	.free = mpi_free,
 };
 

@@ -1,6 +1,7 @@
 /* comm_serial.c - the communicator of a program without MPI: one rank. */
 #include "api/api.h"
 
+#include <errno.h>
 #include <string.h>
 
 static int one_rank(void *h)
@@ -40,6 +41,17 @@ static int gather_self(void *h, const void *mine, size_t len, void *all)
 	return 0;
 }
 
+static int no_peer(void *h, const void *buf, size_t len, int peer)
+{
+	(void)h, (void)buf, (void)len, (void)peer;
+	return -EINVAL;         /* one rank has no one to talk to */
+}
+
+static int no_peer_recv(void *h, void *buf, size_t len, int peer)
+{
+	return no_peer(h, buf, len, peer);
+}
+
 static void free_self(void *h)
 {
 	(void)h;
@@ -53,5 +65,7 @@ const struct api_comm_ops api_comm_serial = {
 	.allreduce_i64 = reduce_self,
 	.bcast = bcast_self,
 	.allgather = gather_self,
+	.send = no_peer,
+	.recv = no_peer_recv,
 	.free = free_self,
 };
