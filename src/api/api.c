@@ -151,6 +151,11 @@ static int find_node_peers(void)
 		if (ret)
 			return ret;
 	}
+	api.one_node = 1;
+	for (int r = 0; r < api.size; r++)
+		api.one_node &= strcmp(api.nodes[r], api.nodes[0]) == 0;
+	api.group_size = (int64_t)cfg_u64(CFG_GROUP_SIZE);
+	api.rs_parity = (int64_t)cfg_u64(CFG_RS_PARITY);
 	api.node_leader = 1;
 	api.node_ranks = 0;
 	for (int r = 0; r < api.size; r++) {

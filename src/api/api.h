@@ -65,7 +65,9 @@ struct api_state {
 	unsigned node_ranks;                    /* ranks on this node */
 	int *partner;                           /* rank holding each rank's copy, or -1 */
 	int partner_alone;                      /* some rank has no partner */
-	int warned_partner;
+	int one_node;                           /* every rank on one node */
+	int warned_partner, warned_rs;
+	int64_t group_size, rs_parity;          /* rs level layout, from the configuration */
 	struct store *local;                    /* this node's cache */
 	struct store *global;                   /* the global directory */
 	struct api_var *vars;

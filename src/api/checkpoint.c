@@ -11,6 +11,7 @@
  * (allreduce), so all ranks take the same branch and report the same error.
  */
 #include "api/api.h"
+#include "api/rs.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/fault.h"
@@ -25,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define INFO_FILE "checkpoint.json"
@@ -53,13 +55,10 @@ static int level_resolve(int level)
 		if (every && (api.taken + 1) % every == 0)
 			level = STASIS_LEVEL_GLOBAL;
 	}
-	if (level == STASIS_LEVEL_RS)
-		return err_set(-ENOTSUP, "stasis_checkpoint: level %s is not implemented yet "
-			       "(single, partner and global are)", level_names[level]);
-	if (level == STASIS_LEVEL_PARTNER && api.partner_alone) {
+	if ((level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS) && api.one_node) {
 		if (!api.warned_partner)
-			log_warn("level partner needs ranks on at least two nodes (all on %s): "
-				 "degrading to single", api.node);
+			log_warn("level %s needs ranks on at least two nodes (all on %s): "
+				 "degrading to single", level_names[level], api.node);
 		api.warned_partner = 1;
 		level = STASIS_LEVEL_SINGLE;
 	}
@@ -143,16 +142,21 @@ static int write_image(struct store_ckpt *c, int level)
 }
 
 /* checkpoint.json: what restart needs to find every rank's image. */
-static int write_info(struct store_ckpt *gc, int level)
+static int write_info(struct store_ckpt *gc, int level, const int64_t *sizes)
 {
-	json_t *o = json_object(), *nodes = json_array();
+	json_t *o = json_object(), *nodes = json_array(), *sz = json_array();
 	struct store_file *f = NULL;
 	char *text;
 	int ret;
 
-	for (int r = 0; r < api.size; r++)
+	for (int r = 0; r < api.size; r++) {
 		json_array_append_new(nodes, json_string(api.nodes[r]));
+		json_array_append_new(sz, json_integer(sizes[r]));
+	}
 	json_object_set_new(o, "level", json_string(level_names[level]));
+	json_object_set_new(o, "sizes", sz);
+	json_object_set_new(o, "group_size", json_integer(api.group_size));
+	json_object_set_new(o, "rs_parity", json_integer(api.rs_parity));
 	json_object_set_new(o, "ranks", json_integer(api.size));
 	json_object_set_new(o, "job", json_string(api.job));
 	json_object_set_new(o, "nodes", nodes);
@@ -280,10 +284,12 @@ static int partner_exchange(struct store_ckpt *lc, const char *ckpt)
 
 /* Files a node's cache holds for one checkpoint: its ranks' images and the
  * partner copies it keeps for others. */
-static unsigned node_files(int level)
+static unsigned node_files(int level, const int64_t *sizes)
 {
 	unsigned n = api.node_ranks;
 
+	if (level == STASIS_LEVEL_RS)
+		n += (unsigned)api_rs_files(sizes);
 	if (level == STASIS_LEVEL_PARTNER)
 		for (int s = 0; s < api.size; s++)
 			n += api.partner[s] >= 0 && strcmp(api.nodes[api.partner[s]], api.node) == 0;
@@ -316,9 +322,11 @@ int api_ckpt_write(int level, int valid)
 {
 	struct store_ckpt *gc = NULL, *lc = NULL;
 	char name[64] = "", msg[MSG_LEN] = "";
-	int64_t valid_all = valid != 0;
+	int64_t valid_all = valid != 0, mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
 	int ret = 0, bad;
 
+	if (!sizes)
+		return err_set(-ENOMEM, "out of memory");
 	level = level_resolve(level);
 	/* every rank resolves the same level from the same configuration; a
 	 * rank that cannot must still take part in the agreements below */
@@ -332,6 +340,7 @@ int api_ckpt_write(int level, int valid)
 		if (gc)
 			store_ckpt_abort(gc, msg);
 		store_ckpt_free(&gc);
+		free(sizes);
 		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
 	}
 	api.comm->bcast(api.ch, name, sizeof(name), 0);
@@ -348,6 +357,32 @@ int api_ckpt_write(int level, int valid)
 		goto out;
 	}
 
+	/* every image's size: checkpoint.json records them (RS pads to them) */
+	{
+		char file[32], path[PATH_MAX];
+		struct stat st;
+
+		rank_file(file, sizeof(file), api.rank);
+		mysize = store_ckpt_path(data_store(level), name, file, path, sizeof(path)) == 0 &&
+			 stat(path, &st) == 0 ? st.st_size : -1;
+		ret = api.comm->allgather(api.ch, &mysize, sizeof(mysize), sizes);
+		if (ret)
+			goto out;
+		if (level == STASIS_LEVEL_RS) {
+			int degraded = 0;
+
+			ret = api_rs_encode(lc, name, path, sizes, &degraded);
+			if (degraded && !api.warned_rs)
+				log_warn("rank %d has no rs group (one node): its data is only in "
+					 "the node's cache", api.rank);
+			api.warned_rs |= degraded;
+			bad = agree(ret == 0, msg);
+			if (bad < api.size) {
+				ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
+				goto out;
+			}
+		}
+	}
 	if (level == STASIS_LEVEL_PARTNER) {
 		ret = partner_exchange(lc, name);
 		bad = agree(ret == 0, msg);
@@ -360,14 +395,14 @@ int api_ckpt_write(int level, int valid)
 	/* sealed where the data is, then established in the job's index */
 	ret = 0;
 	if (level != STASIS_LEVEL_GLOBAL && api.node_leader)
-		ret = store_ckpt_commit(lc, node_files(level));
+		ret = store_ckpt_commit(lc, node_files(level, sizes));
 	bad = agree(ret == 0, msg);
 	if (bad < api.size) {
 		ret = fail_ckpt(gc, NULL, level, bad, 1, name, msg);
 		goto out;
 	}
 	if (api.rank == 0) {
-		ret = write_info(gc, level);
+		ret = write_info(gc, level, sizes);
 		ret = ret ? ret : FAULT(API_CKPT_COMMIT);
 		ret = ret ? ret : store_ckpt_commit(gc, level == STASIS_LEVEL_GLOBAL ? (unsigned)api.size + 1 : 1);
 		if (ret)
@@ -383,6 +418,7 @@ int api_ckpt_write(int level, int valid)
 	log_debug("rank %d: checkpoint %s established at level %s", api.rank, name, level_names[level]);
 	ret = 0;
 out:
+	free(sizes);
 	store_ckpt_free(&gc);
 	store_ckpt_free(&lc);
 	return ret;
@@ -428,7 +464,19 @@ int api_ckpt_latest(char *name, size_t len)
 struct ckpt_info {
 	int64_t level;
 	int64_t ranks;
+	int64_t group_size;
+	int64_t rs_parity;
+	int64_t *sizes;                         /* per rank, when ranks == api.size */
+	char (*nodes)[API_NAME_LEN];
 };
+
+static void info_free(struct ckpt_info *info)
+{
+	free(info->sizes);
+	free(info->nodes);
+	info->sizes = NULL;
+	info->nodes = NULL;
+}
 
 static int read_info(const char *ckpt, struct ckpt_info *info)
 {
@@ -437,21 +485,41 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 	json_t *o = NULL;
 	int ret = 0;
 
+	info_free(info);
 	memset(info, 0, sizeof(*info));
-	if (api.rank == 0) {
+	info->sizes = calloc((size_t)api.size, sizeof(int64_t));
+	info->nodes = calloc((size_t)api.size, API_NAME_LEN);
+	if (!info->sizes || !info->nodes)
+		ret = err_set(-ENOMEM, "out of memory");
+	if (api.rank == 0 && !ret) {
 		ret = store_ckpt_path(api.global, ckpt, INFO_FILE, path, sizeof(path));
 		o = ret ? NULL : json_load_file(path, 0, &jerr);
 		if (!ret && !o)
 			ret = err_set(-EBADMSG, "%s: %s", path, jerr.text);
 		if (o) {
+			json_t *sz = json_object_get(o, "sizes"), *nodes = json_object_get(o, "nodes");
+
 			info->level = level_parse(json_string_value(json_object_get(o, "level")) ?: "");
 			info->ranks = json_integer_value(json_object_get(o, "ranks"));
-			if (info->level <= 0 || info->ranks <= 0)
-				ret = err_set(-EBADMSG, "%s: no valid level and ranks", path);
+			info->group_size = json_integer_value(json_object_get(o, "group_size"));
+			info->rs_parity = json_integer_value(json_object_get(o, "rs_parity"));
+			if (info->level <= 0 || info->ranks <= 0 ||
+			    json_array_size(sz) != (size_t)info->ranks ||
+			    json_array_size(nodes) != (size_t)info->ranks)
+				ret = err_set(-EBADMSG, "%s: no valid level, ranks, sizes and nodes", path);
+			for (int r = 0; !ret && info->ranks == api.size && r < api.size; r++) {
+				info->sizes[r] = json_integer_value(json_array_get(sz, (size_t)r));
+				snprintf(info->nodes[r], API_NAME_LEN, "%s",
+					 json_string_value(json_array_get(nodes, (size_t)r)) ?: "");
+			}
 			json_decref(o);
 		}
 	}
-	api.comm->bcast(api.ch, info, sizeof(*info), 0);
+	api.comm->bcast(api.ch, info, 4 * sizeof(int64_t), 0);
+	if (info->sizes && info->nodes && info->ranks == api.size) {
+		api.comm->bcast(api.ch, info->sizes, (size_t)api.size * sizeof(int64_t), 0);
+		api.comm->bcast(api.ch, info->nodes, (size_t)api.size * API_NAME_LEN, 0);
+	}
 	return ret;
 }
 
@@ -581,6 +649,31 @@ static int fetch_copies(const char *ckpt, int need, int only_id, struct img_read
 	return ret;
 }
 
+/* Collective: ranks without a good image get it rebuilt from their rs
+ * group (rs.c), then verified like their own. */
+static int rebuild_rs(const char *ckpt, const struct ckpt_info *info, int have_own, int only_id,
+		      struct img_reader **r)
+{
+	char own[PATH_MAX], rs[PATH_MAX], file[32];
+	int ret;
+
+	if (!have_own)
+		log_info("rank %d: %s; rebuilding from its rs group", api.rank, err_msg());
+	rank_file(file, sizeof(file), api.rank);
+	store_ckpt_path(api.local, ckpt, file, own, sizeof(own));
+	snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
+	store_ckpt_path(api.local, ckpt, file, rs, sizeof(rs));
+	snprintf(fetched, sizeof(fetched), "%s/.rebuilt-%05d.img", store_job_dir(api.local), api.rank);
+	ret = api_rs_rebuild(ckpt, (const char (*)[API_NAME_LEN])info->nodes, info->sizes,
+			     (unsigned)info->group_size, (unsigned)info->rs_parity, own, have_own,
+			     access(rs, R_OK) == 0 ? rs : NULL, fetched);
+	if (have_own) {
+		fetched[0] = '\0';
+		return ret == 0 ? 0 : ret;
+	}
+	return ret ? ret : open_verified(ckpt, fetched, only_id, r);
+}
+
 static int load(struct img_reader *r, int only_id)
 {
 	for (size_t i = 0; i < api.nvars; i++) {
@@ -600,7 +693,7 @@ static int load(struct img_reader *r, int only_id)
 int api_ckpt_recover(int only_id)
 {
 	char names[API_MAX_CANDIDATES][64], msg[MSG_LEN] = "", first_why[MSG_LEN + 64] = "";
-	struct ckpt_info info;
+	struct ckpt_info info = { 0 };
 	int64_t n;
 	int ret, bad;
 
@@ -620,6 +713,8 @@ int api_ckpt_recover(int only_id)
 					log_info("rank %d: %s; asking the partner copies", api.rank,
 						 err_msg());
 				ret = fetch_copies(names[c], ret != 0, only_id, &r);
+			} else if (info.level == STASIS_LEVEL_RS && info.ranks == api.size) {
+				ret = rebuild_rs(names[c], &info, ret == 0, only_id, &r);
 			}
 			bad = agree(ret == 0, msg);
 		} else {
@@ -651,8 +746,10 @@ int api_ckpt_recover(int only_id)
 		if (api.rank == 0)
 			log_info("recovered from %s (%s level)", names[c], level_names[info.level]);
 		api.last_ckpt = api_now();
+		info_free(&info);
 		return 0;
 	}
+	info_free(&info);
 	return err_set(-ENOENT, "stasis_recover: no established checkpoint of job %s could be "
 		       "recovered; the newest failed with %s", api.job, first_why);
 }

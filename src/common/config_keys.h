@@ -33,6 +33,10 @@ CONFIG_KEY(LEVEL,          "level",          CHOICE, "single", 0, 0, "single|par
 	   "level of application checkpoints taken with STASIS_LEVEL_AUTO")
 CONFIG_KEY(GLOBAL_EVERY,   "global_every",   UINT,   "0", 0, 1000000, "",
 	   "with STASIS_LEVEL_AUTO, every N-th checkpoint goes to the global tier (0: never)")
+CONFIG_KEY(GROUP_SIZE,     "group_size",     UINT,   "4", 2, 255, "",
+	   "ranks (on distinct nodes) per Reed-Solomon group of the rs level")
+CONFIG_KEY(RS_PARITY,      "rs_parity",      UINT,   "1", 1, 127, "",
+	   "parity blocks per rs group: how many of its nodes may be lost at once")
 CONFIG_KEY(CACHE_KEEP,     "cache_keep",     UINT,   "2", 1, 1000, "",
 	   "application checkpoints kept in each node's local cache")
 CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",

@@ -1,0 +1,433 @@
+/* rs.c - the RS level: Reed-Solomon parity across a group of ranks on
+ * distinct nodes, and the rebuild of lost members.
+ *
+ * A group of n ranks (one per node, src/redundancy's layout) tolerates the
+ * loss of m of them with k = n - m. Each member's image, zero-padded to the
+ * group's longest, is cut into k segments of `seg` bytes. Think of an n x n
+ * table: column j is one Reed-Solomon stripe, k data segments plus m parity
+ * segments, and member i supplies cell (i, j). In column j the members
+ * (j + t) mod n, t < m, hold parity t; the others supply, in rank order, one
+ * of their data segments each (member i's q-th data column carries its
+ * segment q). Every member is parity in exactly m columns and data in k, so
+ * losing m members (nodes) loses m cells of every column: each column can
+ * be rebuilt, and with it every lost member's segments.
+ *
+ * A member files the parity it holds as an image, rs-<rank>.img, in its
+ * node's cache (sections "parity-<column>"), so it gets checksums and the
+ * store's commit like any image. The sizes of all images and the layout
+ * inputs are in checkpoint.json, so a rebuild needs nothing from a lost node.
+ * Transfers run in one global order, so blocking send and receive pair up.
+ */
+#include "api/api.h"
+#include "api/rs.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "image/image.h"
+#include "redundancy/redundancy.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct rs_group {
+	int n, k, m;
+	int *member;            /* ranks, ascending */
+	uint64_t seg;
+	struct redun_ctx *ctx;
+};
+
+struct rs_plan {
+	struct rs_group *group;
+	int ngroups;
+	int *group_of;          /* per rank */
+	int *index_of;          /* per rank: position in its group */
+};
+
+static int is_parity(const struct rs_group *g, int col, int i)
+{
+	return (i - col + g->n) % g->n < g->m;
+}
+
+/* Position of data member i among the data cells of column col (0..k-1). */
+static int data_pos(const struct rs_group *g, int col, int i)
+{
+	int pos = 0;
+
+	for (int x = 0; x < i; x++)
+		pos += !is_parity(g, col, x);
+	return pos;
+}
+
+/* Which of member i's segments column col carries (it is data there). */
+static int seg_of(const struct rs_group *g, int col, int i)
+{
+	int q = 0;
+
+	for (int c = 0; c < col; c++)
+		q += !is_parity(g, c, i);
+	return q;
+}
+
+static void plan_free(struct rs_plan *p)
+{
+	for (int i = 0; i < p->ngroups; i++) {
+		free(p->group[i].member);
+		redun_free(&p->group[i].ctx);
+	}
+	free(p->group);
+	free(p->group_of);
+	free(p->index_of);
+	memset(p, 0, sizeof(*p));
+}
+
+static int plan_make(int nranks, const char (*nodes)[API_NAME_LEN], const int64_t *sizes,
+		     unsigned group_size, unsigned parity, struct rs_plan *p)
+{
+	const char **names = calloc((size_t)nranks, sizeof(*names));
+	int alone = 0, ret;
+
+	memset(p, 0, sizeof(*p));
+	p->group_of = calloc((size_t)nranks, sizeof(int));
+	p->index_of = calloc((size_t)nranks, sizeof(int));
+	if (!names || !p->group_of || !p->index_of) {
+		ret = err_set(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (int r = 0; r < nranks; r++)
+		names[r] = nodes[r];
+	ret = redun_layout_groups(nranks, names, group_size, p->group_of, &p->ngroups, &alone);
+	if (ret)
+		goto out;
+	p->group = calloc((size_t)p->ngroups, sizeof(*p->group));
+	if (!p->group) {
+		ret = err_set(-ENOMEM, "out of memory");
+		goto out;
+	}
+	for (int r = 0; r < nranks; r++) {
+		struct rs_group *g = &p->group[p->group_of[r]];
+		int *grown = realloc(g->member, (size_t)(g->n + 1) * sizeof(int));
+
+		if (!grown) {
+			ret = err_set(-ENOMEM, "out of memory");
+			goto out;
+		}
+		g->member = grown;
+		p->index_of[r] = g->n;
+		g->member[g->n++] = r;
+	}
+	for (int i = 0; i < p->ngroups && !ret; i++) {
+		struct rs_group *g = &p->group[i];
+		uint64_t longest = 0;
+
+		if (g->n < 2)
+			continue;       /* alone: its level degrades to single */
+		g->m = (int)parity < g->n ? (int)parity : g->n - 1;
+		g->k = g->n - g->m;
+		for (int x = 0; x < g->n; x++)
+			if ((uint64_t)sizes[g->member[x]] > longest)
+				longest = (uint64_t)sizes[g->member[x]];
+		g->seg = (longest + (uint64_t)g->k - 1) / (uint64_t)g->k;
+		ret = redun_create(redun_find("rs"), (unsigned)g->k, (unsigned)g->m, &g->ctx);
+	}
+out:
+	free(names);
+	if (ret)
+		plan_free(p);
+	return ret;
+}
+
+/* Segment q of this rank's image at path, zero-padded to seg bytes. */
+static int read_segment(const char *path, uint64_t size, uint64_t seg, int q, uint8_t *buf)
+{
+	uint64_t off = (uint64_t)q * seg, n = 0;
+	FILE *f;
+
+	memset(buf, 0, seg);
+	if (off >= size)
+		return 0;
+	n = size - off < seg ? size - off : seg;
+	f = fopen(path, "rb");
+	if (!f || fseeko(f, (off_t)off, SEEK_SET) || fread(buf, 1, n, f) != n) {
+		if (f)
+			fclose(f);
+		return err_set(-EIO, "%s: cannot read segment %d", path, q);
+	}
+	fclose(f);
+	return 0;
+}
+
+static int send_status(int ok, int dest)
+{
+	int64_t v = ok;
+
+	return api.comm->send(api.ch, &v, sizeof(v), dest);
+}
+
+static int recv_status(int src, int64_t *ok)
+{
+	return api.comm->recv(api.ch, ok, sizeof(*ok), src);
+}
+
+/* Send one cell (status, then seg bytes when ok) or receive it into buf. */
+static int move_cell(int from, int to, int ok, const uint8_t *src, uint8_t *dst, uint64_t seg,
+		     int64_t *got)
+{
+	int ret = 0;
+
+	if (api.rank == from) {
+		ret = send_status(ok, to);
+		if (!ret && ok)
+			ret = api.comm->send(api.ch, src, seg, to);
+	} else if (api.rank == to) {
+		ret = recv_status(from, got);
+		if (!ret && *got)
+			ret = api.comm->recv(api.ch, dst, seg, from);
+	}
+	return ret;
+}
+
+int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
+		  const int64_t *sizes, int *degraded)
+{
+	struct rs_plan p;
+	struct rs_group *mine;
+	struct img_writer_opts opts;
+	struct img_writer *w = NULL;
+	struct store_file *f = NULL;
+	uint8_t **blocks = NULL, *mybuf = NULL;
+	char file[32], name[32];
+	int ret, me, err = 0;
+
+	ret = plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
+			(unsigned)api.group_size, (unsigned)api.rs_parity, &p);
+	if (ret)
+		return ret;
+	mine = &p.group[p.group_of[api.rank]];
+	me = p.index_of[api.rank];
+	*degraded = mine->n < 2;
+	if (!*degraded) {
+		blocks = calloc((size_t)mine->n, sizeof(*blocks));
+		mybuf = malloc(mine->seg ? mine->seg : 1);
+		for (int x = 0; blocks && x < mine->n; x++)
+			blocks[x] = malloc(mine->seg ? mine->seg : 1);
+		for (int x = 0; blocks && x < mine->n; x++)
+			if (!blocks[x])
+				err = err_set(-ENOMEM, "out of memory");
+		if (!blocks || !mybuf)
+			err = err_set(-ENOMEM, "out of memory");
+		snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
+		img_writer_opts_default(&opts);
+		err = err ? err : store_file_create(lc, file, &f);
+		err = err ? err : img_writer_create(store_file_write, f, &opts, &w);
+		err = err ? err : img_writer_meta(w, "producer", "libstasis rs");
+		err = err ? err : img_writer_meta(w, "checkpoint", ckpt);
+	}
+	/* every rank walks every group's columns in the same order */
+	for (int gi = 0; gi < p.ngroups; gi++) {
+		struct rs_group *g = &p.group[gi];
+
+		for (int col = 0; g->n >= 2 && col < g->n; col++) {
+			for (int t = 0; t < g->m; t++) {
+				int holder = g->member[(col + t) % g->n];
+				int64_t all_ok = 1;
+
+				for (int x = 0; x < g->n; x++) {
+					int64_t got = 0;
+					int r = g->member[x];
+
+					if (is_parity(g, col, x))
+						continue;
+					if (api.rank == r)
+						err = err ? err : read_segment(own_path, (uint64_t)sizes[r],
+									       g->seg, seg_of(g, col, x), mybuf);
+					ret = move_cell(r, holder, !err, mybuf,
+							api.rank == holder ? blocks[data_pos(g, col, x)] : NULL,
+							g->seg, &got);
+					if (ret)
+						goto out;
+					all_ok &= got;
+				}
+				if (api.rank != holder)
+					continue;
+				if (!all_ok && !err)
+					err = err_set(-EIO, "rs: a member of the group could not send its data");
+				err = err ? err : redun_encode(g->ctx, g->seg, (const uint8_t *const *)blocks,
+							       blocks + g->k);
+				snprintf(name, sizeof(name), "parity-%d", col);
+				err = err ? err : img_section_begin(w, "parity", name);
+				err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)t);
+				err = err ? err : img_write(w, blocks[g->k + t], g->seg);
+				err = err ? err : img_section_end(w);
+			}
+		}
+	}
+	if (!*degraded) {
+		err = err ? err : img_writer_finish(w, NULL);
+		err = err ? err : store_file_commit(f);
+	}
+	ret = err;
+	(void)me;
+out:
+	img_writer_free(&w);
+	store_file_free(&f);
+	for (int x = 0; blocks && x < mine->n; x++)
+		free(blocks[x]);
+	free(blocks);
+	free(mybuf);
+	plan_free(&p);
+	return ret;
+}
+
+int api_rs_files(const int64_t *sizes)
+{
+	struct rs_plan p;
+	int n = 0;
+
+	if (plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
+		      (unsigned)api.group_size, (unsigned)api.rs_parity, &p))
+		return -1;
+	for (int r = 0; r < api.size; r++)
+		n += strcmp(api.nodes[r], api.node) == 0 && p.group[p.group_of[r]].n >= 2;
+	plan_free(&p);
+	return n;
+}
+
+/* Read parity cell `col` of this rank's rs image into buf. */
+static int read_parity(struct img_reader *rs, int col, uint8_t *buf, uint64_t seg)
+{
+	char name[32];
+	int idx;
+
+	snprintf(name, sizeof(name), "parity-%d", col);
+	idx = img_section_find(rs, name);
+	if (idx < 0)
+		return err_set(-ENOENT, "rs image has no %s", name);
+	return img_read(rs, (unsigned)idx, 0, buf, seg) == (ssize_t)seg ? 0 : -EIO;
+}
+
+int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const int64_t *sizes,
+		   unsigned group_size, unsigned parity, const char *own_path, int have_own,
+		   const char *rs_path, const char *out_path)
+{
+	struct rs_plan p;
+	int64_t *own_ok = calloc((size_t)api.size, sizeof(int64_t));
+	int64_t *rs_ok = calloc((size_t)api.size, sizeof(int64_t));
+	struct img_reader *rs = NULL;
+	uint8_t **blocks = NULL, *cell = NULL, *present = NULL;
+	FILE *out = NULL;
+	int ret, err = 0;
+
+	ret = plan_make(api.size, nodes, sizes, group_size, parity, &p);
+	if (ret || !own_ok || !rs_ok) {
+		free(own_ok);
+		free(rs_ok);
+		return ret ? ret : err_set(-ENOMEM, "out of memory");
+	}
+	own_ok[api.rank] = have_own;
+	rs_ok[api.rank] = rs_path && img_open(rs_path, &rs) == 0 && img_verify(rs) == 0;
+	api.comm->allreduce_i64(api.ch, own_ok, (size_t)api.size, API_MAX);
+	api.comm->allreduce_i64(api.ch, rs_ok, (size_t)api.size, API_MAX);
+	for (int gi = 0; gi < p.ngroups; gi++) {
+		struct rs_group *g = &p.group[gi];
+		int needy = 0;
+
+		for (int x = 0; x < g->n; x++)
+			needy |= !own_ok[g->member[x]];
+		if (!needy)
+			continue;
+		free(cell);
+		cell = malloc(g->seg ? g->seg : 1);     /* what a member sends */
+		if (!cell) {
+			ret = err_set(-ENOMEM, "out of memory");
+			goto out;
+		}
+		for (int target = 0; target < g->n; target++) {
+			int rt = g->member[target];
+
+			if (own_ok[rt])
+				continue;
+			if (api.rank == rt) {
+				if (g->n < 2)
+					err = err_set(-ENOENT, "%s: rank %d has no rs group to rebuild from",
+						      ckpt, rt);
+				blocks = calloc((size_t)(g->n ? g->n : 1), sizeof(*blocks));
+				present = calloc((size_t)(g->n ? g->n : 1), 1);
+				for (int x = 0; blocks && x < g->n; x++)
+					blocks[x] = malloc(g->seg ? g->seg : 1);
+				out = fopen(out_path, "wb");
+				if (!out)
+					err = err ? err : err_set(-errno, "%s: %s", out_path, strerror(errno));
+			}
+			for (int col = 0; g->n >= 2 && col < g->n; col++) {
+				if (is_parity(g, col, target))
+					continue;       /* its parity cells are not its data */
+				for (int x = 0; x < g->n; x++) {
+					int r = g->member[x], ok, slot;
+					int64_t got = 0;
+
+					if (x == target)
+						continue;
+					slot = is_parity(g, col, x) ? g->k + (x - col + g->n) % g->n
+								    : data_pos(g, col, x);
+					ok = is_parity(g, col, x) ? (int)rs_ok[r] : (int)own_ok[r];
+					if (api.rank == r && ok) {
+						ok = !(is_parity(g, col, x)
+						       ? read_parity(rs, col, cell, g->seg)
+						       : read_segment(own_path, (uint64_t)sizes[r], g->seg,
+								      seg_of(g, col, x), cell));
+					}
+					ret = move_cell(r, rt, ok, cell,
+							api.rank == rt ? blocks[slot] : NULL, g->seg, &got);
+					if (ret)
+						goto out;
+					if (api.rank == rt)
+						present[slot] = (uint8_t)got;
+				}
+				if (api.rank != rt || err)
+					continue;
+				present[data_pos(g, col, target)] = 0;
+				err = redun_rebuild(g->ctx, g->seg, blocks, present);
+				if (!err) {
+					uint64_t off = (uint64_t)seg_of(g, col, target) * g->seg;
+					uint64_t size = (uint64_t)sizes[rt];
+					uint64_t n = off >= size ? 0 : size - off < g->seg ? size - off : g->seg;
+
+					if (fseeko(out, (off_t)off, SEEK_SET) ||
+					    fwrite(blocks[data_pos(g, col, target)], 1, n, out) != n)
+						err = err_set(-EIO, "%s: cannot write", out_path);
+				} else {
+					char why[256];
+
+					snprintf(why, sizeof(why), "%s", err_msg());
+					err = err_set(err, "%s: rank %d: group of ranks %d..: %s", ckpt, rt,
+						      g->member[0], why);
+				}
+			}
+			if (api.rank == rt) {
+				if (out && fclose(out) && !err)
+					err = err_set(-EIO, "%s: cannot write", out_path);
+				out = NULL;
+				for (int x = 0; blocks && x < g->n; x++)
+					free(blocks[x]);
+				free(blocks);
+				free(present);
+				blocks = NULL;
+				present = NULL;
+			}
+		}
+	}
+	ret = err;
+out:
+	if (out)
+		fclose(out);
+	free(cell);
+	img_close(&rs);
+	free(own_ok);
+	free(rs_ok);
+	plan_free(&p);
+	return ret;
+}
