@@ -38,7 +38,17 @@ struct img_writer_opts {
 	unsigned threads;       /* worker threads; 0: everything on the caller's thread */
 	size_t chunk_size;      /* logical bytes per chunk, multiple of 4096 */
 	const char *parent;     /* parent image, relative to this image's directory, or NULL */
+	const uint8_t *parent_id; /* with parent: the parent's 16-byte image id (required) */
 };
+
+/* Incremental images. The writer never opens the parent: it streams to a
+ * sink and does not know where its own file will live. The caller names the
+ * parent (parent, stored as given) and vouches for which image that is
+ * (parent_id, copied: from img_image_id() on the parent it compared against,
+ * or img_writer_id() of the writer that wrote it). Both are recorded in the
+ * manifest; a reader that resolves a PARENT chunk refuses a parent whose id
+ * differs, so an image put in the parent's place is never used silently.
+ * parent without parent_id, or parent_id without parent, is -EINVAL. */
 
 /* Fill opts from the configuration registry (compress, compress_level,
  * threads, chunk_size; no parent). */
@@ -47,6 +57,10 @@ void img_writer_opts_default(struct img_writer_opts *opts);
 /* in: sink, ctx, opts (copied). out: *out, freed with img_writer_free(). */
 int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts *opts,
 		      struct img_writer **out);
+
+/* The random 16-byte id of the image being written (in its header and
+ * manifest): what a child of this image passes as opts.parent_id. */
+int img_writer_id(const struct img_writer *w, uint8_t id[16]);
 
 /* A string entry of the manifest's "meta" object (job, rank, producer, ...). */
 int img_writer_meta(struct img_writer *w, const char *key, const char *value);
@@ -98,6 +112,9 @@ int img_open(const char *path, struct img_reader **out);
  * messages and to find a parent image (NULL: no parent lookup). */
 int img_open_fd(int fd, const char *name, struct img_reader **out);
 
+/* The image's 16-byte id, from its header (checked against the manifest). */
+int img_image_id(const struct img_reader *r, uint8_t id[16]);
+
 /* The manifest as stored (NUL-terminated JSON). */
 const char *img_manifest(const struct img_reader *r);
 unsigned img_section_count(const struct img_reader *r);
@@ -106,7 +123,11 @@ int img_section_get(const struct img_reader *r, unsigned index, struct img_secti
 int img_section_find(const struct img_reader *r, const char *name);
 
 /* Read len bytes at offset of a section into buf, checking each chunk's CRC.
- * Returns the number of bytes read (short only at the end of the section). */
+ * Returns the number of bytes read (short only at the end of the section).
+ * A PARENT chunk opens the parent image on first use; a parent whose id is
+ * not the one the manifest recorded is refused with -ESTALE and a message
+ * naming both files. (Images written before ids were recorded carry no
+ * "parent_id"; their parent is used unchecked.) */
 ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *buf, size_t len);
 
 /* Read and check every chunk, decompressing and expanding as a restore would.

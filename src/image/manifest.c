@@ -39,6 +39,11 @@ static int bad(const struct parse *p, const char *fmt, ...)
 		       p->where, p->where[0] ? ": " : "", why);
 }
 
+static int oom(const struct parse *p)
+{
+	return err_set(-ENOMEM, "%s: out of memory for the manifest", p->frame->name);
+}
+
 static int get_u64(const struct parse *p, json_t *obj, const char *key, uint64_t max, uint64_t *out)
 {
 	json_t *v = json_object_get(obj, key);
@@ -114,31 +119,74 @@ static int hexval(char c)
 	return -1;
 }
 
-static int parse_image_id(const struct parse *p, json_t *root)
+/* An image id: 32 lowercase hex digits. */
+static int get_id(const struct parse *p, json_t *root, const char *key, uint8_t id[16])
 {
-	uint8_t id[16];
 	const char *s;
 	int ret;
 
-	ret = get_str(p, root, "image_id", 1, &s);
+	ret = get_str(p, root, key, 1, &s);
 	if (ret)
 		return ret;
 	if (strlen(s) != 32)
-		return bad(p, "'image_id' is not 32 hex digits");
+		return bad(p, "'%s' is not 32 hex digits", key);
 	for (int i = 0; i < 16; i++) {
 		int hi = hexval(s[2 * i]), lo = hexval(s[2 * i + 1]);
 
 		if (hi < 0 || lo < 0)
-			return bad(p, "'image_id' is not 32 lowercase hex digits");
+			return bad(p, "'%s' is not 32 lowercase hex digits", key);
 		id[i] = (uint8_t)(hi << 4 | lo);
 	}
+	return 0;
+}
+
+static int parse_image_id(const struct parse *p, json_t *root, uint8_t id[16])
+{
+	int ret = get_id(p, root, "image_id", id);
+
+	if (ret)
+		return ret;
 	if (p->frame->image_id && memcmp(id, p->frame->image_id, 16) != 0)
-		return bad(p, "'image_id' %s does not match the header (manifest of another image?)", s);
+		return bad(p, "'image_id' %s does not match the header (manifest of another image?)",
+			   json_string_value(json_object_get(root, "image_id")));
+	return 0;
+}
+
+/* "parent" and the optional "parent_id" (absent in images written before it
+ * existed; null or absent without a parent). */
+static int parse_parent(const struct parse *p, json_t *root, const uint8_t id[16])
+{
+	json_t *v = json_object_get(root, "parent");
+	const char *s;
+	int ret;
+
+	if (!v)
+		return bad(p, "missing 'parent'");
+	if (!json_is_null(v)) {
+		ret = get_str(p, root, "parent", 1, &s);
+		if (ret)
+			return ret;
+		p->m->parent = strdup(s);
+		if (!p->m->parent)
+			return oom(p);
+	}
+	v = json_object_get(root, "parent_id");
+	if (!v || json_is_null(v))
+		return 0;
+	if (!p->m->parent)
+		return bad(p, "'parent_id' without a 'parent'");
+	ret = get_id(p, root, "parent_id", p->m->parent_id);
+	if (ret)
+		return ret;
+	if (memcmp(p->m->parent_id, id, 16) == 0)
+		return bad(p, "'parent_id' is the image's own id");
+	p->m->has_parent_id = 1;
 	return 0;
 }
 
 static int parse_top(struct parse *p, json_t *root)
 {
+	uint8_t id[16];
 	const char *s;
 	json_t *v;
 	uint64_t cs;
@@ -153,7 +201,7 @@ static int parse_top(struct parse *p, json_t *root)
 		return bad(p, "'format' is '%s', expected '%s'", s, FORMAT_NAME);
 	ret = parse_version(p, root);
 	if (ret == 0)
-		ret = parse_image_id(p, root);
+		ret = parse_image_id(p, root, id);
 	if (ret == 0)
 		ret = get_str(p, root, "created", 0, &s);
 	if (ret == 0)
@@ -166,18 +214,9 @@ static int parse_top(struct parse *p, json_t *root)
 		return bad(p, "'chunk_size' %llu is not a multiple of 4096 in [4096, 64M]",
 			   (unsigned long long)cs);
 	p->m->chunk_size = (uint32_t)cs;
-
-	v = json_object_get(root, "parent");
-	if (!v)
-		return bad(p, "missing 'parent'");
-	if (!json_is_null(v)) {
-		ret = get_str(p, root, "parent", 1, &s);
-		if (ret)
-			return ret;
-		p->m->parent = strdup(s);
-		if (!p->m->parent)
-			return -ENOMEM;
-	}
+	ret = parse_parent(p, root, id);
+	if (ret)
+		return ret;
 
 	v = json_object_get(root, "meta");
 	if (!json_is_object(v))
@@ -262,7 +301,7 @@ static int parse_section(struct parse *p, json_t *js, unsigned i, uint64_t *pos)
 	s->chunks = (uint32_t)chunks;
 	s->name = strdup(name);
 	s->kind = strdup(kind);
-	return s->name && s->kind ? 0 : -ENOMEM;
+	return s->name && s->kind ? 0 : oom(p);
 }
 
 static int cmp_section_name(const void *a, const void *b)
@@ -283,7 +322,7 @@ static int check_unique_names(struct parse *p)
 		return 0;
 	v = malloc(m->nsec * sizeof(*v));
 	if (!v)
-		return -ENOMEM;
+		return oom(p);
 	for (unsigned i = 0; i < m->nsec; i++)
 		v[i] = &m->sec[i];
 	qsort(v, m->nsec, sizeof(*v), cmp_section_name);
@@ -345,7 +384,7 @@ static int parse_sections(struct parse *p, json_t *root)
 		return bad(p, "%zu sections, more than the limit of %u", n, IMG_SECTIONS_MAX);
 	p->m->sec = calloc(n ? n : 1, sizeof(*p->m->sec));
 	if (!p->m->sec)
-		return -ENOMEM;
+		return oom(p);
 	for (size_t i = 0; i < n; i++) {
 		ret = parse_section(p, json_array_get(arr, i), (unsigned)i, &pos);
 		p->m->nsec = (unsigned)i + 1;   /* so free() sees what was filled */
@@ -373,7 +412,7 @@ int img_manifest_parse(const char *text, size_t len, const struct img_manifest_f
 		return bad(&p, "%zu bytes, more than the limit of %u", len, IMG_MANIFEST_MAX);
 	p.m = calloc(1, sizeof(*p.m));
 	if (!p.m)
-		return -ENOMEM;
+		return oom(&p);
 	root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
 		ret = bad(&p, "JSON error at line %d column %d: %s", jerr.line, jerr.column, jerr.text);
@@ -456,15 +495,22 @@ static json_t *dump_totals(const struct img_manifest_out *in)
 	return o;
 }
 
+static void hex_id(char out[33], const uint8_t id[16])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
 static json_t *dump_root(const struct img_manifest_out *in)
 {
-	char id[33], created[32];
+	char id[33], pid[33], created[32];
 	time_t secs = (time_t)(in->created_ns / 1000000000);
 	json_t *root = json_object(), *secs_arr = json_array();
 	struct tm tm;
 
-	for (int i = 0; i < 16; i++)
-		snprintf(id + 2 * i, 3, "%02x", in->image_id[i]);
+	hex_id(id, in->image_id);
+	if (in->parent)
+		hex_id(pid, in->parent_id);
 	gmtime_r(&secs, &tm);
 	strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	if (!root || !secs_arr)
@@ -479,6 +525,7 @@ static json_t *dump_root(const struct img_manifest_out *in)
 	    json_object_set_new(root, "chunk_size", json_integer(in->chunk_size)) ||
 	    json_object_set_new(root, "compression", json_string(in->compression)) ||
 	    json_object_set_new(root, "parent", in->parent ? json_string(in->parent) : json_null()) ||
+	    json_object_set_new(root, "parent_id", in->parent ? json_string(pid) : json_null()) ||
 	    json_object_set(root, "meta", in->meta) ||
 	    json_object_set(root, "sections", secs_arr) ||
 	    json_object_set_new(root, "totals", dump_totals(in)))

@@ -26,6 +26,8 @@ struct img_manifest {
 	unsigned major, minor;  /* from "version" */
 	uint32_t chunk_size;
 	char *parent;           /* NULL: no parent */
+	int has_parent_id;      /* "parent_id" present (it is optional in 1.0) */
+	uint8_t parent_id[16];
 	unsigned nsec;
 	struct img_manifest_section *sec;
 };
@@ -62,6 +64,7 @@ struct img_manifest_out {
 	uint32_t chunk_size;
 	const char *compression;        /* "none" or "zstd:<level>" */
 	const char *parent;
+	const uint8_t *parent_id;       /* 16 bytes when parent is set */
 	json_t *meta;
 	unsigned nsec;
 	const struct img_manifest_out_section *sec;

@@ -82,6 +82,12 @@ static int open_path(const char *path, unsigned depth, struct img_reader **out);
 
 /* ---- helpers ---- */
 
+static void hex_id(char out[33], const uint8_t id[16])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
+}
+
 static int buf_grow(struct buf *b, size_t len)
 {
 	unsigned char *p;
@@ -381,6 +387,12 @@ void img_close(struct img_reader **rp)
 	*rp = NULL;
 }
 
+int img_image_id(const struct img_reader *r, uint8_t id[16])
+{
+	memcpy(id, r->id, sizeof(r->id));
+	return 0;
+}
+
 const char *img_manifest(const struct img_reader *r)
 {
 	return r->mtext;
@@ -658,6 +670,18 @@ static int parent_open(struct img_reader *r, unsigned s, uint32_t j)
 	if (ret) {
 		snprintf(msg, sizeof(msg), "%s", err_msg());
 		return chunk_err(r, s, j, e->pos, ret, "parent image: %s", msg);
+	}
+	/* The path says where the parent should be, the id which image it must
+	 * be: another image put there (an older or newer checkpoint, a restore
+	 * from elsewhere) would pass every checksum and give wrong bytes. */
+	if (r->m->has_parent_id && memcmp(r->parent->id, r->m->parent_id, 16) != 0) {
+		char want[33], got[33];
+
+		hex_id(want, r->m->parent_id);
+		hex_id(got, r->parent->id);
+		img_close(&r->parent);
+		return chunk_err(r, s, j, e->pos, -ESTALE, "parent image %.200s is image %s, but this "
+				 "image was written against image %s (parent replaced?)", path, got, want);
 	}
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,7 @@ struct img_writer {
 	int level;              /* zstd level, 0: no compression */
 	char compression[32];
 	char *parent;
+	uint8_t parent_id[16];
 	uint8_t id[16];
 	int64_t created_ns;
 	json_t *meta;
@@ -124,6 +126,7 @@ void img_writer_opts_default(struct img_writer_opts *opts)
 	opts->threads = (unsigned)cfg_u64(CFG_THREADS);
 	opts->chunk_size = (size_t)cfg_u64(CFG_CHUNK_SIZE);
 	opts->parent = NULL;
+	opts->parent_id = NULL;
 }
 
 /* ---- errors ---- */
@@ -267,6 +270,27 @@ static int sink_write(struct img_writer *w, const void *buf, size_t len)
 	return ret;
 }
 
+/* Say where in the image a sink (or fault point) failed, after its own
+ * message, which names the file. */
+__attribute__((format(printf, 2, 3)))
+static int sink_fail(int ret, const char *fmt, ...)
+{
+	char why[400], where[160];
+	va_list ap;
+
+	snprintf(why, sizeof(why), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
+	va_start(ap, fmt);
+	vsnprintf(where, sizeof(where), fmt, ap);
+	va_end(ap);
+	return err_set(ret, "%s (%s)", why, where);
+}
+
+static int chunk_fail(struct img_writer *w, const struct wsec *sec, uint32_t seq, int ret)
+{
+	return sink_fail(ret, "writing section '%.100s' chunk %u at image offset %llu", sec->name,
+			 seq, (unsigned long long)w->pos);
+}
+
 static void count_chunk(struct img_writer *w, uint32_t flags, uint64_t n)
 {
 	if (flags & IMG_CHUNK_ZERO)
@@ -286,7 +310,7 @@ static int emit_data(struct img_writer *w, struct slot *s)
 	if (ret == 0)
 		ret = sink_write(w, s->out, s->out_len);
 	if (ret)
-		return ret;
+		return chunk_fail(w, s->sec, s->seq, ret);
 	s->sec->stored += s->out_len - IMG_CHUNK_HDR_LEN;
 	count_chunk(w, s->flags, 1);
 	return 0;
@@ -312,20 +336,24 @@ static int emit_run(struct img_writer *w, struct slot *s)
 		if (++n == RUN_BATCH || i + 1 == s->count) {
 			ret = sink_write(w, buf, n * IMG_CHUNK_HDR_LEN);
 			if (ret)
-				return ret;
+				return chunk_fail(w, s->sec, s->seq + done, ret);
 			done += n;
 			n = 0;
 		}
 	}
 	if (ret && n) {
-		int ret2 = sink_write(w, buf, n * IMG_CHUNK_HDR_LEN);
+		char msg[400];
+		int ret2;
 
+		snprintf(msg, sizeof(msg), "%s", err_msg());
+		ret2 = sink_write(w, buf, n * IMG_CHUNK_HDR_LEN);
 		if (ret2)
-			return ret2;
+			return chunk_fail(w, s->sec, s->seq + done, ret2);
+		err_set(ret, "%s", msg);
 		done += n;
 	}
 	count_chunk(w, s->flags, done);
-	return ret;
+	return ret ? chunk_fail(w, s->sec, s->seq + done, ret) : 0;
 }
 
 static int emit(struct img_writer *w, struct slot *s)
@@ -554,12 +582,22 @@ static int parse_opts(struct img_writer *w, const struct img_writer_opts *o)
 	} else {
 		return err_set(-EINVAL, "image writer: unknown compression '%s' (expected none or zstd)", c);
 	}
+	if (!o->parent != !o->parent_id)
+		return err_set(-EINVAL, "image writer: a parent image needs both its name and its id "
+			       "(parent %s, parent_id %s)", o->parent ? "set" : "unset",
+			       o->parent_id ? "set" : "unset");
 	if (o->parent) {
-		if (!o->parent[0] || strlen(o->parent) > IMG_NAME_MAX)
-			return err_set(-EINVAL, "image writer: bad parent image name");
+		json_t *utf8 = json_string(o->parent);
+
+		/* Checked now, not when the manifest is built after all the data. */
+		json_decref(utf8);
+		if (!o->parent[0] || strlen(o->parent) > IMG_NAME_MAX || !utf8)
+			return err_set(-EINVAL, "image writer: bad parent image name '%.64s' "
+				       "(empty, too long or not valid UTF-8)", o->parent);
 		w->parent = strdup(o->parent);
 		if (!w->parent)
 			return -ENOMEM;
+		memcpy(w->parent_id, o->parent_id, sizeof(w->parent_id));
 	}
 	w->chunk_size = (uint32_t)o->chunk_size;
 	w->threads = o->threads;
@@ -608,12 +646,14 @@ static int write_header(struct img_writer *w)
 		.header_len = IMG_HEADER_LEN,
 		.created_ns = (uint64_t)w->created_ns,
 	};
+	int ret;
 
 	memcpy(h.magic, IMG_MAGIC, IMG_MAGIC_LEN);
 	memcpy(h.image_id, w->id, sizeof(h.image_id));
 	fmt_header_swap(&h);
 	h.crc = htole32(crc32c(0, &h, offsetof(struct img_disk_header, crc)));
-	return sink_write(w, &h, sizeof(h));
+	ret = sink_write(w, &h, sizeof(h));
+	return ret ? sink_fail(ret, "writing the image header") : 0;
 }
 
 static int writer_init(struct img_writer *w, const struct img_writer_opts *opts)
@@ -647,7 +687,7 @@ int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts 
 
 	*out = NULL;
 	if (!w)
-		return -ENOMEM;
+		return err_set(-ENOMEM, "image writer: out of memory");
 	w->sink = sink;
 	w->ctx = ctx;
 	pthread_mutex_init(&w->lock, NULL);
@@ -666,6 +706,12 @@ int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts 
 		return ret;
 	}
 	*out = w;
+	return 0;
+}
+
+int img_writer_id(const struct img_writer *w, uint8_t id[16])
+{
+	memcpy(id, w->id, sizeof(w->id));
 	return 0;
 }
 
@@ -773,7 +819,12 @@ static int set_attr(struct img_writer *w, const char *key, json_t *v)
 		json_decref(v);
 		return ret;
 	}
-	if (!v || strlen(key) > IMG_NAME_MAX || json_object_set_new(w->cur->attrs, key, v))
+	/* json_object_set_new takes v even when it fails; nothing else does. */
+	if (v && strlen(key) > IMG_NAME_MAX) {
+		json_decref(v);
+		v = NULL;
+	}
+	if (!v || json_object_set_new(w->cur->attrs, key, v))
 		return err_set(-EINVAL, "image writer: bad attribute '%.64s' of section '%s' "
 			       "(too long or not valid UTF-8)", key, w->cur->name);
 	return 0;
@@ -906,7 +957,8 @@ static int write_trailer(struct img_writer *w, uint64_t *bytes)
 	struct img_manifest_out_section *osec = calloc(w->nsec ? w->nsec : 1, sizeof(*osec));
 	struct img_manifest_out mo = {
 		.image_id = w->id, .created_ns = w->created_ns, .chunk_size = w->chunk_size,
-		.compression = w->compression, .parent = w->parent, .meta = w->meta,
+		.compression = w->compression, .parent = w->parent, .parent_id = w->parent_id,
+		.meta = w->meta,
 		.nsec = w->nsec, .sec = osec,
 		.zero_chunks = w->zero_chunks, .sparse_chunks = w->sparse_chunks,
 		.zstd_chunks = w->zstd_chunks, .parent_chunks = w->parent_chunks,
@@ -951,8 +1003,13 @@ static int write_trailer(struct img_writer *w, uint64_t *bytes)
 	fmt_footer_swap(&f);
 	f.crc = htole32(crc32c(0, &f, offsetof(struct img_disk_footer, crc)));
 	ret = sink_write(w, text, len);
-	if (ret == 0)
+	if (ret)
+		sink_fail(ret, "writing the manifest at image offset %llu", (unsigned long long)w->pos);
+	if (ret == 0) {
 		ret = sink_write(w, &f, sizeof(f));
+		if (ret)
+			sink_fail(ret, "writing the footer at image offset %llu", (unsigned long long)w->pos);
+	}
 	if (ret == 0 && bytes)
 		*bytes = w->pos;
 out:

@@ -63,16 +63,22 @@ static int save_both(const char *dir, const char *name, const struct mem *m)
 	return save(dir, mname, m->data + le64toh(mo), (size_t)le64toh(ml));
 }
 
+/* The id of the last image built: the parent of the next one that has one. */
+static uint8_t last_id[16];
+
 static int build(const char *dir, const char *name, const char *compress, const char *parent,
 		 int variant)
 {
+	uint8_t parent_id[16];
 	struct img_writer_opts o = { .compress = compress, .level = 3, .threads = 0,
-				     .chunk_size = 8192, .parent = parent };
+				     .chunk_size = 8192, .parent = parent,
+				     .parent_id = parent ? parent_id : NULL };
 	unsigned char page[3 * 4096 + 100];
 	struct img_writer *w = NULL;
 	struct mem m = { 0 };
 	int ret;
 
+	memcpy(parent_id, last_id, sizeof(parent_id));
 	memset(page, 0, sizeof(page));
 	for (size_t i = 4096; i < sizeof(page); i++)
 		page[i] = (unsigned char)(i % 7 == 0 ? i * 13 : 'a' + i % 3);
@@ -106,6 +112,8 @@ static int build(const char *dir, const char *name, const char *compress, const 
 		}
 	}
 	if (ret == 0)
+		ret = img_writer_id(w, last_id);
+	if (ret == 0)
 		ret = img_writer_finish(w, NULL);
 	img_writer_free(&w);
 	if (ret == 0)
@@ -124,10 +132,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: %s DIR\n", argv[0]);
 		return 2;
 	}
-	ret |= build(argv[1], "raw.img", "none", NULL, 0);
 	ret |= build(argv[1], "hole.img", "none", NULL, 1);
 	ret |= build(argv[1], "zstd.img", "zstd", NULL, 1);
-	ret |= build(argv[1], "child.img", "zstd", "raw.img", 0);
+	ret |= build(argv[1], "raw.img", "none", NULL, 0);
+	ret |= build(argv[1], "child.img", "zstd", "raw.img", 0);      /* of raw.img */
 	ret |= build(argv[1], "nosections.img", "none", NULL, -1);
 	return ret ? 1 : 0;
 }

@@ -127,6 +127,15 @@ static int mem_sink(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
+/* The same, failing without a message. */
+static int silent_sink(void *ctx, const void *buf, size_t len)
+{
+	int ret = mem_sink(ctx, buf, len);
+
+	err_clear();
+	return ret;
+}
+
 static void opts_init(struct img_writer_opts *o, const char *compress, unsigned threads, size_t cs)
 {
 	memset(o, 0, sizeof(*o));
@@ -164,6 +173,69 @@ static unsigned char *file_read(const char *path, size_t *len)
 	close(fd);
 	*len = (size_t)st.st_size;
 	return p;
+}
+
+/* An image made of src[0..at), text as its manifest and src's footer,
+ * fixed to match. */
+static unsigned char *with_manifest_of(const unsigned char *src, size_t src_len, uint64_t at,
+				       const char *text, size_t *len)
+{
+	size_t mlen = strlen(text);
+	unsigned char *d = malloc(at + mlen + IMG_FOOTER_LEN), *f;
+	uint64_t off = htole64(at), ml = htole64(mlen);
+	uint32_t crc;
+
+	memcpy(d, src, at);
+	memcpy(d + at, text, mlen);
+	f = d + at + mlen;
+	memcpy(f, src + src_len - IMG_FOOTER_LEN, IMG_FOOTER_LEN);
+	memcpy(f + 8, &off, 8);
+	memcpy(f + 16, &ml, 8);
+	crc = htole32(crc32c(0, text, mlen));
+	memcpy(f + 24, &crc, 4);
+	crc = htole32(crc32c(0, f, 44));
+	memcpy(f + 44, &crc, 4);
+	*len = at + mlen + IMG_FOOTER_LEN;
+	return d;
+}
+
+/* Rewrite the image at path with one top-level manifest key set to value
+ * (NULL: deleted). */
+static int edit_manifest(const char *path, const char *key, json_t *value)
+{
+	size_t len, nlen;
+	unsigned char *d = file_read(path, &len), *n;
+	uint64_t at;
+	json_t *m;
+	char *text;
+	int ret;
+
+	if (!d || len < IMG_HEADER_LEN + IMG_FOOTER_LEN) {
+		free(d);
+		json_decref(value);
+		return -EIO;
+	}
+	memcpy(&at, d + len - IMG_FOOTER_LEN + 8, 8);
+	at = le64toh(at);
+	m = json_loadb((const char *)d + at, len - IMG_FOOTER_LEN - at, 0, NULL);
+	if (value)
+		json_object_set_new(m, key, value);
+	else
+		json_object_del(m, key);
+	text = json_dumps(m, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	n = with_manifest_of(d, len, at, text, &nlen);
+	ret = file_write(path, n, nlen);
+	free(n);
+	free(text);
+	json_decref(m);
+	free(d);
+	return ret;
+}
+
+static void hex16(char out[33], const uint8_t id[16])
+{
+	for (int i = 0; i < 16; i++)
+		snprintf(out + 2 * i, 3, "%02x", id[i]);
 }
 
 /* The expected content of one section, as the test writes it. */
@@ -491,10 +563,60 @@ static void many_sections(unsigned threads)
 
 /* ---- parents (incremental images) ---- */
 
+/* Open path; expect the open, or a verify, to fail with a message holding want. */
+static void expect_unreadable(const char *what, const char *path, int code, const char *want)
+{
+	struct img_reader *r = NULL;
+	int ret;
+
+	err_clear();
+	ret = img_open(path, &r);
+	if (ret == 0)
+		ret = img_verify(r);
+	img_close(&r);
+	if (ret == 0 || (code && ret != code) || !strstr(err_msg(), want)) {
+		fprintf(stderr, "%s: ret %d, message '%s', expected %d '%s'\n", what, ret, err_msg(),
+			code, want);
+		CHECK(0);
+	}
+}
+
+/* A parent with sections "a" and "b"; its id in id. */
+static int write_parent(const char *path, unsigned threads, size_t cs, const unsigned char *a,
+			size_t asize, const unsigned char *b, size_t bsize, uint8_t id[16])
+{
+	struct img_writer_opts o;
+	struct img_writer *w = NULL;
+	struct file_sink fs;
+	int ret;
+
+	opts_init(&o, "zstd", threads, cs);
+	ret = open_writer(path, &o, &fs, &w);
+	if (ret == 0)
+		ret = img_section_begin(w, "memory", "a");
+	if (ret == 0)
+		ret = img_write(w, a, asize);
+	if (ret == 0)
+		ret = img_section_end(w);
+	if (ret == 0)
+		ret = img_section_begin(w, "memory", "b");
+	if (ret == 0)
+		ret = img_write(w, b, bsize);
+	if (ret == 0)
+		ret = img_section_end(w);
+	if (ret == 0)
+		ret = img_writer_id(w, id);
+	if (ret == 0)
+		return close_writer(&fs, &w, NULL);
+	img_writer_free(&w);
+	close(fs.fd);
+	return ret;
+}
+
 static void parent_child(unsigned threads)
 {
 	const size_t cs = 64 << 10;
-	const char *ppath = path_in_tmp("parent.img"), *cpath = path_in_tmp("child.img");
+	char ppath[4200], cpath[4200], lpath[4200], hex[33];
 	size_t asize = 3 * cs + 999, bsize = 2 * cs;
 	unsigned char *a = malloc(asize), *b = malloc(bsize), *a2 = malloc(asize), *c = malloc(5000);
 	struct sec want[3] = { { "a", a2, asize }, { "b", b, bsize }, { "c", c, 5000 } };
@@ -502,8 +624,12 @@ static void parent_child(unsigned threads)
 	struct img_writer *w = NULL;
 	struct img_reader *r = NULL;
 	struct file_sink fs;
+	uint8_t pid[16], id[16];
 	char buf[64];
 
+	snprintf(ppath, sizeof(ppath), "%s", path_in_tmp("parent.img"));
+	snprintf(cpath, sizeof(cpath), "%s", path_in_tmp("child.img"));
+	snprintf(lpath, sizeof(lpath), "%s", path_in_tmp("legacy.img"));
 	fill_random(a, asize);
 	fill_half_zero(b, bsize);
 	fill_random(c, 5000);
@@ -521,7 +647,33 @@ static void parent_child(unsigned threads)
 	CHECK_EQ(img_section_begin(w, "memory", "b"), 0);
 	CHECK_EQ(img_write(w, b, bsize), 0);
 	CHECK_EQ(img_section_end(w), 0);
+	CHECK_EQ(img_writer_id(w, pid), 0);
 	CHECK_EQ(close_writer(&fs, &w, NULL), 0);
+	hex16(hex, pid);
+
+	/* The reader sees the id the writer chose. */
+	CHECK_EQ(img_open(ppath, &r), 0);
+	if (r) {
+		CHECK_EQ(img_image_id(r, id), 0);
+		CHECK(memcmp(id, pid, 16) == 0);
+	}
+	img_close(&r);
+
+	/* A parent needs its id as well as its name, and the name must fit in
+	 * the manifest (found at create, not at finish). */
+	o.parent = "parent.img";
+	CHECK_EQ(open_writer(cpath, &o, &fs, &w), -EINVAL);
+	CHECK(strstr(err_msg(), "both its name and its id") != NULL);
+	CHECK(w == NULL);
+	close(fs.fd);
+	o.parent = NULL;
+	o.parent_id = pid;
+	CHECK_EQ(open_writer(cpath, &o, &fs, &w), -EINVAL);
+	close(fs.fd);
+	o.parent = "parent-\xff.img";
+	CHECK_EQ(open_writer(cpath, &o, &fs, &w), -EINVAL);
+	CHECK(strstr(err_msg(), "not valid UTF-8") != NULL);
+	close(fs.fd);
 
 	o.parent = "parent.img";
 	CHECK_EQ(open_writer(cpath, &o, &fs, &w), 0);
@@ -549,8 +701,77 @@ static void parent_child(unsigned threads)
 		CHECK_EQ(chunk_flags(cpath, r, 0, 0, NULL), IMG_CHUNK_PARENT);
 		CHECK_EQ(chunk_flags(cpath, r, 0, 3, NULL), IMG_CHUNK_PARENT);
 		CHECK_EQ(total(r, "parent_chunks"), 5);
+		{
+			json_t *m = manifest_json(r);
+
+			CHECK(strcmp(json_string_value(json_object_get(m, "parent_id")), hex) == 0);
+			json_decref(m);
+		}
 	}
 	img_close(&r);
+
+	/* Another valid image with the same sections put in the parent's place
+	 * is refused by its id, with a message naming both files; the child's
+	 * own sections still read. The right parent works again. */
+	CHECK_EQ(rename(ppath, path_in_tmp("parent.orig")), 0);
+	CHECK_EQ(write_parent(ppath, threads, cs, a2, asize, b, bsize, id), 0);
+	CHECK_EQ(img_open(cpath, &r), 0);
+	if (r) {
+		CHECK_EQ(img_read(r, 1, 0, buf, sizeof(buf)), -ESTALE);
+		CHECK(strstr(err_msg(), "child.img: section 'b' (#1) chunk 0 at offset") != NULL);
+		CHECK(strstr(err_msg(), ppath) != NULL);
+		CHECK(strstr(err_msg(), hex) != NULL);
+		CHECK(strstr(err_msg(), "parent replaced?") != NULL);
+		CHECK_EQ(img_read(r, 2, 0, buf, sizeof(buf)), (ssize_t)sizeof(buf));
+		CHECK_EQ(img_verify(r), -ESTALE);
+		CHECK_EQ(img_read(r, 0, 0, buf, sizeof(buf)), -ESTALE);     /* not cached either */
+	}
+	img_close(&r);
+	CHECK_EQ(rename(path_in_tmp("parent.orig"), ppath), 0);
+	CHECK_EQ(img_open(cpath, &r), 0);
+	if (r) {
+		CHECK_EQ(img_verify(r), 0);
+		check_content(r, want, 3, 10);
+	}
+	img_close(&r);
+
+	/* An image from before "parent_id" existed (1.0 readers ignore the key)
+	 * still resolves its parent, unchecked. */
+	{
+		size_t len;
+		unsigned char *d = file_read(cpath, &len);
+
+		CHECK_EQ(file_write(lpath, d, len), 0);
+		free(d);
+	}
+	CHECK_EQ(edit_manifest(lpath, "parent_id", NULL), 0);
+	CHECK_EQ(img_open(lpath, &r), 0);
+	if (r) {
+		CHECK_EQ(img_verify(r), 0);
+		check_content(r, want, 3, 10);
+	}
+	img_close(&r);
+	/* A lying "parent_id" behind a valid checksum. */
+	CHECK_EQ(edit_manifest(lpath, "parent_id", json_string("0123")), 0);
+	expect_unreadable("short parent_id", lpath, -EBADMSG, "'parent_id' is not 32 hex digits");
+	CHECK_EQ(edit_manifest(lpath, "parent_id", json_string("0123456789ABCDEF0123456789abcdef")), 0);
+	expect_unreadable("upper-case parent_id", lpath, -EBADMSG, "lowercase hex");
+	CHECK_EQ(edit_manifest(lpath, "parent_id", json_integer(7)), 0);
+	expect_unreadable("parent_id type", lpath, -EBADMSG, "'parent_id' is not a string");
+	CHECK_EQ(edit_manifest(lpath, "parent_id", json_string("00112233445566778899aabbccddeeff")), 0);
+	expect_unreadable("other parent_id", lpath, -ESTALE, "parent replaced?");
+	CHECK_EQ(img_open(lpath, &r), 0);
+	if (r) {
+		CHECK_EQ(img_image_id(r, id), 0);
+		hex16(buf, id);
+		CHECK_EQ(edit_manifest(lpath, "parent_id", json_string(buf)), 0);
+	}
+	img_close(&r);
+	expect_unreadable("own id as parent_id", lpath, -EBADMSG, "'parent_id' is the image's own id");
+	CHECK_EQ(edit_manifest(lpath, "parent_id", json_string(hex)), 0);
+	CHECK_EQ(edit_manifest(lpath, "parent", json_null()), 0);
+	expect_unreadable("parent_id without parent", lpath, -EBADMSG, "'parent_id' without a 'parent'");
+	unlink(lpath);
 
 	/* Opened by descriptor without a name: the parent cannot be found. */
 	{
@@ -594,6 +815,7 @@ static void sink_failure(unsigned threads)
 	struct mem_sink m = { .fail_at = 4 };
 	struct img_writer_opts o;
 	struct img_writer *w = NULL;
+	char where[200];
 	int ret = 0;
 
 	fill_random(data, 8 * PAGE * 16);
@@ -608,6 +830,10 @@ static void sink_failure(unsigned threads)
 		ret = img_writer_finish(w, NULL);
 	CHECK_EQ(ret, -ENOSPC);
 	CHECK(strstr(err_msg(), "disk full (call 4)") != NULL);
+	/* ... and where: call 4 is the third chunk. */
+	snprintf(where, sizeof(where), "(writing section 'x' chunk 2 at image offset %u)",
+		 IMG_HEADER_LEN + 2 * (IMG_CHUNK_HDR_LEN + 8 * PAGE));
+	CHECK(strstr(err_msg(), where) != NULL);
 	/* Sticky: every later call says the same. */
 	err_clear();
 	CHECK_EQ(img_write(w, data, 10), -ENOSPC);
@@ -620,16 +846,40 @@ static void sink_failure(unsigned threads)
 	m.calls = 0;
 	m.fail_at = 1;
 	CHECK_EQ(img_writer_create(mem_sink, &m, &o, &w), -ENOSPC);
+	CHECK(strstr(err_msg(), "disk full (call 1) (writing the image header)") != NULL);
 	CHECK(w == NULL);
 
 	/* Failing the manifest or the footer fails finish. */
 	for (unsigned at = 2; at <= 3; at++) {
 		m.calls = 0;
 		m.fail_at = at;
+		m.len = 0;
 		CHECK_EQ(img_writer_create(mem_sink, &m, &o, &w), 0);
 		CHECK_EQ(img_writer_finish(w, NULL), -ENOSPC);
+		snprintf(where, sizeof(where), "(writing the %s at image offset %zu)",
+			 at == 2 ? "manifest" : "footer", at == 2 ? (size_t)IMG_HEADER_LEN : m.len);
+		CHECK(strstr(err_msg(), where) != NULL);
 		img_writer_free(&w);
 	}
+
+	/* A sink that fails without a message still gets one, with the place. */
+	m.calls = 0;
+	m.fail_at = 3;
+	m.len = 0;
+	CHECK_EQ(img_writer_create(silent_sink, &m, &o, &w), 0);
+	CHECK_EQ(img_section_begin(w, "memory", "quiet"), 0);
+	ret = img_write_zero(w, 3 * 8 * PAGE);
+	if (ret == 0)
+		ret = img_write(w, data, 8 * PAGE);
+	if (ret == 0)
+		ret = img_section_end(w);
+	if (ret == 0)
+		ret = img_writer_finish(w, NULL);
+	CHECK_EQ(ret, -ENOSPC);
+	snprintf(where, sizeof(where), "No space left on device (writing section 'quiet' chunk 3 at "
+		 "image offset %u)", IMG_HEADER_LEN + 3 * IMG_CHUNK_HDR_LEN);
+	CHECK(strstr(err_msg(), where) != NULL);
+	img_writer_free(&w);
 	free(m.data);
 	free(data);
 }
@@ -709,6 +959,17 @@ static void api_misuse(void)
 	CHECK_EQ(img_section_begin(w, "memory", "s"), 0);
 	CHECK_EQ(img_section_begin(w, "memory", "t"), -EINVAL);
 	CHECK_EQ(img_section_attr_u64(w, "big", UINT64_MAX), -ERANGE);
+	{
+		/* Refused without leaking the value (LeakSanitizer watches). */
+		char *key = malloc(5000);
+
+		memset(key, 'k', 4999);
+		key[4999] = '\0';
+		CHECK_EQ(img_section_attr(w, key, "v"), -EINVAL);
+		CHECK_EQ(img_section_attr_u64(w, key, 1), -EINVAL);
+		CHECK(strstr(err_msg(), "of section 's'") != NULL);
+		free(key);
+	}
 	CHECK_EQ(img_writer_finish(w, NULL), -EINVAL);
 	CHECK(strstr(err_msg(), "still open") != NULL);
 	CHECK_EQ(img_write(w, &c, 1), 0);
@@ -819,22 +1080,12 @@ static void fix_chunk_crc(unsigned char *h)
 static unsigned char *with_manifest(const unsigned char *prefix, uint64_t at, const char *text,
 				    size_t *len)
 {
-	size_t mlen = strlen(text);
-	unsigned char *d = malloc(at + mlen + IMG_FOOTER_LEN), *f;
+	unsigned char *d, *src = malloc(at + IMG_FOOTER_LEN);
 
-	memcpy(d, prefix, at);
-	memcpy(d + at, text, mlen);
-	f = d + at + mlen;
-	memcpy(f, good + good_len - IMG_FOOTER_LEN, IMG_FOOTER_LEN);
-	{
-		uint64_t off = htole64(at), ml = htole64(mlen);
-
-		memcpy(f + 8, &off, 8);
-		memcpy(f + 16, &ml, 8);
-	}
-	put32(f + 24, crc32c(0, text, mlen));
-	put32(f + 44, crc32c(0, f, 44));
-	*len = at + mlen + IMG_FOOTER_LEN;
+	memcpy(src, prefix, at);
+	memcpy(src + at, good + good_len - IMG_FOOTER_LEN, IMG_FOOTER_LEN);
+	d = with_manifest_of(src, at + IMG_FOOTER_LEN, at, text, len);
+	free(src);
 	return d;
 }
 
