@@ -7,6 +7,7 @@ PACKAGES=(
 	build-essential cmake ninja-build pkg-config git  # toolchain
 	libjansson-dev      # image manifests and index records (JSON)
 	libzstd-dev         # optional per-chunk compression
+	libisal-dev         # Reed-Solomon redundancy (ISA-L erasure codes)
 	clang-14 libclang-rt-14-dev   # libFuzzer target over the image reader
 	python3 python3-pytest        # CLI and integration tests
 )
