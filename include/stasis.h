@@ -64,6 +64,9 @@ typedef int stasis_type;
  * defaults, /etc/stasis/stasis.conf and STASIS_* environment variables. */
 int stasis_init(MPI_Comm comm, const char *config);
 #endif
+/* The same with a Fortran communicator handle (MPI_Comm_c2f; mpi4py's
+ * comm.py2f()): for the Fortran and Python bindings. Not in serial builds. */
+int stasis_init_fortran(int fcomm, const char *config);
 /* For a program without MPI: one process, one rank. */
 int stasis_init_serial(const char *config);
 

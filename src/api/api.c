@@ -399,6 +399,7 @@ int stasis_finalize(void)
 
 	if (ret)
 		return ret;
+	api_files_release();
 	store_close(&api.global);
 	store_close(&api.local);
 	free(api.nodes);
@@ -409,43 +410,4 @@ int stasis_finalize(void)
 	memset(&api, 0, sizeof(api));
 	api.finalized = 1;
 	return 0;
-}
-
-/* ---- routed files: not built yet; fail loudly, never pretend ---- */
-
-static int not_yet(const char *fn)
-{
-	int ret = require_init(fn);
-
-	return ret ? ret : api_fail(err_set(-ENOSYS, "%s: routed files are not implemented yet", fn));
-}
-
-int stasis_start_output(const char *name)
-{
-	(void)name;
-	return not_yet("stasis_start_output");
-}
-
-int stasis_route_file(const char *path, char *routed, size_t len)
-{
-	(void)path, (void)routed, (void)len;
-	return not_yet("stasis_route_file");
-}
-
-int stasis_complete_output(int valid)
-{
-	(void)valid;
-	return not_yet("stasis_complete_output");
-}
-
-int stasis_start_restart(char *name, size_t len)
-{
-	(void)name, (void)len;
-	return not_yet("stasis_start_restart");
-}
-
-int stasis_complete_restart(int valid)
-{
-	(void)valid;
-	return not_yet("stasis_complete_restart");
 }

@@ -91,9 +91,23 @@ int api_fail(int code);
 double api_now(void);
 struct api_var *api_var_find(int id);
 
+/* files.c: drop an open output or restart set (finalize). */
+void api_files_release(void);
+
 /* checkpoint.c */
+#define API_MSG_LEN 384
+/* Collective: the lowest rank whose ok is 0 (api.size if none); msg gets
+ * that rank's err_msg(). */
+int api_agree(int ok, char msg[API_MSG_LEN]);
+extern const char *const api_level_names[];
+int api_level_parse(const char *name);
+/* AUTO from the configuration, degrading partner/rs on one node; or a
+ * negative errno. */
+int api_level_resolve(int level);
 int api_ckpt_write(int level, int valid);
 int api_ckpt_recover(int only_id);        /* -1: every variable */
 int api_ckpt_latest(char *name, size_t len);
+/* Collective: established checkpoints of the job, newest first. */
+int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n);
 
 #endif

@@ -30,35 +30,34 @@
 #include <unistd.h>
 
 #define INFO_FILE "checkpoint.json"
-#define MSG_LEN 384
 
-static const char *const level_names[] = {
+const char *const api_level_names[] = {
 	[STASIS_LEVEL_AUTO] = "auto", [STASIS_LEVEL_SINGLE] = "single",
 	[STASIS_LEVEL_PARTNER] = "partner", [STASIS_LEVEL_RS] = "rs",
 	[STASIS_LEVEL_GLOBAL] = "global",
 };
 
-static int level_parse(const char *name)
+int api_level_parse(const char *name)
 {
 	for (int l = STASIS_LEVEL_SINGLE; l <= STASIS_LEVEL_GLOBAL; l++)
-		if (strcmp(level_names[l], name) == 0)
+		if (strcmp(api_level_names[l], name) == 0)
 			return l;
 	return -1;
 }
 
-static int level_resolve(int level)
+int api_level_resolve(int level)
 {
 	uint64_t every = cfg_u64(CFG_GLOBAL_EVERY);
 
 	if (level == STASIS_LEVEL_AUTO) {
-		level = level_parse(cfg_str(CFG_LEVEL));
+		level = api_level_parse(cfg_str(CFG_LEVEL));
 		if (every && (api.taken + 1) % every == 0)
 			level = STASIS_LEVEL_GLOBAL;
 	}
 	if ((level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS) && api.one_node) {
 		if (!api.warned_partner)
 			log_warn("level %s needs ranks on at least two nodes (all on %s): "
-				 "degrading to single", level_names[level], api.node);
+				 "degrading to single", api_level_names[level], api.node);
 		api.warned_partner = 1;
 		level = STASIS_LEVEL_SINGLE;
 	}
@@ -67,18 +66,18 @@ static int level_resolve(int level)
 
 /* All ranks learn the lowest rank whose ok is 0 (api.size if none) and that
  * rank's message. */
-static int agree(int ok, char msg[MSG_LEN])
+int api_agree(int ok, char msg[API_MSG_LEN])
 {
 	int64_t first = ok ? api.size : api.rank;
-	char mine[MSG_LEN];
+	char mine[API_MSG_LEN];
 
 	snprintf(mine, sizeof(mine), "%s", ok ? "" : err_msg());
 	if (api.comm->allreduce_i64(api.ch, &first, 1, API_MIN))
 		return 0;
 	if (first < api.size) {
 		if (api.rank == first)
-			memcpy(msg, mine, MSG_LEN);
-		api.comm->bcast(api.ch, msg, MSG_LEN, (int)first);
+			memcpy(msg, mine, API_MSG_LEN);
+		api.comm->bcast(api.ch, msg, API_MSG_LEN, (int)first);
 	}
 	return (int)first;
 }
@@ -132,7 +131,7 @@ static int write_image(struct store_ckpt *c, int level)
 	ret = ret ? ret : img_writer_meta(w, "checkpoint", store_ckpt_name(c));
 	ret = ret ? ret : img_writer_meta(w, "rank", num);
 	ret = ret ? ret : img_writer_meta(w, "node", api.node);
-	ret = ret ? ret : img_writer_meta(w, "level", level_names[level]);
+	ret = ret ? ret : img_writer_meta(w, "level", api_level_names[level]);
 	ret = ret ? ret : write_vars(w);
 	ret = ret ? ret : img_writer_finish(w, NULL);
 	ret = ret ? ret : store_file_commit(f);
@@ -153,7 +152,7 @@ static int write_info(struct store_ckpt *gc, int level, const int64_t *sizes)
 		json_array_append_new(nodes, json_string(api.nodes[r]));
 		json_array_append_new(sz, json_integer(sizes[r]));
 	}
-	json_object_set_new(o, "level", json_string(level_names[level]));
+	json_object_set_new(o, "level", json_string(api_level_names[level]));
 	json_object_set_new(o, "sizes", sz);
 	json_object_set_new(o, "group_size", json_integer(api.group_size));
 	json_object_set_new(o, "rs_parity", json_integer(api.rs_parity));
@@ -305,7 +304,7 @@ static struct store *data_store(int level)
 static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, int bad, int valid_all,
 		     const char *name, const char *msg)
 {
-	char reason[MSG_LEN + 32];
+	char reason[API_MSG_LEN + 32];
 
 	if (!valid_all)
 		snprintf(reason, sizeof(reason), "rank %d declared its data invalid", bad);
@@ -321,13 +320,13 @@ static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, in
 int api_ckpt_write(int level, int valid)
 {
 	struct store_ckpt *gc = NULL, *lc = NULL;
-	char name[64] = "", msg[MSG_LEN] = "";
+	char name[64] = "", msg[API_MSG_LEN] = "";
 	int64_t valid_all = valid != 0, mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
 	int ret = 0, bad;
 
 	if (!sizes)
 		return err_set(-ENOMEM, "out of memory");
-	level = level_resolve(level);
+	level = api_level_resolve(level);
 	/* every rank resolves the same level from the same configuration; a
 	 * rank that cannot must still take part in the agreements below */
 	if (api.rank == 0 && level > 0) {
@@ -335,7 +334,7 @@ int api_ckpt_write(int level, int valid)
 		if (ret == 0)
 			snprintf(name, sizeof(name), "%s", store_ckpt_name(gc));
 	}
-	bad = agree(level > 0 && ret == 0, msg);
+	bad = api_agree(level > 0 && ret == 0, msg);
 	if (bad < api.size) {
 		if (gc)
 			store_ckpt_abort(gc, msg);
@@ -351,7 +350,7 @@ int api_ckpt_write(int level, int valid)
 		ret = store_ckpt_begin_named(api.local, name, &lc);
 	ret = ret ? ret : write_image(level == STASIS_LEVEL_GLOBAL && api.rank == 0 ? gc : lc, level);
 	api.comm->allreduce_i64(api.ch, &valid_all, 1, API_MIN);
-	bad = agree(ret == 0 && valid, msg);
+	bad = api_agree(ret == 0 && valid, msg);
 	if (bad < api.size) {
 		ret = fail_ckpt(gc, lc, level, bad, (int)valid_all, name, msg);
 		goto out;
@@ -376,7 +375,7 @@ int api_ckpt_write(int level, int valid)
 				log_warn("rank %d has no rs group (one node): its data is only in "
 					 "the node's cache", api.rank);
 			api.warned_rs |= degraded;
-			bad = agree(ret == 0, msg);
+			bad = api_agree(ret == 0, msg);
 			if (bad < api.size) {
 				ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
 				goto out;
@@ -385,7 +384,7 @@ int api_ckpt_write(int level, int valid)
 	}
 	if (level == STASIS_LEVEL_PARTNER) {
 		ret = partner_exchange(lc, name);
-		bad = agree(ret == 0, msg);
+		bad = api_agree(ret == 0, msg);
 		if (bad < api.size) {
 			ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
 			goto out;
@@ -396,7 +395,7 @@ int api_ckpt_write(int level, int valid)
 	ret = 0;
 	if (level != STASIS_LEVEL_GLOBAL && api.node_leader)
 		ret = store_ckpt_commit(lc, node_files(level, sizes));
-	bad = agree(ret == 0, msg);
+	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
 		ret = fail_ckpt(gc, NULL, level, bad, 1, name, msg);
 		goto out;
@@ -408,14 +407,14 @@ int api_ckpt_write(int level, int valid)
 		if (ret)
 			store_ckpt_abort(gc, err_msg());
 	}
-	bad = agree(ret == 0, msg);
+	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
 		ret = err_set(-EIO, "checkpoint %s failed: rank %d: %s", name, bad, msg);
 		goto out;
 	}
 	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
 		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
-	log_debug("rank %d: checkpoint %s established at level %s", api.rank, name, level_names[level]);
+	log_debug("rank %d: checkpoint %s established at level %s", api.rank, name, api_level_names[level]);
 	ret = 0;
 out:
 	free(sizes);
@@ -427,7 +426,7 @@ out:
 /* ---- restart ---- */
 
 /* Established checkpoints, newest first (rank 0 reads, everyone learns). */
-static int candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
+int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
 {
 	struct store_ckpt_info *list = NULL;
 	size_t count = 0;
@@ -442,7 +441,7 @@ static int candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
 				snprintf(names[(*n)++], 64, "%s", list[i].name);
 		free(list);
 	}
-	if (agree(ret == 0, (char[MSG_LEN]){ 0 }) < api.size)
+	if (api_agree(ret == 0, (char[API_MSG_LEN]){ 0 }) < api.size)
 		return -EIO;
 	api.comm->bcast(api.ch, n, sizeof(*n), 0);
 	api.comm->bcast(api.ch, names, API_MAX_CANDIDATES * 64, 0);
@@ -453,7 +452,7 @@ int api_ckpt_latest(char *name, size_t len)
 {
 	char names[API_MAX_CANDIDATES][64];
 	int64_t n;
-	int ret = candidates(names, &n);
+	int ret = api_candidates(names, &n);
 
 	if (ret)
 		return ret;
@@ -466,6 +465,7 @@ struct ckpt_info {
 	int64_t ranks;
 	int64_t group_size;
 	int64_t rs_parity;
+	int64_t output;                         /* an output set of routed files */
 	int64_t *sizes;                         /* per rank, when ranks == api.size */
 	char (*nodes)[API_NAME_LEN];
 };
@@ -499,12 +499,13 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 		if (o) {
 			json_t *sz = json_object_get(o, "sizes"), *nodes = json_object_get(o, "nodes");
 
-			info->level = level_parse(json_string_value(json_object_get(o, "level")) ?: "");
+			info->level = api_level_parse(json_string_value(json_object_get(o, "level")) ?: "");
 			info->ranks = json_integer_value(json_object_get(o, "ranks"));
 			info->group_size = json_integer_value(json_object_get(o, "group_size"));
 			info->rs_parity = json_integer_value(json_object_get(o, "rs_parity"));
+			info->output = json_object_get(o, "output") != NULL;
 			if (info->level <= 0 || info->ranks <= 0 ||
-			    json_array_size(sz) != (size_t)info->ranks ||
+			    (!info->output && json_array_size(sz) != (size_t)info->ranks) ||
 			    json_array_size(nodes) != (size_t)info->ranks)
 				ret = err_set(-EBADMSG, "%s: no valid level, ranks, sizes and nodes", path);
 			for (int r = 0; !ret && info->ranks == api.size && r < api.size; r++) {
@@ -515,7 +516,7 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 			json_decref(o);
 		}
 	}
-	api.comm->bcast(api.ch, info, 4 * sizeof(int64_t), 0);
+	api.comm->bcast(api.ch, info, 5 * sizeof(int64_t), 0);
 	if (info->sizes && info->nodes && info->ranks == api.size) {
 		api.comm->bcast(api.ch, info->sizes, (size_t)api.size * sizeof(int64_t), 0);
 		api.comm->bcast(api.ch, info->nodes, (size_t)api.size * API_NAME_LEN, 0);
@@ -692,12 +693,12 @@ static int load(struct img_reader *r, int only_id)
 
 int api_ckpt_recover(int only_id)
 {
-	char names[API_MAX_CANDIDATES][64], msg[MSG_LEN] = "", first_why[MSG_LEN + 64] = "";
+	char names[API_MAX_CANDIDATES][64], msg[API_MSG_LEN] = "", first_why[API_MSG_LEN + 64] = "";
 	struct ckpt_info info = { 0 };
 	int64_t n;
 	int ret, bad;
 
-	ret = candidates(names, &n);
+	ret = api_candidates(names, &n);
 	if (ret)
 		return err_set(ret, "stasis_recover: cannot read the index of job %s", api.job);
 	if (n == 0)
@@ -706,7 +707,9 @@ int api_ckpt_recover(int only_id)
 		struct img_reader *r = NULL;
 
 		ret = read_info(names[c], &info);
-		if (agree(ret == 0, msg) == api.size) {
+		if (ret == 0 && info.output)
+			continue;       /* routed files, not protected memory */
+		if (api_agree(ret == 0, msg) == api.size) {
 			ret = open_own(names[c], &info, only_id, &r);
 			if (info.level == STASIS_LEVEL_PARTNER && info.ranks == api.size) {
 				if (ret)
@@ -716,7 +719,7 @@ int api_ckpt_recover(int only_id)
 			} else if (info.level == STASIS_LEVEL_RS && info.ranks == api.size) {
 				ret = rebuild_rs(names[c], &info, ret == 0, only_id, &r);
 			}
-			bad = agree(ret == 0, msg);
+			bad = api_agree(ret == 0, msg);
 		} else {
 			bad = 0;
 		}
@@ -739,12 +742,12 @@ int api_ckpt_recover(int only_id)
 			unlink(fetched);
 			fetched[0] = '\0';
 		}
-		bad = agree(ret == 0, msg);
+		bad = api_agree(ret == 0, msg);
 		if (bad < api.size)
 			return err_set(-EIO, "stasis_recover: loading %s failed: rank %d: %s", names[c],
 				       bad, msg);
 		if (api.rank == 0)
-			log_info("recovered from %s (%s level)", names[c], level_names[info.level]);
+			log_info("recovered from %s (%s level)", names[c], api_level_names[info.level]);
 		api.last_ckpt = api_now();
 		info_free(&info);
 		return 0;

@@ -150,3 +150,9 @@ int stasis_init(MPI_Comm comm, const char *config)
 	api.ch = m;
 	return api_init_common(config);
 }
+
+/* For Fortran (an integer communicator) and Python (mpi4py's comm.py2f()). */
+int stasis_init_fortran(int fcomm, const char *config)
+{
+	return stasis_init(MPI_Comm_f2c((MPI_Fint)fcomm), config);
+}

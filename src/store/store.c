@@ -771,6 +771,60 @@ static int commit_steps(struct store_file *f)
 	return index_append(&f->c->s->index, &r);
 }
 
+int store_file_adopt(struct store_ckpt *c, const char *name)
+{
+	const struct store_tier_ops *ops = c->s->ops;
+	struct store_file *f = NULL;
+	char *buf = NULL;
+	ssize_t n;
+	int ret;
+
+	err_clear();
+	ret = check_file_name(name);
+	if (ret)
+		return ret;
+	f = calloc(1, sizeof(*f));
+	buf = malloc(VERIFY_BUF);
+	if (!f || !buf) {
+		ret = err_set(-ENOMEM, "out of memory");
+		goto out;
+	}
+	f->c = c;
+	f->dfd = -1;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
+	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
+		ret = err_set(-ENAMETOOLONG, "%s%s: path too long", f->path, TMP_SUFFIX);
+	ret = ret ? ret : ops->open_read(f->tmp, &f->fd);
+	if (ret == -ENOENT) {
+		ret = err_set(ret, "%s/%s: was never written (no %s%s)", c->name, name, name, TMP_SUFFIX);
+		goto out;
+	}
+	if (ret) {
+		ret = report(ret, "%s: cannot open", f->tmp);
+		goto out;
+	}
+	/* the size and CRC the FILE record vouches for, read back once */
+	while ((n = ops->pread(f->fd, buf, VERIFY_BUF, f->size)) > 0) {
+		f->crc = crc32c(f->crc, buf, (size_t)n);
+		keep_head(f, buf, (size_t)n);
+		f->size += (uint64_t)n;
+	}
+	if (n < 0) {
+		ret = report((int)n, "%s: cannot read", f->tmp);
+		goto out;
+	}
+	ret = commit_steps(f);
+	if (ret == 0)
+		f->committed = 1;
+out:
+	if (f && f->fd >= 0)
+		close_file(f);
+	free(f);
+	free(buf);
+	return ret;
+}
+
 int store_file_commit(struct store_file *f)
 {
 	int ret;

@@ -67,6 +67,10 @@ void store_ckpt_free(struct store_ckpt **c);
 int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out);
 int store_file_write(void *file, const void *buf, size_t len);
 int store_file_commit(struct store_file *f);
+/* Commit a file someone else wrote as <name>.tmp in the checkpoint's
+ * directory (store_ckpt_path gives where): read back for its size and CRC,
+ * then the same fsync, rename, fsync and FILE record as store_file_commit. */
+int store_file_adopt(struct store_ckpt *c, const char *name);
 /* Free; an uncommitted file's *.tmp is removed. Sets *f to NULL. */
 void store_file_free(struct store_file **f);
 

@@ -42,7 +42,7 @@ def test_install_prefix_and_pkg_config(tmp_path):
         assert (prefix / "include/stasis" / hdr).is_file(), hdr
     assert not (prefix / "include/stasis/image/format.h").exists()   # private
     env = dict(os.environ, PKG_CONFIG_PATH=str(prefix / "lib/pkgconfig"))
-    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "stasis"], env=env, text=True,
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "stasis-core"], env=env, text=True,
                            check=True, capture_output=True).stdout.split()
     if "STASIS_SANITIZE:BOOL=ON" in (BUILD / "CMakeCache.txt").read_text():
         flags.append("-fsanitize=address,undefined")

@@ -133,7 +133,14 @@ static int misuse(void *arg)
 	CHECK_EQ(stasis_checkpoint(STASIS_LEVEL_RS), 0);
 	CHECK_EQ(stasis_should_exit(&flag), 0);
 	CHECK_EQ(flag, 0);
-	CHECK(stasis_start_output("x") == -ENOSYS);
+	{
+		char routed[4096];
+
+		ret = stasis_route_file("a", routed, sizeof(routed));
+		CHECK(ret < 0 && strstr(stasis_strerror(ret), "call stasis_start_output") != NULL);
+		CHECK(stasis_complete_output(1) < 0);
+		CHECK(stasis_start_output("") < 0);
+	}
 	CHECK_EQ(stasis_unprotect(0), 0);
 	CHECK_EQ(stasis_unprotect(0), -ENOENT);
 	CHECK_EQ(stasis_finalize(), 0);
@@ -261,6 +268,124 @@ static void test_faults(void)
 	}
 }
 
+static int write_text(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+
+	if (!f)
+		return -1;
+	fputs(text, f);
+	return fclose(f);
+}
+
+static int read_text(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	size_t n;
+
+	if (!f)
+		return -1;
+	n = fread(buf, 1, len - 1, f);
+	buf[n] = '\0';
+	fclose(f);
+	return 0;
+}
+
+/* arg: the output set's label and content; "bad" writes an invalid set,
+ * "missing" routes a file it never writes. */
+static int write_output(void *arg)
+{
+	const char *label = arg;
+	char a[4096], b[4096];
+	int ret;
+
+	if (stasis_init_serial(NULL))
+		return 10;
+	if (stasis_start_output(label) || stasis_route_file("out/grid.dat", a, sizeof(a)) ||
+	    stasis_route_file("log.txt", b, sizeof(b)))
+		return 11;
+	if (stasis_route_file("log.txt", b, sizeof(b)) != -EEXIST)
+		return 12;
+	if (write_text(a, label) || write_text(b, "log of "))
+		return 13;
+	if (strcmp(label, "missing") == 0) {
+		char c[4096];
+
+		stasis_route_file("never.txt", c, sizeof(c));
+		ret = stasis_complete_output(1);
+		return ret == -EIO && strstr(stasis_strerror(ret), "never.txt was not written") ? 0 : 14;
+	}
+	ret = stasis_complete_output(strcmp(label, "bad") != 0);
+	if (strcmp(label, "bad") == 0)
+		return ret == -ECANCELED ? 0 : 15;
+	return ret ? 16 : stasis_finalize();
+}
+
+/* Exit status: 0 when the newest usable set is arg with intact files. */
+static int read_output(void *arg)
+{
+	char label[64], path[4096], text[256];
+	int ret;
+
+	if (stasis_init_serial(NULL))
+		return 20;
+	ret = stasis_start_restart(label, sizeof(label));
+	if (ret)
+		return 21;
+	if (strcmp(label, arg) != 0)
+		return 22;
+	ret = stasis_route_file("out/grid.dat", path, sizeof(path));
+	if (ret == -EBADMSG)
+		return 23;
+	if (ret || read_text(path, text, sizeof(text)) || strcmp(text, arg) != 0)
+		return 24;
+	if (stasis_route_file("nope", path, sizeof(path)) != -ENOENT)
+		return 25;
+	return stasis_complete_restart(1) ? 26 : 0;
+}
+
+static int reject_then_older(void *arg)
+{
+	char label[64];
+
+	(void)arg;
+	if (stasis_init_serial(NULL))
+		return 29;
+	{
+		int r = stasis_start_restart(label, sizeof(label));
+
+		if (r) {
+			fprintf(stderr, "start_restart: %s\n", stasis_strerror(r));
+			return 30;
+		}
+	}
+	if (stasis_complete_restart(0) != -ECANCELED)
+		return 31;
+	if (stasis_start_restart(label, sizeof(label)) || strcmp(label, "set-1") != 0)
+		return 32;
+	return stasis_complete_restart(1) ? 33 : 0;
+}
+
+static void test_routed_files(void)
+{
+	char path[4300];
+	int steps[] = { 41, 0 };
+
+	setup_job("files");
+	CHECK_EQ(run(write_output, "set-1"), 0);
+	CHECK_EQ(run(write_steps, steps), 0);           /* protected memory in between */
+	CHECK_EQ(run(write_output, "set-2"), 0);
+	CHECK_EQ(run(write_output, "bad"), 0);          /* invalid: never used */
+	CHECK_EQ(run(write_output, "missing"), 0);
+	CHECK_EQ(run(read_output, "set-2"), 0);
+	CHECK_EQ(run(recover_step, NULL), 41);          /* recover skips output sets */
+	CHECK_EQ(run(reject_then_older, NULL), 0);
+	/* a damaged stored file is refused, not handed out */
+	snprintf(path, sizeof(path), "%s/files-local/n0/files/ckpt-000003/f0-out%%grid.dat", dir);
+	flip_byte(path, 1);
+	CHECK_EQ(run(read_output, "set-2"), 23);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -269,11 +394,12 @@ int main(void)
 	if (!mkdtemp(dir))
 		return 1;
 	setenv("STASIS_CONFIG", "/dev/null", 1);
-	setenv("STASIS_LOG", "error", 1);
+	setenv("STASIS_LOG", getenv("TEST_LOG") ? getenv("TEST_LOG") : "error", 1);
 	setup_job("misuse");
 	test_misuse();
 	test_restart_levels();
 	test_invalid();
 	test_faults();
+	test_routed_files();
 	return check_result("api");
 }
