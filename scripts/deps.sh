@@ -10,6 +10,10 @@ PACKAGES=(
 	libisal-dev         # Reed-Solomon redundancy (ISA-L erasure codes)
 	clang-14 libclang-rt-14-dev   # libFuzzer target over the image reader
 	python3 python3-pytest        # CLI and integration tests
+	openmpi-bin libopenmpi-dev    # libstasis for Open MPI, MPI tests
+	mpich libmpich-dev            # libstasis for MPICH, MPI tests
+	gfortran                      # Fortran binding
+	python3-numpy python3-mpi4py  # Python binding
 )
 
 missing=()
