@@ -675,6 +675,103 @@ static int rebuild_rs(const char *ckpt, const struct ckpt_info *info, int have_o
 	return ret ? ret : open_verified(ckpt, fetched, only_id, r);
 }
 
+/* ---- restart on another number of ranks ---- */
+
+/* Attributes of section idx in an image's manifest. */
+static int section_attr(struct img_reader *r, int idx, const char *key, uint64_t *out)
+{
+	json_t *m = json_loads(img_manifest(r), 0, NULL);
+	json_t *v = json_object_get(json_object_get(json_array_get(json_object_get(m, "sections"),
+								   (size_t)idx), "attrs"), key);
+	int ret = json_is_integer(v) && json_integer_value(v) >= 0 ? 0 : -ENOENT;
+
+	if (ret == 0)
+		*out = (uint64_t)json_integer_value(v);
+	json_decref(m);
+	return ret;
+}
+
+/* Gather this rank's part of every distributed array from the images of a
+ * GLOBAL checkpoint written by `old` ranks, into staged[] (one buffer per
+ * protected region, in api.vars order). Nothing touches protected memory. */
+static int read_redistributed(const char *ckpt, int64_t old, int only_id, unsigned char **staged)
+{
+	char file[32], path[PATH_MAX];
+	int ret = 0;
+
+	for (size_t i = 0; i < api.nvars && !ret; i++) {
+		const struct api_var *v = &api.vars[i];
+		uint64_t covered = 0;
+
+		if (only_id >= 0 && v->id != only_id)
+			continue;
+		if (!v->distributed)
+			return err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: id %d is not a "
+				       "distributed array, so it cannot be redistributed", ckpt, old,
+				       api.size, v->id);
+		staged[i] = malloc(v->count ? v->count * v->elem : 1);
+		if (!staged[i])
+			return err_set(-ENOMEM, "out of memory");
+		for (int64_t q = 0; q < old && !ret; q++) {
+			struct img_reader *r = NULL;
+			uint64_t off = 0, cnt = 0, glob = 0, lo, hi;
+			int idx;
+
+			rank_file(file, sizeof(file), (int)q);
+			ret = store_ckpt_path(api.global, ckpt, file, path, sizeof(path));
+			ret = ret ? ret : img_open(path, &r);
+			idx = ret ? -1 : img_section_find(r, var_section(v->id));
+			if (!ret && (idx < 0 || section_attr(r, idx, "offset", &off) ||
+				     section_attr(r, idx, "count", &cnt) ||
+				     section_attr(r, idx, "global_count", &glob)))
+				ret = err_set(-ENOENT, "%s: rank %" PRId64 "'s image has no distributed "
+					      "id %d", ckpt, q, v->id);
+			if (!ret && glob != v->global_count)
+				ret = err_set(-EINVAL, "%s: id %d had %" PRIu64 " elements in all, now "
+					      "%" PRIu64, ckpt, v->id, glob, v->global_count);
+			lo = off > v->offset ? off : v->offset;
+			hi = off + cnt < v->offset + v->count ? off + cnt : v->offset + v->count;
+			if (!ret && lo < hi) {
+				size_t len = (size_t)(hi - lo) * v->elem;
+
+				if (img_read(r, (unsigned)idx, (lo - off) * v->elem,
+					     staged[i] + (lo - v->offset) * v->elem, len) != (ssize_t)len)
+					ret = err_set(-EIO, "%s: rank %" PRId64 "'s part of id %d: %s", ckpt, q,
+						      v->id, err_msg());
+				covered += hi - lo;
+			}
+			img_close(&r);
+		}
+		if (!ret && covered != v->count)
+			ret = err_set(-ENOENT, "%s: only %" PRIu64 " of this rank's %zu elements of id %d "
+				      "are in the checkpoint", ckpt, covered, v->count, v->id);
+	}
+	return ret;
+}
+
+static int recover_redistributed(const char *ckpt, const struct ckpt_info *info, int only_id,
+				 char msg[API_MSG_LEN], int *bad)
+{
+	unsigned char **staged = calloc(api.nvars ? api.nvars : 1, sizeof(*staged));
+	int ret;
+
+	if (info->level != STASIS_LEVEL_GLOBAL)
+		ret = err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: only a global checkpoint "
+			      "can be redistributed", ckpt, info->ranks, api.size);
+	else
+		ret = staged ? read_redistributed(ckpt, info->ranks, only_id, staged)
+			     : err_set(-ENOMEM, "out of memory");
+	*bad = api_agree(ret == 0, msg);
+	for (size_t i = 0; i < api.nvars; i++) {
+		if (*bad == api.size && staged[i])
+			memcpy(api.vars[i].ptr, staged[i], api.vars[i].count * api.vars[i].elem);
+		if (staged)
+			free(staged[i]);
+	}
+	free(staged);
+	return ret;
+}
+
 static int load(struct img_reader *r, int only_id)
 {
 	for (size_t i = 0; i < api.nvars; i++) {
@@ -696,7 +793,7 @@ int api_ckpt_recover(int only_id)
 	char names[API_MAX_CANDIDATES][64], msg[API_MSG_LEN] = "", first_why[API_MSG_LEN + 64] = "";
 	struct ckpt_info info = { 0 };
 	int64_t n;
-	int ret, bad;
+	int ret, bad, ok;
 
 	ret = api_candidates(names, &n);
 	if (ret)
@@ -709,7 +806,18 @@ int api_ckpt_recover(int only_id)
 		ret = read_info(names[c], &info);
 		if (ret == 0 && info.output)
 			continue;       /* routed files, not protected memory */
-		if (api_agree(ret == 0, msg) == api.size) {
+		ok = api_agree(ret == 0, msg) == api.size;
+		if (ok && info.ranks != api.size) {
+			ret = recover_redistributed(names[c], &info, only_id, msg, &bad);
+			if (bad == api.size) {
+				if (api.rank == 0)
+					log_info("recovered from %s, written by %" PRId64 " ranks",
+						 names[c], info.ranks);
+				api.last_ckpt = api_now();
+				info_free(&info);
+				return 0;
+			}
+		} else if (ok) {
 			ret = open_own(names[c], &info, only_id, &r);
 			if (info.level == STASIS_LEVEL_PARTNER && info.ranks == api.size) {
 				if (ret)
