@@ -1,0 +1,65 @@
+/* redistribute.c - a distributed array checkpointed by N ranks at the GLOBAL
+ * level and recovered by M ranks.
+ *
+ * usage: redistribute write|read|local GLOBAL_COUNT
+ *   write: each rank protects its block of a GLOBAL_COUNT-element array
+ *          (element i = 1.5 * i + 7) and checkpoints it at the GLOBAL level;
+ *   local: the same at the SINGLE level (which cannot be redistributed);
+ *   read:  each rank protects its (new) block, recovers, and checks every
+ *          element; prints "redistribute: OK" on rank 0, or the error.
+ * Blocks are uneven on purpose: rank r gets (count * (r + 1)) / size -
+ * (count * r) / size elements.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stasis.h"
+
+static void block(size_t count, int rank, int size, size_t *off, size_t *n)
+{
+	*off = count * (size_t)rank / (size_t)size;
+	*n = count * (size_t)(rank + 1) / (size_t)size - *off;
+}
+
+int main(int argc, char **argv)
+{
+	int rank, size, ret, bad = 0, anybad = 0;
+	size_t count, off, n;
+	double *a;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc != 3) {
+		fprintf(stderr, "usage: redistribute write|read|local GLOBAL_COUNT\n");
+		MPI_Abort(MPI_COMM_WORLD, 2);
+	}
+	count = strtoull(argv[2], NULL, 10);
+	block(count, rank, size, &off, &n);
+	a = calloc(n ? n : 1, sizeof(*a));
+	ret = stasis_init(MPI_COMM_WORLD, NULL);
+	ret = ret ? ret : stasis_protect_distributed(1, a, n, STASIS_DOUBLE, count, off);
+	if (!ret && strcmp(argv[1], "read") != 0) {
+		for (size_t i = 0; i < n; i++)
+			a[i] = 1.5 * (double)(off + i) + 7;
+		ret = stasis_checkpoint(strcmp(argv[1], "write") == 0 ? STASIS_LEVEL_GLOBAL
+								  : STASIS_LEVEL_SINGLE);
+	} else if (!ret) {
+		ret = stasis_recover();
+		for (size_t i = 0; !ret && i < n; i++)
+			bad |= a[i] != 1.5 * (double)(off + i) + 7;
+	}
+	if (ret)
+		fprintf(stderr, "redistribute: rank %d: %s\n", rank, stasis_strerror(ret));
+	bad |= ret != 0;
+	MPI_Allreduce(&bad, &anybad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("redistribute: %s (%d ranks, %zu elements)\n", anybad ? "FAIL" : "OK", size,
+		       count);
+	stasis_finalize();
+	free(a);
+	MPI_Finalize();
+	return anybad;
+}

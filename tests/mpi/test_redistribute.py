@@ -1,0 +1,58 @@
+"""A distributed array checkpointed by N ranks at the GLOBAL level comes back
+on M ranks, under each MPI library; a SINGLE checkpoint cannot, and restart
+falls back to the older global one with a message saying why."""
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", ROOT / "build"))
+COUNT = "100003"
+
+LAUNCH = {
+    "openmpi": lambda n: ["mpirun.openmpi", "--oversubscribe", "-np", str(n)],
+    "mpich": lambda n: ["mpiexec.mpich", "-n", str(n)],
+}
+
+
+def run(mpi, n, mode, tmp):
+    prog = BUILD / "tests" / f"redistribute.{mpi}"
+    if not prog.exists() or not shutil.which(LAUNCH[mpi](1)[0]):
+        pytest.skip(f"{prog.name} or its launcher is not built/installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STASIS_")}
+    env.update(STASIS_CONFIG="/dev/null", STASIS_JOB="redistribute", STASIS_NODE="n0",
+               STASIS_LOCAL_DIR=str(tmp / "local"), STASIS_GLOBAL_DIR=str(tmp / "global"),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+    return subprocess.run(LAUNCH[mpi](n) + [str(prog), mode, COUNT], env=env, text=True,
+                          capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_n_to_m(mpi, tmp_path):
+    w = run(mpi, 3, "write", tmp_path)
+    assert w.returncode == 0 and "redistribute: OK (3 ranks" in w.stdout, w
+    for m in (2, 1, 4):
+        r = run(mpi, m, "read", tmp_path)
+        assert r.returncode == 0 and f"redistribute: OK ({m} ranks" in r.stdout, (m, r)
+
+
+@pytest.mark.parametrize("mpi", ["openmpi", "mpich"])
+def test_single_level_is_not_redistributed(mpi, tmp_path):
+    assert run(mpi, 2, "write", tmp_path).returncode == 0
+    assert run(mpi, 3, "local", tmp_path).returncode == 0      # newer, single level, 3 ranks
+    r = run(mpi, 2, "read", tmp_path)
+    assert r.returncode == 0 and "redistribute: OK (2 ranks" in r.stdout, r
+    assert "only a global checkpoint can be redistributed" in r.stderr, r
+
+
+@pytest.mark.parametrize("mpi", ["openmpi"])
+def test_missing_global_image_refuses(mpi, tmp_path):
+    assert run(mpi, 3, "write", tmp_path).returncode == 0
+    img = next((tmp_path / "global/redistribute").glob("ckpt-*/rank-00001.img"))
+    img.unlink()
+    r = run(mpi, 2, "read", tmp_path)
+    assert r.returncode != 0 and "redistribute: FAIL" in r.stdout, r
+    assert "rank-00001.img" in r.stderr or "No such file" in r.stderr, r
