@@ -691,9 +691,44 @@ static int section_attr(struct img_reader *r, int idx, const char *key, uint64_t
 	return ret;
 }
 
+/* A region that is not a distributed array can follow the job to another
+ * number of ranks only if every old rank held the same bytes (an iteration
+ * counter, a parameter): take old rank 0's and check the others agree. */
+static int read_replicated(const char *ckpt, int64_t old, const struct api_var *v,
+			   unsigned char *staged)
+{
+	size_t bytes = v->count * v->elem;
+	unsigned char *other = malloc(bytes ? bytes : 1);
+	char file[32], path[PATH_MAX];
+	int ret = other ? 0 : err_set(-ENOMEM, "out of memory");
+
+	for (int64_t q = 0; q < old && !ret; q++) {
+		struct img_reader *r = NULL;
+		int idx;
+
+		rank_file(file, sizeof(file), (int)q);
+		ret = store_ckpt_path(api.global, ckpt, file, path, sizeof(path));
+		ret = ret ? ret : img_open(path, &r);
+		idx = ret ? -1 : img_section_find(r, var_section(v->id));
+		if (!ret && idx < 0)
+			ret = err_set(-ENOENT, "%s: rank %" PRId64 "'s image has no id %d", ckpt, q, v->id);
+		if (!ret && img_read(r, (unsigned)idx, 0, q ? other : staged, bytes) != (ssize_t)bytes)
+			ret = err_set(-EIO, "%s: rank %" PRId64 "'s id %d: %s", ckpt, q, v->id,
+				      err_msg()[0] ? err_msg() : "not the size protected now");
+		if (!ret && q && memcmp(other, staged, bytes) != 0)
+			ret = err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: id %d differs "
+				      "between old ranks 0 and %" PRId64 ", and it is not a distributed "
+				      "array, so it cannot be redistributed", ckpt, old, api.size, v->id, q);
+		img_close(&r);
+	}
+	free(other);
+	return ret;
+}
+
 /* Gather this rank's part of every distributed array from the images of a
  * GLOBAL checkpoint written by `old` ranks, into staged[] (one buffer per
- * protected region, in api.vars order). Nothing touches protected memory. */
+ * protected region, in api.vars order), and the replicated regions whole.
+ * Nothing touches protected memory. */
 static int read_redistributed(const char *ckpt, int64_t old, int only_id, unsigned char **staged)
 {
 	char file[32], path[PATH_MAX];
@@ -705,13 +740,13 @@ static int read_redistributed(const char *ckpt, int64_t old, int only_id, unsign
 
 		if (only_id >= 0 && v->id != only_id)
 			continue;
-		if (!v->distributed)
-			return err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: id %d is not a "
-				       "distributed array, so it cannot be redistributed", ckpt, old,
-				       api.size, v->id);
 		staged[i] = malloc(v->count ? v->count * v->elem : 1);
 		if (!staged[i])
 			return err_set(-ENOMEM, "out of memory");
+		if (!v->distributed) {
+			ret = read_replicated(ckpt, old, v, staged[i]);
+			continue;
+		}
 		for (int64_t q = 0; q < old && !ret; q++) {
 			struct img_reader *r = NULL;
 			uint64_t off = 0, cnt = 0, glob = 0, lo, hi;

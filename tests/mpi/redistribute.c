@@ -1,10 +1,13 @@
 /* redistribute.c - a distributed array checkpointed by N ranks at the GLOBAL
  * level and recovered by M ranks.
  *
- * usage: redistribute write|read|local GLOBAL_COUNT
+ * usage: redistribute write|read|local|differ GLOBAL_COUNT
  *   write: each rank protects its block of a GLOBAL_COUNT-element array
- *          (element i = 1.5 * i + 7) and checkpoints it at the GLOBAL level;
+ *          (element i = 1.5 * i + 7) and a step counter (42 on every rank),
+ *          and checkpoints them at the GLOBAL level;
  *   local: the same at the SINGLE level (which cannot be redistributed);
+ *   differ: like write, but the counter differs between ranks (so it
+ *          cannot follow the job to another number of ranks);
  *   read:  each rank protects its (new) block, recovers, and checks every
  *          element; prints "redistribute: OK" on rank 0, or the error.
  * Blocks are uneven on purpose: rank r gets (count * (r + 1)) / size -
@@ -25,7 +28,7 @@ static void block(size_t count, int rank, int size, size_t *off, size_t *n)
 
 int main(int argc, char **argv)
 {
-	int rank, size, ret, bad = 0, anybad = 0;
+	int rank, size, ret, bad = 0, anybad = 0, step = 0;
 	size_t count, off, n;
 	double *a;
 
@@ -40,14 +43,17 @@ int main(int argc, char **argv)
 	block(count, rank, size, &off, &n);
 	a = calloc(n ? n : 1, sizeof(*a));
 	ret = stasis_init(MPI_COMM_WORLD, NULL);
+	ret = ret ? ret : stasis_protect(0, &step, 1, STASIS_INT);
 	ret = ret ? ret : stasis_protect_distributed(1, a, n, STASIS_DOUBLE, count, off);
 	if (!ret && strcmp(argv[1], "read") != 0) {
 		for (size_t i = 0; i < n; i++)
 			a[i] = 1.5 * (double)(off + i) + 7;
-		ret = stasis_checkpoint(strcmp(argv[1], "write") == 0 ? STASIS_LEVEL_GLOBAL
+		step = strcmp(argv[1], "differ") == 0 ? 42 + rank : 42;
+		ret = stasis_checkpoint(strcmp(argv[1], "local") != 0 ? STASIS_LEVEL_GLOBAL
 								  : STASIS_LEVEL_SINGLE);
 	} else if (!ret) {
 		ret = stasis_recover();
+		bad |= !ret && step != 42;
 		for (size_t i = 0; !ret && i < n; i++)
 			bad |= a[i] != 1.5 * (double)(off + i) + 7;
 	}

@@ -49,6 +49,14 @@ def test_single_level_is_not_redistributed(mpi, tmp_path):
 
 
 @pytest.mark.parametrize("mpi", ["openmpi"])
+def test_region_that_differs_between_ranks_is_refused(mpi, tmp_path):
+    assert run(mpi, 3, "differ", tmp_path).returncode == 0
+    r = run(mpi, 2, "read", tmp_path)
+    assert r.returncode != 0 and "redistribute: FAIL" in r.stdout, r
+    assert "id 0 differs between old ranks 0 and 1" in r.stderr, r
+
+
+@pytest.mark.parametrize("mpi", ["openmpi"])
 def test_missing_global_image_refuses(mpi, tmp_path):
     assert run(mpi, 3, "write", tmp_path).returncode == 0
     img = next((tmp_path / "global/redistribute").glob("ckpt-*/rank-00001.img"))
