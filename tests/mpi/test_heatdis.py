@@ -7,8 +7,7 @@ import pytest
 
 MPIS = ["openmpi", "mpich"]
 # Checkpoint levels under test, in the order the library implements them.
-# Add "partner" and "rs" here when they exist; every test below follows.
-LEVELS = ["single", "global"]
+LEVELS = ["single", "partner", "rs", "global"]
 # Levels whose checkpoints must survive losing a whole node's local storage.
 SURVIVES_NODE_LOSS = {"partner", "rs", "global"}
 
