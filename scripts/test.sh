@@ -1,6 +1,6 @@
 #!/bin/bash
 # The whole test suite (what .ci/run runs):
-#   1. build, ctest and pytest;
+#   1. build, ctest and pytest (CLI, MPI jobs under Open MPI and MPICH, bindings);
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   3. the libFuzzer target over the image reader and manifest parser, 60 s.
 # STASIS_TEST_QUICK=1 skips 2 and 3.
@@ -15,7 +15,8 @@ run_suite() {  # build dir
 	ctest --test-dir "$dir" --output-on-failure
 	echo "== pytest ($dir)"
 	STASIS_BIN="$root/$dir/src/cli/stasis" STASIS_BUILD="$root/$dir" \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli
+		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli tests/mpi \
+		$( [ -d tests/bindings ] && echo tests/bindings )
 }
 
 echo "== build"
