@@ -16,6 +16,7 @@
 #include "stasis.h"
 
 struct store;
+struct store_ckpt;
 
 enum api_op { API_MIN, API_MAX, API_SUM };
 
@@ -107,6 +108,11 @@ int api_level_resolve(int level);
 int api_ckpt_write(int level, int valid);
 int api_ckpt_recover(int only_id);        /* -1: every variable */
 int api_ckpt_latest(char *name, size_t len);
+/* checkpoint.json's common fields (level, ranks, job, nodes), and writing a
+ * JSON object (reference taken) as a committed file of a checkpoint. */
+struct json_t;
+struct json_t *api_info_base(int level);
+int api_write_json(struct store_ckpt *c, const char *name, struct json_t *o);
 /* Collective: established checkpoints of the job, newest first. */
 int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n);
 

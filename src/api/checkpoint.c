@@ -140,35 +140,47 @@ static int write_image(struct store_ckpt *c, int level)
 	return ret;
 }
 
-/* checkpoint.json: what restart needs to find every rank's image. */
-static int write_info(struct store_ckpt *gc, int level, const int64_t *sizes)
+json_t *api_info_base(int level)
 {
-	json_t *o = json_object(), *nodes = json_array(), *sz = json_array();
-	struct store_file *f = NULL;
-	char *text;
-	int ret;
+	json_t *o = json_object(), *nodes = json_array();
 
-	for (int r = 0; r < api.size; r++) {
+	for (int r = 0; r < api.size; r++)
 		json_array_append_new(nodes, json_string(api.nodes[r]));
-		json_array_append_new(sz, json_integer(sizes[r]));
-	}
 	json_object_set_new(o, "level", json_string(api_level_names[level]));
-	json_object_set_new(o, "sizes", sz);
-	json_object_set_new(o, "group_size", json_integer(api.group_size));
-	json_object_set_new(o, "rs_parity", json_integer(api.rs_parity));
 	json_object_set_new(o, "ranks", json_integer(api.size));
 	json_object_set_new(o, "job", json_string(api.job));
 	json_object_set_new(o, "nodes", nodes);
-	text = json_dumps(o, JSON_INDENT(1));
+	return o;
+}
+
+int api_write_json(struct store_ckpt *c, const char *name, json_t *o)
+{
+	struct store_file *f = NULL;
+	char *text = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
+	int ret;
+
 	json_decref(o);
 	if (!text)
 		return err_set(-ENOMEM, "out of memory");
-	ret = store_file_create(gc, INFO_FILE, &f);
+	ret = store_file_create(c, name, &f);
 	ret = ret ? ret : store_file_write(f, text, strlen(text));
 	ret = ret ? ret : store_file_commit(f);
 	store_file_free(&f);
 	free(text);
 	return ret;
+}
+
+/* checkpoint.json: what restart needs to find every rank's image. */
+static int write_info(struct store_ckpt *gc, int level, const int64_t *sizes)
+{
+	json_t *o = api_info_base(level), *sz = json_array();
+
+	for (int r = 0; r < api.size; r++)
+		json_array_append_new(sz, json_integer(sizes[r]));
+	json_object_set_new(o, "sizes", sz);
+	json_object_set_new(o, "group_size", json_integer(api.group_size));
+	json_object_set_new(o, "rs_parity", json_integer(api.rs_parity));
+	return api_write_json(gc, INFO_FILE, o);
 }
 
 /* ---- moving images between ranks ---- */

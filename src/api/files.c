@@ -188,49 +188,20 @@ static int route_output(const char *path, char *routed, size_t len)
 static int write_list(void)
 {
 	json_t *o = json_object();
-	struct store_file *f = NULL;
-	char name[64], *text;
-	int ret;
+	char name[64];
 
 	for (size_t i = 0; i < io.n; i++)
 		json_object_set_new(o, io.files[i].path, json_string(io.files[i].name));
-	text = json_dumps(o, JSON_INDENT(1) | JSON_SORT_KEYS);
-	json_decref(o);
-	if (!text)
-		return err_set(-ENOMEM, "out of memory");
 	snprintf(name, sizeof(name), "files-%05d.json", api.rank);
-	ret = store_file_create(files_ckpt(), name, &f);
-	ret = ret ? ret : store_file_write(f, text, strlen(text));
-	ret = ret ? ret : store_file_commit(f);
-	store_file_free(&f);
-	free(text);
-	return ret;
+	return api_write_json(files_ckpt(), name, o);
 }
 
 static int write_output_info(void)
 {
-	json_t *o = json_object(), *nodes = json_array();
-	struct store_file *f = NULL;
-	char *text;
-	int ret;
+	json_t *o = api_info_base(io.level);
 
-	for (int r = 0; r < api.size; r++)
-		json_array_append_new(nodes, json_string(api.nodes[r]));
-	json_object_set_new(o, "level", json_string(api_level_names[io.level]));
-	json_object_set_new(o, "ranks", json_integer(api.size));
-	json_object_set_new(o, "job", json_string(api.job));
 	json_object_set_new(o, "output", json_string(io.label));
-	json_object_set_new(o, "nodes", nodes);
-	text = json_dumps(o, JSON_INDENT(1));
-	json_decref(o);
-	if (!text)
-		return err_set(-ENOMEM, "out of memory");
-	ret = store_file_create(io.gc, "checkpoint.json", &f);
-	ret = ret ? ret : store_file_write(f, text, strlen(text));
-	ret = ret ? ret : store_file_commit(f);
-	store_file_free(&f);
-	free(text);
-	return ret;
+	return api_write_json(io.gc, "checkpoint.json", o);
 }
 
 int stasis_complete_output(int valid)
