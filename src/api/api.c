@@ -156,6 +156,9 @@ static int find_node_peers(void)
 		api.one_node &= strcmp(api.nodes[r], api.nodes[0]) == 0;
 	api.group_size = (int64_t)cfg_u64(CFG_GROUP_SIZE);
 	api.rs_parity = (int64_t)cfg_u64(CFG_RS_PARITY);
+	/* the rs layout must be the same on every rank: rank 0's */
+	api.comm->bcast(api.ch, &api.group_size, sizeof(api.group_size), 0);
+	api.comm->bcast(api.ch, &api.rs_parity, sizeof(api.rs_parity), 0);
 	api.node_leader = 1;
 	api.node_ranks = 0;
 	for (int r = 0; r < api.size; r++) {
@@ -170,23 +173,33 @@ static int find_node_peers(void)
 
 int api_init_common(const char *config)
 {
-	char name[64];
-	int ret;
+	char name[64], msg[API_MSG_LEN] = "";
+	int ret, bad;
 
 	api.rank = api.comm->rank(api.ch);
 	api.size = api.comm->size(api.ch);
 	ret = cfg_load(config);
-	if (ret)
+	/* a rank whose configuration is bad must not leave the others waiting
+	 * in a collective: every rank fails, naming it */
+	bad = api_agree(ret == 0, msg);
+	if (bad < api.size) {
+		ret = err_set(ret ? ret : -EINVAL, "stasis_init: rank %d: %s", bad, msg);
 		goto fail;
+	}
 	if (*cfg_str(CFG_NODE))
 		snprintf(api.node, sizeof(api.node), "%s", cfg_str(CFG_NODE));
 	else if (gethostname(api.node, sizeof(api.node) - 1) != 0)
 		snprintf(api.node, sizeof(api.node), "localhost");
 	sanitize(api.node);
 	derive_job(api.job);
-	/* every rank must file under rank 0's job name */
+	/* every rank must file under rank 0's job name and use its layout */
 	ret = api.comm->bcast(api.ch, api.job, sizeof(api.job), 0);
 	ret = ret ? ret : find_node_peers();
+	bad = api_agree(ret == 0, msg);
+	if (bad < api.size) {
+		ret = err_set(ret ? ret : -EIO, "stasis_init: rank %d: %s", bad, msg);
+		goto fail;
+	}
 	ret = ret ? ret : open_stores();
 	if (ret)
 		goto fail;

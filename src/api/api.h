@@ -113,7 +113,8 @@ int api_ckpt_latest(char *name, size_t len);
 struct json_t;
 struct json_t *api_info_base(int level);
 int api_write_json(struct store_ckpt *c, const char *name, struct json_t *o);
-/* Collective: established checkpoints of the job, newest first. */
-int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n);
+/* Collective: established checkpoints of the job, newest first: those of
+ * protected memory (output 0) or the output sets of routed files (1). */
+int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n, int output);
 
 #endif

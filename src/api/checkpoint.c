@@ -193,16 +193,20 @@ static void partner_file(char *buf, size_t len, int rank)
 	snprintf(buf, len, "partner-%05d.img", rank);
 }
 
+/* One buffer for every transfer: allocated once, so a transfer never fails
+ * half-way for want of memory (a receiver must post pieces of the sender's
+ * size, or MPI truncates). Transfers run on the application's thread only. */
+static char xfer_buf[XFER_PIECE];
+
 /* Send a whole file to dest: its size, then pieces. A sender that cannot
  * read it says so (XFER_FAILED), so the receiver never waits forever. */
 static int send_file(const char *path, int dest)
 {
-	char *buf = malloc(XFER_PIECE);
 	uint64_t size = XFER_FAILED;
 	FILE *f = fopen(path, "rb");
 	int ret = 0;
 
-	if (f && buf && fseek(f, 0, SEEK_END) == 0) {
+	if (f && fseek(f, 0, SEEK_END) == 0) {
 		long end = ftell(f);
 
 		if (end >= 0 && fseek(f, 0, SEEK_SET) == 0)
@@ -216,42 +220,38 @@ static int send_file(const char *path, int dest)
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
 
 		/* a short read still sends n bytes, which the image CRCs reject */
-		if (fread(buf, 1, n, f) != n && !ret)
+		if (fread(xfer_buf, 1, n, f) != n && !ret)
 			ret = err_set(-EIO, "%s: short read while sending to rank %d", path, dest);
-		if (api.comm->send(api.ch, buf, n, dest) && !ret)
+		if (api.comm->send(api.ch, xfer_buf, n, dest) && !ret)
 			ret = -EIO;
 		off += n;
 	}
 	if (f)
 		fclose(f);
-	free(buf);
 	return ret;
 }
 
-/* Receive a file sent by send_file; each piece goes to put(ctx, ...). The
- * whole stream is always drained, even after put failed. */
-static int recv_file(int src, int (*put)(void *ctx, const void *buf, size_t len), void *ctx)
+/* Receive a file sent by send_file; each piece goes to put(ctx, ...) unless
+ * the receiver already failed (ret): the whole stream is always drained, so
+ * the sender never blocks on a receiver that gave up. */
+static int recv_file(int src, int (*put)(void *ctx, const void *buf, size_t len), void *ctx,
+		     int ret)
 {
-	char *buf = malloc(XFER_PIECE);
 	uint64_t size = 0;
-	int ret = api.comm->recv(api.ch, &size, sizeof(size), src);
 
-	if (!ret && size == XFER_FAILED)
-		ret = err_set(-EIO, "rank %d could not send its image", src);
-	if (!buf)
-		ret = err_set(-ENOMEM, "out of memory");
-	for (uint64_t off = 0; size != XFER_FAILED && off < size;) {
+	if (api.comm->recv(api.ch, &size, sizeof(size), src))
+		return ret ? ret : -EIO;
+	if (size == XFER_FAILED)
+		return ret ? ret : err_set(-EIO, "rank %d could not send its image", src);
+	for (uint64_t off = 0; off < size;) {
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
 
-		if (api.comm->recv(api.ch, buf ? buf : (char[1]){ 0 }, buf ? n : 0, src)) {
-			ret = ret ? ret : -EIO;
-			break;  /* the communicator failed: nothing more will come */
-		}
+		if (api.comm->recv(api.ch, xfer_buf, n, src))
+			return ret ? ret : -EIO;   /* the communicator failed: nothing more comes */
 		if (!ret)
-			ret = put(ctx, buf, n);
+			ret = put(ctx, xfer_buf, n);
 		off += n;
 	}
-	free(buf);
 	return ret;
 }
 
@@ -284,7 +284,7 @@ static int partner_exchange(struct store_ckpt *lc, const char *ckpt)
 		} else if (api.rank == p) {
 			partner_file(file, sizeof(file), s);
 			r = store_file_create(lc, file, &f);
-			r = recv_file(s, store_file_write, f) ?: r;
+			r = recv_file(s, store_file_write, f, r);
 			r = r ? r : store_file_commit(f);
 			store_file_free(&f);
 		}
@@ -299,8 +299,13 @@ static unsigned node_files(int level, const int64_t *sizes)
 {
 	unsigned n = api.node_ranks;
 
-	if (level == STASIS_LEVEL_RS)
-		n += (unsigned)api_rs_files(sizes);
+	if (level == STASIS_LEVEL_RS) {
+		int rs = api_rs_files(sizes);
+
+		if (rs < 0)
+			return UINT_MAX;        /* no plan: a count no seal can meet */
+		n += (unsigned)rs;
+	}
 	if (level == STASIS_LEVEL_PARTNER)
 		for (int s = 0; s < api.size; s++)
 			n += api.partner[s] >= 0 && strcmp(api.nodes[api.partner[s]], api.node) == 0;
@@ -333,14 +338,22 @@ int api_ckpt_write(int level, int valid)
 {
 	struct store_ckpt *gc = NULL, *lc = NULL;
 	char name[64] = "", msg[API_MSG_LEN] = "";
-	int64_t valid_all = valid != 0, mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
+	int64_t mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
 	int ret = 0, bad;
 
 	if (!sizes)
 		return err_set(-ENOMEM, "out of memory");
 	level = api_level_resolve(level);
-	/* every rank resolves the same level from the same configuration; a
-	 * rank that cannot must still take part in the agreements below */
+	/* rank 0's level is everyone's, whatever each rank's configuration
+	 * says: ranks on different levels would wait in different calls */
+	{
+		int64_t lv = level;
+
+		api.comm->bcast(api.ch, &lv, sizeof(lv), 0);
+		level = (int)lv;
+		if (level <= 0 && api.rank != 0)
+			err_set(level, "rank 0 could not choose a level");
+	}
 	if (api.rank == 0 && level > 0) {
 		ret = store_ckpt_begin(api.global, &gc);
 		if (ret == 0)
@@ -361,10 +374,15 @@ int api_ckpt_write(int level, int valid)
 	else
 		ret = store_ckpt_begin_named(api.local, name, &lc);
 	ret = ret ? ret : write_image(level == STASIS_LEVEL_GLOBAL && api.rank == 0 ? gc : lc, level);
-	api.comm->allreduce_i64(api.ch, &valid_all, 1, API_MIN);
-	bad = api_agree(ret == 0 && valid, msg);
+	/* I/O first, then validity, so the message blames the right rank */
+	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
-		ret = fail_ckpt(gc, lc, level, bad, (int)valid_all, name, msg);
+		ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
+		goto out;
+	}
+	bad = api_agree(valid != 0, msg);
+	if (bad < api.size) {
+		ret = fail_ckpt(gc, lc, level, bad, 0, name, msg);
 		goto out;
 	}
 
@@ -409,7 +427,9 @@ int api_ckpt_write(int level, int valid)
 		ret = store_ckpt_commit(lc, node_files(level, sizes));
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
-		ret = fail_ckpt(gc, NULL, level, bad, 1, name, msg);
+		/* FAILED over a node's seal too: a checkpoint that is not
+		 * established must not take a place in the cache */
+		ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
 		goto out;
 	}
 	if (api.rank == 0) {
@@ -421,6 +441,8 @@ int api_ckpt_write(int level, int valid)
 	}
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
+		if (level != STASIS_LEVEL_GLOBAL && api.node_leader && lc)
+			store_ckpt_abort(lc, msg);
 		ret = err_set(-EIO, "checkpoint %s failed: rank %d: %s", name, bad, msg);
 		goto out;
 	}
@@ -438,7 +460,23 @@ out:
 /* ---- restart ---- */
 
 /* Established checkpoints, newest first (rank 0 reads, everyone learns). */
-int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
+/* Rank 0: is ckpt an output set (its checkpoint.json has "output")? One
+ * whose checkpoint.json cannot be read counts as memory, so that recovery
+ * tries it and says what is wrong with it. */
+static int is_output_set(const char *ckpt)
+{
+	char path[PATH_MAX];
+	json_t *o = NULL;
+	int yes;
+
+	if (store_ckpt_path(api.global, ckpt, INFO_FILE, path, sizeof(path)) == 0)
+		o = json_load_file(path, 0, NULL);
+	yes = o && json_object_get(o, "output") != NULL;
+	json_decref(o);
+	return yes;
+}
+
+int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n, int output)
 {
 	struct store_ckpt_info *list = NULL;
 	size_t count = 0;
@@ -449,7 +487,7 @@ int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n)
 	if (api.rank == 0) {
 		ret = store_list(api.global, &list, &count, NULL);
 		for (size_t i = count; ret == 0 && i-- > 0 && *n < API_MAX_CANDIDATES;)
-			if (list[i].state == STORE_COMPLETE)
+			if (list[i].state == STORE_COMPLETE && is_output_set(list[i].name) == output)
 				snprintf(names[(*n)++], 64, "%s", list[i].name);
 		free(list);
 	}
@@ -464,7 +502,7 @@ int api_ckpt_latest(char *name, size_t len)
 {
 	char names[API_MAX_CANDIDATES][64];
 	int64_t n;
-	int ret = api_candidates(names, &n);
+	int ret = api_candidates(names, &n, 0);
 
 	if (ret)
 		return ret;
@@ -647,9 +685,8 @@ static int fetch_copies(const char *ckpt, int need, int only_id, struct img_read
 			snprintf(fetched, sizeof(fetched), "%s/.fetched-%05d.img",
 				 store_job_dir(api.local), s);
 			f = fopen(fetched, "wb");
-			ret = recv_file((int)holder[s], put_fd, f);
-			if (!f)
-				ret = err_set(-errno, "%s: %s", fetched, strerror(errno));
+			ret = f ? 0 : err_set(-errno, "%s: %s", fetched, strerror(errno));
+			ret = recv_file((int)holder[s], put_fd, f, ret);
 			if (f && fclose(f) && !ret)
 				ret = err_set(-EIO, "%s: cannot write", fetched);
 			if (!ret)
@@ -715,6 +752,7 @@ static int read_replicated(const char *ckpt, int64_t old, const struct api_var *
 	int ret = other ? 0 : err_set(-ENOMEM, "out of memory");
 
 	for (int64_t q = 0; q < old && !ret; q++) {
+		struct img_section_info si;
 		struct img_reader *r = NULL;
 		int idx;
 
@@ -724,6 +762,9 @@ static int read_replicated(const char *ckpt, int64_t old, const struct api_var *
 		idx = ret ? -1 : img_section_find(r, var_section(v->id));
 		if (!ret && idx < 0)
 			ret = err_set(-ENOENT, "%s: rank %" PRId64 "'s image has no id %d", ckpt, q, v->id);
+		if (!ret && img_section_get(r, (unsigned)idx, &si) == 0 && si.size != bytes)
+			ret = err_set(-EINVAL, "%s: rank %" PRId64 ": id %d holds %" PRIu64 " bytes in the "
+				      "checkpoint, %zu protected now", ckpt, q, v->id, si.size, bytes);
 		if (!ret && img_read(r, (unsigned)idx, 0, q ? other : staged, bytes) != (ssize_t)bytes)
 			ret = err_set(-EIO, "%s: rank %" PRId64 "'s id %d: %s", ckpt, q, v->id,
 				      err_msg()[0] ? err_msg() : "not the size protected now");
@@ -761,7 +802,8 @@ static int read_redistributed(const char *ckpt, int64_t old, int only_id, unsign
 		}
 		for (int64_t q = 0; q < old && !ret; q++) {
 			struct img_reader *r = NULL;
-			uint64_t off = 0, cnt = 0, glob = 0, lo, hi;
+			uint64_t off = 0, cnt = 0, glob = 0, elem = 0, lo, hi;
+			struct img_section_info si;
 			int idx;
 
 			rank_file(file, sizeof(file), (int)q);
@@ -773,6 +815,11 @@ static int read_redistributed(const char *ckpt, int64_t old, int only_id, unsign
 				     section_attr(r, idx, "global_count", &glob)))
 				ret = err_set(-ENOENT, "%s: rank %" PRId64 "'s image has no distributed "
 					      "id %d", ckpt, q, v->id);
+			if (!ret && (section_attr(r, idx, "elem", &elem) || elem != v->elem ||
+				     img_section_get(r, (unsigned)idx, &si) || si.size != cnt * elem))
+				ret = err_set(-EINVAL, "%s: rank %" PRId64 ": id %d has %" PRIu64 "-byte "
+					      "elements in the checkpoint, %zu-byte now", ckpt, q, v->id, elem,
+					      v->elem);
 			if (!ret && glob != v->global_count)
 				ret = err_set(-EINVAL, "%s: id %d had %" PRIu64 " elements in all, now "
 					      "%" PRIu64, ckpt, v->id, glob, v->global_count);
@@ -842,17 +889,16 @@ int api_ckpt_recover(int only_id)
 	int64_t n;
 	int ret, bad, ok;
 
-	ret = api_candidates(names, &n);
+	ret = api_candidates(names, &n, 0);
 	if (ret)
 		return err_set(ret, "stasis_recover: cannot read the index of job %s", api.job);
 	if (n == 0)
-		return err_set(-ENOENT, "stasis_recover: job %s has no established checkpoint", api.job);
+		return err_set(-ENOENT, "stasis_recover: job %s has no established checkpoint of "
+			       "protected memory", api.job);
 	for (int64_t c = 0; c < n; c++) {
 		struct img_reader *r = NULL;
 
 		ret = read_info(names[c], &info);
-		if (ret == 0 && info.output)
-			continue;       /* routed files, not protected memory */
 		ok = api_agree(ret == 0, msg) == api.size;
 		if (ok && info.ranks != api.size) {
 			ret = recover_redistributed(names[c], &info, only_id, msg, &bad);

@@ -24,6 +24,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
@@ -125,7 +126,14 @@ int stasis_start_output(const char *label)
 	if (!label || !*label || strlen(label) >= API_NAME_LEN)
 		return api_fail(err_set(-EINVAL, "stasis_start_output: the name must be 1 to %d bytes",
 					API_NAME_LEN - 1));
-	io.level = api_level_resolve(STASIS_LEVEL_AUTO);
+	{
+		int64_t lv = api_level_resolve(STASIS_LEVEL_AUTO);
+
+		api.comm->bcast(api.ch, &lv, sizeof(lv), 0);     /* rank 0's is everyone's */
+		io.level = (int)lv;
+	}
+	if (io.level <= 0)
+		return api_fail(io.level ? io.level : -EINVAL);
 	if (io.level == STASIS_LEVEL_PARTNER || io.level == STASIS_LEVEL_RS) {
 		log_warn("routed files are kept at the single level; %s copies are not made yet",
 			 api_level_names[io.level]);
@@ -178,6 +186,10 @@ static int route_output(const char *path, char *routed, size_t len)
 	if (find_file(path))
 		return err_set(-EEXIST, "stasis_route_file: %s is already routed in this output set",
 			       path);
+	for (size_t i = 0; i < io.n; i++)
+		if (strcmp(io.files[i].name, name) == 0)
+			return err_set(-EEXIST, "stasis_route_file: %s and %s would be stored under one "
+				       "name; rename one of them", path, io.files[i].path);
 	if (store_ckpt_path(io.where, io.ckpt, name, full, sizeof(full)) ||
 	    snprintf(routed, len, "%s.tmp", full) >= (int)len)
 		return err_set(-ENAMETOOLONG, "stasis_route_file: %s: the routed path does not fit "
@@ -272,9 +284,10 @@ static int failed_before(const char *ckpt)
 	return 0;
 }
 
-/* Rank 0: is ckpt an output set? Its label and level. */
+/* Rank 0: is ckpt an output set this job can use? Its label and level. */
 static int output_info(const char *ckpt, char *label, int64_t *level)
 {
+	int64_t ranks;
 	char path[PATH_MAX];
 	json_t *o = NULL, *out;
 	int is_output;
@@ -286,6 +299,14 @@ static int output_info(const char *ckpt, char *label, int64_t *level)
 	if (is_output) {
 		snprintf(label, API_NAME_LEN, "%s", json_string_value(out));
 		*level = api_level_parse(json_string_value(json_object_get(o, "level")) ?: "");
+		ranks = json_integer_value(json_object_get(o, "ranks"));
+		/* each rank's files are its own: another number of ranks would
+		 * leave some unread without a word */
+		if (ranks != api.size) {
+			log_warn("output set %s (%s) was written by %" PRId64 " ranks, this job has %d; "
+				 "skipped", label, ckpt, ranks, api.size);
+			is_output = 0;
+		}
 	}
 	json_decref(o);         /* out dies with o */
 	return is_output && *level > 0;
@@ -327,7 +348,7 @@ int stasis_start_restart(char *label, size_t len)
 		return ret;
 	if (!label || !len)
 		return api_fail(err_set(-EINVAL, "stasis_start_restart: no buffer for the name"));
-	ret = api_candidates(names, &n);
+	ret = api_candidates(names, &n, 1);
 	if (ret)
 		return api_fail(ret);
 	for (int64_t c = 0; c < n; c++) {

@@ -248,6 +248,17 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		err = err ? err : img_writer_meta(w, "producer", "libstasis rs");
 		err = err ? err : img_writer_meta(w, "checkpoint", ckpt);
 	}
+	/* a rank without its buffers would receive into nothing: stop together */
+	{
+		char msg[API_MSG_LEN] = "";
+		int bad = api_agree(!(blocks == NULL && !*degraded) && !(mybuf == NULL && !*degraded) &&
+				    err != -ENOMEM, msg);
+
+		if (bad < api.size) {
+			ret = err_set(-ENOMEM, "rs: rank %d: %s", bad, msg);
+			goto out;
+		}
+	}
 	/* every rank walks every group's columns in the same order */
 	for (int gi = 0; gi < p.ngroups; gi++) {
 		struct rs_group *g = &p.group[gi];
@@ -353,6 +364,37 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 	rs_ok[api.rank] = rs_path && img_open(rs_path, &rs) == 0 && img_verify(rs) == 0;
 	api.comm->allreduce_i64(api.ch, own_ok, (size_t)api.size, API_MAX);
 	api.comm->allreduce_i64(api.ch, rs_ok, (size_t)api.size, API_MAX);
+	/* every buffer first, agreed on, so no rank receives into nothing */
+	{
+		struct rs_group *mine = &p.group[p.group_of[api.rank]];
+		uint64_t most = 0;
+		char msg[API_MSG_LEN] = "";
+		int ok = 1;
+
+		for (int gi = 0; gi < p.ngroups; gi++) {
+			int needy = 0;
+
+			for (int x = 0; x < p.group[gi].n; x++)
+				needy |= !own_ok[p.group[gi].member[x]];
+			if (needy && p.group[gi].seg > most)
+				most = p.group[gi].seg;
+		}
+		cell = seg_alloc(most);                 /* what a member sends */
+		ok = cell != NULL;
+		if (!have_own) {
+			blocks = calloc((size_t)mine->n, sizeof(*blocks));
+			present = calloc((size_t)mine->n, 1);
+			ok &= blocks && present;
+			for (int x = 0; ok && x < mine->n; x++)
+				ok &= (blocks[x] = seg_alloc(mine->seg)) != NULL;
+		}
+		if (!ok)
+			err_set(-ENOMEM, "out of memory");
+		if (api_agree(ok, msg) < api.size) {
+			ret = err_set(-ENOMEM, "rs rebuild: %s", msg);
+			goto out;
+		}
+	}
 	for (int gi = 0; gi < p.ngroups; gi++) {
 		struct rs_group *g = &p.group[gi];
 		int needy = 0;
@@ -361,12 +403,6 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 			needy |= !own_ok[g->member[x]];
 		if (!needy)
 			continue;
-		free(cell);
-		cell = seg_alloc(g->seg);               /* what a member sends */
-		if (!cell) {
-			ret = err_set(-ENOMEM, "out of memory");
-			goto out;
-		}
 		for (int target = 0; target < g->n; target++) {
 			int rt = g->member[target];
 
@@ -376,10 +412,6 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 				if (g->n < 2)
 					err = err_set(-ENOENT, "%s: rank %d has no rs group to rebuild from",
 						      ckpt, rt);
-				blocks = calloc((size_t)(g->n ? g->n : 1), sizeof(*blocks));
-				present = calloc((size_t)(g->n ? g->n : 1), 1);
-				for (int x = 0; blocks && x < g->n; x++)
-					blocks[x] = seg_alloc(g->seg);
 				out = fopen(out_path, "wb");
 				if (!out)
 					err = err ? err : err_set(-errno, "%s: %s", out_path, strerror(errno));
@@ -433,12 +465,6 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 				if (out && fclose(out) && !err)
 					err = err_set(-EIO, "%s: cannot write", out_path);
 				out = NULL;
-				for (int x = 0; blocks && x < g->n; x++)
-					free(blocks[x]);
-				free(blocks);
-				free(present);
-				blocks = NULL;
-				present = NULL;
 			}
 		}
 	}
@@ -447,6 +473,10 @@ out:
 	if (out)
 		fclose(out);
 	free(cell);
+	for (int x = 0; blocks && x < p.group[p.group_of[api.rank]].n; x++)
+		free(blocks[x]);
+	free(blocks);
+	free(present);
 	img_close(&rs);
 	free(own_ok);
 	free(rs_ok);
