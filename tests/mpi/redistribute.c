@@ -9,7 +9,10 @@
  *   differ: like write, but the counter differs between ranks (so it
  *          cannot follow the job to another number of ranks);
  *   read:  each rank protects its (new) block, recovers, and checks every
- *          element; prints "redistribute: OK" on rank 0, or the error.
+ *          element; prints "redistribute: OK" on rank 0, or the error;
+ *   readint: protects the array with 4-byte elements (it was written with
+ *          8-byte ones): recovery must refuse, never reinterpret;
+ *   readbyte: protects the counter as one byte (it was 4): must refuse.
  * Blocks are uneven on purpose: rank r gets (count * (r + 1)) / size -
  * (count * r) / size elements.
  */
@@ -43,9 +46,11 @@ int main(int argc, char **argv)
 	block(count, rank, size, &off, &n);
 	a = calloc(n ? n : 1, sizeof(*a));
 	ret = stasis_init(MPI_COMM_WORLD, NULL);
-	ret = ret ? ret : stasis_protect(0, &step, 1, STASIS_INT);
-	ret = ret ? ret : stasis_protect_distributed(1, a, n, STASIS_DOUBLE, count, off);
-	if (!ret && strcmp(argv[1], "read") != 0) {
+	ret = ret ? ret : stasis_protect(0, &step, 1, strcmp(argv[1], "readbyte") == 0 ? STASIS_BYTE
+										       : STASIS_INT);
+	ret = ret ? ret : stasis_protect_distributed(1, a, n, strcmp(argv[1], "readint") == 0 ?
+						     STASIS_INT : STASIS_DOUBLE, count, off);
+	if (!ret && strncmp(argv[1], "read", 4) != 0) {
 		for (size_t i = 0; i < n; i++)
 			a[i] = 1.5 * (double)(off + i) + 7;
 		step = strcmp(argv[1], "differ") == 0 ? 42 + rank : 42;

@@ -66,3 +66,53 @@ def test_missing_global_image_refuses(mpi, tmp_path):
     r = run(mpi, 2, "read", tmp_path)
     assert r.returncode != 0 and "redistribute: FAIL" in r.stdout, r
     assert "rank-00001.img" in r.stderr or "No such file" in r.stderr, r
+
+
+@pytest.mark.parametrize("mode, message", [
+    ("readint", "id 1 has 8-byte elements in the checkpoint, 4-byte now"),
+    ("readbyte", "id 0 holds 4 bytes in the checkpoint, 1 protected now"),
+])
+def test_other_element_or_region_size_is_refused(mode, message, tmp_path):
+    assert run("openmpi", 3, "write", tmp_path).returncode == 0
+    r = run("openmpi", 2, mode, tmp_path)
+    assert r.returncode != 0 and "redistribute: FAIL" in r.stdout, r
+    assert message in r.stderr, r
+
+
+def test_bad_configuration_on_one_rank_fails_every_rank(tmp_path):
+    """One rank's bad setting must fail stasis_init everywhere, not hang."""
+    prog = BUILD / "tests" / "redistribute.openmpi"
+    if not prog.exists():
+        pytest.skip("redistribute.openmpi is not built")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STASIS_")}
+    env.update(STASIS_CONFIG="/dev/null", STASIS_JOB="badcfg", STASIS_NODE="n0",
+               STASIS_LOCAL_DIR=str(tmp_path / "local"), STASIS_GLOBAL_DIR=str(tmp_path / "global"),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    cmd = ["mpirun.openmpi", "--oversubscribe", "-np", "1", str(prog), "write", COUNT, ":",
+           "-np", "1", "-x", "STASIS_LEVEL=bogus", str(prog), "write", COUNT]
+    r = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=60)
+    assert r.returncode != 0 and "redistribute: FAIL" in r.stdout, r
+    assert "stasis_init: rank 1: env STASIS_LEVEL: bad value 'bogus'" in r.stderr, r
+
+
+def test_ranks_with_different_levels_follow_rank_0(tmp_path):
+    """A rank configured for another level must not leave the job hanging:
+    every rank checkpoints at rank 0's level."""
+    heatdis = BUILD / "examples" / "heatdis" / "heatdis.openmpi"
+    if not heatdis.exists():
+        pytest.skip("heatdis.openmpi is not built")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STASIS_")}
+    env.update(STASIS_CONFIG="/dev/null", STASIS_JOB="levels",
+               STASIS_LOCAL_DIR=str(tmp_path / "local"), STASIS_GLOBAL_DIR=str(tmp_path / "global"),
+               OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               ASAN_OPTIONS=os.environ.get("ASAN_OPTIONS", "") + ":detect_leaks=0")
+    args = [str(heatdis), "--rows-per-rank", "16", "--cols", "64", "--iterations", "40",
+            "--checkpoint-every", "10", "--level", "auto"]
+    cmd = ["mpirun.openmpi", "--oversubscribe", "-np", "2", "-x", "STASIS_NODE=a", "-x",
+           "STASIS_LEVEL=single", *args, ":", "-np", "2", "-x", "STASIS_NODE=b", "-x",
+           "STASIS_LEVEL=partner", *args]
+    r = subprocess.run(cmd, env=env, text=True, capture_output=True, timeout=60)
+    assert r.returncode == 0 and "heatdis: done iterations=40" in r.stdout, r
+    info = sorted((tmp_path / "global/levels").glob("ckpt-*/checkpoint.json"))[-1].read_text()
+    assert '"level": "single"' in info, info

@@ -366,6 +366,46 @@ static int reject_then_older(void *arg)
 	return stasis_complete_restart(1) ? 33 : 0;
 }
 
+static int status_of(void *arg)
+{
+	(void)arg;
+	if (stasis_init_serial(NULL))
+		return 50;
+	return stasis_status() == STASIS_FRESH ? 0 : 51;
+}
+
+/* ckpt 1 good, ckpt 2 fails after the node seal, ckpt 3 good: the failed one
+ * must not push ckpt 1 out of the cache (cache_keep 2). */
+static int fail_after_seal(void *arg)
+{
+	struct state s;
+
+	(void)arg;
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 60;
+	fill(&s, 21);
+	if (stasis_checkpoint(STASIS_LEVEL_SINGLE))
+		return 61;
+	fault_configure("api.ckpt.commit:1:fail");
+	fill(&s, 22);
+	if (stasis_checkpoint(STASIS_LEVEL_SINGLE) != -EIO)
+		return 62;
+	fault_configure(NULL);
+	fill(&s, 23);
+	return stasis_checkpoint(STASIS_LEVEL_SINGLE) ? 63 : 0;
+}
+
+static void test_failed_checkpoints_leave_the_cache(void)
+{
+	char path[4300];
+
+	setup_job("sealfail");
+	CHECK_EQ(run(fail_after_seal, NULL), 0);
+	snprintf(path, sizeof(path), "%s/sealfail-local/n0/sealfail/ckpt-000003/rank-00000.img", dir);
+	CHECK_EQ(unlink(path), 0);
+	CHECK_EQ(run(recover_step, NULL), 21);
+}
+
 static void test_routed_files(void)
 {
 	char path[4300];
@@ -373,6 +413,7 @@ static void test_routed_files(void)
 
 	setup_job("files");
 	CHECK_EQ(run(write_output, "set-1"), 0);
+	CHECK_EQ(run(status_of, NULL), 0);      /* output sets are not protected memory */
 	CHECK_EQ(run(write_steps, steps), 0);           /* protected memory in between */
 	CHECK_EQ(run(write_output, "set-2"), 0);
 	CHECK_EQ(run(write_output, "bad"), 0);          /* invalid: never used */
@@ -401,5 +442,6 @@ int main(void)
 	test_invalid();
 	test_faults();
 	test_routed_files();
+	test_failed_checkpoints_leave_the_cache();
 	return check_result("api");
 }
