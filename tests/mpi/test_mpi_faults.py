@@ -1,0 +1,214 @@
+"""Fault walk under MPI: one rank of a four-rank heatdis job is killed (or
+made to fail) at the n-th pass through a fault point while checkpointing.
+Only that rank has STASIS_FAULT set: the job is launched MPMD, one segment
+per rank. The killed job dies; the same command without the fault must
+resume from the checkpoint the reasoning below names - the one before the
+checkpoint being written, or that one when the kill came after it was
+established - and end with the grid, bit for bit, of a run never
+interrupted.
+
+Passes are counted per process, over the whole run (src/common/fault.c),
+and the counts per checkpoint below are those of the code paths in
+src/api/checkpoint.c, src/api/rs.c and src/store: every checkpoint of
+these ranks passes each point the same number of times (zero-elided or
+not, the images have the same sections and chunks), except for the index
+appends of a node leader, which gains a PRUNED record once the cache holds
+more than cache_keep = 2 checkpoints."""
+import os
+import signal
+import subprocess
+
+import pytest
+
+from conftest import CRASH_MARKERS, NODES, TIMEOUT, Heatdis, Result
+
+JOB = "heatdis"
+ROWS, COLS, ITERATIONS = 64, 256, 400
+EVERY = 50                      # checkpoint k (ckpt-00000k) is taken after iteration 50 k
+GRID = ["--rows-per-rank", ROWS, "--cols", COLS, "--iterations", ITERATIONS]
+RANK_NODE = [node for node, ranks in NODES for _ in range(ranks)]
+
+
+def launch_command(job, args, rank_env):
+    """One MPMD segment per rank, so rank_env[rank] reaches that rank only."""
+    cmd = []
+    for rank, node in enumerate(RANK_NODE):
+        env = {**job.node_env(node), **rank_env.get(rank, {})}
+        if cmd:
+            cmd.append(":")
+        if job.variant == "openmpi":
+            cmd += ["-np", "1"] + [x for k, v in env.items() for x in ("-x", f"{k}={v}")]
+        else:
+            cmd += ["-n", "1"] + [x for k, v in env.items() for x in ("-env", k, v)]
+        cmd += [str(job.binary), *map(str, args)]
+    if job.variant == "openmpi":
+        return ["mpirun.openmpi", "--oversubscribe", *cmd]
+    return ["mpiexec.mpich", *cmd]
+
+
+def run_with(job, rank_env, *args):
+    """Heatdis.run, with environment variables for single ranks."""
+    cmd = launch_command(job, args, rank_env)
+    proc = subprocess.Popen(cmd, cwd=job.root, env=job.env, text=True, errors="replace",
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, err = proc.communicate()
+        pytest.fail(f"timed out after {TIMEOUT} s:\n{Result(cmd, None, out, err)}")
+    r = Result(cmd, proc.returncode, out, err)
+    for marker in CRASH_MARKERS:
+        assert marker not in r.err, f"crash marker {marker!r}: {r}"
+    return r
+
+
+def ckpt(k):
+    return f"ckpt-{k:06d}"
+
+
+def established(job):
+    """The global index's established checkpoints, oldest first."""
+    return [c for c, s in job.checkpoints().get(("global", JOB), []) if s in ("COMPLETE", "CURRENT")]
+
+
+# Passes per checkpoint of one rank, from the code:
+#   store.file.write, rank 1: its image goes to the store in 5 writes (header,
+#     the chunks of var-0 and var-1, manifest, footer); at partner 1 more, the
+#     copy of rank 3's image it receives (one piece: < 8 MiB); at rs 4 more,
+#     its parity image rs-00001.img.
+#   store.file.rename, rank 3: its image, then partner-00001.img or rs-00003.img.
+#   image.chunk.write, rank 2: var-0 and var-1 are one chunk each (< 4 MiB);
+#     at rs its parity image adds one.
+PER_CKPT = {
+    ("store.file.write", "partner"): 6,
+    ("store.file.write", "rs"): 9,
+    ("store.file.rename", "partner"): 2,
+    ("store.file.rename", "rs"): 2,
+    ("image.chunk.write", "partner"): 2,
+    ("image.chunk.write", "rs"): 3,
+}
+RANK_OF = {"store.file.write": 1, "store.file.rename": 3, "image.chunk.write": 2}
+
+
+def during(n, per):
+    """Iteration to resume at after a kill at pass n of a point passed `per`
+    times by every checkpoint, all before it is established: the checkpoint
+    before the one being written (None: there is none, a fresh start)."""
+    k = -(-n // per)                    # the checkpoint being written
+    return (k - 1) * EVERY or None
+
+
+KILLS = []
+for level in ("partner", "rs"):
+    # Before rank 2 writes its image of checkpoint n.
+    KILLS += [("api.ckpt.write", 2, 1, level, None), ("api.ckpt.write", 2, 4, level, 150)]
+    for point, rank in RANK_OF.items():
+        per = PER_CKPT[(point, level)]
+        # The first pass of checkpoint 2, and the last pass of checkpoint 3.
+        KILLS += [(point, rank, per + 1, level, during(per + 1, per)),
+                  (point, rank, 3 * per, level, during(3 * per, per))]
+    # store.index.append, rank 0, in order: global BEGIN; in nodeA's cache
+    # BEGIN (unless rank 1 appended it first: the two race for it), rank-00000
+    # FILE, partner-00002 or rs-00000 FILE, COMPLETE; global FILE
+    # (checkpoint.json), global COMPLETE = established; from checkpoint 3 on
+    # PRUNED for the checkpoint the cache drops. So 6 or 7 passes a
+    # checkpoint, 7 or 8 from the 3rd, and the n below land where they do
+    # whichever way each race went:
+    #   8: after checkpoint 1 is established, at most its 2nd pass of
+    #      checkpoint 2 -> 50;
+    #  15: after checkpoint 2 is established, at most the 3rd pass of
+    #      checkpoint 3 -> 100;
+    #  22: after checkpoint 3 is established (its PRUNED record, still inside
+    #      stasis_checkpoint, or the start of checkpoint 4) -> 150, the
+    #      checkpoint being written when the kill came.
+    KILLS += [("store.index.append", 0, 8, level, 50), ("store.index.append", 0, 15, level, 100),
+              ("store.index.append", 0, 22, level, 150)]
+# Only rank 0 passes it, once a checkpoint, just before establishing it.
+KILLS += [("api.ckpt.commit", 0, 3, level, 100) for level in ("partner", "rs", "global")]
+
+MPICH_KILLS = {("store.index.append", 0, 22, "partner"), ("api.ckpt.commit", 0, 3, "rs"),
+               ("store.file.write", 1, 27, "rs")}
+
+KILL_CASES = [pytest.param(mpi, point, rank, n, level, resume,
+                           id=f"{mpi}-{level}-{point}:{n}:kill@rank{rank}")
+              for mpi in ("openmpi", "mpich")
+              for point, rank, n, level, resume in KILLS
+              if mpi == "openmpi" or (point, rank, n, level) in MPICH_KILLS]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The grid and final line of an uninterrupted run, per MPI."""
+    made = {}
+
+    def get(mpi):
+        if mpi not in made:
+            ref = Heatdis(tmp_path_factory.mktemp(f"ref-{mpi}"), mpi)
+            first = ref.ok(*GRID, "--output", "ref.bin")
+            made[mpi] = ((ref.root / "ref.bin").read_bytes(), first.done)
+        return made[mpi]
+    return get
+
+
+def check_resumed(job, args, resume, reference):
+    grid, done = reference
+    again = job.ok(*args, "--output", "out.bin")
+    assert again.restarted_at == resume, \
+        f"resumed at {again.restarted_at}, expected {resume}: {again}"
+    assert (job.root / "out.bin").read_bytes() == grid, f"grid differs from the uninterrupted run: {again}"
+    assert again.done == done, again
+
+
+@pytest.mark.parametrize("mpi, point, rank, n, level, resume", KILL_CASES)
+def test_kill_at_fault_point(heatdis, reference, mpi, point, rank, n, level, resume):
+    job = heatdis(mpi)
+    args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
+    fault = {rank: {"STASIS_FAULT": f"{point}:{n}:kill"}}
+    r = run_with(job, fault, *args, "--output", "out.bin")
+    assert r.rc != 0 and r.done is None, f"the run with {fault} did not die: {r}"
+    assert "signal 9" in r.err + r.out, f"failed, but not from the kill: {r}"
+    assert not (job.root / "out.bin").exists(), r
+    # What the kill left established is what the restart must use.
+    newest = established(job)[-1:]
+    assert newest == ([ckpt(resume // EVERY)] if resume else []), \
+        f"established after the kill: {established(job)}, expected up to {resume}: {r}"
+    check_resumed(job, args, resume, reference(mpi))
+
+
+# `fail` on one rank at its pass in checkpoint 3 (iteration 150): the
+# agreement makes ckpt-000003 FAILED on every rank and in every tier, every
+# rank gets the same error, naming that rank, and heatdis aborts.
+# A restart resumes from checkpoint 2.
+FAILS = [
+    ("partner", "store.file.write", 1, 2 * PER_CKPT[("store.file.write", "partner")] + 1),
+    ("rs", "image.chunk.write", 2, 2 * PER_CKPT[("image.chunk.write", "rs")] + 1),
+    ("global", "api.ckpt.write", 3, 3),
+]
+FAIL_CASES = [pytest.param(mpi, level, point, rank, n, id=f"{mpi}-{level}-{point}:{n}:fail@rank{rank}")
+              for mpi in ("openmpi", "mpich") for level, point, rank, n in FAILS
+              if mpi == "openmpi" or level == "rs"]
+
+
+@pytest.mark.parametrize("mpi, level, point, rank, n", FAIL_CASES)
+def test_fail_at_fault_point(heatdis, reference, mpi, level, point, rank, n):
+    job = heatdis(mpi)
+    args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
+    r = run_with(job, {rank: {"STASIS_FAULT": f"{point}:{n}:fail"}}, *args, "--output", "out.bin")
+    assert r.rc != 0 and r.done is None, r
+    assert "signal 9" not in r.err + r.out, f"killed, not failed: {r}"
+    assert not (job.root / "out.bin").exists(), r
+    # heatdis prints the stasis_checkpoint error (every rank the same) and
+    # calls MPI_Abort; the launcher may drop the other ranks' lines.
+    reports = [l for l in r.err.splitlines() if l.startswith("heatdis: rank ")]
+    assert reports, f"no error reported: {r}"
+    for line in reports:
+        assert "stasis_checkpoint: " in line and point in line \
+            and f"checkpoint {ckpt(3)} failed: rank {rank}: " in line, \
+            f"the error does not name the checkpoint, rank and fault point: {r}"
+    states = job.checkpoints()
+    assert established(job) == [ckpt(1), ckpt(2)], f"{states}\n{r}"
+    for where, rows in states.items():
+        if where[0] == "global" or level != "global":
+            assert (ckpt(3), "FAILED") in rows, f"{ckpt(3)} not FAILED in {where}: {states}\n{r}"
+    check_resumed(job, args, 2 * EVERY, reference(mpi))
