@@ -128,6 +128,27 @@ static int open_stores(void)
 	return 0;
 }
 
+/* The rank whose partner copy this rank keeps, if the partners form a
+ * permutation (every rank keeps exactly one copy); -1 otherwise. */
+static int partner_permutation(void)
+{
+	int from = -1, kept;
+
+	for (int r = 0; r < api.size; r++) {
+		kept = 0;
+		for (int s = 0; s < api.size; s++) {
+			if (api.partner[s] < 0)
+				return -1;
+			kept += api.partner[s] == r;
+			if (api.partner[s] == r && r == api.rank)
+				from = s;
+		}
+		if (kept != 1)
+			return -1;
+	}
+	return from;
+}
+
 static int find_node_peers(void)
 {
 	api.nodes = calloc((size_t)api.size, sizeof(*api.nodes));
@@ -151,6 +172,7 @@ static int find_node_peers(void)
 		if (ret)
 			return ret;
 	}
+	api.partner_from = partner_permutation();
 	api.one_node = 1;
 	for (int r = 0; r < api.size; r++)
 		api.one_node &= strcmp(api.nodes[r], api.nodes[0]) == 0;

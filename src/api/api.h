@@ -35,6 +35,9 @@ struct api_comm_ops {
 	/* Blocking point to point; callers pair them in one global order. */
 	int (*send)(void *h, const void *buf, size_t len, int dest);
 	int (*recv)(void *h, void *buf, size_t len, int src);
+	/* Send to dest and receive from src at once (either length may be 0). */
+	int (*sendrecv)(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
+			int src);
 	void (*free)(void *h);
 };
 
@@ -66,6 +69,8 @@ struct api_state {
 	unsigned node_ranks;                    /* ranks on this node */
 	int *partner;                           /* rank holding each rank's copy, or -1 */
 	int partner_alone;                      /* some rank has no partner */
+	int partner_from;                       /* whose copy this rank keeps, when every
+						 * rank keeps exactly one; else -1 */
 	int one_node;                           /* every rank on one node */
 	int warned_partner, warned_rs;
 	int64_t group_size, rs_parity;          /* rs level layout, from the configuration */

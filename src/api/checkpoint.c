@@ -262,6 +262,61 @@ static int put_fd(void *ctx, const void *buf, size_t len)
 	return fwrite(buf, 1, len, f) == len ? 0 : err_set(-EIO, "cannot write a received image");
 }
 
+static char xfer_back[XFER_PIECE];      /* what a paired exchange receives */
+
+/* When every rank holds exactly one copy (the partners form a permutation,
+ * as with equal ranks per node), all copies move at once: each rank sends
+ * its image to its partner while receiving the one it keeps. */
+static int partner_pairwise(struct store_ckpt *lc, const char *ckpt, int from)
+{
+	char path[PATH_MAX], file[32];
+	uint64_t mine = XFER_FAILED, theirs = 0;
+	struct store_file *f = NULL;
+	FILE *in = NULL;
+	int ret, put = 0;
+
+	rank_file(file, sizeof(file), api.rank);
+	ret = store_ckpt_path(api.local, ckpt, file, path, sizeof(path));
+	in = ret ? NULL : fopen(path, "rb");
+	if (in && fseeko(in, 0, SEEK_END) == 0) {
+		off_t end = ftello(in);
+
+		if (end >= 0 && fseeko(in, 0, SEEK_SET) == 0)
+			mine = (uint64_t)end;
+	}
+	if (mine == XFER_FAILED)
+		ret = ret ? ret : err_set(-EIO, "%s: cannot read it to send to rank %d", path,
+					   api.partner[api.rank]);
+	if (api.comm->sendrecv(api.ch, &mine, sizeof(mine), api.partner[api.rank], &theirs,
+			       sizeof(theirs), from))
+		return ret ? ret : -EIO;
+	partner_file(file, sizeof(file), from);
+	put = store_file_create(lc, file, &f);
+	if (theirs == XFER_FAILED)
+		put = put ? put : err_set(-EIO, "rank %d could not send its image", from);
+	for (uint64_t so = 0, ro = 0; (mine != XFER_FAILED && so < mine) ||
+				      (theirs != XFER_FAILED && ro < theirs);) {
+		size_t sn = mine == XFER_FAILED || so >= mine ? 0 :
+			    mine - so < XFER_PIECE ? (size_t)(mine - so) : XFER_PIECE;
+		size_t rn = theirs == XFER_FAILED || ro >= theirs ? 0 :
+			    theirs - ro < XFER_PIECE ? (size_t)(theirs - ro) : XFER_PIECE;
+
+		if (sn && fread(xfer_buf, 1, sn, in) != sn && !ret)
+			ret = err_set(-EIO, "%s: short read", path);
+		if (api.comm->sendrecv(api.ch, xfer_buf, sn, api.partner[api.rank], xfer_back, rn, from))
+			return ret ? ret : -EIO;
+		if (rn && !put)
+			put = store_file_write(f, xfer_back, rn);
+		so += sn;
+		ro += rn;
+	}
+	if (in)
+		fclose(in);
+	put = put ? put : store_file_commit(f);
+	store_file_free(&f);
+	return ret ? ret : put;
+}
+
 /* PARTNER: every rank's image goes to its partner (on another node), which
  * files it as partner-<rank>.img in its node's cache. The transfers run in
  * one global order, so blocking send and receive always pair up. */
@@ -269,6 +324,9 @@ static int partner_exchange(struct store_ckpt *lc, const char *ckpt)
 {
 	char path[PATH_MAX], file[32];
 	int ret = 0;
+
+	if (api.partner_from >= 0)      /* the same decision on every rank (init) */
+		return partner_pairwise(lc, ckpt, api.partner_from);
 
 	for (int s = 0; s < api.size; s++) {
 		int p = api.partner[s];

@@ -101,6 +101,15 @@ static int mpi_recv(void *h, void *buf, size_t len, int src)
 	return ret;
 }
 
+static int mpi_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
+			int src)
+{
+	if (slen > PIECE || rlen > PIECE)
+		return err_set(-EINVAL, "MPI_Sendrecv: pieces above 1 GiB");
+	return check(MPI_Sendrecv(sbuf, (int)slen, MPI_BYTE, dest, 7002, rbuf, (int)rlen, MPI_BYTE,
+				  src, 7002, comm_of(h), MPI_STATUS_IGNORE), "MPI_Sendrecv");
+}
+
 static void mpi_free(void *h)
 {
 	struct mpi_handle *m = h;
@@ -122,6 +131,7 @@ static const struct api_comm_ops api_comm_mpi = {
 	.allgather = mpi_allgather,
 	.send = mpi_send,
 	.recv = mpi_recv,
+	.sendrecv = mpi_sendrecv,
 	.free = mpi_free,
 };
 

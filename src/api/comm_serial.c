@@ -52,6 +52,13 @@ static int no_peer_recv(void *h, void *buf, size_t len, int peer)
 	return no_peer(h, buf, len, peer);
 }
 
+static int no_peer_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf,
+			    size_t rlen, int src)
+{
+	(void)h, (void)sbuf, (void)slen, (void)dest, (void)rbuf, (void)rlen, (void)src;
+	return -EINVAL;
+}
+
 static void free_self(void *h)
 {
 	(void)h;
@@ -67,5 +74,6 @@ const struct api_comm_ops api_comm_serial = {
 	.allgather = gather_self,
 	.send = no_peer,
 	.recv = no_peer_recv,
+	.sendrecv = no_peer_sendrecv,
 	.free = free_self,
 };
