@@ -101,6 +101,10 @@ struct api_var *api_var_find(int id);
 void api_files_release(void);
 
 /* checkpoint.c */
+struct img_writer_opts;
+/* The image writer's options from the configuration, with worker threads
+ * only where the node has cores to spare for them (unless configured). */
+void api_writer_opts(struct img_writer_opts *opts);
 #define API_MSG_LEN 384
 /* Collective: the lowest rank whose ok is 0 (api.size if none); msg gets
  * that rank's err_msg(). */

@@ -82,6 +82,20 @@ int api_agree(int ok, char msg[API_MSG_LEN])
 	return (int)first;
 }
 
+void api_writer_opts(struct img_writer_opts *opts)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned per_rank;
+
+	img_writer_opts_default(opts);
+	if (strcmp(cfg_origin(CFG_THREADS), "default") != 0)
+		return;         /* the user chose */
+	/* Worker threads help only with cores to spare: ranks sharing the
+	 * node's cores write fastest on their own thread. */
+	per_rank = cpus > 0 && api.node_ranks ? (unsigned)cpus / api.node_ranks : 1;
+	opts->threads = per_rank > 1 ? (per_rank - 1 < opts->threads ? per_rank - 1 : opts->threads) : 0;
+}
+
 static void rank_file(char *buf, size_t len, int rank)
 {
 	snprintf(buf, len, "rank-%05d.img", rank);
@@ -122,7 +136,7 @@ static int write_image(struct store_ckpt *c, int level)
 
 	rank_file(name, sizeof(name), api.rank);
 	snprintf(num, sizeof(num), "%d", api.rank);
-	img_writer_opts_default(&opts);
+	api_writer_opts(&opts);
 	ret = FAULT(API_CKPT_WRITE);
 	ret = ret ? ret : store_file_create(c, name, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);

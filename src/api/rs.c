@@ -242,7 +242,7 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		if (!blocks || !mybuf)
 			err = err_set(-ENOMEM, "out of memory");
 		snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
-		img_writer_opts_default(&opts);
+		api_writer_opts(&opts);
 		err = err ? err : store_file_create(lc, file, &f);
 		err = err ? err : img_writer_create(store_file_write, f, &opts, &w);
 		err = err ? err : img_writer_meta(w, "producer", "libstasis rs");
