@@ -121,6 +121,9 @@ int api_ckpt_latest(char *name, size_t len);
  * JSON object (reference taken) as a committed file of a checkpoint. */
 struct json_t;
 struct json_t *api_info_base(int level);
+/* A committed JSON file of a checkpoint, checked against the size and CRC
+ * the index recorded for it; NULL with a message if missing or damaged. */
+struct json_t *api_load_json(struct store *s, const char *ckpt, const char *name);
 int api_write_json(struct store_ckpt *c, const char *name, struct json_t *o);
 /* Collective: established checkpoints of the job, newest first: those of
  * protected memory (output 0) or the output sets of routed files (1). */

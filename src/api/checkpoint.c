@@ -13,6 +13,7 @@
 #include "api/api.h"
 #include "api/rs.h"
 #include "common/config.h"
+#include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/log.h"
@@ -152,6 +153,44 @@ static int write_image(struct store_ckpt *c, int level)
 	img_writer_free(&w);
 	store_file_free(&f);
 	return ret;
+}
+
+json_t *api_load_json(struct store *s, const char *ckpt, const char *name)
+{
+	struct store_file_info *files = NULL;
+	char path[PATH_MAX], *text = NULL;
+	json_error_t jerr;
+	json_t *o = NULL;
+	size_t count = 0, i;
+	FILE *f = NULL;
+	int ret;
+
+	ret = store_ckpt_path(s, ckpt, name, path, sizeof(path));
+	ret = ret ? ret : store_ckpt_files(s, ckpt, &files, &count);
+	for (i = 0; ret == 0 && i < count && strcmp(files[i].name, name) != 0; i++)
+		;
+	if (ret == 0 && i == count)
+		ret = err_set(-ENOENT, "%s: %s is not committed in it", ckpt, name);
+	if (ret == 0 && files[i].size > (1u << 26))
+		ret = err_set(-EFBIG, "%s: %s is implausibly large", ckpt, name);
+	if (ret == 0) {
+		text = malloc(files[i].size + 1);
+		f = fopen(path, "rb");
+		if (!text || !f || fread(text, 1, files[i].size, f) != files[i].size || fgetc(f) != EOF)
+			ret = err_set(-EBADMSG, "%s: missing, unreadable or of the wrong size", path);
+		else if (crc32c(0, text, files[i].size) != files[i].crc)
+			ret = err_set(-EBADMSG, "%s: damaged (its CRC differs from the index)", path);
+	}
+	if (ret == 0) {
+		o = json_loadb(text, files[i].size, 0, &jerr);
+		if (!o)
+			err_set(-EBADMSG, "%s: %s", path, jerr.text);
+	}
+	if (f)
+		fclose(f);
+	free(text);
+	free(files);
+	return o;
 }
 
 json_t *api_info_base(int level)
@@ -537,12 +576,9 @@ out:
  * tries it and says what is wrong with it. */
 static int is_output_set(const char *ckpt)
 {
-	char path[PATH_MAX];
-	json_t *o = NULL;
+	json_t *o = api_load_json(api.global, ckpt, INFO_FILE);
 	int yes;
 
-	if (store_ckpt_path(api.global, ckpt, INFO_FILE, path, sizeof(path)) == 0)
-		o = json_load_file(path, 0, NULL);
 	yes = o && json_object_get(o, "output") != NULL;
 	json_decref(o);
 	return yes;
@@ -603,7 +639,6 @@ static void info_free(struct ckpt_info *info)
 static int read_info(const char *ckpt, struct ckpt_info *info)
 {
 	char path[PATH_MAX];
-	json_error_t jerr;
 	json_t *o = NULL;
 	int ret = 0;
 
@@ -614,10 +649,10 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 	if (!info->sizes || !info->nodes)
 		ret = err_set(-ENOMEM, "out of memory");
 	if (api.rank == 0 && !ret) {
-		ret = store_ckpt_path(api.global, ckpt, INFO_FILE, path, sizeof(path));
-		o = ret ? NULL : json_load_file(path, 0, &jerr);
-		if (!ret && !o)
-			ret = err_set(-EBADMSG, "%s: %s", path, jerr.text);
+		o = api_load_json(api.global, ckpt, INFO_FILE);
+		if (!o)
+			ret = -EBADMSG;
+		snprintf(path, sizeof(path), "%s/%s", ckpt, INFO_FILE);
 		if (o) {
 			json_t *sz = json_object_get(o, "sizes"), *nodes = json_object_get(o, "nodes");
 

@@ -288,12 +288,9 @@ static int failed_before(const char *ckpt)
 static int output_info(const char *ckpt, char *label, int64_t *level)
 {
 	int64_t ranks;
-	char path[PATH_MAX];
-	json_t *o = NULL, *out;
+	json_t *o = api_load_json(api.global, ckpt, "checkpoint.json"), *out;
 	int is_output;
 
-	if (store_ckpt_path(api.global, ckpt, "checkpoint.json", path, sizeof(path)) == 0)
-		o = json_load_file(path, 0, NULL);
 	out = o ? json_object_get(o, "output") : NULL;
 	is_output = json_is_string(out);
 	if (is_output) {
@@ -315,7 +312,6 @@ static int output_info(const char *ckpt, char *label, int64_t *level)
 static int read_list(void)
 {
 	char name[64], path[PATH_MAX];
-	json_error_t jerr;
 	const char *key;
 	json_t *o, *v;
 	int ret = 0;
@@ -323,10 +319,14 @@ static int read_list(void)
 	snprintf(name, sizeof(name), "files-%05d.json", api.rank);
 	if (store_ckpt_path(io.where, io.ckpt, name, path, sizeof(path)))
 		return err_set(-ENAMETOOLONG, "path too long");
-	o = json_load_file(path, 0, &jerr);
-	if (!o)
-		return err_set(-ENOENT, "%s: rank %d's file list is not readable here (%s)", io.ckpt,
-			       api.rank, jerr.text);
+	o = api_load_json(io.where, io.ckpt, name);
+	if (!o) {
+		char why[256];
+
+		snprintf(why, sizeof(why), "%s", err_msg());
+		return err_set(-ENOENT, "%s: rank %d's file list is not usable here (%s)", io.ckpt,
+			       api.rank, why);
+	}
 	json_object_foreach(o, key, v) {
 		if (!json_is_string(v) || strchr(json_string_value(v), '/'))
 			ret = err_set(-EBADMSG, "%s: damaged file list", path);

@@ -395,6 +395,58 @@ static int fail_after_seal(void *arg)
 	return stasis_checkpoint(STASIS_LEVEL_SINGLE) ? 63 : 0;
 }
 
+/* recover_step with warnings logged to <dir>/infocrc.log */
+static int recover_step_logged(void *arg)
+{
+	char log[4300];
+	FILE *f;
+
+	(void)arg;
+	snprintf(log, sizeof(log), "%s/infocrc.log", dir);
+	f = freopen(log, "w", stderr);
+	if (!f)
+		return 240;
+	setenv("STASIS_LOG", "warn", 1);
+	return recover_step(NULL);
+}
+
+/* checkpoint.json edited into other valid JSON (same size): believed, the
+ * level would send restart to the wrong tier; it must be refused as damaged. */
+static void test_checkpoint_json_is_checked(void)
+{
+	int steps[] = { 31, 33, 0 };    /* both single level */
+	char path[4300], text[4096];
+	FILE *f;
+	char *at;
+	size_t n;
+
+	setup_job("infocrc");
+	CHECK_EQ(run(write_steps, steps), 0);
+	snprintf(path, sizeof(path), "%s/infocrc-global/infocrc/ckpt-000002/checkpoint.json", dir);
+	f = fopen(path, "r+");
+	CHECK(f != NULL);
+	if (!f)
+		return;
+	n = fread(text, 1, sizeof(text) - 1, f);
+	text[n] = '\0';
+	at = strstr(text, "\"single\"");
+	CHECK(at != NULL);
+	if (at) {
+		memcpy(at, "\"global\"", 8);
+		fseek(f, 0, SEEK_SET);
+		fwrite(text, 1, n, f);
+	}
+	fclose(f);
+	CHECK_EQ(run(recover_step_logged, path), 31);
+	snprintf(path, sizeof(path), "%s/infocrc.log", dir);
+	f = fopen(path, "r");
+	n = f ? fread(text, 1, sizeof(text) - 1, f) : 0;
+	text[n] = '\0';
+	if (f)
+		fclose(f);
+	CHECK(strstr(text, "ckpt-000002/checkpoint.json: damaged (its CRC differs from the index)") != NULL);
+}
+
 static void test_failed_checkpoints_leave_the_cache(void)
 {
 	char path[4300];
@@ -443,5 +495,6 @@ int main(void)
 	test_faults();
 	test_routed_files();
 	test_failed_checkpoints_leave_the_cache();
+	test_checkpoint_json_is_checked();
 	return check_result("api");
 }
