@@ -1,7 +1,8 @@
 #!/bin/bash
 # The whole test suite (what .ci/run runs):
 #   1. build, ctest and pytest (CLI, MPI jobs under Open MPI and MPICH, bindings);
-#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer, and the
+#      threaded unit tests (image writer, store, index) under ThreadSanitizer;
 #   3. the libFuzzer target over the image reader and manifest parser, 60 s.
 # STASIS_TEST_QUICK=1 skips 2 and 3.
 set -euo pipefail
@@ -32,6 +33,12 @@ scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DSTASIS_SANITIZE=ON
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite build-asan
+
+echo "== build with ThreadSanitizer; threaded unit tests"
+scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-fsanitize=thread \
+	-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure \
+	-R 'unit\.(image|store|index|redundancy)'
 
 echo "== fuzz image reader and manifest parser, 60 s"
 CC=clang-14 scripts/build.sh build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSTASIS_FUZZ=ON
