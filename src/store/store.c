@@ -223,6 +223,16 @@ static int open_job(struct store *s, const char *root)
 	return ret ? report(ret, "%s: cannot fsync the job directory", s->dir) : 0;
 }
 
+/* The tier named tier (NULL: configured) and its root (NULL: configured). */
+static int resolve_tier(const char *tier, const char **root, const struct store_tier_ops **ops)
+{
+	*ops = find_tier(tier);
+	if (!*ops)
+		return -EINVAL;
+	*root = tier_root(*ops, *root);
+	return *root ? 0 : -EINVAL;
+}
+
 int store_open(const char *tier, const char *root, const char *job, struct store **out)
 {
 	char index_path[PATH_MAX];
@@ -232,13 +242,8 @@ int store_open(const char *tier, const char *root, const char *job, struct store
 
 	err_clear();
 	*out = NULL;
-	ops = find_tier(tier);
-	if (!ops)
-		return -EINVAL;
-	root = tier_root(ops, root);
-	if (!root)
-		return -EINVAL;
-	ret = check_job_name(job);
+	ret = resolve_tier(tier, &root, &ops);
+	ret = ret ? ret : check_job_name(job);
 	if (ret)
 		return ret;
 	s = calloc(1, sizeof(*s));
@@ -315,12 +320,9 @@ int store_jobs(const char *tier, const char *root, char ***names, size_t *count)
 	err_clear();
 	*names = NULL;
 	*count = 0;
-	ops = find_tier(tier);
-	if (!ops)
-		return -EINVAL;
-	root = tier_root(ops, root);
-	if (!root)
-		return -EINVAL;
+	ret = resolve_tier(tier, &root, &ops);
+	if (ret)
+		return ret;
 	ret = ops->list(root, names, count);
 	if (ret == -ENOENT)
 		return 0;       /* nothing was ever stored there */
