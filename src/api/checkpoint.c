@@ -442,6 +442,9 @@ static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, in
 		store_ckpt_abort(lc, reason);
 	if (api.rank == 0 && gc)
 		store_ckpt_abort(gc, reason);
+	/* no rank returns before the FAILED records are written: an
+	 * application that aborts on the error must not cut them off */
+	api.comm->barrier(api.ch);
 	return err_set(valid_all ? -EIO : -ECANCELED, "checkpoint %s failed: %s", name, reason);
 }
 
@@ -474,6 +477,7 @@ int api_ckpt_write(int level, int valid)
 	if (bad < api.size) {
 		if (gc)
 			store_ckpt_abort(gc, msg);
+		api.comm->barrier(api.ch);
 		store_ckpt_free(&gc);
 		free(sizes);
 		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
@@ -554,6 +558,7 @@ int api_ckpt_write(int level, int valid)
 	if (bad < api.size) {
 		if (level != STASIS_LEVEL_GLOBAL && api.node_leader && lc)
 			store_ckpt_abort(lc, msg);
+		api.comm->barrier(api.ch);      /* the records first, as in fail_ckpt */
 		ret = err_set(-EIO, "checkpoint %s failed: rank %d: %s", name, bad, msg);
 		goto out;
 	}

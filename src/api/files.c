@@ -268,6 +268,7 @@ fail:
 		store_ckpt_abort(io.c, msg);
 	if (api.rank == 0 && io.gc)
 		store_ckpt_abort(io.gc, msg);
+	api.comm->barrier(api.ch);      /* FAILED recorded before any rank returns */
 	ret = err_set(valid_all ? -EIO : -ECANCELED, "output set %s (%s) failed: rank %d: %s",
 		      io.label, io.ckpt, bad, msg[0] ? msg : "invalid");
 	reset();
