@@ -546,6 +546,29 @@ void store_ckpt_free(struct store_ckpt **c)
 
 /* ---- files ---- */
 
+/* A file handle of checkpoint c: its final and *.tmp paths, no descriptor. */
+static int file_new(struct store_ckpt *c, const char *name, struct store_file **out)
+{
+	struct store_file *f = calloc(1, sizeof(*f));
+	int ret;
+
+	*out = NULL;
+	if (!f)
+		return err_set(-ENOMEM, "out of memory");
+	f->c = c;
+	f->fd = -1;
+	f->dfd = -1;
+	snprintf(f->name, sizeof(f->name), "%s", name);
+	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
+	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
+		ret = err_set(-ENAMETOOLONG, "%s%s: path too long", f->path, TMP_SUFFIX);
+	if (ret)
+		free(f);
+	else
+		*out = f;
+	return ret;
+}
+
 int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out)
 {
 	const struct store_tier_ops *ops = c->s->ops;
@@ -558,18 +581,9 @@ int store_file_create(struct store_ckpt *c, const char *name, struct store_file 
 	ret = check_file_name(name);
 	if (ret)
 		return ret;
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return err_set(-ENOMEM, "out of memory");
-	f->c = c;
-	f->fd = -1;
-	f->dfd = -1;
-	snprintf(f->name, sizeof(f->name), "%s", name);
-	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
-	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
-		ret = err_set(-ENAMETOOLONG, "%s%s: path too long", f->path, TMP_SUFFIX);
+	ret = file_new(c, name, &f);
 	if (ret)
-		goto fail;
+		return ret;
 	/* rename refuses to replace too; failing here saves writing the data. */
 	if (ops->stat(f->path, &st) == 0) {
 		ret = err_set(-EEXIST, "%s/%s: already committed", c->name, name);
@@ -785,19 +799,11 @@ int store_file_adopt(struct store_ckpt *c, const char *name)
 	ret = check_file_name(name);
 	if (ret)
 		return ret;
-	f = calloc(1, sizeof(*f));
+	ret = file_new(c, name, &f);
+	if (ret)
+		return ret;
 	buf = malloc(VERIFY_BUF);
-	if (!f || !buf) {
-		ret = err_set(-ENOMEM, "out of memory");
-		goto out;
-	}
-	f->c = c;
-	f->dfd = -1;
-	snprintf(f->name, sizeof(f->name), "%s", name);
-	ret = join_path(f->path, sizeof(f->path), c->dir, name, NULL);
-	if (ret == 0 && snprintf(f->tmp, sizeof(f->tmp), "%s%s", f->path, TMP_SUFFIX) >= (int)sizeof(f->tmp))
-		ret = err_set(-ENAMETOOLONG, "%s%s: path too long", f->path, TMP_SUFFIX);
-	ret = ret ? ret : ops->open_read(f->tmp, &f->fd);
+	ret = buf ? ops->open_read(f->tmp, &f->fd) : err_set(-ENOMEM, "out of memory");
 	if (ret == -ENOENT) {
 		ret = err_set(ret, "%s/%s: was never written (no %s%s)", c->name, name, name, TMP_SUFFIX);
 		goto out;
