@@ -86,6 +86,13 @@ static int list_job(const char *root, const char *job)
 		const struct store_ckpt_info *c = &list[i];
 		const char *note = c->state == STORE_PARTIAL ? "never committed; not used for restart"
 				 : c->state == STORE_FAILED ? c->reason : "";
+		char lv[200];
+
+		if (c->state == STORE_COMPLETE && c->level[0]) {
+			snprintf(lv, sizeof(lv), "level %s%s%s", c->level, c->level_reason[0] ? ": " : "",
+				 c->level_reason);
+			note = lv;
+		}
 
 		if (c->state == STORE_PRUNED)
 			continue;

@@ -34,6 +34,8 @@ static const char *const op_names[] = {
 	[INDEX_COMPLETE] = "COMPLETE",
 	[INDEX_FAILED] = "FAILED",
 	[INDEX_PRUNED] = "PRUNED",
+	[INDEX_ANNEX] = "ANNEX",
+	[INDEX_LEVEL] = "LEVEL",
 };
 
 const char *index_op_name(enum index_op op)
@@ -87,6 +89,7 @@ static int put_op_fields(json_t *o, const struct index_record *r)
 
 	switch (r->op) {
 	case INDEX_FILE:
+	case INDEX_ANNEX:
 		snprintf(crc, sizeof(crc), "%08" PRIx32, r->crc);
 		ret = put_str(o, "name", r->name);
 		ret = ret ? ret : put_u64(o, "size", r->size);
@@ -97,6 +100,11 @@ static int put_op_fields(json_t *o, const struct index_record *r)
 	case INDEX_COMPLETE:
 		ret = put_u64(o, "files", r->files);
 		ret = ret ? ret : put_u64(o, "bytes", r->bytes);
+		break;
+	case INDEX_LEVEL:
+		ret = put_str(o, "name", r->name);
+		if (r->reason[0] && ret == 0)
+			ret = put_str(o, "reason", r->reason);
 		break;
 	case INDEX_FAILED:
 	case INDEX_PRUNED:
@@ -126,7 +134,7 @@ int index_encode(const struct index_record *r, char *line, size_t size, size_t *
 	json_t *o;
 	int ret;
 
-	if ((unsigned)r->op > INDEX_PRUNED || !r->ckpt[0])
+	if ((unsigned)r->op > INDEX_LEVEL || !r->ckpt[0])
 		return -EINVAL;
 	o = json_object();
 	if (!o)
@@ -253,6 +261,7 @@ static int decode_fields(json_t *o, struct index_record *r)
 	r->time = json_integer_value(json_object_get(o, "time"));
 	switch (r->op) {
 	case INDEX_FILE:
+	case INDEX_ANNEX:
 		if (get_str(o, "name", r->name, sizeof(r->name), 1) || get_u64(o, "size", &r->size) ||
 		    get_str(o, "crc", crc, sizeof(crc), 1) || strlen(crc) != 8 || !is_hex8(crc))
 			return -EBADMSG;
@@ -266,6 +275,10 @@ static int decode_fields(json_t *o, struct index_record *r)
 			return -EBADMSG;
 		r->files = (unsigned)n;
 		return 0;
+	case INDEX_LEVEL:
+		if (get_str(o, "name", r->name, sizeof(r->name), 1))
+			return -EBADMSG;
+		return get_str(o, "reason", r->reason, sizeof(r->reason), 0);
 	case INDEX_FAILED:
 	case INDEX_PRUNED:
 		return get_str(o, "reason", r->reason, sizeof(r->reason), 0);
@@ -733,7 +746,10 @@ static int add_file(struct index_ckpt *c, const struct index_record *r)
 
 /* The state rules: FILE records count only while the checkpoint is open; the
  * first COMPLETE seals it; FAILED overrides COMPLETE (damage found later) but
- * nothing revives a FAILED or PRUNED checkpoint. */
+ * nothing revives a FAILED or PRUNED checkpoint. A COMPLETE checkpoint takes
+ * ANNEX files (redundancy added later) under names it does not hold yet, so a
+ * sealed file's record is never replaced; LEVEL records say how far those
+ * additions got, the last one wins. */
 static int view_apply(void *ctx, const struct index_record *r, uint64_t offset)
 {
 	struct index_view *v = ctx;
@@ -768,6 +784,17 @@ static int view_apply(void *ctx, const struct index_record *r, uint64_t offset)
 		return 0;
 	case INDEX_PRUNED:
 		c->info.state = STORE_PRUNED;
+		return 0;
+	case INDEX_ANNEX:
+		for (size_t i = 0; i < c->nfiles; i++)
+			if (strcmp(c->files[i].info.name, r->name) == 0)
+				return 0;
+		return st == STORE_COMPLETE ? add_file(c, r) : 0;
+	case INDEX_LEVEL:
+		if (st == STORE_COMPLETE) {
+			snprintf(c->info.level, sizeof(c->info.level), "%.15s", r->name);
+			memcpy(c->info.level_reason, r->reason, sizeof(c->info.level_reason));
+		}
 		return 0;
 	}
 	return 0;

@@ -31,19 +31,22 @@ enum index_op {
 	INDEX_COMPLETE,         /* every file it promised is there: established */
 	INDEX_FAILED,           /* given up: a writer failed or damage was found */
 	INDEX_PRUNED,           /* removed (its directory may still be there) */
+	INDEX_ANNEX,            /* a file added to a COMPLETE checkpoint (fields of FILE) */
+	INDEX_LEVEL,            /* a COMPLETE checkpoint reached a level (name), or
+				   gave up on one (reason) */
 };
 
 struct index_record {
 	enum index_op op;
 	char ckpt[64];
 	int64_t time;           /* seconds since the epoch */
-	char name[256];         /* FILE: file name */
-	uint64_t size;          /* FILE: bytes */
-	uint32_t crc;           /* FILE: CRC-32C of the content */
-	int image;              /* FILE: the content began with the image magic */
+	char name[256];         /* FILE, ANNEX: file name; LEVEL: the level */
+	uint64_t size;          /* FILE, ANNEX: bytes */
+	uint32_t crc;           /* FILE, ANNEX: CRC-32C of the content */
+	int image;              /* FILE, ANNEX: the content began with the image magic */
 	unsigned files;         /* COMPLETE: FILE records it sealed */
 	uint64_t bytes;         /* COMPLETE: their total size */
-	char reason[160];       /* FAILED: why; PRUNED: optional */
+	char reason[160];       /* FAILED: why; PRUNED, LEVEL: optional */
 };
 
 /* One job's index file and the damaged records already reported (each is
@@ -113,7 +116,8 @@ struct index_ckpt {
 	unsigned number;                /* N of ckpt-N, 0 if the name has another form */
 	unsigned sealed_files;          /* what the COMPLETE record says */
 	uint64_t sealed_bytes;
-	struct index_file *files;       /* FILE records before sealing, last one per name wins */
+	struct index_file *files;       /* FILE records before sealing, last one per name
+					   wins; then ANNEX records of names not yet there */
 	size_t nfiles, cap;
 };
 

@@ -47,6 +47,7 @@ struct store_ckpt {
 	struct store *s;
 	char name[64];
 	char dir[PATH_MAX];
+	int annex;                      /* files commit under ANNEX records */
 };
 
 struct store_file {
@@ -501,7 +502,8 @@ static int load_ckpt(struct store *s, const char *name, struct index_view *v, st
 	return err_set(-ENOENT, "%s: no checkpoint '%s' in the index of job %s", s->dir, name, s->job);
 }
 
-int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
+/* A handle to add files to checkpoint `name`, which must be in `want`. */
+static int ckpt_open(struct store *s, const char *name, enum store_state want, struct store_ckpt **out)
 {
 	struct index_view v;
 	struct index_ckpt *ck;
@@ -513,8 +515,11 @@ int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
 	ret = load_ckpt(s, name, &v, &ck);
 	if (ret)
 		return ret;
-	if (ck->info.state != STORE_PARTIAL) {
-		ret = err_set(-EINVAL, "%s: already %s; no files can be added to it", name,
+	if (ck->info.state != want) {
+		ret = want == STORE_PARTIAL ?
+		      err_set(-EINVAL, "%s: already %s; no files can be added to it", name,
+			      store_state_name(ck->info.state)) :
+		      err_set(-EINVAL, "%s: %s, not COMPLETE; nothing can be added to its annex", name,
 			      store_state_name(ck->info.state));
 		goto out;
 	}
@@ -523,6 +528,7 @@ int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
 		ret = -ENOMEM;
 		goto out;
 	}
+	(*out)->annex = want == STORE_COMPLETE;
 	ret = s->ops->stat((*out)->dir, &st);
 	if (ret || !st.is_dir) {
 		ret = report(ret ? ret : -ENOTDIR, "%s: checkpoint directory unusable", (*out)->dir);
@@ -531,6 +537,28 @@ int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
 out:
 	index_view_free(&v);
 	return ret;
+}
+
+int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
+{
+	return ckpt_open(s, name, STORE_PARTIAL, out);
+}
+
+int store_ckpt_annex(struct store *s, const char *name, struct store_ckpt **out)
+{
+	return ckpt_open(s, name, STORE_COMPLETE, out);
+}
+
+int store_ckpt_level(struct store *s, const char *name, const char *level, const char *reason)
+{
+	struct index_record r;
+
+	err_clear();
+	record_init(&r, INDEX_LEVEL, name);
+	snprintf(r.name, sizeof(r.name), "%s", level);
+	if (reason)
+		snprintf(r.reason, sizeof(r.reason), "%s", *reason ? reason : "failed");
+	return index_append(&s->index, &r);
 }
 
 const char *store_ckpt_name(const struct store_ckpt *c)
@@ -777,7 +805,7 @@ static int commit_steps(struct store_file *f)
 	ret = ret ? ret : ops->fsync_dir(f->c->dir);
 	if (ret)
 		return report(ret, "%s: cannot fsync the checkpoint directory", f->c->dir);
-	record_init(&r, INDEX_FILE, f->c->name);
+	record_init(&r, f->c->annex ? INDEX_ANNEX : INDEX_FILE, f->c->name);
 	snprintf(r.name, sizeof(r.name), "%s", f->name);
 	r.size = f->size;
 	r.crc = f->crc;

@@ -61,6 +61,17 @@ int store_ckpt_commit(struct store_ckpt *c, unsigned expected);
 int store_ckpt_abort(struct store_ckpt *c, const char *reason);
 void store_ckpt_free(struct store_ckpt **c);
 
+/* The annex of a COMPLETE checkpoint: redundancy added after it was sealed
+ * (a partner's copy, parity, the flush to another tier). Files created
+ * through an annex handle commit like any other but under ANNEX records,
+ * which never replace a file the checkpoint was sealed with; a crash half-way
+ * leaves the checkpoint exactly as it was sealed. -EINVAL if the checkpoint
+ * is not COMPLETE. */
+int store_ckpt_annex(struct store *s, const char *name, struct store_ckpt **out);
+/* Record how far a COMPLETE checkpoint's redundancy got: `level` reached, or
+ * (reason != NULL) the level it stays at and why the rest failed. */
+int store_ckpt_level(struct store *s, const char *name, const char *level, const char *reason);
+
 /* Files of a checkpoint: create <name>.tmp, write, commit (fsync, rename,
  * fsync the directory, FILE record with size and CRC32C of the content).
  * store_file_write has the signature of an image sink (image.h). */
@@ -96,6 +107,9 @@ struct store_ckpt_info {
 	int64_t begin_time;     /* seconds since the epoch */
 	int64_t end_time;       /* of the COMPLETE/FAILED record, or 0 */
 	char reason[160];       /* why FAILED */
+	char level[16];         /* the last LEVEL record: how far its redundancy got
+				   after it was sealed ("" if none was recorded) */
+	char level_reason[160]; /* that record's reason: why it stopped there */
 };
 
 /* Every checkpoint the index knows, oldest first. Damaged index records are

@@ -1152,6 +1152,54 @@ static void test_prune(void)
 	store_close(&s);
 }
 
+/* Annex: files added to a COMPLETE checkpoint, never replacing a sealed one;
+ * LEVEL records; a PARTIAL checkpoint has no annex. */
+static void test_annex(void)
+{
+	struct store *s = open_job("annex");
+	struct store_ckpt *c = NULL, *a = NULL;
+	struct store_file_info *files = NULL;
+	struct store_ckpt_info *list = NULL;
+	char name[64], path[PATH_MAX];
+	size_t count = 0;
+
+	CHECK_EQ(make_ckpt(s, 2, name), 0);
+	CHECK_EQ(store_ckpt_annex(s, name, &a), 0);
+	CHECK_EQ(put_file(a, "partner-0.dat", 777, 9), 0);
+	/* a sealed file keeps its record: the annex cannot even create it */
+	CHECK_EQ(put_file(a, "rank-0.dat", 10, 1), -EEXIST);
+	store_ckpt_free(&a);
+	CHECK_EQ(store_ckpt_files(s, name, &files, &count), 0);
+	CHECK(count == 3 && strcmp(files[2].name, "partner-0.dat") == 0 && files[2].size == 777);
+	CHECK(files[0].size == 5000);
+	free(files);
+	CHECK(selected(s, name));
+	CHECK_EQ(store_verify(s, name), 0);
+
+	CHECK_EQ(store_ckpt_level(s, name, "partner", NULL), 0);
+	CHECK_EQ(store_list(s, &list, &count, NULL), 0);
+	CHECK(count == 1 && strcmp(list[0].level, "partner") == 0 && !list[0].level_reason[0] &&
+	      list[0].files == 3 && list[0].state == STORE_COMPLETE);
+	free(list);
+	CHECK_EQ(store_ckpt_level(s, name, "single", "rank 3: connection refused"), 0);
+	CHECK_EQ(store_list(s, &list, &count, NULL), 0);
+	CHECK(count == 1 && strcmp(list[0].level, "single") == 0 &&
+	      strcmp(list[0].level_reason, "rank 3: connection refused") == 0);
+	free(list);
+
+	/* an annex file that went missing makes the checkpoint unusable, as
+	 * any of its files would */
+	path_of(s, name, "partner-0.dat", path);
+	CHECK_EQ(unlink(path), 0);
+	CHECK(selected(s, NULL));
+
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	CHECK_EQ(store_ckpt_annex(s, store_ckpt_name(c), &a), -EINVAL);
+	CHECK(a == NULL && strstr(err_msg(), "PARTIAL, not COMPLETE") != NULL);
+	store_ckpt_free(&c);
+	store_close(&s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -1163,6 +1211,7 @@ int main(void)
 	test_names();
 	test_round_trip();
 	test_file_rules();
+	test_annex();
 	test_commit_order();
 	test_large_files();
 	test_selection();
