@@ -95,9 +95,18 @@ int stasis_recover_var(int id);
 
 /* Collective: write a checkpoint of every protected region at `level`.
  * With _valid, a rank passing valid == 0 makes the whole checkpoint FAILED
- * on every rank (say, its data failed a sanity check). */
+ * on every rank (say, its data failed a sanity check).
+ * It returns once every rank's data is in its node's cache: the checkpoint
+ * is then established (it survives a crash of the processes). What the level
+ * adds (a partner's copy, Reed-Solomon parity, the copy to the global tier)
+ * follows in the background (configuration key `async`), and restart uses
+ * it as soon as it is committed. */
 int stasis_checkpoint(int level);
 int stasis_checkpoint_valid(int level, int valid);
+/* Wait until every checkpoint this rank took is established at its level.
+ * 0, or -EIO naming what failed (the checkpoint stays established at the
+ * levels that succeeded). Not collective. */
+int stasis_checkpoint_wait(void);
 
 /* Files, for codes with their own I/O: start an output set named `name`,
  * route each file path to where Stasis wants it written, complete the set

@@ -225,6 +225,16 @@ int api_init_common(const char *config)
 	ret = ret ? ret : open_stores();
 	if (ret)
 		goto fail;
+	api.async = strcmp(cfg_str(CFG_ASYNC), "on") == 0;
+	if (api.async) {
+		ret = api_progress_start();
+		bad = api_agree(ret == 0, msg);
+		if (bad < api.size) {
+			api_progress_stop();
+			ret = err_set(ret ? ret : -EIO, "stasis_init: rank %d: %s", bad, msg);
+			goto fail;
+		}
+	}
 	api.initialized = 1;
 	api.started = api.last_ckpt = api_now();
 	ret = api_ckpt_latest(name, sizeof(name));
@@ -388,6 +398,7 @@ int stasis_recover(void)
 
 	if (ret)
 		return ret;
+	api_progress_wait(0);           /* the caches hold what they will hold */
 	ret = api_ckpt_recover(-1);
 	return ret ? api_fail(ret) : 0;
 }
@@ -400,6 +411,7 @@ int stasis_recover_var(int id)
 		return ret;
 	if (!api_var_find(id))
 		return api_fail(err_set(-ENOENT, "stasis_recover_var: id %d is not protected", id));
+	api_progress_wait(0);
 	ret = api_ckpt_recover(id);
 	return ret ? api_fail(ret) : 0;
 }
@@ -428,12 +440,26 @@ int stasis_checkpoint(int level)
 	return stasis_checkpoint_valid(level, 1);
 }
 
+int stasis_checkpoint_wait(void)
+{
+	int ret = require_init("stasis_checkpoint_wait");
+
+	if (ret)
+		return ret;
+	ret = api_progress_wait(0);
+	return ret ? api_fail(err_set(-EIO, "stasis_checkpoint_wait: %s", err_msg())) : 0;
+}
+
 int stasis_finalize(void)
 {
 	int ret = require_init("stasis_finalize");
 
 	if (ret)
 		return ret;
+	/* every upgrade finishes first: the job's redundancy is what it promised */
+	if (api_progress_wait(0))
+		log_warn("rank %d: %s", api.rank, err_msg());
+	api_progress_stop();
 	api_files_release();
 	store_close(&api.global);
 	store_close(&api.local);

@@ -43,6 +43,66 @@ struct api_comm_ops {
 
 extern const struct api_comm_ops api_comm_serial;
 
+/* The communicator the calling thread uses: the progress link (link.c) on
+ * the progress thread, the job's (MPI or serial) everywhere else. The code
+ * shared by both (agreement, partner copies, rs parity) calls these. */
+struct api_comm {
+	const struct api_comm_ops *ops;
+	void *h;
+};
+const struct api_comm *api_cur(void);
+static inline int api_barrier(void) { return api_cur()->ops->barrier(api_cur()->h); }
+static inline int api_allreduce(int64_t *v, size_t n, enum api_op op)
+{
+	return api_cur()->ops->allreduce_i64(api_cur()->h, v, n, op);
+}
+static inline int api_bcast(void *buf, size_t len, int root)
+{
+	return api_cur()->ops->bcast(api_cur()->h, buf, len, root);
+}
+static inline int api_allgather(const void *mine, size_t len, void *all)
+{
+	return api_cur()->ops->allgather(api_cur()->h, mine, len, all);
+}
+static inline int api_send(const void *buf, size_t len, int dest)
+{
+	return api_cur()->ops->send(api_cur()->h, buf, len, dest);
+}
+static inline int api_recv(void *buf, size_t len, int src)
+{
+	return api_cur()->ops->recv(api_cur()->h, buf, len, src);
+}
+static inline int api_sendrecv(const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen, int src)
+{
+	return api_cur()->ops->sendrecv(api_cur()->h, sbuf, slen, dest, rbuf, rlen, src);
+}
+
+/* link.c: the progress threads' own transport, TCP between ranks (the
+ * application's MPI may not be thread-safe, so they never call it).
+ * api_link_open is collective over the job's communicator: every rank
+ * listens, and one allgather tells all the others where, with a secret
+ * drawn by rank 0 that every connection must present. */
+extern const struct api_comm_ops api_comm_link;
+int api_link_open(void **out);
+
+/* progress.c: upgrades of established checkpoints (partner copies, rs
+ * parity, the flush to the global tier) on a progress thread at idle
+ * priority, one checkpoint at a time, in the order they were taken. */
+struct api_upgrade {
+	char name[64];
+	int level;              /* the checkpoint's level */
+	int flush;              /* also copy every image to the global tier */
+	int64_t *sizes;         /* every rank's image size (owned by the job) */
+};
+int api_progress_start(void);
+/* Queue an upgrade (takes sizes); the progress thread runs api_upgrade_run. */
+int api_progress_queue(const struct api_upgrade *u);
+/* Wait until at most `pending` upgrades are queued or running; the progress
+ * thread runs at normal priority while someone waits for it. Returns the
+ * error of the last upgrade that failed since the previous call, or 0. */
+int api_progress_wait(unsigned pending);
+void api_progress_stop(void);
+
 struct api_var {
 	int id;
 	void *ptr;
@@ -73,6 +133,7 @@ struct api_state {
 						 * rank keeps exactly one; else -1 */
 	int one_node;                           /* every rank on one node */
 	int warned_partner, warned_rs;
+	int async;                              /* upgrades run on the progress thread */
 	int64_t group_size, rs_parity;          /* rs level layout, from the configuration */
 	struct store *local;                    /* this node's cache */
 	struct store *global;                   /* the global directory */
@@ -115,6 +176,10 @@ int api_level_parse(const char *name);
  * negative errno. */
 int api_level_resolve(int level);
 int api_ckpt_write(int level, int valid);
+/* Collective over the calling thread's communicator: bring an established
+ * checkpoint to its level (partner copies, rs parity, flush), record the
+ * level reached in the indexes and prune the node caches. */
+int api_upgrade_run(const struct api_upgrade *u);
 int api_ckpt_recover(int only_id);        /* -1: every variable */
 int api_ckpt_latest(char *name, size_t len);
 /* checkpoint.json's common fields (level, ranks, job, nodes), and writing a

@@ -73,12 +73,15 @@ int api_agree(int ok, char msg[API_MSG_LEN])
 	char mine[API_MSG_LEN];
 
 	snprintf(mine, sizeof(mine), "%s", ok ? "" : err_msg());
-	if (api.comm->allreduce_i64(api.ch, &first, 1, API_MIN))
+	if (api_allreduce(&first, 1, API_MIN)) {
+		/* the communicator itself failed (a progress link to a dead rank) */
+		snprintf(msg, API_MSG_LEN, "%s", err_msg());
 		return 0;
+	}
 	if (first < api.size) {
 		if (api.rank == first)
 			memcpy(msg, mine, API_MSG_LEN);
-		api.comm->bcast(api.ch, msg, API_MSG_LEN, (int)first);
+		api_bcast(msg, API_MSG_LEN, (int)first);
 	}
 	return (int)first;
 }
@@ -224,10 +227,12 @@ int api_write_json(struct store_ckpt *c, const char *name, json_t *o)
 }
 
 /* checkpoint.json: what restart needs to find every rank's image. */
-static int write_info(struct store_ckpt *gc, int level, const int64_t *sizes)
+static int write_info(struct store_ckpt *gc, int level, int flush, const int64_t *sizes)
 {
 	json_t *o = api_info_base(level), *sz = json_array();
 
+	if (flush)
+		json_object_set_new(o, "flush", json_string("global"));
 	for (int r = 0; r < api.size; r++)
 		json_array_append_new(sz, json_integer(sizes[r]));
 	json_object_set_new(o, "sizes", sz);
@@ -267,7 +272,7 @@ static int send_file(const char *path, int dest)
 	}
 	if (size == XFER_FAILED)
 		ret = err_set(f ? -EIO : -errno, "%s: cannot read it to send to rank %d", path, dest);
-	if (api.comm->send(api.ch, &size, sizeof(size), dest) && !ret)
+	if (api_send(&size, sizeof(size), dest) && !ret)
 		ret = -EIO;
 	for (uint64_t off = 0; size != XFER_FAILED && off < size;) {
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
@@ -275,7 +280,7 @@ static int send_file(const char *path, int dest)
 		/* a short read still sends n bytes, which the image CRCs reject */
 		if (fread(xfer_buf, 1, n, f) != n && !ret)
 			ret = err_set(-EIO, "%s: short read while sending to rank %d", path, dest);
-		if (api.comm->send(api.ch, xfer_buf, n, dest) && !ret)
+		if (api_send(xfer_buf, n, dest) && !ret)
 			ret = -EIO;
 		off += n;
 	}
@@ -292,14 +297,14 @@ static int recv_file(int src, int (*put)(void *ctx, const void *buf, size_t len)
 {
 	uint64_t size = 0;
 
-	if (api.comm->recv(api.ch, &size, sizeof(size), src))
+	if (api_recv(&size, sizeof(size), src))
 		return ret ? ret : -EIO;
 	if (size == XFER_FAILED)
 		return ret ? ret : err_set(-EIO, "rank %d could not send its image", src);
 	for (uint64_t off = 0; off < size;) {
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
 
-		if (api.comm->recv(api.ch, xfer_buf, n, src))
+		if (api_recv(xfer_buf, n, src))
 			return ret ? ret : -EIO;   /* the communicator failed: nothing more comes */
 		if (!ret)
 			ret = put(ctx, xfer_buf, n);
@@ -340,7 +345,7 @@ static int partner_pairwise(struct store_ckpt *lc, const char *ckpt, int from)
 	if (mine == XFER_FAILED)
 		ret = ret ? ret : err_set(-EIO, "%s: cannot read it to send to rank %d", path,
 					   api.partner[api.rank]);
-	if (api.comm->sendrecv(api.ch, &mine, sizeof(mine), api.partner[api.rank], &theirs,
+	if (api_sendrecv(&mine, sizeof(mine), api.partner[api.rank], &theirs,
 			       sizeof(theirs), from))
 		return ret ? ret : -EIO;
 	partner_file(file, sizeof(file), from);
@@ -356,7 +361,7 @@ static int partner_pairwise(struct store_ckpt *lc, const char *ckpt, int from)
 
 		if (sn && fread(xfer_buf, 1, sn, in) != sn && !ret)
 			ret = err_set(-EIO, "%s: short read", path);
-		if (api.comm->sendrecv(api.ch, xfer_buf, sn, api.partner[api.rank], xfer_back, rn, from))
+		if (api_sendrecv(xfer_buf, sn, api.partner[api.rank], xfer_back, rn, from))
 			return ret ? ret : -EIO;
 		if (rn && !put)
 			put = store_file_write(f, xfer_back, rn);
@@ -404,32 +409,110 @@ static int partner_exchange(struct store_ckpt *lc, const char *ckpt)
 	return ret;
 }
 
-/* Files a node's cache holds for one checkpoint: its ranks' images and the
- * partner copies it keeps for others. */
-static unsigned node_files(int level, const int64_t *sizes)
+/* GLOBAL, or global_flush: this rank's image, from its node's cache into the
+ * global tier's annex of the checkpoint. */
+static int flush_image(const char *ckpt)
 {
-	unsigned n = api.node_ranks;
+	char file[32], src[PATH_MAX];
+	struct store_ckpt *gc = NULL;
+	struct store_file *f = NULL;
+	char *buf = malloc(XFER_PIECE);
+	FILE *in = NULL;
+	size_t n;
+	int ret;
 
-	if (level == STASIS_LEVEL_RS) {
-		int rs = api_rs_files(sizes);
+	rank_file(file, sizeof(file), api.rank);
+	ret = buf ? 0 : err_set(-ENOMEM, "out of memory");
+	ret = ret ? ret : store_ckpt_path(api.local, ckpt, file, src, sizeof(src));
+	if (!ret && !(in = fopen(src, "rb")))
+		ret = err_set(-errno, "%s: cannot read it to copy to the global tier: %s", src,
+			      strerror(errno));
+	ret = ret ? ret : store_ckpt_annex(api.global, ckpt, &gc);
+	ret = ret ? ret : store_file_create(gc, file, &f);
+	while (!ret && (n = fread(buf, 1, XFER_PIECE, in)) > 0)
+		ret = store_file_write(f, buf, n);
+	if (!ret && ferror(in))
+		ret = err_set(-EIO, "%s: read error while copying to the global tier", src);
+	ret = ret ? ret : store_file_commit(f);
+	store_file_free(&f);
+	store_ckpt_free(&gc);
+	if (in)
+		fclose(in);
+	free(buf);
+	return ret;
+}
 
-		if (rs < 0)
-			return UINT_MAX;        /* no plan: a count no seal can meet */
-		n += (unsigned)rs;
+static void add_reason(char *reason, size_t len, const char *what, int bad, const char *msg)
+{
+	size_t used = strlen(reason);
+
+	snprintf(reason + used, len - used, "%s%s: rank %d: %s", used ? "; " : "", what, bad, msg);
+}
+
+int api_upgrade_run(const struct api_upgrade *u)
+{
+	char msg[API_MSG_LEN] = "", reached[32] = "single", reason[2 * API_MSG_LEN] = "";
+	struct store_ckpt *lc = NULL;
+	int ret = 0, bad, level = u->level;
+
+	if (level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS) {
+		ret = store_ckpt_annex(api.local, u->name, &lc);
+		/* the exchanges pair every send with a receive: all go, or none */
+		bad = api_agree(ret == 0, msg);
+		if (bad == api.size && level == STASIS_LEVEL_PARTNER) {
+			ret = partner_exchange(lc, u->name);
+		} else if (bad == api.size) {
+			char file[32], path[PATH_MAX];
+			int degraded = 0;
+
+			rank_file(file, sizeof(file), api.rank);
+			store_ckpt_path(api.local, u->name, file, path, sizeof(path));
+			ret = api_rs_encode(lc, u->name, path, u->sizes, &degraded);
+			if (degraded && !api.warned_rs)
+				log_warn("rank %d has no rs group (one node): its data is only in "
+					 "the node's cache", api.rank);
+			api.warned_rs |= degraded;
+		}
+		if (bad == api.size)
+			bad = api_agree(ret == 0, msg);
+		if (bad < api.size)
+			add_reason(reason, sizeof(reason), api_level_names[level], bad, msg);
+		else
+			snprintf(reached, sizeof(reached), "%s", api_level_names[level]);
+		store_ckpt_free(&lc);
 	}
-	if (level == STASIS_LEVEL_PARTNER)
-		for (int s = 0; s < api.size; s++)
-			n += api.partner[s] >= 0 && strcmp(api.nodes[api.partner[s]], api.node) == 0;
-	return n;
+	if (level == STASIS_LEVEL_GLOBAL || u->flush) {
+		ret = flush_image(u->name);
+		bad = api_agree(ret == 0, msg);
+		if (bad < api.size)
+			add_reason(reason, sizeof(reason), "global", bad, msg);
+		else if (strcmp(reached, "single") == 0)
+			snprintf(reached, sizeof(reached), "global");
+		else
+			strcat(reached, "+global");
+	}
+	/* recorded in the job's index: `stasis ls` shows it, and a restart
+	 * knows what to expect (restart still checks every copy it uses) */
+	if (api.rank == 0) {
+		ret = FAULT(API_UPGRADE_LEVEL);
+		ret = ret ? ret : store_ckpt_level(api.global, u->name, reached, reason[0] ? reason : NULL);
+		if (ret)
+			log_warn("checkpoint %s: cannot record its level: %s", u->name, err_msg());
+		if (reason[0])
+			log_warn("checkpoint %s stays established at level %s: %s", u->name, reached, reason);
+	}
+	/* older checkpoints leave the cache only once this one has all its
+	 * copies: never is a node's loss unrecoverable for want of an upgrade */
+	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
+		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+	log_debug("rank %d: checkpoint %s: level %s reached", api.rank, u->name, reached);
+	if (reason[0])
+		return err_set(-EIO, "checkpoint %s stays established at level %s: %s", u->name, reached,
+			       reason);
+	return 0;
 }
 
-/* The tier a level writes each rank's image to. */
-static struct store *data_store(int level)
-{
-	return level == STASIS_LEVEL_GLOBAL ? api.global : api.local;
-}
-
-static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, int bad, int valid_all,
+static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int bad, int valid_all,
 		     const char *name, const char *msg)
 {
 	char reason[API_MSG_LEN + 32];
@@ -438,33 +521,49 @@ static int fail_ckpt(struct store_ckpt *gc, struct store_ckpt *lc, int level, in
 		snprintf(reason, sizeof(reason), "rank %d declared its data invalid", bad);
 	else
 		snprintf(reason, sizeof(reason), "rank %d: %s", bad, msg);
-	if (level != STASIS_LEVEL_GLOBAL && api.node_leader && lc)
+	if (api.node_leader && lc)
 		store_ckpt_abort(lc, reason);
 	if (api.rank == 0 && gc)
 		store_ckpt_abort(gc, reason);
 	/* no rank returns before the FAILED records are written: an
 	 * application that aborts on the error must not cut them off */
-	api.comm->barrier(api.ch);
+	api_barrier();
 	return err_set(valid_all ? -EIO : -ECANCELED, "checkpoint %s failed: %s", name, reason);
 }
 
+/* Upgrades in flight when a new checkpoint begins: the cache keeps
+ * cache_keep checkpoints, and the oldest of them must have all its copies
+ * (api_upgrade_run prunes only after an upgrade). */
+static unsigned room(void)
+{
+	return (unsigned)cfg_u64(CFG_CACHE_KEEP) - 1;
+}
+
+/* Every rank's image goes to its node's cache; once all are there (and
+ * every rank said valid), rank 0 establishes the checkpoint. Its level's
+ * copies are an upgrade, run by the progress thread (or here when async is
+ * off). */
 int api_ckpt_write(int level, int valid)
 {
 	struct store_ckpt *gc = NULL, *lc = NULL;
 	char name[64] = "", msg[API_MSG_LEN] = "";
 	int64_t mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
-	int ret = 0, bad;
+	int ret = 0, bad, flush = strcmp(cfg_str(CFG_GLOBAL_FLUSH), "on") == 0;
 
 	if (!sizes)
 		return err_set(-ENOMEM, "out of memory");
+	if (api_progress_wait(room()))
+		log_debug("rank %d: an earlier upgrade failed: %s", api.rank, err_msg());
 	level = api_level_resolve(level);
-	/* rank 0's level is everyone's, whatever each rank's configuration
-	 * says: ranks on different levels would wait in different calls */
+	/* rank 0's level and flush are everyone's, whatever each rank's
+	 * configuration says: ranks on different levels would wait in
+	 * different calls */
 	{
-		int64_t lv = level;
+		int64_t lv[2] = { level, flush };
 
-		api.comm->bcast(api.ch, &lv, sizeof(lv), 0);
-		level = (int)lv;
+		api_bcast(lv, sizeof(lv), 0);
+		level = (int)lv[0];
+		flush = (int)lv[1];
 		if (level <= 0 && api.rank != 0)
 			err_set(level, "rank 0 could not choose a level");
 	}
@@ -477,95 +576,81 @@ int api_ckpt_write(int level, int valid)
 	if (bad < api.size) {
 		if (gc)
 			store_ckpt_abort(gc, msg);
-		api.comm->barrier(api.ch);
+		api_barrier();
 		store_ckpt_free(&gc);
 		free(sizes);
 		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
 	}
-	api.comm->bcast(api.ch, name, sizeof(name), 0);
+	api_bcast(name, sizeof(name), 0);
 
-	if (level == STASIS_LEVEL_GLOBAL)
-		ret = api.rank == 0 ? 0 : store_ckpt_join(api.global, name, &lc);
-	else
-		ret = store_ckpt_begin_named(api.local, name, &lc);
-	ret = ret ? ret : write_image(level == STASIS_LEVEL_GLOBAL && api.rank == 0 ? gc : lc, level);
+	ret = store_ckpt_begin_named(api.local, name, &lc);
+	ret = ret ? ret : write_image(lc, level);
 	/* I/O first, then validity, so the message blames the right rank */
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
-		ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
+		ret = fail_ckpt(gc, lc, bad, 1, name, msg);
 		goto out;
 	}
 	bad = api_agree(valid != 0, msg);
 	if (bad < api.size) {
-		ret = fail_ckpt(gc, lc, level, bad, 0, name, msg);
+		ret = fail_ckpt(gc, lc, bad, 0, name, msg);
 		goto out;
 	}
 
-	/* every image's size: checkpoint.json records them (RS pads to them) */
+	/* every image's size: checkpoint.json records them (rs pads to them) */
 	{
 		char file[32], path[PATH_MAX];
 		struct stat st;
 
 		rank_file(file, sizeof(file), api.rank);
-		mysize = store_ckpt_path(data_store(level), name, file, path, sizeof(path)) == 0 &&
+		mysize = store_ckpt_path(api.local, name, file, path, sizeof(path)) == 0 &&
 			 stat(path, &st) == 0 ? st.st_size : -1;
-		ret = api.comm->allgather(api.ch, &mysize, sizeof(mysize), sizes);
+		ret = api_allgather(&mysize, sizeof(mysize), sizes);
 		if (ret)
 			goto out;
-		if (level == STASIS_LEVEL_RS) {
-			int degraded = 0;
-
-			ret = api_rs_encode(lc, name, path, sizes, &degraded);
-			if (degraded && !api.warned_rs)
-				log_warn("rank %d has no rs group (one node): its data is only in "
-					 "the node's cache", api.rank);
-			api.warned_rs |= degraded;
-			bad = api_agree(ret == 0, msg);
-			if (bad < api.size) {
-				ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
-				goto out;
-			}
-		}
-	}
-	if (level == STASIS_LEVEL_PARTNER) {
-		ret = partner_exchange(lc, name);
-		bad = api_agree(ret == 0, msg);
-		if (bad < api.size) {
-			ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
-			goto out;
-		}
 	}
 
 	/* sealed where the data is, then established in the job's index */
-	ret = 0;
-	if (level != STASIS_LEVEL_GLOBAL && api.node_leader)
-		ret = store_ckpt_commit(lc, node_files(level, sizes));
+	ret = api.node_leader ? store_ckpt_commit(lc, api.node_ranks) : 0;
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
 		/* FAILED over a node's seal too: a checkpoint that is not
 		 * established must not take a place in the cache */
-		ret = fail_ckpt(gc, lc, level, bad, 1, name, msg);
+		ret = fail_ckpt(gc, lc, bad, 1, name, msg);
 		goto out;
 	}
 	if (api.rank == 0) {
-		ret = write_info(gc, level, sizes);
+		ret = write_info(gc, level, flush, sizes);
 		ret = ret ? ret : FAULT(API_CKPT_COMMIT);
-		ret = ret ? ret : store_ckpt_commit(gc, level == STASIS_LEVEL_GLOBAL ? (unsigned)api.size + 1 : 1);
+		ret = ret ? ret : store_ckpt_commit(gc, 1);
 		if (ret)
 			store_ckpt_abort(gc, err_msg());
 	}
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
-		if (level != STASIS_LEVEL_GLOBAL && api.node_leader && lc)
+		if (api.node_leader && lc)
 			store_ckpt_abort(lc, msg);
-		api.comm->barrier(api.ch);      /* the records first, as in fail_ckpt */
+		api_barrier();      /* the records first, as in fail_ckpt */
 		ret = err_set(-EIO, "checkpoint %s failed: rank %d: %s", name, bad, msg);
 		goto out;
 	}
-	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
-		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
-	log_debug("rank %d: checkpoint %s established at level %s", api.rank, name, api_level_names[level]);
+	log_debug("rank %d: checkpoint %s established (level single so far, %s to come)", api.rank,
+		  name, api_level_names[level]);
+
 	ret = 0;
+	if (level != STASIS_LEVEL_SINGLE || flush) {
+		struct api_upgrade u = { .level = level, .flush = flush, .sizes = sizes };
+
+		snprintf(u.name, sizeof(u.name), "%s", name);
+		if (api.async) {
+			sizes = NULL;   /* the queue owns them */
+			ret = api_progress_queue(&u);
+		} else {
+			ret = api_upgrade_run(&u);
+		}
+	} else if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL)) {
+		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+	}
 out:
 	free(sizes);
 	store_ckpt_free(&gc);
@@ -606,8 +691,8 @@ int api_candidates(char names[API_MAX_CANDIDATES][64], int64_t *n, int output)
 	}
 	if (api_agree(ret == 0, (char[API_MSG_LEN]){ 0 }) < api.size)
 		return -EIO;
-	api.comm->bcast(api.ch, n, sizeof(*n), 0);
-	api.comm->bcast(api.ch, names, API_MAX_CANDIDATES * 64, 0);
+	api_bcast(n, sizeof(*n), 0);
+	api_bcast(names, API_MAX_CANDIDATES * 64, 0);
 	return 0;
 }
 
@@ -629,6 +714,7 @@ struct ckpt_info {
 	int64_t group_size;
 	int64_t rs_parity;
 	int64_t output;                         /* an output set of routed files */
+	int64_t flush;                          /* images copied to the global tier too */
 	int64_t *sizes;                         /* per rank, when ranks == api.size */
 	char (*nodes)[API_NAME_LEN];
 };
@@ -666,6 +752,7 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 			info->group_size = json_integer_value(json_object_get(o, "group_size"));
 			info->rs_parity = json_integer_value(json_object_get(o, "rs_parity"));
 			info->output = json_object_get(o, "output") != NULL;
+			info->flush = json_object_get(o, "flush") != NULL;
 			if (info->level <= 0 || info->ranks <= 0 ||
 			    (!info->output && json_array_size(sz) != (size_t)info->ranks) ||
 			    json_array_size(nodes) != (size_t)info->ranks)
@@ -678,10 +765,10 @@ static int read_info(const char *ckpt, struct ckpt_info *info)
 			json_decref(o);
 		}
 	}
-	api.comm->bcast(api.ch, info, 5 * sizeof(int64_t), 0);
+	api_bcast(info, 6 * sizeof(int64_t), 0);
 	if (info->sizes && info->nodes && info->ranks == api.size) {
-		api.comm->bcast(api.ch, info->sizes, (size_t)api.size * sizeof(int64_t), 0);
-		api.comm->bcast(api.ch, info->nodes, (size_t)api.size * API_NAME_LEN, 0);
+		api_bcast(info->sizes, (size_t)api.size * sizeof(int64_t), 0);
+		api_bcast(info->nodes, (size_t)api.size * API_NAME_LEN, 0);
 	}
 	return ret;
 }
@@ -722,24 +809,30 @@ static int open_verified(const char *ckpt, const char *path, int only_id, struct
 	return ret;
 }
 
-/* This rank's image where its level put it: the global tier, or this node's
- * cache. */
-static int open_own(const char *ckpt, const struct ckpt_info *info, int only_id,
-		    struct img_reader **r)
+/* This rank's image in one tier. */
+static int open_in(struct store *s, const char *ckpt, int only_id, struct img_reader **r)
 {
-	struct store *s = data_store((int)info->level);
 	char file[32], path[PATH_MAX];
 	int ret;
 
 	rank_file(file, sizeof(file), api.rank);
-	if (info->ranks != api.size)
-		return err_set(-EINVAL, "%s has %" PRId64 " ranks, this job %d", ckpt, info->ranks,
-			       api.size);
 	ret = store_ckpt_path(s, ckpt, file, path, sizeof(path));
 	if (ret == 0 && access(path, F_OK) != 0)
 		return err_set(-ENOENT, "%s: no copy of rank %d's data in %s", ckpt, api.rank,
 			       s == api.global ? "the global directory" : "this node's cache");
 	return ret ? ret : open_verified(ckpt, path, only_id, r);
+}
+
+/* This rank's image in its node's cache, where every checkpoint is written
+ * first (a GLOBAL checkpoint of an older version is only in the global
+ * tier: looked for there after the level's own copies, see recover). */
+static int open_own(const char *ckpt, const struct ckpt_info *info, int only_id,
+		    struct img_reader **r)
+{
+	if (info->ranks != api.size)
+		return err_set(-EINVAL, "%s has %" PRId64 " ranks, this job %d", ckpt, info->ranks,
+			       api.size);
+	return open_in(api.local, ckpt, only_id, r);
 }
 
 /* A copy of rank s's image that this node's cache holds for it: its partner
@@ -773,14 +866,14 @@ static int fetch_copies(const char *ckpt, int need, int only_id, struct img_read
 		return err_set(-ENOMEM, "out of memory");
 	}
 	needs[api.rank] = need;
-	api.comm->allreduce_i64(api.ch, needs, (size_t)api.size, API_MAX);
+	api_allreduce(needs, (size_t)api.size, API_MAX);
 	for (int s = 0; s < api.size; s++) {
 		holder[s] = needs[s] && s != api.rank && api.node_leader &&
 			    held_copy(ckpt, s, path, sizeof(path)) ? api.rank : INT64_MAX;
 		any |= needs[s] != 0;
 	}
 	if (any)
-		api.comm->allreduce_i64(api.ch, holder, (size_t)api.size, API_MIN);
+		api_allreduce(holder, (size_t)api.size, API_MIN);
 	for (int s = 0; any && s < api.size; s++) {
 		if (!needs[s])
 			continue;
@@ -961,9 +1054,9 @@ static int recover_redistributed(const char *ckpt, const struct ckpt_info *info,
 	unsigned char **staged = calloc(api.nvars ? api.nvars : 1, sizeof(*staged));
 	int ret;
 
-	if (info->level != STASIS_LEVEL_GLOBAL)
-		ret = err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: only a global checkpoint "
-			      "can be redistributed", ckpt, info->ranks, api.size);
+	if (info->level != STASIS_LEVEL_GLOBAL && !info->flush)
+		ret = err_set(-EINVAL, "%s had %" PRId64 " ranks, this job %d: only a checkpoint in the "
+			      "global tier can be redistributed", ckpt, info->ranks, api.size);
 	else
 		ret = staged ? read_redistributed(ckpt, info->ranks, only_id, staged)
 			     : err_set(-ENOMEM, "out of memory");
@@ -1031,6 +1124,18 @@ int api_ckpt_recover(int only_id)
 				ret = fetch_copies(names[c], ret != 0, only_id, &r);
 			} else if (info.level == STASIS_LEVEL_RS && info.ranks == api.size) {
 				ret = rebuild_rs(names[c], &info, ret == 0, only_id, &r);
+			}
+			/* the most expensive place last */
+			if (ret && info.ranks == api.size &&
+			    (info.level == STASIS_LEVEL_GLOBAL || info.flush)) {
+				char why[API_MSG_LEN];
+
+				snprintf(why, sizeof(why), "%s", err_msg());
+				ret = open_in(api.global, names[c], only_id, &r);
+				if (ret)
+					err_set(ret, "%s; %s", why, err_msg());
+				else
+					log_info("rank %d: %s; took the global tier's copy", api.rank, why);
 			}
 			bad = api_agree(ret == 0, msg);
 		} else {

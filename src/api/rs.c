@@ -186,12 +186,12 @@ static int send_status(int ok, int dest)
 {
 	int64_t v = ok;
 
-	return api.comm->send(api.ch, &v, sizeof(v), dest);
+	return api_send(&v, sizeof(v), dest);
 }
 
 static int recv_status(int src, int64_t *ok)
 {
-	return api.comm->recv(api.ch, ok, sizeof(*ok), src);
+	return api_recv(ok, sizeof(*ok), src);
 }
 
 /* Send one cell (status, then seg bytes when ok) or receive it into buf. */
@@ -203,11 +203,11 @@ static int move_cell(int from, int to, int ok, const uint8_t *src, uint8_t *dst,
 	if (api.rank == from) {
 		ret = send_status(ok, to);
 		if (!ret && ok)
-			ret = api.comm->send(api.ch, src, seg, to);
+			ret = api_send(src, seg, to);
 	} else if (api.rank == to) {
 		ret = recv_status(from, got);
 		if (!ret && *got)
-			ret = api.comm->recv(api.ch, dst, seg, from);
+			ret = api_recv(dst, seg, from);
 	}
 	return ret;
 }
@@ -362,8 +362,8 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 	}
 	own_ok[api.rank] = have_own;
 	rs_ok[api.rank] = rs_path && img_open(rs_path, &rs) == 0 && img_verify(rs) == 0;
-	api.comm->allreduce_i64(api.ch, own_ok, (size_t)api.size, API_MAX);
-	api.comm->allreduce_i64(api.ch, rs_ok, (size_t)api.size, API_MAX);
+	api_allreduce(own_ok, (size_t)api.size, API_MAX);
+	api_allreduce(rs_ok, (size_t)api.size, API_MAX);
 	/* every buffer first, agreed on, so no rank receives into nothing */
 	{
 		struct rs_group *mine = &p.group[p.group_of[api.rank]];

@@ -37,6 +37,19 @@ CONFIG_KEY(GROUP_SIZE,     "group_size",     UINT,   "4", 2, 255, "",
 	   "ranks (on distinct nodes) per Reed-Solomon group of the rs level")
 CONFIG_KEY(RS_PARITY,      "rs_parity",      UINT,   "1", 1, 127, "",
 	   "parity blocks per rs group: how many of its nodes may be lost at once")
+CONFIG_KEY(ASYNC,          "async",          CHOICE, "on", 0, 0, "on|off",
+	   "partner copies, rs parity and the global flush run on a progress thread (off: "
+	   "stasis_checkpoint waits for them)")
+CONFIG_KEY(GLOBAL_FLUSH,   "global_flush",   CHOICE, "off", 0, 0, "off|on",
+	   "also copy every application checkpoint to the global tier, in the background")
+CONFIG_KEY(PROGRESS_PRIORITY, "progress_priority", CHOICE, "idle", 0, 0, "idle|normal",
+	   "scheduling of the progress thread: idle (SCHED_IDLE, only cycles the application "
+	   "leaves) or normal")
+CONFIG_KEY(LINK_ADDRESS,   "link_address",   STRING, "", 0, 0, "",
+	   "address other ranks reach this one at for progress traffic (default: the "
+	   "hostname's first IPv4 address)")
+CONFIG_KEY(LINK_TIMEOUT,   "link_timeout",   UINT,   "600", 1, 86400, "",
+	   "seconds a progress thread waits for another rank before giving up")
 CONFIG_KEY(CACHE_KEEP,     "cache_keep",     UINT,   "2", 1, 1000, "",
 	   "application checkpoints kept in each node's local cache")
 CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",

@@ -17,4 +17,6 @@ FAULT_POINT(STORE_INDEX_FSYNC,   "store.index.fsync",   "after an index record i
 FAULT_POINT(STORE_CKPT_COMMIT,   "store.ckpt.commit",   "before the COMPLETE record of a checkpoint is appended")
 FAULT_POINT(API_CKPT_WRITE,      "api.ckpt.write",      "before a rank writes its image of an application-level checkpoint")
 FAULT_POINT(API_CKPT_COMMIT,     "api.ckpt.commit",     "before rank 0 establishes an application-level checkpoint in the job index")
+FAULT_POINT(API_UPGRADE_BEGIN,   "api.upgrade.begin",   "before a progress thread starts an established checkpoint's upgrade (partner, rs, flush)")
+FAULT_POINT(API_UPGRADE_LEVEL,   "api.upgrade.level",   "before rank 0 records the level an upgrade reached")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

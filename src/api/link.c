@@ -1,0 +1,495 @@
+/* link.c - the progress threads' own transport: TCP between ranks.
+ *
+ * The progress threads (progress.c) move partner copies and rs cells while
+ * the application computes, and the application's MPI may not be
+ * thread-safe (plain MPI_Init gives MPI_THREAD_SINGLE), so they never call
+ * it. Instead, at stasis_init every rank opens a listening socket, and one
+ * allgather over the job's communicator tells every rank every other rank's
+ * address and port, plus a secret drawn by rank 0: a connection that does
+ * not present it is closed unheard.
+ *
+ * A pair of ranks shares one connection, made on first use by the lower
+ * rank. A stream per pair keeps messages in order, which is all the shared
+ * code needs: like the MPI backend, it pairs every send with a receive in
+ * one global order. Collectives go through rank 0 (gather, combine,
+ * broadcast): they carry a few bytes per rank.
+ *
+ * A dead peer shows as an error (EOF, reset, refused), never as a hang: a
+ * wait for a peer that never connects gives up after `link_timeout`.
+ */
+#include "api/api.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "common/log.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define LINK_MAGIC 0x4b4c5453u          /* "STLK" */
+#define LINK_VERSION 1u
+#define SECRET_LEN 16
+
+struct link_endpoint {
+	char addr[INET6_ADDRSTRLEN];
+	uint16_t port;
+};
+
+struct link_hello {
+	uint32_t magic;
+	uint32_t version;
+	int32_t rank;
+	uint8_t secret[SECRET_LEN];
+};
+
+struct link {
+	int rank, size;
+	int lfd;                        /* listening socket */
+	int *fd;                        /* connection to each rank, or -1 */
+	struct link_endpoint *peer;
+	uint8_t secret[SECRET_LEN];
+	int timeout_ms;
+};
+
+/* ---- byte streams ---- */
+
+static int wait_fd(int fd, short events, int timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int n;
+
+	do
+		n = poll(&p, 1, timeout_ms);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == 0 ? -ETIMEDOUT : 0;
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len, int timeout_ms)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n;
+		int ret = timeout_ms >= 0 ? wait_fd(fd, POLLIN, timeout_ms) : 0;
+
+		if (ret)
+			return ret;
+		n = recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -ECONNRESET;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* ---- connections ---- */
+
+static void tune(int fd)
+{
+	int one = 1;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+}
+
+static int connect_to(struct link *l, int peer)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST }, *ai = NULL;
+	struct link_hello hello = { LINK_MAGIC, LINK_VERSION, l->rank, { 0 } };
+	char port[8];
+	int fd = -1, ret;
+
+	snprintf(port, sizeof(port), "%u", l->peer[peer].port);
+	ret = getaddrinfo(l->peer[peer].addr, port, &hints, &ai);
+	if (ret)
+		return err_set(-EHOSTUNREACH, "link: rank %d's address %s: %s", peer, l->peer[peer].addr,
+			       gai_strerror(ret));
+	fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+		ret = err_set(-errno, "link: cannot connect to rank %d at %s:%u: %s", peer,
+			      l->peer[peer].addr, l->peer[peer].port, strerror(errno));
+		goto fail;
+	}
+	memcpy(hello.secret, l->secret, SECRET_LEN);
+	ret = write_all(fd, &hello, sizeof(hello));
+	if (ret) {
+		err_set(ret, "link: cannot greet rank %d: %s", peer, strerror(-ret));
+		goto fail;
+	}
+	tune(fd);
+	freeaddrinfo(ai);
+	l->fd[peer] = fd;
+	return 0;
+fail:
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	return ret;
+}
+
+/* Accept connections until rank `peer` has one; others are filed as they
+ * come. A connection without the job's secret is closed. */
+static int accept_from(struct link *l, int peer)
+{
+	while (l->fd[peer] < 0) {
+		struct link_hello hello;
+		int fd, ret = wait_fd(l->lfd, POLLIN, l->timeout_ms);
+
+		if (ret)
+			return err_set(ret, "link: rank %d did not connect within %d s%s", peer,
+				       l->timeout_ms / 1000, ret == -ETIMEDOUT ? " (did it die?)" : "");
+		fd = accept4(l->lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return err_set(-errno, "link: accept: %s", strerror(errno));
+		}
+		ret = read_all(fd, &hello, sizeof(hello), 10000);
+		if (ret || hello.magic != LINK_MAGIC || hello.version != LINK_VERSION ||
+		    memcmp(hello.secret, l->secret, SECRET_LEN) != 0 || hello.rank < 0 ||
+		    hello.rank >= l->size || hello.rank >= l->rank || l->fd[hello.rank] >= 0) {
+			log_warn("link: rank %d: refused a connection that did not present this job's "
+				 "secret and a valid rank", l->rank);
+			close(fd);
+			continue;
+		}
+		tune(fd);
+		l->fd[hello.rank] = fd;
+	}
+	return 0;
+}
+
+static int peer_fd(struct link *l, int peer)
+{
+	int ret;
+
+	if (peer < 0 || peer >= l->size || peer == l->rank)
+		return err_set(-EINVAL, "link: rank %d cannot talk to rank %d", l->rank, peer);
+	if (l->fd[peer] >= 0)
+		return l->fd[peer];
+	ret = peer > l->rank ? connect_to(l, peer) : accept_from(l, peer);
+	return ret ? ret : l->fd[peer];
+}
+
+static void drop(struct link *l, int peer)
+{
+	if (l->fd[peer] >= 0)
+		close(l->fd[peer]);
+	l->fd[peer] = -1;
+}
+
+/* ---- operations ---- */
+
+static int link_rank(void *h)
+{
+	return ((struct link *)h)->rank;
+}
+
+static int link_size(void *h)
+{
+	return ((struct link *)h)->size;
+}
+
+static int link_send(void *h, const void *buf, size_t len, int dest)
+{
+	struct link *l = h;
+	int fd = peer_fd(l, dest), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = write_all(fd, buf, len);
+	if (ret) {
+		drop(l, dest);
+		return err_set(ret, "link: sending to rank %d: %s", dest, strerror(-ret));
+	}
+	return 0;
+}
+
+static int link_recv(void *h, void *buf, size_t len, int src)
+{
+	struct link *l = h;
+	int fd = peer_fd(l, src), ret;
+
+	if (fd < 0)
+		return fd;
+	ret = read_all(fd, buf, len, l->timeout_ms);
+	if (ret) {
+		drop(l, src);
+		return err_set(ret, "link: receiving from rank %d: %s", src,
+			       ret == -ECONNRESET ? "it closed the connection (did it die?)" : strerror(-ret));
+	}
+	return 0;
+}
+
+/* Both directions at once, so two ranks exchanging large buffers never
+ * both block in send with full socket buffers. */
+static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
+			 int src)
+{
+	struct link *l = h;
+	const char *sp = sbuf;
+	char *rp = rbuf;
+	int sfd = slen ? peer_fd(l, dest) : 0, rfd = rlen ? peer_fd(l, src) : 0;
+
+	if (sfd < 0 || rfd < 0)
+		return sfd < 0 ? sfd : rfd;
+	while (slen || rlen) {
+		struct pollfd p[2] = { { .fd = slen ? sfd : -1, .events = POLLOUT },
+				       { .fd = rlen ? rfd : -1, .events = POLLIN } };
+		int n = poll(p, 2, l->timeout_ms);
+		ssize_t k;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return err_set(n ? -errno : -ETIMEDOUT, "link: exchange with ranks %d and %d: %s",
+				       dest, src, n ? strerror(errno) : "timed out");
+		if (slen && (p[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
+			k = send(sfd, sp, slen, MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (k < 0 && errno != EAGAIN && errno != EINTR) {
+				drop(l, dest);
+				return err_set(-errno, "link: sending to rank %d: %s", dest, strerror(errno));
+			}
+			if (k > 0) {
+				sp += k;
+				slen -= (size_t)k;
+			}
+		}
+		if (rlen && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
+			k = recv(rfd, rp, rlen, MSG_DONTWAIT);
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+				drop(l, src);
+				return err_set(k ? -errno : -ECONNRESET, "link: receiving from rank %d: %s",
+					       src, k ? strerror(errno) : "it closed the connection");
+			}
+			if (k > 0) {
+				rp += k;
+				rlen -= (size_t)k;
+			}
+		}
+	}
+	return 0;
+}
+
+static int link_bcast(void *h, void *buf, size_t len, int root)
+{
+	struct link *l = h;
+	int ret = 0;
+
+	if (l->rank != root)
+		return link_recv(l, buf, len, root);
+	for (int r = 0; r < l->size; r++)
+		if (r != root)
+			ret = link_send(l, buf, len, r) ?: ret;
+	return ret;
+}
+
+static void combine(int64_t *acc, const int64_t *v, size_t n, enum api_op op)
+{
+	for (size_t i = 0; i < n; i++)
+		acc[i] = op == API_SUM ? acc[i] + v[i] :
+			 op == API_MIN ? (v[i] < acc[i] ? v[i] : acc[i]) : (v[i] > acc[i] ? v[i] : acc[i]);
+}
+
+/* Rank 0 hands every other rank the result of a collective, after a word
+ * saying whether it heard from everyone: a rank that died must fail the
+ * collective on every rank alike, not only on rank 0. */
+static int link_result(struct link *l, void *buf, size_t len, int ret)
+{
+	int64_t status = ret;
+
+	if (l->rank != 0) {
+		ret = link_recv(l, &status, sizeof(status), 0);
+		ret = ret ? ret : link_recv(l, buf, len, 0);
+		return ret ? ret : status ? err_set(-EIO, "link: rank 0 could not hear from every rank") : 0;
+	}
+	for (int r = 1; r < l->size; r++) {
+		int sent = link_send(l, &status, sizeof(status), r);
+
+		sent = sent ? sent : link_send(l, buf, len, r);
+		ret = ret ? ret : sent;
+	}
+	return ret;
+}
+
+static int link_allreduce(void *h, int64_t *v, size_t n, enum api_op op)
+{
+	struct link *l = h;
+	int64_t *in;
+	int ret = 0;
+
+	if (l->rank != 0) {
+		ret = link_send(l, v, n * sizeof(*v), 0);
+		return link_result(l, v, n * sizeof(*v), 0) ?: ret;
+	}
+	in = malloc(n * sizeof(*v) + 1);
+	if (!in)
+		return err_set(-ENOMEM, "out of memory");
+	/* every rank is heard even after one failed, so no stream is left
+	 * holding a value the next collective would misread */
+	for (int r = 1; r < l->size; r++) {
+		int got = link_recv(l, in, n * sizeof(*v), r);
+
+		if (!got)
+			combine(v, in, n, op);
+		ret = ret ? ret : got;
+	}
+	free(in);
+	return link_result(l, v, n * sizeof(*v), ret);
+}
+
+static int link_barrier(void *h)
+{
+	int64_t v = 0;
+
+	return link_allreduce(h, &v, 1, API_MAX);
+}
+
+static int link_allgather(void *h, const void *mine, size_t len, void *all)
+{
+	struct link *l = h;
+	int ret = 0;
+
+	memcpy((char *)all + (size_t)l->rank * len, mine, len);
+	if (l->rank != 0)
+		ret = link_send(l, mine, len, 0);
+	else
+		for (int r = 1; r < l->size; r++)
+			ret = link_recv(l, (char *)all + (size_t)r * len, len, r) ?: ret;
+	return link_result(l, all, (size_t)l->size * len, ret) ?: ret;
+}
+
+static void link_free(void *h)
+{
+	struct link *l = h;
+
+	if (!l)
+		return;
+	for (int r = 0; l->fd && r < l->size; r++)
+		drop(l, r);
+	if (l->lfd >= 0)
+		close(l->lfd);
+	free(l->fd);
+	free(l->peer);
+	free(l);
+}
+
+const struct api_comm_ops api_comm_link = {
+	.name = "link",
+	.rank = link_rank,
+	.size = link_size,
+	.barrier = link_barrier,
+	.allreduce_i64 = link_allreduce,
+	.bcast = link_bcast,
+	.allgather = link_allgather,
+	.send = link_send,
+	.recv = link_recv,
+	.sendrecv = link_sendrecv,
+	.free = link_free,
+};
+
+/* ---- setup ---- */
+
+/* The address other ranks reach this one at: the key link_address, else
+ * the first address the hostname resolves to, else loopback (one node). */
+static void my_address(struct link_endpoint *me)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai = NULL;
+	const char *conf = cfg_str(CFG_LINK_ADDRESS);
+	char host[256];
+
+	snprintf(me->addr, sizeof(me->addr), "127.0.0.1");
+	if (conf && *conf) {
+		snprintf(me->addr, sizeof(me->addr), "%s", conf);
+		return;
+	}
+	if (gethostname(host, sizeof(host)) == 0 && getaddrinfo(host, NULL, &hints, &ai) == 0) {
+		inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, me->addr,
+			  sizeof(me->addr));
+		freeaddrinfo(ai);
+	}
+}
+
+static int listen_any(struct link *l, struct link_endpoint *me)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY) };
+	socklen_t len = sizeof(sa);
+
+	l->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (l->lfd < 0 || bind(l->lfd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+	    listen(l->lfd, SOMAXCONN) != 0 || getsockname(l->lfd, (struct sockaddr *)&sa, &len) != 0)
+		return err_set(-errno, "link: cannot listen on a TCP port: %s", strerror(errno));
+	me->port = ntohs(sa.sin_port);
+	return 0;
+}
+
+int api_link_open(void **out)
+{
+	struct link *l = calloc(1, sizeof(*l));
+	struct link_endpoint me = { 0 };
+	char msg[API_MSG_LEN];
+	int ret = 0, bad;
+
+	*out = NULL;
+	if (!l)
+		return err_set(-ENOMEM, "out of memory");
+	l->rank = api.rank;
+	l->size = api.size;
+	l->lfd = -1;
+	l->timeout_ms = (int)cfg_u64(CFG_LINK_TIMEOUT) * 1000;
+	l->fd = malloc((size_t)l->size * sizeof(*l->fd));
+	l->peer = calloc((size_t)l->size, sizeof(*l->peer));
+	if (!l->fd || !l->peer)
+		ret = err_set(-ENOMEM, "out of memory");
+	for (int r = 0; l->fd && r < l->size; r++)
+		l->fd[r] = -1;
+	if (!ret && api.rank == 0 && getrandom(l->secret, SECRET_LEN, 0) != SECRET_LEN)
+		ret = err_set(-errno, "link: no random bytes for the job secret: %s", strerror(errno));
+	if (!ret) {
+		my_address(&me);
+		ret = listen_any(l, &me);
+	}
+	bad = api_agree(ret == 0, msg);
+	if (bad < api.size) {
+		link_free(l);
+		return err_set(-EIO, "rank %d: %s", bad, msg);
+	}
+	api_bcast(l->secret, SECRET_LEN, 0);
+	api_allgather(&me, sizeof(me), l->peer);
+	log_debug("rank %d: progress link on %s:%u", api.rank, me.addr, me.port);
+	*out = l;
+	return 0;
+}
