@@ -48,5 +48,9 @@ int cmd_prune(int argc, char **argv);
 int cmd_save(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_faults(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_checkpoint(int argc, char **argv);
+int cmd_restart(int argc, char **argv);
+int cmd_status(int argc, char **argv);
 
 #endif

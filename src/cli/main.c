@@ -40,6 +40,30 @@ static const struct cli_command commands[] = {
 	  "usage: stasis extract IMAGE SECTION OUTPUT\n"
 	  "Write the bytes of SECTION of IMAGE to OUTPUT (- for stdout), checking\n"
 	  "every chunk's checksum.\n" },
+	{ "run", cmd_run, "run a program with transparent checkpoints",
+	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--no-signal-checkpoint] -- PROGRAM ARGS...\n"
+	  "Run PROGRAM in the foreground under Stasis (LD_PRELOAD agent, docs/transparent.md)\n"
+	  "and exit with its exit status (128+N if killed by signal N, 0 after\n"
+	  "`stasis checkpoint --stop`). Checkpoints go to job NAME (default: the configured\n"
+	  "`job`, else PROGRAM's file name) under D.\n"
+	  "  --interval T   checkpoint every T (seconds, or with suffix s, m, h)\n"
+	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
+	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
+	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",
+	  "usage: stasis checkpoint [--dir D] [JOB] [--stop]\n"
+	  "Ask JOB's coordinator (the only running job under D if JOB is not given) for a\n"
+	  "checkpoint; print its name once it is established.\n"
+	  "  --stop   then end the program\n" },
+	{ "restart", cmd_restart, "restart a program from a checkpoint",
+	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint] [CKPT]\n"
+	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
+	  "of the only job under D) in the foreground, in a new user and PID namespace\n"
+	  "where the program keeps its pid and thread ids; exit with the program's status.\n"
+	  "The restarted program is coordinated as under `stasis run`.\n" },
+	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
+	  "usage: stasis status [--dir D]\n"
+	  "One line per job under D: running or stopped, its established checkpoints and\n"
+	  "the one a restart would pick.\n" },
 	{ "config", cmd_config, "show the configuration",
 	  "usage: stasis config --list\n"
 	  "       stasis config KEY\n"
@@ -96,7 +120,7 @@ static void usage(FILE *out)
 	fprintf(out, "usage: stasis [--config FILE] COMMAND [ARGS]\n"
 		"       stasis --version | --help | COMMAND --help\n\ncommands:\n");
 	for (size_t i = 0; i < NCOMMANDS; i++)
-		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(out, "\nConfiguration: /etc/stasis/stasis.conf or $STASIS_CONFIG, overridden by\n"
 		"STASIS_<KEY> environment variables; see `stasis config --list`.\n");
 }

@@ -1,0 +1,339 @@
+/* cmd_proc.c - transparent checkpoints of unmodified programs: run,
+ * checkpoint, restart, status. The work is in coord/ and proc/. */
+#include "cli/cli.h"
+#include "common/config.h"
+#include "common/err.h"
+#include "coord/coord.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL };
+
+static const struct option proc_options[] = {
+	{ "dir", required_argument, NULL, OPT_DIR },
+	{ "interval", required_argument, NULL, OPT_INTERVAL },
+	{ "job", required_argument, NULL, OPT_JOB },
+	{ "stop", no_argument, NULL, OPT_STOP },
+	{ "no-signal-checkpoint", no_argument, NULL, OPT_NO_SIGNAL },
+	{ NULL, 0, NULL, 0 },
+};
+
+struct proc_args {
+	const char *dir, *job, *interval;
+	int stop, no_signal;
+	int first_operand;
+};
+
+static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, const char *allowed)
+{
+	int c;
+
+	memset(a, 0, sizeof(*a));
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+", proc_options, NULL)) != -1) {
+		if (c == '?' || !strchr(allowed, c - OPT_DIR + 'a')) {
+			cli_error(cmd, "unknown option '%s' (see `stasis %s --help`)", argv[optind - 1], cmd);
+			return EXIT_USAGE;
+		}
+		switch (c) {
+		case OPT_DIR: a->dir = optarg; break;
+		case OPT_INTERVAL: a->interval = optarg; break;
+		case OPT_JOB: a->job = optarg; break;
+		case OPT_STOP: a->stop = 1; break;
+		case OPT_NO_SIGNAL: a->no_signal = 1; break;
+		}
+	}
+	a->first_operand = optind;
+	return EXIT_OK;
+}
+
+/* "90", "90s", "15m", "2h" -> milliseconds */
+static int parse_interval(const char *s, uint64_t *ms)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t unit = 1000;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end == 's')
+		end++;
+	else if (*end == 'm')
+		unit = 60000, end++;
+	else if (*end == 'h')
+		unit = 3600000, end++;
+	if (*end || v == 0 || v > 1000000000ull)
+		return -EINVAL;
+	*ms = v * unit;
+	return 0;
+}
+
+static int job_name_ok(const char *job)
+{
+	return job[0] && job[0] != '.' && !strchr(job, '/') && strlen(job) < 128;
+}
+
+static int exit_with(int ret, int status, const char *cmd)
+{
+	if (ret == -ECANCELED)
+		return EXIT_FAIL;   /* the restorer already said why */
+	if (ret) {
+		cli_error(cmd, "%s", *err_msg() ? err_msg() : strerror(-ret));
+		return EXIT_FAIL;
+	}
+	return status;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct coord_opts o;
+	struct proc_args a;
+	char jobbuf[NAME_MAX + 1], progbuf[PATH_MAX];
+	const char *root;
+	int status = 0, ret;
+
+	if ((ret = parse("run", argc, argv, &a, "abce")) != EXIT_OK)
+		return ret;
+	if (a.first_operand >= argc) {
+		cli_error("run", "no program given (usage: stasis run [--dir D] [--interval T] -- PROGRAM ARGS...)");
+		return EXIT_USAGE;
+	}
+	memset(&o, 0, sizeof(o));
+	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
+		cli_error("run", "bad --interval '%s' (a number of seconds, or with suffix s, m or h)",
+			  a.interval);
+		return EXIT_USAGE;
+	}
+	root = cli_root(a.dir);
+	if (!a.job && cfg_str(CFG_JOB)[0])
+		a.job = cfg_str(CFG_JOB);
+	if (!a.job) {
+		snprintf(progbuf, sizeof(progbuf), "%s", argv[a.first_operand]);
+		snprintf(jobbuf, sizeof(jobbuf), "%s", basename(progbuf));
+		a.job = jobbuf;
+	}
+	if (!job_name_ok(a.job)) {
+		cli_error("run", "bad job name '%s'", a.job);
+		return EXIT_USAGE;
+	}
+	if (mkdir(root, 0700) != 0 && errno != EEXIST) {
+		cli_error("run", "cannot create the checkpoint directory %s: %s", root, strerror(errno));
+		return EXIT_FAIL;
+	}
+	o.root = root;
+	o.tier = cfg_str(CFG_TIER);
+	o.job = a.job;
+	o.signal_checkpoint = !a.no_signal;
+	ret = coord_run(&o, argv + a.first_operand, &status);
+	return exit_with(ret, status, "run");
+}
+
+/* Jobs under root with a running coordinator. */
+static int running_jobs(const char *root, char ***names, size_t *count, size_t *running, char *only,
+			size_t len)
+{
+	int ret = store_jobs(cfg_str(CFG_TIER), root, names, count);
+
+	*running = 0;
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < *count; i++) {
+		char path[PATH_MAX];
+
+		snprintf(path, sizeof(path), "%s/%s/coord.sock", root, (*names)[i]);
+		if (access(path, F_OK) == 0) {
+			(*running)++;
+			snprintf(only, len, "%s", (*names)[i]);
+		}
+	}
+	return 0;
+}
+
+int cmd_checkpoint(int argc, char **argv)
+{
+	struct proc_args a;
+	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], **names = NULL;
+	const char *root;
+	size_t count = 0, running = 0;
+	int ret;
+
+	if ((ret = parse("checkpoint", argc, argv, &a, "ad")) != EXIT_OK)
+		return ret;
+	root = cli_root(a.dir);
+	if (a.first_operand + 1 < argc) {
+		cli_error("checkpoint", "too many operands (usage: stasis checkpoint [--dir D] [JOB] [--stop])");
+		return EXIT_USAGE;
+	}
+	if (a.first_operand < argc) {
+		snprintf(job, sizeof(job), "%s", argv[a.first_operand]);
+	} else {
+		ret = running_jobs(root, &names, &count, &running, job, sizeof(job));
+		store_names_free(names, count);
+		if (ret || running != 1) {
+			if (ret)
+				cli_error("checkpoint", "%s", err_msg());
+			else if (running == 0)
+				cli_error("checkpoint", "no running job in %s", root);
+			else
+				cli_error("checkpoint", "%zu running jobs in %s; name one", running, root);
+			return EXIT_FAIL;
+		}
+	}
+	if (!job_name_ok(job)) {
+		cli_error("checkpoint", "bad job name '%s'", job);
+		return EXIT_USAGE;
+	}
+	snprintf(dir, sizeof(dir), "%s/%s", root, job);
+	ret = coord_request(dir, a.stop ? "CHECKPOINT stop" : "CHECKPOINT", 24 * 3600 * 1000,
+			    reply, sizeof(reply));
+	if (ret == -EREMOTEIO) {
+		cli_error("checkpoint", "%s", reply);
+		return EXIT_FAIL;
+	}
+	if (ret) {
+		cli_error("checkpoint", "%s", err_msg());
+		return EXIT_FAIL;
+	}
+	printf("%s\n", reply);
+	return EXIT_OK;
+}
+
+int cmd_restart(int argc, char **argv)
+{
+	struct coord_opts o;
+	struct proc_args a;
+	char job[NAME_MAX + 1] = "", ckpt[128] = "", **names = NULL;
+	const char *root;
+	size_t count = 0;
+	int status = 0, ret;
+
+	if ((ret = parse("restart", argc, argv, &a, "abe")) != EXIT_OK)
+		return ret;
+	memset(&o, 0, sizeof(o));
+	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
+		cli_error("restart", "bad --interval '%s' (a number of seconds, or with suffix s, m or h)",
+			  a.interval);
+		return EXIT_USAGE;
+	}
+	root = cli_root(a.dir);
+	if (a.first_operand + 1 < argc) {
+		cli_error("restart", "too many operands (usage: stasis restart [--dir D] [CKPT])");
+		return EXIT_USAGE;
+	}
+	if (a.first_operand < argc) {
+		/* JOB/CKPT, CKPT (ckpt-NNNNNN) in the only job, or JOB */
+		const char *arg = argv[a.first_operand], *slash = strchr(arg, '/');
+
+		if (slash) {
+			snprintf(job, sizeof(job), "%.*s", (int)(slash - arg), arg);
+			snprintf(ckpt, sizeof(ckpt), "%s", slash + 1);
+		} else if (strncmp(arg, "ckpt-", 5) == 0) {
+			snprintf(ckpt, sizeof(ckpt), "%s", arg);
+		} else {
+			snprintf(job, sizeof(job), "%s", arg);
+		}
+	}
+	if (!job[0]) {
+		struct stat st;
+
+		if (stat(root, &st) != 0) {
+			cli_error("restart", "no checkpoint directory %s", root);
+			return EXIT_FAIL;
+		}
+		ret = store_jobs(cfg_str(CFG_TIER), root, &names, &count);
+		if (ret || count != 1) {
+			if (ret)
+				cli_error("restart", "%s", err_msg());
+			else if (count == 0)
+				cli_error("restart", "no jobs in %s", root);
+			else
+				cli_error("restart", "%zu jobs in %s; name one as JOB or JOB/CKPT", count, root);
+			store_names_free(names, count);
+			return EXIT_FAIL;
+		}
+		snprintf(job, sizeof(job), "%s", names[0]);
+		store_names_free(names, count);
+	}
+	if (!job_name_ok(job) || (ckpt[0] && !job_name_ok(ckpt))) {
+		cli_error("restart", "bad checkpoint name '%s'", argv[a.first_operand]);
+		return EXIT_USAGE;
+	}
+	{
+		char index[PATH_MAX];
+
+		snprintf(index, sizeof(index), "%s/%s/index", root, job);
+		if (access(index, F_OK) != 0) {
+			cli_error("restart", "no job '%s' in %s", job, root);
+			return EXIT_FAIL;
+		}
+	}
+	o.root = root;
+	o.tier = cfg_str(CFG_TIER);
+	o.job = job;
+	o.signal_checkpoint = !a.no_signal;
+	ret = coord_restart(&o, ckpt[0] ? ckpt : NULL, &status);
+	return exit_with(ret, status, "restart");
+}
+
+int cmd_status(int argc, char **argv)
+{
+	struct proc_args a;
+	char **names = NULL, reply[1024], dir[PATH_MAX], latest[64];
+	const char *root;
+	size_t count = 0;
+	int ret;
+
+	if ((ret = parse("status", argc, argv, &a, "a")) != EXIT_OK)
+		return ret;
+	if (a.first_operand < argc) {
+		cli_error("status", "unexpected operand '%s' (usage: stasis status [--dir D])",
+			  argv[a.first_operand]);
+		return EXIT_USAGE;
+	}
+	root = cli_root(a.dir);
+	if (access(root, F_OK) != 0) {
+		cli_error("status", "no checkpoint directory %s", root);
+		return EXIT_FAIL;
+	}
+	if (store_jobs(cfg_str(CFG_TIER), root, &names, &count) != 0) {
+		cli_error("status", "%s", err_msg());
+		return EXIT_FAIL;
+	}
+	for (size_t i = 0; i < count; i++) {
+		struct store *s = NULL;
+		struct store_ckpt_info *list = NULL;
+		size_t n = 0, complete = 0;
+
+		snprintf(dir, sizeof(dir), "%s/%s", root, names[i]);
+		snprintf(latest, sizeof(latest), "-");
+		if (store_open(cfg_str(CFG_TIER), root, names[i], &s) == 0) {
+			if (store_list(s, &list, &n, NULL) == 0)
+				for (size_t k = 0; k < n; k++)
+					if (list[k].state == STORE_COMPLETE) {
+						complete++;
+						if (list[k].current)
+							snprintf(latest, sizeof(latest), "%s", list[k].name);
+					}
+			free(list);
+			store_close(&s);
+		}
+		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) == 0)
+			printf("%s  running  %s  established=%zu latest=%s\n", names[i], reply, complete, latest);
+		else
+			printf("%s  stopped  established=%zu latest=%s\n", names[i], complete, latest);
+	}
+	store_names_free(names, count);
+	return EXIT_OK;
+}

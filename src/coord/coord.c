@@ -1,0 +1,641 @@
+/* coord.c - the per-job coordinator (see coord.h, docs/coordinator.md).
+ *
+ * One thread, one poll loop: the listening socket, the agent's channel, a
+ * signalfd (SIGCHLD, SIGTERM, SIGUSR1) and the checkpoint interval. A
+ * checkpoint runs to its end inside the loop; clients that arrive meanwhile
+ * wait in the listen backlog.
+ */
+#include "coord/coord.h"
+
+#include "common/config.h"
+#include "common/err.h"
+#include "common/log.h"
+#include "image/image.h"
+#include "proc/proc.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define SECRET_LEN 32
+#define CLIENT_TIMEOUT_MS 5000
+#define HELLO_TIMEOUT_MS 30000
+#define IMAGE_NAME "process.img"
+
+struct coord {
+	const struct coord_opts *o;
+	struct store *store;
+	char dir[PATH_MAX - 64];
+	char secret[SECRET_LEN + 1];
+	int listen_fd;
+	int channel;             /* to the agent; -1 when it is gone */
+	int sig_fd;
+	pid_t child;             /* stasis run: the program */
+	struct proc_child rchild; /* stasis restart: the namespace's parent */
+	pid_t pid;               /* the program's pid as it sees it */
+	int done, status, stopped;
+	uint64_t next_ckpt_ms;
+	char last[64];           /* last established checkpoint */
+	unsigned taken;
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- the socket and the secret ---- */
+
+static int sock_addr(const char *dir, struct sockaddr_un *sa, int *dirfd)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	*dirfd = -1;
+	if (snprintf(sa->sun_path, sizeof(sa->sun_path), "%s/coord.sock", dir) <
+	    (int)sizeof(sa->sun_path))
+		return 0;
+	/* too long for sun_path: reach the directory through a descriptor */
+	*dirfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (*dirfd < 0)
+		return err_set(-errno, "cannot open %s: %s", dir, strerror(errno));
+	snprintf(sa->sun_path, sizeof(sa->sun_path), "/proc/self/fd/%d/coord.sock", *dirfd);
+	return 0;
+}
+
+static int connect_job(const char *dir, int *out)
+{
+	struct sockaddr_un sa;
+	int dirfd, fd, ret;
+
+	ret = sock_addr(dir, &sa, &dirfd);
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		ret = -errno;
+	else if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
+		ret = -errno;
+		close(fd);
+	} else {
+		*out = fd;
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+	return ret;
+}
+
+static int make_secret(struct coord *c)
+{
+	unsigned char raw[SECRET_LEN / 2];
+	char path[PATH_MAX];
+	int fd;
+
+	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
+		return err_set(-EIO, "cannot get random bytes for the job's secret");
+	for (size_t i = 0; i < sizeof(raw); i++)
+		snprintf(c->secret + 2 * i, 3, "%02x", raw[i]);
+	snprintf(path, sizeof(path), "%s/coord.secret", c->dir);
+	unlink(path);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return err_set(-errno, "cannot create %s: %s", path, strerror(errno));
+	if (write(fd, c->secret, SECRET_LEN) != SECRET_LEN || fsync(fd) != 0) {
+		close(fd);
+		return err_set(-EIO, "cannot write %s", path);
+	}
+	close(fd);
+	return 0;
+}
+
+static int listen_job(struct coord *c)
+{
+	struct sockaddr_un sa;
+	char path[PATH_MAX];
+	int fd, dirfd, ret;
+
+	if (connect_job(c->dir, &fd) == 0) {
+		close(fd);
+		return err_set(-EBUSY, "job %s already has a running coordinator (%s/coord.sock)",
+			       c->o->job, c->dir);
+	}
+	snprintf(path, sizeof(path), "%s/coord.sock", c->dir);
+	unlink(path);   /* left by a coordinator that was killed */
+	ret = sock_addr(c->dir, &sa, &dirfd);
+	if (ret)
+		return ret;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 16) != 0 ||
+	    chmod(path, 0700) != 0) {
+		ret = err_set(-errno, "cannot listen on %s: %s", path, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+	} else {
+		c->listen_fd = fd;
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+	return ret ? ret : make_secret(c);
+}
+
+static void unlisten(struct coord *c)
+{
+	char path[PATH_MAX];
+
+	if (c->listen_fd < 0)
+		return;
+	close(c->listen_fd);
+	c->listen_fd = -1;
+	snprintf(path, sizeof(path), "%s/coord.sock", c->dir);
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/coord.secret", c->dir);
+	unlink(path);
+}
+
+/* ---- checkpoints ---- */
+
+static int checkpoint(struct coord *c, int stop, char *name, size_t len)
+{
+	struct img_writer_opts opts;
+	struct img_writer *w = NULL;
+	struct store_ckpt *ck = NULL;
+	struct store_file *f = NULL;
+	struct proc_dump_info info;
+	char pid[32];
+	int ret, fin;
+
+	err_clear();
+	if (c->channel < 0)
+		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
+			       "started under `stasis run`)");
+	ret = store_ckpt_begin(c->store, &ck);
+	if (ret)
+		return ret;
+	snprintf(name, len, "%s", store_ckpt_name(ck));
+	img_writer_opts_default(&opts);
+	ret = store_file_create(ck, IMAGE_NAME, &f);
+	if (!ret)
+		ret = img_writer_create(store_file_write, f, &opts, &w);
+	if (!ret)
+		ret = img_writer_meta(w, "producer", "stasis proc");
+	if (!ret)
+		ret = img_writer_meta(w, "job", c->o->job);
+	if (!ret) {
+		snprintf(pid, sizeof(pid), "%d", (int)c->pid);
+		ret = img_writer_meta(w, "pid", pid);
+	}
+	if (!ret)
+		ret = proc_dump(c->channel, w, &info);
+	if (!ret)
+		ret = img_writer_finish(w, NULL);
+	if (!ret)
+		ret = store_file_commit(f);
+	if (!ret)
+		ret = store_ckpt_commit(ck, 1);
+	if (ret) {
+		char reason[160];
+
+		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
+		store_ckpt_abort(ck, reason);
+		err_set(ret, "%s", reason);
+	} else {
+		snprintf(c->last, sizeof(c->last), "%s", name);
+		c->taken++;
+		log_info("checkpoint %s: %u threads, %u regions, %llu bytes of pages", name,
+			 info.threads, info.regions, (unsigned long long)info.stored_bytes);
+	}
+	img_writer_free(&w);
+	store_file_free(&f);
+	store_ckpt_free(&ck);
+	/* the program waits for this verdict; a failed checkpoint never stops it */
+	fin = proc_dump_finish(c->channel, stop && !ret);
+	if (fin) {
+		close(c->channel);
+		c->channel = -1;
+	} else if (stop && !ret) {
+		c->stopped = 1;
+	}
+	if (c->o->interval_ms)
+		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
+	return ret;
+}
+
+/* ---- clients ---- */
+
+static int read_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t r;
+
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		r = read(fd, buf + n, 1);
+		if (r <= 0)
+			return -EPIPE;
+		if (buf[n] == '\n') {
+			buf[n] = 0;
+			return 0;
+		}
+		n++;
+	}
+	return -E2BIG;
+}
+
+static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void reply(int fd, const char *fmt, ...)
+{
+	char buf[1024];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	if (write(fd, buf, (size_t)n) < 0) {
+		/* the client went away; nothing to tell it */
+	}
+}
+
+static int secret_equal(const char *a, const char *b)
+{
+	unsigned diff = strlen(a) != strlen(b);
+
+	for (size_t i = 0; a[i] && b[i]; i++)
+		diff |= (unsigned)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+static void serve_client(struct coord *c)
+{
+	char line[256], name[64];
+	unsigned version = 0;
+	char secret[128] = "";
+	int fd = accept4(c->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	reply(fd, "STASIS-COORD %d", COORD_PROTOCOL_VERSION);
+	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
+		goto out;
+	if (sscanf(line, "HELLO %u %127s", &version, secret) != 2) {
+		reply(fd, "ERR expected HELLO <version> <secret>");
+		goto out;
+	}
+	if (version != COORD_PROTOCOL_VERSION) {
+		reply(fd, "ERR protocol version %u not supported (this coordinator speaks %d)",
+		      version, COORD_PROTOCOL_VERSION);
+		goto out;
+	}
+	if (!secret_equal(secret, c->secret)) {
+		reply(fd, "ERR wrong secret");
+		goto out;
+	}
+	reply(fd, "OK");
+	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
+		goto out;
+	if (strcmp(line, "CHECKPOINT") == 0 || strcmp(line, "CHECKPOINT stop") == 0) {
+		int stop = line[10] != 0;
+
+		if (checkpoint(c, stop, name, sizeof(name)) == 0)
+			reply(fd, "OK %s", name);
+		else
+			reply(fd, "ERR checkpoint failed: %s", err_msg());
+	} else if (strcmp(line, "STATUS") == 0) {
+		reply(fd, "OK job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
+		      c->channel >= 0 ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
+	} else {
+		reply(fd, "ERR unknown request '%.64s'", line);
+	}
+out:
+	close(fd);
+}
+
+/* ---- the loop ---- */
+
+static int exit_code(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return 1;
+}
+
+static void program_ended(struct coord *c, int status)
+{
+	c->done = 1;
+	c->status = c->stopped ? 0 : exit_code(status);
+}
+
+static void on_signal(struct coord *c)
+{
+	struct signalfd_siginfo si;
+	char name[64];
+
+	while (read(c->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+		if (si.ssi_signo == SIGCHLD) {
+			int status;
+
+			if (c->child > 0 && waitpid(c->child, &status, WNOHANG) == c->child) {
+				c->child = -1;
+				program_ended(c, status);
+			}
+		} else if (c->o->signal_checkpoint && (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR1)) {
+			int stop = si.ssi_signo == SIGTERM;
+
+			if (checkpoint(c, stop, name, sizeof(name)) == 0)
+				fprintf(stderr, "stasis: checkpoint %s taken on %s\n", name,
+					stop ? "SIGTERM" : "SIGUSR1");
+			else
+				fprintf(stderr, "stasis: checkpoint on signal failed: %s\n", err_msg());
+		} else if (si.ssi_signo == SIGTERM) {
+			if (c->child > 0)
+				kill(c->child, SIGTERM);
+		}
+	}
+}
+
+static void serve(struct coord *c)
+{
+	char name[64];
+
+	if (c->o->interval_ms)
+		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
+	while (!c->done) {
+		struct pollfd p[4];
+		int n = 0, timeout = -1, ichan = -1, istat = -1;
+
+		p[n++] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
+		p[n++] = (struct pollfd){ c->sig_fd, POLLIN, 0 };
+		if (c->channel >= 0) {
+			ichan = n;
+			p[n++] = (struct pollfd){ c->channel, POLLIN, 0 };
+		}
+		if (c->rchild.status_fd >= 0) {
+			istat = n;
+			p[n++] = (struct pollfd){ c->rchild.status_fd, POLLIN, 0 };
+		}
+		if (c->o->interval_ms && c->channel >= 0) {
+			uint64_t t = now_ms();
+
+			timeout = c->next_ckpt_ms > t ? (int)(c->next_ckpt_ms - t) : 0;
+		}
+		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
+			break;
+		if (p[1].revents)
+			on_signal(c);
+		if (istat >= 0 && p[istat].revents) {
+			int status;
+
+			proc_child_wait(&c->rchild, &status);
+			program_ended(c, status);
+			continue;
+		}
+		if (ichan >= 0 && p[ichan].revents) {
+			/* the agent speaks only when asked: this is its end */
+			close(c->channel);
+			c->channel = -1;
+		}
+		if (p[0].revents)
+			serve_client(c);
+		if (c->o->interval_ms && c->channel >= 0 && now_ms() >= c->next_ckpt_ms &&
+		    checkpoint(c, 0, name, sizeof(name)) != 0)
+			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
+	}
+}
+
+static int coord_init(struct coord *c, const struct coord_opts *o)
+{
+	sigset_t set;
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	c->o = o;
+	c->listen_fd = c->channel = c->sig_fd = -1;
+	c->child = -1;
+	c->rchild.pid = -1;
+	c->rchild.status_fd = -1;
+	ret = store_open(o->tier, o->root, o->job, &c->store);
+	if (ret)
+		return ret;
+	snprintf(c->dir, sizeof(c->dir), "%s", store_job_dir(c->store));
+	ret = listen_job(c);
+	if (ret)
+		return ret;
+	sigemptyset(&set);
+	sigaddset(&set, SIGCHLD);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGUSR1);
+	sigprocmask(SIG_BLOCK, &set, NULL);
+	c->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (c->sig_fd < 0)
+		return err_set(-errno, "signalfd: %s", strerror(errno));
+	/* the terminal's ^C and ^\ are for the program */
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	return 0;
+}
+
+static void coord_fini(struct coord *c)
+{
+	unlisten(c);
+	if (c->channel >= 0)
+		close(c->channel);
+	if (c->sig_fd >= 0)
+		close(c->sig_fd);
+	store_close(&c->store);
+}
+
+int coord_run(const struct coord_opts *o, char **argv, int *status)
+{
+	struct coord c;
+	char preload[PATH_MAX * 2], fdv[16];
+	int sv[2] = { -1, -1 }, ret;
+
+	ret = coord_init(&c, o);
+	if (ret)
+		goto out;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		ret = err_set(-errno, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	ret = proc_agent_env(sv[1], preload, sizeof(preload), fdv, sizeof(fdv));
+	if (ret)
+		goto out;
+	c.child = fork();
+	if (c.child < 0) {
+		ret = err_set(-errno, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (c.child == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		if (fcntl(sv[1], F_SETFD, 0) != 0)
+			_exit(127);
+		setenv("LD_PRELOAD", preload, 1);
+		setenv("STASIS_COORD_FD", fdv, 1);
+		execvp(argv[0], argv);
+		fprintf(stderr, "stasis: run: cannot execute %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	close(sv[1]);
+	sv[1] = -1;
+	c.channel = sv[0];
+	sv[0] = -1;
+	if (proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid) != 0) {
+		/* the program runs on, without checkpoints */
+		log_warn("%s", err_msg());
+		close(c.channel);
+		c.channel = -1;
+		c.pid = c.child;
+	}
+	serve(&c);
+	*status = c.status;
+out:
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	coord_fini(&c);
+	return ret;
+}
+
+int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
+{
+	struct coord c;
+	struct img_reader *img = NULL;
+	char name[64], path[PATH_MAX];
+	int sv[2] = { -1, -1 }, ret;
+
+	ret = coord_init(&c, o);
+	if (ret)
+		goto out;
+	if (ckpt)
+		snprintf(name, sizeof(name), "%s", ckpt);
+	else if ((ret = store_select(c.store, name, sizeof(name))) != 0)
+		goto out;
+	ret = store_ckpt_path(c.store, name, IMAGE_NAME, path, sizeof(path));
+	if (ret)
+		goto out;
+	ret = img_open(path, &img);
+	if (!ret)
+		ret = img_verify(img);
+	if (ret) {
+		ret = err_set(ret, "checkpoint %s cannot be used: %s", name, err_msg());
+		goto out;
+	}
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+		ret = err_set(-errno, "socketpair: %s", strerror(errno));
+		goto out;
+	}
+	ret = proc_restore(img, sv[1], log_get_level() >= LOG_DEBUG ? "debug" : "warn", &c.rchild);
+	sv[1] = -1;   /* proc_restore closed it */
+	if (ret) {
+		if (c.rchild.pid > 0) {
+			kill(c.rchild.pid, SIGKILL);
+			proc_child_wait(&c.rchild, status);
+		}
+		goto out;
+	}
+	c.channel = sv[0];
+	sv[0] = -1;
+	if (proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid) != 0) {
+		int st;
+
+		/* the restorer said why on stderr; it exits 42 when it gives up */
+		proc_child_wait(&c.rchild, &st);
+		ret = err_set(-EIO, "restart of %s failed", name);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 42)
+			ret = -ECANCELED;   /* message already printed */
+		goto out;
+	}
+	snprintf(c.last, sizeof(c.last), "%s", name);
+	serve(&c);
+	*status = c.status;
+out:
+	img_close(&img);
+	if (sv[0] >= 0)
+		close(sv[0]);
+	if (sv[1] >= 0)
+		close(sv[1]);
+	coord_fini(&c);
+	return ret;
+}
+
+/* ---- client ---- */
+
+int coord_request(const char *job_dir, const char *request, int timeout_ms, char *out, size_t len)
+{
+	char path[PATH_MAX], secret[SECRET_LEN + 8] = "", line[1024];
+	int fd = -1, sfd, ret;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/coord.secret", job_dir);
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (sfd < 0)
+		return err_set(-ENOENT, "no running coordinator in %s", job_dir);
+	n = read(sfd, secret, SECRET_LEN);
+	close(sfd);
+	if (n != SECRET_LEN)
+		return err_set(-EACCES, "cannot read the job's secret %s", path);
+	secret[SECRET_LEN] = 0;
+	ret = connect_job(job_dir, &fd);
+	if (ret)
+		return err_set(ret, "no running coordinator in %s (%s)", job_dir, strerror(-ret));
+	ret = read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+	if (!ret && strncmp(line, "STASIS-COORD ", 13) != 0)
+		ret = -EPROTO;
+	if (!ret) {
+		dprintf(fd, "HELLO %d %s\n", COORD_PROTOCOL_VERSION, secret);
+		ret = read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+	}
+	if (!ret && strcmp(line, "OK") != 0) {
+		snprintf(out, len, "%s", strncmp(line, "ERR ", 4) == 0 ? line + 4 : line);
+		close(fd);
+		return err_set(-EREMOTEIO, "coordinator refused: %s", out);
+	}
+	if (!ret) {
+		dprintf(fd, "%s\n", request);
+		ret = read_line(fd, line, sizeof(line), timeout_ms);
+	}
+	close(fd);
+	if (ret)
+		return err_set(ret, "no answer from the coordinator in %s (%s)", job_dir, strerror(-ret));
+	if (strncmp(line, "OK", 2) == 0) {
+		snprintf(out, len, "%s", line[2] == ' ' ? line + 3 : "");
+		return 0;
+	}
+	snprintf(out, len, "%s", strncmp(line, "ERR ", 4) == 0 ? line + 4 : line);
+	return -EREMOTEIO;
+}

@@ -1,0 +1,42 @@
+/* coord.h - the per-job coordinator of transparent checkpoints.
+ *
+ * `stasis run` and `stasis restart` become the coordinator of their job: they
+ * start the program (under the agent, or through the restorer), listen on a
+ * Unix socket in the job's directory (<root>/<job>/coord.sock, mode 0700)
+ * for clients presenting the job's secret (<root>/<job>/coord.secret, mode
+ * 0600), take checkpoints on request, on an interval and on SIGTERM or
+ * SIGUSR1, and end with the program. The protocol is docs/coordinator.md.
+ *
+ * Functions return 0 or a negative errno with a message in err_msg().
+ */
+#ifndef STASIS_COORD_COORD_H
+#define STASIS_COORD_COORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define COORD_PROTOCOL_VERSION 1
+
+struct coord_opts {
+	const char *root;          /* checkpoint root */
+	const char *tier;          /* store tier of root */
+	const char *job;           /* job name */
+	uint64_t interval_ms;      /* periodic checkpoints; 0: none */
+	int signal_checkpoint;     /* SIGTERM/SIGUSR1: checkpoint, then end (TERM) or run on (USR1) */
+};
+
+/* Run argv under the agent until it ends. *status: the program's exit code
+ * in the shell's convention (128 + signal when killed; 0 after --stop). */
+int coord_run(const struct coord_opts *o, char **argv, int *status);
+
+/* Restart checkpoint ckpt (a name in the job, or NULL: the latest
+ * established one) and coordinate it like coord_run. */
+int coord_restart(const struct coord_opts *o, const char *ckpt, int *status);
+
+/* Client side: connect to the job's coordinator under job_dir, authenticate,
+ * send one request line (without newline) and copy the reply line (without
+ * "OK "/"ERR ") into reply. Returns 0 for OK, -EREMOTEIO for ERR (the
+ * reply is the message), -ECONNREFUSED/-ENOENT when no coordinator runs. */
+int coord_request(const char *job_dir, const char *request, int timeout_ms, char *reply, size_t len);
+
+#endif

@@ -1,0 +1,429 @@
+/* dump.c - the dump stream from the agent, written as an image.
+ *
+ * Sections (docs/transparent.md): "thread.<tid>" (the thread record and a
+ * copy of its signal frame's ucontext and xsave area), "mem.<start>" (the
+ * stored pages of one region, concatenated), and last "process" (header,
+ * cwd, signal dispositions, thread records, and every region with its runs
+ * of stored pages), the table of contents a restore starts from.
+ */
+#include "proc/proc.h"
+#include "proc/proc_format.h"
+#include "proc/proc_internal.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "image/image.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define COPY_SIZE (4u << 20)
+
+int proc_read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int proc_write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int proc_send(int fd, uint32_t type, const void *payload, size_t len)
+{
+	struct proc_msg m = { PROC_MSG_MAGIC, type, len };
+	int ret = proc_write_all(fd, &m, sizeof(m));
+
+	if (!ret && len)
+		ret = proc_write_all(fd, payload, len);
+	return ret;
+}
+
+int proc_recv(int fd, struct proc_msg *m)
+{
+	int ret = proc_read_all(fd, m, sizeof(*m));
+
+	if (ret)
+		return ret;
+	if (m->magic != PROC_MSG_MAGIC)
+		return err_set(-EBADMSG, "the agent's stream is damaged (bad record magic)");
+	return 0;
+}
+
+int proc_agent_hello(int channel, int timeout_ms, pid_t *pid)
+{
+	struct pollfd p = { channel, POLLIN, 0 };
+	struct proc_hello h;
+	struct proc_msg m;
+	int ret;
+
+	ret = poll(&p, 1, timeout_ms);
+	if (ret == 0)
+		return err_set(-ETIMEDOUT, "the program's Stasis agent did not report (statically "
+			       "linked, or LD_PRELOAD ignored?)");
+	ret = proc_recv(channel, &m);
+	if (ret == -EPIPE)
+		return err_set(ret, "the program ended before its Stasis agent reported");
+	if (ret)
+		return ret;
+	if ((m.type != PROC_MSG_HELLO && m.type != PROC_MSG_RESTARTED) || m.len != sizeof(h))
+		return err_set(-EPROTO, "the program's agent sent %u instead of its hello", m.type);
+	ret = proc_read_all(channel, &h, sizeof(h));
+	if (ret)
+		return err_set(ret, "reading the agent's hello: %s", strerror(-ret));
+	if (h.version != PROC_FORMAT_VERSION)
+		return err_set(-EPROTO, "the program's agent speaks version %u, this stasis %u",
+			       h.version, PROC_FORMAT_VERSION);
+	*pid = h.pid;
+	return 0;
+}
+
+/* ---- the region table kept while the pages stream in ---- */
+
+struct dump_region {
+	struct proc_region rec;
+	char *path;
+	struct proc_pages *runs;
+	size_t nruns, cap;
+};
+
+struct dump_state {
+	struct img_writer *w;
+	struct proc_header header;
+	char *cwd;
+	struct proc_sigaction sa[PROC_NSIG];
+	struct proc_thread *threads;
+	size_t nthreads;
+	struct dump_region *regions;
+	size_t nregions, cap;
+	int section_open;
+	void *buf;
+};
+
+static void state_free(struct dump_state *d)
+{
+	for (size_t i = 0; i < d->nregions; i++) {
+		free(d->regions[i].path);
+		free(d->regions[i].runs);
+	}
+	free(d->regions);
+	free(d->threads);
+	free(d->cwd);
+	free(d->buf);
+}
+
+static int end_section(struct dump_state *d)
+{
+	if (!d->section_open)
+		return 0;
+	d->section_open = 0;
+	return img_section_end(d->w);
+}
+
+static int recv_region(struct dump_state *d, int fd, uint64_t len)
+{
+	struct dump_region *r;
+	char name[64];
+	int ret;
+
+	if (len < sizeof(struct proc_region) || len - sizeof(struct proc_region) > 8192)
+		return err_set(-EBADMSG, "the agent sent a bad region record");
+	if (d->nregions == d->cap) {
+		size_t cap = d->cap ? d->cap * 2 : 64;
+		void *p = realloc(d->regions, cap * sizeof(*d->regions));
+
+		if (!p)
+			return -ENOMEM;
+		d->regions = p;
+		d->cap = cap;
+	}
+	r = &d->regions[d->nregions];
+	memset(r, 0, sizeof(*r));
+	ret = proc_read_all(fd, &r->rec, sizeof(r->rec));
+	if (ret)
+		return ret;
+	r->path = calloc(1, len - sizeof(r->rec) + 1);
+	if (!r->path)
+		return -ENOMEM;
+	ret = proc_read_all(fd, r->path, len - sizeof(r->rec));
+	if (ret) {
+		free(r->path);
+		return ret;
+	}
+	r->rec.path_len = (uint32_t)strlen(r->path) + 1;
+	r->rec.stored_pages = 0;
+	d->nregions++;
+	ret = end_section(d);
+	if (ret)
+		return ret;
+	snprintf(name, sizeof(name), "mem.%012" PRIx64, r->rec.start);
+	ret = img_section_begin(d->w, "memory", name);
+	if (!ret)
+		ret = img_section_attr_u64(d->w, "start", r->rec.start);
+	if (!ret)
+		ret = img_section_attr_u64(d->w, "end", r->rec.end);
+	if (!ret && r->path[0])
+		ret = img_section_attr(d->w, "path", r->path);
+	if (!ret)
+		d->section_open = 1;
+	return ret;
+}
+
+static int recv_pages(struct dump_state *d, int fd, uint64_t len)
+{
+	struct dump_region *r = d->nregions ? &d->regions[d->nregions - 1] : NULL;
+	struct proc_pages pg;
+	uint64_t bytes;
+	int ret;
+
+	if (!r || len < sizeof(pg))
+		return err_set(-EBADMSG, "the agent sent pages outside a region");
+	ret = proc_read_all(fd, &pg, sizeof(pg));
+	if (ret)
+		return ret;
+	bytes = pg.npages * PROC_PAGE_SIZE;
+	if (len - sizeof(pg) != bytes || pg.addr < r->rec.start || pg.addr > r->rec.end ||
+	    bytes > r->rec.end - pg.addr)
+		return err_set(-EBADMSG, "the agent sent pages outside their region");
+	if (r->nruns == r->cap) {
+		size_t cap = r->cap ? r->cap * 2 : 8;
+		void *p = realloc(r->runs, cap * sizeof(*r->runs));
+
+		if (!p)
+			return -ENOMEM;
+		r->runs = p;
+		r->cap = cap;
+	}
+	r->runs[r->nruns++] = pg;
+	r->rec.stored_pages += pg.npages;
+	while (bytes) {
+		size_t n = bytes < COPY_SIZE ? (size_t)bytes : COPY_SIZE;
+
+		ret = proc_read_all(fd, d->buf, n);
+		if (!ret)
+			ret = img_write(d->w, d->buf, n);
+		if (ret)
+			return ret;
+		bytes -= n;
+	}
+	return 0;
+}
+
+static int recv_thread(struct dump_state *d, int fd, uint64_t len)
+{
+	struct proc_thread t;
+	char name[32];
+	void *uc;
+	int ret;
+
+	if (len < sizeof(t) || len - sizeof(t) > (1u << 20))
+		return err_set(-EBADMSG, "the agent sent a bad thread record");
+	ret = proc_read_all(fd, &t, sizeof(t));
+	if (ret)
+		return ret;
+	uc = malloc(len - sizeof(t) + 1);
+	if (!uc)
+		return -ENOMEM;
+	ret = proc_read_all(fd, uc, len - sizeof(t));
+	if (ret)
+		goto out;
+	snprintf(name, sizeof(name), "thread.%d", t.tid);
+	ret = img_section_begin(d->w, "thread", name);
+	if (!ret)
+		ret = img_section_attr_u64(d->w, "tid", (uint64_t)t.tid);
+	if (!ret)
+		ret = img_write(d->w, &t, sizeof(t));
+	if (!ret)
+		ret = img_write(d->w, uc, len - sizeof(t));
+	if (!ret)
+		ret = img_section_end(d->w);
+	if (ret)
+		goto out;
+	void *p = realloc(d->threads, (d->nthreads + 1) * sizeof(t));
+
+	if (!p) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	d->threads = p;
+	d->threads[d->nthreads++] = t;
+out:
+	free(uc);
+	return ret;
+}
+
+/* The "process" section: the table of contents of a process image. */
+static int write_process(struct dump_state *d)
+{
+	struct img_writer *w = d->w;
+	int ret;
+
+	d->header.nregions = (uint32_t)d->nregions;
+	d->header.nthreads = (uint32_t)d->nthreads;
+	ret = img_section_begin(w, "process", "process");
+	if (!ret)
+		ret = img_section_attr_u64(w, "pid", (uint64_t)d->header.pid);
+	if (!ret)
+		ret = img_section_attr_u64(w, "format", PROC_FORMAT_VERSION);
+	if (!ret)
+		ret = img_write(w, &d->header, sizeof(d->header));
+	if (!ret)
+		ret = img_write(w, d->cwd, d->header.cwd_len);
+	if (!ret)
+		ret = img_write(w, d->sa, sizeof(d->sa));
+	if (!ret && d->nthreads)
+		ret = img_write(w, d->threads, d->nthreads * sizeof(*d->threads));
+	for (size_t i = 0; !ret && i < d->nregions; i++) {
+		struct dump_region *r = &d->regions[i];
+		uint64_t nruns = r->nruns;
+
+		ret = img_write(w, &r->rec, sizeof(r->rec));
+		if (!ret)
+			ret = img_write(w, r->path, r->rec.path_len);
+		if (!ret)
+			ret = img_write(w, &nruns, sizeof(nruns));
+		if (!ret && nruns)
+			ret = img_write(w, r->runs, nruns * sizeof(*r->runs));
+	}
+	if (!ret)
+		ret = img_section_end(w);
+	return ret;
+}
+
+static int recv_error(int fd, uint64_t len)
+{
+	char msg[512];
+	size_t n = len < sizeof(msg) - 1 ? (size_t)len : sizeof(msg) - 1;
+	int ret = proc_read_all(fd, msg, n);
+
+	if (ret)
+		return ret;
+	msg[n] = 0;
+	for (uint64_t rest = len - n; rest;) {
+		char junk[256];
+		size_t k = rest < sizeof(junk) ? (size_t)rest : sizeof(junk);
+
+		ret = proc_read_all(fd, junk, k);
+		if (ret)
+			return ret;
+		rest -= k;
+	}
+	return err_set(-ENOTSUP, "%s", msg);
+}
+
+static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
+{
+	struct proc_msg m;
+	int ret;
+
+	for (;;) {
+		ret = proc_recv(fd, &m);
+		if (ret == -EPIPE)
+			return err_set(ret, "the program ended during the checkpoint");
+		if (ret)
+			return ret;
+		switch (m.type) {
+		case PROC_MSG_HEADER:
+			if (m.len < sizeof(d->header) || m.len - sizeof(d->header) > 65536)
+				return err_set(-EBADMSG, "the agent sent a bad process header");
+			ret = proc_read_all(fd, &d->header, sizeof(d->header));
+			if (ret)
+				return ret;
+			d->cwd = calloc(1, m.len - sizeof(d->header) + 1);
+			if (!d->cwd)
+				return -ENOMEM;
+			ret = proc_read_all(fd, d->cwd, m.len - sizeof(d->header));
+			d->header.cwd_len = (uint32_t)strlen(d->cwd) + 1;
+			info->pid = d->header.pid;
+			break;
+		case PROC_MSG_SIGACTS:
+			if (m.len != sizeof(d->sa))
+				return err_set(-EBADMSG, "the agent sent bad signal dispositions");
+			ret = proc_read_all(fd, d->sa, sizeof(d->sa));
+			break;
+		case PROC_MSG_THREAD:
+			ret = recv_thread(d, fd, m.len);
+			break;
+		case PROC_MSG_REGION:
+			ret = recv_region(d, fd, m.len);
+			break;
+		case PROC_MSG_PAGES:
+			ret = recv_pages(d, fd, m.len);
+			break;
+		case PROC_MSG_ERROR:
+			return recv_error(fd, m.len);
+		case PROC_MSG_END:
+			if (!d->cwd || !d->nthreads)
+				return err_set(-EBADMSG, "the agent's dump has no header or no thread");
+			ret = end_section(d);
+			if (!ret)
+				ret = write_process(d);
+			info->threads = (uint32_t)d->nthreads;
+			info->regions = (uint32_t)d->nregions;
+			return ret;
+		default:
+			return err_set(-EBADMSG, "the agent sent an unexpected record %u", m.type);
+		}
+		if (ret)
+			return ret;
+	}
+}
+
+int proc_dump(int channel, struct img_writer *w, struct proc_dump_info *info)
+{
+	struct dump_state d;
+	int ret;
+
+	memset(&d, 0, sizeof(d));
+	memset(info, 0, sizeof(*info));
+	d.w = w;
+	d.buf = malloc(COPY_SIZE);
+	if (!d.buf)
+		return -ENOMEM;
+	ret = proc_send(channel, PROC_CMD_CHECKPOINT, NULL, 0);
+	if (ret)
+		ret = err_set(ret, "the program's agent is gone (%s)", strerror(-ret));
+	else
+		ret = dump_loop(&d, channel, info);
+	for (size_t i = 0; i < d.nregions; i++)
+		info->stored_bytes += d.regions[i].rec.stored_pages * PROC_PAGE_SIZE;
+	state_free(&d);
+	return ret;
+}
+
+int proc_dump_finish(int channel, int stop)
+{
+	return proc_send(channel, stop ? PROC_CMD_EXIT : PROC_CMD_RESUME, NULL, 0);
+}

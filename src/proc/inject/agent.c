@@ -1,0 +1,1017 @@
+/* agent.c - libstasis-inject.so: the checkpoint agent inside an unmodified
+ * program (LD_PRELOAD).
+ *
+ * A constructor starts one checkpoint thread, which waits for commands from
+ * the coordinator on the channel descriptor it was given ($STASIS_COORD_FD).
+ * To checkpoint, the thread sends PROC_CKPT_SIGNAL to itself; its handler
+ * stops every other thread with the same signal (each handler records its
+ * registers' location, FS base, rseq and robust-list registration, then waits
+ * on a futex), streams the process to the coordinator (docs/transparent.md)
+ * and waits for the coordinator's verdict before releasing the threads.
+ * Every thread, the checkpoint thread included, is thus captured inside a
+ * signal handler: the restorer returns into each with rt_sigreturn.
+ *
+ * While other threads are stopped they may hold any libc lock (malloc,
+ * stdio, the dynamic loader), so from the first signal to the release this
+ * file calls only system-call wrappers: no malloc, no stdio, no dlsym.
+ * Its scratch buffers are mmapped for one checkpoint and unmapped after it,
+ * so they are never part of an image.
+ *
+ * Built without sanitizers even in the ASan build: an LD_PRELOADed ASan
+ * library requires the ASan runtime to be loaded first into the program,
+ * which an unmodified program does not do.
+ */
+#include "proc/proc_format.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+#include <asm/prctl.h>
+
+#define MAX_THREADS 1024
+#define STOP_TIMEOUT_MS 10000
+#define PAGEMAP_BATCH 32768           /* entries per pagemap read: 128 MiB of address space */
+#define COPY_BUF (1u << 20)
+#define MAPS_BUF_MIN (1u << 20)
+
+#define PM_PRESENT (1ull << 63)
+#define PM_SWAPPED (1ull << 62)
+#define PM_FILE    (1ull << 61)
+
+/* glibc >= 2.35 exports where each thread's rseq area is. */
+extern const ptrdiff_t __rseq_offset __attribute__((weak));
+extern const unsigned int __rseq_size __attribute__((weak));
+#define RSEQ_SIG_X86 0x53053053u
+
+struct proc_agent_state stasis_agent_state = { PROC_STATE_MAGIC, 0, -1 };
+
+struct slot {
+	struct proc_thread rec;
+	const void *uc;          /* kernel ucontext in the signal frame */
+	const void *xsave;
+	uint32_t xsave_size;
+};
+
+static int g_channel = -1;
+static pid_t g_agent_tid;
+static int g_seen_restarts;
+static atomic_int g_stopping;      /* a checkpoint is stopping threads */
+static atomic_int g_nstopped;      /* threads parked in the handler */
+static atomic_int g_release;       /* bumped to let parked threads go */
+static struct slot g_slots[MAX_THREADS];
+static atomic_int g_overflow;
+
+/* ---- small helpers that are safe while other threads are stopped ---- */
+
+static pid_t raw_gettid(void)
+{
+	return (pid_t)syscall(SYS_gettid);
+}
+
+static void futex_wait(atomic_int *addr, int val, long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ms >= 0 ? &ts : NULL, NULL, 0);
+}
+
+static void futex_wake(atomic_int *addr)
+{
+	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t n = read(fd, p, len);
+
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static int send_msg(uint32_t type, const void *a, size_t alen, const void *b, size_t blen)
+{
+	struct proc_msg m = { PROC_MSG_MAGIC, type, alen + blen };
+	int ret = write_all(g_channel, &m, sizeof(m));
+
+	if (!ret && alen)
+		ret = write_all(g_channel, a, alen);
+	if (!ret && blen)
+		ret = write_all(g_channel, b, blen);
+	return ret;
+}
+
+static size_t str_len(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n])
+		n++;
+	return n;
+}
+
+/* Format "what: detail (errno)" without stdio. */
+static void send_error(const char *what, const char *detail, int err)
+{
+	char buf[512];
+	size_t n = 0;
+	const char *parts[3] = { what, detail, NULL };
+
+	for (int i = 0; i < 2 && parts[i]; i++) {
+		if (i && n + 2 < sizeof(buf)) {
+			buf[n++] = ':';
+			buf[n++] = ' ';
+		}
+		for (const char *p = parts[i]; *p && n + 1 < sizeof(buf); p++)
+			buf[n++] = *p;
+	}
+	if (err && n + 24 < sizeof(buf)) {
+		const char *e = strerrorname_np(err);
+
+		buf[n++] = ' ';
+		buf[n++] = '(';
+		for (const char *p = e ? e : "error"; *p; p++)
+			buf[n++] = *p;
+		buf[n++] = ')';
+	}
+	send_msg(PROC_MSG_ERROR, buf, n, NULL, 0);
+}
+
+/* Checkpoint-time buffers, in the window the dump skips; the bump pointer
+ * restarts at every checkpoint, when every buffer has been unmapped. */
+static uint64_t g_scratch_next;
+
+static void *scratch_map(size_t len)
+{
+	uint64_t addr = PROC_WINDOW_AGENT + g_scratch_next;
+	void *p;
+
+	len = (len + 0x1fffff) & ~(size_t)0x1fffff;
+	if (addr + len > PROC_WINDOW_SCRATCH)
+		return NULL;
+	p = mmap((void *)(uintptr_t)addr, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	if (p != (void *)(uintptr_t)addr) {
+		munmap(p, len);
+		return NULL;
+	}
+	g_scratch_next += len;
+	return p;
+}
+
+static void scratch_unmap(void *p, size_t len)
+{
+	munmap(p, (len + 0x1fffff) & ~(size_t)0x1fffff);
+}
+
+static uint64_t parse_hex(const char **s)
+{
+	uint64_t v = 0;
+
+	for (;;) {
+		char c = **s;
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+		(*s)++;
+	}
+}
+
+static uint64_t parse_dec(const char **s)
+{
+	uint64_t v = 0;
+
+	while (**s >= '0' && **s <= '9')
+		v = v * 10 + (uint64_t)(*(*s)++ - '0');
+	return v;
+}
+
+/* Read a whole /proc file into a scratch mapping (grown as needed). */
+static char *read_proc_file(const char *path, size_t *len, size_t *cap)
+{
+	size_t size = MAPS_BUF_MIN;
+
+	for (;;) {
+		char *buf = scratch_map(size);
+		size_t used = 0;
+		int fd;
+
+		if (!buf)
+			return NULL;
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			scratch_unmap(buf, size);
+			return NULL;
+		}
+		for (;;) {
+			ssize_t n = read(fd, buf + used, size - 1 - used);
+
+			if (n <= 0)
+				break;
+			used += (size_t)n;
+			if (used == size - 1)
+				break;
+		}
+		close(fd);
+		if (used < size - 1) {
+			buf[used] = 0;
+			*len = used;
+			*cap = size;
+			return buf;
+		}
+		scratch_unmap(buf, size);
+		size *= 4;
+	}
+}
+
+/* ---- per-thread state, captured in the signal handler ---- */
+
+static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
+{
+	ucontext_t *uc = ucv;
+	uint64_t fs = 0, gs = 0, head = 0, hlen = 0, ctid = 0;
+
+	memset(&s->rec, 0, sizeof(s->rec));
+	s->rec.tid = raw_gettid();
+	s->rec.flags = flags | (s->rec.tid == getpid() ? PROC_THREAD_MAIN : 0);
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	syscall(SYS_arch_prctl, ARCH_GET_GS, &gs);
+	s->rec.fs_base = fs;
+	s->rec.gs_base = gs;
+	s->rec.sigframe = (uint64_t)(uintptr_t)ucv;
+	if (&__rseq_size && &__rseq_offset && __rseq_size) {
+		s->rec.rseq_addr = fs + (uint64_t)__rseq_offset;
+		s->rec.rseq_len = __rseq_size < 32 ? 32 : __rseq_size;
+		s->rec.rseq_sig = RSEQ_SIG_X86;
+	}
+	if (syscall(SYS_get_robust_list, 0, &head, &hlen) == 0) {
+		s->rec.robust_head = head;
+		s->rec.robust_len = hlen;
+	}
+	if (prctl(PR_GET_TID_ADDRESS, &ctid) == 0)
+		s->rec.clear_child_tid = ctid;
+	prctl(PR_GET_NAME, s->rec.comm);
+	s->uc = ucv;
+	s->xsave = NULL;
+	s->xsave_size = 0;
+	if (uc->uc_mcontext.fpregs) {
+		/* fxsave's software-reserved bytes say how big the xsave area is */
+		const uint32_t *sw = (const uint32_t *)((const char *)uc->uc_mcontext.fpregs + 464);
+
+		s->xsave = uc->uc_mcontext.fpregs;
+		s->xsave_size = sw[0] == 0x46505853u ? sw[1] : 512;  /* FP_XSTATE_MAGIC1 */
+	}
+	/* kernel struct ucontext: flags, link, stack, mcontext, sigmask */
+	s->rec.uc_size = offsetof(ucontext_t, uc_sigmask) + 8 + s->xsave_size;
+}
+
+static void park_thread(void *ucv)
+{
+	int gen = atomic_load(&g_release);
+	int idx = atomic_fetch_add(&g_nstopped, 1) + 1;   /* slot 0 is the agent's */
+
+	if (idx < MAX_THREADS)
+		fill_slot(&g_slots[idx], ucv, 0);
+	else
+		atomic_store(&g_overflow, 1);
+	futex_wake(&g_nstopped);
+	while (atomic_load(&g_release) == gen)
+		futex_wait(&g_release, gen, -1);
+}
+
+/* ---- stopping the threads ---- */
+
+struct tidset {
+	pid_t tid[MAX_THREADS];
+	unsigned n;
+};
+
+static int tidset_has(const struct tidset *s, pid_t t)
+{
+	for (unsigned i = 0; i < s->n; i++)
+		if (s->tid[i] == t)
+			return 1;
+	return 0;
+}
+
+/* The process's threads now; -errno. */
+static int list_tasks(struct tidset *out)
+{
+	char buf[8192];
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	if (fd < 0)
+		return -errno;
+	out->n = 0;
+	for (;;) {
+		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
+
+		if (n <= 0)
+			break;
+		for (long off = 0; off < n;) {
+			struct dirent64 *d = (struct dirent64 *)(buf + off);
+			const char *p = d->d_name;
+
+			off += d->d_reclen;
+			if (*p < '0' || *p > '9')
+				continue;
+			if (out->n < MAX_THREADS)
+				out->tid[out->n++] = (pid_t)parse_dec(&p);
+		}
+	}
+	close(fd);
+	return 0;
+}
+
+/* Signal every thread until a rescan finds none that is not parked. */
+static int stop_threads(struct tidset *signaled)
+{
+	struct tidset now = { .n = 0 };
+	pid_t pid = getpid();
+	long waited = 0;
+
+	signaled->n = 0;
+	for (;;) {
+		unsigned alive = 0, fresh = 0;
+		int ret = list_tasks(&now);
+
+		if (ret)
+			return ret;
+		for (unsigned i = 0; i < now.n; i++) {
+			pid_t t = now.tid[i];
+
+			if (t == g_agent_tid)
+				continue;
+			if (tidset_has(signaled, t)) {
+				alive++;
+				continue;
+			}
+			if (signaled->n >= MAX_THREADS - 1)
+				return -E2BIG;
+			if (syscall(SYS_tgkill, pid, t, PROC_CKPT_SIGNAL) == 0) {
+				signaled->tid[signaled->n++] = t;
+				alive++;
+				fresh++;
+			}
+		}
+		int parked = atomic_load(&g_nstopped);
+
+		if (!fresh && parked >= (int)alive)
+			return 0;
+		if (waited >= STOP_TIMEOUT_MS)
+			return -ETIMEDOUT;
+		futex_wait(&g_nstopped, parked, 20);
+		waited += 20;
+	}
+}
+
+static void release_threads(void)
+{
+	atomic_store(&g_stopping, 0);
+	atomic_store(&g_nstopped, 0);
+	atomic_fetch_add(&g_release, 1);
+	futex_wake(&g_release);
+}
+
+/* ---- the dump ---- */
+
+struct dump {
+	char *maps;
+	size_t maps_len, maps_cap;
+	uint64_t *pagemap;
+	char *copy;
+	int pagemap_fd, mem_fd;
+};
+
+static int line_ends(const char *l, const char *e, const char *name)
+{
+	size_t n = str_len(name);
+
+	return (size_t)(e - l) > n && memcmp(e - n, name, n) == 0;
+}
+
+static int send_header(const struct dump *d, unsigned nthreads, unsigned nregions)
+{
+	struct proc_header h;
+	char cwd[PATH_MAX];
+	char *stat, *p;
+	size_t len, cap;
+	uint64_t f[53] = { 0 };
+	mode_t um;
+
+	memset(&h, 0, sizeof(h));
+	h.version = PROC_FORMAT_VERSION;
+	h.pid = getpid();
+	h.nthreads = nthreads;
+	h.nregions = nregions;
+	stat = read_proc_file("/proc/self/stat", &len, &cap);
+	if (!stat)
+		return -EIO;
+	p = strrchr(stat, ')');
+	/* fields 3.. follow ") "; field 3 (state) is a letter */
+	if (p && p[1] == ' ' && p[2]) {
+		const char *q = p + 4;
+
+		for (int i = 4; i <= 52 && *q; i++) {
+			while (*q == ' ')
+				q++;
+			if (*q == '-')
+				q++;
+			f[i] = parse_dec(&q);
+		}
+	}
+	scratch_unmap(stat, cap);
+	h.start_code = f[26];
+	h.end_code = f[27];
+	h.start_stack = f[28];
+	h.start_data = f[45];
+	h.end_data = f[46];
+	h.start_brk = f[47];
+	h.arg_start = f[48];
+	h.arg_end = f[49];
+	h.env_start = f[50];
+	h.env_end = f[51];
+	h.brk = (uint64_t)syscall(SYS_brk, 0);
+	um = umask(022);
+	umask(um);
+	h.umask = um;
+	h.state_addr = (uint64_t)(uintptr_t)&stasis_agent_state;
+	if (!getcwd(cwd, sizeof(cwd)))
+		return -errno;
+	h.cwd_len = (uint32_t)str_len(cwd) + 1;
+	/* kernel mappings, from the maps text */
+	for (const char *l = d->maps; *l;) {
+		const char *e = strchr(l, '\n');
+		const char *q = l;
+		uint64_t s = parse_hex(&q), t;
+
+		q++;
+		t = parse_hex(&q);
+		if (!e)
+			e = l + str_len(l);
+		if (line_ends(l, e, "[vdso]")) {
+			h.vdso_start = s;
+			h.vdso_end = t;
+		} else if (line_ends(l, e, "[vvar_vclock]")) {
+			h.vclock_start = s;
+			h.vclock_end = t;
+		} else if (line_ends(l, e, "[vvar]")) {
+			h.vvar_start = s;
+			h.vvar_end = t;
+		}
+		l = *e ? e + 1 : e;
+	}
+	return send_msg(PROC_MSG_HEADER, &h, sizeof(h), cwd, h.cwd_len);
+}
+
+static int send_sigactions(void)
+{
+	struct proc_sigaction sa[PROC_NSIG];
+
+	memset(sa, 0, sizeof(sa));
+	for (int sig = 1; sig <= PROC_NSIG; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			syscall(SYS_rt_sigaction, sig, NULL, &sa[sig - 1], 8);
+	return send_msg(PROC_MSG_SIGACTS, sa, sizeof(sa), NULL, 0);
+}
+
+static int send_thread(const struct slot *s)
+{
+	size_t ucl = s->rec.uc_size - s->xsave_size;
+	struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_THREAD, sizeof(s->rec) + s->rec.uc_size };
+	int ret = write_all(g_channel, &m, sizeof(m));
+
+	if (!ret)
+		ret = write_all(g_channel, &s->rec, sizeof(s->rec));
+	if (!ret)
+		ret = write_all(g_channel, s->uc, ucl);
+	if (!ret && s->xsave_size)
+		ret = write_all(g_channel, s->xsave, s->xsave_size);
+	return ret;
+}
+
+struct mapline {
+	uint64_t start, end, offset, ino;
+	uint32_t prot;
+	int shared;
+	unsigned dev_major, dev_minor;
+	const char *path;      /* NUL-terminated copy in a small buffer */
+	char pathbuf[PATH_MAX];
+};
+
+static void parse_mapline(const char *l, const char *e, struct mapline *m)
+{
+	const char *q = l;
+	size_t n;
+
+	m->start = parse_hex(&q);
+	q++;
+	m->end = parse_hex(&q);
+	q++;
+	m->prot = (q[0] == 'r' ? PROT_READ : 0) | (q[1] == 'w' ? PROT_WRITE : 0) |
+		  (q[2] == 'x' ? PROT_EXEC : 0);
+	m->shared = q[3] == 's';
+	q += 5;
+	m->offset = parse_hex(&q);
+	q++;
+	m->dev_major = (unsigned)parse_hex(&q);
+	q++;
+	m->dev_minor = (unsigned)parse_hex(&q);
+	q++;
+	m->ino = parse_dec(&q);
+	while (q < e && *q == ' ')
+		q++;
+	n = (size_t)(e - q);
+	if (n >= sizeof(m->pathbuf))
+		n = sizeof(m->pathbuf) - 1;
+	memcpy(m->pathbuf, q, n);
+	m->pathbuf[n] = 0;
+	m->path = m->pathbuf;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t a = str_len(s), b = str_len(suffix);
+
+	return a >= b && memcmp(s + a - b, suffix, b) == 0;
+}
+
+/* Regions that are not the program's: kernel mappings, the restorer's window,
+ * this checkpoint's scratch buffers. */
+static int skip_region(const struct dump *d, const struct mapline *m)
+{
+	(void)d;
+	if (m->start >= PROC_WINDOW_START && m->end <= PROC_WINDOW_END)
+		return 1;
+	if (strcmp(m->path, "[vdso]") == 0 || strcmp(m->path, "[vvar]") == 0 ||
+	    strcmp(m->path, "[vvar_vclock]") == 0 || strcmp(m->path, "[vsyscall]") == 0 ||
+	    strcmp(m->path, "[uprobes]") == 0)
+		return 1;
+	return 0;
+}
+
+/* Fill the region record; a nonzero return refuses the checkpoint. */
+static int classify(const struct mapline *m, struct proc_region *r)
+{
+	struct stat st;
+
+	memset(r, 0, sizeof(r[0]));
+	r->start = m->start;
+	r->end = m->end;
+	r->prot = m->prot;
+	r->file_offset = m->offset;
+	r->kind = m->shared ? PROC_REGION_SHARED_ANON : PROC_REGION_ANON;
+	if (!m->path[0] || strncmp(m->path, "[anon:", 6) == 0)
+		return 0;
+	if (strcmp(m->path, "[heap]") == 0) {
+		r->flags |= PROC_RF_HEAP;
+		return 0;
+	}
+	if (strcmp(m->path, "[stack]") == 0) {
+		r->flags |= PROC_RF_STACK;
+		return 0;
+	}
+	if (m->path[0] != '/')
+		return -EINVAL;
+	if (ends_with(m->path, " (deleted)") || strncmp(m->path, "/SYSV", 5) == 0) {
+		r->flags |= PROC_RF_DELETED;
+		return 0;
+	}
+	if (stat(m->path, &st) != 0 || st.st_ino != m->ino) {
+		/* replaced since it was mapped: keep the contents as memory */
+		r->flags |= PROC_RF_DELETED;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode))
+		return -ENODEV;
+	r->kind = m->shared ? PROC_REGION_FILE_SHARED : PROC_REGION_FILE_PRIVATE;
+	r->file_size = (uint64_t)st.st_size;
+	r->file_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+	r->file_ino = st.st_ino;
+	r->file_dev = st.st_dev;
+	return 0;
+}
+
+/* Is this page's content needed in the image? */
+static int page_stored(const struct proc_region *r, uint64_t pm)
+{
+	switch (r->kind) {
+	case PROC_REGION_ANON:
+		if (r->flags & PROC_RF_DELETED)
+			return 1;
+		return (pm & (PM_PRESENT | PM_SWAPPED)) != 0;
+	case PROC_REGION_FILE_PRIVATE:
+		/* a private page that is not the file's is a written (copied) page */
+		return (pm & PM_SWAPPED) || ((pm & PM_PRESENT) && !(pm & PM_FILE));
+	case PROC_REGION_SHARED_ANON:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int send_run(struct dump *d, const struct proc_region *r, uint64_t addr, uint64_t npages)
+{
+	struct proc_pages pg = { addr, npages };
+	uint64_t len = npages * PROC_PAGE_SIZE;
+	struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_PAGES, sizeof(pg) + len };
+	int ret = write_all(g_channel, &m, sizeof(m));
+
+	if (!ret)
+		ret = write_all(g_channel, &pg, sizeof(pg));
+	if (ret)
+		return ret;
+	if ((r->prot & PROT_READ) && !(r->flags & PROC_RF_DELETED))
+		return write_all(g_channel, (const void *)(uintptr_t)addr, len);
+	/* unreadable or file-backed beyond reach: through /proc/self/mem */
+	while (len) {
+		size_t n = len < COPY_BUF ? (size_t)len : COPY_BUF;
+		ssize_t got = pread(d->mem_fd, d->copy, n, (off_t)addr);
+
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		ret = write_all(g_channel, d->copy, (size_t)got);
+		if (ret)
+			return ret;
+		addr += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	return 0;
+}
+
+static int send_region(struct dump *d, const struct mapline *m, const struct proc_region *r)
+{
+	uint64_t npages = (r->end - r->start) / PROC_PAGE_SIZE;
+	uint64_t run_start = 0, run_len = 0;
+	int ret;
+
+	ret = send_msg(PROC_MSG_REGION, r, sizeof(*r), m->path, r->path_len);
+	if (ret)
+		return ret;
+	for (uint64_t base = 0; base < npages; base += PAGEMAP_BATCH) {
+		uint64_t n = npages - base < PAGEMAP_BATCH ? npages - base : PAGEMAP_BATCH;
+		uint64_t need_all = r->kind == PROC_REGION_SHARED_ANON || (r->flags & PROC_RF_DELETED);
+
+		if (r->kind == PROC_REGION_FILE_SHARED)
+			break;
+		if (!need_all) {
+			ssize_t got = pread(d->pagemap_fd, d->pagemap, n * 8,
+					    (off_t)((r->start / PROC_PAGE_SIZE + base) * 8));
+
+			if (got != (ssize_t)(n * 8))
+				return got < 0 ? -errno : -EIO;
+		}
+		for (uint64_t i = 0; i < n; i++) {
+			uint64_t page = r->start + (base + i) * PROC_PAGE_SIZE;
+
+			if (need_all || page_stored(r, d->pagemap[i])) {
+				if (run_len && run_start + run_len * PROC_PAGE_SIZE == page) {
+					run_len++;
+					continue;
+				}
+				if (run_len && (ret = send_run(d, r, run_start, run_len)))
+					return ret;
+				run_start = page;
+				run_len = 1;
+			}
+		}
+	}
+	if (run_len)
+		return send_run(d, r, run_start, run_len);
+	return 0;
+}
+
+static int dump_memory(struct dump *d)
+{
+	struct mapline m;
+	struct proc_region r;
+
+	for (const char *l = d->maps; *l;) {
+		const char *e = strchr(l, '\n');
+		int ret;
+
+		if (!e)
+			e = l + str_len(l);
+		parse_mapline(l, e, &m);
+		l = *e ? e + 1 : e;
+		if (skip_region(d, &m))
+			continue;
+		ret = classify(&m, &r);
+		if (ret) {
+			send_error("cannot checkpoint a mapping of", m.path, 0);
+			return -ENOTSUP;
+		}
+		r.path_len = (uint32_t)str_len(m.path) + 1;
+		ret = send_region(d, &m, &r);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static void dump_free(struct dump *d)
+{
+	if (d->maps)
+		scratch_unmap(d->maps, d->maps_cap);
+	if (d->pagemap)
+		scratch_unmap(d->pagemap, PAGEMAP_BATCH * 8);
+	if (d->copy)
+		scratch_unmap(d->copy, COPY_BUF);
+	if (d->pagemap_fd >= 0)
+		close(d->pagemap_fd);
+	if (d->mem_fd >= 0)
+		close(d->mem_fd);
+}
+
+/* Everything after the threads are parked; returns 0 when the stream ended
+ * with END, else a negative errno (an ERROR message was sent if possible). */
+static int dump_process(unsigned nthreads)
+{
+	struct dump d = { .pagemap_fd = -1, .mem_fd = -1 };
+	int ret = -ENOMEM;
+
+	d.pagemap = scratch_map(PAGEMAP_BATCH * 8);
+	d.copy = scratch_map(COPY_BUF);
+	if (!d.pagemap || !d.copy)
+		goto out;
+	d.pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	d.mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	if (d.pagemap_fd < 0 || d.mem_fd < 0) {
+		ret = -errno;
+		send_error("cannot open", "/proc/self/pagemap or /proc/self/mem", -ret);
+		goto out;
+	}
+	/* the scratch buffers exist before maps is read, so they are skipped */
+	d.maps = read_proc_file("/proc/self/maps", &d.maps_len, &d.maps_cap);
+	if (!d.maps) {
+		send_error("cannot read", "/proc/self/maps", errno);
+		goto out;
+	}
+	ret = send_header(&d, nthreads, 0);   /* the coordinator counts regions */
+	if (!ret)
+		ret = send_sigactions();
+	for (unsigned i = 0; !ret && i < nthreads; i++)
+		ret = send_thread(&g_slots[i]);
+	if (!ret)
+		ret = dump_memory(&d);
+	if (!ret)
+		ret = send_msg(PROC_MSG_END, NULL, 0, NULL, 0);
+out:
+	dump_free(&d);
+	return ret;
+}
+
+/* Runs in the agent thread's own signal handler. */
+static void checkpoint(void *ucv)
+{
+	struct tidset *signaled;
+	struct proc_msg cmd;
+	int ret;
+
+	fill_slot(&g_slots[0], ucv, PROC_THREAD_AGENT);
+	g_scratch_next = 0;
+	signaled = scratch_map(sizeof(*signaled));
+	if (!signaled) {
+		send_error("checkpoint", "out of memory", ENOMEM);
+		goto wait;
+	}
+	ret = stop_threads(signaled);
+	if (ret == -ETIMEDOUT)
+		send_error("checkpoint", "a thread did not stop within 10 s (is the checkpoint "
+			   "signal 62 blocked?)", 0);
+	else if (ret == -E2BIG || atomic_load(&g_overflow))
+		send_error("checkpoint", "more than 1023 threads", 0);
+	else if (ret)
+		send_error("checkpoint", "cannot list /proc/self/task", -ret);
+	else
+		dump_process(1 + (unsigned)atomic_load(&g_nstopped));
+	scratch_unmap(signaled, sizeof(*signaled));
+wait:
+	munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
+	/* the coordinator answers once the image is durable or abandoned */
+	ret = read_all(g_channel, &cmd, sizeof(cmd));
+	if (!ret && cmd.type == PROC_CMD_EXIT)
+		syscall(SYS_exit_group, 0);
+	atomic_store(&g_overflow, 0);
+	release_threads();
+	if (ret) {
+		close(g_channel);
+		g_channel = -1;
+	}
+}
+
+static void handler(int sig, siginfo_t *si, void *ucv)
+{
+	int saved = errno;
+
+	(void)sig;
+	(void)si;
+	if (atomic_load(&g_stopping)) {
+		if (raw_gettid() == g_agent_tid)
+			checkpoint(ucv);
+		else
+			park_thread(ucv);
+	}
+	errno = saved;
+}
+
+/* ---- the agent thread ---- */
+
+static void after_restart(void)
+{
+	struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
+				(uint64_t)(uintptr_t)&stasis_agent_state };
+
+	g_seen_restarts = stasis_agent_state.restarts;
+	g_channel = stasis_agent_state.channel_fd;
+	atomic_store(&g_overflow, 0);
+	atomic_store(&g_nstopped, 0);
+	atomic_store(&g_stopping, 0);
+	if (send_msg(PROC_MSG_RESTARTED, &h, sizeof(h), NULL, 0) != 0) {
+		close(g_channel);
+		g_channel = -1;
+	}
+}
+
+static void *agent_main(void *arg)
+{
+	struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
+				(uint64_t)(uintptr_t)&stasis_agent_state };
+	struct proc_msg cmd;
+
+	(void)arg;
+	g_agent_tid = raw_gettid();
+	if (send_msg(PROC_MSG_HELLO, &h, sizeof(h), NULL, 0) != 0)
+		return NULL;
+	while (g_channel >= 0) {
+		if (read_all(g_channel, &cmd, sizeof(cmd)) != 0 || cmd.magic != PROC_MSG_MAGIC)
+			break;
+		if (cmd.type == PROC_CMD_EXIT)
+			syscall(SYS_exit_group, 0);
+		if (cmd.type != PROC_CMD_CHECKPOINT)
+			continue;
+		atomic_store(&g_stopping, 1);
+		syscall(SYS_tgkill, getpid(), g_agent_tid, PROC_CKPT_SIGNAL);
+		/* back here after the checkpoint, or in a restored process */
+		if (stasis_agent_state.restarts != g_seen_restarts)
+			after_restart();
+	}
+	if (g_channel >= 0)
+		close(g_channel);
+	g_channel = -1;
+	return NULL;
+}
+
+/* ---- keep the checkpoint signal usable ---- */
+
+static int (*real_sigprocmask)(int, const sigset_t *, sigset_t *);
+static int (*real_pthread_sigmask)(int, const sigset_t *, sigset_t *);
+static int (*real_sigaction)(int, const struct sigaction *, struct sigaction *);
+
+static const sigset_t *unblock_ckpt(int how, const sigset_t *set, sigset_t *copy)
+{
+	if (!set || how == SIG_UNBLOCK || !sigismember(set, PROC_CKPT_SIGNAL))
+		return set;
+	*copy = *set;
+	sigdelset(copy, PROC_CKPT_SIGNAL);
+	return copy;
+}
+
+int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+
+	if (!real_sigprocmask)
+		real_sigprocmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "sigprocmask");
+	return real_sigprocmask(how, unblock_ckpt(how, set, &copy), old);
+}
+
+int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+
+	if (!real_pthread_sigmask)
+		real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	return real_pthread_sigmask(how, unblock_ckpt(how, set, &copy), old);
+}
+
+int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
+{
+	if (!real_sigaction)
+		real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (sig == PROC_CKPT_SIGNAL && act && g_channel >= 0) {
+		errno = EINVAL;
+		return -1;
+	}
+	return real_sigaction(sig, act, old);
+}
+
+static void atfork_child(void)
+{
+	/* a child is a new process the coordinator does not know */
+	if (g_channel >= 0)
+		close(g_channel);
+	g_channel = -1;
+}
+
+__attribute__((constructor)) static void agent_init(void)
+{
+	const char *env = getenv(PROC_ENV_FD);
+	struct sigaction sa;
+	sigset_t all, old;
+	pthread_t t;
+	int fd, type = 0, high;
+	socklen_t len = sizeof(type);
+
+	if (!env || !*env)
+		return;
+	fd = atoi(env);
+	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+		return;
+	high = fcntl(fd, F_DUPFD, PROC_AGENT_FD_MIN);
+	if (high < 0)
+		return;
+	close(fd);
+	g_channel = high;
+	stasis_agent_state.channel_fd = high;
+	unsetenv(PROC_ENV_FD);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigemptyset(&sa.sa_mask);
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	if (real_sigaction(PROC_CKPT_SIGNAL, &sa, NULL) != 0)
+		goto fail;
+	pthread_atfork(NULL, NULL, atfork_child);
+
+	/* the agent thread takes no signal but its own */
+	sigfillset(&all);
+	sigdelset(&all, PROC_CKPT_SIGNAL);
+	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	real_pthread_sigmask(SIG_SETMASK, &all, &old);
+	if (pthread_create(&t, NULL, agent_main, NULL) != 0) {
+		real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+		goto fail;
+	}
+	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_detach(t);
+	return;
+fail:
+	close(g_channel);
+	g_channel = -1;
+}

@@ -1,0 +1,165 @@
+/* proc_format.h - records shared by the injected agent, the coordinator side
+ * of proc/ and the freestanding restorer.
+ *
+ * Three programs read and write these structures: libstasis-inject.so (inside
+ * the checkpointed program, no Stasis libraries), the `stasis` coordinator
+ * (writes and reads images) and stasis-restore (no libc at all). So this
+ * header holds only fixed-size integer records and constants; it includes
+ * nothing but <stdint.h>.
+ *
+ * Two byte streams use them, both framed by struct proc_msg:
+ *   dump stream    agent -> coordinator over the job's channel socket;
+ *   restore stream coordinator -> restorer over a pipe.
+ * The "process" section of an image stores the same records (see
+ * docs/transparent.md, "Image sections for processes").
+ */
+#ifndef STASIS_PROC_FORMAT_H
+#define STASIS_PROC_FORMAT_H
+
+#include <stdint.h>
+
+#define PROC_FORMAT_VERSION 1
+#define PROC_MSG_MAGIC      0x50535453u   /* "STSP" */
+#define PROC_PAGE_SIZE      4096u
+
+/* The real-time signal that stops threads for a checkpoint. glibc keeps 32
+ * and 33 for itself; programs rarely use the top of the range. */
+#define PROC_CKPT_SIGNAL    62
+
+/* Stasis's window: the restorer's text, data, stacks and scratch memory and
+ * the agent's checkpoint-time buffers live here and nowhere else, so a
+ * restored program never has an image region in it and the agent skips it
+ * (buffers outside it would merge with a neighbouring program mapping). 0x3ff0'0000'0000 (64 TiB)
+ * is far below the top-down mmap area and far above any brk heap. */
+#define PROC_WINDOW_START   0x3ff000000000ull
+#define PROC_WINDOW_END     0x3ff200000000ull
+#define PROC_RESTORER_TEXT  0x3ff000000000ull   /* link address (-Ttext-segment) */
+#define PROC_WINDOW_AGENT   0x3ff040000000ull   /* the agent's scratch during a checkpoint */
+#define PROC_WINDOW_SCRATCH 0x3ff100000000ull   /* restorer: stacks, tables, moved vdso */
+
+/* Environment variable naming the channel descriptor given to the agent. */
+#define PROC_ENV_FD         "STASIS_COORD_FD"
+/* The agent keeps its channel at or above this descriptor number. */
+#define PROC_AGENT_FD_MIN   900
+
+enum proc_msg_type {
+	/* dump stream (agent -> coordinator) */
+	PROC_MSG_HELLO = 1,     /* payload: struct proc_hello */
+	PROC_MSG_HEADER,        /* struct proc_header, then cwd (header.cwd_len bytes) */
+	PROC_MSG_SIGACTS,       /* struct proc_sigaction[PROC_NSIG] */
+	PROC_MSG_THREAD,        /* struct proc_thread, then uc_size bytes of ucontext + xsave */
+	PROC_MSG_REGION,        /* struct proc_region, then path (path_len bytes) */
+	PROC_MSG_PAGES,         /* struct proc_pages, then npages * 4096 bytes */
+	PROC_MSG_END,           /* empty: the dump is complete */
+	PROC_MSG_ERROR,         /* text: the checkpoint cannot be taken; the program runs on */
+	PROC_MSG_RESTARTED,     /* struct proc_hello: agent is alive after a restart */
+	/* commands (coordinator -> agent) */
+	PROC_CMD_CHECKPOINT = 32, /* empty */
+	PROC_CMD_RESUME,        /* empty: the image is durable (or failed); run on */
+	PROC_CMD_EXIT,          /* empty: end the program (checkpoint --stop) */
+	/* restore stream (coordinator -> restorer), after HEADER/SIGACTS/REGION* */
+	PROC_MSG_DATA = 64,     /* struct proc_data, then len bytes for that address */
+	PROC_MSG_THREADS_DONE,  /* every THREAD record was sent */
+};
+
+struct proc_msg {
+	uint32_t magic;
+	uint32_t type;
+	uint64_t len;           /* payload bytes that follow */
+};
+
+struct proc_hello {
+	uint32_t version;
+	int32_t pid;            /* as the program sees it */
+	uint64_t state_addr;    /* struct proc_agent_state in the program */
+};
+
+/* Written by the restorer into the restored program before any thread runs. */
+#define PROC_STATE_MAGIC 0x5354415349535354ull
+struct proc_agent_state {
+	uint64_t magic;
+	volatile int32_t restarts;   /* incremented by every restore */
+	int32_t channel_fd;          /* where the restorer put the new channel */
+};
+
+enum proc_region_kind {
+	PROC_REGION_ANON = 1,       /* private anonymous (and [heap], [stack], deleted files) */
+	PROC_REGION_FILE_PRIVATE,   /* private file mapping: file + written pages */
+	PROC_REGION_FILE_SHARED,    /* shared file mapping: re-mapped from the file */
+	PROC_REGION_SHARED_ANON,    /* shared anonymous / memfd / SysV: all pages stored */
+};
+
+enum proc_region_flag {
+	PROC_RF_HEAP      = 1u << 0,
+	PROC_RF_STACK     = 1u << 1,  /* the main stack: restored MAP_GROWSDOWN */
+	PROC_RF_DELETED   = 1u << 2,  /* backed by a deleted file: saved as memory */
+};
+
+struct proc_region {
+	uint64_t start, end;        /* page aligned */
+	uint64_t file_offset;
+	uint32_t prot;              /* PROT_* */
+	uint32_t kind;              /* enum proc_region_kind */
+	uint32_t flags;             /* enum proc_region_flag */
+	uint32_t path_len;          /* bytes of path following the record, with its NUL */
+	uint64_t stored_pages;      /* pages whose contents are in the image */
+	/* identity of the mapped file at checkpoint time (file kinds) */
+	uint64_t file_size, file_mtime_ns, file_ino, file_dev;
+};
+
+/* A run of stored pages of the region being dumped (dump stream). */
+struct proc_pages {
+	uint64_t addr;              /* first page */
+	uint64_t npages;
+};
+
+/* A byte range to fill (restore stream). */
+struct proc_data {
+	uint64_t addr;
+	uint64_t len;
+};
+
+enum proc_thread_flag {
+	PROC_THREAD_MAIN = 1u << 0,  /* tid == pid */
+	PROC_THREAD_AGENT = 1u << 1, /* the agent's checkpoint thread */
+};
+
+struct proc_thread {
+	int32_t tid;
+	uint32_t flags;
+	uint64_t fs_base, gs_base;
+	uint64_t sigframe;          /* address of the saved ucontext: rsp for rt_sigreturn */
+	uint64_t rseq_addr;         /* 0: none registered */
+	uint32_t rseq_len, rseq_sig;
+	uint64_t robust_head, robust_len;
+	uint64_t clear_child_tid;
+	char comm[16];              /* thread name (PR_GET_NAME) */
+	uint64_t uc_size;           /* bytes of ucontext + xsave area that follow (copy for inspection) */
+};
+
+#define PROC_NSIG 64
+/* The kernel's struct sigaction on x86-64 (rt_sigaction with an 8-byte mask). */
+struct proc_sigaction {
+	uint64_t handler;
+	uint64_t flags;
+	uint64_t restorer;
+	uint64_t mask;
+};
+
+struct proc_header {
+	uint32_t version;           /* PROC_FORMAT_VERSION */
+	int32_t pid;
+	uint32_t nthreads;
+	uint32_t nregions;
+	/* the mm fields PR_SET_MM_MAP takes (from /proc/self/stat) */
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	/* kernel-provided mappings, moved back where the program expects them */
+	uint64_t vvar_start, vvar_end, vclock_start, vclock_end, vdso_start, vdso_end;
+	uint64_t state_addr;        /* struct proc_agent_state */
+	uint32_t umask;
+	uint32_t cwd_len;           /* bytes of cwd following the record, with its NUL */
+};
+
+#endif

@@ -1,0 +1,16 @@
+/* proc_internal.h - helpers shared by dump.c and restore.c (not public). */
+#ifndef STASIS_PROC_INTERNAL_H
+#define STASIS_PROC_INTERNAL_H
+
+#include "proc/proc_format.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+int proc_read_all(int fd, void *buf, size_t len);
+int proc_write_all(int fd, const void *buf, size_t len);
+int proc_send(int fd, uint32_t type, const void *payload, size_t len);
+/* One record header; -EBADMSG on a bad magic, -EPIPE at end of stream. */
+int proc_recv(int fd, struct proc_msg *m);
+
+#endif

@@ -1,0 +1,494 @@
+/* restore.c - bring a process image back: checks, namespaces, restore stream.
+ *
+ * Process tree of a restart (docs/transparent.md):
+ *   stasis restart (coordinator)
+ *     `- nsparent: unshare(user, pid, mount), writes its uid/gid maps
+ *          `- nsinit: pid 1 of the new PID namespace, mounts its /proc,
+ *             reaps, and reports the program's wait status on a pipe
+ *               `- the program: clone3 with set_tid = the checkpointed pid,
+ *                  execs stasis-restore, which becomes the program again
+ * The coordinator then writes the restore stream into the restorer's pipe.
+ */
+#include "proc/proc.h"
+#include "proc/proc_format.h"
+#include "proc/proc_internal.h"
+
+#include "common/err.h"
+#include "common/log.h"
+#include "image/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef STASIS_PROC_BUILD_DIR
+#define STASIS_PROC_BUILD_DIR "."
+#endif
+#ifndef STASIS_PROC_INSTALL_DIR
+#define STASIS_PROC_INSTALL_DIR "/usr/local/lib/stasis"
+#endif
+
+#define COPY_SIZE (4u << 20)
+
+static const char *find_file(const char *env, const char *name, char *buf, size_t len)
+{
+	const char *v = getenv(env);
+
+	if (v && *v)
+		return v;
+	snprintf(buf, len, "%s/%s", STASIS_PROC_INSTALL_DIR, name);
+	if (access(buf, R_OK) == 0)
+		return buf;
+	snprintf(buf, len, "%s/%s", STASIS_PROC_BUILD_DIR, name);
+	return buf;
+}
+
+const char *proc_agent_path(void)
+{
+	static char buf[PATH_MAX];
+
+	return find_file("STASIS_INJECT_LIB", "libstasis-inject.so", buf, sizeof(buf));
+}
+
+const char *proc_restorer_path(void)
+{
+	static char buf[PATH_MAX];
+
+	return find_file("STASIS_RESTORER", "stasis-restore", buf, sizeof(buf));
+}
+
+int proc_agent_env(int fd, char *ld_preload, size_t len, char *fd_value, size_t fd_len)
+{
+	const char *agent = proc_agent_path();
+	const char *old = getenv("LD_PRELOAD");
+	int n;
+
+	if (access(agent, R_OK) != 0)
+		return err_set(-ENOENT, "the Stasis agent %s is missing (set STASIS_INJECT_LIB)", agent);
+	n = old && *old ? snprintf(ld_preload, len, "%s:%s", agent, old)
+			: snprintf(ld_preload, len, "%s", agent);
+	if (n < 0 || (size_t)n >= len)
+		return err_set(-ENAMETOOLONG, "LD_PRELOAD is too long");
+	snprintf(fd_value, fd_len, "%d", fd);
+	return 0;
+}
+
+/* ---- the image's table of contents ---- */
+
+struct image_region {
+	struct proc_region rec;
+	char *path;
+	uint64_t nruns;
+	struct proc_pages *runs;
+	int section;
+};
+
+struct image {
+	struct img_reader *img;
+	struct proc_header header;
+	char *cwd;
+	struct proc_sigaction sa[PROC_NSIG];
+	struct proc_thread *threads;
+	struct image_region *regions;
+	uint64_t off;          /* read position in the process section */
+	int section;
+};
+
+static void image_free(struct image *im)
+{
+	if (im->regions)
+		for (uint32_t i = 0; i < im->header.nregions; i++) {
+			free(im->regions[i].path);
+			free(im->regions[i].runs);
+		}
+	free(im->regions);
+	free(im->threads);
+	free(im->cwd);
+}
+
+static int take(struct image *im, void *buf, size_t len)
+{
+	ssize_t n = img_read(im->img, (unsigned)im->section, im->off, buf, len);
+
+	if (n < 0)
+		return (int)n;
+	if ((size_t)n != len)
+		return err_set(-EBADMSG, "the image's process section is truncated");
+	im->off += len;
+	return 0;
+}
+
+static int image_load(struct img_reader *img, struct image *im)
+{
+	struct proc_header *h = &im->header;
+	char name[64];
+	int ret;
+
+	memset(im, 0, sizeof(*im));
+	im->img = img;
+	im->section = img_section_find(img, "process");
+	if (im->section < 0)
+		return err_set(-EINVAL, "the image is not a process image (no \"process\" section)");
+	ret = take(im, h, sizeof(*h));
+	if (ret)
+		return ret;
+	if (h->version != PROC_FORMAT_VERSION)
+		return err_set(-EPROTO, "the image's process records have version %u, this stasis "
+			       "reads %u", h->version, PROC_FORMAT_VERSION);
+	if (h->cwd_len == 0 || h->cwd_len > PATH_MAX || h->nthreads == 0 || h->nthreads > 65536 ||
+	    h->nregions > 1000000)
+		return err_set(-EBADMSG, "the image's process header is damaged");
+	im->cwd = calloc(1, h->cwd_len + 1);
+	im->threads = calloc(h->nthreads, sizeof(*im->threads));
+	im->regions = calloc(h->nregions ? h->nregions : 1, sizeof(*im->regions));
+	if (!im->cwd || !im->threads || !im->regions)
+		return -ENOMEM;
+	ret = take(im, im->cwd, h->cwd_len);
+	if (!ret)
+		ret = take(im, im->sa, sizeof(im->sa));
+	if (!ret)
+		ret = take(im, im->threads, h->nthreads * sizeof(*im->threads));
+	for (uint32_t i = 0; !ret && i < h->nregions; i++) {
+		struct image_region *r = &im->regions[i];
+
+		ret = take(im, &r->rec, sizeof(r->rec));
+		if (ret)
+			break;
+		if (r->rec.path_len == 0 || r->rec.path_len > PATH_MAX)
+			return err_set(-EBADMSG, "the image's region table is damaged");
+		r->path = calloc(1, r->rec.path_len + 1);
+		if (!r->path)
+			return -ENOMEM;
+		ret = take(im, r->path, r->rec.path_len);
+		if (!ret)
+			ret = take(im, &r->nruns, sizeof(r->nruns));
+		if (ret)
+			break;
+		if (r->nruns > (r->rec.end - r->rec.start) / PROC_PAGE_SIZE)
+			return err_set(-EBADMSG, "the image's region table is damaged");
+		if (r->nruns) {
+			r->runs = calloc(r->nruns, sizeof(*r->runs));
+			if (!r->runs)
+				return -ENOMEM;
+			ret = take(im, r->runs, r->nruns * sizeof(*r->runs));
+		}
+		snprintf(name, sizeof(name), "mem.%012llx", (unsigned long long)r->rec.start);
+		r->section = img_section_find(img, name);
+		if (!ret && r->section < 0)
+			return err_set(-EBADMSG, "the image has no section %s", name);
+	}
+	return ret;
+}
+
+/* Files the image maps must be the ones it was taken with. */
+static int check_files(const struct image *im)
+{
+	for (uint32_t i = 0; i < im->header.nregions; i++) {
+		const struct image_region *r = &im->regions[i];
+		struct stat st;
+		uint64_t mtime;
+
+		if (r->rec.kind != PROC_REGION_FILE_PRIVATE && r->rec.kind != PROC_REGION_FILE_SHARED)
+			continue;
+		if (stat(r->path, &st) != 0)
+			return err_set(-ENOENT, "mapped file %s is missing", r->path);
+		mtime = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
+		if ((uint64_t)st.st_size != r->rec.file_size || mtime != r->rec.file_mtime_ns)
+			return err_set(-ESTALE, "mapped file %s changed since the checkpoint "
+				       "(size or modification time differs)", r->path);
+	}
+	return 0;
+}
+
+/* ---- namespaces ---- */
+
+static int write_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = write(fd, text, strlen(text));
+	close(fd);
+	return n == (ssize_t)strlen(text) ? 0 : -EIO;
+}
+
+static void child_fail(int report_fd, const char *what, int err)
+{
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "stasis: restart: %s: %s\n", what, strerror(err));
+
+	if (n > 0 && write(2, msg, (size_t)n) < 0) {
+		/* nowhere else to say it */
+	}
+	(void)report_fd;
+	_exit(127);
+}
+
+/* Keep the capabilities the restorer needs across execve when we are not
+ * uid 0 inside the namespace (identity-mapped unprivileged user). */
+static void keep_caps(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[2];
+	static const int caps[] = { CAP_SYS_ADMIN, CAP_SYS_RESOURCE, 40 /* CAP_CHECKPOINT_RESTORE */ };
+
+	if (getuid() == 0)
+		return;
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return;
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		data[caps[i] / 32].inheritable |= 1u << (caps[i] % 32);
+	if (syscall(SYS_capset, &hdr, data) != 0)
+		return;
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
+		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, caps[i], 0, 0);
+}
+
+struct clone_args3 {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
+	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+static void ignore_job_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTERM, SIGHUP, SIGUSR1 };
+
+	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+		signal(sigs[i], SIG_IGN);
+}
+
+/* pid 1 of the new namespace. */
+static void __attribute__((noreturn)) nsinit(pid_t pid, int stream_fd, int channel, int status_fd,
+					     const char *level)
+{
+	struct clone_args3 ca;
+	pid_t tid = pid, child, w;
+	int status = 0;
+
+	ignore_job_signals();
+	if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+		child_fail(status_fd, "cannot make the restart's mounts private", errno);
+	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+		child_fail(status_fd, "cannot mount /proc for the new PID namespace", errno);
+	memset(&ca, 0, sizeof(ca));
+	ca.exit_signal = SIGCHLD;
+	ca.set_tid = (uint64_t)(uintptr_t)&tid;
+	ca.set_tid_size = 1;
+	child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+	if (child < 0)
+		child_fail(status_fd, "cannot create the process with its checkpointed pid (clone3 "
+			   "set_tid)", errno);
+	if (child == 0) {
+		char sfd[16], cfd[16];
+		const char *restorer = proc_restorer_path();
+
+		close(status_fd);
+		keep_caps();
+		snprintf(sfd, sizeof(sfd), "%d", stream_fd);
+		snprintf(cfd, sizeof(cfd), "%d", channel);
+		execl(restorer, "stasis-restore", sfd, cfd, level, (char *)NULL);
+		child_fail(-1, "cannot execute the restorer", errno);
+	}
+	close(stream_fd);
+	close(channel);
+	for (;;) {
+		w = waitpid(-1, &status, 0);
+		if (w == child)
+			break;
+		if (w < 0 && errno != EINTR)
+			_exit(127);
+	}
+	if (write(status_fd, &status, sizeof(status)) != sizeof(status))
+		_exit(127);
+	_exit(0);
+}
+
+static void __attribute__((noreturn)) nsparent(pid_t pid, int stream_fd, int channel, int status_fd,
+					       const char *level)
+{
+	char map[64];
+	uid_t uid = getuid();
+	gid_t gid = getgid();
+	pid_t init;
+	int status, ret;
+
+	ignore_job_signals();
+	if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0)
+		child_fail(status_fd, "cannot create user, PID and mount namespaces", errno);
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
+	ret = write_file("/proc/self/uid_map", map);
+	if (!ret)
+		ret = write_file("/proc/self/setgroups", "deny\n");
+	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)gid, (unsigned)gid);
+	if (!ret)
+		ret = write_file("/proc/self/gid_map", map);
+	if (ret)
+		child_fail(status_fd, "cannot write the namespace's uid/gid maps", -ret);
+	init = fork();
+	if (init < 0)
+		child_fail(status_fd, "fork", errno);
+	if (init == 0)
+		nsinit(pid, stream_fd, channel, status_fd, level);
+	close(stream_fd);
+	close(channel);
+	close(status_fd);
+	while (waitpid(init, &status, 0) < 0 && errno == EINTR)
+		;
+	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
+}
+
+/* ---- the restore stream ---- */
+
+static int send_stream(struct image *im, int fd, void *buf)
+{
+	struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_HEADER, sizeof(im->header) + im->header.cwd_len };
+	int ret = proc_write_all(fd, &m, sizeof(m));
+	if (!ret)
+		ret = proc_write_all(fd, &im->header, sizeof(im->header));
+	if (!ret)
+		ret = proc_write_all(fd, im->cwd, im->header.cwd_len);
+	if (!ret)
+		ret = proc_send(fd, PROC_MSG_SIGACTS, im->sa, sizeof(im->sa));
+	for (uint32_t i = 0; !ret && i < im->header.nregions; i++) {
+		const struct image_region *r = &im->regions[i];
+
+		m = (struct proc_msg){ PROC_MSG_MAGIC, PROC_MSG_REGION, sizeof(r->rec) + r->rec.path_len };
+		ret = proc_write_all(fd, &m, sizeof(m));
+		if (!ret)
+			ret = proc_write_all(fd, &r->rec, sizeof(r->rec));
+		if (!ret)
+			ret = proc_write_all(fd, r->path, r->rec.path_len);
+	}
+	for (uint32_t i = 0; !ret && i < im->header.nregions; i++) {
+		const struct image_region *r = &im->regions[i];
+		uint64_t off = 0;
+
+		for (uint64_t k = 0; !ret && k < r->nruns; k++) {
+			struct proc_data d = { r->runs[k].addr, r->runs[k].npages * PROC_PAGE_SIZE };
+			uint64_t left = d.len;
+
+			m = (struct proc_msg){ PROC_MSG_MAGIC, PROC_MSG_DATA, sizeof(d) + d.len };
+			ret = proc_write_all(fd, &m, sizeof(m));
+			if (!ret)
+				ret = proc_write_all(fd, &d, sizeof(d));
+			while (!ret && left) {
+				size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
+				ssize_t got = img_read(im->img, (unsigned)r->section, off, buf, n);
+
+				if (got < 0)
+					ret = (int)got;
+				else if ((size_t)got != n)
+					ret = err_set(-EBADMSG, "section of region %s is shorter than its runs",
+						      r->path[0] ? r->path : "(anonymous)");
+				else
+					ret = proc_write_all(fd, buf, n);
+				off += n;
+				left -= n;
+			}
+		}
+	}
+	for (uint32_t i = 0; !ret && i < im->header.nthreads; i++)
+		ret = proc_send(fd, PROC_MSG_THREAD, &im->threads[i], sizeof(im->threads[i]));
+	if (!ret)
+		ret = proc_send(fd, PROC_MSG_THREADS_DONE, NULL, 0);
+	return ret;
+}
+
+int proc_restore(struct img_reader *img, int channel, const char *log_level, struct proc_child *out)
+{
+	struct image im;
+	int stream[2] = { -1, -1 }, status[2] = { -1, -1 };
+	void *buf = NULL;
+	pid_t child;
+	int ret;
+
+	out->pid = -1;
+	out->status_fd = -1;
+	ret = image_load(img, &im);
+	if (!ret)
+		ret = check_files(&im);
+	if (!ret && access(proc_restorer_path(), X_OK) != 0)
+		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
+			      proc_restorer_path());
+	if (ret)
+		goto out;
+	buf = malloc(COPY_SIZE);
+	if (!buf || pipe2(stream, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
+		ret = err_set(-errno, "cannot set up the restart: %s", strerror(errno));
+		goto out;
+	}
+	child = fork();
+	if (child < 0) {
+		ret = err_set(-errno, "fork: %s", strerror(errno));
+		goto out;
+	}
+	if (child == 0) {
+		/* the restorer inherits the read end and the channel; nothing else */
+		if (fcntl(stream[0], F_SETFD, 0) != 0 || fcntl(channel, F_SETFD, 0) != 0)
+			_exit(127);
+		close(stream[1]);
+		close(status[0]);
+		nsparent(im.header.pid, stream[0], channel, status[1], log_level);
+	}
+	close(stream[0]);
+	stream[0] = -1;
+	close(status[1]);
+	status[1] = -1;
+	out->pid = child;
+	out->status_fd = status[0];
+	status[0] = -1;
+	signal(SIGPIPE, SIG_IGN);
+	ret = send_stream(&im, stream[1], buf);
+	if (ret == -EPIPE)
+		ret = err_set(ret, "the restorer stopped reading the restore stream");
+	else if (ret && !*err_msg())
+		ret = err_set(ret, "writing the restore stream: %s", strerror(-ret));
+out:
+	for (int i = 0; i < 2; i++) {
+		if (stream[i] >= 0)
+			close(stream[i]);
+		if (status[i] >= 0)
+			close(status[i]);
+	}
+	close(channel);
+	free(buf);
+	image_free(&im);
+	return ret;
+}
+
+int proc_child_wait(struct proc_child *c, int *status)
+{
+	int st = 0, got = 0, ret;
+
+	if (c->status_fd >= 0) {
+		ret = proc_read_all(c->status_fd, &st, sizeof(st));
+		got = ret == 0;
+		close(c->status_fd);
+		c->status_fd = -1;
+	}
+	if (c->pid > 0) {
+		int pst;
+
+		while (waitpid(c->pid, &pst, 0) < 0 && errno == EINTR)
+			;
+		c->pid = -1;
+		if (!got)
+			st = 127 << 8;
+	}
+	*status = st;
+	return 0;
+}

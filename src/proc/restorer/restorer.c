@@ -1,0 +1,870 @@
+/* restorer.c - stasis-restore: the freestanding program that becomes the
+ * checkpointed process again.
+ *
+ * It is started by `stasis restart` inside a new user+PID namespace with
+ * the checkpointed pid (clone3 set_tid), reads the restore stream (struct
+ * proc_msg records, proc_format.h) from a pipe, and rebuilds the process in
+ * its own address space. It never uses libc, is linked static at
+ * PROC_RESTORER_TEXT, and is never built with sanitizers: it replaces the
+ * memory any runtime would rely on.
+ *
+ * Restore is a list of named stages (enum stage); each is logged at debug
+ * level, and docs/transparent.md says what holds when each one ends.
+ * usage: stasis-restore STREAM_FD CHANNEL_FD LOGLEVEL
+ */
+#include "proc/proc_format.h"
+#include "proc/restorer/sys.h"
+
+enum stage {
+	/* Signals blocked, argv parsed. Nothing of the image exists yet. */
+	STAGE_START,
+	/* Running on a stack in our window; the kernel's stack is unmapped and
+	 * the vdso/vvar moved into the window, so the whole address space
+	 * outside the window is free for the image. */
+	STAGE_SELF,
+	/* Header and signal dispositions read; pid checked against the image. */
+	STAGE_HEADER,
+	/* Every region mapped at its address with MAP_FIXED_NOREPLACE (writable
+	 * where contents follow); a collision stopped the restore. */
+	STAGE_MAP,
+	/* Page contents read into place; thread records read. */
+	STAGE_FILL,
+	/* Every region has its checkpoint protection. */
+	STAGE_PROTECT,
+	/* brk, stack, arguments and environment known to the kernel again
+	 * (PR_SET_MM_MAP); vdso and vvar back at their checkpoint addresses. */
+	STAGE_MM,
+	/* umask, cwd, signal dispositions; agent told it was restored; only
+	 * stdin/stdout/stderr and the channel remain open. */
+	STAGE_PROCESS,
+	/* Every other thread cloned with its tid, FS base, robust list, tid
+	 * address and rseq registration, waiting at the start line. */
+	STAGE_THREADS,
+	/* Threads released; each returns into its signal frame. */
+	STAGE_RETURN,
+};
+
+static const char *const stage_names[] = {
+	"start", "self", "header", "map", "fill", "protect", "mm", "process", "threads", "return",
+};
+
+#define SELF_STACK_SIZE (1ul << 20)
+#define THREAD_STACK_SIZE (64ul << 10)
+#define SELF_STACK_ADDR (PROC_WINDOW_SCRATCH)
+#define VDSO_PARK_ADDR (PROC_WINDOW_SCRATCH + (16ul << 20))
+#define TABLE_ADDR (PROC_WINDOW_SCRATCH + (32ul << 20))
+#define THREAD_STACKS_ADDR (PROC_WINDOW_SCRATCH + (2ul << 30))
+#define MAX_PATH 4096
+
+struct region {
+	uint64_t start, end;
+	uint32_t prot, kind, flags, pad;
+	uint64_t stored_pages;
+};
+
+struct kmap {
+	uint64_t start, end;
+};
+
+static struct {
+	int stream, channel, debug;
+	struct proc_header h;
+	char cwd[MAX_PATH];
+	struct proc_sigaction sa[PROC_NSIG];
+	struct region *regions;
+	uint64_t nregions, cap_regions;
+	struct proc_thread *threads;
+	uint64_t nthreads;
+	struct kmap vvar, vclock, vdso;    /* where ours are now */
+	char buf[MAX_PATH * 2];
+} R;
+
+static volatile int start_line;
+
+/* ---- libc-like helpers ---- */
+
+void *memset(void *s, int c, size_t n)
+{
+	unsigned char *p = s;
+
+	while (n--)
+		*p++ = (unsigned char)c;
+	return s;
+}
+
+void *memcpy(void *d, const void *s, size_t n)
+{
+	unsigned char *a = d;
+	const unsigned char *b = s;
+
+	while (n--)
+		*a++ = *b++;
+	return d;
+}
+
+void *memmove(void *d, const void *s, size_t n)
+{
+	unsigned char *a = d;
+	const unsigned char *b = s;
+
+	if (a < b)
+		return memcpy(d, s, n);
+	while (n--)
+		a[n] = b[n];
+	return d;
+}
+
+int memcmp(const void *x, const void *y, size_t n)
+{
+	const unsigned char *a = x, *b = y;
+
+	for (; n; n--, a++, b++)
+		if (*a != *b)
+			return *a - *b;
+	return 0;
+}
+
+static size_t slen(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n])
+		n++;
+	return n;
+}
+
+/* ---- messages: one line on stderr ---- */
+
+struct line {
+	char b[1024];
+	size_t n;
+};
+
+static void put(struct line *l, const char *s)
+{
+	while (*s && l->n + 1 < sizeof(l->b))
+		l->b[l->n++] = *s++;
+}
+
+static void put_hex(struct line *l, uint64_t v)
+{
+	char t[19];
+	int i = 18;
+
+	t[i] = 0;
+	do {
+		t[--i] = "0123456789abcdef"[v & 15];
+		v >>= 4;
+	} while (v);
+	t[--i] = 'x';
+	t[--i] = '0';
+	put(l, t + i);
+}
+
+static void put_dec(struct line *l, int64_t v)
+{
+	char t[24];
+	int i = 23;
+	int neg = v < 0;
+	uint64_t u = neg ? (uint64_t)-v : (uint64_t)v;
+
+	t[i] = 0;
+	do {
+		t[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (neg)
+		t[--i] = '-';
+	put(l, t + i);
+}
+
+static void emit(struct line *l)
+{
+	l->b[l->n++] = '\n';
+	sys3(__NR_write, 2, l->b, l->n);
+}
+
+static void __attribute__((noreturn)) die_errno(const char *what, long err)
+{
+	struct line l = { .n = 0 };
+
+	put(&l, "stasis: restart: ");
+	put(&l, what);
+	if (err) {
+		put(&l, " (errno ");
+		put_dec(&l, -err);
+		put(&l, ")");
+	}
+	emit(&l);
+	sys1(__NR_exit_group, 42);
+	for (;;)
+		;
+}
+
+static void __attribute__((noreturn)) die(const char *what)
+{
+	die_errno(what, 0);
+}
+
+static void stage(enum stage s)
+{
+	struct line l = { .n = 0 };
+
+	if (!R.debug)
+		return;
+	put(&l, "stasis-restore[");
+	put_dec(&l, sys0(__NR_getpid));
+	put(&l, "]: debug: stage ");
+	put(&l, stage_names[s]);
+	emit(&l);
+}
+
+/* ---- the stream ---- */
+
+static void read_all(void *buf, uint64_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		long n = sys3(__NR_read, R.stream, p, len > (1u << 30) ? (1u << 30) : len);
+
+		if (n == -EINTR)
+			continue;
+		if (n <= 0)
+			die_errno("the restore stream ended early", n);
+		p += n;
+		len -= (uint64_t)n;
+	}
+}
+
+static void skip(uint64_t len)
+{
+	while (len) {
+		uint64_t n = len < sizeof(R.buf) ? len : sizeof(R.buf);
+
+		read_all(R.buf, n);
+		len -= n;
+	}
+}
+
+static void read_msg(struct proc_msg *m)
+{
+	read_all(m, sizeof(*m));
+	if (m->magic != PROC_MSG_MAGIC)
+		die("the restore stream is damaged (bad record magic)");
+}
+
+/* ---- memory of our own ---- */
+
+static void *map_window(uint64_t addr, uint64_t len)
+{
+	long p = sys6(__NR_mmap, (long)addr, (long)len, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p < 0 && p > -4096)
+		die_errno("cannot map the restorer's scratch memory", p);
+	if ((uint64_t)p != addr)
+		die("this kernel does not honour MAP_FIXED_NOREPLACE (Linux >= 4.17 is needed)");
+	return (void *)p;
+}
+
+static uint64_t parse_hex(const char **s)
+{
+	uint64_t v = 0;
+
+	for (;; (*s)++) {
+		char c = **s;
+
+		if (c >= '0' && c <= '9')
+			v = v * 16 + (uint64_t)(c - '0');
+		else if (c >= 'a' && c <= 'f')
+			v = v * 16 + (uint64_t)(c - 'a' + 10);
+		else
+			return v;
+	}
+}
+
+/* Read /proc/self/maps into `out` (NUL-terminated). */
+static void read_maps(char *out, uint64_t cap)
+{
+	long fd = sys3(__NR_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
+	uint64_t used = 0;
+
+	if (fd < 0)
+		die_errno("cannot open /proc/self/maps", fd);
+	for (;;) {
+		long n = sys3(__NR_read, fd, out + used, cap - 1 - used);
+
+		if (n <= 0)
+			break;
+		used += (uint64_t)n;
+		if (used == cap - 1)
+			die("/proc/self/maps of the restorer is too large");
+	}
+	out[used] = 0;
+	sys1(__NR_close, fd);
+}
+
+static int line_is(const char *l, const char *e, const char *name)
+{
+	size_t n = slen(name);
+
+	return (size_t)(e - l) > n && memcmp(e - n, name, n) == 0;
+}
+
+/* ---- STAGE_SELF ---- */
+
+static void move_kmap(struct kmap *k, uint64_t to, const char *what)
+{
+	uint64_t len = k->end - k->start;
+	long p;
+
+	if (!len || k->start == to)
+		return;
+	p = sys5(__NR_mremap, k->start, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+	if (p < 0 && p > -4096)
+		die_errno(what, p);
+	k->start = to;
+	k->end = to + len;
+}
+
+/* Unmap the kernel's stack and park vdso/vvar in the window. */
+static void clear_self(void)
+{
+	char *maps = map_window(TABLE_ADDR, 1ul << 20);
+	uint64_t stack_s = 0, stack_e = 0, base, lowest;
+
+	read_maps(maps, 1ul << 20);
+	for (const char *l = maps; *l;) {
+		const char *e = l, *q = l;
+		uint64_t s, t;
+
+		while (*e && *e != '\n')
+			e++;
+		s = parse_hex(&q);
+		q++;
+		t = parse_hex(&q);
+		if (line_is(l, e, "[stack]")) {
+			stack_s = s;
+			stack_e = t;
+		} else if (line_is(l, e, "[vvar_vclock]")) {
+			R.vclock = (struct kmap){ s, t };
+		} else if (line_is(l, e, "[vvar]")) {
+			R.vvar = (struct kmap){ s, t };
+		} else if (line_is(l, e, "[vdso]")) {
+			R.vdso = (struct kmap){ s, t };
+		}
+		l = *e ? e + 1 : e;
+	}
+	sys2(__NR_munmap, maps, 1ul << 20);
+	if (stack_e)
+		sys2(__NR_munmap, stack_s, stack_e - stack_s);
+	/* keep their relative layout: the vdso reaches vvar at a fixed offset */
+	lowest = R.vdso.start;
+	if (R.vvar.start && R.vvar.start < lowest)
+		lowest = R.vvar.start;
+	if (R.vclock.start && R.vclock.start < lowest)
+		lowest = R.vclock.start;
+	base = VDSO_PARK_ADDR;
+	if (R.vvar.start)
+		move_kmap(&R.vvar, base + (R.vvar.start - lowest), "cannot move the vvar page");
+	if (R.vclock.start)
+		move_kmap(&R.vclock, base + (R.vclock.start - lowest), "cannot move the vvar_vclock page");
+	if (R.vdso.start)
+		move_kmap(&R.vdso, base + (R.vdso.start - lowest), "cannot move the vdso");
+}
+
+/* ---- STAGE_HEADER ---- */
+
+static void read_header(void)
+{
+	struct proc_msg m;
+	long pid;
+
+	read_msg(&m);
+	if (m.type != PROC_MSG_HEADER || m.len < sizeof(R.h) || m.len - sizeof(R.h) > MAX_PATH)
+		die("the restore stream does not start with a process header");
+	read_all(&R.h, sizeof(R.h));
+	read_all(R.cwd, m.len - sizeof(R.h));
+	R.cwd[MAX_PATH - 1] = 0;
+	if (R.h.version != PROC_FORMAT_VERSION)
+		die("the image's process records have another format version");
+	read_msg(&m);
+	if (m.type != PROC_MSG_SIGACTS || m.len != sizeof(R.sa))
+		die("the restore stream has no signal dispositions");
+	read_all(R.sa, sizeof(R.sa));
+	pid = sys0(__NR_getpid);
+	if (pid != R.h.pid) {
+		struct line l = { .n = 0 };
+
+		put(&l, "stasis: restart: the restorer runs as pid ");
+		put_dec(&l, pid);
+		put(&l, " but the checkpoint needs pid ");
+		put_dec(&l, R.h.pid);
+		put(&l, " (clone3 set_tid in a new PID namespace is required)");
+		emit(&l);
+		sys1(__NR_exit_group, 42);
+	}
+	R.cap_regions = R.h.nregions + 16;
+	R.regions = map_window(TABLE_ADDR, (R.cap_regions * sizeof(struct region) + 4095) & ~4095ul);
+}
+
+/* ---- STAGE_MAP ---- */
+
+static void collision(const struct proc_region *r, const char *path, long err)
+{
+	struct line l = { .n = 0 };
+	char *maps = (char *)(TABLE_ADDR + (1ul << 30));
+
+	put(&l, "stasis: restart: region ");
+	put_hex(&l, r->start);
+	put(&l, "-");
+	put_hex(&l, r->end);
+	if (path[0]) {
+		put(&l, " (");
+		put(&l, path);
+		put(&l, ")");
+	}
+	if (err == -EEXIST) {
+		put(&l, " collides with an existing mapping");
+		/* name what is there, if we can */
+		if (sys6(__NR_mmap, (long)maps, 1l << 20, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == (long)maps) {
+			read_maps(maps, 1ul << 20);
+			for (const char *q = maps; *q;) {
+				const char *e = q, *p = q;
+				uint64_t s, t;
+
+				while (*e && *e != '\n')
+					e++;
+				s = parse_hex(&p);
+				p++;
+				t = parse_hex(&p);
+				if (s < r->end && t > r->start) {
+					put(&l, ": ");
+					while (q < e && l.n + 2 < sizeof(l.b))
+						l.b[l.n++] = *q++;
+					break;
+				}
+				q = *e ? e + 1 : e;
+			}
+		}
+	} else {
+		put(&l, " cannot be mapped (errno ");
+		put_dec(&l, -err);
+		put(&l, ")");
+	}
+	emit(&l);
+	sys1(__NR_exit_group, 42);
+}
+
+static void map_region(const struct proc_region *r, const char *path)
+{
+	uint64_t len = r->end - r->start;
+	int filling = r->stored_pages && r->kind != PROC_REGION_FILE_SHARED;
+	long prot = r->prot | (filling ? PROT_READ | PROT_WRITE : 0);
+	long flags = MAP_FIXED_NOREPLACE, fd = -1, p;
+
+	if (r->start >= PROC_WINDOW_START && r->start < PROC_WINDOW_END)
+		collision(r, path, -EEXIST);
+	switch (r->kind) {
+	case PROC_REGION_ANON:
+		flags |= MAP_PRIVATE | MAP_ANONYMOUS;
+		if (r->flags & PROC_RF_STACK)
+			flags |= MAP_GROWSDOWN;
+		break;
+	case PROC_REGION_SHARED_ANON:
+		flags |= MAP_SHARED | MAP_ANONYMOUS;
+		break;
+	case PROC_REGION_FILE_PRIVATE:
+	case PROC_REGION_FILE_SHARED:
+		flags |= r->kind == PROC_REGION_FILE_SHARED ? MAP_SHARED : MAP_PRIVATE;
+		fd = sys3(__NR_open, path,
+			  (r->kind == PROC_REGION_FILE_SHARED && (r->prot & PROT_WRITE) ? O_RDWR : O_RDONLY) |
+				  O_CLOEXEC, 0);
+		if (fd < 0) {
+			struct line l = { .n = 0 };
+
+			put(&l, "stasis: restart: cannot open mapped file ");
+			put(&l, path);
+			put(&l, " (errno ");
+			put_dec(&l, -fd);
+			put(&l, ")");
+			emit(&l);
+			sys1(__NR_exit_group, 42);
+		}
+		break;
+	default:
+		die("the image has a region of an unknown kind");
+	}
+	p = sys6(__NR_mmap, (long)r->start, (long)len, prot, flags, fd,
+		 fd >= 0 ? (long)r->file_offset : 0);
+	if (fd >= 0)
+		sys1(__NR_close, fd);
+	if (p < 0 && p > -4096)
+		collision(r, path, p);
+	if ((uint64_t)p != r->start) {
+		sys2(__NR_munmap, p, len);
+		die("this kernel does not honour MAP_FIXED_NOREPLACE (Linux >= 4.17 is needed)");
+	}
+	/* page population, not reading, bounds restore speed here: ask for
+	 * huge pages on large, mostly stored anonymous regions */
+	if (r->kind == PROC_REGION_ANON && len >= (8ul << 20) && r->stored_pages * 2 * PROC_PAGE_SIZE >= len)
+		sys3(__NR_madvise, r->start, len, MADV_HUGEPAGE);
+}
+
+static void add_region(const struct proc_region *r)
+{
+	struct region *x;
+
+	if (R.nregions == R.cap_regions)
+		die("the restore stream has more regions than its header said");
+	if (R.nregions && r->start < R.regions[R.nregions - 1].end)
+		die("the image's regions overlap or are out of order");
+	x = &R.regions[R.nregions++];
+	x->start = r->start;
+	x->end = r->end;
+	x->prot = r->prot;
+	x->kind = r->kind;
+	x->flags = r->flags;
+	x->stored_pages = r->stored_pages;
+}
+
+/* Returns the first message that is not a REGION. */
+static void map_regions(struct proc_msg *next)
+{
+	struct proc_region r;
+
+	for (;;) {
+		read_msg(next);
+		if (next->type != PROC_MSG_REGION)
+			return;
+		if (next->len < sizeof(r) || next->len - sizeof(r) > MAX_PATH)
+			die("the restore stream has a bad region record");
+		read_all(&r, sizeof(r));
+		read_all(R.buf, next->len - sizeof(r));
+		R.buf[MAX_PATH - 1] = 0;
+		if ((r.start | r.end) & (PROC_PAGE_SIZE - 1) || r.end <= r.start)
+			die("the image has a region that is not page aligned");
+		add_region(&r);
+		map_region(&r, R.buf);
+	}
+}
+
+/* ---- STAGE_FILL ---- */
+
+static const struct region *find_region(uint64_t addr)
+{
+	uint64_t lo = 0, hi = R.nregions;
+
+	while (lo < hi) {
+		uint64_t mid = (lo + hi) / 2;
+
+		if (addr < R.regions[mid].start)
+			hi = mid;
+		else if (addr >= R.regions[mid].end)
+			lo = mid + 1;
+		else
+			return &R.regions[mid];
+	}
+	return NULL;
+}
+
+static void fill(struct proc_msg *m)
+{
+	struct proc_data d;
+
+	while (m->type == PROC_MSG_DATA) {
+		const struct region *r;
+
+		if (m->len < sizeof(d))
+			die("the restore stream has a bad data record");
+		read_all(&d, sizeof(d));
+		r = find_region(d.addr);
+		if (!r || d.len > r->end - d.addr || m->len - sizeof(d) != d.len ||
+		    r->kind == PROC_REGION_FILE_SHARED)
+			die("the restore stream has data outside every region");
+		read_all((void *)d.addr, d.len);
+		read_msg(m);
+	}
+	R.threads = map_window(TABLE_ADDR + (512ul << 20),
+			       ((R.h.nthreads + 1) * sizeof(struct proc_thread) + 4095) & ~4095ul);
+	while (m->type == PROC_MSG_THREAD) {
+		if (m->len < sizeof(struct proc_thread) || R.nthreads >= R.h.nthreads)
+			die("the restore stream has a bad thread record");
+		read_all(&R.threads[R.nthreads++], sizeof(struct proc_thread));
+		skip(m->len - sizeof(struct proc_thread));
+		read_msg(m);
+	}
+	if (m->type != PROC_MSG_THREADS_DONE || R.nthreads != R.h.nthreads || !R.nthreads)
+		die("the restore stream ended without every thread");
+}
+
+/* ---- STAGE_PROTECT, STAGE_MM ---- */
+
+static void protect(void)
+{
+	for (uint64_t i = 0; i < R.nregions; i++) {
+		const struct region *r = &R.regions[i];
+		long ret;
+
+		if (!r->stored_pages || r->kind == PROC_REGION_FILE_SHARED)
+			continue;
+		ret = sys3(__NR_mprotect, r->start, r->end - r->start, r->prot);
+		if (ret)
+			die_errno("cannot set a region's protection", ret);
+	}
+}
+
+struct prctl_mm_map {
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t *auxv;
+	uint32_t auxv_size;
+	uint32_t exe_fd;
+};
+
+static void restore_mm(void)
+{
+	struct prctl_mm_map mm = {
+		R.h.start_code, R.h.end_code, R.h.start_data, R.h.end_data,
+		R.h.start_brk, R.h.brk, R.h.start_stack,
+		R.h.arg_start, R.h.arg_end, R.h.env_start, R.h.env_end,
+		0, 0, (uint32_t)-1,
+	};
+	long ret = sys5(__NR_prctl, PR_SET_MM, PR_SET_MM_MAP, &mm, sizeof(mm), 0);
+
+	if (ret)
+		die_errno("cannot restore brk and the stack, argument and environment "
+			  "addresses (prctl PR_SET_MM_MAP)", ret);
+	/* vdso/vvar: the program's libc calls the vdso where it was */
+	if (R.h.vdso_start) {
+		if (R.h.vdso_end - R.h.vdso_start != R.vdso.end - R.vdso.start ||
+		    R.h.vvar_end - R.h.vvar_start != R.vvar.end - R.vvar.start ||
+		    R.h.vclock_end - R.h.vclock_start != R.vclock.end - R.vclock.start)
+			die("this kernel's vdso differs from the checkpointed one (restart on the same kernel)");
+		if (find_region(R.h.vdso_start) || find_region(R.h.vvar_start) ||
+		    (R.h.vclock_start && find_region(R.h.vclock_start)))
+			die("an image region occupies the vdso's address");
+		if (R.vvar.start)
+			move_kmap(&R.vvar, R.h.vvar_start, "cannot move the vvar page back");
+		if (R.vclock.start)
+			move_kmap(&R.vclock, R.h.vclock_start, "cannot move the vvar_vclock page back");
+		move_kmap(&R.vdso, R.h.vdso_start, "cannot move the vdso back");
+	}
+}
+
+/* ---- STAGE_PROCESS ---- */
+
+static void restore_process(void)
+{
+	struct proc_agent_state *st = (struct proc_agent_state *)R.h.state_addr;
+	long ret;
+
+	sys1(__NR_umask, R.h.umask);
+	ret = sys1(__NR_chdir, R.cwd);
+	if (ret) {
+		struct line l = { .n = 0 };
+
+		put(&l, "stasis: restart: cannot enter the working directory ");
+		put(&l, R.cwd);
+		emit(&l);
+		sys1(__NR_exit_group, 42);
+	}
+	for (int sig = 1; sig <= PROC_NSIG; sig++) {
+		if (sig == 9 || sig == 19)
+			continue;
+		ret = sys4(__NR_rt_sigaction, sig, &R.sa[sig - 1], 0, 8);
+		if (ret && sig == PROC_CKPT_SIGNAL)
+			die_errno("cannot install the checkpoint signal's handler", ret);
+	}
+	if (!find_region(R.h.state_addr) || st->magic != PROC_STATE_MAGIC)
+		die("the image has no Stasis agent state where its header says");
+	if (R.channel != st->channel_fd) {
+		ret = sys3(__NR_dup3, R.channel, st->channel_fd, 0);
+		if (ret < 0)
+			die_errno("cannot place the coordinator channel", ret);
+	}
+	st->restarts++;
+	/* only stdin, stdout, stderr and the channel stay open */
+	if (st->channel_fd > 3)
+		sys3(__NR_close_range, 3, st->channel_fd - 1, 0);
+	sys3(__NR_close_range, st->channel_fd + 1, ~0u, 0);
+}
+
+/* ---- STAGE_THREADS, STAGE_RETURN ---- */
+
+struct clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
+	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+/* clone3 with fn(arg) on the new stack in the child; returns in the parent. */
+long restorer_clone3(struct clone_args *args, uint64_t size, void (*fn)(void *), void *arg);
+__asm__(".text\n"
+	".globl restorer_clone3\n"
+	"restorer_clone3:\n"
+	"	mov %rdx, %r8\n"
+	"	mov %rcx, %r9\n"
+	"	mov $435, %eax\n"
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %r9, %rdi\n"
+	"	call *%r8\n"
+	"	mov $60, %eax\n"
+	"	xor %edi, %edi\n"
+	"	syscall\n"
+	"1:	ret\n");
+
+static void __attribute__((noreturn)) sigreturn_at(uint64_t frame)
+{
+	__asm__ volatile("mov %0, %%rsp\n"
+			 "mov $15, %%eax\n"
+			 "syscall\n"
+			 "hlt\n"
+			 :
+			 : "r"(frame)
+			 : "memory");
+	__builtin_unreachable();
+}
+
+static void thread_setup(const struct proc_thread *t)
+{
+	long ret;
+
+	sys2(__NR_arch_prctl, ARCH_SET_FS, t->fs_base);
+	if (t->gs_base)
+		sys2(__NR_arch_prctl, ARCH_SET_GS, t->gs_base);
+	if (t->robust_head)
+		sys2(__NR_set_robust_list, t->robust_head, t->robust_len);
+	if (t->clear_child_tid)
+		sys1(__NR_set_tid_address, t->clear_child_tid);
+	sys2(__NR_prctl, PR_SET_NAME, t->comm);
+	if (t->rseq_addr) {
+		ret = sys4(__NR_rseq, t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
+		if (ret)
+			die_errno("cannot register a thread's rseq area again", ret);
+	}
+}
+
+static void thread_main(void *arg)
+{
+	const struct proc_thread *t = arg;
+
+	thread_setup(t);
+	while (!start_line)
+		sys6(__NR_futex, (long)&start_line, FUTEX_WAIT, 0, 0, 0, 0);
+	sigreturn_at(t->sigframe);
+}
+
+static const struct proc_thread *start_threads(void)
+{
+	const struct proc_thread *main_thread = 0;
+	uint64_t stacks = THREAD_STACKS_ADDR;
+
+	map_window(stacks, R.nthreads * THREAD_STACK_SIZE);
+	for (uint64_t i = 0; i < R.nthreads; i++) {
+		const struct proc_thread *t = &R.threads[i];
+		int32_t tid = t->tid;
+		struct clone_args ca;
+		long ret;
+
+		if (t->flags & PROC_THREAD_MAIN) {
+			main_thread = t;
+			continue;
+		}
+		memset(&ca, 0, sizeof(ca));
+		ca.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
+		ca.stack = stacks + i * THREAD_STACK_SIZE;
+		ca.stack_size = THREAD_STACK_SIZE;
+		ca.set_tid = (uint64_t)&tid;
+		ca.set_tid_size = 1;
+		ret = restorer_clone3(&ca, sizeof(ca), thread_main, (void *)t);
+		if (ret < 0)
+			die_errno("cannot create a thread with its checkpointed tid (clone3 set_tid)", ret);
+	}
+	if (!main_thread)
+		die("the image has no main thread (a program whose main thread exited is not supported)");
+	return main_thread;
+}
+
+/* ---- entry ---- */
+
+static int parse_int(const char *s)
+{
+	int v = 0;
+
+	while (*s >= '0' && *s <= '9')
+		v = v * 10 + (*s++ - '0');
+	return v;
+}
+
+static void __attribute__((noreturn)) restore(void)
+{
+	const struct proc_thread *main_thread;
+	struct proc_msg m;
+
+	stage(STAGE_SELF);
+	clear_self();
+	read_header();
+	stage(STAGE_HEADER);
+	map_regions(&m);
+	stage(STAGE_MAP);
+	fill(&m);
+	stage(STAGE_FILL);
+	protect();
+	stage(STAGE_PROTECT);
+	restore_mm();
+	stage(STAGE_MM);
+	restore_process();
+	stage(STAGE_PROCESS);
+	main_thread = start_threads();
+	stage(STAGE_THREADS);
+	thread_setup(main_thread);
+	stage(STAGE_RETURN);
+	start_line = 1;
+	sys6(__NR_futex, (long)&start_line, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
+	sigreturn_at(main_thread->sigframe);
+}
+
+static void __attribute__((noreturn)) switch_stack(uint64_t top, void (*fn)(void))
+{
+	__asm__ volatile("mov %0, %%rsp\n"
+			 "xor %%ebp, %%ebp\n"
+			 "call *%1\n"
+			 "hlt\n"
+			 :
+			 : "r"(top), "r"(fn)
+			 : "memory");
+	__builtin_unreachable();
+}
+
+void restorer_main(uint64_t *sp);
+void restorer_main(uint64_t *sp)
+{
+	long argc = (long)sp[0];
+	char **argv = (char **)(sp + 1);
+	uint64_t all = ~0ull;
+
+	sys4(__NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
+	if (argc != 4)
+		die("usage: stasis-restore STREAM_FD CHANNEL_FD LOGLEVEL (started by `stasis restart`)");
+	R.stream = parse_int(argv[1]);
+	R.channel = parse_int(argv[2]);
+	R.debug = argv[3][0] == 'd';
+	stage(STAGE_START);
+	map_window(SELF_STACK_ADDR, SELF_STACK_SIZE);
+	switch_stack(SELF_STACK_ADDR + SELF_STACK_SIZE, restore);
+}
+
+__asm__(".text\n"
+	".globl _start\n"
+	"_start:\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %rsp, %rdi\n"
+	"	and $-16, %rsp\n"
+	"	call restorer_main\n"
+	"	hlt\n");
