@@ -613,7 +613,8 @@ int coord_request(const char *job_dir, const char *request, int timeout_ms, char
 	ret = connect_job(job_dir, &fd);
 	if (ret)
 		return err_set(ret, "no running coordinator in %s (%s)", job_dir, strerror(-ret));
-	ret = read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+	/* a coordinator greets once it is free: after a checkpoint or a restore */
+	ret = read_line(fd, line, sizeof(line), timeout_ms);
 	if (!ret && strncmp(line, "STASIS-COORD ", 13) != 0)
 		ret = -EPROTO;
 	if (!ret) {

@@ -271,6 +271,30 @@ static void ignore_job_signals(void)
 		signal(sigs[i], SIG_IGN);
 }
 
+/* The coordinator's descriptors (its listening socket above all) must not
+ * outlive it in the namespace's processes. */
+static void close_other_fds(int a, int b, int c)
+{
+	int keep[3] = { a, b, c };
+
+	for (int i = 0; i < 3; i++)
+		for (int j = i + 1; j < 3; j++)
+			if (keep[j] < keep[i]) {
+				int t = keep[i];
+
+				keep[i] = keep[j];
+				keep[j] = t;
+			}
+	unsigned lo = 3;
+
+	for (int i = 0; i < 3; i++) {
+		if ((unsigned)keep[i] > lo)
+			close_range(lo, (unsigned)keep[i] - 1, 0);
+		lo = (unsigned)keep[i] + 1;
+	}
+	close_range(lo, ~0u, 0);
+}
+
 /* pid 1 of the new namespace. */
 static void __attribute__((noreturn)) nsinit(pid_t pid, int stream_fd, int channel, int status_fd,
 					     const char *level)
@@ -327,6 +351,7 @@ static void __attribute__((noreturn)) nsparent(pid_t pid, int stream_fd, int cha
 	int status, ret;
 
 	ignore_job_signals();
+	close_other_fds(stream_fd, channel, status_fd);
 	if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0)
 		child_fail(status_fd, "cannot create user, PID and mount namespaces", errno);
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);

@@ -1,0 +1,146 @@
+"""Harness for the transparent checkpointer's test programs (tests/proc/*.c).
+
+Each program sets up its state, prints READY and waits for a file named
+"stop" in its working directory; the harness checkpoints it, kills it (and
+its coordinator) with SIGKILL and restarts it, three times; then it creates
+"stop" and the program verifies itself and prints PASS or FAIL.
+Environment: STASIS_BIN (the stasis binary), STASIS_BUILD (the build tree
+holding tests/proc/<program>)."""
+import os
+import pathlib
+import select
+import signal
+import subprocess
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build")))
+BIN = os.environ.get("STASIS_BIN", str(BUILD / "src" / "cli" / "stasis"))
+CRASH_MARKERS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "Segmentation fault",
+                 "core dumped", "Aborted")
+
+
+def program(name):
+    path = BUILD / "tests" / "proc" / name
+    assert path.exists(), f"{path} is not built"
+    return str(path)
+
+
+def descendants(pid):
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for c in f.read().split():
+                    out += descendants(int(c)) + [int(c)]
+    except OSError:
+        pass
+    return out
+
+
+class Job:
+    """One program under stasis run / restart, in its own directory."""
+
+    def __init__(self, tmp):
+        self.work = tmp / "work"
+        self.work.mkdir()
+        self.ck = tmp / "ck"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("STASIS_")}
+        self.env.update(STASIS_CONFIG="/dev/null", HOME=str(tmp))
+        self.proc = None
+        self.logs = []
+
+    def stasis(self, *args, check=True, timeout=120, env=None):
+        e = dict(self.env)
+        e.update(env or {})
+        r = subprocess.run([BIN, *map(str, args)], cwd=self.work, env=e, text=True,
+                           capture_output=True, timeout=timeout, errors="replace")
+        for m in CRASH_MARKERS:
+            assert m not in r.stderr, r.stderr
+        if check:
+            assert r.returncode == 0, f"stasis {args}: rc={r.returncode}\n{r.stdout}\n{r.stderr}"
+        return r
+
+    def _start(self, args, env=None):
+        e = dict(self.env)
+        e.update(env or {})
+        self.proc = subprocess.Popen([BIN, *map(str, args)], cwd=self.work, env=e,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                     errors="replace")
+        return self.proc
+
+    def run(self, *prog, extra=(), env=None):
+        self._start(["run", "--dir", self.ck, *extra, "--", *prog], env)
+        self.wait_line("READY")
+
+    def restart(self, *extra, env=None, wait=True):
+        self._start(["restart", "--dir", self.ck, *extra], env)
+        if wait:
+            self.wait_running()
+
+    def wait_running(self, timeout=60):
+        """Until the coordinator answers: the program runs again."""
+        end = time.time() + timeout
+        while time.time() < end:
+            r = self.stasis("status", "--dir", self.ck, check=False)
+            if "  running  " in r.stdout:
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        out, err = self.kill() or ("", "")
+        raise AssertionError(f"the restarted program does not run: {out}\n{err}")
+
+    def wait_line(self, text, timeout=60):
+        end = time.time() + timeout
+        got = []
+        while time.time() < end:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if r:
+                line = self.proc.stdout.readline()
+                if not line:
+                    break
+                got.append(line)
+                if line.strip() == text:
+                    return
+        self.kill()
+        raise AssertionError(f"no {text!r} from the program: {got} {self.proc.stderr.read()}")
+
+    def checkpoint(self, *extra):
+        r = self.stasis("checkpoint", "--dir", self.ck, *extra)
+        name = r.stdout.strip()
+        assert name.startswith("ckpt-"), r.stdout
+        return name
+
+    def kill(self):
+        """SIGKILL the program and everything stasis started, then stasis."""
+        if not self.proc:
+            return
+        for pid in descendants(self.proc.pid) + [self.proc.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        out, err = self.proc.communicate(timeout=30)
+        self.logs.append(err)
+        self.proc = None
+        return out, err
+
+    def finish(self, timeout=120):
+        (self.work / "stop").touch()
+        out, err = self.proc.communicate(timeout=timeout)
+        rc = self.proc.returncode
+        self.proc = None
+        for m in CRASH_MARKERS:
+            assert m not in err, err
+        return rc, out, err
+
+
+@pytest.fixture
+def job(tmp_path):
+    j = Job(tmp_path)
+    yield j
+    if j.proc:
+        j.kill()

@@ -1,0 +1,72 @@
+/* heap.c - heap grown with brk and malloc, and an anonymous mapping, keep
+ * their contents across checkpoint/restart; brk still grows after it. */
+#include "zdtm.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+static uint64_t fill(unsigned char *p, size_t n, uint64_t seed)
+{
+	uint64_t x = seed, sum = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		p[i] = (unsigned char)(x >> 56);
+		sum += p[i] * (i + 1);
+	}
+	return sum;
+}
+
+static uint64_t sum(const unsigned char *p, size_t n)
+{
+	uint64_t s = 0;
+
+	for (size_t i = 0; i < n; i++)
+		s += p[i] * (i + 1);
+	return s;
+}
+
+int main(void)
+{
+	size_t brk_len = 3 << 20, mal_len = 5 << 20, map_len = 7 << 20;
+	unsigned char *b = sbrk((intptr_t)brk_len);
+	unsigned char *m = malloc(mal_len);
+	unsigned char *a = mmap(NULL, map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t sb, sm, sa;
+
+	if (b == (void *)-1 || !m || a == MAP_FAILED) {
+		zdtm_fail("setup");
+		return zdtm_end();
+	}
+	sb = fill(b, brk_len, 1);
+	sm = fill(m, mal_len, 2);
+	sa = fill(a, map_len / 2, 3);    /* second half never touched: zero pages */
+	zdtm_ready();
+	if (sum(b, brk_len) != sb)
+		zdtm_fail("brk area changed");
+	if (sum(m, mal_len) != sm)
+		zdtm_fail("malloc area changed");
+	if (sum(a, map_len / 2) != sa)
+		zdtm_fail("anonymous mapping changed");
+	for (size_t i = map_len / 2; i < map_len; i++)
+		if (a[i]) {
+			zdtm_fail("untouched page is not zero at %zu", i);
+			break;
+		}
+	/* the heap still works: brk moves on from where it was */
+	unsigned char *more = sbrk(1 << 20);
+	if (more != b + brk_len && more != (void *)-1 && more < b + brk_len)
+		zdtm_fail("brk moved backwards");
+	if (more == (void *)-1)
+		zdtm_fail("brk cannot grow after restart");
+	else
+		memset(more, 7, 1 << 20);
+	void *big = malloc(64 << 20);
+	if (!big)
+		zdtm_fail("malloc after restart");
+	else
+		memset(big, 1, 64 << 20);
+	return zdtm_end();
+}

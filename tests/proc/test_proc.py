@@ -1,0 +1,39 @@
+"""Transparent checkpoint/restart of unmodified programs (docs/transparent.md):
+each test program goes through three checkpoint / SIGKILL / restart cycles and
+must then verify itself (PASS)."""
+import pytest
+
+from conftest import program
+
+CYCLES = 3
+
+
+def cycles(job, name, *args):
+    job.run(program(name), *args)
+    names = []
+    for _ in range(CYCLES):
+        names.append(job.checkpoint())
+        job.kill()
+        job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), f"rc={rc}\n{out}\n{err}"
+    assert "FAIL" not in out, out
+    assert names == [f"ckpt-{i:06d}" for i in range(1, CYCLES + 1)]
+    return out, err
+
+
+@pytest.mark.parametrize("name", ["heap", "threads"])
+def test_cycles(job, name):
+    cycles(job, name)
+
+
+def test_restart_stages_logged(job):
+    job.run(program("heap"))
+    job.checkpoint()
+    job.kill()
+    job.restart(env={"STASIS_LOG": "debug"})
+    rc, out, err = job.finish()
+    assert rc == 0 and "PASS" in out, err
+    stages = [l.split("stage ")[1] for l in err.splitlines() if "debug: stage " in l]
+    assert stages == ["start", "self", "header", "map", "fill", "protect", "mm", "process",
+                      "threads", "return"], err
