@@ -185,7 +185,8 @@ static void usage(FILE *f)
 		"  --checkpoint-every K  checkpoint after every K iterations; 0: never (default 0)\n"
 		"  --level L             single, partner, rs, global or auto (default auto)\n"
 		"  --kill-rank r         rank r kills itself with SIGKILL at the start of\n"
-		"  --kill-iteration i    iteration i (0-based), unless the run is a restart\n"
+		"  --kill-iteration i    iteration i (0-based), unless the run is a restart,\n"
+		"                        once every rank's checkpoints have all their copies\n"
 		"  --output FILE         rank 0 writes the final grid there, raw native doubles\n"
 		"  --config FILE         Stasis configuration file (default: the usual search)\n"
 		"  --help                print this and exit\n"
@@ -463,8 +464,17 @@ int main(int argc, char **argv)
 	while (step < o.iterations) {
 		double diff;
 
-		if (!restarted && rank == o.kill_rank && step == o.kill_iteration)
-			raise(SIGKILL);
+		if (!restarted && step == o.kill_iteration) {
+			/* the failure strikes once every checkpoint has all its
+			 * copies, so a test knows what is on disk (kills during
+			 * an upgrade are the fault walk's: tests/mpi) */
+			ret = stasis_checkpoint_wait();
+			if (ret < 0)
+				die_stasis("stasis_checkpoint_wait", ret);
+			par_sum(0);     /* every rank's upgrades, not only this one's */
+			if (rank == o.kill_rank)
+				raise(SIGKILL);
+		}
 		par_halo_exchange(&g);
 		diff = jacobi_step(&g);
 		step++;

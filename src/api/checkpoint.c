@@ -503,7 +503,8 @@ int api_upgrade_run(const struct api_upgrade *u)
 	}
 	/* older checkpoints leave the cache only once this one has all its
 	 * copies: never is a node's loss unrecoverable for want of an upgrade */
-	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
+	if (!reason[0] && api.node_leader &&
+	    store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
 		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
 	log_debug("rank %d: checkpoint %s: level %s reached", api.rank, u->name, reached);
 	if (reason[0])
@@ -1128,12 +1129,13 @@ int api_ckpt_recover(int only_id)
 			/* the most expensive place last */
 			if (ret && info.ranks == api.size &&
 			    (info.level == STASIS_LEVEL_GLOBAL || info.flush)) {
-				char why[API_MSG_LEN];
+				char why[API_MSG_LEN], more[API_MSG_LEN];
 
 				snprintf(why, sizeof(why), "%s", err_msg());
 				ret = open_in(api.global, names[c], only_id, &r);
+				snprintf(more, sizeof(more), "%s", err_msg());
 				if (ret)
-					err_set(ret, "%s; %s", why, err_msg());
+					err_set(ret, "%s; %s", why, more);
 				else
 					log_info("rank %d: %s; took the global tier's copy", api.rank, why);
 			}

@@ -8,9 +8,11 @@ of a run that was never interrupted. Which of the three happens is derived
 for every case and level below (EXPECTED), never left open.
 
 The killed run takes checkpoints ckpt-000001..4 at iterations 50..200 and
-dies at 230. The global tier keeps all four (checkpoint.json; the images too
-at level global); each node's cache keeps the newest cache_keep = 2
-(ckpt-000003 at 150 and ckpt-000004 at 200), so "older" means 150.
+dies at 230, once every checkpoint's upgrade has finished (heatdis waits for
+them before the kill). The global tier keeps all four (checkpoint.json; the
+images too at level global); each node's cache keeps the newest
+cache_keep = 2 (ckpt-000003 at 150 and ckpt-000004 at 200), at every level,
+since every checkpoint is written there first; so "older" means 150.
 
 Each (MPI, level) job is killed once; every case restarts a copy of it.
 Open MPI runs the whole matrix, MPICH (busy polling, slow on two cores) a
@@ -58,9 +60,9 @@ def tiers(job):
 
 
 def own_image(job, level, ckpt, rank):
-    """Where `level` put rank's own image of ckpt."""
-    where = global_dir(job) if level == "global" else cache_dir(job, NODE_OF[rank])
-    return where / ckpt / rank_file("rank", rank)
+    """Rank's own image of ckpt in its node's cache, where every level writes
+    it first (level global copies it to the global tier as well)."""
+    return cache_dir(job, NODE_OF[rank]) / ckpt / rank_file("rank", rank)
 
 
 def info(job, ckpt):
@@ -177,29 +179,29 @@ DAMAGE = {f.__name__: f for f in (corrupt_own, delete_own, partner_pair, rs_grou
 # words its message must contain when it is visible).
 MISSING_2 = "no copy of rank 2's data"
 EXPECTED = {
-    # A verified own copy is the only one single and global have (global
-    # keeps none in the caches to fall back on): the newest checkpoint
-    # fails for rank 2, every rank moves to 150. Partner fetches
-    # partner-00002.img from nodeA, rs rebuilds rank 2 from rank 0's image
-    # and rs-00000.img (a group of 2 with parity 1 tolerates one loss).
+    # A verified own copy in the cache is the only one single has: the
+    # newest checkpoint fails for rank 2, every rank moves to 150. Partner
+    # fetches partner-00002.img from nodeA, rs rebuilds rank 2 from rank 0's
+    # image and rs-00000.img (a group of 2 with parity 1 tolerates one
+    # loss), global takes rank 2's copy in the global tier.
     ("corrupt_own", "single"): OLDER_AT,
     ("corrupt_own", "partner"): NEWEST_AT,
     ("corrupt_own", "rs"): NEWEST_AT,
-    ("corrupt_own", "global"): OLDER_AT,
+    ("corrupt_own", "global"): NEWEST_AT,
     ("delete_own", "single"): OLDER_AT,
     ("delete_own", "partner"): NEWEST_AT,
     ("delete_own", "rs"): NEWEST_AT,
-    ("delete_own", "global"): OLDER_AT,
+    ("delete_own", "global"): NEWEST_AT,
     # Only partner makes partner copies: with both gone, 150.
     ("partner_pair", "partner"): OLDER_AT,
     # Ranks 0 and 2 both lose their own image of 200 (and at rs their
     # parity): rs loses both members of a group that tolerates one -> 150;
     # partner still has both copies (0's on nodeB, 2's on nodeA) -> 200;
-    # single and global have nothing else.
+    # global has them in the global tier -> 200; single has nothing else.
     ("rs_group", "single"): OLDER_AT,
     ("rs_group", "partner"): NEWEST_AT,
     ("rs_group", "rs"): OLDER_AT,
-    ("rs_group", "global"): OLDER_AT,
+    ("rs_group", "global"): NEWEST_AT,
     # Only the two images, the parity kept: a group of n = 2 with m = 1 has
     # k = 1 data segment per column, so each member's parity column is an
     # encoding of the other member's whole image: both are rebuilt -> 200.
@@ -224,7 +226,7 @@ for _level in LEVELS:
     EXPECTED[("delete_info", _level)] = OLDER_AT
 
 MPICH_SUBSET = {("corrupt_own", "partner"), ("partner_pair", "partner"), ("delete_own", "rs"),
-                ("rs_group", "rs"), ("every_copy", "rs")}
+                ("rs_group", "rs"), ("every_copy", "rs"), ("delete_own", "global")}
 
 CASES = [pytest.param(mpi, case, level, id=f"{mpi}-{case}-{level}")
          for mpi in ("openmpi", "mpich")
@@ -261,7 +263,7 @@ def shared(tmp_path_factory):
             assert established == [f"ckpt-{i:06d}" for i in range(1, 5)], f"{established}\n{r}"
             for node, _ in NODES:
                 cached = sorted(p.name for p in cache_dir(job, node).glob("ckpt-*"))
-                want = [] if level == "global" else [OLDER, NEWEST][-CACHE_KEEP:]
+                want = [OLDER, NEWEST][-CACHE_KEEP:]
                 assert cached == want, f"{node}: {cached}\n{r}"
             made[(mpi, level)] = job
         return made[(mpi, level)]

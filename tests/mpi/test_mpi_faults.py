@@ -4,23 +4,27 @@ Only that rank has STASIS_FAULT set: the job is launched MPMD, one segment
 per rank. The killed job dies; the same command without the fault must
 resume from the checkpoint the reasoning below names - the one before the
 checkpoint being written, or that one when the kill came after it was
-established - and end with the grid, bit for bit, of a run never
-interrupted.
+established (in particular, during its upgrade: the partner copy, the rs
+parity or the global copy that the progress thread adds afterwards) - and
+end with the grid, bit for bit, of a run never interrupted.
 
 Passes are counted per process, over the whole run (src/common/fault.c),
 and the counts per checkpoint below are those of the code paths in
-src/api/checkpoint.c, src/api/rs.c and src/store: every checkpoint of
-these ranks passes each point the same number of times (zero-elided or
+src/api/checkpoint.c, src/api/rs.c and src/store. The jobs run with
+cache_keep = 1, so every checkpoint waits for the previous one's upgrade:
+a process passes the points of checkpoint k's write, then those of its
+upgrade, then those of checkpoint k + 1, whichever thread passes them.
+Every checkpoint passes each point the same number of times (zero-elided or
 not, the images have the same sections and chunks), except for the index
-appends of a node leader, which gains a PRUNED record once the cache holds
-more than cache_keep = 2 checkpoints."""
+appends of a node leader, which gains a PRUNED record from the second
+checkpoint on."""
 import os
 import signal
 import subprocess
 
 import pytest
 
-from conftest import CRASH_MARKERS, NODES, TIMEOUT, Heatdis, Result
+from conftest import CRASH_MARKERS, NODES, STASIS_BIN, TIMEOUT, Heatdis, Result
 
 JOB = "heatdis"
 ROWS, COLS, ITERATIONS = 64, 256, 400
@@ -72,63 +76,76 @@ def established(job):
     return [c for c, s in job.checkpoints().get(("global", JOB), []) if s in ("COMPLETE", "CURRENT")]
 
 
-# Passes per checkpoint of one rank, from the code:
-#   store.file.write, rank 1: its image goes to the store in 5 writes (header,
-#     the chunks of var-0 and var-1, manifest, footer); at partner 1 more, the
-#     copy of rank 3's image it receives (one piece: < 8 MiB); at rs 4 more,
-#     its parity image rs-00001.img.
-#   store.file.rename, rank 3: its image, then partner-00001.img or rs-00003.img.
-#   image.chunk.write, rank 2: var-0 and var-1 are one chunk each (< 4 MiB);
-#     at rs its parity image adds one.
+# Passes per checkpoint of one rank, from the code, in order (w: while
+# the checkpoint is written, before it is established; u: in its upgrade):
+#   store.file.write, rank 1: w its image goes to the store in 5 writes
+#     (header, the chunks of var-0 and var-1, manifest, footer); u at partner
+#     1 more, the copy of rank 3's image it receives (one piece: < 8 MiB); at
+#     rs 4 more, its parity image rs-00001.img; at global 1, the copy of its
+#     image into the global tier.
+#   store.file.rename, rank 3: w its image; u partner-00001.img or rs-00003.img.
+#   image.chunk.write, rank 2: w var-0 and var-1 are one chunk each (< 4 MiB);
+#     u at rs its parity image adds one.
 PER_CKPT = {
     ("store.file.write", "partner"): 6,
     ("store.file.write", "rs"): 9,
+    ("store.file.write", "global"): 6,
     ("store.file.rename", "partner"): 2,
     ("store.file.rename", "rs"): 2,
     ("image.chunk.write", "partner"): 2,
     ("image.chunk.write", "rs"): 3,
 }
+WRITTEN = {"store.file.write": 5, "store.file.rename": 1, "image.chunk.write": 2}
 RANK_OF = {"store.file.write": 1, "store.file.rename": 3, "image.chunk.write": 2}
+CACHE_KEEP = 1
 
 
-def during(n, per):
-    """Iteration to resume at after a kill at pass n of a point passed `per`
-    times by every checkpoint, all before it is established: the checkpoint
-    before the one being written (None: there is none, a fresh start)."""
+def resume_after(point, n, level):
+    """Iteration to resume at after a kill at pass n of a point passed
+    PER_CKPT times by every checkpoint, the first WRITTEN of them before it
+    is established: the checkpoint being written if the kill came in its
+    upgrade, else the one before (None: there is none, a fresh start)."""
+    per = PER_CKPT[(point, level)]
     k = -(-n // per)                    # the checkpoint being written
-    return (k - 1) * EVERY or None
+    in_upgrade = n - (k - 1) * per > WRITTEN[point]
+    return (k if in_upgrade else k - 1) * EVERY or None
 
 
 KILLS = []
-for level in ("partner", "rs"):
+for level in ("partner", "rs", "global"):
     # Before rank 2 writes its image of checkpoint n.
     KILLS += [("api.ckpt.write", 2, 1, level, None), ("api.ckpt.write", 2, 4, level, 150)]
+    # Before rank 2's progress thread starts checkpoint 3's upgrade: 3 is
+    # established, its copies missing.
+    KILLS += [("api.upgrade.begin", 2, 3, level, 150)]
     for point, rank in RANK_OF.items():
+        if (point, level) not in PER_CKPT:
+            continue
         per = PER_CKPT[(point, level)]
         # The first pass of checkpoint 2, and the last pass of checkpoint 3.
-        KILLS += [(point, rank, per + 1, level, during(per + 1, per)),
-                  (point, rank, 3 * per, level, during(3 * per, per))]
-    # store.index.append, rank 0, in order: global BEGIN; in nodeA's cache
-    # BEGIN (unless rank 1 appended it first: the two race for it), rank-00000
-    # FILE, partner-00002 or rs-00000 FILE, COMPLETE; global FILE
-    # (checkpoint.json), global COMPLETE = established; from checkpoint 3 on
-    # PRUNED for the checkpoint the cache drops. So 6 or 7 passes a
-    # checkpoint, 7 or 8 from the 3rd, and the n below land where they do
-    # whichever way each race went:
-    #   8: after checkpoint 1 is established, at most its 2nd pass of
-    #      checkpoint 2 -> 50;
-    #  15: after checkpoint 2 is established, at most the 3rd pass of
-    #      checkpoint 3 -> 100;
-    #  22: after checkpoint 3 is established (its PRUNED record, still inside
-    #      stasis_checkpoint, or the start of checkpoint 4) -> 150, the
-    #      checkpoint being written when the kill came.
+        KILLS += [(point, rank, n, level, resume_after(point, n, level)) for n in (per + 1, 3 * per)]
+# store.index.append, rank 0, in order: w global BEGIN; in nodeA's cache
+# BEGIN (unless rank 1 appended it first: the two race for it), rank-00000
+# FILE, COMPLETE; global FILE (checkpoint.json), global COMPLETE =
+# established; u nodeA's ANNEX partner-00002 or rs-00000, global LEVEL,
+# from checkpoint 2 on nodeA's PRUNED for the checkpoint the cache drops.
+# So 5 or 6 passes before a checkpoint is established, 7 or 8 in all for
+# the first, 8 or 9 from the second, and the n below land where they do
+# whichever way each race went:
+#   8: in checkpoint 1's upgrade (its LEVEL), or the first pass of
+#      checkpoint 2 -> 50;
+#  15: in checkpoint 2's upgrade (7th or 8th of its 8 or 9) -> 100;
+#  19: passes 2 to 4 of checkpoint 3, before it is established -> 100.
+for level in ("partner", "rs"):
     KILLS += [("store.index.append", 0, 8, level, 50), ("store.index.append", 0, 15, level, 100),
-              ("store.index.append", 0, 22, level, 150)]
-# Only rank 0 passes it, once a checkpoint, just before establishing it.
+              ("store.index.append", 0, 19, level, 100)]
+# Only rank 0 passes these, once a checkpoint: just before establishing it,
+# and just before recording the level its upgrade reached.
 KILLS += [("api.ckpt.commit", 0, 3, level, 100) for level in ("partner", "rs", "global")]
+KILLS += [("api.upgrade.level", 0, 3, level, 150) for level in ("partner", "rs", "global")]
 
-MPICH_KILLS = {("store.index.append", 0, 22, "partner"), ("api.ckpt.commit", 0, 3, "rs"),
-               ("store.file.write", 1, 27, "rs")}
+MPICH_KILLS = {("store.index.append", 0, 19, "partner"), ("api.ckpt.commit", 0, 3, "rs"),
+               ("store.file.write", 1, 27, "rs"), ("api.upgrade.begin", 2, 3, "partner")}
 
 KILL_CASES = [pytest.param(mpi, point, rank, n, level, resume,
                            id=f"{mpi}-{level}-{point}:{n}:kill@rank{rank}")
@@ -160,9 +177,23 @@ def check_resumed(job, args, resume, reference):
     assert again.done == done, again
 
 
+def job_of(heatdis, mpi):
+    job = heatdis(mpi)
+    job.env["STASIS_CACHE_KEEP"] = str(CACHE_KEEP)
+    return job
+
+
+def level_notes(job):
+    """{checkpoint: the note `stasis ls` gives it} in the global index."""
+    proc = subprocess.run([str(STASIS_BIN), "ls", "--dir", str(job.global_dir), JOB], env=job.env,
+                          text=True, capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return {line.split()[0]: line for line in proc.stdout.splitlines() if line.strip().startswith("ckpt-")}
+
+
 @pytest.mark.parametrize("mpi, point, rank, n, level, resume", KILL_CASES)
 def test_kill_at_fault_point(heatdis, reference, mpi, point, rank, n, level, resume):
-    job = heatdis(mpi)
+    job = job_of(heatdis, mpi)
     args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
     fault = {rank: {"STASIS_FAULT": f"{point}:{n}:kill"}}
     r = run_with(job, fault, *args, "--output", "out.bin")
@@ -192,7 +223,7 @@ FAIL_CASES = [pytest.param(mpi, level, point, rank, n, id=f"{mpi}-{level}-{point
 
 @pytest.mark.parametrize("mpi, level, point, rank, n", FAIL_CASES)
 def test_fail_at_fault_point(heatdis, reference, mpi, level, point, rank, n):
-    job = heatdis(mpi)
+    job = job_of(heatdis, mpi)
     args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
     r = run_with(job, {rank: {"STASIS_FAULT": f"{point}:{n}:fail"}}, *args, "--output", "out.bin")
     assert r.rc != 0 and r.done is None, r
@@ -212,3 +243,36 @@ def test_fail_at_fault_point(heatdis, reference, mpi, level, point, rank, n):
         if where[0] == "global" or level != "global":
             assert (ckpt(3), "FAILED") in rows, f"{ckpt(3)} not FAILED in {where}: {states}\n{r}"
     check_resumed(job, args, 2 * EVERY, reference(mpi))
+
+
+# `fail` in checkpoint 3's upgrade, on one rank: the checkpoint stays
+# established at single, every rank's progress thread gives up on that
+# upgrade alike, the run goes on to the end undisturbed, and the global
+# index records the level reached and why (stasis ls).
+UPGRADE_FAILS = [
+    ("partner", "store.file.write", 1, 3 * PER_CKPT[("store.file.write", "partner")]),
+    ("rs", "image.chunk.write", 2, 3 * PER_CKPT[("image.chunk.write", "rs")]),
+    ("global", "store.file.write", 1, 3 * PER_CKPT[("store.file.write", "global")]),
+]
+UPGRADE_FAIL_CASES = [pytest.param(mpi, level, point, rank, n,
+                                   id=f"{mpi}-{level}-{point}:{n}:fail-in-upgrade@rank{rank}")
+                      for mpi in ("openmpi", "mpich") for level, point, rank, n in UPGRADE_FAILS
+                      if mpi == "openmpi" or level == "partner"]
+
+
+@pytest.mark.parametrize("mpi, level, point, rank, n", UPGRADE_FAIL_CASES)
+def test_fail_in_upgrade(heatdis, reference, mpi, level, point, rank, n):
+    grid, done = reference(mpi)
+    job = job_of(heatdis, mpi)
+    args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
+    r = run_with(job, {rank: {"STASIS_FAULT": f"{point}:{n}:fail"}}, *args, "--output", "out.bin")
+    assert r.rc == 0 and r.done == done, f"a failed upgrade must not disturb the run: {r}"
+    assert (job.root / "out.bin").read_bytes() == grid, r
+    notes = level_notes(job)
+    assert established(job) == [ckpt(k) for k in range(1, ITERATIONS // EVERY)], notes
+    # the index keeps the first 159 bytes of the reason; the warning all of it
+    assert f"level single: {level}: rank {rank}: " in notes[ckpt(3)], notes
+    for k in (1, 2, 4):
+        assert f"level {level}" in notes[ckpt(k)] and "single" not in notes[ckpt(k)], notes
+    warning = [l for l in r.err.splitlines() if f"checkpoint {ckpt(3)} stays established at level single" in l]
+    assert warning and f"{level}: rank {rank}: " in warning[0] and point in warning[0], r

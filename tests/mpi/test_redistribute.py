@@ -47,7 +47,7 @@ def test_single_level_is_not_redistributed(mpi, tmp_path):
     assert run(mpi, 3, "local", tmp_path).returncode == 0      # newer, single level, 3 ranks
     r = run(mpi, 2, "read", tmp_path)
     assert r.returncode == 0 and "redistribute: OK (2 ranks" in r.stdout, r
-    assert "only a global checkpoint can be redistributed" in r.stderr, r
+    assert "only a checkpoint in the global tier can be redistributed" in r.stderr, r
 
 
 @pytest.mark.parametrize("mpi", ["openmpi"])
