@@ -160,6 +160,8 @@ struct proc_header {
 	uint64_t state_addr;        /* struct proc_agent_state */
 	uint32_t umask;
 	uint32_t cwd_len;           /* bytes of cwd following the record, with its NUL */
+	/* ITIMER_REAL, _VIRTUAL, _PROF: interval and remaining value, microseconds */
+	uint64_t itimer[3][2];
 };
 
 #endif

@@ -40,6 +40,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <time.h>
@@ -490,6 +491,14 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 	umask(um);
 	h.umask = um;
 	h.state_addr = (uint64_t)(uintptr_t)&stasis_agent_state;
+	for (int i = 0; i < 3; i++) {
+		struct itimerval it;
+
+		if (getitimer(i, &it) == 0) {
+			h.itimer[i][0] = (uint64_t)it.it_interval.tv_sec * 1000000 + (uint64_t)it.it_interval.tv_usec;
+			h.itimer[i][1] = (uint64_t)it.it_value.tv_sec * 1000000 + (uint64_t)it.it_value.tv_usec;
+		}
+	}
 	if (!getcwd(cwd, sizeof(cwd)))
 		return -errno;
 	h.cwd_len = (uint32_t)str_len(cwd) + 1;

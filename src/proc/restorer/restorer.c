@@ -34,8 +34,8 @@ enum stage {
 	/* brk, stack, arguments and environment known to the kernel again
 	 * (PR_SET_MM_MAP); vdso and vvar back at their checkpoint addresses. */
 	STAGE_MM,
-	/* umask, cwd, signal dispositions; agent told it was restored; only
-	 * stdin/stdout/stderr and the channel remain open. */
+	/* umask, cwd, signal dispositions, interval timers; agent told it was
+	 * restored; only stdin/stdout/stderr and the channel remain open. */
 	STAGE_PROCESS,
 	/* Every other thread cloned with its tid, FS base, robust list, tid
 	 * address and rseq registration, waiting at the start line. */
@@ -678,6 +678,16 @@ static void restore_process(void)
 		ret = sys4(__NR_rt_sigaction, sig, &R.sa[sig - 1], 0, 8);
 		if (ret && sig == PROC_CKPT_SIGNAL)
 			die_errno("cannot install the checkpoint signal's handler", ret);
+	}
+	/* interval timers last: their signals wait, blocked, until the return */
+	for (int i = 0; i < 3; i++) {
+		struct { int64_t is, ius, vs, vus; } it = {
+			(int64_t)(R.h.itimer[i][0] / 1000000), (int64_t)(R.h.itimer[i][0] % 1000000),
+			(int64_t)(R.h.itimer[i][1] / 1000000), (int64_t)(R.h.itimer[i][1] % 1000000),
+		};
+
+		if (R.h.itimer[i][1])
+			sys3(__NR_setitimer, i, &it, 0);
 	}
 	if (!find_region(R.h.state_addr) || st->magic != PROC_STATE_MAGIC)
 		die("the image has no Stasis agent state where its header says");

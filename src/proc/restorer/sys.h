@@ -20,6 +20,7 @@
 #define __NR_dup3 292
 #define __NR_mremap 25
 #define __NR_getpid 39
+#define __NR_setitimer 38
 #define __NR_exit 60
 #define __NR_chdir 80
 #define __NR_umask 95
