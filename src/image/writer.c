@@ -843,6 +843,45 @@ int img_section_attr_u64(struct img_writer *w, const char *key, uint64_t value)
 	return set_attr(w, key, json_integer((json_int_t)value));
 }
 
+static int has_zero_page(const unsigned char *p, size_t len)
+{
+	for (size_t off = 0; off < len; off += IMG_PAGE)
+		if (page_is_zero(p + off, len - off < IMG_PAGE ? len - off : IMG_PAGE))
+			return 1;
+	return 0;
+}
+
+/* A whole chunk without a zero page, written inline and uncompressed: it is
+ * stored as it is, so it goes to the sink straight from the caller's buffer
+ * (header, then payload), the same bytes chunk_process would produce from a
+ * copy. Live application data is mostly like this. */
+static int emit_direct(struct img_writer *w, const unsigned char *p)
+{
+	struct img_disk_chunk h = { 0 };
+	unsigned char hdr[IMG_CHUNK_HDR_LEN];
+	int ret;
+
+	h.section = w->cur->index;
+	h.seq = w->cur->chunks;
+	h.offset = (uint64_t)h.seq * w->chunk_size;
+	h.raw_len = h.stored_len = w->chunk_size;
+	h.payload_crc = crc32c(0, p, w->chunk_size);
+	put_chunk_header(hdr, &h);
+	ret = FAULT(IMAGE_CHUNK_WRITE);
+	ret = ret ? ret : sink_write(w, hdr, sizeof(hdr));
+	ret = ret ? ret : sink_write(w, p, w->chunk_size);
+	if (ret) {
+		ret = chunk_fail(w, w->cur, h.seq, ret);
+		record_err(w, ret);
+		return sticky(w);
+	}
+	w->cur->stored += w->chunk_size;
+	w->cur->chunks++;
+	w->cur->size += w->chunk_size;
+	count_chunk(w, 0, 1);
+	return 0;
+}
+
 int img_write(struct img_writer *w, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
@@ -850,6 +889,14 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 
 	while (ret == 0 && len) {
 		size_t n;
+
+		if (!w->fill && !w->threads && !w->level && len >= w->chunk_size &&
+		    !has_zero_page(p, w->chunk_size)) {
+			ret = emit_direct(w, p);
+			p += w->chunk_size;
+			len -= w->chunk_size;
+			continue;
+		}
 
 		if (!w->fill) {
 			ret = slot_take(w, SLOT_DATA, &w->fill);

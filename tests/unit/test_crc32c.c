@@ -62,6 +62,16 @@ int main(void)
 	}
 	if (hw)
 		CHECK_EQ(crc32c_hw(0, buf, 1 << 16), crc32c_sw(0, buf, 1 << 16));
+	/* The three-lane path (3 x 4 KiB rounds) at lengths and offsets around
+	 * its edges, started from a non-zero CRC. */
+	for (size_t off = 0; hw && off < 9; off += 4) {
+		size_t lens[] = { 12287, 12288, 12289, 12288 + 8, 24576 - 1, 24576, 24576 + 7,
+				  40000, (1 << 16) - 9 };
+
+		for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+			CHECK_EQ(crc32c_hw(0x1234567u, buf + off, lens[i] - off),
+				 crc32c_sw(0x1234567u, buf + off, lens[i] - off));
+	}
 	/* A single flipped bit changes the CRC. */
 	{
 		uint32_t before = crc32c(0, buf, 4096);
