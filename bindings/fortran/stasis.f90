@@ -55,7 +55,7 @@ module stasis
   public :: stasis_init, stasis_init_serial, stasis_type_create
   public :: stasis_protect, stasis_protect_ptr, stasis_unprotect
   public :: stasis_status, stasis_recover, stasis_recover_var
-  public :: stasis_checkpoint, stasis_checkpoint_valid
+  public :: stasis_checkpoint, stasis_checkpoint_valid, stasis_checkpoint_wait
   public :: stasis_need_checkpoint, stasis_should_exit
   public :: stasis_finalize, stasis_strerror
 
@@ -127,6 +127,10 @@ module stasis
       import :: c_int
       integer(c_int), value :: level, valid
       integer(c_int) :: c_checkpoint_valid
+    end function
+    function c_checkpoint_wait() bind(c, name="stasis_checkpoint_wait")
+      import :: c_int
+      integer(c_int) :: c_checkpoint_wait
     end function
     function c_need_checkpoint(flag) bind(c, name="stasis_need_checkpoint")
       import :: c_int
@@ -425,6 +429,14 @@ contains
 
     call finish(c_checkpoint_valid(int(level, c_int), merge(1_c_int, 0_c_int, valid)), ierr)
   end subroutine stasis_checkpoint_valid
+
+  ! Wait until every checkpoint this rank took has the copies its level
+  ! promises (they follow stasis_checkpoint in the background). Not collective.
+  subroutine stasis_checkpoint_wait(ierr)
+    integer, intent(out), optional :: ierr
+
+    call finish(c_checkpoint_wait(), ierr)
+  end subroutine stasis_checkpoint_wait
 
   ! Collective: flag = .true. when a checkpoint is due (Young/Daly).
   subroutine stasis_need_checkpoint(flag, ierr)

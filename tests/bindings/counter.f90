@@ -88,6 +88,8 @@ program counter
       call check(ierr, "stasis_checkpoint")
     end if
     if (status == STASIS_FRESH .and. rank == kill_rank .and. step == kill_iteration) then
+      call stasis_checkpoint_wait(ierr)     ! its copies are made: the kill strikes after
+      call check(ierr, "stasis_checkpoint_wait")
       flush (6)
       i = int(c_raise(9_c_int))
     end if

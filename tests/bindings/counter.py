@@ -66,6 +66,7 @@ def main(argv):
         if s % every == 0:
             stasis.checkpoint(level)
         if fresh and rank == kill_rank and s == kill_iteration:
+            stasis.checkpoint_wait()    # its copies are made: the kill strikes after
             sys.stdout.flush()
             os.kill(os.getpid(), signal.SIGKILL)
 

@@ -32,7 +32,7 @@ import pathlib
 
 __all__ = [
     "StasisError", "init", "type_create", "protect", "unprotect", "status", "recover",
-    "recover_var", "checkpoint", "need_checkpoint", "should_exit", "finalize", "strerror",
+    "recover_var", "checkpoint", "checkpoint_wait", "need_checkpoint", "should_exit", "finalize", "strerror",
     "library_path",
     "OK", "FRESH", "RESTARTED", "LEVEL_AUTO", "LEVEL_SINGLE", "LEVEL_PARTNER", "LEVEL_RS",
     "LEVEL_GLOBAL", "BYTE", "INT", "LONG", "FLOAT", "DOUBLE",
@@ -103,6 +103,7 @@ def _declare(lib):
         "stasis_recover": [],
         "stasis_recover_var": [c_int],
         "stasis_checkpoint_valid": [c_int, c_int],
+        "stasis_checkpoint_wait": [],
         "stasis_need_checkpoint": [ctypes.POINTER(c_int)],
         "stasis_should_exit": [ctypes.POINTER(c_int)],
         "stasis_finalize": [],
@@ -255,6 +256,13 @@ def checkpoint(level=LEVEL_AUTO, valid=True):
     """Collective: a checkpoint of every protected array at level. valid=False
     on any rank makes the whole checkpoint FAILED."""
     _check(_loaded().stasis_checkpoint_valid(level, 1 if valid else 0))
+
+
+def checkpoint_wait():
+    """Wait until every checkpoint this rank took has all the copies its
+    level promises (they follow checkpoint() in the background); raises
+    StasisError naming what failed. Not collective."""
+    _check(_loaded().stasis_checkpoint_wait())
 
 
 def need_checkpoint():
