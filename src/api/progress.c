@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct job {
 	struct api_upgrade u;
@@ -40,6 +41,7 @@ static struct {
 	int running;
 	int stop;
 	int idle_prio;                  /* the thread runs at SCHED_IDLE when not boosted */
+	pid_t tid;                      /* the thread's id, once it runs */
 	int boosted;                    /* waiters raising it now */
 	struct job *head, *tail;
 	unsigned pending;               /* queued or running */
@@ -60,25 +62,35 @@ const struct api_comm *api_cur(void)
 	return &job_comm;
 }
 
-/* Called with pg.lock held. */
+/* Called with pg.lock held. By thread id: glibc's pthread scheduling calls
+ * refuse SCHED_IDLE. */
 static void set_priority(int idle)
 {
 	struct sched_param sp = { 0 };
-	int ret;
 
-	if (!pg.running || !pg.idle_prio)
+	if (!pg.running || !pg.idle_prio || pg.tid <= 0)
 		return;
-	ret = pthread_setschedparam(pg.thread, idle ? SCHED_IDLE : SCHED_OTHER, &sp);
-	if (ret)
+	if (sched_setscheduler(pg.tid, idle ? SCHED_IDLE : SCHED_OTHER, &sp) != 0)
 		log_debug("progress thread: cannot switch to %s priority: %s", idle ? "idle" : "normal",
-			  strerror(ret));
+			  strerror(errno));
 }
 
 static void *progress_main(void *arg)
 {
+	struct sched_param sp = { 0 };
+
 	(void)arg;
 	thread_comm = pg.link.ops ? &pg.link : NULL;
 	pthread_mutex_lock(&pg.lock);
+	pg.tid = gettid();
+	/* idle from the start: it never competes with the application, not
+	 * even before its first upgrade */
+	if (pg.idle_prio && !pg.boosted && sched_setscheduler(0, SCHED_IDLE, &sp) != 0) {
+		log_info("progress thread: SCHED_IDLE refused (%s); running at normal priority",
+			 strerror(errno));
+		pg.idle_prio = 0;
+	}
+	pthread_cond_broadcast(&pg.cond);
 	for (;;) {
 		struct job *j;
 		int ret;
@@ -112,12 +124,11 @@ static void *progress_main(void *arg)
 
 int api_progress_start(void)
 {
-	struct sched_param sp = { 0 };
-	pthread_attr_t attr;
 	int ret = 0;
 
 	pg.stop = 0;
 	pg.error = 0;
+	pg.tid = 0;
 	pg.link.ops = NULL;
 	pg.link.h = NULL;
 	if (api.size > 1) {
@@ -127,30 +138,18 @@ int api_progress_start(void)
 		pg.link.ops = &api_comm_link;
 	}
 	pg.idle_prio = strcmp(cfg_str(CFG_PROGRESS_PRIORITY), "idle") == 0;
-	pthread_attr_init(&attr);
-	if (pg.idle_prio) {
-		/* born idle: it never competes with the application, not even
-		 * before its first upgrade */
-		pthread_attr_setinheritsched(&attr, PTHREAD_EXPLICIT_SCHED);
-		pthread_attr_setschedpolicy(&attr, SCHED_IDLE);
-		pthread_attr_setschedparam(&attr, &sp);
-	}
-	ret = pthread_create(&pg.thread, &attr, progress_main, NULL);
-	if (ret && pg.idle_prio) {
-		log_info("progress thread: SCHED_IDLE refused (%s); running at normal priority",
-			 strerror(ret));
-		pg.idle_prio = 0;
-		pthread_attr_setinheritsched(&attr, PTHREAD_INHERIT_SCHED);
-		ret = pthread_create(&pg.thread, &attr, progress_main, NULL);
-	}
-	pthread_attr_destroy(&attr);
+	ret = pthread_create(&pg.thread, NULL, progress_main, NULL);
 	if (ret) {
 		if (pg.link.ops)
 			pg.link.ops->free(pg.link.h);
 		pg.link.ops = NULL;
 		return err_set(-ret, "cannot start the progress thread: %s", strerror(ret));
 	}
+	pthread_mutex_lock(&pg.lock);
 	pg.running = 1;
+	while (!pg.tid)
+		pthread_cond_wait(&pg.cond, &pg.lock);  /* its priority is set */
+	pthread_mutex_unlock(&pg.lock);
 	return 0;
 }
 
