@@ -1,0 +1,124 @@
+"""The transparent mode's commands: --stop, --interval, the SIGTERM and SIGUSR1
+checkpoints, status, and the refusals of restart (docs/transparent.md)."""
+import os
+import pathlib
+import signal
+import time
+
+from conftest import program
+
+
+def established(job):
+    r = job.stasis("ls", "--dir", job.ck)
+    return [l.split()[0] for l in r.stdout.splitlines()
+            if "COMPLETE" in l or "CURRENT" in l]
+
+
+def one_line_error(r, rc=None):
+    assert r.returncode != 0, r
+    if rc is not None:
+        assert r.returncode == rc, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("stasis: "), r.stderr
+    return lines[0]
+
+
+def test_stop_ends_the_program_and_restart_continues(job):
+    job.run(program("heap"))
+    assert job.checkpoint("--stop") == "ckpt-000001"
+    out, err = job.proc.communicate(timeout=60)
+    assert job.proc.returncode == 0, err
+    assert "PASS" not in out
+    job.proc = None
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
+
+
+def test_interval(job):
+    job.run(program("threads"), extra=["--interval", "1"])
+    deadline = time.time() + 60
+    while time.time() < deadline and len(established(job)) < 2:
+        time.sleep(0.2)
+    assert len(established(job)) >= 2
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), err
+
+
+def test_sigterm_checkpoints_then_ends(job):
+    job.run(program("heap"))
+    job.proc.send_signal(signal.SIGTERM)
+    out, err = job.proc.communicate(timeout=60)
+    assert job.proc.returncode == 0, err
+    assert "checkpoint ckpt-000001 taken on SIGTERM" in err
+    job.proc = None
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
+
+
+def test_sigusr1_checkpoints_and_runs_on(job):
+    job.run(program("heap"))
+    job.proc.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 60
+    while time.time() < deadline and not established(job):
+        time.sleep(0.1)
+    assert established(job) == ["ckpt-000001"]
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), err
+
+
+def test_status_and_exit_status(job, tmp_path):
+    job.run(program("heap"))
+    r = job.stasis("status", "--dir", job.ck)
+    assert r.stdout.startswith("heap  running  job=heap pid="), r.stdout
+    job.checkpoint()
+    r = job.stasis("status", "--dir", job.ck)
+    assert "checkpoints=1 last=ckpt-000001" in r.stdout and "established=1" in r.stdout
+    rc, out, err = job.finish()
+    assert rc == 0
+    r = job.stasis("status", "--dir", job.ck)
+    assert r.stdout.startswith("heap  stopped  established=1 latest=ckpt-000001"), r.stdout
+    # the program's exit status is stasis run's
+    r = job.stasis("run", "--dir", job.ck, "--job", "false", "--", "/bin/sh", "-c", "exit 7",
+                   check=False)
+    assert r.returncode == 7, r
+
+
+def test_restart_refuses_a_damaged_image(job):
+    job.run(program("heap"))
+    job.checkpoint()
+    job.kill()
+    img = job.ck / "heap" / "ckpt-000001" / "process.img"
+    data = bytearray(img.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    img.write_bytes(bytes(data))
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert "ckpt-000001" in line and "process.img" in line, line
+
+
+def test_restart_refuses_a_changed_binary(job, tmp_path):
+    exe = tmp_path / "heapcopy"
+    exe.write_bytes(pathlib.Path(program("heap")).read_bytes())
+    exe.chmod(0o755)
+    job.run(str(exe))
+    job.checkpoint()
+    job.kill()
+    st = exe.stat()
+    os.utime(exe, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert f"mapped file {exe} changed since the checkpoint" in line, line
+    exe.unlink()
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert f"mapped file {exe} is missing" in line, line
+
+
+def test_bad_usage_is_one_line(job):
+    for args in (["run", "--dir", job.ck], ["run", "--interval", "soon", "--", "true"],
+                 ["checkpoint", "--dir", job.ck], ["restart", "--dir", job.ck / "none"],
+                 ["status", "--dir", job.ck / "none"], ["checkpoint", "--bogus"]):
+        r = job.stasis(*args, check=False)
+        one_line_error(r)
