@@ -22,8 +22,10 @@ def main(level, where):
     data = np.arange(1 << 19, dtype=np.float64) * (rank + 1)
     stasis.protect(0, data)
     stasis.checkpoint(level)
-    with open(os.path.join(where, f"ready.{rank}"), "w") as f:
+    ready = os.path.join(where, f"ready.{rank}")
+    with open(ready + ".tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.rename(ready + ".tmp", ready)     # whole, or not there
     deadline = time.monotonic() + 50
     while not os.path.exists(os.path.join(where, "go")) and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -59,11 +59,9 @@ def test_upgrade_commits_while_the_job_sleeps(tmp_path):
     proc = subprocess.Popen(cmd, cwd=job.root, env=job.env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        pids = wait_for("both ranks to checkpoint",
-                        lambda: [int((flags / f"ready.{r}").read_text() or 0)
-                                 for r in range(2) if (flags / f"ready.{r}").exists()
-                                 and (flags / f"ready.{r}").read_text()] or None)
-        pids = wait_for("both pids", lambda: pids if len(pids) == 2 else None)
+        ready = [flags / f"ready.{r}" for r in range(2)]
+        wait_for("both ranks to checkpoint", lambda: all(p.exists() for p in ready))
+        pids = [int(p.read_text()) for p in ready]
         # each rank has a thread at SCHED_IDLE: its progress thread
         for pid in pids:
             policies = [os.sched_getscheduler(int(t)) for t in os.listdir(f"/proc/{pid}/task")]
