@@ -119,8 +119,15 @@ struct dump_region {
 	size_t nruns, cap;
 };
 
+struct dump_fd {
+	struct proc_fd rec;
+	char *path;
+};
+
 struct dump_state {
 	struct img_writer *w;
+	struct dump_fd *fds;
+	size_t nfds;
 	struct proc_header header;
 	char *cwd;
 	struct proc_sigaction sa[PROC_NSIG];
@@ -134,6 +141,9 @@ struct dump_state {
 
 static void state_free(struct dump_state *d)
 {
+	for (size_t i = 0; i < d->nfds; i++)
+		free(d->fds[i].path);
+	free(d->fds);
 	for (size_t i = 0; i < d->nregions; i++) {
 		free(d->regions[i].path);
 		free(d->regions[i].runs);
@@ -284,6 +294,74 @@ out:
 	return ret;
 }
 
+/* A descriptor: its record, and its data (a pipe's contents, an unlinked
+ * file's bytes) as section "fd.<n>". */
+static int recv_fd(struct dump_state *d, int fd, uint64_t len)
+{
+	struct dump_fd *f;
+	char name[32];
+	void *p;
+	int ret;
+
+	if (len < sizeof(struct proc_fd))
+		return err_set(-EBADMSG, "the agent sent a bad descriptor record");
+	p = realloc(d->fds, (d->nfds + 1) * sizeof(*d->fds));
+	if (!p)
+		return -ENOMEM;
+	d->fds = p;
+	f = &d->fds[d->nfds];
+	memset(f, 0, sizeof(*f));
+	ret = proc_read_all(fd, &f->rec, sizeof(f->rec));
+	if (ret)
+		return ret;
+	if (f->rec.path_len == 0 || f->rec.path_len > 8192 ||
+	    len != sizeof(f->rec) + f->rec.path_len + f->rec.data_len)
+		return err_set(-EBADMSG, "the agent sent a bad descriptor record");
+	f->path = calloc(1, f->rec.path_len + 1);
+	if (!f->path)
+		return -ENOMEM;
+	d->nfds++;
+	ret = proc_read_all(fd, f->path, f->rec.path_len);
+	if (ret)
+		return ret;
+	f->rec.path_len = (uint32_t)strlen(f->path) + 1;
+	if (!f->rec.data_len)
+		return 0;
+	snprintf(name, sizeof(name), "fd.%d", f->rec.fd);
+	ret = img_section_begin(d->w, "file", name);
+	if (!ret)
+		ret = img_section_attr(d->w, "path", f->path);
+	for (uint64_t left = f->rec.data_len; !ret && left;) {
+		size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
+
+		ret = proc_read_all(fd, d->buf, n);
+		if (!ret)
+			ret = img_write(d->w, d->buf, n);
+		left -= n;
+	}
+	if (!ret)
+		ret = img_section_end(d->w);
+	return ret;
+}
+
+/* The "fds" section: every descriptor record with its path. */
+static int write_fds(struct dump_state *d)
+{
+	uint64_t n = d->nfds;
+	int ret = img_section_begin(d->w, "fdtable", "fds");
+
+	if (!ret)
+		ret = img_write(d->w, &n, sizeof(n));
+	for (size_t i = 0; !ret && i < d->nfds; i++) {
+		ret = img_write(d->w, &d->fds[i].rec, sizeof(d->fds[i].rec));
+		if (!ret)
+			ret = img_write(d->w, d->fds[i].path, d->fds[i].rec.path_len);
+	}
+	if (!ret)
+		ret = img_section_end(d->w);
+	return ret;
+}
+
 /* The "process" section: the table of contents of a process image. */
 static int write_process(struct dump_state *d)
 {
@@ -376,6 +454,11 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 		case PROC_MSG_THREAD:
 			ret = recv_thread(d, fd, m.len);
 			break;
+		case PROC_MSG_FD:
+			if (d->section_open)
+				return err_set(-EBADMSG, "the agent sent a descriptor among regions");
+			ret = recv_fd(d, fd, m.len);
+			break;
 		case PROC_MSG_REGION:
 			ret = recv_region(d, fd, m.len);
 			break;
@@ -388,6 +471,8 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 			if (!d->cwd || !d->nthreads)
 				return err_set(-EBADMSG, "the agent's dump has no header or no thread");
 			ret = end_section(d);
+			if (!ret)
+				ret = write_fds(d);
 			if (!ret)
 				ret = write_process(d);
 			info->threads = (uint32_t)d->nthreads;

@@ -53,6 +53,7 @@ enum proc_msg_type {
 	PROC_MSG_END,           /* empty: the dump is complete */
 	PROC_MSG_ERROR,         /* text: the checkpoint cannot be taken; the program runs on */
 	PROC_MSG_RESTARTED,     /* struct proc_hello: agent is alive after a restart */
+	PROC_MSG_FD,            /* struct proc_fd, then path (path_len), then data (data_len) */
 	/* commands (coordinator -> agent) */
 	PROC_CMD_CHECKPOINT = 32, /* empty */
 	PROC_CMD_RESUME,        /* empty: the image is durable (or failed); run on */
@@ -60,6 +61,8 @@ enum proc_msg_type {
 	/* restore stream (coordinator -> restorer), after HEADER/SIGACTS/REGION* */
 	PROC_MSG_DATA = 64,     /* struct proc_data, then len bytes for that address */
 	PROC_MSG_THREADS_DONE,  /* every THREAD record was sent */
+	PROC_MSG_KEEP_FDS,      /* struct proc_keep_fd[]: the program's descriptors, set up
+				 * before the restorer ran; every other one is closed */
 };
 
 struct proc_msg {
@@ -135,6 +138,37 @@ struct proc_thread {
 	uint64_t clear_child_tid;
 	char comm[16];              /* thread name (PR_GET_NAME) */
 	uint64_t uc_size;           /* bytes of ucontext + xsave area that follow (copy for inspection) */
+};
+
+enum proc_fd_kind {
+	PROC_FD_FILE = 1,       /* regular file: reopened by path at its offset */
+	PROC_FD_UNLINKED,       /* regular file deleted while open: content in data */
+	PROC_FD_DIR,            /* directory: reopened by path */
+	PROC_FD_CHAR,           /* character device (/dev/null, a tty, ...): reopened by path */
+	PROC_FD_PIPE_READ,      /* read end of a pipe whose ends are all in the process;
+				 * the first one of a pipe carries its buffered data */
+	PROC_FD_PIPE_WRITE,
+	PROC_FD_STDIO,          /* 0, 1, 2: taken over from `stasis restart` */
+};
+
+struct proc_fd {
+	int32_t fd;
+	uint32_t kind;              /* enum proc_fd_kind */
+	uint32_t flags;             /* F_GETFL */
+	uint32_t cloexec;
+	uint64_t offset;            /* lseek(fd, 0, SEEK_CUR) */
+	uint64_t size;              /* regular files: size at the checkpoint */
+	uint64_t ino, dev;          /* pipes: ino identifies the pipe */
+	uint32_t mode;              /* st_mode */
+	uint32_t pipe_size;         /* F_GETPIPE_SZ */
+	uint32_t path_len;          /* bytes of path that follow, with its NUL */
+	uint32_t pad;
+	uint64_t data_len;          /* bytes of data after the path */
+};
+
+struct proc_keep_fd {
+	int32_t fd;
+	uint32_t cloexec;
 };
 
 #define PROC_NSIG 64

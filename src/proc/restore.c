@@ -95,8 +95,16 @@ struct image_region {
 	int section;
 };
 
+struct image_fd {
+	struct proc_fd rec;
+	char *path;
+	void *data;
+};
+
 struct image {
 	struct img_reader *img;
+	struct image_fd *fds;
+	uint64_t nfds;
 	struct proc_header header;
 	char *cwd;
 	struct proc_sigaction sa[PROC_NSIG];
@@ -108,6 +116,11 @@ struct image {
 
 static void image_free(struct image *im)
 {
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		free(im->fds[i].path);
+		free(im->fds[i].data);
+	}
+	free(im->fds);
 	if (im->regions)
 		for (uint32_t i = 0; i < im->header.nregions; i++) {
 			free(im->regions[i].path);
@@ -129,6 +142,8 @@ static int take(struct image *im, void *buf, size_t len)
 	im->off += len;
 	return 0;
 }
+
+static int load_fds(struct image *im);
 
 static int image_load(struct img_reader *img, struct image *im)
 {
@@ -189,7 +204,80 @@ static int image_load(struct img_reader *img, struct image *im)
 		if (!ret && r->section < 0)
 			return err_set(-EBADMSG, "the image has no section %s", name);
 	}
-	return ret;
+	return ret ? ret : load_fds(im);
+}
+
+/* The descriptor table ("fds" section; none in an image without one). */
+static int load_fds(struct image *im)
+{
+	int sec = img_section_find(im->img, "fds");
+	char name[32];
+	int ret;
+
+	if (sec < 0)
+		return 0;
+	im->section = sec;
+	im->off = 0;
+	ret = take(im, &im->nfds, sizeof(im->nfds));
+	if (ret)
+		return ret;
+	if (im->nfds > 1000000)
+		return err_set(-EBADMSG, "the image's descriptor table is damaged");
+	im->fds = calloc(im->nfds ? im->nfds : 1, sizeof(*im->fds));
+	if (!im->fds)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		struct image_fd *f = &im->fds[i];
+
+		ret = take(im, &f->rec, sizeof(f->rec));
+		if (ret)
+			return ret;
+		if (f->rec.path_len == 0 || f->rec.path_len > PATH_MAX || f->rec.fd < 0)
+			return err_set(-EBADMSG, "the image's descriptor table is damaged");
+		f->path = calloc(1, f->rec.path_len + 1);
+		if (!f->path)
+			return -ENOMEM;
+		ret = take(im, f->path, f->rec.path_len);
+		if (ret)
+			return ret;
+		if (!f->rec.data_len)
+			continue;
+		snprintf(name, sizeof(name), "fd.%d", f->rec.fd);
+		sec = img_section_find(im->img, name);
+		if (sec < 0)
+			return err_set(-EBADMSG, "the image has no section %s", name);
+		f->data = malloc(f->rec.data_len);
+		if (!f->data)
+			return err_set(-ENOMEM, "no memory for the %llu bytes of fd %d",
+				       (unsigned long long)f->rec.data_len, f->rec.fd);
+		ssize_t got = img_read(im->img, (unsigned)sec, 0, f->data, f->rec.data_len);
+
+		if (got < 0)
+			return (int)got;
+		if ((uint64_t)got != f->rec.data_len)
+			return err_set(-EBADMSG, "section %s is truncated", name);
+	}
+	return 0;
+}
+
+/* Files the program has open must still be there, and not shorter: a file
+ * that grew because the program kept writing after the checkpoint is fine. */
+static int check_fds(const struct image *im)
+{
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		const struct image_fd *f = &im->fds[i];
+		struct stat st;
+
+		if (f->rec.kind != PROC_FD_FILE && f->rec.kind != PROC_FD_DIR && f->rec.kind != PROC_FD_CHAR)
+			continue;
+		if (stat(f->path, &st) != 0)
+			return err_set(-ENOENT, "file %s (fd %d) is missing", f->path, f->rec.fd);
+		if (f->rec.kind == PROC_FD_FILE && (uint64_t)st.st_size < f->rec.size)
+			return err_set(-ESTALE, "file %s (fd %d) shrank since the checkpoint (%llu < %llu bytes)",
+				       f->path, f->rec.fd, (unsigned long long)st.st_size,
+				       (unsigned long long)f->rec.size);
+	}
+	return 0;
 }
 
 /* Files the image maps must be the ones it was taken with. */
@@ -235,7 +323,7 @@ static void child_fail(int report_fd, const char *what, int err)
 		/* nowhere else to say it */
 	}
 	(void)report_fd;
-	_exit(127);
+	_exit(42);   /* the coordinator knows the message was printed */
 }
 
 /* Keep the capabilities the restorer needs across execve when we are not
@@ -256,6 +344,153 @@ static void keep_caps(void)
 		return;
 	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
 		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, caps[i], 0, 0);
+}
+
+/* Move fd above every descriptor the program will have. */
+static int move_high(int fd, int floor)
+{
+	int n = fcntl(fd, F_DUPFD, floor);
+
+	if (n < 0)
+		child_fail(-1, "cannot move a descriptor out of the way", errno);
+	close(fd);
+	return n;
+}
+
+static void place(int from, int to, const struct proc_fd *r)
+{
+	if (from != to) {
+		if (dup2(from, to) < 0)
+			child_fail(-1, "dup2", errno);
+		close(from);
+	}
+	if ((r->kind == PROC_FD_FILE || r->kind == PROC_FD_UNLINKED || r->kind == PROC_FD_DIR) &&
+	    lseek(to, (off_t)r->offset, SEEK_SET) < 0)
+		child_fail(-1, "cannot seek a reopened file", errno);
+}
+
+static void fd_fail(const struct image_fd *f, const char *what, int err)
+{
+	char msg[PATH_MAX + 64];
+
+	snprintf(msg, sizeof(msg), "%s %s (fd %d)", what, f->path, f->rec.fd);
+	child_fail(-1, msg, err);
+}
+
+/* An unlinked file again: an O_TMPFILE in its directory with its bytes. */
+static int reopen_unlinked(const struct image_fd *f, int floor)
+{
+	char dir[PATH_MAX], self[64];
+	char *slash, *del;
+	int fd, acc = (int)(f->rec.flags & O_ACCMODE), ret;
+
+	snprintf(dir, sizeof(dir), "%s", f->path);
+	del = strstr(dir, " (deleted)");
+	if (del)
+		*del = 0;
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	fd = open(dir, O_TMPFILE | O_RDWR, f->rec.mode & 07777);
+	if (fd < 0)
+		fd_fail(f, "cannot recreate the unlinked file", errno);
+	fd = move_high(fd, floor);
+	for (uint64_t off = 0; off < f->rec.data_len;) {
+		ssize_t n = pwrite(fd, (const char *)f->data + off, f->rec.data_len - off, (off_t)off);
+
+		if (n <= 0)
+			fd_fail(f, "cannot write the unlinked file", errno);
+		off += (uint64_t)n;
+	}
+	if (acc == O_RDWR)
+		ret = fd;
+	else {
+		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
+		ret = open(self, acc | (int)(f->rec.flags & (O_APPEND | O_NONBLOCK)));
+		if (ret < 0)
+			fd_fail(f, "cannot reopen the unlinked file", errno);
+		close(fd);
+		ret = move_high(ret, floor);
+	}
+	return ret;
+}
+
+/* Runs in the restored program's process, before exec of the restorer:
+ * every descriptor of the image at its number. Our own two move above them. */
+static void setup_fds(const struct image *im, int *stream_fd, int *channel)
+{
+	int floor = 3;
+
+	for (uint64_t i = 0; i < im->nfds; i++)
+		if (im->fds[i].rec.fd + 1 > floor)
+			floor = im->fds[i].rec.fd + 1;
+	*stream_fd = move_high(*stream_fd, floor);
+	*channel = move_high(*channel, floor);
+	floor += 2;
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		const struct image_fd *f = &im->fds[i];
+		int flags = (int)(f->rec.flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
+		int fd;
+
+		switch (f->rec.kind) {
+		case PROC_FD_FILE:
+		case PROC_FD_DIR:
+		case PROC_FD_CHAR:
+			fd = open(f->path, flags | O_NOCTTY);
+			if (fd < 0)
+				fd_fail(f, "cannot reopen", errno);
+			place(move_high(fd, floor), f->rec.fd, &f->rec);
+			break;
+		case PROC_FD_UNLINKED:
+			place(reopen_unlinked(f, floor), f->rec.fd, &f->rec);
+			break;
+		case PROC_FD_PIPE_READ:
+		case PROC_FD_PIPE_WRITE: {
+			int p[2];
+			int first = 1;
+
+			/* one pipe per inode, made at its first descriptor */
+			for (uint64_t k = 0; k < i; k++)
+				if ((im->fds[k].rec.kind == PROC_FD_PIPE_READ ||
+				     im->fds[k].rec.kind == PROC_FD_PIPE_WRITE) &&
+				    im->fds[k].rec.ino == f->rec.ino)
+					first = 0;
+			if (!first)
+				break;
+			if (pipe(p) != 0)
+				fd_fail(f, "cannot recreate pipe", errno);
+			p[0] = move_high(p[0], floor);
+			p[1] = move_high(p[1], floor);
+			if (f->rec.pipe_size > 65536)
+				fcntl(p[1], F_SETPIPE_SZ, (int)f->rec.pipe_size);
+			for (uint64_t k = i; k < im->nfds; k++) {
+				const struct image_fd *g = &im->fds[k];
+
+				if ((g->rec.kind == PROC_FD_PIPE_READ || g->rec.kind == PROC_FD_PIPE_WRITE) &&
+				    g->rec.ino == f->rec.ino && g->data && g->rec.data_len &&
+				    write(p[1], g->data, g->rec.data_len) != (ssize_t)g->rec.data_len)
+					fd_fail(g, "cannot refill pipe", errno);
+			}
+			for (uint64_t k = i; k < im->nfds; k++) {
+				const struct image_fd *g = &im->fds[k];
+				int end;
+
+				if ((g->rec.kind != PROC_FD_PIPE_READ && g->rec.kind != PROC_FD_PIPE_WRITE) ||
+				    g->rec.ino != f->rec.ino)
+					continue;
+				end = g->rec.kind == PROC_FD_PIPE_READ ? p[0] : p[1];
+				if (dup2(end, g->rec.fd) < 0)
+					fd_fail(g, "cannot place pipe", errno);
+				fcntl(g->rec.fd, F_SETFL, (int)(g->rec.flags & O_NONBLOCK));
+			}
+			close(p[0]);
+			close(p[1]);
+			break;
+		}
+		default:
+			break;   /* stdio: the restart's own */
+		}
+	}
 }
 
 struct clone_args3 {
@@ -296,8 +531,8 @@ static void close_other_fds(int a, int b, int c)
 }
 
 /* pid 1 of the new namespace. */
-static void __attribute__((noreturn)) nsinit(pid_t pid, int stream_fd, int channel, int status_fd,
-					     const char *level)
+static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, int stream_fd,
+					     int channel, int status_fd, const char *level)
 {
 	struct clone_args3 ca;
 	pid_t tid = pid, child, w;
@@ -321,6 +556,7 @@ static void __attribute__((noreturn)) nsinit(pid_t pid, int stream_fd, int chann
 		const char *restorer = proc_restorer_path();
 
 		close(status_fd);
+		setup_fds(im, &stream_fd, &channel);
 		keep_caps();
 		snprintf(sfd, sizeof(sfd), "%d", stream_fd);
 		snprintf(cfd, sizeof(cfd), "%d", channel);
@@ -341,8 +577,8 @@ static void __attribute__((noreturn)) nsinit(pid_t pid, int stream_fd, int chann
 	_exit(0);
 }
 
-static void __attribute__((noreturn)) nsparent(pid_t pid, int stream_fd, int channel, int status_fd,
-					       const char *level)
+static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid, int stream_fd,
+					       int channel, int status_fd, const char *level)
 {
 	char map[64];
 	uid_t uid = getuid();
@@ -367,7 +603,7 @@ static void __attribute__((noreturn)) nsparent(pid_t pid, int stream_fd, int cha
 	if (init < 0)
 		child_fail(status_fd, "fork", errno);
 	if (init == 0)
-		nsinit(pid, stream_fd, channel, status_fd, level);
+		nsinit(im, pid, stream_fd, channel, status_fd, level);
 	close(stream_fd);
 	close(channel);
 	close(status_fd);
@@ -430,6 +666,18 @@ static int send_stream(struct image *im, int fd, void *buf)
 		ret = proc_send(fd, PROC_MSG_THREAD, &im->threads[i], sizeof(im->threads[i]));
 	if (!ret)
 		ret = proc_send(fd, PROC_MSG_THREADS_DONE, NULL, 0);
+	if (!ret) {
+		struct proc_keep_fd *keep = calloc(im->nfds ? im->nfds : 1, sizeof(*keep));
+		size_t n = 0;
+
+		if (!keep)
+			return -ENOMEM;
+		for (uint64_t i = 0; i < im->nfds; i++)
+			if (im->fds[i].rec.kind != PROC_FD_STDIO)
+				keep[n++] = (struct proc_keep_fd){ im->fds[i].rec.fd, im->fds[i].rec.cloexec };
+		ret = proc_send(fd, PROC_MSG_KEEP_FDS, keep, n * sizeof(*keep));
+		free(keep);
+	}
 	return ret;
 }
 
@@ -446,6 +694,8 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 	ret = image_load(img, &im);
 	if (!ret)
 		ret = check_files(&im);
+	if (!ret)
+		ret = check_fds(&im);
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
 			      proc_restorer_path());
@@ -467,7 +717,7 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 			_exit(127);
 		close(stream[1]);
 		close(status[0]);
-		nsparent(im.header.pid, stream[0], channel, status[1], log_level);
+		nsparent(&im, im.header.pid, stream[0], channel, status[1], log_level);
 	}
 	close(stream[0]);
 	stream[0] = -1;
@@ -512,7 +762,7 @@ int proc_child_wait(struct proc_child *c, int *status)
 			;
 		c->pid = -1;
 		if (!got)
-			st = 127 << 8;
+			st = pst;   /* it failed before the program existed */
 	}
 	*status = st;
 	return 0;

@@ -122,3 +122,36 @@ def test_bad_usage_is_one_line(job):
                  ["status", "--dir", job.ck / "none"], ["checkpoint", "--bogus"]):
         r = job.stasis(*args, check=False)
         one_line_error(r)
+
+
+def test_a_socket_fails_the_checkpoint_and_the_program_runs_on(job):
+    job.run(program("socket"), "socket")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert "checkpoint failed: cannot checkpoint: fd " in line and "is a socket" in line, line
+    r = job.stasis("ls", "--dir", job.ck)
+    assert "FAILED" in r.stdout, r.stdout
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), err
+
+
+def test_a_file_that_grew_restarts_one_that_shrank_or_vanished_is_refused(job):
+    job.run(program("socket"))          # appends to log.txt every 10 ms
+    job.checkpoint()
+    time.sleep(0.3)                     # the log grows after the checkpoint
+    job.kill()
+    log = job.work / "log.txt"
+    size = log.stat().st_size
+    job.restart()
+    job.checkpoint()
+    job.kill()
+    assert log.stat().st_size > size
+    with open(log, "r+") as f:
+        f.truncate(1)
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert f"file {log} (fd " in line and "shrank since the checkpoint" in line, line
+    log.unlink()
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert f"file {log} (fd " in line and "is missing" in line, line

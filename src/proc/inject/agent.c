@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/syscall.h>
+#include <sys/sendfile.h>
 #include <sys/types.h>
 #include <time.h>
 #include <ucontext.h>
@@ -772,6 +773,275 @@ static int dump_memory(struct dump *d)
 	return 0;
 }
 
+/* ---- file descriptors ---- */
+
+#define MAX_FDS 65536
+
+struct fdent {
+	int32_t fd;
+	uint32_t kind;
+	uint64_t ino;
+};
+
+static int fdent_find_pipe(const struct fdent *t, unsigned n, uint64_t ino, uint32_t kind)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (t[i].ino == ino && t[i].kind == kind)
+			return (int)i;
+	return -1;
+}
+
+static const char *fd_kind_name(mode_t mode, const char *target)
+{
+	if (S_ISSOCK(mode))
+		return "a socket";
+	if (S_ISFIFO(mode))
+		return "a pipe or FIFO shared with another process";
+	if (strncmp(target, "anon_inode:", 11) == 0)
+		return target + 11;
+	if (S_ISBLK(mode))
+		return "a block device";
+	return "of a kind Stasis cannot save";
+}
+
+static void send_fd_error(int fd, mode_t mode, const char *target)
+{
+	char what[96], num[16];
+	size_t n = 0;
+	int i = 15;
+
+	num[i] = 0;
+	do {
+		num[--i] = (char)('0' + fd % 10);
+		fd /= 10;
+	} while (fd);
+	for (const char *p = "fd "; *p; p++)
+		what[n++] = *p;
+	for (const char *p = num + i; *p; p++)
+		what[n++] = *p;
+	for (const char *p = " is "; *p; p++)
+		what[n++] = *p;
+	for (const char *p = fd_kind_name(mode, target); *p && n + 1 < sizeof(what); p++)
+		what[n++] = *p;
+	what[n] = 0;
+	send_error("cannot checkpoint", what, 0);
+	(void)target;
+}
+
+/* Copy what a pipe holds, without taking it out (tee into a scratch pipe). */
+static int pipe_peek(struct dump *d, int fd, uint32_t size, uint64_t *len)
+{
+	int tmp[2];
+	ssize_t n;
+
+	*len = 0;
+	if (pipe2(tmp, O_CLOEXEC | O_NONBLOCK) != 0)
+		return -errno;
+	if (fcntl(tmp[1], F_SETPIPE_SZ, (int)size) < 0 && size > 65536) {
+		close(tmp[0]);
+		close(tmp[1]);
+		return -errno;
+	}
+	n = tee(fd, tmp[1], size < COPY_BUF ? size : COPY_BUF, SPLICE_F_NONBLOCK);
+	if (n > 0) {
+		ssize_t got = read(tmp[0], d->copy, (size_t)n);
+
+		*len = got > 0 ? (uint64_t)got : 0;
+	}
+	close(tmp[0]);
+	close(tmp[1]);
+	return n < 0 && errno != EAGAIN ? -errno : 0;
+}
+
+static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i, int dirfd)
+{
+	char link[32], target[PATH_MAX];
+	struct proc_fd r;
+	struct stat st;
+	ssize_t tl;
+	int fd = t[i].fd, flags, ret;
+	uint64_t data_len = 0;
+	int data_fd = -1;
+
+	memset(&r, 0, sizeof(r));
+	memcpy(link, "/proc/self/fd/", 14);
+	{
+		char num[12];
+		int k = 11, v = fd;
+
+		num[k] = 0;
+		do {
+			num[--k] = (char)('0' + v % 10);
+			v /= 10;
+		} while (v);
+		memcpy(link + 14, num + k, (size_t)(12 - k));
+	}
+	tl = readlinkat(dirfd, link + 14, target, sizeof(target) - 1);
+	if (tl < 0 || fstat(fd, &st) != 0)
+		return 0;   /* closed meanwhile (by the agent itself): nothing to save */
+	target[tl] = 0;
+	flags = fcntl(fd, F_GETFL);
+	r.fd = fd;
+	r.flags = (uint32_t)flags;
+	r.cloexec = (fcntl(fd, F_GETFD) & FD_CLOEXEC) != 0;
+	r.mode = st.st_mode;
+	r.ino = st.st_ino;
+	r.dev = st.st_dev;
+	r.kind = t[i].kind;
+	if (fd <= 2) {
+		r.kind = PROC_FD_STDIO;
+	} else if (r.kind == PROC_FD_FILE || r.kind == PROC_FD_DIR) {
+		off_t off = lseek(fd, 0, SEEK_CUR);
+
+		r.offset = off < 0 ? 0 : (uint64_t)off;
+		r.size = (uint64_t)st.st_size;
+		if (r.kind == PROC_FD_FILE && st.st_nlink == 0) {
+			r.kind = PROC_FD_UNLINKED;
+			data_fd = open(link, O_RDONLY | O_CLOEXEC);
+			if (data_fd < 0) {
+				send_error("cannot read the unlinked file", target, errno);
+				return -ENOTSUP;
+			}
+			data_len = r.size;
+		}
+	} else if (r.kind == PROC_FD_PIPE_READ) {
+		int p = fcntl(fd, F_GETPIPE_SZ);
+
+		r.pipe_size = p > 0 ? (uint32_t)p : 65536;
+		/* the first read end of a pipe carries its contents */
+		if (fdent_find_pipe(t, n, t[i].ino, PROC_FD_PIPE_READ) == (int)i) {
+			ret = pipe_peek(d, fd, r.pipe_size, &data_len);
+			if (ret) {
+				send_error("cannot read the contents of pipe", target, -ret);
+				return -ENOTSUP;
+			}
+		}
+	} else if (r.kind == PROC_FD_PIPE_WRITE) {
+		int p = fcntl(fd, F_GETPIPE_SZ);
+
+		r.pipe_size = p > 0 ? (uint32_t)p : 65536;
+	}
+	r.path_len = (uint32_t)tl + 1;
+	r.data_len = data_len;
+	{
+		struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_FD, sizeof(r) + r.path_len + data_len };
+
+		ret = write_all(g_channel, &m, sizeof(m));
+		if (!ret)
+			ret = write_all(g_channel, &r, sizeof(r));
+		if (!ret)
+			ret = write_all(g_channel, target, r.path_len);
+	}
+	if (!ret && data_len && data_fd < 0)
+		ret = write_all(g_channel, d->copy, data_len);
+	for (uint64_t off = 0; !ret && data_fd >= 0 && off < data_len;) {
+		size_t want = data_len - off < COPY_BUF ? (size_t)(data_len - off) : COPY_BUF;
+		ssize_t got = pread(data_fd, d->copy, want, (off_t)off);
+
+		if (got <= 0) {
+			/* the file shrank under us: pad, the record's size is what counts */
+			memset(d->copy, 0, want);
+			got = (ssize_t)want;
+		}
+		ret = write_all(g_channel, d->copy, (size_t)got);
+		off += (uint64_t)got;
+	}
+	if (data_fd >= 0)
+		close(data_fd);
+	return ret;
+}
+
+/* Every descriptor of the program, or a refusal naming the first one that
+ * cannot be saved. The channel and this function's own descriptor are not
+ * the program's. */
+static int dump_fds(struct dump *d)
+{
+	char buf[8192];
+	struct fdent *t = scratch_map(MAX_FDS * sizeof(struct fdent));
+	unsigned n = 0;
+	int dirfd, ret = 0;
+
+	if (!t)
+		return -ENOMEM;
+	dirfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirfd < 0) {
+		send_error("cannot list", "/proc/self/fd", errno);
+		return -ENOTSUP;
+	}
+	for (;;) {
+		long got = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
+
+		if (got <= 0)
+			break;
+		for (long off = 0; off < got;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			const char *p = e->d_name;
+			struct stat st;
+			int fd;
+
+			off += e->d_reclen;
+			if (*p < '0' || *p > '9')
+				continue;
+			fd = (int)parse_dec(&p);
+			if (fd == dirfd || fd == g_channel || fd == d->pagemap_fd || fd == d->mem_fd ||
+			    n >= MAX_FDS || fstat(fd, &st) != 0)
+				continue;
+			t[n].fd = fd;
+			t[n].ino = st.st_ino;
+			if (S_ISREG(st.st_mode))
+				t[n].kind = PROC_FD_FILE;
+			else if (S_ISDIR(st.st_mode))
+				t[n].kind = PROC_FD_DIR;
+			else if (S_ISCHR(st.st_mode))
+				t[n].kind = PROC_FD_CHAR;
+			else if (S_ISFIFO(st.st_mode))
+				t[n].kind = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY ? PROC_FD_PIPE_READ
+											: PROC_FD_PIPE_WRITE;
+			else
+				t[n].kind = 0;
+			n++;
+		}
+	}
+	for (unsigned i = 0; !ret && i < n; i++) {
+		char link[16], target[PATH_MAX];
+		ssize_t tl;
+		struct stat st;
+		int other = -1;
+
+		if (t[i].fd <= 2)
+			continue;
+		if (t[i].kind == PROC_FD_PIPE_READ)
+			other = fdent_find_pipe(t, n, t[i].ino, PROC_FD_PIPE_WRITE);
+		else if (t[i].kind == PROC_FD_PIPE_WRITE)
+			other = fdent_find_pipe(t, n, t[i].ino, PROC_FD_PIPE_READ);
+		if (t[i].kind && ((t[i].kind != PROC_FD_PIPE_READ && t[i].kind != PROC_FD_PIPE_WRITE) ||
+				  other >= 0))
+			continue;
+		/* refuse: name the descriptor and its kind */
+		{
+			char num[12];
+			int k = 11, v = t[i].fd;
+
+			num[k] = 0;
+			do {
+				num[--k] = (char)('0' + v % 10);
+				v /= 10;
+			} while (v);
+			memcpy(link, num + k, (size_t)(12 - k));
+		}
+		tl = readlinkat(dirfd, link, target, sizeof(target) - 1);
+		target[tl > 0 ? tl : 0] = 0;
+		fstat(t[i].fd, &st);
+		send_fd_error(t[i].fd, st.st_mode, target);
+		ret = -ENOTSUP;
+	}
+	for (unsigned i = 0; !ret && i < n; i++)
+		ret = send_fd(d, t, n, i, dirfd);
+	close(dirfd);
+	scratch_unmap(t, MAX_FDS * sizeof(struct fdent));
+	return ret;
+}
+
 static void dump_free(struct dump *d)
 {
 	if (d->maps)
@@ -815,6 +1085,8 @@ static int dump_process(unsigned nthreads)
 		ret = send_sigactions();
 	for (unsigned i = 0; !ret && i < nthreads; i++)
 		ret = send_thread(&g_slots[i]);
+	if (!ret)
+		ret = dump_fds(&d);
 	if (!ret)
 		ret = dump_memory(&d);
 	if (!ret)

@@ -35,7 +35,8 @@ enum stage {
 	 * (PR_SET_MM_MAP); vdso and vvar back at their checkpoint addresses. */
 	STAGE_MM,
 	/* umask, cwd, signal dispositions, interval timers; agent told it was
-	 * restored; only stdin/stdout/stderr and the channel remain open. */
+	 * restored; only stdin/stdout/stderr, the program's descriptors and
+	 * the channel remain open. */
 	STAGE_PROCESS,
 	/* Every other thread cloned with its tid, FS base, robust list, tid
 	 * address and rseq registration, waiting at the start line. */
@@ -75,6 +76,8 @@ static struct {
 	uint64_t nregions, cap_regions;
 	struct proc_thread *threads;
 	uint64_t nthreads;
+	struct proc_keep_fd *keep;
+	uint64_t nkeep;
 	struct kmap vvar, vclock, vdso;    /* where ours are now */
 	char buf[MAX_PATH * 2];
 } R;
@@ -598,6 +601,41 @@ static void fill(struct proc_msg *m)
 	}
 	if (m->type != PROC_MSG_THREADS_DONE || R.nthreads != R.h.nthreads || !R.nthreads)
 		die("the restore stream ended without every thread");
+	read_msg(m);
+	if (m->type != PROC_MSG_KEEP_FDS || m->len % sizeof(struct proc_keep_fd) || m->len > (64ul << 20))
+		die("the restore stream has no descriptor list");
+	R.nkeep = m->len / sizeof(struct proc_keep_fd);
+	R.keep = map_window(TABLE_ADDR + (768ul << 20), (m->len + 4096) & ~4095ul);
+	read_all(R.keep, m->len);
+}
+
+/* Close every descriptor but stdin/stdout/stderr, the channel and the
+ * program's (set up before exec), then give those their close-on-exec flag. */
+static void close_fds(int channel)
+{
+	uint64_t n = R.nkeep;
+	int lo = 3;
+
+	R.keep[n++] = (struct proc_keep_fd){ channel, 0 };
+	for (uint64_t i = 1; i < n; i++)
+		for (uint64_t j = i; j > 0 && R.keep[j - 1].fd > R.keep[j].fd; j--) {
+			struct proc_keep_fd t = R.keep[j];
+
+			R.keep[j] = R.keep[j - 1];
+			R.keep[j - 1] = t;
+		}
+	for (uint64_t i = 0; i < n; i++) {
+		int fd = R.keep[i].fd;
+
+		if (fd < lo)
+			continue;
+		if (fd > lo)
+			sys3(__NR_close_range, lo, fd - 1, 0);
+		lo = fd + 1;
+		if (R.keep[i].cloexec)
+			sys3(__NR_fcntl, fd, 2 /* F_SETFD */, 1 /* FD_CLOEXEC */);
+	}
+	sys3(__NR_close_range, lo, ~0u, 0);
 }
 
 /* ---- STAGE_PROTECT, STAGE_MM ---- */
@@ -697,10 +735,7 @@ static void restore_process(void)
 			die_errno("cannot place the coordinator channel", ret);
 	}
 	st->restarts++;
-	/* only stdin, stdout, stderr and the channel stay open */
-	if (st->channel_fd > 3)
-		sys3(__NR_close_range, 3, st->channel_fd - 1, 0);
-	sys3(__NR_close_range, st->channel_fd + 1, ~0u, 0);
+	close_fds(st->channel_fd);
 }
 
 /* ---- STAGE_THREADS, STAGE_RETURN ---- */

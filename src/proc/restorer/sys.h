@@ -23,6 +23,7 @@
 #define __NR_setitimer 38
 #define __NR_exit 60
 #define __NR_chdir 80
+#define __NR_fcntl 72
 #define __NR_umask 95
 #define __NR_prctl 157
 #define __NR_arch_prctl 158
