@@ -453,10 +453,12 @@ int api_upgrade_run(const struct api_upgrade *u)
 {
 	char msg[API_MSG_LEN] = "", reached[32] = "single", reason[2 * API_MSG_LEN] = "";
 	struct store_ckpt *lc = NULL;
-	int ret = 0, bad, level = u->level;
+	int ret = 0, bad, level = u->level, begin = FAULT(API_UPGRADE_BEGIN);
 
+	/* a rank that fails still takes part in every agreement below: the
+	 * progress threads must stay in step */
 	if (level == STASIS_LEVEL_PARTNER || level == STASIS_LEVEL_RS) {
-		ret = store_ckpt_annex(api.local, u->name, &lc);
+		ret = begin ? begin : store_ckpt_annex(api.local, u->name, &lc);
 		/* the exchanges pair every send with a receive: all go, or none */
 		bad = api_agree(ret == 0, msg);
 		if (bad == api.size && level == STASIS_LEVEL_PARTNER) {
@@ -482,7 +484,7 @@ int api_upgrade_run(const struct api_upgrade *u)
 		store_ckpt_free(&lc);
 	}
 	if (level == STASIS_LEVEL_GLOBAL || u->flush) {
-		ret = flush_image(u->name);
+		ret = begin ? begin : flush_image(u->name);
 		bad = api_agree(ret == 0, msg);
 		if (bad < api.size)
 			add_reason(reason, sizeof(reason), "global", bad, msg);

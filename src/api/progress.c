@@ -18,7 +18,6 @@
 #include "api/api.h"
 #include "common/config.h"
 #include "common/err.h"
-#include "common/fault.h"
 #include "common/log.h"
 
 #include <errno.h>
@@ -102,8 +101,7 @@ static void *progress_main(void *arg)
 		j = pg.head;
 		pthread_mutex_unlock(&pg.lock);
 
-		ret = FAULT(API_UPGRADE_BEGIN);
-		ret = ret ? ret : api_upgrade_run(&j->u);
+		ret = api_upgrade_run(&j->u);
 
 		pthread_mutex_lock(&pg.lock);
 		if (ret) {

@@ -16,7 +16,9 @@
  * node's cache (sections "parity-<column>"), so it gets checksums and the
  * store's commit like any image. The sizes of all images and the layout
  * inputs are in checkpoint.json, so a rebuild needs nothing from a lost node.
- * Transfers run in one global order, so blocking send and receive pair up.
+ * Encoding moves cells in rounds of paired exchanges inside each group
+ * (api_rs_encode); the rebuild in one global order, so blocking send and
+ * receive pair up.
  */
 #include "api/api.h"
 #include "api/rs.h"
@@ -212,35 +214,90 @@ static int move_cell(int from, int to, int ok, const uint8_t *src, uint8_t *dst,
 	return ret;
 }
 
+/* The columns where member `to` holds parity and member `from` supplies
+ * data, ascending: the cells `from` sends `to`, in the order both expect. */
+static int cells_between(const struct rs_group *g, int from, int to, int *cols)
+{
+	int n = 0;
+
+	for (int col = 0; col < g->n; col++)
+		if (is_parity(g, col, to) && !is_parity(g, col, from))
+			cols[n++] = col;
+	return n;
+}
+
+/* Parity index t of member i in column col (it holds parity there). */
+static int parity_of(const struct rs_group *g, int col, int i)
+{
+	return (i - col + g->n) % g->n;
+}
+
+/* One exchange step: this member's next cell to dest (cell, or nothing if
+ * has_send is 0) while it receives the next cell from src into dst (or
+ * nothing). A status word goes first each way, so a member that cannot
+ * read its image says so and nobody waits for bytes that never come. */
+static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, int src, int has_recv,
+			 uint8_t *dst, uint64_t seg, int64_t *got)
+{
+	int64_t out = ok, in = 0;
+	int ret;
+
+	ret = api_sendrecv(&out, has_send ? sizeof(out) : 0, dest, &in, has_recv ? sizeof(in) : 0, src);
+	if (ret)
+		return ret;
+	*got = has_recv ? in : 1;
+	return api_sendrecv(cell, has_send && ok ? seg : 0, dest, dst, has_recv && in ? seg : 0, src);
+}
+
+/* Every member of a group supplies its data cells to the members holding
+ * parity in their columns. In round j (1..n-1) member i sends to member
+ * i + j what it needs from i, while it receives from member i - j what it
+ * needs from that one: every member sends and receives at once, and the
+ * rounds pair up on every member alike. A member holding parity in m
+ * columns buffers their k data cells each, then encodes. */
 int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		  const int64_t *sizes, int *degraded)
 {
 	struct rs_plan p;
-	struct rs_group *mine;
+	struct rs_group *g;
 	struct img_writer_opts opts;
 	struct img_writer *w = NULL;
 	struct store_file *f = NULL;
-	uint8_t **blocks = NULL, *mybuf = NULL;
+	uint8_t **cells = NULL, **parity = NULL, *mybuf = NULL;
+	int *held = NULL, *scols = NULL, *rcols = NULL, *ok = NULL;
 	char file[32], name[32];
-	int ret, me, err = 0;
+	int ret, me, err = 0, nheld = 0;
 
 	ret = plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
 			(unsigned)api.group_size, (unsigned)api.rs_parity, &p);
 	if (ret)
 		return ret;
-	mine = &p.group[p.group_of[api.rank]];
+	g = &p.group[p.group_of[api.rank]];
 	me = p.index_of[api.rank];
-	*degraded = mine->n < 2;
+	*degraded = g->n < 2;
 	if (!*degraded) {
-		blocks = calloc((size_t)mine->n, sizeof(*blocks));
-		mybuf = seg_alloc(mine->seg);
-		for (int x = 0; blocks && x < mine->n; x++)
-			blocks[x] = seg_alloc(mine->seg);
-		for (int x = 0; blocks && x < mine->n; x++)
-			if (!blocks[x])
+		/* held[h]: the h-th column where this member holds parity;
+		 * cells[h * k + pos]: its data cells; ok[h]: all arrived */
+		held = calloc((size_t)g->n, sizeof(int));
+		scols = calloc((size_t)g->n, sizeof(int));
+		rcols = calloc((size_t)g->n, sizeof(int));
+		ok = calloc((size_t)g->n, sizeof(int));
+		for (int col = 0; held && col < g->n; col++)
+			if (is_parity(g, col, me))
+				held[nheld++] = col;
+		cells = calloc((size_t)(nheld * g->k), sizeof(*cells));
+		parity = calloc((size_t)g->m, sizeof(*parity));
+		mybuf = seg_alloc(g->seg);
+		for (int x = 0; cells && x < nheld * g->k; x++)
+			if (!(cells[x] = seg_alloc(g->seg)))
 				err = err_set(-ENOMEM, "out of memory");
-		if (!blocks || !mybuf)
+		for (int x = 0; parity && x < g->m; x++)
+			if (!(parity[x] = seg_alloc(g->seg)))
+				err = err_set(-ENOMEM, "out of memory");
+		if (!held || !scols || !rcols || !ok || !cells || !parity || !mybuf)
 			err = err_set(-ENOMEM, "out of memory");
+		for (int h = 0; ok && h < nheld; h++)
+			ok[h] = 1;
 		snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
 		api_writer_opts(&opts);
 		err = err ? err : store_file_create(lc, file, &f);
@@ -251,66 +308,70 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 	/* a rank without its buffers would receive into nothing: stop together */
 	{
 		char msg[API_MSG_LEN] = "";
-		int bad = api_agree(!(blocks == NULL && !*degraded) && !(mybuf == NULL && !*degraded) &&
-				    err != -ENOMEM, msg);
+		int bad = api_agree(err != -ENOMEM, msg);
 
 		if (bad < api.size) {
 			ret = err_set(-ENOMEM, "rs: rank %d: %s", bad, msg);
 			goto out;
 		}
 	}
-	/* every rank walks every group's columns in the same order */
-	for (int gi = 0; gi < p.ngroups; gi++) {
-		struct rs_group *g = &p.group[gi];
+	for (int j = 1; !*degraded && j < g->n; j++) {
+		int to = (me + j) % g->n, from = (me - j + g->n) % g->n;
+		int ns = cells_between(g, me, to, scols), nr = cells_between(g, from, me, rcols);
 
-		for (int col = 0; g->n >= 2 && col < g->n; col++) {
-			for (int t = 0; t < g->m; t++) {
-				int holder = g->member[(col + t) % g->n];
-				int64_t all_ok = 1;
+		for (int i = 0; i < ns || i < nr; i++) {
+			uint8_t *dst = NULL;
+			int64_t got = 1;
+			int h = 0;
 
-				for (int x = 0; x < g->n; x++) {
-					int64_t got = 0;
-					int r = g->member[x];
-
-					if (is_parity(g, col, x))
-						continue;
-					if (api.rank == r)
-						err = err ? err : read_segment(own_path, (uint64_t)sizes[r],
-									       g->seg, seg_of(g, col, x), mybuf);
-					ret = move_cell(r, holder, !err, mybuf,
-							api.rank == holder ? blocks[data_pos(g, col, x)] : NULL,
-							g->seg, &got);
-					if (ret)
-						goto out;
-					all_ok &= got;
-				}
-				if (api.rank != holder)
-					continue;
-				if (!all_ok && !err)
-					err = err_set(-EIO, "rs: a member of the group could not send its data");
-				err = err ? err : redun_encode(g->ctx, g->seg, (const uint8_t *const *)blocks,
-							       blocks + g->k);
-				snprintf(name, sizeof(name), "parity-%d", col);
-				err = err ? err : img_section_begin(w, "parity", name);
-				err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)t);
-				err = err ? err : img_write(w, blocks[g->k + t], g->seg);
-				err = err ? err : img_section_end(w);
+			if (i < ns)
+				err = err ? err : read_segment(own_path, (uint64_t)sizes[api.rank], g->seg,
+							       seg_of(g, scols[i], me), mybuf);
+			if (i < nr) {
+				while (held[h] != rcols[i])
+					h++;
+				dst = cells[h * g->k + data_pos(g, rcols[i], from)];
 			}
+			ret = exchange_cell(g->member[to], i < ns, !err, mybuf, g->member[from], i < nr, dst,
+					    g->seg, &got);
+			if (ret)
+				goto out;
+			if (i < nr && !got)
+				ok[h] = 0;
 		}
+	}
+	for (int h = 0; !*degraded && h < nheld; h++) {
+		int t = parity_of(g, held[h], me);
+
+		if (!ok[h] && !err)
+			err = err_set(-EIO, "rs: a member of the group could not send its data");
+		err = err ? err : redun_encode(g->ctx, g->seg, (const uint8_t *const *)(cells + h * g->k),
+					       parity);
+		snprintf(name, sizeof(name), "parity-%d", held[h]);
+		err = err ? err : img_section_begin(w, "parity", name);
+		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)t);
+		err = err ? err : img_write(w, parity[t], g->seg);
+		err = err ? err : img_section_end(w);
 	}
 	if (!*degraded) {
 		err = err ? err : img_writer_finish(w, NULL);
 		err = err ? err : store_file_commit(f);
 	}
 	ret = err;
-	(void)me;
 out:
 	img_writer_free(&w);
 	store_file_free(&f);
-	for (int x = 0; blocks && x < mine->n; x++)
-		free(blocks[x]);
-	free(blocks);
+	for (int x = 0; cells && x < nheld * g->k; x++)
+		free(cells[x]);
+	for (int x = 0; parity && x < g->m; x++)
+		free(parity[x]);
+	free(cells);
+	free(parity);
 	free(mybuf);
+	free(held);
+	free(scols);
+	free(rcols);
+	free(ok);
 	plan_free(&p);
 	return ret;
 }

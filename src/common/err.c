@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static _Thread_local char last_msg[512];
 
@@ -10,9 +11,14 @@ int err_set(int code, const char *fmt, ...)
 {
 	va_list ap;
 
+	char msg[sizeof(last_msg)];
+
+	/* through a copy: callers may pass err_msg() itself as an argument
+	 * ("doing X: %s", err_msg()) */
 	va_start(ap, fmt);
-	vsnprintf(last_msg, sizeof(last_msg), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(last_msg, msg, sizeof(msg));
 	return code;
 }
 

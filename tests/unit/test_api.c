@@ -244,6 +244,10 @@ static int faulty(void *arg)
 	fill(&s, 11);
 	if (stasis_checkpoint(STASIS_LEVEL_GLOBAL))
 		return 11;
+	/* its copy to the global tier runs in the background: done before
+	 * the fault is armed, so the passes counted are the next checkpoint's */
+	if (stasis_checkpoint_wait())
+		return 14;
 	fault_configure(arg);
 	fill(&s, 13);
 	return stasis_checkpoint(STASIS_LEVEL_GLOBAL) == 0 ? 12 : 0;
@@ -269,6 +273,49 @@ static void test_faults(void)
 			fprintf(stderr, "%s: status %d\n", specs[i], st);
 		/* the previous checkpoint is the one restart finds */
 		CHECK_EQ(run(recover_step, NULL), 11);
+	}
+}
+
+/* A fault in the background copy of a GLOBAL checkpoint to the global
+ * tier: the checkpoint is established already (in the node's cache), so the
+ * restart finds it, whether the process was killed or the copy failed. */
+static int faulty_upgrade(void *arg)
+{
+	struct state s;
+	int ret;
+
+	if (stasis_init_serial(NULL) || protect_all(&s))
+		return 10;
+	fill(&s, 11);
+	if (stasis_checkpoint(STASIS_LEVEL_GLOBAL) || stasis_checkpoint_wait())
+		return 11;
+	fault_configure(arg);
+	fill(&s, 13);
+	if (stasis_checkpoint(STASIS_LEVEL_GLOBAL))
+		return 12;
+	ret = stasis_checkpoint_wait();
+	if (ret != -EIO || !strstr(stasis_strerror(ret), "stays established at level single"))
+		return 13;
+	return 0;
+}
+
+static void test_upgrade_faults(void)
+{
+	static const char *const specs[] = {
+		"api.upgrade.begin:1:fail", "api.upgrade.begin:1:kill", "api.upgrade.level:1:kill",
+	};
+
+	for (size_t i = 0; i < sizeof(specs) / sizeof(specs[0]); i++) {
+		char job[32];
+		int st;
+
+		snprintf(job, sizeof(job), "upfault%zu", i);
+		setup_job(job);
+		st = run(faulty_upgrade, (void *)specs[i]);
+		CHECK(st == 0 || st == 128 + 9);
+		if (!(st == 0 || st == 128 + 9))
+			fprintf(stderr, "%s: status %d\n", specs[i], st);
+		CHECK_EQ(run(recover_step, NULL), 13);
 	}
 }
 
@@ -497,6 +544,7 @@ int main(void)
 	test_restart_levels();
 	test_invalid();
 	test_faults();
+	test_upgrade_faults();
 	test_routed_files();
 	test_failed_checkpoints_leave_the_cache();
 	test_checkpoint_json_is_checked();

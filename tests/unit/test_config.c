@@ -171,9 +171,21 @@ static void test_faults(void)
 	CHECK_EQ(FAULT(IMAGE_FINISH), 0);
 }
 
+/* err_set may be handed err_msg() itself: the new message wraps the old
+ * one (a bug once garbled "stays established" into "tays established"). */
+static void test_err_wraps_itself(void)
+{
+	err_set(-EIO, "checkpoint %s stays established at level %s", "ckpt-000003", "single");
+	err_set(-EIO, "stasis_checkpoint_wait: %s", err_msg());
+	CHECK(strcmp(err_msg(), "stasis_checkpoint_wait: checkpoint ckpt-000003 stays established "
+			       "at level single") == 0);
+}
+
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
+
+	test_err_wraps_itself();
 
 	snprintf(dir, sizeof(dir), "%s/test-config-XXXXXX", tmp ? tmp : "/tmp");
 	if (!mkdtemp(dir)) {
