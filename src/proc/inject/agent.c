@@ -498,6 +498,10 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 		if (getitimer(i, &it) == 0) {
 			h.itimer[i][0] = (uint64_t)it.it_interval.tv_sec * 1000000 + (uint64_t)it.it_interval.tv_usec;
 			h.itimer[i][1] = (uint64_t)it.it_value.tv_sec * 1000000 + (uint64_t)it.it_value.tv_usec;
+			/* a periodic ITIMER_REAL whose signal is pending reads 0 until the
+			 * signal is taken, which re-arms it: it is still running */
+			if (!h.itimer[i][1])
+				h.itimer[i][1] = h.itimer[i][0];
 		}
 	}
 	if (!getcwd(cwd, sizeof(cwd)))
