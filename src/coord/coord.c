@@ -224,8 +224,10 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
-	/* the program waits for this verdict; a failed checkpoint never stops it */
-	fin = proc_dump_finish(c->channel, stop && !ret);
+	/* the program waits for this verdict; a failed checkpoint never stops it.
+	 * An agent that went silent is in an unknown state: drop it (the
+	 * program runs on, without checkpoints) */
+	fin = ret == -ETIMEDOUT ? -ETIMEDOUT : proc_dump_finish(c->channel, stop && !ret);
 	if (fin) {
 		close(c->channel);
 		c->channel = -1;

@@ -61,6 +61,37 @@ int proc_write_all(int fd, const void *buf, size_t len)
 	return 0;
 }
 
+/* Reads from the agent never wait forever: a stuck agent fails the
+ * checkpoint instead of hanging its coordinator. */
+#define AGENT_SILENCE_MS 120000
+
+static int chan_read(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		struct pollfd pfd = { fd, POLLIN, 0 };
+		int r = poll(&pfd, 1, AGENT_SILENCE_MS);
+		ssize_t n;
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r == 0)
+			return err_set(-ETIMEDOUT, "the program's agent sent nothing for %d s",
+				       AGENT_SILENCE_MS / 1000);
+		n = read(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EPIPE;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
 int proc_send(int fd, uint32_t type, const void *payload, size_t len)
 {
 	struct proc_msg m = { PROC_MSG_MAGIC, type, len };
@@ -73,7 +104,7 @@ int proc_send(int fd, uint32_t type, const void *payload, size_t len)
 
 int proc_recv(int fd, struct proc_msg *m)
 {
-	int ret = proc_read_all(fd, m, sizeof(*m));
+	int ret = chan_read(fd, m, sizeof(*m));
 
 	if (ret)
 		return ret;
@@ -100,7 +131,7 @@ int proc_agent_hello(int channel, int timeout_ms, pid_t *pid)
 		return ret;
 	if ((m.type != PROC_MSG_HELLO && m.type != PROC_MSG_RESTARTED) || m.len != sizeof(h))
 		return err_set(-EPROTO, "the program's agent sent %u instead of its hello", m.type);
-	ret = proc_read_all(channel, &h, sizeof(h));
+	ret = chan_read(channel, &h, sizeof(h));
 	if (ret)
 		return err_set(ret, "reading the agent's hello: %s", strerror(-ret));
 	if (h.version != PROC_FORMAT_VERSION)
@@ -181,13 +212,13 @@ static int recv_region(struct dump_state *d, int fd, uint64_t len)
 	}
 	r = &d->regions[d->nregions];
 	memset(r, 0, sizeof(*r));
-	ret = proc_read_all(fd, &r->rec, sizeof(r->rec));
+	ret = chan_read(fd, &r->rec, sizeof(r->rec));
 	if (ret)
 		return ret;
 	r->path = calloc(1, len - sizeof(r->rec) + 1);
 	if (!r->path)
 		return -ENOMEM;
-	ret = proc_read_all(fd, r->path, len - sizeof(r->rec));
+	ret = chan_read(fd, r->path, len - sizeof(r->rec));
 	if (ret) {
 		free(r->path);
 		return ret;
@@ -220,7 +251,7 @@ static int recv_pages(struct dump_state *d, int fd, uint64_t len)
 
 	if (!r || len < sizeof(pg))
 		return err_set(-EBADMSG, "the agent sent pages outside a region");
-	ret = proc_read_all(fd, &pg, sizeof(pg));
+	ret = chan_read(fd, &pg, sizeof(pg));
 	if (ret)
 		return ret;
 	bytes = pg.npages * PROC_PAGE_SIZE;
@@ -241,7 +272,7 @@ static int recv_pages(struct dump_state *d, int fd, uint64_t len)
 	while (bytes) {
 		size_t n = bytes < COPY_SIZE ? (size_t)bytes : COPY_SIZE;
 
-		ret = proc_read_all(fd, d->buf, n);
+		ret = chan_read(fd, d->buf, n);
 		if (!ret)
 			ret = img_write(d->w, d->buf, n);
 		if (ret)
@@ -260,13 +291,13 @@ static int recv_thread(struct dump_state *d, int fd, uint64_t len)
 
 	if (len < sizeof(t) || len - sizeof(t) > (1u << 20))
 		return err_set(-EBADMSG, "the agent sent a bad thread record");
-	ret = proc_read_all(fd, &t, sizeof(t));
+	ret = chan_read(fd, &t, sizeof(t));
 	if (ret)
 		return ret;
 	uc = malloc(len - sizeof(t) + 1);
 	if (!uc)
 		return -ENOMEM;
-	ret = proc_read_all(fd, uc, len - sizeof(t));
+	ret = chan_read(fd, uc, len - sizeof(t));
 	if (ret)
 		goto out;
 	snprintf(name, sizeof(name), "thread.%d", t.tid);
@@ -311,7 +342,7 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	d->fds = p;
 	f = &d->fds[d->nfds];
 	memset(f, 0, sizeof(*f));
-	ret = proc_read_all(fd, &f->rec, sizeof(f->rec));
+	ret = chan_read(fd, &f->rec, sizeof(f->rec));
 	if (ret)
 		return ret;
 	if (f->rec.path_len == 0 || f->rec.path_len > 8192 ||
@@ -321,7 +352,7 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	if (!f->path)
 		return -ENOMEM;
 	d->nfds++;
-	ret = proc_read_all(fd, f->path, f->rec.path_len);
+	ret = chan_read(fd, f->path, f->rec.path_len);
 	if (ret)
 		return ret;
 	f->rec.path_len = (uint32_t)strlen(f->path) + 1;
@@ -334,7 +365,7 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	for (uint64_t left = f->rec.data_len; !ret && left;) {
 		size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
 
-		ret = proc_read_all(fd, d->buf, n);
+		ret = chan_read(fd, d->buf, n);
 		if (!ret)
 			ret = img_write(d->w, d->buf, n);
 		left -= n;
@@ -404,7 +435,7 @@ static int recv_error(int fd, uint64_t len)
 {
 	char msg[512];
 	size_t n = len < sizeof(msg) - 1 ? (size_t)len : sizeof(msg) - 1;
-	int ret = proc_read_all(fd, msg, n);
+	int ret = chan_read(fd, msg, n);
 
 	if (ret)
 		return ret;
@@ -413,7 +444,7 @@ static int recv_error(int fd, uint64_t len)
 		char junk[256];
 		size_t k = rest < sizeof(junk) ? (size_t)rest : sizeof(junk);
 
-		ret = proc_read_all(fd, junk, k);
+		ret = chan_read(fd, junk, k);
 		if (ret)
 			return ret;
 		rest -= k;
@@ -436,20 +467,20 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 		case PROC_MSG_HEADER:
 			if (m.len < sizeof(d->header) || m.len - sizeof(d->header) > 65536)
 				return err_set(-EBADMSG, "the agent sent a bad process header");
-			ret = proc_read_all(fd, &d->header, sizeof(d->header));
+			ret = chan_read(fd, &d->header, sizeof(d->header));
 			if (ret)
 				return ret;
 			d->cwd = calloc(1, m.len - sizeof(d->header) + 1);
 			if (!d->cwd)
 				return -ENOMEM;
-			ret = proc_read_all(fd, d->cwd, m.len - sizeof(d->header));
+			ret = chan_read(fd, d->cwd, m.len - sizeof(d->header));
 			d->header.cwd_len = (uint32_t)strlen(d->cwd) + 1;
 			info->pid = d->header.pid;
 			break;
 		case PROC_MSG_SIGACTS:
 			if (m.len != sizeof(d->sa))
 				return err_set(-EBADMSG, "the agent sent bad signal dispositions");
-			ret = proc_read_all(fd, d->sa, sizeof(d->sa));
+			ret = chan_read(fd, d->sa, sizeof(d->sa));
 			break;
 		case PROC_MSG_THREAD:
 			ret = recv_thread(d, fd, m.len);

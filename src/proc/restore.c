@@ -36,8 +36,8 @@
 #ifndef STASIS_PROC_BUILD_DIR
 #define STASIS_PROC_BUILD_DIR "."
 #endif
-#ifndef STASIS_PROC_INSTALL_DIR
-#define STASIS_PROC_INSTALL_DIR "/usr/local/lib/stasis"
+#ifndef STASIS_PROC_REL_LIBDIR
+#define STASIS_PROC_REL_LIBDIR "lib/stasis"
 #endif
 
 #define COPY_SIZE (4u << 20)
@@ -46,11 +46,25 @@ static const char *find_file(const char *env, const char *name, char *buf, size_
 {
 	const char *v = getenv(env);
 
+	char exe[PATH_MAX - 64];
+	ssize_t n;
+
 	if (v && *v)
 		return v;
-	snprintf(buf, len, "%s/%s", STASIS_PROC_INSTALL_DIR, name);
-	if (access(buf, R_OK) == 0)
-		return buf;
+	/* installed: <prefix>/bin/stasis and <prefix>/<libdir>/stasis/<name> */
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		char *slash;
+
+		exe[n] = 0;
+		slash = strrchr(exe, '/');
+		if (slash) {
+			*slash = 0;
+			snprintf(buf, len, "%s/../%s/%s", exe, STASIS_PROC_REL_LIBDIR, name);
+			if (access(buf, R_OK) == 0)
+				return buf;
+		}
+	}
 	snprintf(buf, len, "%s/%s", STASIS_PROC_BUILD_DIR, name);
 	return buf;
 }

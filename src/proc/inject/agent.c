@@ -81,6 +81,7 @@ static atomic_int g_nstopped;      /* threads parked in the handler */
 static atomic_int g_release;       /* bumped to let parked threads go */
 static struct slot g_slots[MAX_THREADS];
 static atomic_int g_overflow;
+static int g_error_sent;           /* this checkpoint's ERROR record went out */
 
 /* ---- small helpers that are safe while other threads are stopped ---- */
 
@@ -101,6 +102,9 @@ static void futex_wake(atomic_int *addr)
 	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
+/* Writes go to the channel only: any failure means the coordinator is gone,
+ * and is -EPIPE, so a caller can tell it from a local failure (after which
+ * the stream is still whole and an ERROR record can follow). */
 static int write_all(int fd, const void *buf, size_t len)
 {
 	const char *p = buf;
@@ -111,7 +115,7 @@ static int write_all(int fd, const void *buf, size_t len)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return -errno;
+			return -EPIPE;
 		}
 		p += n;
 		len -= (size_t)n;
@@ -185,6 +189,7 @@ static void send_error(const char *what, const char *detail, int err)
 		buf[n++] = ')';
 	}
 	send_msg(PROC_MSG_ERROR, buf, n, NULL, 0);
+	g_error_sent = 1;
 }
 
 /* Checkpoint-time buffers, in the window the dump skips; the bump pointer
@@ -437,6 +442,7 @@ struct dump {
 	uint64_t *pagemap;
 	char *copy;
 	int pagemap_fd, mem_fd;
+	int bad_errno;      /* memory that could not be read (sent as zeros) */
 };
 
 static int line_ends(const char *l, const char *e, const char *name)
@@ -678,6 +684,44 @@ static int page_stored(const struct proc_region *r, uint64_t pm)
 	}
 }
 
+/* len bytes of the program's memory at addr into the channel: straight from
+ * memory where it is readable, else through /proc/self/mem. The record is
+ * always completed: what cannot be read is sent as zeros and noted in
+ * d->bad_errno. -EPIPE only when the channel is gone. */
+static int send_memory(struct dump *d, uint64_t addr, uint64_t len, int direct)
+{
+	while (len) {
+		if (direct) {
+			ssize_t n = write(g_channel, (const void *)(uintptr_t)addr,
+					  len < (1ull << 30) ? (size_t)len : (1u << 30));
+
+			if (n > 0) {
+				addr += (uint64_t)n;
+				len -= (uint64_t)n;
+			} else if (n < 0 && errno == EFAULT) {
+				direct = 0;
+			} else if (!(n < 0 && errno == EINTR)) {
+				return -EPIPE;
+			}
+			continue;
+		}
+		size_t want = len < COPY_BUF ? (size_t)len : COPY_BUF;
+		ssize_t got = pread(d->mem_fd, d->copy, want, (off_t)addr);
+
+		if (got <= 0) {
+			if (!d->bad_errno)
+				d->bad_errno = got < 0 ? errno : EIO;
+			memset(d->copy, 0, want);
+			got = (ssize_t)want;
+		}
+		if (write_all(g_channel, d->copy, (size_t)got))
+			return -EPIPE;
+		addr += (uint64_t)got;
+		len -= (uint64_t)got;
+	}
+	return 0;
+}
+
 static int send_run(struct dump *d, const struct proc_region *r, uint64_t addr, uint64_t npages)
 {
 	struct proc_pages pg = { addr, npages };
@@ -689,20 +733,13 @@ static int send_run(struct dump *d, const struct proc_region *r, uint64_t addr, 
 		ret = write_all(g_channel, &pg, sizeof(pg));
 	if (ret)
 		return ret;
-	if ((r->prot & PROT_READ) && !(r->flags & PROC_RF_DELETED))
-		return write_all(g_channel, (const void *)(uintptr_t)addr, len);
-	/* unreadable or file-backed beyond reach: through /proc/self/mem */
-	while (len) {
-		size_t n = len < COPY_BUF ? (size_t)len : COPY_BUF;
-		ssize_t got = pread(d->mem_fd, d->copy, n, (off_t)addr);
-
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		ret = write_all(g_channel, d->copy, (size_t)got);
-		if (ret)
-			return ret;
-		addr += (uint64_t)got;
-		len -= (uint64_t)got;
+	ret = send_memory(d, addr, len, (r->prot & PROT_READ) && !(r->flags & PROC_RF_DELETED));
+	if (ret)
+		return ret;
+	if (d->bad_errno) {
+		send_error("cannot read the program's memory", "a mapping changed during the checkpoint?",
+			   d->bad_errno);
+		return -EIO;
 	}
 	return 0;
 }
@@ -1109,6 +1146,7 @@ static void checkpoint(void *ucv)
 
 	fill_slot(&g_slots[0], ucv, PROC_THREAD_AGENT);
 	g_scratch_next = 0;
+	g_error_sent = 0;
 	signaled = scratch_map(sizeof(*signaled));
 	if (!signaled) {
 		send_error("checkpoint", "out of memory", ENOMEM);
@@ -1122,8 +1160,10 @@ static void checkpoint(void *ucv)
 		send_error("checkpoint", "more than 1023 threads", 0);
 	else if (ret)
 		send_error("checkpoint", "cannot list /proc/self/task", -ret);
-	else
-		dump_process(1 + (unsigned)atomic_load(&g_nstopped));
+	else if ((ret = dump_process(1 + (unsigned)atomic_load(&g_nstopped))) != 0 &&
+		 ret != -EPIPE && !g_error_sent)
+		/* the stream is whole: say why it stops here */
+		send_error("checkpoint", "cannot save the process", -ret);
 	scratch_unmap(signaled, sizeof(*signaled));
 wait:
 	munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
