@@ -737,6 +737,7 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 	stream[0] = -1;
 	close(status[1]);
 	status[1] = -1;
+	fcntl(stream[1], F_SETPIPE_SZ, 1 << 20);   /* fewer, larger copies; best effort */
 	out->pid = child;
 	out->status_fd = status[0];
 	status[0] = -1;

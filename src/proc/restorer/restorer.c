@@ -233,8 +233,11 @@ static void read_all(void *buf, uint64_t len)
 
 		if (n == -EINTR)
 			continue;
-		if (n <= 0)
-			die_errno("the restore stream ended early", n);
+		if (n == 0)
+			/* the coordinator stopped it and says why itself */
+			sys1(__NR_exit_group, 43);
+		if (n < 0)
+			die_errno("cannot read the restore stream", n);
 		p += n;
 		len -= (uint64_t)n;
 	}
