@@ -152,8 +152,8 @@ static int running_jobs(const char *root, char ***names, size_t *count, size_t *
 	for (size_t i = 0; i < *count; i++) {
 		char path[PATH_MAX];
 
-		snprintf(path, sizeof(path), "%s/%s/coord.sock", root, (*names)[i]);
-		if (access(path, F_OK) == 0) {
+		snprintf(path, sizeof(path), "%s/%s", root, (*names)[i]);
+		if (coord_alive(path)) {
 			(*running)++;
 			snprintf(only, len, "%s", (*names)[i]);
 		}

@@ -599,6 +599,16 @@ out:
 
 /* ---- client ---- */
 
+int coord_alive(const char *job_dir)
+{
+	int fd;
+
+	if (connect_job(job_dir, &fd) != 0)
+		return 0;
+	close(fd);
+	return 1;
+}
+
 int coord_request(const char *job_dir, const char *request, int timeout_ms, char *out, size_t len)
 {
 	char path[PATH_MAX], secret[SECRET_LEN + 8] = "", line[1024];

@@ -39,4 +39,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status);
  * reply is the message), -ECONNREFUSED/-ENOENT when no coordinator runs. */
 int coord_request(const char *job_dir, const char *request, int timeout_ms, char *reply, size_t len);
 
+/* Whether a coordinator listens in job_dir (connects, says nothing). */
+int coord_alive(const char *job_dir);
+
 #endif

@@ -149,6 +149,9 @@ enum proc_fd_kind {
 				 * the first one of a pipe carries its buffered data */
 	PROC_FD_PIPE_WRITE,
 	PROC_FD_STDIO,          /* 0, 1, 2: taken over from `stasis restart` */
+	PROC_FD_EVENTFD,        /* data: its /proc/self/fdinfo text (count, semaphore) */
+	PROC_FD_TIMERFD,        /* data: fdinfo text (clock, it_value, it_interval) */
+	PROC_FD_EPOLL,          /* data: fdinfo text (one tfd/events/data line per watch) */
 };
 
 struct proc_fd {

@@ -26,7 +26,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mount.h>
+#include <sys/timerfd.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -429,6 +432,92 @@ static int reopen_unlinked(const struct image_fd *f, int floor)
 	return ret;
 }
 
+/* The value of "key:" in an fdinfo text, or NULL. */
+static const char *fdinfo_field(const struct image_fd *f, const char *key)
+{
+	const char *text = f->data;
+	size_t klen = strlen(key);
+
+	for (const char *l = text; l && l < text + f->rec.data_len;) {
+		if ((size_t)(text + f->rec.data_len - l) > klen && strncmp(l, key, klen) == 0)
+			return l + klen;
+		l = memchr(l, '\n', (size_t)(text + f->rec.data_len - l));
+		if (l)
+			l++;
+	}
+	return NULL;
+}
+
+static int reopen_eventfd(const struct image_fd *f)
+{
+	const char *c = fdinfo_field(f, "eventfd-count:");
+	const char *sem = fdinfo_field(f, "eventfd-semaphore:");
+	unsigned long long count = c ? strtoull(c, NULL, 16) : 0;
+	int flags = (int)(f->rec.flags & O_NONBLOCK ? EFD_NONBLOCK : 0);
+	int fd;
+
+	if (sem && strtol(sem, NULL, 10) == 1)
+		flags |= EFD_SEMAPHORE;
+	fd = eventfd(0, flags);
+	if (fd < 0)
+		fd_fail(f, "cannot recreate eventfd", errno);
+	if (count) {
+		uint64_t v = count;
+
+		if (write(fd, &v, sizeof(v)) != sizeof(v))
+			fd_fail(f, "cannot set the eventfd's count", errno);
+	}
+	return fd;
+}
+
+static int reopen_timerfd(const struct image_fd *f)
+{
+	const char *clk = fdinfo_field(f, "clockid:");
+	const char *val = fdinfo_field(f, "it_value:");
+	const char *ivl = fdinfo_field(f, "it_interval:");
+	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
+	long long vs = 0, vn = 0, is = 0, in = 0;
+	int fd;
+
+	if (!clk || !val || !ivl || sscanf(val, " (%lld, %lld)", &vs, &vn) != 2 ||
+	    sscanf(ivl, " (%lld, %lld)", &is, &in) != 2)
+		fd_fail(f, "cannot read the saved state of timerfd", EINVAL);
+	fd = timerfd_create((int)strtol(clk, NULL, 10), f->rec.flags & O_NONBLOCK ? TFD_NONBLOCK : 0);
+	if (fd < 0)
+		fd_fail(f, "cannot recreate timerfd", errno);
+	its.it_value.tv_sec = vs;
+	its.it_value.tv_nsec = vn;
+	its.it_interval.tv_sec = is;
+	its.it_interval.tv_nsec = in;
+	if (!vs && !vn && (is || in))
+		its.it_value.tv_nsec = 1;   /* a periodic timer that just expired is still running */
+	if (timerfd_settime(fd, 0, &its, NULL) != 0)
+		fd_fail(f, "cannot set timerfd", errno);
+	return fd;
+}
+
+/* After every other descriptor is in place: the watches of an epoll set. */
+static void fill_epoll(const struct image_fd *f)
+{
+	const char *text = f->data, *end = text + f->rec.data_len;
+
+	for (const char *l = text; l && l < end;) {
+		int tfd;
+		unsigned events;
+		unsigned long long data;
+
+		if (sscanf(l, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3) {
+			struct epoll_event ev = { events & ~(unsigned)EPOLLWAKEUP, { .u64 = data } };
+
+			if (epoll_ctl(f->rec.fd, EPOLL_CTL_ADD, tfd, &ev) != 0)
+				fd_fail(f, "cannot add a watch to epoll", errno);
+		}
+		l = memchr(l, '\n', (size_t)(end - l));
+		if (l)
+			l++;
+	}
+}
+
 /* Runs in the restored program's process, before exec of the restorer:
  * every descriptor of the image at its number. Our own two move above them. */
 static void setup_fds(const struct image *im, int *stream_fd, int *channel)
@@ -457,6 +546,18 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel)
 			break;
 		case PROC_FD_UNLINKED:
 			place(reopen_unlinked(f, floor), f->rec.fd, &f->rec);
+			break;
+		case PROC_FD_EVENTFD:
+			place(move_high(reopen_eventfd(f), floor), f->rec.fd, &f->rec);
+			break;
+		case PROC_FD_TIMERFD:
+			place(move_high(reopen_timerfd(f), floor), f->rec.fd, &f->rec);
+			break;
+		case PROC_FD_EPOLL:
+			fd = epoll_create1(0);
+			if (fd < 0)
+				fd_fail(f, "cannot recreate epoll", errno);
+			place(move_high(fd, floor), f->rec.fd, &f->rec);
 			break;
 		case PROC_FD_PIPE_READ:
 		case PROC_FD_PIPE_WRITE: {
@@ -505,6 +606,9 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel)
 			break;   /* stdio: the restart's own */
 		}
 	}
+	for (uint64_t i = 0; i < im->nfds; i++)
+		if (im->fds[i].rec.kind == PROC_FD_EPOLL)
+			fill_epoll(&im->fds[i]);
 }
 
 struct clone_args3 {

@@ -869,6 +869,48 @@ static void send_fd_error(int fd, mode_t mode, const char *target)
 	(void)target;
 }
 
+/* eventfd, timerfd and epoll descriptors are anonymous inodes, known by
+ * their link text; every other anonymous inode is refused. */
+static uint32_t anon_kind(int dirfd, const char *name)
+{
+	char target[64];
+	ssize_t n = readlinkat(dirfd, name, target, sizeof(target) - 1);
+
+	if (n <= 0)
+		return 0;
+	target[n] = 0;
+	if (strcmp(target, "anon_inode:[eventfd]") == 0)
+		return PROC_FD_EVENTFD;
+	if (strcmp(target, "anon_inode:[timerfd]") == 0)
+		return PROC_FD_TIMERFD;
+	if (strcmp(target, "anon_inode:[eventpoll]") == 0)
+		return PROC_FD_EPOLL;
+	return 0;
+}
+
+/* The fdinfo text of fd into d->copy; its length. */
+static uint64_t read_fdinfo(struct dump *d, int fd)
+{
+	char path[40] = "/proc/self/fdinfo/";
+	char num[12];
+	int k = 11, v = fd, f;
+	ssize_t n, total = 0;
+
+	num[k] = 0;
+	do {
+		num[--k] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	memcpy(path + 18, num + k, (size_t)(12 - k));
+	f = open(path, O_RDONLY | O_CLOEXEC);
+	if (f < 0)
+		return 0;
+	while ((n = read(f, d->copy + total, COPY_BUF - 1 - (size_t)total)) > 0)
+		total += n;
+	close(f);
+	return (uint64_t)total;
+}
+
 /* Copy what a pipe holds, without taking it out (tee into a scratch pipe). */
 static int pipe_peek(struct dump *d, int fd, uint32_t size, uint64_t *len)
 {
@@ -957,6 +999,8 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 				return -ENOTSUP;
 			}
 		}
+	} else if (r.kind == PROC_FD_EVENTFD || r.kind == PROC_FD_TIMERFD || r.kind == PROC_FD_EPOLL) {
+		data_len = read_fdinfo(d, fd);
 	} else if (r.kind == PROC_FD_PIPE_WRITE) {
 		int p = fcntl(fd, F_GETPIPE_SZ);
 
@@ -1039,7 +1083,7 @@ static int dump_fds(struct dump *d)
 				t[n].kind = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY ? PROC_FD_PIPE_READ
 											: PROC_FD_PIPE_WRITE;
 			else
-				t[n].kind = 0;
+				t[n].kind = anon_kind(dirfd, e->d_name);
 			n++;
 		}
 	}
