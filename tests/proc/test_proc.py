@@ -34,6 +34,6 @@ def test_restart_stages_logged(job):
     job.restart(env={"STASIS_LOG": "debug"})
     rc, out, err = job.finish()
     assert rc == 0 and "PASS" in out, err
-    stages = [l.split("stage ")[1] for l in err.splitlines() if "debug: stage " in l]
+    stages = [l.split("stage ")[1].split()[0] for l in err.splitlines() if "debug: stage " in l]
     assert stages == ["start", "self", "header", "map", "fill", "protect", "mm", "process",
                       "threads", "return"], err

@@ -77,7 +77,8 @@ static int g_channel = -1;
 static pid_t g_agent_tid;
 static int g_seen_restarts;
 static atomic_int g_stopping;      /* a checkpoint is stopping threads */
-static atomic_int g_nstopped;      /* threads parked in the handler */
+static atomic_int g_nstopped;      /* threads parked in the handler, slot filled */
+static atomic_int g_next_slot;     /* slots claimed by parking threads */
 static atomic_int g_release;       /* bumped to let parked threads go */
 static struct slot g_slots[MAX_THREADS];
 static atomic_int g_overflow;
@@ -329,12 +330,15 @@ static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
 static void park_thread(void *ucv)
 {
 	int gen = atomic_load(&g_release);
-	int idx = atomic_fetch_add(&g_nstopped, 1) + 1;   /* slot 0 is the agent's */
+	int idx = atomic_fetch_add(&g_next_slot, 1) + 1;   /* slot 0 is the agent's */
 
+	/* fill the slot, then count the thread as parked: the agent streams
+	 * every counted slot (counting first let it send a half-written one) */
 	if (idx < MAX_THREADS)
 		fill_slot(&g_slots[idx], ucv, 0);
 	else
 		atomic_store(&g_overflow, 1);
+	atomic_fetch_add(&g_nstopped, 1);
 	futex_wake(&g_nstopped);
 	while (atomic_load(&g_release) == gen)
 		futex_wait(&g_release, gen, -1);
@@ -430,6 +434,7 @@ static void release_threads(void)
 {
 	atomic_store(&g_stopping, 0);
 	atomic_store(&g_nstopped, 0);
+	atomic_store(&g_next_slot, 0);
 	atomic_fetch_add(&g_release, 1);
 	futex_wake(&g_release);
 }
@@ -1249,6 +1254,7 @@ static void after_restart(void)
 	g_channel = stasis_agent_state.channel_fd;
 	atomic_store(&g_overflow, 0);
 	atomic_store(&g_nstopped, 0);
+	atomic_store(&g_next_slot, 0);
 	atomic_store(&g_stopping, 0);
 	if (send_msg(PROC_MSG_RESTARTED, &h, sizeof(h), NULL, 0) != 0) {
 		close(g_channel);

@@ -209,16 +209,34 @@ static void __attribute__((noreturn)) die(const char *what)
 	die_errno(what, 0);
 }
 
+static int64_t now_us(void)
+{
+	struct { int64_t s, ns; } ts = { 0, 0 };
+
+	sys2(__NR_clock_gettime, 1 /* CLOCK_MONOTONIC */, &ts);
+	return ts.s * 1000000 + ts.ns / 1000;
+}
+
+/* "stage NAME (+MS ms)": the time since the previous stage */
 static void stage(enum stage s)
 {
+	static int64_t last;
 	struct line l = { .n = 0 };
+	int64_t t;
 
 	if (!R.debug)
 		return;
+	t = now_us();
 	put(&l, "stasis-restore[");
 	put_dec(&l, sys0(__NR_getpid));
 	put(&l, "]: debug: stage ");
 	put(&l, stage_names[s]);
+	if (last) {
+		put(&l, " (+");
+		put_dec(&l, (t - last) / 1000);
+		put(&l, " ms)");
+	}
+	last = t;
 	emit(&l);
 }
 
@@ -590,6 +608,10 @@ static void fill(struct proc_msg *m)
 		if (!r || d.len > r->end - d.addr || m->len - sizeof(d) != d.len ||
 		    r->kind == PROC_REGION_FILE_SHARED)
 			die("the restore stream has data outside every region");
+		/* populating in one call is cheaper than a fault per page during
+		 * the copy (Linux >= 5.14; older kernels just fault) */
+		if (d.len >= (2ul << 20))
+			sys3(__NR_madvise, d.addr, d.len, MADV_POPULATE_WRITE);
 		read_all((void *)d.addr, d.len);
 		read_msg(m);
 	}

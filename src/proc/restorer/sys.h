@@ -29,6 +29,7 @@
 #define __NR_arch_prctl 158
 #define __NR_gettid 186
 #define __NR_futex 202
+#define __NR_clock_gettime 228
 #define __NR_set_tid_address 218
 #define __NR_exit_group 231
 #define __NR_set_robust_list 273
@@ -53,6 +54,7 @@
 #define MREMAP_MAYMOVE 1
 #define MREMAP_FIXED 2
 #define MADV_HUGEPAGE 14
+#define MADV_POPULATE_WRITE 23
 #define ARCH_SET_GS 0x1001
 #define ARCH_SET_FS 0x1002
 #define PR_SET_NAME 15
