@@ -100,6 +100,8 @@ static void derive_job(char *job)
 	sanitize(job);
 }
 
+#define RECYCLE_MAX 4096         /* spare files a node's cache keeps at most */
+
 static int open_stores(void)
 {
 	char root[PATH_MAX];
@@ -125,6 +127,8 @@ static int open_stores(void)
 			return ret ? ret : err_set(-EIO, "stasis_init: another rank could not open "
 						   "its checkpoint store (see its message)");
 	}
+	/* the cache writes new checkpoints over the files of pruned ones */
+	store_set_recycle(api.local, strcmp(cfg_str(CFG_RECYCLE), "on") == 0 ? RECYCLE_MAX : 0);
 	return 0;
 }
 
@@ -460,6 +464,12 @@ int stasis_finalize(void)
 	if (api_progress_wait(0))
 		log_warn("rank %d: %s", api.rank, err_msg());
 	api_progress_stop();
+	/* spare files are for this run's next checkpoints: give the memory
+	 * back. No rank of the node writes into the cache any more: every
+	 * write of a checkpoint or an upgrade precedes the agreement that ends
+	 * it, and this rank has seen the last of those. */
+	if (api.node_leader && store_spares_drop(api.local))
+		log_warn("node %s: %s", api.node, err_msg());
 	api_files_release();
 	store_close(&api.global);
 	store_close(&api.local);

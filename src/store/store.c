@@ -41,7 +41,11 @@ struct store {
 	char job[NAME_LEN + 1];
 	char dir[PATH_MAX];             /* <root>/<job> */
 	struct index index;
+	unsigned recycle;               /* spare files kept at most (0: none) */
 };
+
+#define SPARE_DIR ".spare"
+#define SPARE_SUFFIX ".img"         /* what prune keeps: images, the big files */
 
 struct store_ckpt {
 	struct store *s;
@@ -66,6 +70,7 @@ struct store_file {
 	char head[IMG_MAGIC_BYTES];       /* its first bytes: is it an image? */
 	size_t head_len;
 	int error;                      /* first write error: the file cannot commit */
+	int recycled;                   /* written over a spare: cut to size at commit */
 	int renamed;
 	int committed;
 };
@@ -597,6 +602,89 @@ static int file_new(struct store_ckpt *c, const char *name, struct store_file **
 	return ret;
 }
 
+/* ---- recycling ---- */
+
+void store_set_recycle(struct store *s, unsigned max)
+{
+	s->recycle = s->ops->open_write && s->ops->truncate ? max : 0;
+}
+
+static int spare_dir(const struct store *s, char *buf, size_t len)
+{
+	return join_path(buf, len, s->dir, SPARE_DIR, NULL);
+}
+
+/* Write f over a spare file: rename one into place as f's *.tmp (never
+ * over an existing one: then the caller's create reports it) and open it.
+ * One whose name ends in f's name first, as its size will be closest. */
+static int take_spare(struct store *s, struct store_file *f)
+{
+	char dir[PATH_MAX], from[PATH_MAX], **names = NULL;
+	size_t count = 0, pick;
+	int taken = 0;
+
+	if (!s->recycle || spare_dir(s, dir, sizeof(dir)) || s->ops->list(dir, &names, &count))
+		return 0;
+	for (int pass = 0; pass < 2 && !taken; pass++) {
+		for (pick = 0; pick < count && !taken; pick++) {
+			size_t nl = strlen(names[pick]), fl = strlen(f->name);
+			int ret;
+
+			if (pass == 0 && !(nl > fl && strcmp(names[pick] + nl - fl, f->name) == 0))
+				continue;
+			if (join_path(from, sizeof(from), dir, names[pick], NULL))
+				continue;
+			ret = s->ops->rename(from, f->tmp);
+			if (ret == -EEXIST)
+				goto out;       /* the *.tmp is there: create says so */
+			if (ret)
+				continue;       /* another process took it */
+			if (s->ops->open_write(f->tmp, &f->fd) == 0) {
+				f->recycled = 1;
+				taken = 1;
+			} else {
+				s->ops->unlink(f->tmp);
+			}
+		}
+	}
+out:
+	store_names_free(names, count);
+	return taken;
+}
+
+/* Prune: keep the files of a checkpoint being removed as spares. */
+static void keep_spares(struct store *s, const char *ckdir, const char *ckpt)
+{
+	char dir[PATH_MAX], from[PATH_MAX], to[PATH_MAX], spare[PATH_MAX], **have = NULL, **names = NULL;
+	size_t nhave = 0, count = 0, spares;
+
+	if (!s->recycle || spare_dir(s, dir, sizeof(dir)) || s->ops->mkdir_p(dir) ||
+	    s->ops->list(dir, &have, &nhave) || s->ops->list(ckdir, &names, &count))
+		goto out;
+	spares = nhave;
+	for (size_t i = 0; i < count && spares < s->recycle; i++) {
+		if (!ends_with(names[i], SPARE_SUFFIX) ||
+		    snprintf(spare, sizeof(spare), "%s-%s", ckpt, names[i]) >= NAME_LEN ||
+		    join_path(from, sizeof(from), ckdir, names[i], NULL) ||
+		    join_path(to, sizeof(to), dir, spare, NULL))
+			continue;
+		if (s->ops->rename(from, to) == 0)
+			spares++;
+	}
+out:
+	store_names_free(have, nhave);
+	store_names_free(names, count);
+}
+
+int store_spares_drop(struct store *s)
+{
+	char dir[PATH_MAX];
+	int ret = spare_dir(s, dir, sizeof(dir));
+
+	ret = ret ? ret : s->ops->remove_tree(dir);
+	return ret == -ENOENT ? 0 : ret ? report(ret, "%s: cannot remove", dir) : 0;
+}
+
 int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out)
 {
 	const struct store_tier_ops *ops = c->s->ops;
@@ -617,7 +705,7 @@ int store_file_create(struct store_ckpt *c, const char *name, struct store_file 
 		ret = err_set(-EEXIST, "%s/%s: already committed", c->name, name);
 		goto fail;
 	}
-	ret = ops->create(f->tmp, &f->fd);
+	ret = take_spare(c->s, f) ? 0 : ops->create(f->tmp, &f->fd);
 	if (ret == -EEXIST) {
 		ret = err_set(ret, "%s/%s%s exists: another process is writing %s, or one died doing so",
 			      c->name, name, TMP_SUFFIX, name);
@@ -789,6 +877,10 @@ static int commit_steps(struct store_file *f)
 		if (ret)
 			return report(ret, "%s: cannot write", f->tmp);
 	}
+	/* a recycled file may be longer than what was written over it */
+	ret = f->recycled ? ops->truncate(f->fd, f->size) : 0;
+	if (ret)
+		return report(ret, "%s: cannot cut to %" PRIu64 " bytes", f->tmp, f->size);
 	ret = FAULT(STORE_FILE_FSYNC);
 	ret = ret ? ret : ops->fsync(f->fd);
 	if (ret)
@@ -1414,6 +1506,8 @@ static int prune_one(struct store *s, const struct index_ckpt *ck, unsigned keep
 			return ret;
 	}
 	ret = FAULT(STORE_PRUNE_REMOVE);
+	if (ret == 0)
+		keep_spares(s, dir, ck->info.name);
 	ret = ret ? ret : s->ops->remove_tree(dir);
 	if (ret && ret != -ENOENT)
 		return report(ret, "%s: cannot remove", dir);

@@ -139,6 +139,18 @@ int store_index_check(struct store *s);
  * COMPLETE. A PRUNED record is appended before files are removed. */
 int store_prune(struct store *s, unsigned keep, unsigned *removed);
 
+/* Recycling, for node-local caches on a RAM disk, where writing over pages a
+ * file already has runs several times faster than getting new ones: prune
+ * moves the files of the checkpoints it removes into <job>/.spare/ (at most
+ * `max` files there) instead of deleting them, and store_file_create writes
+ * a new file over a spare one (renamed into place as its *.tmp, cut to its
+ * length at commit) when there is one. A spare holds the bytes of a pruned
+ * checkpoint until it is reused or dropped: it is never listed, selected or
+ * verified. 0 (the default) turns recycling off. */
+void store_set_recycle(struct store *s, unsigned max);
+/* Remove every spare file (the job is done with this cache). */
+int store_spares_drop(struct store *s);
+
 /* Path of a checkpoint's directory or of a file in it. */
 int store_ckpt_path(const struct store *s, const char *ckpt, const char *file, char *buf, size_t len);
 

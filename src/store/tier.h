@@ -54,6 +54,11 @@ struct store_tier_ops {
 	 * must be aligned to STORE_DIRECT_ALIGN in address, length and offset.
 	 * -EINVAL or -EOPNOTSUPP where the file system has no direct I/O. */
 	int (*open_direct)(const char *path, int *fd);
+	/* Optional (NULL: none): an existing file for writing from its start,
+	 * neither created nor truncated, and setting a file's length; the store
+	 * needs both to write over a recycled file (store_set_recycle). */
+	int (*open_write)(const char *path, int *fd);
+	int (*truncate)(int fd, uint64_t size);
 	int (*open_append)(const char *path, int *fd);
 	int (*open_read)(const char *path, int *fd);
 	/* One write(2) (a short count is possible) and one pread(2); EINTR

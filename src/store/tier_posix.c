@@ -193,6 +193,21 @@ static int posix_create(const char *path, int *fd)
 	return open_fd(path, O_WRONLY | O_CREAT | O_EXCL, fd);
 }
 
+static int posix_open_write(const char *path, int *fd)
+{
+	return open_fd(path, O_WRONLY, fd);
+}
+
+static int posix_truncate(int fd, uint64_t size)
+{
+	int ret;
+
+	do
+		ret = ftruncate(fd, (off_t)size);
+	while (ret < 0 && errno == EINTR);
+	return neg_errno(ret);
+}
+
 static int posix_open_direct(const char *path, int *fd)
 {
 	struct statfs sfs;
@@ -328,6 +343,8 @@ static int posix_unlink(const char *path)
 	.remove_tree = posix_remove_tree, \
 	.create = posix_create, \
 	.open_direct = posix_open_direct, \
+	.open_write = posix_open_write, \
+	.truncate = posix_truncate, \
 	.open_append = posix_open_append, \
 	.open_read = posix_open_read, \
 	.write = posix_write, \

@@ -1200,6 +1200,87 @@ static void test_annex(void)
 	store_close(&s);
 }
 
+/* A checkpoint of .img files of the given sizes (seeds 1, 2, ...). */
+static int make_images(struct store *s, const size_t *sizes, unsigned n, char *name)
+{
+	struct store_ckpt *c = NULL;
+	char fname[32];
+	int ret = store_ckpt_begin(s, &c);
+
+	for (unsigned i = 0; ret == 0 && i < n; i++) {
+		snprintf(fname, sizeof(fname), "rank-%u.img", i);
+		ret = put_file(c, fname, sizes[i], i + 1);
+	}
+	ret = ret ? ret : put_file(c, "note.json", 100, 9);
+	ret = ret ? ret : store_ckpt_commit(c, n + 1);
+	if (c && name)
+		strcpy(name, store_ckpt_name(c));
+	store_ckpt_free(&c);
+	return ret;
+}
+
+static ino_t inode_of(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* Recycling: prune keeps a removed checkpoint's images as spares, a new file
+ * is written over one (the same inode, preferring the same name), cut to its
+ * own length, and verifies; spares never show as checkpoints; drop removes
+ * them; with recycling off prune removes everything. */
+static void test_recycle(void)
+{
+	struct store *s = open_job("recycle");
+	struct store_ckpt_info *list = NULL;
+	size_t first[] = { 90000, 91000 }, next[] = { 3000, 200000, 5000 }, count = 0;
+	char a[64], b[64], c[64], path[PATH_MAX], spare0[PATH_MAX], spare1[PATH_MAX];
+	ino_t i0, i1;
+	unsigned removed = 0;
+
+	store_set_recycle(s, 8);
+	CHECK_EQ(make_images(s, first, 2, a), 0);
+	CHECK_EQ(make_images(s, first, 2, b), 0);
+	CHECK_EQ(store_prune(s, 1, &removed), 0);
+	CHECK_EQ(removed, 1);
+	snprintf(spare0, sizeof(spare0), "%s/.spare/%s-rank-0.img", store_job_dir(s), a);
+	snprintf(spare1, sizeof(spare1), "%s/.spare/%s-rank-1.img", store_job_dir(s), a);
+	i0 = inode_of(spare0);
+	i1 = inode_of(spare1);
+	CHECK(i0 && i1);
+	path_of(s, a, NULL, path);
+	CHECK(!exists(path));
+	snprintf(path, sizeof(path), "%s/.spare/%s-note.json", store_job_dir(s), a);
+	CHECK(!exists(path));                           /* images only */
+
+	/* smaller over rank-0's, larger over rank-1's, the third new */
+	CHECK_EQ(make_images(s, next, 3, c), 0);
+	path_of(s, c, "rank-0.img", path);
+	CHECK(inode_of(path) == i0);
+	path_of(s, c, "rank-1.img", path);
+	CHECK(inode_of(path) == i1);
+	CHECK(!exists(spare0) && !exists(spare1));
+	CHECK_EQ(store_verify(s, c), 0);                /* sizes and CRCs as written */
+	CHECK_EQ(store_list(s, &list, &count, NULL), 0);
+	CHECK(count == 3 && list[0].state == STORE_PRUNED && strcmp(list[2].name, c) == 0 &&
+	      list[2].files == 4);
+	free(list);
+
+	CHECK_EQ(store_prune(s, 1, &removed), 0);       /* b's images become spares */
+	snprintf(path, sizeof(path), "%s/.spare", store_job_dir(s));
+	CHECK(exists(path));
+	CHECK_EQ(store_spares_drop(s), 0);
+	CHECK(!exists(path));
+	CHECK_EQ(store_spares_drop(s), 0);              /* nothing to drop: fine */
+
+	store_set_recycle(s, 0);
+	CHECK_EQ(make_images(s, first, 2, a), 0);
+	CHECK_EQ(store_prune(s, 1, &removed), 0);
+	CHECK(!exists(path));
+	store_close(&s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -1212,6 +1293,7 @@ int main(void)
 	test_round_trip();
 	test_file_rules();
 	test_annex();
+	test_recycle();
 	test_commit_order();
 	test_large_files();
 	test_selection();
