@@ -2,7 +2,9 @@
  *
  * usage: stasis-bench-applevel SIZE_MIB MODE ORDER [RAW_DIR]
  *   MODE   single | partner | rs | global | partner+global | dump
- *          (partner+global: one PARTNER checkpoint with global_flush on)
+ *          (partner+global: one PARTNER checkpoint with global_flush on;
+ *          single-steady: the 4th SINGLE checkpoint of the run, written over
+ *          the files of the 1st, which the cache pruned: the steady state)
  *   ORDER  0: memcpy floor first, then the checkpoint; 1: the other way
  *   RAW_DIR (MODE dump): every rank writes its SIZE_MIB of data to
  *          RAW_DIR/rank-<r>.raw, the bytes bench/applevel copies with dd.
@@ -130,7 +132,7 @@ int main(int argc, char **argv)
 	uint64_t *data;
 	const char *mode;
 	double m = 0, c = 0, block = 0, fill_s;
-	int level = 0;
+	int level = 0, warmup = 0;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -154,6 +156,8 @@ int main(int argc, char **argv)
 		level = STASIS_LEVEL_GLOBAL;
 	else if (!strcmp(mode, "partner+global"))
 		level = STASIS_LEVEL_PARTNER, setenv("STASIS_GLOBAL_FLUSH", "on", 1);
+	else if (!strcmp(mode, "single-steady"))
+		level = STASIS_LEVEL_SINGLE, warmup = 3;
 	else if (strcmp(mode, "dump") || argc < 5) {
 		if (rank == 0)
 			fprintf(stderr, "applevel: unknown mode '%s'\n", mode);
@@ -185,6 +189,8 @@ int main(int argc, char **argv)
 	if (ret)
 		die("stasis_protect", ret);
 
+	for (int i = 0; i < warmup; i++)
+		time_checkpoint(level, &block);
 	if (order == 0)
 		m = time_memcpy(data, size);
 	c = time_checkpoint(level, &block);
