@@ -137,6 +137,7 @@ struct proc_thread {
 	uint64_t robust_head, robust_len;
 	uint64_t clear_child_tid;
 	char comm[16];              /* thread name (PR_GET_NAME) */
+	uint64_t sigpending;        /* signals pending for this thread (bit n-1: signal n) */
 	uint64_t uc_size;           /* bytes of ucontext + xsave area that follow (copy for inspection) */
 };
 
@@ -199,6 +200,7 @@ struct proc_header {
 	uint32_t cwd_len;           /* bytes of cwd following the record, with its NUL */
 	/* ITIMER_REAL, _VIRTUAL, _PROF: interval and remaining value, microseconds */
 	uint64_t itimer[3][2];
+	uint64_t shared_pending;    /* signals pending for the process */
 };
 
 #endif

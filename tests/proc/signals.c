@@ -1,5 +1,6 @@
-/* signals.c - signal handlers, the signal mask, a blocked pending-to-be
- * signal and a running interval timer survive checkpoint/restart. */
+/* signals.c - signal handlers, the signal mask, pending signals (one sent
+ * to the thread, one to the process, both blocked) and a running interval
+ * timer survive checkpoint/restart. */
 #include "zdtm.h"
 
 #include <signal.h>
@@ -7,11 +8,13 @@
 #include <string.h>
 #include <sys/time.h>
 
-static atomic_int usr1, usr2, alarms;
+static atomic_int usr1, usr2, alarms, hups, winches;
 
 static void on_usr1(int sig) { (void)sig; atomic_fetch_add(&usr1, 1); }
 static void on_usr2(int sig, siginfo_t *si, void *uc) { (void)sig; (void)si; (void)uc; atomic_fetch_add(&usr2, 1); }
 static void on_alarm(int sig) { (void)sig; atomic_fetch_add(&alarms, 1); }
+static void on_hup(int sig) { (void)sig; atomic_fetch_add(&hups, 1); }
+static void on_winch(int sig) { (void)sig; atomic_fetch_add(&winches, 1); }
 
 int main(void)
 {
@@ -31,8 +34,21 @@ int main(void)
 	sigaddset(&mask, SIGHUP);
 	sigaddset(&mask, SIGWINCH);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
+	signal(SIGHUP, on_hup);
+	signal(SIGWINCH, on_winch);
+	raise(SIGWINCH);            /* pending for this thread */
+	kill(getpid(), SIGHUP);     /* pending for the process */
 	setitimer(ITIMER_REAL, &it, NULL);
 	zdtm_ready();
+
+	sigpending(&now);
+	if (!sigismember(&now, SIGHUP) || !sigismember(&now, SIGWINCH))
+		zdtm_fail("pending signals lost (SIGHUP %d, SIGWINCH %d)", sigismember(&now, SIGHUP),
+			  sigismember(&now, SIGWINCH));
+	sigprocmask(SIG_UNBLOCK, &mask, NULL);
+	if (hups != 1 || winches != 1)
+		zdtm_fail("pending signals delivered %d and %d times, not once", hups, winches);
+	sigprocmask(SIG_BLOCK, &mask, NULL);
 
 	sigprocmask(SIG_BLOCK, NULL, &now);
 	if (!sigismember(&now, SIGHUP) || !sigismember(&now, SIGWINCH) || sigismember(&now, SIGUSR1))

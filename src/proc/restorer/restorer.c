@@ -39,7 +39,8 @@ enum stage {
 	 * the channel remain open. */
 	STAGE_PROCESS,
 	/* Every other thread cloned with its tid, FS base, robust list, tid
-	 * address and rseq registration, waiting at the start line. */
+	 * address and rseq registration, waiting at the start line; pending
+	 * signals sent again (to each thread, and to the process). */
 	STAGE_THREADS,
 	/* Threads released; each returns into its signal frame. */
 	STAGE_RETURN,
@@ -858,6 +859,15 @@ static const struct proc_thread *start_threads(void)
 	}
 	if (!main_thread)
 		die("the image has no main thread (a program whose main thread exited is not supported)");
+	/* pending signals again: every thread still blocks all of them, and
+	 * each gets its own mask back with rt_sigreturn */
+	for (uint64_t i = 0; i < R.nthreads; i++)
+		for (int sig = 1; sig <= PROC_NSIG; sig++)
+			if (R.threads[i].sigpending & (1ull << (sig - 1)))
+				sys3(__NR_tgkill, R.h.pid, R.threads[i].tid, sig);
+	for (int sig = 1; sig <= PROC_NSIG; sig++)
+		if (R.h.shared_pending & (1ull << (sig - 1)))
+			sys2(__NR_kill, R.h.pid, sig);
 	return main_thread;
 }
 

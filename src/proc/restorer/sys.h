@@ -22,6 +22,7 @@
 #define __NR_getpid 39
 #define __NR_setitimer 38
 #define __NR_exit 60
+#define __NR_kill 62
 #define __NR_chdir 80
 #define __NR_fcntl 72
 #define __NR_umask 95
@@ -29,6 +30,7 @@
 #define __NR_arch_prctl 158
 #define __NR_gettid 186
 #define __NR_futex 202
+#define __NR_tgkill 234
 #define __NR_clock_gettime 228
 #define __NR_set_tid_address 218
 #define __NR_exit_group 231
