@@ -5,7 +5,7 @@ import pathlib
 import signal
 import time
 
-from conftest import program
+from proc_harness import job, program  # noqa: F401 (job is a fixture)
 
 
 def established(job):

@@ -3,7 +3,7 @@ each test program goes through three checkpoint / SIGKILL / restart cycles and
 must then verify itself (PASS)."""
 import pytest
 
-from conftest import program
+from proc_harness import job, program  # noqa: F401 (job is a fixture)
 
 CYCLES = 3
 

@@ -1,4 +1,7 @@
 """Harness for the transparent checkpointer's test programs (tests/proc/*.c).
+(Not a conftest.py: tests/cli and tests/mpi run in the same pytest session and
+`from conftest import ...` there must find their own conftest. Test modules
+here import the `job` fixture from this module.)
 
 Each program sets up its state, prints READY and waits for a file named
 "stop" in its working directory; the harness checkpoints it, kills it (and

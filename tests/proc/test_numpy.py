@@ -6,6 +6,8 @@ import subprocess
 
 import pytest
 
+from proc_harness import job  # noqa: F401 (a fixture)
+
 PYTHON = "/usr/bin/python3"
 SCRIPT = str(pathlib.Path(__file__).with_name("numpy_steps.py"))
 
