@@ -22,7 +22,7 @@ def cycles(job, name, *args):
     return out, err
 
 
-@pytest.mark.parametrize("name", ["heap", "threads", "signals", "avx512", "bigzero", "filemap", "files", "events", "mutexes"])
+@pytest.mark.parametrize("name", ["heap", "threads", "signals", "avx512", "bigzero", "filemap", "files", "events", "mutexes", "churn"])
 def test_cycles(job, name):
     cycles(job, name)
 
