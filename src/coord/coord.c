@@ -376,8 +376,11 @@ static void on_signal(struct coord *c)
 			else
 				fprintf(stderr, "stasis: checkpoint on signal failed: %s\n", err_msg());
 		} else if (si.ssi_signo == SIGTERM) {
+			/* passed on: to the program, or down the restart's namespace */
 			if (c->child > 0)
 				kill(c->child, SIGTERM);
+			else if (c->rchild.pid > 0)
+				kill(c->rchild.pid, SIGTERM);
 		}
 	}
 }

@@ -619,9 +619,35 @@ struct clone_args3 {
 static void ignore_job_signals(void)
 {
 	static const int sigs[] = { SIGINT, SIGQUIT, SIGTSTP, SIGTERM, SIGHUP, SIGUSR1 };
+	sigset_t none;
+
+	/* the coordinator blocks what its signalfd reads; we must not */
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
 
 	for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
 		signal(sigs[i], SIG_IGN);
+}
+
+/* SIGTERM that reaches nsparent or nsinit goes on down to the program
+ * (`stasis restart --no-signal-checkpoint` passes SIGTERM on). */
+static volatile pid_t forward_to = -1;
+
+static void forward_term(int sig)
+{
+	if (forward_to > 0)
+		kill(forward_to, sig);
+}
+
+static void forward_sigterm(pid_t to)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = forward_term;
+	sa.sa_flags = SA_RESTART;
+	forward_to = to;
+	sigaction(SIGTERM, &sa, NULL);
 }
 
 /* The coordinator's descriptors (its listening socket above all) must not
@@ -683,6 +709,7 @@ static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, 
 	}
 	close(stream_fd);
 	close(channel);
+	forward_sigterm(child);
 	for (;;) {
 		w = waitpid(-1, &status, 0);
 		if (w == child)
@@ -725,6 +752,7 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	close(stream_fd);
 	close(channel);
 	close(status_fd);
+	forward_sigterm(init);
 	while (waitpid(init, &status, 0) < 0 && errno == EINTR)
 		;
 	_exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);

@@ -155,3 +155,34 @@ def test_a_file_that_grew_restarts_one_that_shrank_or_vanished_is_refused(job):
     r = job.stasis("restart", "--dir", job.ck, check=False)
     line = one_line_error(r, rc=1)
     assert f"file {log} (fd " in line and "is missing" in line, line
+
+
+def test_long_job_directory(job):
+    """A socket path longer than sun_path is reached through a descriptor."""
+    deep = job.work / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    job.ck = deep / "ck"
+    assert len(str(job.ck / "heap" / "coord.sock")) > 108
+    job.run(program("heap"))
+    assert job.checkpoint() == "ckpt-000001"
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
+
+
+def test_no_signal_checkpoint_passes_sigterm_on(job):
+    """Without signal checkpoints SIGTERM reaches the program, after a
+    restart too (through the namespace's processes)."""
+    job.run(program("heap"), extra=["--no-signal-checkpoint"])
+    job.checkpoint()
+    job.proc.send_signal(signal.SIGTERM)
+    job.proc.communicate(timeout=60)
+    assert job.proc.returncode == 128 + signal.SIGTERM
+    job.proc = None
+    job.restart("--no-signal-checkpoint")
+    job.proc.send_signal(signal.SIGTERM)
+    job.proc.communicate(timeout=60)
+    assert job.proc.returncode == 128 + signal.SIGTERM
+    job.proc = None
+    assert established(job) == ["ckpt-000001"]
