@@ -186,3 +186,16 @@ def test_no_signal_checkpoint_passes_sigterm_on(job):
     assert job.proc.returncode == 128 + signal.SIGTERM
     job.proc = None
     assert established(job) == ["ckpt-000001"]
+
+
+def test_compressed_images(job):
+    """compress = zstd applies to process images; restart reads them."""
+    zstd = {"STASIS_COMPRESS": "zstd"}
+    job.run(program("bigzero"), env=zstd)
+    job.checkpoint()
+    job.kill()
+    r = job.stasis("inspect", next(job.ck.glob("*/ckpt-000001/process.img")))
+    assert "compression  zstd" in r.stdout, r.stdout
+    job.restart(env=zstd)
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
