@@ -251,6 +251,7 @@ int api_init_common(const char *config)
 
 fail:
 	api.initialized = 0;
+	api_progress_stop();
 	store_close(&api.global);
 	store_close(&api.local);
 	free(api.nodes);
@@ -402,7 +403,7 @@ int stasis_recover(void)
 
 	if (ret)
 		return ret;
-	api_progress_wait(0);           /* the caches hold what they will hold */
+	api_progress_wait(0, 0);        /* the caches hold what they will hold */
 	ret = api_ckpt_recover(-1);
 	return ret ? api_fail(ret) : 0;
 }
@@ -415,7 +416,7 @@ int stasis_recover_var(int id)
 		return ret;
 	if (!api_var_find(id))
 		return api_fail(err_set(-ENOENT, "stasis_recover_var: id %d is not protected", id));
-	api_progress_wait(0);
+	api_progress_wait(0, 0);
 	ret = api_ckpt_recover(id);
 	return ret ? api_fail(ret) : 0;
 }
@@ -450,7 +451,7 @@ int stasis_checkpoint_wait(void)
 
 	if (ret)
 		return ret;
-	ret = api_progress_wait(0);
+	ret = api_progress_wait(0, 1);
 	return ret ? api_fail(err_set(-EIO, "stasis_checkpoint_wait: %s", err_msg())) : 0;
 }
 
@@ -461,7 +462,7 @@ int stasis_finalize(void)
 	if (ret)
 		return ret;
 	/* every upgrade finishes first: the job's redundancy is what it promised */
-	if (api_progress_wait(0))
+	if (api_progress_wait(0, 1))
 		log_warn("rank %d: %s", api.rank, err_msg());
 	api_progress_stop();
 	/* spare files are for this run's next checkpoints: give the memory

@@ -35,7 +35,9 @@ struct api_comm_ops {
 	/* Blocking point to point; callers pair them in one global order. */
 	int (*send)(void *h, const void *buf, size_t len, int dest);
 	int (*recv)(void *h, void *buf, size_t len, int src);
-	/* Send to dest and receive from src at once (either length may be 0). */
+	/* Send to dest and receive from src at once. A length of 0 sends or
+	 * receives nothing at all (no empty message): callers pair only the
+	 * transfers that carry bytes. */
 	int (*sendrecv)(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
 			int src);
 	void (*free)(void *h);
@@ -92,15 +94,19 @@ struct api_upgrade {
 	char name[64];
 	int level;              /* the checkpoint's level */
 	int flush;              /* also copy every image to the global tier */
-	int64_t *sizes;         /* every rank's image size (owned by the job) */
+	int64_t *sizes;         /* every rank's image size (owned by the upgrade) */
+	struct api_upgrade *next;       /* the queue's */
 };
 int api_progress_start(void);
-/* Queue an upgrade (takes sizes); the progress thread runs api_upgrade_run. */
-int api_progress_queue(const struct api_upgrade *u);
+/* Queue an upgrade allocated by the caller (calloc; with its sizes): the
+ * queue owns and frees it. Never fails, so a rank never skips an upgrade
+ * the others run. */
+void api_progress_queue(struct api_upgrade *u);
 /* Wait until at most `pending` upgrades are queued or running; the progress
- * thread runs at normal priority while someone waits for it. Returns the
- * error of the last upgrade that failed since the previous call, or 0. */
-int api_progress_wait(unsigned pending);
+ * thread runs at normal priority while someone waits for it. With report,
+ * returns (and forgets) the error of an upgrade that failed since the last
+ * report, or 0; without, returns 0 and keeps it. */
+int api_progress_wait(unsigned pending, int report);
 void api_progress_stop(void);
 
 struct api_var {

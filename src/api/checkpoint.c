@@ -253,7 +253,9 @@ static void partner_file(char *buf, size_t len, int rank)
 
 /* One buffer for every transfer: allocated once, so a transfer never fails
  * half-way for want of memory (a receiver must post pieces of the sender's
- * size, or MPI truncates). Transfers run on the application's thread only. */
+ * size, or MPI truncates). Transfers run on one thread at a time: the
+ * progress thread's upgrades, or the application's recovery, which first
+ * waits for every upgrade (stasis_recover). */
 static char xfer_buf[XFER_PIECE];
 
 /* Send a whole file to dest: its size, then pieces. A sender that cannot
@@ -346,8 +348,10 @@ static int partner_pairwise(struct store_ckpt *lc, const char *ckpt, int from)
 		ret = ret ? ret : err_set(-EIO, "%s: cannot read it to send to rank %d", path,
 					   api.partner[api.rank]);
 	if (api_sendrecv(&mine, sizeof(mine), api.partner[api.rank], &theirs,
-			       sizeof(theirs), from))
-		return ret ? ret : -EIO;
+			       sizeof(theirs), from)) {
+		ret = ret ? ret : -EIO;
+		goto out;
+	}
 	partner_file(file, sizeof(file), from);
 	put = store_file_create(lc, file, &f);
 	if (theirs == XFER_FAILED)
@@ -361,17 +365,20 @@ static int partner_pairwise(struct store_ckpt *lc, const char *ckpt, int from)
 
 		if (sn && fread(xfer_buf, 1, sn, in) != sn && !ret)
 			ret = err_set(-EIO, "%s: short read", path);
-		if (api_sendrecv(xfer_buf, sn, api.partner[api.rank], xfer_back, rn, from))
-			return ret ? ret : -EIO;
+		if (api_sendrecv(xfer_buf, sn, api.partner[api.rank], xfer_back, rn, from)) {
+			ret = ret ? ret : -EIO;
+			goto out;
+		}
 		if (rn && !put)
 			put = store_file_write(f, xfer_back, rn);
 		so += sn;
 		ro += rn;
 	}
+	put = put ? put : store_file_commit(f);
+out:
 	if (in)
 		fclose(in);
-	put = put ? put : store_file_commit(f);
-	store_file_free(&f);
+	store_file_free(&f);    /* an uncommitted copy's *.tmp goes with it */
 	return ret ? ret : put;
 }
 
@@ -453,7 +460,14 @@ int api_upgrade_run(const struct api_upgrade *u)
 {
 	char msg[API_MSG_LEN] = "", reached[32] = "single", reason[2 * API_MSG_LEN] = "";
 	struct store_ckpt *lc = NULL;
-	int ret = 0, bad, level = u->level, begin = FAULT(API_UPGRADE_BEGIN);
+	int ret = 0, bad, level = u->level, begin;
+
+	if (level == STASIS_LEVEL_SINGLE && !u->flush) {
+		if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
+			log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+		return 0;
+	}
+	begin = FAULT(API_UPGRADE_BEGIN);
 
 	/* a rank that fails still takes part in every agreement below: the
 	 * progress threads must stay in step */
@@ -551,12 +565,14 @@ int api_ckpt_write(int level, int valid)
 	struct store_ckpt *gc = NULL, *lc = NULL;
 	char name[64] = "", msg[API_MSG_LEN] = "";
 	int64_t mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
+	struct api_upgrade *u = calloc(1, sizeof(*u));
 	int ret = 0, bad, flush = strcmp(cfg_str(CFG_GLOBAL_FLUSH), "on") == 0;
 
-	if (!sizes)
-		return err_set(-ENOMEM, "out of memory");
-	if (api_progress_wait(room()))
-		log_debug("rank %d: an earlier upgrade failed: %s", api.rank, err_msg());
+	/* what the upgrade needs is allocated first: once established, the
+	 * checkpoint is queued on every rank alike, without a way to fail */
+	if (!sizes || !u)
+		ret = err_set(-ENOMEM, "out of memory");
+	api_progress_wait(room(), 0);
 	level = api_level_resolve(level);
 	/* rank 0's level and flush are everyone's, whatever each rank's
 	 * configuration says: ranks on different levels would wait in
@@ -570,7 +586,7 @@ int api_ckpt_write(int level, int valid)
 		if (level <= 0 && api.rank != 0)
 			err_set(level, "rank 0 could not choose a level");
 	}
-	if (api.rank == 0 && level > 0) {
+	if (api.rank == 0 && level > 0 && ret == 0) {
 		ret = store_ckpt_begin(api.global, &gc);
 		if (ret == 0)
 			snprintf(name, sizeof(name), "%s", store_ckpt_name(gc));
@@ -582,6 +598,7 @@ int api_ckpt_write(int level, int valid)
 		api_barrier();
 		store_ckpt_free(&gc);
 		free(sizes);
+		free(u);
 		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
 	}
 	api_bcast(name, sizeof(name), 0);
@@ -640,21 +657,25 @@ int api_ckpt_write(int level, int valid)
 	log_debug("rank %d: checkpoint %s established (level single so far, %s to come)", api.rank,
 		  name, api_level_names[level]);
 
-	ret = 0;
-	if (level != STASIS_LEVEL_SINGLE || flush) {
-		struct api_upgrade u = { .level = level, .flush = flush, .sizes = sizes };
-
-		snprintf(u.name, sizeof(u.name), "%s", name);
-		if (api.async) {
-			sizes = NULL;   /* the queue owns them */
-			ret = api_progress_queue(&u);
-		} else {
-			ret = api_upgrade_run(&u);
-		}
-	} else if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL)) {
-		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+	/* the upgrade, or for SINGLE only the prune: after the upgrades still
+	 * running, which read files the prune would remove */
+	snprintf(u->name, sizeof(u->name), "%s", name);
+	u->level = level;
+	u->flush = flush;
+	u->sizes = sizes;
+	sizes = NULL;
+	if (api.async) {
+		api_progress_queue(u);
+		ret = 0;
+	} else {
+		ret = api_upgrade_run(u);
+		free(u->sizes);
+		free(u);
 	}
+	u = NULL;
 out:
+	if (u)
+		free(u);
 	free(sizes);
 	store_ckpt_free(&gc);
 	store_ckpt_free(&lc);
@@ -786,11 +807,31 @@ static const char *var_section(int id)
 
 /* Open and fully verify an image of this rank's data, and check that it
  * holds every region asked for with the size it has now. */
+/* The image says it is this rank's data of checkpoint ckpt: a copy filed
+ * under the wrong name (a partner copy of another checkpoint, another rank's
+ * image) is refused even though its checksums hold. */
+static int check_owner(const char *ckpt, const char *path, struct img_reader *r)
+{
+	json_t *m = json_loads(img_manifest(r), 0, NULL), *meta = json_object_get(m, "meta");
+	const char *c = json_string_value(json_object_get(meta, "checkpoint"));
+	const char *k = json_string_value(json_object_get(meta, "rank"));
+	char want[16];
+	int ret = 0;
+
+	snprintf(want, sizeof(want), "%d", api.rank);
+	if (!c || !k || strcmp(c, ckpt) != 0 || strcmp(k, want) != 0)
+		ret = err_set(-EBADMSG, "%s: holds rank %s's data of %s, not rank %d's of %s", path,
+			      k ? k : "?", c ? c : "?", api.rank, ckpt);
+	json_decref(m);
+	return ret;
+}
+
 static int open_verified(const char *ckpt, const char *path, int only_id, struct img_reader **r)
 {
 	int ret = img_open(path, r);
 
 	ret = ret ? ret : img_verify(*r);
+	ret = ret ? ret : check_owner(ckpt, path, *r);
 	for (size_t i = 0; ret == 0 && i < api.nvars; i++) {
 		const struct api_var *v = &api.vars[i];
 		struct img_section_info si;

@@ -14,8 +14,13 @@
  * one global order. Collectives go through rank 0 (gather, combine,
  * broadcast): they carry a few bytes per rank.
  *
- * A dead peer shows as an error (EOF, reset, refused), never as a hang: a
- * wait for a peer that never connects gives up after `link_timeout`.
+ * Any failure poisons the link: every socket, the listener too, is closed
+ * at once, so the ranks talking to this one fail in turn, and every rank's
+ * progress thread fails its upgrade the same way instead of reading a
+ * stream out of step. A dead process shows as an error (EOF, reset), a dead
+ * node through TCP keepalive; a rank that never connects is given up on
+ * after `link_timeout`. Waits for data have no timeout: a slow peer (a
+ * flush to a busy file system) is not a dead one.
  */
 #include "api/api.h"
 #include "common/config.h"
@@ -25,6 +30,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -58,7 +65,9 @@ struct link {
 	int *fd;                        /* connection to each rank, or -1 */
 	struct link_endpoint *peer;
 	uint8_t secret[SECRET_LEN];
-	int timeout_ms;
+	int timeout_ms;                 /* for a connection to be made */
+	int dead;                       /* poisoned: every operation fails */
+	char why[200];
 };
 
 /* ---- byte streams ---- */
@@ -120,9 +129,32 @@ static int read_all(int fd, void *buf, size_t len, int timeout_ms)
 
 static void tune(int fd)
 {
-	int one = 1;
+	int one = 1, idle = 30, intvl = 10, cnt = 6;
 
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+	setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+/* Close everything and fail from now on, with ret's message kept. */
+static int poison(struct link *l, int ret)
+{
+	if (!l->dead) {
+		snprintf(l->why, sizeof(l->why), "%s", err_msg());
+		for (int r = 0; r < l->size; r++)
+			if (l->fd[r] >= 0) {
+				close(l->fd[r]);
+				l->fd[r] = -1;
+			}
+		if (l->lfd >= 0)
+			close(l->lfd);
+		l->lfd = -1;
+		l->dead = 1;
+		log_warn("link: rank %d: %s; progress traffic stops for this job", l->rank, l->why);
+	}
+	return ret;
 }
 
 static int connect_to(struct link *l, int peer)
@@ -196,19 +228,14 @@ static int peer_fd(struct link *l, int peer)
 {
 	int ret;
 
+	if (l->dead)
+		return err_set(-EPIPE, "link: closed after an earlier failure (%s)", l->why);
 	if (peer < 0 || peer >= l->size || peer == l->rank)
 		return err_set(-EINVAL, "link: rank %d cannot talk to rank %d", l->rank, peer);
 	if (l->fd[peer] >= 0)
 		return l->fd[peer];
 	ret = peer > l->rank ? connect_to(l, peer) : accept_from(l, peer);
-	return ret ? ret : l->fd[peer];
-}
-
-static void drop(struct link *l, int peer)
-{
-	if (l->fd[peer] >= 0)
-		close(l->fd[peer]);
-	l->fd[peer] = -1;
+	return ret ? poison(l, ret) : l->fd[peer];
 }
 
 /* ---- operations ---- */
@@ -231,10 +258,8 @@ static int link_send(void *h, const void *buf, size_t len, int dest)
 	if (fd < 0)
 		return fd;
 	ret = write_all(fd, buf, len);
-	if (ret) {
-		drop(l, dest);
-		return err_set(ret, "link: sending to rank %d: %s", dest, strerror(-ret));
-	}
+	if (ret)
+		return poison(l, err_set(ret, "link: sending to rank %d: %s", dest, strerror(-ret)));
 	return 0;
 }
 
@@ -245,12 +270,11 @@ static int link_recv(void *h, void *buf, size_t len, int src)
 
 	if (fd < 0)
 		return fd;
-	ret = read_all(fd, buf, len, l->timeout_ms);
-	if (ret) {
-		drop(l, src);
-		return err_set(ret, "link: receiving from rank %d: %s", src,
-			       ret == -ECONNRESET ? "it closed the connection (did it die?)" : strerror(-ret));
-	}
+	ret = read_all(fd, buf, len, -1);
+	if (ret)
+		return poison(l, err_set(ret, "link: receiving from rank %d: %s", src,
+					 ret == -ECONNRESET ? "it closed the connection (did it die?)" :
+					 strerror(-ret)));
 	return 0;
 }
 
@@ -269,20 +293,19 @@ static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void 
 	while (slen || rlen) {
 		struct pollfd p[2] = { { .fd = slen ? sfd : -1, .events = POLLOUT },
 				       { .fd = rlen ? rfd : -1, .events = POLLIN } };
-		int n = poll(p, 2, l->timeout_ms);
+		int n = poll(p, 2, -1);
 		ssize_t k;
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
-			return err_set(n ? -errno : -ETIMEDOUT, "link: exchange with ranks %d and %d: %s",
-				       dest, src, n ? strerror(errno) : "timed out");
+		if (n < 0)
+			return poison(l, err_set(-errno, "link: exchange with ranks %d and %d: %s", dest, src,
+						 strerror(errno)));
 		if (slen && (p[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
 			k = send(sfd, sp, slen, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k < 0 && errno != EAGAIN && errno != EINTR) {
-				drop(l, dest);
-				return err_set(-errno, "link: sending to rank %d: %s", dest, strerror(errno));
-			}
+			if (k < 0 && errno != EAGAIN && errno != EINTR)
+				return poison(l, err_set(-errno, "link: sending to rank %d: %s", dest,
+							 strerror(errno)));
 			if (k > 0) {
 				sp += k;
 				slen -= (size_t)k;
@@ -290,11 +313,10 @@ static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void 
 		}
 		if (rlen && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
 			k = recv(rfd, rp, rlen, MSG_DONTWAIT);
-			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
-				drop(l, src);
-				return err_set(k ? -errno : -ECONNRESET, "link: receiving from rank %d: %s",
-					       src, k ? strerror(errno) : "it closed the connection");
-			}
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
+				return poison(l, err_set(k ? -errno : -ECONNRESET,
+							 "link: receiving from rank %d: %s", src,
+							 k ? strerror(errno) : "it closed the connection"));
 			if (k > 0) {
 				rp += k;
 				rlen -= (size_t)k;
@@ -358,8 +380,6 @@ static int link_allreduce(void *h, int64_t *v, size_t n, enum api_op op)
 	in = malloc(n * sizeof(*v) + 1);
 	if (!in)
 		return err_set(-ENOMEM, "out of memory");
-	/* every rank is heard even after one failed, so no stream is left
-	 * holding a value the next collective would misread */
 	for (int r = 1; r < l->size; r++) {
 		int got = link_recv(l, in, n * sizeof(*v), r);
 
@@ -399,7 +419,8 @@ static void link_free(void *h)
 	if (!l)
 		return;
 	for (int r = 0; l->fd && r < l->size; r++)
-		drop(l, r);
+		if (l->fd[r] >= 0)
+			close(l->fd[r]);
 	if (l->lfd >= 0)
 		close(l->lfd);
 	free(l->fd);
@@ -424,23 +445,30 @@ const struct api_comm_ops api_comm_link = {
 /* ---- setup ---- */
 
 /* The address other ranks reach this one at: the key link_address, else
- * the first address the hostname resolves to, else loopback (one node). */
+ * the first IPv4 address of an interface that is up and not loopback (the
+ * hostname often resolves to 127.0.1.1 on Debian-style hosts), else
+ * loopback (one node). */
 static void my_address(struct link_endpoint *me)
 {
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *ai = NULL;
 	const char *conf = cfg_str(CFG_LINK_ADDRESS);
-	char host[256];
+	struct ifaddrs *ifs = NULL;
 
 	snprintf(me->addr, sizeof(me->addr), "127.0.0.1");
 	if (conf && *conf) {
 		snprintf(me->addr, sizeof(me->addr), "%s", conf);
 		return;
 	}
-	if (gethostname(host, sizeof(host)) == 0 && getaddrinfo(host, NULL, &hints, &ai) == 0) {
-		inet_ntop(AF_INET, &((struct sockaddr_in *)ai->ai_addr)->sin_addr, me->addr,
+	if (getifaddrs(&ifs) != 0)
+		return;
+	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
+		    (i->ifa_flags & IFF_LOOPBACK))
+			continue;
+		inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, me->addr,
 			  sizeof(me->addr));
-		freeaddrinfo(ai);
+		break;
 	}
+	freeifaddrs(ifs);
 }
 
 static int listen_any(struct link *l, struct link_endpoint *me)

@@ -28,11 +28,6 @@
 #include <string.h>
 #include <unistd.h>
 
-struct job {
-	struct api_upgrade u;
-	struct job *next;
-};
-
 static struct {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;            /* queue changed, or stop */
@@ -42,9 +37,9 @@ static struct {
 	int idle_prio;                  /* the thread runs at SCHED_IDLE when not boosted */
 	pid_t tid;                      /* the thread's id, once it runs */
 	int boosted;                    /* waiters raising it now */
-	struct job *head, *tail;
+	struct api_upgrade *head, *tail;
 	unsigned pending;               /* queued or running */
-	int error;                      /* last failed upgrade since the last wait */
+	int error;                      /* last failed upgrade not yet reported */
 	char msg[API_MSG_LEN];
 	struct api_comm link;
 } pg = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
@@ -91,7 +86,7 @@ static void *progress_main(void *arg)
 	}
 	pthread_cond_broadcast(&pg.cond);
 	for (;;) {
-		struct job *j;
+		struct api_upgrade *j;
 		int ret;
 
 		while (!pg.head && !pg.stop)
@@ -101,7 +96,7 @@ static void *progress_main(void *arg)
 		j = pg.head;
 		pthread_mutex_unlock(&pg.lock);
 
-		ret = api_upgrade_run(&j->u);
+		ret = api_upgrade_run(j);
 
 		pthread_mutex_lock(&pg.lock);
 		if (ret) {
@@ -112,7 +107,7 @@ static void *progress_main(void *arg)
 		if (!pg.head)
 			pg.tail = NULL;
 		pg.pending--;
-		free(j->u.sizes);
+		free(j->sizes);
 		free(j);
 		pthread_cond_broadcast(&pg.cond);
 	}
@@ -151,32 +146,25 @@ int api_progress_start(void)
 	return 0;
 }
 
-int api_progress_queue(const struct api_upgrade *u)
+void api_progress_queue(struct api_upgrade *u)
 {
-	struct job *j = calloc(1, sizeof(*j));
-
-	if (!j) {
-		free(u->sizes);
-		return err_set(-ENOMEM, "out of memory");
-	}
-	j->u = *u;
+	u->next = NULL;
 	pthread_mutex_lock(&pg.lock);
 	if (pg.tail)
-		pg.tail->next = j;
+		pg.tail->next = u;
 	else
-		pg.head = j;
-	pg.tail = j;
+		pg.head = u;
+	pg.tail = u;
 	pg.pending++;
 	if (pg.boosted)
 		set_priority(0);
 	pthread_cond_broadcast(&pg.cond);
 	pthread_mutex_unlock(&pg.lock);
-	return 0;
 }
 
-int api_progress_wait(unsigned pending)
+int api_progress_wait(unsigned pending, int report)
 {
-	int ret;
+	int ret = 0;
 
 	pthread_mutex_lock(&pg.lock);
 	if (pg.pending > pending) {
@@ -188,10 +176,10 @@ int api_progress_wait(unsigned pending)
 		if (--pg.boosted == 0)
 			set_priority(1);
 	}
-	ret = pg.error;
-	if (ret)
-		err_set(ret, "%s", pg.msg);
-	pg.error = 0;
+	if (report && pg.error) {
+		ret = err_set(pg.error, "%s", pg.msg);
+		pg.error = 0;
+	}
 	pthread_mutex_unlock(&pg.lock);
 	return ret;
 }
@@ -200,7 +188,7 @@ void api_progress_stop(void)
 {
 	if (!pg.running)
 		return;
-	api_progress_wait(0);
+	api_progress_wait(0, 0);
 	pthread_mutex_lock(&pg.lock);
 	pg.stop = 1;
 	pthread_cond_broadcast(&pg.cond);

@@ -232,6 +232,8 @@ static int parity_of(const struct rs_group *g, int col, int i)
 	return (i - col + g->n) % g->n;
 }
 
+#define CELL_PIECE (256u << 20)
+
 /* One exchange step: this member's next cell to dest (cell, or nothing if
  * has_send is 0) while it receives the next cell from src into dst (or
  * nothing). A status word goes first each way, so a member that cannot
@@ -246,7 +248,14 @@ static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, in
 	if (ret)
 		return ret;
 	*got = has_recv ? in : 1;
-	return api_sendrecv(cell, has_send && ok ? seg : 0, dest, dst, has_recv && in ? seg : 0, src);
+	/* in pieces: the MPI backend takes at most 1 GiB at once */
+	for (uint64_t off = 0; !ret && off < seg; off += CELL_PIECE) {
+		size_t n = seg - off < CELL_PIECE ? (size_t)(seg - off) : CELL_PIECE;
+
+		ret = api_sendrecv(cell + off, has_send && ok ? n : 0, dest, dst ? dst + off : NULL,
+				   has_recv && in ? n : 0, src);
+	}
+	return ret;
 }
 
 /* Every member of a group supplies its data cells to the members holding
@@ -270,8 +279,12 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 
 	ret = plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
 			(unsigned)api.group_size, (unsigned)api.rs_parity, &p);
-	if (ret)
+	if (ret) {
+		char msg[API_MSG_LEN];
+
+		api_agree(0, msg);      /* the others' agreement on their buffers, below */
 		return ret;
+	}
 	g = &p.group[p.group_of[api.rank]];
 	me = p.index_of[api.rank];
 	*degraded = g->n < 2;

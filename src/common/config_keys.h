@@ -46,10 +46,10 @@ CONFIG_KEY(PROGRESS_PRIORITY, "progress_priority", CHOICE, "idle", 0, 0, "idle|n
 	   "scheduling of the progress thread: idle (SCHED_IDLE, only cycles the application "
 	   "leaves) or normal")
 CONFIG_KEY(LINK_ADDRESS,   "link_address",   STRING, "", 0, 0, "",
-	   "address other ranks reach this one at for progress traffic (default: the "
-	   "hostname's first IPv4 address)")
+	   "address other ranks reach this one at for progress traffic (default: the first "
+	   "IPv4 address of an interface that is up and not loopback)")
 CONFIG_KEY(LINK_TIMEOUT,   "link_timeout",   UINT,   "600", 1, 86400, "",
-	   "seconds a progress thread waits for another rank before giving up")
+	   "seconds a progress thread waits for another rank to connect before giving up")
 CONFIG_KEY(RECYCLE,        "recycle",        CHOICE, "on", 0, 0, "on|off",
 	   "write new checkpoints in the node cache over the files of pruned ones (faster on "
 	   "a RAM disk; holds one more checkpoint's memory until stasis_finalize)")

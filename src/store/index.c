@@ -721,6 +721,7 @@ static struct index_ckpt *view_get(struct index_view *v, const char *name)
 static int add_file(struct index_ckpt *c, const struct index_record *r)
 {
 	struct index_file *f = NULL, *grown;
+	int fresh = 0;
 
 	for (size_t i = 0; i < c->nfiles; i++)
 		if (strcmp(c->files[i].info.name, r->name) == 0)
@@ -736,7 +737,11 @@ static int add_file(struct index_ckpt *c, const struct index_record *r)
 			c->cap = cap;
 		}
 		f = &c->files[c->nfiles++];
+		fresh = 1;
 	}
+	f->annex = r->op == INDEX_ANNEX;
+	if (fresh && !f->annex)
+		c->file_records++;
 	memcpy(f->info.name, r->name, sizeof(f->info.name));
 	f->info.size = r->size;
 	f->info.crc = r->crc;

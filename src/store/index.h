@@ -108,6 +108,7 @@ int index_check(struct index *ix, struct index_scan_stats *st);
 struct index_file {
 	struct store_file_info info;
 	int image;                      /* verify it with the image reader */
+	int annex;                      /* from an ANNEX record, not sealed by COMPLETE */
 };
 
 /* The checkpoints as the records describe them (docs/store.md, "states"). */
@@ -115,6 +116,7 @@ struct index_ckpt {
 	struct store_ckpt_info info;    /* state, times, reason; files/bytes committed */
 	unsigned number;                /* N of ckpt-N, 0 if the name has another form */
 	unsigned sealed_files;          /* what the COMPLETE record says */
+	unsigned file_records;          /* files from FILE records (not ANNEX) */
 	uint64_t sealed_bytes;
 	struct index_file *files;       /* FILE records before sealing, last one per name
 					   wins; then ANNEX records of names not yet there */

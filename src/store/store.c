@@ -1178,9 +1178,9 @@ static int usable(struct store *s, const struct index_ckpt *ck, char *why, size_
 		snprintf(why, len, "%s", store_state_name(ck->info.state));
 		return 0;
 	}
-	if (ck->nfiles < ck->sealed_files || ck->nfiles == 0) {
+	if (ck->file_records < ck->sealed_files || ck->nfiles == 0) {
 		snprintf(why, len, "the index lost %u of its %u FILE record(s) (damaged index)",
-			 ck->sealed_files - (unsigned)ck->nfiles, ck->sealed_files);
+			 ck->sealed_files - ck->file_records, ck->sealed_files);
 		return 0;
 	}
 	return files_in_place(s, ck, why, len) == 0;
@@ -1447,9 +1447,9 @@ int store_verify(struct store *s, const char *name)
 	if (ret)
 		return ret;
 	ret = not_established(ck);
-	if (ret == 0 && (ck->nfiles < ck->sealed_files || ck->nfiles == 0))
+	if (ret == 0 && (ck->file_records < ck->sealed_files || ck->nfiles == 0))
 		ret = err_set(-EBADMSG, "%s: the index lost %u of its %u FILE record(s) (damaged index)", name,
-			      ck->sealed_files - (unsigned)ck->nfiles, ck->sealed_files);
+			      ck->sealed_files - ck->file_records, ck->sealed_files);
 	for (size_t i = 0; ret == 0 && i < ck->nfiles; i++)
 		ret = verify_file(s, name, &ck->files[i]);
 	if (ret == 0)

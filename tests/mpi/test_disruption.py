@@ -110,6 +110,13 @@ def delete_own(job, level):
     delete(own_image(job, level, NEWEST, KILL_RANK))
 
 
+def swapped_own(job, level):
+    """(a') rank 2's own image of the newest checkpoint replaced by rank 3's
+    (same node, intact checksums): a copy filed under the wrong name must be
+    refused like a damaged one."""
+    shutil.copyfile(own_image(job, level, NEWEST, 3), own_image(job, level, NEWEST, KILL_RANK))
+
+
 def partner_pair(job, level):
     """(c) rank 2's image and the one partner copy of it, newest checkpoint."""
     delete(own_image(job, level, NEWEST, KILL_RANK))
@@ -171,7 +178,7 @@ def delete_info(job, level):
     delete(global_dir(job) / NEWEST / "checkpoint.json")
 
 
-DAMAGE = {f.__name__: f for f in (corrupt_own, delete_own, partner_pair, rs_group, rs_group_images,
+DAMAGE = {f.__name__: f for f in (corrupt_own, swapped_own, delete_own, partner_pair, rs_group, rs_group_images,
                                   named_for_rank,
                                   every_copy, corrupt_info, delete_info)}
 
@@ -188,6 +195,10 @@ EXPECTED = {
     ("corrupt_own", "partner"): NEWEST_AT,
     ("corrupt_own", "rs"): NEWEST_AT,
     ("corrupt_own", "global"): NEWEST_AT,
+    ("swapped_own", "single"): OLDER_AT,
+    ("swapped_own", "partner"): NEWEST_AT,
+    ("swapped_own", "rs"): NEWEST_AT,
+    ("swapped_own", "global"): NEWEST_AT,
     ("delete_own", "single"): OLDER_AT,
     ("delete_own", "partner"): NEWEST_AT,
     ("delete_own", "rs"): NEWEST_AT,

@@ -1187,6 +1187,34 @@ static void test_annex(void)
 	      strcmp(list[0].level_reason, "rank 3: connection refused") == 0);
 	free(list);
 
+	/* a FILE record lost to damage is not made up for by an annex file */
+	{
+		char ipath[PATH_MAX], *text = NULL, *at;
+		FILE *fi;
+		long len;
+
+		snprintf(ipath, sizeof(ipath), "%s/index", store_job_dir(s));
+		fi = fopen(ipath, "rb");
+		CHECK(fi != NULL);
+		if (fi) {
+			fseek(fi, 0, SEEK_END);
+			len = ftell(fi);
+			rewind(fi);
+			text = malloc((size_t)len + 1);
+			CHECK(text && fread(text, 1, (size_t)len, fi) == (size_t)len);
+			fclose(fi);
+			text[len] = '\0';
+			at = strstr(text, "\"rank-1.dat\"");
+			CHECK(at != NULL);
+			if (at)
+				flip_byte(ipath, at - text + 3);
+			free(text);
+		}
+		CHECK_EQ(store_verify(s, name), -EBADMSG);
+		CHECK(strstr(err_msg(), "lost 1 of its 2 FILE record(s)") != NULL);
+		CHECK(selected(s, NULL));
+	}
+
 	/* an annex file that went missing makes the checkpoint unusable, as
 	 * any of its files would */
 	path_of(s, name, "partner-0.dat", path);
