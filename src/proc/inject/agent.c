@@ -1386,7 +1386,10 @@ __attribute__((constructor)) static void agent_init(void)
 	fd = atoi(env);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
 		return;
-	high = fcntl(fd, F_DUPFD, PROC_AGENT_FD_MIN);
+	/* close-on-exec: a program that execs another ends its checkpoints at
+	 * once (the coordinator sees the channel close) instead of leaving the
+	 * coordinator talking to a descriptor nobody reads */
+	high = fcntl(fd, F_DUPFD_CLOEXEC, PROC_AGENT_FD_MIN);
 	if (high < 0)
 		return;
 	close(fd);

@@ -642,7 +642,7 @@ static void close_fds(int channel)
 	uint64_t n = R.nkeep;
 	int lo = 3;
 
-	R.keep[n++] = (struct proc_keep_fd){ channel, 0 };
+	R.keep[n++] = (struct proc_keep_fd){ channel, 1 };
 	for (uint64_t i = 1; i < n; i++)
 		for (uint64_t j = i; j > 0 && R.keep[j - 1].fd > R.keep[j].fd; j--) {
 			struct proc_keep_fd t = R.keep[j];
@@ -756,7 +756,7 @@ static void restore_process(void)
 	if (!find_region(R.h.state_addr) || st->magic != PROC_STATE_MAGIC)
 		die("the image has no Stasis agent state where its header says");
 	if (R.channel != st->channel_fd) {
-		ret = sys3(__NR_dup3, R.channel, st->channel_fd, 0);
+		ret = sys3(__NR_dup3, R.channel, st->channel_fd, O_CLOEXEC);
 		if (ret < 0)
 			die_errno("cannot place the coordinator channel", ret);
 	}
