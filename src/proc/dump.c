@@ -474,7 +474,10 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 			if (!d->cwd)
 				return -ENOMEM;
 			ret = chan_read(fd, d->cwd, m.len - sizeof(d->header));
-			d->header.cwd_len = (uint32_t)strlen(d->cwd) + 1;
+			/* cwd and executable: two strings, the last byte a NUL */
+			d->header.cwd_len = (uint32_t)(m.len - sizeof(d->header));
+			if (!ret && (d->header.cwd_len == 0 || d->cwd[d->header.cwd_len - 1]))
+				return err_set(-EBADMSG, "the agent sent a bad process header");
 			info->pid = d->header.pid;
 			break;
 		case PROC_MSG_SIGACTS:

@@ -197,7 +197,8 @@ struct proc_header {
 	uint64_t vvar_start, vvar_end, vclock_start, vclock_end, vdso_start, vdso_end;
 	uint64_t state_addr;        /* struct proc_agent_state */
 	uint32_t umask;
-	uint32_t cwd_len;           /* bytes of cwd following the record, with its NUL */
+	uint32_t cwd_len;           /* bytes following the record: the cwd and the
+				 * executable (/proc/self/exe), each NUL-terminated */
 	/* ITIMER_REAL, _VIRTUAL, _PROF: interval and remaining value, microseconds */
 	uint64_t itimer[3][2];
 	uint64_t shared_pending;    /* signals pending for the process */

@@ -179,7 +179,7 @@ static int image_load(struct img_reader *img, struct image *im)
 	if (h->version != PROC_FORMAT_VERSION)
 		return err_set(-EPROTO, "the image's process records have version %u, this stasis "
 			       "reads %u", h->version, PROC_FORMAT_VERSION);
-	if (h->cwd_len == 0 || h->cwd_len > PATH_MAX || h->nthreads == 0 || h->nthreads > 65536 ||
+	if (h->cwd_len == 0 || h->cwd_len > 2 * PATH_MAX + 2 || h->nthreads == 0 || h->nthreads > 65536 ||
 	    h->nregions > 1000000)
 		return err_set(-EBADMSG, "the image's process header is damaged");
 	im->cwd = calloc(1, h->cwd_len + 1);

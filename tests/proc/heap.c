@@ -1,5 +1,7 @@
 /* heap.c - heap grown with brk and malloc, and an anonymous mapping, keep
- * their contents across checkpoint/restart; brk still grows after it. */
+ * their contents across checkpoint/restart; brk still grows after it;
+ * /proc/self/exe is still the program, and nothing of the restorer is
+ * mapped any more. */
 #include "zdtm.h"
 
 #include <stdint.h>
@@ -43,7 +45,19 @@ int main(void)
 	sb = fill(b, brk_len, 1);
 	sm = fill(m, mal_len, 2);
 	sa = fill(a, map_len / 2, 3);    /* second half never touched: zero pages */
+	char exe[4096] = "", exe2[4096] = "";
+	if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) <= 0)
+		zdtm_fail("readlink /proc/self/exe");
 	zdtm_ready();
+	if (readlink("/proc/self/exe", exe2, sizeof(exe2) - 1) <= 0 || strcmp(exe, exe2) != 0)
+		zdtm_fail("/proc/self/exe is %s, not %s", exe2, exe);
+	FILE *maps = fopen("/proc/self/maps", "r");
+	char line[4096];
+	while (maps && fgets(line, sizeof(line), maps))
+		if (strstr(line, "stasis-restore"))
+			zdtm_fail("the restorer is still mapped: %s", line);
+	if (maps)
+		fclose(maps);
 	if (sum(b, brk_len) != sb)
 		zdtm_fail("brk area changed");
 	if (sum(m, mal_len) != sm)

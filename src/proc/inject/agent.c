@@ -488,7 +488,7 @@ static int line_ends(const char *l, const char *e, const char *name)
 static int send_header(const struct dump *d, unsigned nthreads, unsigned nregions)
 {
 	struct proc_header h;
-	char cwd[PATH_MAX];
+	char cwd[2 * PATH_MAX + 2];
 	char *stat, *p;
 	size_t len, cap;
 	uint64_t f[53] = { 0 };
@@ -544,9 +544,16 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 				h.itimer[i][1] = h.itimer[i][0];
 		}
 	}
-	if (!getcwd(cwd, sizeof(cwd)))
+	if (!getcwd(cwd, PATH_MAX))
 		return -errno;
-	h.cwd_len = (uint32_t)str_len(cwd) + 1;
+	{
+		/* then the executable, after the cwd's NUL */
+		size_t n = str_len(cwd) + 1;
+		ssize_t e = readlink("/proc/self/exe", cwd + n, sizeof(cwd) - n - 1);
+
+		cwd[n + (size_t)(e > 0 ? e : 0)] = 0;
+		h.cwd_len = (uint32_t)(n + (size_t)(e > 0 ? e : 0) + 1);
+	}
 	/* kernel mappings, from the maps text */
 	for (const char *l = d->maps; *l;) {
 		const char *e = strchr(l, '\n');

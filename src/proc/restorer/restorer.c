@@ -71,7 +71,8 @@ struct kmap {
 static struct {
 	int stream, channel, debug;
 	struct proc_header h;
-	char cwd[MAX_PATH];
+	char cwd[2 * MAX_PATH + 2];      /* the cwd, then the executable */
+	const char *exe;
 	struct proc_sigaction sa[PROC_NSIG];
 	struct region *regions;
 	uint64_t nregions, cap_regions;
@@ -407,11 +408,14 @@ static void read_header(void)
 	long pid;
 
 	read_msg(&m);
-	if (m.type != PROC_MSG_HEADER || m.len < sizeof(R.h) || m.len - sizeof(R.h) > MAX_PATH)
+	if (m.type != PROC_MSG_HEADER || m.len < sizeof(R.h) || m.len - sizeof(R.h) > sizeof(R.cwd) - 1)
 		die("the restore stream does not start with a process header");
 	read_all(&R.h, sizeof(R.h));
 	read_all(R.cwd, m.len - sizeof(R.h));
-	R.cwd[MAX_PATH - 1] = 0;
+	R.cwd[m.len - sizeof(R.h)] = 0;
+	R.exe = R.cwd + slen(R.cwd) + 1;
+	if (R.exe >= R.cwd + (m.len - sizeof(R.h)))
+		R.exe = "";
 	if (R.h.version != PROC_FORMAT_VERSION)
 		die("the image's process records have another format version");
 	read_msg(&m);
@@ -680,24 +684,16 @@ static void protect(void)
 	}
 }
 
-struct prctl_mm_map {
-	uint64_t start_code, end_code, start_data, end_data;
-	uint64_t start_brk, brk, start_stack;
-	uint64_t arg_start, arg_end, env_start, env_end;
-	uint64_t *auxv;
-	uint32_t auxv_size;
-	uint32_t exe_fd;
-};
+struct prctl_mm_map;
+static void mm_fill(struct prctl_mm_map *mm, uint32_t exe_fd);
 
 static void restore_mm(void)
 {
-	struct prctl_mm_map mm = {
-		R.h.start_code, R.h.end_code, R.h.start_data, R.h.end_data,
-		R.h.start_brk, R.h.brk, R.h.start_stack,
-		R.h.arg_start, R.h.arg_end, R.h.env_start, R.h.env_end,
-		0, 0, (uint32_t)-1,
-	};
-	long ret = sys5(__NR_prctl, PR_SET_MM, PR_SET_MM_MAP, &mm, sizeof(mm), 0);
+	uint64_t mm[13];   /* struct prctl_mm_map, defined with the trampoline */
+	long ret;
+
+	mm_fill((struct prctl_mm_map *)mm, (uint32_t)-1);
+	ret = sys5(__NR_prctl, PR_SET_MM, PR_SET_MM_MAP, mm, 104, 0);
 
 	if (ret)
 		die_errno("cannot restore brk and the stack, argument and environment "
@@ -790,16 +786,86 @@ __asm__(".text\n"
 	"	syscall\n"
 	"1:	ret\n");
 
-static void __attribute__((noreturn)) sigreturn_at(uint64_t frame)
+/* The last instructions of a restore run from two pages that outlive the
+ * restorer: a code page copied from tramp_begin..tramp_end and a data page.
+ * Each thread leaves through tramp_thread (onto its signal frame, count
+ * itself out, rt_sigreturn); once all have, the main thread jumps to
+ * tramp_main, which unmaps the rest of the window (the restorer's text,
+ * data and stacks), makes the program's binary /proc/self/exe again
+ * (PR_SET_MM_MAP refuses while the old one is still mapped) and returns
+ * into its own frame. Nothing here touches memory but the data page. */
+#define TRAMP_CODE (PROC_WINDOW_SCRATCH + (3ul << 30))
+#define TRAMP_DATA (TRAMP_CODE + 4096)
+
+struct prctl_mm_map {
+	uint64_t start_code, end_code, start_data, end_data;
+	uint64_t start_brk, brk, start_stack;
+	uint64_t arg_start, arg_end, env_start, env_end;
+	uint64_t *auxv;
+	uint32_t auxv_size;
+	uint32_t exe_fd;
+};
+
+struct tramp_data {
+	uint64_t unmap[2][2];           /*   0: two ranges to unmap */
+	int64_t result;                 /*  32: of the PR_SET_MM_MAP */
+	struct prctl_mm_map mm;         /*  40..143; exe_fd at 140 */
+	volatile int32_t threads_left;  /* 144 */
+};
+
+_Static_assert(__builtin_offsetof(struct tramp_data, mm) == 40, "tramp_main's offsets");
+_Static_assert(__builtin_offsetof(struct tramp_data, mm.exe_fd) == 140, "tramp_main's offsets");
+_Static_assert(sizeof(struct prctl_mm_map) == 104, "tramp_main's offsets");
+
+extern const char tramp_begin[], tramp_thread[], tramp_end[];
+__asm__(".text\n"
+	".globl tramp_begin, tramp_thread, tramp_end\n"
+	"tramp_begin:\n"                       /* tramp_main(frame, data) */
+	"	mov %rdi, %r12\n"
+	"	mov %rsi, %r13\n"
+	"	mov 0(%r13), %rdi\n"
+	"	mov 8(%r13), %rsi\n"
+	"	mov $11, %eax\n"                  /* munmap */
+	"	syscall\n"
+	"	mov 16(%r13), %rdi\n"
+	"	mov 24(%r13), %rsi\n"
+	"	mov $11, %eax\n"
+	"	syscall\n"
+	"	mov $35, %edi\n"                  /* prctl(PR_SET_MM, PR_SET_MM_MAP, &mm, 104) */
+	"	mov $14, %esi\n"
+	"	lea 40(%r13), %rdx\n"
+	"	mov $104, %r10d\n"
+	"	xor %r8d, %r8d\n"
+	"	mov $157, %eax\n"
+	"	syscall\n"
+	"	mov %rax, 32(%r13)\n"
+	"	mov 140(%r13), %edi\n"            /* close(exe_fd) */
+	"	mov $3, %eax\n"
+	"	syscall\n"
+	"	mov %r12, %rsp\n"
+	"	mov $15, %eax\n"                  /* rt_sigreturn */
+	"	syscall\n"
+	"	hlt\n"
+	"tramp_thread:\n"                      /* tramp_thread(frame, &threads_left) */
+	"	mov %rdi, %rsp\n"
+	"	lock decl (%rsi)\n"
+	"	mov $15, %eax\n"
+	"	syscall\n"
+	"	hlt\n"
+	"tramp_end:\n");
+
+static struct tramp_data *tramp_install(void)
 {
-	__asm__ volatile("mov %0, %%rsp\n"
-			 "mov $15, %%eax\n"
-			 "syscall\n"
-			 "hlt\n"
-			 :
-			 : "r"(frame)
-			 : "memory");
-	__builtin_unreachable();
+	uint64_t n = (uint64_t)(tramp_end - tramp_begin);
+	long ret;
+
+	map_window(TRAMP_CODE, 4096);
+	map_window(TRAMP_DATA, 4096);
+	memcpy((void *)TRAMP_CODE, tramp_begin, n);
+	ret = sys3(__NR_mprotect, TRAMP_CODE, 4096, PROT_READ | PROT_EXEC);
+	if (ret)
+		die_errno("cannot make the restore's last page executable", ret);
+	return (struct tramp_data *)TRAMP_DATA;
 }
 
 static void thread_setup(const struct proc_thread *t)
@@ -821,14 +887,27 @@ static void thread_setup(const struct proc_thread *t)
 	}
 }
 
+static void mm_fill(struct prctl_mm_map *mm, uint32_t exe_fd)
+{
+	*mm = (struct prctl_mm_map){
+		R.h.start_code, R.h.end_code, R.h.start_data, R.h.end_data,
+		R.h.start_brk, R.h.brk, R.h.start_stack,
+		R.h.arg_start, R.h.arg_end, R.h.env_start, R.h.env_end,
+		0, 0, exe_fd,
+	};
+}
+
 static void thread_main(void *arg)
 {
 	const struct proc_thread *t = arg;
+	void (*leave)(uint64_t, volatile int32_t *) =
+		(void (*)(uint64_t, volatile int32_t *))(TRAMP_CODE + (uint64_t)(tramp_thread - tramp_begin));
 
 	thread_setup(t);
 	while (!start_line)
 		sys6(__NR_futex, (long)&start_line, FUTEX_WAIT, 0, 0, 0, 0);
-	sigreturn_at(t->sigframe);
+	leave(t->sigframe, &((struct tramp_data *)TRAMP_DATA)->threads_left);
+	__builtin_unreachable();
 }
 
 static const struct proc_thread *start_threads(void)
@@ -885,7 +964,9 @@ static int parse_int(const char *s)
 static void __attribute__((noreturn)) restore(void)
 {
 	const struct proc_thread *main_thread;
+	struct tramp_data *tramp;
 	struct proc_msg m;
+	long exe_fd;
 
 	stage(STAGE_SELF);
 	clear_self();
@@ -901,13 +982,25 @@ static void __attribute__((noreturn)) restore(void)
 	stage(STAGE_MM);
 	restore_process();
 	stage(STAGE_PROCESS);
+	tramp = tramp_install();
+	tramp->threads_left = (int32_t)R.nthreads - 1;
 	main_thread = start_threads();
 	stage(STAGE_THREADS);
 	thread_setup(main_thread);
+	exe_fd = R.exe[0] ? sys3(__NR_open, R.exe, O_RDONLY | O_CLOEXEC, 0) : -1;
+	mm_fill(&tramp->mm, exe_fd >= 0 ? (uint32_t)exe_fd : (uint32_t)-1);
+	tramp->unmap[0][0] = PROC_WINDOW_START;
+	tramp->unmap[0][1] = TRAMP_CODE - PROC_WINDOW_START;
+	tramp->unmap[1][0] = TRAMP_DATA + 4096;
+	tramp->unmap[1][1] = PROC_WINDOW_END - (TRAMP_DATA + 4096);
 	stage(STAGE_RETURN);
 	start_line = 1;
 	sys6(__NR_futex, (long)&start_line, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
-	sigreturn_at(main_thread->sigframe);
+	/* every other thread off the restorer's code and stacks */
+	while (tramp->threads_left > 0)
+		sys0(24 /* sched_yield */);
+	((void (*)(uint64_t, struct tramp_data *))TRAMP_CODE)(main_thread->sigframe, tramp);
+	__builtin_unreachable();
 }
 
 static void __attribute__((noreturn)) switch_stack(uint64_t top, void (*fn)(void))
