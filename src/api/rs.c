@@ -262,8 +262,37 @@ static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, in
  * parity in their columns. In round j (1..n-1) member i sends to member
  * i + j what it needs from i, while it receives from member i - j what it
  * needs from that one: every member sends and receives at once, and the
- * rounds pair up on every member alike. A member holding parity in m
- * columns buffers their k data cells each, then encodes. */
+ * rounds pair up on every member alike. All of it runs slice by slice
+ * (RS_SLICE of every cell at a time): buffers of a slice, not of a segment,
+ * so the encoding costs no fresh memory in proportion to the data. The first
+ * column a member holds streams into its parity image as it is computed;
+ * the others (rs_parity > 1) are kept whole until their turn. */
+#define RS_SLICE (8u << 20)
+
+/* len bytes of this rank's image at offset off (zero past its end). */
+static int read_slice(const char *path, uint64_t size, uint64_t off, uint64_t len, uint8_t *buf)
+{
+	uint64_t n = off >= size ? 0 : size - off < len ? size - off : len;
+	ssize_t got = 0;
+	int fd;
+
+	memset(buf + n, 0, len - n);    /* only the padding */
+	if (!n)
+		return 0;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	while (fd >= 0 && (uint64_t)got < n) {
+		ssize_t r = pread(fd, buf + got, n - (uint64_t)got, (off_t)(off + (uint64_t)got));
+
+		if (r <= 0)
+			break;
+		got += r;
+	}
+	if (fd >= 0)
+		close(fd);
+	return (uint64_t)got == n ? 0 : err_set(-EIO, "%s: cannot read %" PRIu64 " bytes at %" PRIu64,
+						 path, n, off);
+}
+
 int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		  const int64_t *sizes, int *degraded)
 {
@@ -272,8 +301,9 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 	struct img_writer_opts opts;
 	struct img_writer *w = NULL;
 	struct store_file *f = NULL;
-	uint8_t **cells = NULL, **parity = NULL, *mybuf = NULL;
+	uint8_t **cells = NULL, **parity = NULL, **later = NULL, *mybuf = NULL;
 	int *held = NULL, *scols = NULL, *rcols = NULL, *ok = NULL;
+	uint64_t slice = 0;
 	char file[32], name[32];
 	int ret, me, err = 0, nheld = 0;
 
@@ -290,7 +320,9 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 	*degraded = g->n < 2;
 	if (!*degraded) {
 		/* held[h]: the h-th column where this member holds parity;
-		 * cells[h * k + pos]: its data cells; ok[h]: all arrived */
+		 * cells[h * k + pos]: a slice of its data cells; later[h]: its
+		 * whole parity for h > 0; ok[h]: every cell arrived */
+		slice = g->seg < RS_SLICE ? g->seg : RS_SLICE;
 		held = calloc((size_t)g->n, sizeof(int));
 		scols = calloc((size_t)g->n, sizeof(int));
 		rcols = calloc((size_t)g->n, sizeof(int));
@@ -300,14 +332,18 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 				held[nheld++] = col;
 		cells = calloc((size_t)(nheld * g->k), sizeof(*cells));
 		parity = calloc((size_t)g->m, sizeof(*parity));
-		mybuf = seg_alloc(g->seg);
+		later = calloc((size_t)g->n, sizeof(*later));
+		mybuf = seg_alloc(slice);
 		for (int x = 0; cells && x < nheld * g->k; x++)
-			if (!(cells[x] = seg_alloc(g->seg)))
+			if (!(cells[x] = seg_alloc(slice)))
 				err = err_set(-ENOMEM, "out of memory");
 		for (int x = 0; parity && x < g->m; x++)
-			if (!(parity[x] = seg_alloc(g->seg)))
+			if (!(parity[x] = seg_alloc(slice)))
 				err = err_set(-ENOMEM, "out of memory");
-		if (!held || !scols || !rcols || !ok || !cells || !parity || !mybuf)
+		for (int h = 1; later && h < nheld; h++)
+			if (!(later[h] = seg_alloc(g->seg)))
+				err = err_set(-ENOMEM, "out of memory");
+		if (!held || !scols || !rcols || !ok || !cells || !parity || !later || !mybuf)
 			err = err_set(-ENOMEM, "out of memory");
 		for (int h = 0; ok && h < nheld; h++)
 			ok[h] = 1;
@@ -317,6 +353,9 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		err = err ? err : img_writer_create(store_file_write, f, &opts, &w);
 		err = err ? err : img_writer_meta(w, "producer", "libstasis rs");
 		err = err ? err : img_writer_meta(w, "checkpoint", ckpt);
+		snprintf(name, sizeof(name), "parity-%d", held ? held[0] : 0);
+		err = err ? err : img_section_begin(w, "parity", name);
+		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)parity_of(g, held[0], me));
 	}
 	/* a rank without its buffers would receive into nothing: stop together */
 	{
@@ -328,42 +367,59 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 			goto out;
 		}
 	}
-	for (int j = 1; !*degraded && j < g->n; j++) {
-		int to = (me + j) % g->n, from = (me - j + g->n) % g->n;
-		int ns = cells_between(g, me, to, scols), nr = cells_between(g, from, me, rcols);
+	/* after a local error this member goes on exchanging (sending "not
+	 * ok" for its cells), so the others stay in step */
+	for (uint64_t off = 0; !*degraded && off < g->seg; off += slice) {
+		uint64_t len = g->seg - off < slice ? g->seg - off : slice;
 
-		for (int i = 0; i < ns || i < nr; i++) {
-			uint8_t *dst = NULL;
-			int64_t got = 1;
-			int h = 0;
+		for (int j = 1; j < g->n; j++) {
+			int to = (me + j) % g->n, from = (me - j + g->n) % g->n;
+			int ns = cells_between(g, me, to, scols), nr = cells_between(g, from, me, rcols);
 
-			if (i < ns)
-				err = err ? err : read_segment(own_path, (uint64_t)sizes[api.rank], g->seg,
-							       seg_of(g, scols[i], me), mybuf);
-			if (i < nr) {
-				while (held[h] != rcols[i])
-					h++;
-				dst = cells[h * g->k + data_pos(g, rcols[i], from)];
+			for (int i = 0; i < ns || i < nr; i++) {
+				uint8_t *dst = NULL;
+				int64_t got = 1;
+				int h = 0;
+
+				if (i < ns)
+					err = err ? err : read_slice(own_path, (uint64_t)sizes[api.rank],
+								     (uint64_t)seg_of(g, scols[i], me) * g->seg + off,
+								     len, mybuf);
+				if (i < nr) {
+					while (held[h] != rcols[i])
+						h++;
+					dst = cells[h * g->k + data_pos(g, rcols[i], from)];
+				}
+				ret = exchange_cell(g->member[to], i < ns, !err, mybuf, g->member[from], i < nr,
+						    dst, len, &got);
+				if (ret)
+					goto out;
+				if (i < nr && !got)
+					ok[h] = 0;
 			}
-			ret = exchange_cell(g->member[to], i < ns, !err, mybuf, g->member[from], i < nr, dst,
-					    g->seg, &got);
-			if (ret)
-				goto out;
-			if (i < nr && !got)
-				ok[h] = 0;
+		}
+		for (int h = 0; h < nheld; h++) {
+			int t = parity_of(g, held[h], me);
+
+			if (!ok[h] && !err)
+				err = err_set(-EIO, "rs: a member of the group could not send its data");
+			err = err ? err : redun_encode(g->ctx, (size_t)len,
+						       (const uint8_t *const *)(cells + h * g->k), parity);
+			if (err)
+				continue;
+			if (h == 0)
+				err = img_write(w, parity[t], (size_t)len);
+			else
+				memcpy(later[h] + off, parity[t], (size_t)len);
 		}
 	}
-	for (int h = 0; !*degraded && h < nheld; h++) {
-		int t = parity_of(g, held[h], me);
-
-		if (!ok[h] && !err)
-			err = err_set(-EIO, "rs: a member of the group could not send its data");
-		err = err ? err : redun_encode(g->ctx, g->seg, (const uint8_t *const *)(cells + h * g->k),
-					       parity);
+	if (!*degraded)
+		err = err ? err : img_section_end(w);
+	for (int h = 1; !*degraded && h < nheld; h++) {
 		snprintf(name, sizeof(name), "parity-%d", held[h]);
 		err = err ? err : img_section_begin(w, "parity", name);
-		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)t);
-		err = err ? err : img_write(w, parity[t], g->seg);
+		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)parity_of(g, held[h], me));
+		err = err ? err : img_write(w, later[h], g->seg);
 		err = err ? err : img_section_end(w);
 	}
 	if (!*degraded) {
@@ -378,8 +434,11 @@ out:
 		free(cells[x]);
 	for (int x = 0; parity && x < g->m; x++)
 		free(parity[x]);
+	for (int h = 0; later && h < nheld; h++)
+		free(later[h]);
 	free(cells);
 	free(parity);
+	free(later);
 	free(mybuf);
 	free(held);
 	free(scols);

@@ -6,6 +6,8 @@
  *          (element i = 1.5 * i + 7) and a step counter (42 on every rank),
  *          and checkpoints them at the GLOBAL level;
  *   local: the same at the SINGLE level (which cannot be redistributed);
+ *   rs:    the same at the RS level, waiting for the parity (the test runs
+ *          it on distinct nodes, then loses some of their caches);
  *   differ: like write, but the counter differs between ranks (so it
  *          cannot follow the job to another number of ranks);
  *   read:  each rank protects its (new) block, recovers, and checks every
@@ -54,8 +56,9 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < n; i++)
 			a[i] = 1.5 * (double)(off + i) + 7;
 		step = strcmp(argv[1], "differ") == 0 ? 42 + rank : 42;
-		ret = stasis_checkpoint(strcmp(argv[1], "local") != 0 ? STASIS_LEVEL_GLOBAL
-								  : STASIS_LEVEL_SINGLE);
+		ret = stasis_checkpoint(strcmp(argv[1], "local") == 0 ? STASIS_LEVEL_SINGLE :
+					strcmp(argv[1], "rs") == 0 ? STASIS_LEVEL_RS : STASIS_LEVEL_GLOBAL);
+		ret = ret ? ret : stasis_checkpoint_wait();
 	} else if (!ret) {
 		ret = stasis_recover();
 		bad |= !ret && step != 42;
