@@ -817,9 +817,14 @@ _Static_assert(__builtin_offsetof(struct tramp_data, mm) == 40, "tramp_main's of
 _Static_assert(__builtin_offsetof(struct tramp_data, mm.exe_fd) == 140, "tramp_main's offsets");
 _Static_assert(sizeof(struct prctl_mm_map) == 104, "tramp_main's offsets");
 
-extern const char tramp_begin[], tramp_thread[], tramp_end[];
+/* hidden: referenced PC-relative, never through a GOT (clang's linker
+ * cannot relax a GOT load this high up) */
+extern const char tramp_begin[] __attribute__((visibility("hidden")));
+extern const char tramp_thread[] __attribute__((visibility("hidden")));
+extern const char tramp_end[] __attribute__((visibility("hidden")));
 __asm__(".text\n"
 	".globl tramp_begin, tramp_thread, tramp_end\n"
+	".hidden tramp_begin, tramp_thread, tramp_end\n"
 	"tramp_begin:\n"                       /* tramp_main(frame, data) */
 	"	mov %rdi, %r12\n"
 	"	mov %rsi, %r13\n"
