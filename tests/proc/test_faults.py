@@ -1,0 +1,59 @@
+"""Fault walk of transparent checkpoints (DESIGN §8): the n-th pass through
+each fault point of the image and store commit path, failing or killing the
+coordinator, during a series of checkpoints of a running program. Every
+checkpoint either is established or fails with one line while the program
+runs on; a restart then brings back the newest established checkpoint (the
+program verifies itself), or, if none was established, refuses with one
+line. A damaged or partial checkpoint is never picked."""
+import os
+import re
+import signal
+
+import pytest
+
+from proc_harness import ROOT, descendants, job, program  # noqa: F401 (job is a fixture)
+
+POINTS = [p for p in re.findall(r'^FAULT_POINT\(\w+,\s*"([^"]+)"',
+                                (ROOT / "src/common/fault_points.h").read_text(), re.M)
+          if p.startswith(("image.", "store.")) and p != "store.prune.remove"]
+
+
+def lines(text):
+    return [l for l in text.splitlines() if l.strip()]
+
+
+@pytest.mark.parametrize("action", ["fail", "kill"])
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("point", POINTS)
+def test_fault_walk(job, point, n, action):
+    job.run(program("heap"), env={"STASIS_FAULT": f"{point}:{n}:{action}"})
+    program_pids = descendants(job.proc.pid)
+    established = 0
+    for _ in range(3):
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        if r.returncode == 0:
+            established += 1
+            continue
+        errs = lines(r.stderr)
+        assert len(errs) == 1 and errs[0].startswith("stasis: checkpoint: "), r.stderr
+        if job.proc.poll() is not None:
+            break    # the coordinator was killed at the fault point
+    assert action == "kill" or job.proc.poll() is None
+    # the program outlives a killed coordinator: end it like a crash would
+    for pid in program_pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    job.kill()
+    complete = [l for l in job.stasis("ls", "--dir", job.ck).stdout.splitlines()
+                if "COMPLETE" in l or "CURRENT" in l]
+    if not complete:
+        r = job.stasis("restart", "--dir", job.ck, check=False)
+        errs = lines(r.stderr)
+        assert r.returncode != 0 and len(errs) == 1 and errs[0].startswith("stasis: restart: "), \
+            r.stderr
+        return
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", f"{complete}\n{err}"
