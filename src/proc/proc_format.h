@@ -202,6 +202,9 @@ struct proc_header {
 	/* ITIMER_REAL, _VIRTUAL, _PROF: interval and remaining value, microseconds */
 	uint64_t itimer[3][2];
 	uint64_t shared_pending;    /* signals pending for the process */
+	uint64_t rlimit[16][2];     /* RLIMIT_*: soft, hard */
+	uint32_t personality;
+	uint32_t nrlimits;          /* how many of rlimit are meaningful */
 };
 
 #endif

@@ -1,12 +1,14 @@
 /* heap.c - heap grown with brk and malloc, and an anonymous mapping, keep
  * their contents across checkpoint/restart; brk still grows after it;
  * /proc/self/exe is still the program, and nothing of the restorer is
- * mapped any more. */
+ * mapped any more; resource limits and the personality are kept. */
 #include "zdtm.h"
 
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 static uint64_t fill(unsigned char *p, size_t n, uint64_t seed)
@@ -48,7 +50,16 @@ int main(void)
 	char exe[4096] = "", exe2[4096] = "";
 	if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) <= 0)
 		zdtm_fail("readlink /proc/self/exe");
+	struct rlimit nofile = { 777, 0 }, got;
+	getrlimit(RLIMIT_NOFILE, &got);
+	nofile.rlim_max = got.rlim_max;
+	setrlimit(RLIMIT_NOFILE, &nofile);
+	personality(ADDR_NO_RANDOMIZE);
 	zdtm_ready();
+	if (getrlimit(RLIMIT_NOFILE, &got) != 0 || got.rlim_cur != 777)
+		zdtm_fail("RLIMIT_NOFILE is %llu, not 777", (unsigned long long)got.rlim_cur);
+	if ((personality(0xffffffff) & ADDR_NO_RANDOMIZE) == 0)
+		zdtm_fail("the personality lost ADDR_NO_RANDOMIZE");
 	if (readlink("/proc/self/exe", exe2, sizeof(exe2) - 1) <= 0 || strcmp(exe, exe2) != 0)
 		zdtm_fail("/proc/self/exe is %s, not %s", exe2, exe);
 	FILE *maps = fopen("/proc/self/maps", "r");

@@ -37,7 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -532,6 +534,27 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 	h.umask = um;
 	h.state_addr = (uint64_t)(uintptr_t)&stasis_agent_state;
 	h.shared_pending = pending_mask("ShdPnd:");
+	h.nrlimits = RLIM_NLIMITS < 16 ? RLIM_NLIMITS : 16;
+	for (unsigned i = 0; i < h.nrlimits; i++) {
+		struct rlimit rl;
+
+		if (getrlimit((int)i, &rl) == 0) {
+			h.rlimit[i][0] = rl.rlim_cur;
+			h.rlimit[i][1] = rl.rlim_max;
+		}
+	}
+	{
+		/* per task: the main thread's, not this thread's */
+		char pb[32];
+		int pf = open("/proc/self/personality", O_RDONLY | O_CLOEXEC);
+		ssize_t pn = pf >= 0 ? read(pf, pb, sizeof(pb) - 1) : -1;
+		const char *pp = pb;
+
+		if (pf >= 0)
+			close(pf);
+		pb[pn > 0 ? pn : 0] = 0;
+		h.personality = pn > 0 ? (uint32_t)parse_hex(&pp) : (uint32_t)personality(0xffffffff);
+	}
 	for (int i = 0; i < 3; i++) {
 		struct itimerval it;
 

@@ -34,7 +34,8 @@ enum stage {
 	/* brk, stack, arguments and environment known to the kernel again
 	 * (PR_SET_MM_MAP); vdso and vvar back at their checkpoint addresses. */
 	STAGE_MM,
-	/* umask, cwd, signal dispositions, interval timers; agent told it was
+	/* umask, personality, resource limits, cwd, signal dispositions, interval
+	 * timers; agent told it was
 	 * restored; only stdin/stdout/stderr, the program's descriptors and
 	 * the channel remain open. */
 	STAGE_PROCESS,
@@ -723,6 +724,8 @@ static void restore_process(void)
 	long ret;
 
 	sys1(__NR_umask, R.h.umask);
+	sys1(__NR_personality, R.h.personality);
+
 	ret = sys1(__NR_chdir, R.cwd);
 	if (ret) {
 		struct line l = { .n = 0 };
@@ -758,6 +761,12 @@ static void restore_process(void)
 	}
 	st->restarts++;
 	close_fds(st->channel_fd);
+	/* limits as they were, once every descriptor is in place (the channel's
+	 * number may be above a lowered RLIMIT_NOFILE); a hard limit above the
+	 * restart's own cannot be raised without CAP_SYS_RESOURCE in the initial
+	 * namespace, and then the restart's stays */
+	for (uint32_t i = 0; i < R.h.nrlimits && i < 16; i++)
+		sys4(__NR_prlimit64, 0, i, &R.h.rlimit[i], 0);
 }
 
 /* ---- STAGE_THREADS, STAGE_RETURN ---- */

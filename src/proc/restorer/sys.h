@@ -36,6 +36,8 @@
 #define __NR_exit_group 231
 #define __NR_set_robust_list 273
 #define __NR_rseq 334
+#define __NR_prlimit64 302
+#define __NR_personality 135
 #define __NR_clone3 435
 #define __NR_close_range 436
 
