@@ -331,6 +331,9 @@ int cmd_status(int argc, char **argv)
 		}
 		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) == 0)
 			printf("%s  running  %s  established=%zu latest=%s\n", names[i], reply, complete, latest);
+		else if (coord_alive(dir))
+			/* it answers between checkpoints and restores: one is under way */
+			printf("%s  busy  established=%zu latest=%s\n", names[i], complete, latest);
 		else
 			printf("%s  stopped  established=%zu latest=%s\n", names[i], complete, latest);
 	}

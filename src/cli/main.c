@@ -62,8 +62,8 @@ static const struct cli_command commands[] = {
 	  "The restarted program is coordinated as under `stasis run`.\n" },
 	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
 	  "usage: stasis status [--dir D]\n"
-	  "One line per job under D: running or stopped, its established checkpoints and\n"
-	  "the one a restart would pick.\n" },
+	  "One line per job under D: running, busy (a checkpoint or a restore is under\n"
+	  "way) or stopped, its established checkpoints and the one a restart would pick.\n" },
 	{ "config", cmd_config, "show the configuration",
 	  "usage: stasis config --list\n"
 	  "       stasis config KEY\n"
