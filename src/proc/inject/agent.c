@@ -1411,6 +1411,11 @@ __attribute__((constructor)) static void agent_init(void)
 	int fd, type = 0, high;
 	socklen_t len = sizeof(type);
 
+	/* resolve the wrapped functions now: dlsym is not safe in a signal
+	 * handler, where a program may first call sigprocmask */
+	real_sigprocmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "sigprocmask");
+	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
+	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (!env || !*env)
 		return;
 	fd = atoi(env);
@@ -1431,7 +1436,6 @@ __attribute__((constructor)) static void agent_init(void)
 	sa.sa_sigaction = handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART;
 	sigemptyset(&sa.sa_mask);
-	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
 	if (real_sigaction(PROC_CKPT_SIGNAL, &sa, NULL) != 0)
 		goto fail;
 	pthread_atfork(NULL, NULL, atfork_child);
@@ -1439,7 +1443,6 @@ __attribute__((constructor)) static void agent_init(void)
 	/* the agent thread takes no signal but its own */
 	sigfillset(&all);
 	sigdelset(&all, PROC_CKPT_SIGNAL);
-	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
 	real_pthread_sigmask(SIG_SETMASK, &all, &old);
 	if (pthread_create(&t, NULL, agent_main, NULL) != 0) {
 		real_pthread_sigmask(SIG_SETMASK, &old, NULL);
