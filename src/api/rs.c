@@ -160,15 +160,14 @@ static uint8_t *seg_alloc(uint64_t seg)
 	return malloc(len);
 }
 
-/* Segment q of this rank's image at path, zero-padded to seg bytes. */
-static int read_segment(const char *path, uint64_t size, uint64_t seg, int q, uint8_t *buf)
+/* len bytes of this rank's image at offset off (zero past its end). */
+static int read_slice(const char *path, uint64_t size, uint64_t off, uint64_t len, uint8_t *buf)
 {
-	uint64_t off = (uint64_t)q * seg, n = 0;
+	uint64_t n = off >= size ? 0 : size - off < len ? size - off : len;
 	ssize_t got = 0;
 	int fd;
 
-	n = off >= size ? 0 : size - off < seg ? size - off : seg;
-	memset(buf + n, 0, seg - n);    /* only the padding */
+	memset(buf + n, 0, len - n);    /* only the padding */
 	if (!n)
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -181,7 +180,14 @@ static int read_segment(const char *path, uint64_t size, uint64_t seg, int q, ui
 	}
 	if (fd >= 0)
 		close(fd);
-	return (uint64_t)got == n ? 0 : err_set(-EIO, "%s: cannot read segment %d", path, q);
+	return (uint64_t)got == n ? 0 : err_set(-EIO, "%s: cannot read %" PRIu64 " bytes at %" PRIu64,
+						 path, n, off);
+}
+
+/* Segment q of this rank's image at path, zero-padded to seg bytes. */
+static int read_segment(const char *path, uint64_t size, uint64_t seg, int q, uint8_t *buf)
+{
+	return read_slice(path, size, (uint64_t)q * seg, seg, buf);
 }
 
 static int send_status(int ok, int dest)
@@ -268,30 +274,6 @@ static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, in
  * column a member holds streams into its parity image as it is computed;
  * the others (rs_parity > 1) are kept whole until their turn. */
 #define RS_SLICE (8u << 20)
-
-/* len bytes of this rank's image at offset off (zero past its end). */
-static int read_slice(const char *path, uint64_t size, uint64_t off, uint64_t len, uint8_t *buf)
-{
-	uint64_t n = off >= size ? 0 : size - off < len ? size - off : len;
-	ssize_t got = 0;
-	int fd;
-
-	memset(buf + n, 0, len - n);    /* only the padding */
-	if (!n)
-		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	while (fd >= 0 && (uint64_t)got < n) {
-		ssize_t r = pread(fd, buf + got, n - (uint64_t)got, (off_t)(off + (uint64_t)got));
-
-		if (r <= 0)
-			break;
-		got += r;
-	}
-	if (fd >= 0)
-		close(fd);
-	return (uint64_t)got == n ? 0 : err_set(-EIO, "%s: cannot read %" PRIu64 " bytes at %" PRIu64,
-						 path, n, off);
-}
 
 int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 		  const int64_t *sizes, int *degraded)
