@@ -96,3 +96,25 @@ def test_misuse_is_refused_clearly(tmp_path, numpy_ok):
     assert "8-byte elements, now 4" in lines["element size"], lines
     assert "already initialized" in lines["init twice"]
     assert "after stasis_finalize" in lines["after finalize"]
+
+
+def test_distributed_array_and_routed_files(tmp_path, numpy_ok):
+    """protect_distributed and the routed-file calls through the Python
+    binding: two MPI ranks checkpoint their halves at the GLOBAL level and
+    write an output set; one process without MPI recovers the whole array
+    (2 -> 1 ranks); two ranks find the set again and read their files."""
+    if not have("mpi4py.MPI"):
+        pytest.skip(f"mpi4py not installed for {PYTHON}")
+    prog = ROOT / "tests" / "bindings" / "distributed.py"
+    env = {"PYTHONPATH": str(PACKAGE_DIR)}
+    mpi = Job(tmp_path / "job", [PYTHON, prog, "mpi"], mpi=True,
+              extra_env={**env, "STASIS_LIBRARY": str(require_library("stasis"))})
+    serial = {**mpi.env, **mpi.node_env("nodeA"),
+              "STASIS_LIBRARY": str(require_library("stasis_serial"))}
+    w = mpi.run("write")
+    assert w.rc == 0 and "distributed: OK write (2 ranks)" in w.out, w
+    r = subprocess.run([PYTHON, str(prog), "serial", "read"], cwd=mpi.root, env=serial, text=True,
+                       capture_output=True, timeout=60)
+    assert r.returncode == 0 and "distributed: OK read (1 rank)" in r.stdout, r
+    f = mpi.run("files")
+    assert f.rc == 0 and "distributed: OK files (2 ranks)" in f.out, f

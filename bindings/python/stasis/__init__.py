@@ -26,13 +26,15 @@ when a communicator is given, libstasis_serial otherwise; see _library()
 for where it is looked for, and docs/bindings.md for the limits.
 """
 import ctypes
+import errno
 import ctypes.util
 import os
 import pathlib
 
 __all__ = [
     "StasisError", "init", "type_create", "protect", "unprotect", "status", "recover",
-    "recover_var", "checkpoint", "checkpoint_wait", "need_checkpoint", "should_exit", "finalize", "strerror",
+    "recover_var", "checkpoint", "checkpoint_wait", "need_checkpoint", "protect_distributed",
+    "start_output", "route_file", "complete_output", "start_restart", "complete_restart", "should_exit", "finalize", "strerror",
     "library_path",
     "OK", "FRESH", "RESTARTED", "LEVEL_AUTO", "LEVEL_SINGLE", "LEVEL_PARTNER", "LEVEL_RS",
     "LEVEL_GLOBAL", "BYTE", "INT", "LONG", "FLOAT", "DOUBLE",
@@ -98,6 +100,12 @@ def _declare(lib):
         "stasis_init_serial": [c_char_p],
         "stasis_type_create": [c_size_t],
         "stasis_protect": [c_int, c_void_p, c_size_t, c_int],
+        "stasis_protect_distributed": [c_int, c_void_p, c_size_t, c_int, c_size_t, c_size_t],
+        "stasis_start_output": [c_char_p],
+        "stasis_route_file": [c_char_p, c_char_p, c_size_t],
+        "stasis_complete_output": [c_int],
+        "stasis_start_restart": [c_char_p, c_size_t],
+        "stasis_complete_restart": [c_int],
         "stasis_unprotect": [c_int],
         "stasis_status": [],
         "stasis_recover": [],
@@ -210,26 +218,40 @@ def protect(id, array):
     into it in place. The array is kept alive until unprotect(id) or
     finalize(); protecting id again with another array (a resized one)
     replaces it, with the same element size."""
+    ptr, etype = _checked(id, array, "protect")
+    _check(_loaded().stasis_protect(id, ptr, array.size, etype))
+    _protected[id] = array
+
+
+def protect_distributed(id, array, global_count, offset):
+    """Like protect(), for this rank's part of a distributed array of
+    global_count elements (counted in array.dtype) starting at element
+    offset: a job with another number of ranks can recover it from a
+    checkpoint in the global tier, each rank its own part."""
+    ptr, etype = _checked(id, array, "protect_distributed")
+    _check(_loaded().stasis_protect_distributed(id, ptr, array.size, etype, int(global_count),
+                                                int(offset)))
+    _protected[id] = array
+
+
+def _checked(id, array, fn):
+    """The pointer and element type of an array protect() can take."""
     import numpy as np
 
-    lib = _loaded()
     if not isinstance(array, np.ndarray):
-        raise TypeError(f"stasis.protect: id {id}: a numpy array is needed, "
+        raise TypeError(f"stasis.{fn}: id {id}: a numpy array is needed, "
                         f"not {type(array).__name__}")
     if not (array.flags.c_contiguous or array.flags.f_contiguous):
-        raise ValueError(f"stasis.protect: id {id}: the array is not contiguous (a strided "
+        raise ValueError(f"stasis.{fn}: id {id}: the array is not contiguous (a strided "
                          f"view, shape {array.shape}, strides {array.strides}); protect the "
                          f"array it views, or a contiguous copy you keep using")
     if not array.flags.writeable:
-        raise ValueError(f"stasis.protect: id {id}: the array is read-only; recover() "
+        raise ValueError(f"stasis.{fn}: id {id}: the array is read-only; recover() "
                          f"could not write into it")
     if array.dtype.hasobject:
-        raise TypeError(f"stasis.protect: id {id}: dtype {array.dtype} holds Python "
+        raise TypeError(f"stasis.{fn}: id {id}: dtype {array.dtype} holds Python "
                         f"objects, not data")
-    etype = _element_type(array.dtype)
-    ptr = array.ctypes.data if array.size else None
-    _check(lib.stasis_protect(id, ptr, array.size, etype))
-    _protected[id] = array
+    return (array.ctypes.data if array.size else None), _element_type(array.dtype)
 
 
 def unprotect(id):
@@ -256,6 +278,42 @@ def checkpoint(level=LEVEL_AUTO, valid=True):
     """Collective: a checkpoint of every protected array at level. valid=False
     on any rank makes the whole checkpoint FAILED."""
     _check(_loaded().stasis_checkpoint_valid(level, 1 if valid else 0))
+
+
+def start_output(name):
+    """Collective: begin an output set of files the code writes itself (the
+    SCR model); route_file() says where to write each."""
+    _check(_loaded().stasis_start_output(name.encode()))
+
+
+def route_file(path):
+    """Where to write path (during an output set) or read it (during a
+    restart): a path in Stasis's storage. A damaged file is refused."""
+    buf = ctypes.create_string_buffer(4096)
+    _check(_loaded().stasis_route_file(str(path).encode(), buf, len(buf)))
+    return buf.value.decode()
+
+
+def complete_output(valid=True):
+    """Collective: commit the output set; valid=False on any rank fails it."""
+    _check(_loaded().stasis_complete_output(1 if valid else 0))
+
+
+def start_restart():
+    """Collective: the name of the newest complete output set, now open for
+    route_file(); None if there is none."""
+    buf = ctypes.create_string_buffer(256)
+    ret = _loaded().stasis_start_restart(buf, len(buf))
+    if ret == -errno.ENOENT:
+        return None
+    _check(ret)
+    return buf.value.decode()
+
+
+def complete_restart(valid=True):
+    """Collective: done reading; valid=False makes the next start_restart()
+    try an older set."""
+    _check(_loaded().stasis_complete_restart(1 if valid else 0))
 
 
 def checkpoint_wait():
