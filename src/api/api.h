@@ -140,6 +140,7 @@ struct api_state {
 	int one_node;                           /* every rank on one node */
 	int warned_partner, warned_rs;
 	int async;                              /* upgrades run on the progress thread */
+	uint64_t reserved;                      /* node cache room taken for this rank's image */
 	int64_t group_size, rs_parity;          /* rs level layout, from the configuration */
 	struct store *local;                    /* this node's cache */
 	struct store *global;                   /* the global directory */

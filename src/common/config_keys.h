@@ -51,8 +51,9 @@ CONFIG_KEY(LINK_ADDRESS,   "link_address",   STRING, "", 0, 0, "",
 CONFIG_KEY(LINK_TIMEOUT,   "link_timeout",   UINT,   "600", 1, 86400, "",
 	   "seconds a progress thread waits for another rank to connect before giving up")
 CONFIG_KEY(RECYCLE,        "recycle",        CHOICE, "on", 0, 0, "on|off",
-	   "write new checkpoints in the node cache over the files of pruned ones (faster on "
-	   "a RAM disk; holds one more checkpoint's memory until stasis_finalize)")
+	   "write new checkpoints in the node cache over the files of pruned ones, and reserve "
+	   "room for the first at stasis_protect (faster on a RAM disk; holds one more "
+	   "checkpoint's memory until stasis_finalize)")
 CONFIG_KEY(CACHE_KEEP,     "cache_keep",     UINT,   "2", 1, 1000, "",
 	   "application checkpoints kept in each node's local cache")
 CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",

@@ -676,6 +676,30 @@ out:
 	store_names_free(names, count);
 }
 
+int store_spare_reserve(struct store *s, const char *name, uint64_t size)
+{
+	char dir[PATH_MAX], spare[NAME_LEN + 1], path[PATH_MAX];
+	int fd = -1, ret;
+
+	if (!s->recycle || !s->ops->allocate)
+		return 0;
+	ret = check_file_name(name);
+	ret = ret ? ret : spare_dir(s, dir, sizeof(dir));
+	ret = ret ? ret : s->ops->mkdir_p(dir);
+	if (ret == 0 && snprintf(spare, sizeof(spare), "reserve-%s", name) >= (int)sizeof(spare))
+		ret = err_set(-ENAMETOOLONG, "reserve-%s: name too long", name);
+	ret = ret ? ret : join_path(path, sizeof(path), dir, spare, NULL);
+	if (ret == 0) {
+		ret = s->ops->create(path, &fd);
+		if (ret == -EEXIST)
+			ret = s->ops->open_write(path, &fd);
+	}
+	ret = ret ? ret : s->ops->allocate(fd, size);
+	if (fd >= 0)
+		s->ops->close(fd);
+	return ret ? report(ret, "%s: cannot reserve %" PRIu64 " bytes", path, size) : 0;
+}
+
 int store_spares_drop(struct store *s)
 {
 	char dir[PATH_MAX];

@@ -148,6 +148,11 @@ int store_prune(struct store *s, unsigned keep, unsigned *removed);
  * checkpoint until it is reused or dropped: it is never listed, selected or
  * verified. 0 (the default) turns recycling off. */
 void store_set_recycle(struct store *s, unsigned max);
+/* Reserve room for a file that will be written: a spare file named after
+ * it (`name`, e.g. rank-00003.img), given its storage up to `size` now, so
+ * the first file of that name is written over allocated pages like every
+ * later one. Grows an existing reservation. Nothing without recycling. */
+int store_spare_reserve(struct store *s, const char *name, uint64_t size);
 /* Remove every spare file (the job is done with this cache). */
 int store_spares_drop(struct store *s);
 

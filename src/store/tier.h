@@ -59,6 +59,8 @@ struct store_tier_ops {
 	 * needs both to write over a recycled file (store_set_recycle). */
 	int (*open_write)(const char *path, int *fd);
 	int (*truncate)(int fd, uint64_t size);
+	/* Optional: give a file its storage up to size (posix_fallocate). */
+	int (*allocate)(int fd, uint64_t size);
 	int (*open_append)(const char *path, int *fd);
 	int (*open_read)(const char *path, int *fd);
 	/* One write(2) (a short count is possible) and one pread(2); EINTR

@@ -208,6 +208,16 @@ static int posix_truncate(int fd, uint64_t size)
 	return neg_errno(ret);
 }
 
+static int posix_allocate(int fd, uint64_t size)
+{
+	int ret;
+
+	do
+		ret = posix_fallocate(fd, 0, (off_t)size);
+	while (ret == EINTR);
+	return -ret;
+}
+
 static int posix_open_direct(const char *path, int *fd)
 {
 	struct statfs sfs;
@@ -345,6 +355,7 @@ static int posix_unlink(const char *path)
 	.open_direct = posix_open_direct, \
 	.open_write = posix_open_write, \
 	.truncate = posix_truncate, \
+	.allocate = posix_allocate, \
 	.open_append = posix_open_append, \
 	.open_read = posix_open_read, \
 	.write = posix_write, \

@@ -1302,9 +1302,34 @@ static void test_recycle(void)
 	CHECK(!exists(path));
 	CHECK_EQ(store_spares_drop(s), 0);              /* nothing to drop: fine */
 
+	/* a reservation is a spare named after the file it is for */
+	{
+		struct store_ckpt *ck = NULL;
+		char rpath[PATH_MAX];
+		struct stat st;
+		ino_t ri;
+
+		CHECK_EQ(store_spare_reserve(s, "rank-9.img", 1u << 20), 0);
+		CHECK_EQ(store_spare_reserve(s, "rank-9.img", 2u << 20), 0);   /* grows */
+		snprintf(rpath, sizeof(rpath), "%s/.spare/reserve-rank-9.img", store_job_dir(s));
+		CHECK(stat(rpath, &st) == 0 && st.st_size == (2 << 20));
+		ri = st.st_ino;
+		CHECK_EQ(store_ckpt_begin(s, &ck), 0);
+		CHECK_EQ(put_file(ck, "rank-9.img", 5000, 3), 0);
+		path_of(s, store_ckpt_name(ck), "rank-9.img", rpath);
+		CHECK(stat(rpath, &st) == 0 && st.st_ino == ri && st.st_size == 5000);
+		CHECK_EQ(store_ckpt_commit(ck, 1), 0);
+		CHECK_EQ(store_verify(s, store_ckpt_name(ck)), 0);
+		store_ckpt_free(&ck);
+		CHECK_EQ(store_spare_reserve(s, "../x", 10), -EINVAL);
+	}
+
+	CHECK_EQ(store_spares_drop(s), 0);
 	store_set_recycle(s, 0);
 	CHECK_EQ(make_images(s, first, 2, a), 0);
 	CHECK_EQ(store_prune(s, 1, &removed), 0);
+	CHECK(!exists(path));
+	CHECK_EQ(store_spare_reserve(s, "rank-9.img", 1u << 20), 0);     /* off: nothing */
 	CHECK(!exists(path));
 	store_close(&s);
 }
