@@ -568,6 +568,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	sv[1] = -1;   /* proc_restore closed it */
 	if (ret == -EBADMSG || ret == -ESTALE)
 		ret = err_set(ret, "checkpoint %s cannot be used: %s", name, err_msg());
+	img_close(&img);   /* streamed: not needed for the job's lifetime */
 	if (ret) {
 		if (c.rchild.pid > 0) {
 			kill(c.rchild.pid, SIGKILL);
