@@ -518,9 +518,13 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	sv[1] = -1;
 	c.channel = sv[0];
 	sv[0] = -1;
-	if (proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid) != 0) {
-		/* the program runs on, without checkpoints */
-		log_warn("%s", err_msg());
+	ret = proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid);
+	if (ret) {
+		/* the program runs on, without checkpoints; one that already ended
+		 * (or could not be executed, and said so) needs no warning */
+		if (ret != -EPIPE)
+			log_warn("%s", err_msg());
+		ret = 0;
 		close(c.channel);
 		c.channel = -1;
 		c.pid = c.child;

@@ -211,3 +211,13 @@ def test_after_exec_the_job_has_no_agent(job):
     assert "has no Stasis agent" in line, line
     rc, out, err = job.finish()
     assert rc == 0 and out.strip().endswith("PASS"), err
+
+
+def test_short_and_missing_programs(job):
+    """A program that ends at once runs quietly; one that cannot be executed
+    is one line and exit status 127."""
+    r = job.stasis("run", "--dir", job.ck, "--", "/bin/true", check=False)
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    r = job.stasis("run", "--dir", job.ck, "--job", "x", "--", "/nonexistent/prog", check=False)
+    line = one_line_error(r, rc=127)
+    assert line == "stasis: run: cannot execute /nonexistent/prog: No such file or directory", line

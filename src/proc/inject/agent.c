@@ -1323,14 +1323,10 @@ static void after_restart(void)
 
 static void *agent_main(void *arg)
 {
-	struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
-				(uint64_t)(uintptr_t)&stasis_agent_state };
 	struct proc_msg cmd;
 
 	(void)arg;
 	g_agent_tid = raw_gettid();
-	if (send_msg(PROC_MSG_HELLO, &h, sizeof(h), NULL, 0) != 0)
-		return NULL;
 	while (g_channel >= 0) {
 		if (read_all(g_channel, &cmd, sizeof(cmd)) != 0 || cmd.magic != PROC_MSG_MAGIC)
 			break;
@@ -1450,6 +1446,14 @@ __attribute__((constructor)) static void agent_init(void)
 	}
 	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_detach(t);
+	/* hello from the constructor, before main(): even a program that ends
+	 * at once has reported, so its coordinator knows the agent works */
+	{
+		struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
+					(uint64_t)(uintptr_t)&stasis_agent_state };
+
+		send_msg(PROC_MSG_HELLO, &h, sizeof(h), NULL, 0);
+	}
 	return;
 fail:
 	close(g_channel);
