@@ -221,6 +221,13 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 		log_info("checkpoint %s: %u threads, %u regions, %llu bytes of pages", name,
 			 info.threads, info.regions, (unsigned long long)info.stored_bytes);
 	}
+	if (!ret && cfg_u64(CFG_KEEP)) {
+		unsigned removed = 0;
+
+		/* periodic checkpoints would fill the disk: keep as configured */
+		if (store_prune(c->store, (unsigned)cfg_u64(CFG_KEEP), &removed) != 0)
+			log_warn("%s", err_msg());
+	}
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);

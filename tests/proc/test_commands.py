@@ -221,3 +221,18 @@ def test_short_and_missing_programs(job):
     r = job.stasis("run", "--dir", job.ck, "--job", "x", "--", "/nonexistent/prog", check=False)
     line = one_line_error(r, rc=127)
     assert line == "stasis: run: cannot execute /nonexistent/prog: No such file or directory", line
+
+
+def test_keep_prunes_older_checkpoints(job):
+    """With keep = N the coordinator prunes after each established checkpoint."""
+    keep = {"STASIS_KEEP": "2"}
+    job.run(program("heap"), env=keep)
+    for _ in range(4):
+        job.checkpoint()
+    r = job.stasis("ls", "--dir", job.ck)
+    assert established(job) == ["ckpt-000003", "ckpt-000004"], r.stdout
+    assert not (job.ck / "heap" / "ckpt-000001").exists()
+    job.kill()
+    job.restart(env=keep)
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
