@@ -205,6 +205,9 @@ struct proc_header {
 	uint64_t rlimit[16][2];     /* RLIMIT_*: soft, hard */
 	uint32_t personality;
 	uint32_t nrlimits;          /* how many of rlimit are meaningful */
+	uint64_t auxv[64];          /* /proc/self/auxv as it was (auxv_len bytes) */
+	uint32_t auxv_len;
+	uint32_t pad;
 };
 
 #endif

@@ -55,7 +55,21 @@ int main(void)
 	nofile.rlim_max = got.rlim_max;
 	setrlimit(RLIMIT_NOFILE, &nofile);
 	personality(ADDR_NO_RANDOMIZE);
+	unsigned char auxv[1024], auxv2[1024];
+	ssize_t auxv_len = -1, auxv2_len = -2;
+	FILE *af = fopen("/proc/self/auxv", "r");
+	if (af) {
+		auxv_len = (ssize_t)fread(auxv, 1, sizeof(auxv), af);
+		fclose(af);
+	}
 	zdtm_ready();
+	af = fopen("/proc/self/auxv", "r");
+	if (af) {
+		auxv2_len = (ssize_t)fread(auxv2, 1, sizeof(auxv2), af);
+		fclose(af);
+	}
+	if (auxv_len != auxv2_len || memcmp(auxv, auxv2, (size_t)(auxv_len > 0 ? auxv_len : 0)) != 0)
+		zdtm_fail("/proc/self/auxv changed");
 	if (getrlimit(RLIMIT_NOFILE, &got) != 0 || got.rlim_cur != 777)
 		zdtm_fail("RLIMIT_NOFILE is %llu, not 777", (unsigned long long)got.rlim_cur);
 	if ((personality(0xffffffff) & ADDR_NO_RANDOMIZE) == 0)

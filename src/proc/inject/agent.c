@@ -534,6 +534,14 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 	h.umask = um;
 	h.state_addr = (uint64_t)(uintptr_t)&stasis_agent_state;
 	h.shared_pending = pending_mask("ShdPnd:");
+	{
+		int af = open("/proc/self/auxv", O_RDONLY | O_CLOEXEC);
+		ssize_t an = af >= 0 ? read(af, h.auxv, sizeof(h.auxv)) : -1;
+
+		if (af >= 0)
+			close(af);
+		h.auxv_len = an > 0 && (size_t)an < sizeof(h.auxv) ? (uint32_t)an : 0;
+	}
 	h.nrlimits = RLIM_NLIMITS < 16 ? RLIM_NLIMITS : 16;
 	for (unsigned i = 0; i < h.nrlimits; i++) {
 		struct rlimit rl;

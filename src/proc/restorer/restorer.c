@@ -694,7 +694,16 @@ static void restore_mm(void)
 	long ret;
 
 	mm_fill((struct prctl_mm_map *)mm, (uint32_t)-1);
+	/* the auxiliary vector too, so /proc/self/auxv is the program's; a
+	 * kernel whose saved vector is smaller takes the rest without it */
+	mm[11] = R.h.auxv_len ? (uint64_t)R.h.auxv : 0;
+	mm[12] = (uint64_t)R.h.auxv_len | 0xffffffff00000000ull;   /* auxv_size, exe_fd -1 */
 	ret = sys5(__NR_prctl, PR_SET_MM, PR_SET_MM_MAP, mm, 104, 0);
+	if (ret == -22 /* EINVAL */ && R.h.auxv_len) {
+		mm[11] = 0;
+		mm[12] = 0xffffffff00000000ull;
+		ret = sys5(__NR_prctl, PR_SET_MM, PR_SET_MM_MAP, mm, 104, 0);
+	}
 
 	if (ret)
 		die_errno("cannot restore brk and the stack, argument and environment "
