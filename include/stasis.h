@@ -76,7 +76,9 @@ stasis_type stasis_type_create(size_t size);
 
 /* Protect count elements at ptr under id (>= 0). Protecting an id again
  * updates its pointer and count (a resized array); its element type must
- * stay the same. */
+ * stay the same. It also reserves room in the node's cache for this rank's
+ * first checkpoint (configuration key `recycle`), so that checkpoint does
+ * not pay for new pages. */
 int stasis_protect(int id, void *ptr, size_t count, stasis_type type);
 /* The same for this rank's part of a distributed array of global_count
  * elements starting at element `offset`: such data can be recovered by a job
