@@ -456,6 +456,13 @@ static void add_reason(char *reason, size_t len, const char *what, int bad, cons
 	snprintf(reason + used, len - used, "%s%s: rank %d: %s", used ? "; " : "", what, bad, msg);
 }
 
+/* Node leaders keep their cache to cache_keep checkpoints. */
+static void prune_cache(void)
+{
+	if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
+		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+}
+
 int api_upgrade_run(const struct api_upgrade *u)
 {
 	char msg[API_MSG_LEN] = "", reached[32] = "single", reason[2 * API_MSG_LEN] = "";
@@ -463,8 +470,7 @@ int api_upgrade_run(const struct api_upgrade *u)
 	int ret = 0, bad, level = u->level, begin;
 
 	if (level == STASIS_LEVEL_SINGLE && !u->flush) {
-		if (api.node_leader && store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
-			log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+		prune_cache();
 		return 0;
 	}
 	begin = FAULT(API_UPGRADE_BEGIN);
@@ -519,9 +525,8 @@ int api_upgrade_run(const struct api_upgrade *u)
 	}
 	/* older checkpoints leave the cache only once this one has all its
 	 * copies: never is a node's loss unrecoverable for want of an upgrade */
-	if (!reason[0] && api.node_leader &&
-	    store_prune(api.local, (unsigned)cfg_u64(CFG_CACHE_KEEP), NULL))
-		log_warn("node %s: pruning the local cache: %s", api.node, err_msg());
+	if (!reason[0])
+		prune_cache();
 	log_debug("rank %d: checkpoint %s: level %s reached", api.rank, u->name, reached);
 	if (reason[0])
 		return err_set(-EIO, "checkpoint %s stays established at level %s: %s", u->name, reached,
