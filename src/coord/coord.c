@@ -555,6 +555,8 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	int sv[2] = { -1, -1 }, ret;
 
 	ret = coord_init(&c, o);
+	if (!ret)
+		ret = proc_kernel_check();
 	if (ret)
 		goto out;
 	if (ckpt)
@@ -580,6 +582,15 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	if (ret == -EBADMSG || ret == -ESTALE)
 		ret = err_set(ret, "checkpoint %s cannot be used: %s", name, err_msg());
 	img_close(&img);   /* streamed: not needed for the job's lifetime */
+	if (ret == -EPIPE && c.rchild.pid > 0) {
+		int st;
+
+		/* the namespace's processes or the restorer gave up and said why
+		 * (exit status 42): that one line is the whole message */
+		proc_child_wait(&c.rchild, &st);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 42)
+			ret = -ECANCELED;
+	}
 	if (ret) {
 		if (c.rchild.pid > 0) {
 			kill(c.rchild.pid, SIGKILL);

@@ -58,6 +58,12 @@ struct proc_child {
 	int status_fd;
 };
 
+/* Does this kernel have what a restart needs (MAP_FIXED_NOREPLACE,
+ * PR_SET_MM_MAP, clone3 with set_tid, new user+PID namespaces)? 0, or an
+ * error whose message names the missing feature. Probes only; changes
+ * nothing. */
+int proc_kernel_check(void);
+
 /* Check that img can be restored here (files it maps unchanged, kernel
  * features), start the restorer in a new user+PID+mount namespace with the
  * checkpointed pid, hand it channel (the agent's new channel end; closed

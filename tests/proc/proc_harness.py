@@ -55,10 +55,12 @@ class Job:
         self.proc = None
         self.logs = []
 
-    def stasis(self, *args, check=True, timeout=120, env=None):
+    def stasis(self, *args, check=True, timeout=120, env=None, raw=False):
+        """stasis ARGS; with raw=True, ARGS is the whole command (a wrapper
+        that runs stasis)."""
         e = dict(self.env)
         e.update(env or {})
-        r = subprocess.run([BIN, *map(str, args)], cwd=self.work, env=e, text=True,
+        r = subprocess.run([*([] if raw else [BIN]), *map(str, args)], cwd=self.work, env=e, text=True,
                            capture_output=True, timeout=timeout, errors="replace")
         for m in CRASH_MARKERS:
             assert m not in r.stderr, r.stderr

@@ -5,7 +5,7 @@ import pathlib
 import signal
 import time
 
-from proc_harness import job, program  # noqa: F401 (job is a fixture)
+from proc_harness import BIN, job, program  # noqa: F401 (job is a fixture)
 
 
 def established(job):
@@ -234,5 +234,36 @@ def test_keep_prunes_older_checkpoints(job):
     assert not (job.ck / "heap" / "ckpt-000001").exists()
     job.kill()
     job.restart(env=keep)
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
+
+
+def test_restart_refuses_a_kernel_lacking_a_feature(job):
+    """A kernel without clone3, without user namespaces or without
+    PR_SET_MM_MAP (seccomp makes the call fail as such a kernel would) is
+    refused in one line naming the feature, before anything of the restart
+    runs; the checkpoint stays established and restarts on this kernel."""
+    job.run(program("heap"))
+    job.checkpoint()
+    job.kill()
+    nokernel = program("nokernel")
+    cases = [  # x86_64 system call number, errno[, first argument]
+        (["435", "38"], "this kernel lacks clone3 (Linux 5.5 or later"),
+        (["272", "22"], "this kernel refuses new user and PID namespaces (Invalid argument"),
+        (["272", "28"], "this kernel refuses new user and PID namespaces (No space left"),
+        (["157", "22", "35"], "this kernel lacks prctl PR_SET_MM_MAP"),
+    ]
+    for spec, text in cases:
+        r = job.stasis(nokernel, *spec, "--", BIN, "restart", "--dir", job.ck,
+                       check=False, raw=True)
+        line = one_line_error(r, rc=1)
+        assert line.startswith("stasis: restart: " + text), (spec, line)
+    # a restart failing inside the namespace (clone3 refused there) is one line too
+    r = job.stasis(nokernel, "435", "1", "--", BIN, "restart", "--dir", job.ck,
+                   check=False, raw=True)
+    line = one_line_error(r, rc=1)
+    assert "clone3 set_tid" in line, line
+    assert established(job) == ["ckpt-000001"]
+    job.restart()
     rc, out, err = job.finish()
     assert rc == 0 and out.strip() == "PASS", err
