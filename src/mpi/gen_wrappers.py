@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+"""Generate the split process's MPI wrappers from functions.list (docs/split.md).
+
+usage: gen_wrappers.py LIST OUTDIR
+
+Writes into OUTDIR:
+  sts_ops.h   struct sts_gen_ops: one pointer per generated function, in the
+              neutral types of sts_mpi.h (the interface between the halves)
+  uh_gen.c    upper half: every function of LIST with the ABI's own types
+              (compiled once per ABI against that ABI's mpi.h); generated
+              wrappers translate arguments and call through sts_lower_call;
+              "no" functions name themselves and abort; PMPI_ aliases
+  lh_gen.c    lower half: the generated functions on the real MPI (compiled
+              once per MPI library), and sts_gen_ops_fill()
+  predef.c    the predefined handles and error classes, by name, for either
+              half (#ifdef each name: not every mpi.h has every one)
+"""
+import re
+import sys
+
+HANDLE_KINDS = ["Comm", "Datatype", "Op", "Group", "Request", "Errhandler", "Info", "Win",
+                "File", "Message"]
+KIND_ID = {k: i for i, k in enumerate(HANDLE_KINDS)}
+BUFFERS = {"buf", "buffer", "sendbuf", "recvbuf", "inbuf", "inoutbuf", "origin_addr",
+           "result_addr", "compare_addr"}
+RANKS_IN = {"source", "dest", "root"}
+RANKS_OUT = {"rank_source", "rank_dest"}
+NEUTRAL_SCALARS = {"MPI_Aint": "sts_aint", "MPI_Offset": "sts_offset", "MPI_Count": "sts_count",
+                   "MPI_Fint": "int"}
+
+# Predefined handles, by kind; index = the neutral handle (0 = the null one).
+PREDEF = {
+    "Comm": ["MPI_COMM_NULL", "MPI_COMM_WORLD", "MPI_COMM_SELF"],
+    "Group": ["MPI_GROUP_NULL", "MPI_GROUP_EMPTY"],
+    "Datatype": """MPI_DATATYPE_NULL MPI_CHAR MPI_SIGNED_CHAR MPI_UNSIGNED_CHAR MPI_BYTE
+        MPI_WCHAR MPI_SHORT MPI_UNSIGNED_SHORT MPI_INT MPI_UNSIGNED MPI_LONG MPI_UNSIGNED_LONG
+        MPI_LONG_LONG_INT MPI_LONG_LONG MPI_UNSIGNED_LONG_LONG MPI_FLOAT MPI_DOUBLE
+        MPI_LONG_DOUBLE MPI_PACKED MPI_INT8_T MPI_INT16_T MPI_INT32_T MPI_INT64_T MPI_UINT8_T
+        MPI_UINT16_T MPI_UINT32_T MPI_UINT64_T MPI_C_BOOL MPI_C_FLOAT_COMPLEX MPI_C_COMPLEX
+        MPI_C_DOUBLE_COMPLEX MPI_C_LONG_DOUBLE_COMPLEX MPI_AINT MPI_OFFSET MPI_COUNT
+        MPI_FLOAT_INT MPI_DOUBLE_INT MPI_LONG_INT MPI_2INT MPI_SHORT_INT MPI_LONG_DOUBLE_INT
+        MPI_CHARACTER MPI_LOGICAL MPI_INTEGER MPI_REAL MPI_DOUBLE_PRECISION MPI_COMPLEX
+        MPI_DOUBLE_COMPLEX MPI_2REAL MPI_2DOUBLE_PRECISION MPI_2INTEGER MPI_INTEGER1
+        MPI_INTEGER2 MPI_INTEGER4 MPI_INTEGER8 MPI_REAL4 MPI_REAL8 MPI_COMPLEX8
+        MPI_COMPLEX16 MPI_CXX_BOOL MPI_CXX_FLOAT_COMPLEX MPI_CXX_DOUBLE_COMPLEX""".split(),
+    "Op": """MPI_OP_NULL MPI_MAX MPI_MIN MPI_SUM MPI_PROD MPI_LAND MPI_BAND MPI_LOR MPI_BOR
+        MPI_LXOR MPI_BXOR MPI_MAXLOC MPI_MINLOC MPI_REPLACE MPI_NO_OP""".split(),
+    "Request": ["MPI_REQUEST_NULL"],
+    "Errhandler": ["MPI_ERRHANDLER_NULL", "MPI_ERRORS_ARE_FATAL", "MPI_ERRORS_RETURN"],
+    "Info": ["MPI_INFO_NULL", "MPI_INFO_ENV"],
+    "Win": ["MPI_WIN_NULL"],
+    "File": ["MPI_FILE_NULL"],
+    "Message": ["MPI_MESSAGE_NULL", "MPI_MESSAGE_NO_PROC"],
+}
+# Error classes; index = the neutral class (0 = MPI_SUCCESS).
+ERRORS = """MPI_SUCCESS MPI_ERR_BUFFER MPI_ERR_COUNT MPI_ERR_TYPE MPI_ERR_TAG MPI_ERR_COMM
+    MPI_ERR_RANK MPI_ERR_REQUEST MPI_ERR_ROOT MPI_ERR_GROUP MPI_ERR_OP MPI_ERR_TOPOLOGY
+    MPI_ERR_DIMS MPI_ERR_ARG MPI_ERR_UNKNOWN MPI_ERR_TRUNCATE MPI_ERR_OTHER MPI_ERR_INTERN
+    MPI_ERR_IN_STATUS MPI_ERR_PENDING MPI_ERR_ACCESS MPI_ERR_AMODE MPI_ERR_ASSERT
+    MPI_ERR_BAD_FILE MPI_ERR_BASE MPI_ERR_CONVERSION MPI_ERR_DISP MPI_ERR_DUP_DATAREP
+    MPI_ERR_FILE_EXISTS MPI_ERR_FILE_IN_USE MPI_ERR_FILE MPI_ERR_INFO_KEY
+    MPI_ERR_INFO_NOKEY MPI_ERR_INFO_VALUE MPI_ERR_INFO MPI_ERR_IO MPI_ERR_KEYVAL
+    MPI_ERR_LOCKTYPE MPI_ERR_NAME MPI_ERR_NO_MEM MPI_ERR_NOT_SAME MPI_ERR_NO_SPACE
+    MPI_ERR_NO_SUCH_FILE MPI_ERR_PORT MPI_ERR_QUOTA MPI_ERR_READ_ONLY MPI_ERR_RMA_CONFLICT
+    MPI_ERR_RMA_SYNC MPI_ERR_SERVICE MPI_ERR_SIZE MPI_ERR_SPAWN MPI_ERR_UNSUPPORTED_DATAREP
+    MPI_ERR_UNSUPPORTED_OPERATION MPI_ERR_WIN MPI_ERR_RMA_RANGE MPI_ERR_RMA_ATTACH
+    MPI_ERR_RMA_SHARED MPI_ERR_RMA_FLAVOR""".split()
+
+
+class Param:
+    def __init__(self, text):
+        text = text.strip()
+        if text == "...":
+            self.array, self.type, self.name, self.ptr, self.base, self.const = \
+                False, "...", "", 0, "...", False
+            return
+        self.array = "[" in text
+        self.suffix = "".join(re.findall(r"\[[^\]]*\]", text))
+        text = re.sub(r"\[[^\]]*\]", "", text).strip()
+        m = re.match(r"(.*?)([A-Za-z_][A-Za-z0-9_]*)$", text)
+        self.type = m.group(1).replace(" *", "*").strip()
+        self.name = m.group(2)
+        self.ptr = self.type.count("*") + (1 if self.array else 0)
+        self.base = self.type.replace("*", "").replace("const", "").strip()
+        self.const = "const" in self.type
+
+    def decl(self):
+        """As in the ABI's prototype."""
+        t = self.type
+        if t == "...":
+            return t
+        if self.array:
+            return f"{t} {self.name}{self.suffix}"
+        return f"{t.replace('*', ' *')} {self.name}".replace("* ", "*").replace("  ", " ")
+
+    def kind(self):
+        b = self.base[4:] if self.base.startswith("MPI_") else None
+        return b if b in KIND_ID else None
+
+
+class Func:
+    def __init__(self, status, proto):
+        m = re.match(r"(.*?)\s*\b(MPI_[A-Za-z0-9_]+)\((.*)\)$", proto)
+        if not m:
+            raise SystemExit(f"cannot parse: {proto}")
+        self.status = status.split(":")[0]
+        self.inout = status.split("=", 1)[1] if "=" in status else None
+        self.ret = m.group(1).strip()
+        self.name = m.group(2)
+        self.short = self.name[4:]
+        args = m.group(3).strip()
+        self.params = [] if args in ("", "void") else [Param(p) for p in args.split(",")]
+
+    def proto(self, name=None):
+        ps = ", ".join(p.decl() for p in self.params) or "void"
+        return f"{self.ret} {name or self.name}({ps})"
+
+
+def read_list(path):
+    funcs = []
+    for line in open(path):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        status, proto = line.split(None, 1)
+        funcs.append(Func(status, proto))
+    return funcs
+
+
+def neutral(f, p):
+    """The neutral C type of a parameter of a generated function."""
+    k = p.kind()
+    if k and p.ptr == 0:
+        return "uint32_t"
+    if k and p.ptr == 1 and not p.array:
+        return "uint32_t *"
+    if k:
+        raise SystemExit(f"{f.name}: handle array {p.name} needs a hand-written wrapper")
+    if p.base == "MPI_Status":
+        if p.array or p.ptr != 1 or p.const:
+            raise SystemExit(f"{f.name}: status array {p.name} needs a hand-written wrapper")
+        return "struct sts_status *"
+    t = p.type
+    for a, b in NEUTRAL_SCALARS.items():
+        t = re.sub(rf"\b{a}\b", b, t)
+    if "MPI_" in t:
+        raise SystemExit(f"{f.name}: parameter {p.name} of type {p.type} needs a hand-written wrapper")
+    if p.array and p.suffix != "[]":
+        raise SystemExit(f"{f.name}: parameter {p.name}{p.suffix} needs a hand-written wrapper")
+    if p.array:
+        t += "*"
+    return t.replace("*", " *").replace("  ", " ")
+
+
+def ops_header(funcs):
+    out = ["/* Generated by gen_wrappers.py from functions.list: do not edit. */",
+           "#ifndef STS_OPS_H", "#define STS_OPS_H", "#include <stdint.h>", "",
+           "typedef long sts_aint;          /* MPI_Aint in both ABIs of x86-64 */",
+           "typedef long long sts_offset;   /* MPI_Offset */",
+           "typedef long long sts_count;    /* MPI_Count */", "",
+           "struct sts_status;", "", "struct sts_gen_ops {"]
+    for f in funcs:
+        if f.status == "gen":
+            ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
+            out.append(f"\tint (*{f.short})({ps});")
+    out += ["};", "", "#endif", ""]
+    return "\n".join(out)
+
+
+def upper(funcs):
+    out = ["/* Generated by gen_wrappers.py from functions.list: do not edit.",
+           " * The upper half's MPI functions, with the ABI's types (docs/split.md). */",
+           '#include "uh.h"', ""]
+    for f in funcs:
+        out.append(f"#undef {f.name}\n#undef P{f.name}")
+    out.append("")
+    for f in funcs:
+        if f.status == "hand":
+            continue
+        out.append(f"{f.proto('P' + f.name)}\n{{")
+        if f.status == "no":
+            for p in f.params:
+                out.append(f"\t(void){p.name};")
+            out.append(f'\tsts_unsupported("{f.name}");')
+            if f.ret != "void":
+                out.append(f"\treturn ({f.ret})0;")
+            out.append("}")
+        else:
+            pre, args, post = [], [], []
+            for i, p in enumerate(f.params):
+                k = p.kind()
+                if k and p.ptr == 0:
+                    pre.append(f"\tuint32_t a{i} = sts_in(STS_{k.upper()}, STS_HVAL({p.name}));")
+                    args.append(f"a{i}")
+                elif k:
+                    if f.inout == p.name:
+                        pre.append(f"\tuint32_t a{i} = sts_in(STS_{k.upper()}, STS_HVAL(*{p.name}));")
+                    else:
+                        pre.append(f"\tuint32_t a{i} = 0;")
+                    args.append(f"&a{i}")
+                    post.append(f"\t*{p.name} = ({p.base})(STS_HCAST)sts_out(STS_{k.upper()}, a{i});")
+                elif p.base == "MPI_Status":
+                    pre.append(f"\tstruct sts_status a{i};")
+                    args.append(f"STS_STATUS_IGNORED({p.name}) ? NULL : &a{i}")
+                    post.append(f"\tif (!STS_STATUS_IGNORED({p.name}))\n"
+                                f"\t\tsts_status_out(&a{i}, {p.name});")
+                elif p.name in BUFFERS and p.ptr == 1:
+                    args.append(f"sts_buf_in({p.name})")
+                elif p.name in RANKS_IN and p.ptr == 0:
+                    args.append(f"sts_rank_in({p.name})")
+                elif p.name in RANKS_OUT and p.ptr == 1:
+                    args.append(p.name)
+                    post.append(f"\t*{p.name} = sts_rank_out(*{p.name});")
+                elif p.ptr and any(n in p.type for n in NEUTRAL_SCALARS):
+                    args.append(f"({neutral(f, p)}){p.name}")   # same size, other C type
+                else:
+                    args.append(p.name)
+            out += pre
+            out.append(f"\tint ret;\n\n\tSTS_LOWER(ret = sts_lh->gen.{f.short}({', '.join(args)}));")
+            if post:
+                out.append("\tif (ret == 0) {" if any("*" in x for x in post) else "\t{")
+                out += ["\t" + x.replace("\n", "\n\t") for x in post]
+                out.append("\t}")
+            out.append("\treturn sts_err_out(ret);\n}")
+        out.append(f"{f.proto()} __attribute__((weak, alias(\"P{f.name}\")));\n")
+    return "\n".join(out)
+
+
+def lower(funcs):
+    out = ["/* Generated by gen_wrappers.py from functions.list: do not edit.",
+           " * The lower half's side of each generated function, on the real MPI. */",
+           '#include "lh.h"', ""]
+    names = []
+    for f in funcs:
+        if f.status != "gen":
+            continue
+        names.append(f.short)
+        ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
+        out.append(f"static int lh_{f.short}({ps})\n{{")
+        pre, args, post = [], [], []
+        for i, p in enumerate(f.params):
+            k = p.kind()
+            if k and p.ptr == 0:
+                args.append(f"({p.base})(LH_HCAST)lh_real(STS_{k.upper()}, {p.name})")
+            elif k:
+                init = (f"({p.base})(LH_HCAST)lh_real(STS_{k.upper()}, *{p.name})"
+                        if f.inout == p.name else f"({p.base})(LH_HCAST)lh_real(STS_{k.upper()}, 0)")
+                pre.append(f"\t{p.base} r{i} = {init};")
+                args.append(f"&r{i}")
+                if f.inout == p.name:
+                    post.append(f"\t*{p.name} = lh_update(STS_{k.upper()}, *{p.name}, LH_HVAL(r{i}));")
+                else:
+                    post.append(f"\t*{p.name} = lh_new(STS_{k.upper()}, LH_HVAL(r{i}));")
+            elif p.base == "MPI_Status":
+                pre.append(f"\tMPI_Status r{i} = {{ 0 }};")
+                args.append(f"{p.name} ? &r{i} : MPI_STATUS_IGNORE")
+                post.append(f"\tif ({p.name})\n\t\tlh_status_out(&r{i}, {p.name});")
+            elif p.name in BUFFERS and p.ptr == 1:
+                args.append(f"lh_buf({p.name})")
+            elif p.name in RANKS_IN and p.ptr == 0:
+                args.append(f"lh_rank_in({p.name})")
+            elif p.name in RANKS_OUT and p.ptr == 1:
+                args.append(p.name)
+                post.append(f"\t*{p.name} = lh_rank_out(*{p.name});")
+            elif p.ptr and any(n in p.type for n in NEUTRAL_SCALARS):
+                args.append(f"({p.type}{'*' if p.array else ''}){p.name}")   # same size
+            else:
+                args.append(p.name)
+        out += pre
+        out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
+        if post:
+            out.append("\tif (ret == MPI_SUCCESS) {")
+            out += ["\t" + x.replace("\n", "\n\t") for x in post]
+            out.append("\t}")
+        out.append("\treturn lh_err(ret);\n}\n")
+    out.append("void sts_gen_ops_fill(struct sts_gen_ops *ops)\n{")
+    out += [f"\tops->{n} = lh_{n};" for n in names]
+    out.append("}\n")
+    return "\n".join(out)
+
+
+def predef():
+    out = ["/* Generated by gen_wrappers.py: do not edit. The predefined handles of",
+           " * every kind and the error classes as the mpi.h in use spells them;",
+           " * included by the upper half's ABI layer and by the lower half. */",
+           "#ifndef STS_PREDEF_VALUE", "#error define STS_PREDEF_VALUE(name) first", "#endif", ""]
+    for k in HANDLE_KINDS:
+        names = PREDEF[k]
+        out.append(f"static const struct sts_predef sts_predef_{k.lower()}[] = {{")
+        for i, n in enumerate(names):
+            out.append(f"#ifdef {n}\n\t{{ {i}, \"{n}\", STS_PREDEF_VALUE({n}) }},\n#endif")
+        out.append("};\n")
+    out.append("static const struct sts_predef sts_predef_error[] = {")
+    for i, n in enumerate(ERRORS):
+        out.append(f"#ifdef {n}\n\t{{ {i}, \"{n}\", (uint64_t)({n}) }},\n#endif")
+    out.append("};\n")
+    out.append("static const struct sts_predef_kind sts_predef_kinds[STS_KINDS] = {")
+    for k in HANDLE_KINDS:
+        out.append(f"\t{{ sts_predef_{k.lower()}, sizeof(sts_predef_{k.lower()}) / "
+                   f"sizeof(struct sts_predef), {len(PREDEF[k])} }},")
+    out.append("};\n")
+    return "\n".join(out)
+
+
+def kinds_header():
+    out = ["/* Generated by gen_wrappers.py: do not edit. */", "#ifndef STS_KINDS_H",
+           "#define STS_KINDS_H", "enum sts_kind {"]
+    out += [f"\tSTS_{k.upper()} = {i}," for i, k in enumerate(HANDLE_KINDS)]
+    out += ["\tSTS_KINDS", "};", f"#define STS_NERRORS {len(ERRORS)}",
+            "#define STS_KIND_NAMES { " + ", ".join(f'"{k}"' for k in HANDLE_KINDS) + " }",
+            "#endif", ""]
+    return "\n".join(out)
+
+
+def main():
+    funcs = read_list(sys.argv[1])
+    outdir = sys.argv[2]
+    files = {"sts_ops.h": ops_header(funcs), "uh_gen.c": upper(funcs), "lh_gen.c": lower(funcs),
+             "predef.c": predef(), "sts_kinds.h": kinds_header()}
+    for name, text in files.items():
+        path = f"{outdir}/{name}"
+        try:
+            if open(path).read() == text:
+                continue
+        except OSError:
+            pass
+        with open(path, "w") as fh:
+            fh.write(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+/* sts_mpi.h - the interface between the split process's two halves.
+ *
+ * The upper half (the application, its libc and Stasis's stand-in MPI
+ * library, src/mpi) and the lower half (src/split: the real MPI, loaded
+ * first) share one address space and call each other only through the
+ * table below, found at a fixed address. Nothing in it depends on which
+ * MPI library is below or which MPI ABI the application was compiled
+ * for: handles are 32-bit neutral numbers (0 the null handle of each
+ * kind, then the predefined ones in the order of gen_wrappers.py, then
+ * handles the program created, from STS_FIRST_USER), ranks and error
+ * classes have neutral values, statuses a neutral layout. Each half
+ * translates to its own ABI. docs/split.md describes the whole design.
+ */
+#ifndef STS_MPI_H
+#define STS_MPI_H
+
+#include <stdint.h>
+
+#include "sts_kinds.h"
+#include "sts_ops.h"
+
+#define STS_FIRST_USER 1024u    /* neutral handles below are predefined */
+
+/* neutral special values */
+#define STS_IN_PLACE ((void *)-1L)
+#define STS_ANY_SOURCE (-1)
+#define STS_PROC_NULL (-2)
+#define STS_ROOT (-4)
+
+struct sts_status {
+	int source;
+	int tag;
+	int error;                  /* neutral error class */
+	int cancelled;
+	long long count;            /* bytes received */
+};
+
+/* Calls the upper half takes back from the lower one (set at MPI_Init):
+ * user reduction operations run in the upper half, with its TLS. */
+struct sts_uh_callbacks {
+	void (*op_call)(int slot, void *in, void *inout, int *len, uint32_t datatype);
+};
+
+#define STS_OP_SLOTS 64         /* user-defined operations at once */
+
+/* Hand-written calls (functions.list: hand). */
+struct sts_hand_ops {
+	int (*init)(int required, int *provided);
+	int (*finalize)(void);
+	void (*abort)(uint32_t comm, int code);
+	int (*waitall)(int n, uint32_t *reqs, struct sts_status *st);
+	int (*waitany)(int n, uint32_t *reqs, int *index, struct sts_status *st);
+	int (*testall)(int n, uint32_t *reqs, int *flag, struct sts_status *st);
+	int (*testany)(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st);
+	int (*type_create_struct)(int n, const int *blocklens, const sts_aint *displs,
+				  const uint32_t *types, uint32_t *newtype);
+	int (*op_create)(int slot, int commute, uint32_t *op);
+};
+
+#define STS_LH_INFO_ADDR 0x3ff1f0000000ull   /* in Stasis's window: never saved */
+#define STS_LH_MAGIC 0x53545348414c4631ull   /* "1FLAHSTS" */
+#define STS_LH_VERSION 1
+
+struct sts_lh_info {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t fsgsbase;          /* the wrfsbase instruction may be used */
+	uint64_t lh_fs;             /* the lower half's FS base (its TLS) */
+	uint64_t uh_fs;             /* the upper thread's FS base while it is inside */
+	int world_rank;
+	int world_size;
+	int thread_provided;
+	int finalized;
+	char library[256];          /* the real MPI's MPI_Get_library_version, first line */
+	const struct sts_uh_callbacks *uh;
+	struct sts_hand_ops hand;
+	struct sts_gen_ops gen;
+};
+
+/* FS base switches: wrfsbase where the kernel allows it (FSGSBASE,
+ * Linux >= 5.9), arch_prctl otherwise. Raw instructions and system calls:
+ * these run with the other half's TLS in place, where libc cannot. */
+static inline uint64_t sts_rdfs(int fsgsbase)
+{
+	uint64_t v;
+
+	if (fsgsbase) {
+		__asm__ volatile("rdfsbase %0" : "=r"(v) : : "memory");
+	} else {
+		long r;
+
+		__asm__ volatile("syscall" : "=a"(r) : "0"(158L), "D"(0x1003L), "S"(&v)
+				 : "rcx", "r11", "memory");
+	}
+	return v;
+}
+
+static inline void sts_wrfs(int fsgsbase, uint64_t v)
+{
+	if (fsgsbase) {
+		__asm__ volatile("wrfsbase %0" : : "r"(v) : "memory");
+	} else {
+		long r;
+
+		__asm__ volatile("syscall" : "=a"(r) : "0"(158L), "D"(0x1002L), "S"(v)
+				 : "rcx", "r11", "memory");
+	}
+}
+
+#endif

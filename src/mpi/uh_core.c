@@ -1,0 +1,354 @@
+/* uh_core.c - the upper half's hand-written MPI functions (functions.list:
+ * hand) and the switch into the lower half. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "uh.h"
+
+#undef MPI_Aint_add
+#undef MPI_Aint_diff
+#undef PMPI_Aint_add
+#undef PMPI_Aint_diff
+
+struct sts_lh_info *const sts_lh = (struct sts_lh_info *)STS_LH_INFO_ADDR;
+
+static int initialized, finalized;
+static int thread_level;
+
+/* No lower half below (the program was started without Stasis's lower
+ * half): say so once, clearly, rather than crash on the table. */
+static void check_lower(void)
+{
+	static int checked;
+
+	if (checked)
+		return;
+	if (msync((void *)sts_lh, 4096, MS_ASYNC) != 0 || sts_lh->magic != STS_LH_MAGIC ||
+	    sts_lh->version != STS_LH_VERSION) {
+		static const char msg[] = "stasis: this program runs with Stasis's MPI library "
+					  "but without its lower half (start it with stasis run)\n";
+		if (write(2, msg, sizeof(msg) - 1) < 0) {
+			/* nothing else to do */
+		}
+		_exit(1);
+	}
+	checked = 1;
+}
+
+uint64_t sts_enter(void)
+{
+	int g = (int)sts_lh->fsgsbase;
+	uint64_t fs = sts_rdfs(g);
+
+	sts_lh->uh_fs = fs;
+	sts_wrfs(g, sts_lh->lh_fs);
+	return fs;
+}
+
+void sts_leave(uint64_t fs)
+{
+	sts_wrfs((int)sts_lh->fsgsbase, fs);
+}
+
+void sts_unsupported(const char *name)
+{
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "stasis: %s is not supported by the split process yet "
+			 "(docs/split.md); aborting the job\n", name);
+
+	if (n > 0 && write(2, msg, (size_t)n) < 0) {
+		/* nothing else to do */
+	}
+	check_lower();
+	STS_LOWER(sts_lh->hand.abort(1 /* world */, 1));
+	_exit(1);
+}
+
+/* ---- user reduction operations: called back from the lower half ---- */
+
+static MPI_User_function *op_fn[STS_OP_SLOTS];
+
+static void op_call(int slot, void *in, void *inout, int *len, uint32_t dt)
+{
+	MPI_Datatype t = (MPI_Datatype)(STS_HCAST)sts_out(STS_DATATYPE, dt);
+
+	op_fn[slot](in, inout, len, &t);
+}
+
+static const struct sts_uh_callbacks callbacks = { op_call };
+
+int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
+{
+	uint32_t n = 0;
+	int slot, ret;
+
+	for (slot = 0; slot < STS_OP_SLOTS && op_fn[slot]; slot++)
+		;
+	if (slot == STS_OP_SLOTS)
+		return MPI_ERR_OTHER;   /* TODO reuse slots of freed operations */
+	op_fn[slot] = fn;
+	STS_LOWER(ret = sts_lh->hand.op_create(slot, commute, &n));
+	if (ret == 0)
+		*op = (MPI_Op)(STS_HCAST)sts_out(STS_OP, n);
+	else
+		op_fn[slot] = NULL;
+	return sts_err_out(ret);
+}
+int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
+	__attribute__((weak, alias("PMPI_Op_create")));
+
+/* ---- initialization: the lower half initialized the real MPI already ---- */
+
+int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+{
+	int ret;
+
+	(void)argc;
+	(void)argv;
+	check_lower();
+	if (initialized)
+		return MPI_ERR_OTHER;
+	sts_lh->uh = &callbacks;
+	STS_LOWER(ret = sts_lh->hand.init(required, &thread_level));
+	if (ret == 0) {
+		initialized = 1;
+		if (provided)
+			*provided = thread_level;
+	}
+	return sts_err_out(ret);
+}
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided)
+	__attribute__((weak, alias("PMPI_Init_thread")));
+
+int PMPI_Init(int *argc, char ***argv)
+{
+	return PMPI_Init_thread(argc, argv, MPI_THREAD_SINGLE, NULL);
+}
+int MPI_Init(int *argc, char ***argv) __attribute__((weak, alias("PMPI_Init")));
+
+int PMPI_Initialized(int *flag)
+{
+	*flag = initialized;
+	return MPI_SUCCESS;
+}
+int MPI_Initialized(int *flag) __attribute__((weak, alias("PMPI_Initialized")));
+
+int PMPI_Finalized(int *flag)
+{
+	*flag = finalized;
+	return MPI_SUCCESS;
+}
+int MPI_Finalized(int *flag) __attribute__((weak, alias("PMPI_Finalized")));
+
+int PMPI_Finalize(void)
+{
+	int ret;
+
+	check_lower();
+	STS_LOWER(ret = sts_lh->hand.finalize());
+	finalized = 1;
+	return sts_err_out(ret);
+}
+int MPI_Finalize(void) __attribute__((weak, alias("PMPI_Finalize")));
+
+int PMPI_Abort(MPI_Comm comm, int code)
+{
+	uint32_t c = sts_in(STS_COMM, STS_HVAL(comm));
+
+	check_lower();
+	STS_LOWER(sts_lh->hand.abort(c, code));
+	_exit(code ? code : 1);
+}
+int MPI_Abort(MPI_Comm comm, int code) __attribute__((weak, alias("PMPI_Abort")));
+
+int PMPI_Pcontrol(const int level, ...)
+{
+	(void)level;
+	return MPI_SUCCESS;
+}
+int MPI_Pcontrol(const int level, ...) __attribute__((weak, alias("PMPI_Pcontrol")));
+
+/* Time never enters the lower half (no switch; the same clock as MPI's). */
+double PMPI_Wtime(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+double MPI_Wtime(void) __attribute__((weak, alias("PMPI_Wtime")));
+
+double PMPI_Wtick(void)
+{
+	struct timespec ts;
+
+	clock_getres(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+double MPI_Wtick(void) __attribute__((weak, alias("PMPI_Wtick")));
+
+MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp)
+{
+	return (MPI_Aint)((char *)base + disp);
+}
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) __attribute__((weak, alias("PMPI_Aint_add")));
+
+MPI_Aint PMPI_Aint_diff(MPI_Aint a, MPI_Aint b)
+{
+	return (MPI_Aint)((char *)a - (char *)b);
+}
+MPI_Aint MPI_Aint_diff(MPI_Aint a, MPI_Aint b) __attribute__((weak, alias("PMPI_Aint_diff")));
+
+/* ---- statuses and arrays of requests ---- */
+
+long long sts_status_bytes(const MPI_Status *s);
+
+int PMPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count)
+{
+	long long bytes = sts_status_bytes(status);
+	uint32_t t = sts_in(STS_DATATYPE, STS_HVAL(datatype));
+	int size = 0, ret;
+
+	STS_LOWER(ret = sts_lh->gen.Type_size(t, &size));
+	if (ret)
+		return sts_err_out(ret);
+	if (size == 0)
+		*count = bytes == 0 ? 0 : MPI_UNDEFINED;
+	else
+		*count = bytes % size ? MPI_UNDEFINED : (int)(bytes / size);
+	return MPI_SUCCESS;
+}
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count)
+	__attribute__((weak, alias("PMPI_Get_count")));
+
+#define REQ_STACK 64
+
+/* neutral copies of n requests and statuses, on the stack when few */
+struct reqs {
+	uint32_t *r;
+	struct sts_status *st;
+	uint32_t r_small[REQ_STACK];
+	struct sts_status st_small[REQ_STACK];
+};
+
+static int reqs_in(struct reqs *q, int n, const MPI_Request *reqs, int statuses)
+{
+	q->r = q->r_small;
+	q->st = statuses ? q->st_small : NULL;
+	if (n > REQ_STACK) {
+		q->r = malloc((size_t)n * sizeof(*q->r));
+		q->st = statuses ? malloc((size_t)n * sizeof(*q->st)) : NULL;
+		if (!q->r || (statuses && !q->st)) {
+			free(q->r);
+			free(q->st);
+			return MPI_ERR_NO_MEM;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		q->r[i] = sts_in(STS_REQUEST, STS_HVAL(reqs[i]));
+	return 0;
+}
+
+static void reqs_out(struct reqs *q, int n, MPI_Request *reqs, MPI_Status *st, int idx)
+{
+	for (int i = 0; i < n; i++)
+		if (idx < 0 || i == idx)
+			reqs[i] = (MPI_Request)(STS_HCAST)sts_out(STS_REQUEST, q->r[i]);
+	if (st && q->st) {
+		if (idx >= 0)
+			sts_status_out(&q->st[0], st);
+		else
+			for (int i = 0; i < n; i++)
+				sts_status_out(&q->st[i], &st[i]);
+	}
+	if (q->r != q->r_small) {
+		free(q->r);
+		free(q->st);
+	}
+}
+
+int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status st[])
+{
+	struct reqs q;
+	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
+
+	if (ret)
+		return ret;
+	STS_LOWER(ret = sts_lh->hand.waitall(n, q.r, q.st));
+	reqs_out(&q, n, reqs, st == MPI_STATUSES_IGNORE ? NULL : st, -1);
+	return sts_err_out(ret);
+}
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status st[]) __attribute__((weak, alias("PMPI_Waitall")));
+
+int PMPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status st[])
+{
+	struct reqs q;
+	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
+
+	if (ret)
+		return ret;
+	STS_LOWER(ret = sts_lh->hand.testall(n, q.r, flag, q.st));
+	reqs_out(&q, n, reqs, st == MPI_STATUSES_IGNORE || !*flag ? NULL : st, -1);
+	return sts_err_out(ret);
+}
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status st[])
+	__attribute__((weak, alias("PMPI_Testall")));
+
+int PMPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
+{
+	struct reqs q;
+	int ret = reqs_in(&q, n, reqs, st != MPI_STATUS_IGNORE);
+
+	if (ret)
+		return ret;
+	STS_LOWER(ret = sts_lh->hand.waitany(n, q.r, index, q.st));
+	reqs_out(&q, n, reqs, st == MPI_STATUS_IGNORE || *index == MPI_UNDEFINED ? NULL : st,
+		 *index == MPI_UNDEFINED ? n : *index);
+	return sts_err_out(ret);
+}
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
+	__attribute__((weak, alias("PMPI_Waitany")));
+
+int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+{
+	struct reqs q;
+	int ret = reqs_in(&q, n, reqs, st != MPI_STATUS_IGNORE);
+
+	if (ret)
+		return ret;
+	STS_LOWER(ret = sts_lh->hand.testany(n, q.r, index, flag, q.st));
+	reqs_out(&q, n, reqs,
+		 st == MPI_STATUS_IGNORE || !*flag || *index == MPI_UNDEFINED ? NULL : st,
+		 *flag && *index != MPI_UNDEFINED ? *index : n);
+	return sts_err_out(ret);
+}
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
+	__attribute__((weak, alias("PMPI_Testany")));
+
+int PMPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
+			    const MPI_Datatype types[], MPI_Datatype *newtype)
+{
+	uint32_t small[REQ_STACK], *t = n > REQ_STACK ? malloc((size_t)n * sizeof(*t)) : small;
+	uint32_t out = 0;
+	int ret;
+
+	if (!t)
+		return MPI_ERR_NO_MEM;
+	for (int i = 0; i < n; i++)
+		t[i] = sts_in(STS_DATATYPE, STS_HVAL(types[i]));
+	STS_LOWER(ret = sts_lh->hand.type_create_struct(n, bl, displs, t, &out));
+	if (ret == 0)
+		*newtype = (MPI_Datatype)(STS_HCAST)sts_out(STS_DATATYPE, out);
+	if (t != small)
+		free(t);
+	return sts_err_out(ret);
+}
+int MPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
+			   const MPI_Datatype types[], MPI_Datatype *newtype)
+	__attribute__((weak, alias("PMPI_Type_create_struct")));

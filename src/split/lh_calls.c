@@ -1,0 +1,200 @@
+/* lh_calls.c - the lower half's hand-written calls (sts_hand_ops). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "lh.h"
+
+/* MPICH's MPI_STATUS(ES)_IGNORE is the address 1: gcc sees an access to it */
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+
+static int lh_init(int required, int *provided)
+{
+	/* MPI is initialized already, at the level the lower half asked for */
+	*provided = required < lh_info->thread_provided ? required : lh_info->thread_provided;
+	return 0;
+}
+
+static int lh_finalize(void)
+{
+	if (lh_info->finalized)
+		return 0;
+	lh_info->finalized = 1;
+	return lh_err(MPI_Finalize());
+}
+
+static void lh_abort(uint32_t comm, int code)
+{
+	MPI_Abort((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), code);
+}
+
+/* n real requests from neutral ones, on the stack when few */
+#define SMALL 64
+struct real_reqs {
+	MPI_Request *r;
+	MPI_Status *st;
+	MPI_Request r_small[SMALL];
+	MPI_Status st_small[SMALL];
+};
+
+static int reqs_get(struct real_reqs *q, int n, const uint32_t *reqs, int statuses)
+{
+	q->r = q->r_small;
+	q->st = q->st_small;
+	if (n > SMALL) {
+		q->r = malloc((size_t)n * sizeof(*q->r));
+		q->st = statuses ? malloc((size_t)n * sizeof(*q->st)) : NULL;
+		if (!q->r || (statuses && !q->st)) {
+			free(q->r);
+			free(q->st);
+			return MPI_ERR_NO_MEM;
+		}
+	}
+	for (int i = 0; i < n; i++)
+		q->r[i] = (MPI_Request)(LH_HCAST)lh_real(STS_REQUEST, reqs[i]);
+	if (statuses)
+		memset(q->st, 0, (size_t)(n > SMALL ? n : SMALL) * sizeof(*q->st));
+	return 0;
+}
+
+static void reqs_put(struct real_reqs *q, int n, uint32_t *reqs)
+{
+	for (int i = 0; i < n; i++)
+		reqs[i] = lh_update(STS_REQUEST, reqs[i], LH_HVAL(q->r[i]));
+	if (q->r != q->r_small) {
+		free(q->r);
+		free(q->st);
+	}
+}
+
+static int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
+{
+	struct real_reqs q;
+	int ret = reqs_get(&q, n, reqs, st != NULL);
+
+	if (ret)
+		return lh_err(ret);
+	ret = MPI_Waitall(n, q.r, st ? q.st : MPI_STATUSES_IGNORE);
+	for (int i = 0; st && i < n; i++)
+		lh_status_out(&q.st[i], &st[i]);
+	reqs_put(&q, n, reqs);
+	return lh_err(ret);
+}
+
+static int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
+{
+	struct real_reqs q;
+	int ret = reqs_get(&q, n, reqs, st != NULL);
+
+	if (ret)
+		return lh_err(ret);
+	ret = MPI_Testall(n, q.r, flag, st ? q.st : MPI_STATUSES_IGNORE);
+	for (int i = 0; st && *flag && i < n; i++)
+		lh_status_out(&q.st[i], &st[i]);
+	reqs_put(&q, n, reqs);
+	return lh_err(ret);
+}
+
+static int lh_waitany(int n, uint32_t *reqs, int *index, struct sts_status *st)
+{
+	struct real_reqs q;
+	int ret = reqs_get(&q, n, reqs, st != NULL);
+
+	if (ret)
+		return lh_err(ret);
+	ret = MPI_Waitany(n, q.r, index, st ? q.st : MPI_STATUS_IGNORE);
+	if (st && *index != MPI_UNDEFINED)
+		lh_status_out(&q.st[0], st);
+	reqs_put(&q, n, reqs);
+	return lh_err(ret);
+}
+
+static int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st)
+{
+	struct real_reqs q;
+	int ret = reqs_get(&q, n, reqs, st != NULL);
+
+	if (ret)
+		return lh_err(ret);
+	ret = MPI_Testany(n, q.r, index, flag, st ? q.st : MPI_STATUS_IGNORE);
+	if (st && *flag && *index != MPI_UNDEFINED)
+		lh_status_out(&q.st[0], st);
+	reqs_put(&q, n, reqs);
+	return lh_err(ret);
+}
+
+static int lh_type_create_struct(int n, const int *bl, const sts_aint *displs,
+				 const uint32_t *types, uint32_t *newtype)
+{
+	MPI_Datatype small[SMALL] = { 0 }, *t = small;
+	MPI_Datatype out;
+	int ret;
+
+	if (n > SMALL && !(t = malloc((size_t)n * sizeof(*t))))
+		return lh_err(MPI_ERR_NO_MEM);
+	for (int i = 0; i < n; i++)
+		t[i] = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, types[i]);
+	ret = MPI_Type_create_struct(n, bl, displs, t, &out);
+	if (ret == MPI_SUCCESS)
+		*newtype = lh_new(STS_DATATYPE, LH_HVAL(out));
+	if (t != small)
+		free(t);
+	return lh_err(ret);
+}
+
+/* ---- user reduction operations ----
+ * MPI calls a user function without saying which operation it belongs to,
+ * so each of the STS_OP_SLOTS slots has its own trampoline: it switches to
+ * the calling thread's upper-half TLS and calls back into the upper half,
+ * which calls the application's function with its own datatype handle. */
+static int dtype_neutral(MPI_Datatype t)
+{
+	return (int)lh_new(STS_DATATYPE, LH_HVAL(t));
+}
+
+static void op_trampoline(int slot, void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+	int g = (int)lh_info->fsgsbase;
+	uint32_t n = (uint32_t)dtype_neutral(*dt);
+	uint64_t fs = sts_rdfs(g);
+
+	sts_wrfs(g, lh_info->uh_fs);
+	lh_info->uh->op_call(slot, in, inout, len, n);
+	sts_wrfs(g, fs);
+}
+
+#define T(n, s) \
+	static void op_##n(void *a, void *b, int *l, MPI_Datatype *d) { op_trampoline(s, a, b, l, d); }
+#define T8(i) T(i##0, i * 8 + 0) T(i##1, i * 8 + 1) T(i##2, i * 8 + 2) T(i##3, i * 8 + 3) \
+	T(i##4, i * 8 + 4) T(i##5, i * 8 + 5) T(i##6, i * 8 + 6) T(i##7, i * 8 + 7)
+T8(0) T8(1) T8(2) T8(3) T8(4) T8(5) T8(6) T8(7)
+#undef T
+#define T(n, s) op_##n,
+static MPI_User_function *const op_slots[STS_OP_SLOTS] = {
+	T8(0) T8(1) T8(2) T8(3) T8(4) T8(5) T8(6) T8(7)
+};
+
+static int lh_op_create(int slot, int commute, uint32_t *op)
+{
+	MPI_Op out;
+	int ret;
+
+	if (slot < 0 || slot >= STS_OP_SLOTS)
+		return lh_err(MPI_ERR_ARG);
+	ret = MPI_Op_create(op_slots[slot], commute, &out);
+	if (ret == MPI_SUCCESS)
+		*op = lh_new(STS_OP, LH_HVAL(out));
+	return lh_err(ret);
+}
+
+void lh_hand_ops_fill(struct sts_hand_ops *ops)
+{
+	ops->init = lh_init;
+	ops->finalize = lh_finalize;
+	ops->abort = lh_abort;
+	ops->waitall = lh_waitall;
+	ops->waitany = lh_waitany;
+	ops->testall = lh_testall;
+	ops->testany = lh_testany;
+	ops->type_create_struct = lh_type_create_struct;
+	ops->op_create = lh_op_create;
+}

@@ -1,0 +1,421 @@
+/* lh_main.c - the lower half: start MPI, then the application above it.
+ *
+ *   stasis-lh-openmpi [--] PROGRAM ARGS...     (one per rank, under mpirun)
+ *
+ * Stages (docs/split.md):
+ *   1. aslr    turn address randomization off and execute ourselves again,
+ *              so that the lower half lands at the same addresses every time
+ *   2. mpi     the real MPI_Init_thread, here, before any application code
+ *   3. table   the sts_lh_info table at STS_LH_INFO_ADDR: FS base, rank,
+ *              library, the generated and hand-written calls
+ *   4. interp  the application's ELF interpreter (its ld.so) mapped at
+ *              STS_UH_INTERP, as the kernel would map a program
+ *   5. brk     a guard at the program break: the kernel's brk belongs to
+ *              no half, both mallocs use mmap
+ *   6. stack   a new stack for the upper half: argv (ld.so, PROGRAM, ARGS),
+ *              the environment with Stasis's MPI library first on
+ *              LD_LIBRARY_PATH, an auxiliary vector describing ld.so
+ *   7. jump    to ld.so's entry point on that stack: ld.so loads PROGRAM
+ *              with its own libc and Stasis's libmpi, and runs it
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/personality.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "lh.h"
+
+#define STS_UH_INTERP 0x200000000000ull   /* the upper half's ld.so */
+#define STS_UH_STACK_TOP 0x1ffff0000000ull
+#define PAGE 4096ul
+
+struct sts_lh_info *lh_info;
+static int verbose;
+
+static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		n = 0;
+	if (n > (int)sizeof(msg) - 2)
+		n = (int)sizeof(msg) - 2;
+	msg[n++] = '\n';
+	if (write(2, "stasis: lower half: ", 20) < 0 || write(2, msg, (size_t)n) < 0) {
+		/* nothing else to do */
+	}
+	_exit(127);
+}
+
+static void stage(const char *name)
+{
+	if (verbose)
+		fprintf(stderr, "stasis: lower half: stage %s\n", name);
+}
+
+static int thread_level(void)
+{
+	const char *v = getenv("STASIS_MPI_THREAD_LEVEL");
+
+	if (!v || !*v || !strcmp(v, "serialized"))
+		return MPI_THREAD_SERIALIZED;
+	if (!strcmp(v, "single"))
+		return MPI_THREAD_SINGLE;
+	if (!strcmp(v, "funneled"))
+		return MPI_THREAD_FUNNELED;
+	if (!strcmp(v, "multiple"))
+		return MPI_THREAD_MULTIPLE;
+	die("STASIS_MPI_THREAD_LEVEL=%s: expected single, funneled, serialized or multiple", v);
+}
+
+/* PROGRAM as execvp would find it */
+static void find_program(const char *name, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+
+	if (strchr(name, '/')) {
+		snprintf(out, len, "%s", name);
+		if (access(out, X_OK) != 0)
+			die("cannot execute %s: %s", name, strerror(errno));
+		return;
+	}
+	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
+		const char *e = strchr(p, ':');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+
+		snprintf(out, len, "%.*s/%s", (int)n, n ? p : ".", name);
+		if (access(out, X_OK) == 0)
+			return;
+		p += n + (e ? 1 : 0);
+	}
+	die("cannot execute %s: not found in PATH", name);
+}
+
+static void read_at(int fd, void *buf, size_t len, off_t off, const char *what)
+{
+	ssize_t n = pread(fd, buf, len, off);
+
+	if (n != (ssize_t)len)
+		die("%s: cannot read its ELF headers", what);
+}
+
+/* The PT_INTERP of the program. */
+static void program_interp(const char *prog, char *out, size_t len)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph;
+	int fd = open(prog, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		die("cannot open %s: %s", prog, strerror(errno));
+	read_at(fd, &eh, sizeof(eh), 0, prog);
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_machine != EM_X86_64)
+		die("%s is not an x86-64 ELF program", prog);
+	for (int i = 0; i < eh.e_phnum; i++) {
+		read_at(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize), prog);
+		if (ph.p_type == PT_INTERP) {
+			if (ph.p_filesz == 0 || ph.p_filesz >= len)
+				die("%s: bad PT_INTERP", prog);
+			read_at(fd, out, ph.p_filesz, (off_t)ph.p_offset, prog);
+			out[ph.p_filesz] = 0;
+			close(fd);
+			return;
+		}
+	}
+	die("%s is statically linked: the split process needs a dynamically linked MPI program",
+	    prog);
+}
+
+struct loaded {
+	uint64_t entry, phdr;
+	unsigned phnum;
+};
+
+static int prot_of(uint32_t f)
+{
+	return (f & PF_R ? PROT_READ : 0) | (f & PF_W ? PROT_WRITE : 0) | (f & PF_X ? PROT_EXEC : 0);
+}
+
+/* Map an ET_DYN interpreter at base, segment by segment, as the kernel does. */
+static struct loaded load_interp(const char *path, uint64_t base)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[32];
+	uint64_t lo = UINT64_MAX, hi = 0;
+	struct loaded l;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		die("cannot open the program's interpreter %s: %s", path, strerror(errno));
+	read_at(fd, &eh, sizeof(eh), 0, path);
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_type != ET_DYN || eh.e_phnum > 32 ||
+	    eh.e_phentsize != sizeof(Elf64_Phdr))
+		die("%s is not a loadable ELF interpreter", path);
+	read_at(fd, ph, eh.e_phnum * sizeof(ph[0]), (off_t)eh.e_phoff, path);
+	for (int i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD)
+			continue;
+		if (ph[i].p_vaddr < lo)
+			lo = ph[i].p_vaddr & ~(PAGE - 1);
+		if (ph[i].p_vaddr + ph[i].p_memsz > hi)
+			hi = ph[i].p_vaddr + ph[i].p_memsz;
+	}
+	if (lo != 0 || hi == 0)
+		die("%s: unexpected segment layout", path);
+	hi = (hi + PAGE - 1) & ~(PAGE - 1);
+	if (mmap((void *)base, hi, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
+		 0) != (void *)base)
+		die("cannot reserve %#lx..%#lx for the upper half's ld.so: %s", (unsigned long)base,
+		    (unsigned long)(base + hi), strerror(errno));
+	for (int i = 0; i < eh.e_phnum; i++) {
+		const Elf64_Phdr *p = &ph[i];
+		uint64_t start = base + (p->p_vaddr & ~(PAGE - 1));
+		uint64_t skip = p->p_vaddr & (PAGE - 1);
+		uint64_t file_end = base + p->p_vaddr + p->p_filesz;
+		uint64_t mem_end = base + p->p_vaddr + p->p_memsz;
+		uint64_t page_end = (file_end + PAGE - 1) & ~(PAGE - 1);
+		int prot = prot_of(p->p_flags);
+
+		if (p->p_type != PT_LOAD)
+			continue;
+		if (p->p_filesz &&
+		    mmap((void *)start, p->p_filesz + skip, prot, MAP_PRIVATE | MAP_FIXED, fd,
+			 (off_t)(p->p_offset - skip)) == MAP_FAILED)
+			die("cannot map %s: %s", path, strerror(errno));
+		if (p->p_memsz > p->p_filesz) {
+			if (page_end > file_end && (prot & PROT_WRITE))
+				memset((void *)file_end, 0, page_end - file_end);
+			if (mem_end > page_end &&
+			    mmap((void *)page_end, mem_end - page_end, prot,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+				die("cannot map the bss of %s: %s", path, strerror(errno));
+		}
+	}
+	close(fd);
+	l.entry = base + eh.e_entry;
+	l.phdr = base + eh.e_phoff;   /* the first segment maps the file from offset 0 */
+	l.phnum = eh.e_phnum;
+	return l;
+}
+
+/* stack builder: strings from the top down, then the vectors below them */
+struct stack {
+	char *lo, *top, *str;
+};
+
+static uint64_t push_str(struct stack *s, const char *v)
+{
+	size_t n = strlen(v) + 1;
+
+	s->str -= n;
+	if (s->str < s->lo + (1 << 20))
+		die("the program's arguments and environment do not fit its stack");
+	memcpy(s->str, v, n);
+	return (uint64_t)(uintptr_t)s->str;
+}
+
+static char *uh_libdir(void)
+{
+	static char dir[PATH_MAX];
+	const char *env = getenv("STASIS_UH_LIBDIR");
+	ssize_t n;
+	char *slash;
+
+	if (env && *env)
+		return (char *)env;
+	n = readlink("/proc/self/exe", dir, sizeof(dir) - 8);
+	if (n <= 0)
+		die("cannot read /proc/self/exe");
+	dir[n] = 0;
+	slash = strrchr(dir, '/');
+	strcpy(slash + 1, "uh");
+	return dir;
+}
+
+static uint64_t build_stack(const char *interp, const struct loaded *l, const char *prog,
+			    int argc, char **argv, char **envp)
+{
+	struct rlimit rl;
+	size_t size = 8u << 20;
+	struct stack s;
+	uint64_t *v, *sp, rnd_at, plat_at, execfn_at;
+	uint64_t *argp, *envpp;
+	int envc = 0, n = 0, nwords;
+	unsigned char rnd[16];
+	char *ldpath;
+	const char *old;
+	static const unsigned long copy[] = { AT_SYSINFO_EHDR, AT_MINSIGSTKSZ, AT_HWCAP, AT_PAGESZ,
+					      AT_CLKTCK, AT_FLAGS, AT_UID, AT_EUID, AT_GID,
+					      AT_EGID, AT_SECURE, AT_HWCAP2 };
+	uint64_t aux[2 * 32];
+
+	if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur > size)
+		size = rl.rlim_cur < (256u << 20) ? rl.rlim_cur : (256u << 20);
+	s.lo = mmap((void *)(STS_UH_STACK_TOP - size), size, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
+	if (s.lo != (char *)(STS_UH_STACK_TOP - size))
+		die("cannot map the upper half's stack: %s", strerror(errno));
+	if (mmap(s.lo - PAGE, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+		 -1, 0) == MAP_FAILED)
+		die("cannot map the upper half's stack guard: %s", strerror(errno));
+	s.top = s.str = s.lo + size;
+
+	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+		die("getrandom: %s", strerror(errno));
+	s.str -= 16;
+	memcpy(s.str, rnd, 16);
+	rnd_at = (uint64_t)(uintptr_t)s.str;
+	plat_at = push_str(&s, "x86_64");
+	execfn_at = push_str(&s, prog);
+
+	/* the environment: Stasis's MPI library first on the library path */
+	old = getenv("LD_LIBRARY_PATH");
+	ldpath = malloc(strlen(uh_libdir()) + (old ? strlen(old) : 0) + 32);
+	if (!ldpath)
+		die("out of memory");
+	sprintf(ldpath, "LD_LIBRARY_PATH=%s%s%s", uh_libdir(), old && *old ? ":" : "",
+		old ? old : "");
+	for (char **e = envp; *e; e++)
+		envc++;
+	uint64_t *envv = calloc((size_t)envc + 2, sizeof(uint64_t));
+	uint64_t *argvv = calloc((size_t)argc + 2, sizeof(uint64_t));
+	int ne = 0;
+
+	if (!envv || !argvv)
+		die("out of memory");
+	envv[ne++] = push_str(&s, ldpath);
+	for (char **e = envp; *e; e++)
+		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)
+			envv[ne++] = push_str(&s, *e);
+	argvv[0] = push_str(&s, interp);
+	argvv[1] = push_str(&s, prog);
+	for (int i = 1; i < argc; i++)
+		argvv[i + 1] = push_str(&s, argv[i]);
+
+	for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
+		errno = 0;
+		unsigned long val = getauxval(copy[i]);
+
+		if (errno == 0) {
+			aux[n++] = copy[i];
+			aux[n++] = val;
+		}
+	}
+	aux[n++] = AT_PHDR, aux[n++] = l->phdr;
+	aux[n++] = AT_PHENT, aux[n++] = sizeof(Elf64_Phdr);
+	aux[n++] = AT_PHNUM, aux[n++] = l->phnum;
+	aux[n++] = AT_BASE, aux[n++] = 0;   /* ld.so runs as the program */
+	aux[n++] = AT_ENTRY, aux[n++] = l->entry;
+	aux[n++] = AT_RANDOM, aux[n++] = rnd_at;
+	aux[n++] = AT_PLATFORM, aux[n++] = plat_at;
+	aux[n++] = AT_EXECFN, aux[n++] = execfn_at;
+	aux[n++] = AT_NULL, aux[n++] = 0;
+
+	nwords = 1 + (argc + 2) + (ne + 1) + n;
+	sp = (uint64_t *)(((uintptr_t)s.str - (size_t)nwords * 8) & ~(uintptr_t)15);
+	v = sp;
+	*v++ = (uint64_t)argc + 1;
+	argp = v;
+	for (int i = 0; i < argc + 1; i++)
+		*v++ = argvv[i];
+	*v++ = 0;
+	envpp = v;
+	for (int i = 0; i < ne; i++)
+		*v++ = envv[i];
+	*v++ = 0;
+	memcpy(v, aux, (size_t)n * 8);
+	(void)argp;
+	(void)envpp;
+	free(envv);
+	free(argvv);
+	free(ldpath);
+	return (uint64_t)(uintptr_t)sp;
+}
+
+int main(int argc, char **argv, char **envp)
+{
+	int pers = personality(0xffffffff), provided = 0, level, len = 0;
+	char prog[PATH_MAX], interp[PATH_MAX], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+	struct loaded l;
+	uint64_t sp, brk0;
+	void *page;
+
+	verbose = getenv("STASIS_LOG") && !strcmp(getenv("STASIS_LOG"), "debug");
+	stage("aslr");
+	if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE)) {
+		if (personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
+			die("cannot turn address randomization off: %s", strerror(errno));
+		execv("/proc/self/exe", argv);
+		die("cannot execute itself again: %s", strerror(errno));
+	}
+	if (argc > 1 && !strcmp(argv[1], "--"))
+		argv++, argc--;
+	if (argc < 2 || argv[1][0] == '-')
+		die("usage: %s [--] PROGRAM ARGS...", argv[0]);
+	argv++, argc--;   /* argv[0] is now PROGRAM */
+	find_program(argv[0], prog, sizeof(prog));
+	program_interp(prog, interp, sizeof(interp));
+
+	stage("mpi");
+	level = thread_level();
+	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
+		die("MPI_Init_thread failed");
+
+	stage("table");
+	page = mmap((void *)STS_LH_INFO_ADDR, (sizeof(*lh_info) + PAGE - 1) & ~(PAGE - 1),
+		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (page != (void *)STS_LH_INFO_ADDR)
+		die("cannot map the table at %#llx: %s", STS_LH_INFO_ADDR, strerror(errno));
+	lh_info = page;
+	lh_info->magic = STS_LH_MAGIC;
+	lh_info->version = STS_LH_VERSION;
+	lh_info->fsgsbase = (getauxval(AT_HWCAP2) & 2) ? 1 : 0;
+	lh_info->lh_fs = sts_rdfs(0);
+	lh_info->thread_provided = provided;
+	MPI_Comm_rank(MPI_COMM_WORLD, &lh_info->world_rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &lh_info->world_size);
+	MPI_Get_library_version(lib, &len);
+	lib[strcspn(lib, "\n")] = 0;
+	snprintf(lh_info->library, sizeof(lh_info->library), "%.255s", lib);
+	lh_handles_init();
+	sts_gen_ops_fill(&lh_info->gen);
+	lh_hand_ops_fill(&lh_info->hand);
+
+	stage("interp");
+	l = load_interp(interp, STS_UH_INTERP);
+
+	stage("brk");
+	brk0 = ((uint64_t)(uintptr_t)sbrk(0) + PAGE - 1) & ~(PAGE - 1);
+	if (mmap((void *)brk0, 16u << 20, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		die("cannot place the guard at the program break: %s", strerror(errno));
+
+	stage("stack");
+	sp = build_stack(interp, &l, prog, argc, argv, envp);
+
+	stage("jump");
+	fflush(NULL);
+	__asm__ volatile("mov %0, %%rsp\n\t"
+			 "xor %%edx, %%edx\n\t"
+			 "xor %%ebp, %%ebp\n\t"
+			 "jmp *%1\n\t"
+			 : : "r"(sp), "r"(l.entry) : "memory");
+	__builtin_unreachable();
+}
