@@ -1,0 +1,145 @@
+"""The split process's first layer (docs/split.md): unmodified MPI programs,
+built with Open MPI's or MPICH's mpicc, run as the upper half above either
+lower half (stasis-lh-openmpi, stasis-lh-mpich) and get the same results as
+natively; an unsupported function names itself and ends the job.
+
+Environment: STASIS_BUILD (the build tree)."""
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build")))
+LH = BUILD / "src" / "split"
+TIMEOUT = 120
+MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+ENV = {k: v for k, v in ENV.items() if not k.startswith("STASIS_")}
+
+
+def launcher(lower, n):
+    if lower == "openmpi":
+        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
+    return ["mpiexec.mpich", "-n", str(n)]
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("split-progs")
+    out = {}
+    for abi, cc in MPICC.items():
+        for name in ("calls", "unsupported"):
+            exe = d / f"{name}.{abi}"
+            subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / f"{name}.c")], check=True,
+                           capture_output=True)
+            out[(name, abi)] = str(exe)
+    return out
+
+
+def run(cmd, cwd):
+    r = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=TIMEOUT,
+                       errors="replace")
+    assert "Segmentation fault" not in r.stderr, r.stderr
+    return r
+
+
+@pytest.mark.parametrize("abi", ["openmpi", "mpich"])
+def test_calls_native(progs, abi, tmp_path):
+    """The test program itself passes without Stasis."""
+    r = run(launcher(abi, 2) + [progs[("calls", abi)]], tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == "PASS ranks=2", r.stderr
+
+
+@pytest.mark.parametrize("abi,lower,n", [
+    ("openmpi", "openmpi", 2), ("openmpi", "openmpi", 4), ("mpich", "mpich", 2),
+    ("mpich", "mpich", 3),
+    # the upper half does not depend on the MPI below it
+    ("mpich", "openmpi", 2), ("openmpi", "mpich", 2),
+])
+def test_calls_split(progs, abi, lower, n, tmp_path):
+    r = run(launcher(lower, n) + [str(LH / f"stasis-lh-{lower}"), progs[("calls", abi)]],
+            tmp_path)
+    assert r.returncode == 0 and r.stdout.strip() == f"PASS ranks={n}", r.stdout + r.stderr
+
+
+def test_upper_half_runs_on_stasis_mpi(progs, tmp_path):
+    """The program's libmpi is Stasis's; the real one is the lower half's only."""
+    probe = tmp_path / "maps.c"
+    probe.write_text(r"""
+#define _GNU_SOURCE
+#include <mpi.h>
+#include <stdio.h>
+#include <string.h>
+#include <dlfcn.h>
+int main(int argc, char **argv) {
+    Dl_info info;
+    MPI_Init(&argc, &argv);
+    dladdr((void *)MPI_Send, &info);
+    printf("%s\n", info.dli_fname);
+    MPI_Finalize();
+    return 0;
+}
+""")
+    exe = tmp_path / "maps"
+    subprocess.run(["mpicc.openmpi", "-o", str(exe), str(probe)], check=True)
+    r = run(launcher("openmpi", 1) + [str(LH / "stasis-lh-openmpi"), str(exe)], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == str(LH / "uh" / "libmpi.so.40"), r.stdout
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_unsupported_function_fails_loudly(progs, lower, tmp_path):
+    natively = run(launcher(lower, 2) + [progs[("unsupported", lower)]], tmp_path)
+    assert natively.returncode == 0 and "created" in natively.stdout, natively.stderr
+    r = run(launcher(lower, 2) + [str(LH / f"stasis-lh-{lower}"), progs[("unsupported", lower)]],
+            tmp_path)
+    assert r.returncode != 0, r
+    assert "created" not in r.stdout
+    assert ("stasis: MPI_Win_create is not supported by the split process yet "
+            "(docs/split.md); aborting the job") in r.stderr.splitlines(), r.stderr
+
+
+def test_stasis_mpi_without_lower_half(progs, tmp_path):
+    """Stasis's libmpi without a lower half says so instead of crashing."""
+    env = dict(ENV, LD_LIBRARY_PATH=str(LH / "uh"))
+    r = subprocess.run([progs[("calls", "mpich")]], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=TIMEOUT)
+    assert r.returncode == 1, r
+    assert r.stderr == ("stasis: this program runs with Stasis's MPI library but without its "
+                        "lower half (start it with stasis run)\n"), r.stderr
+
+
+def test_lower_half_refusals(tmp_path):
+    lh = str(LH / "stasis-lh-openmpi")
+    static = tmp_path / "static"
+    src = tmp_path / "static.c"
+    src.write_text("int main(void) { return 0; }\n")
+    subprocess.run(["cc", "-static", "-o", str(static), str(src)], check=True)
+    for args, msg in [
+        ([], "stasis: lower half: usage: "),
+        (["/nonexistent/prog"], "stasis: lower half: cannot execute /nonexistent/prog: "
+                                "No such file or directory"),
+        (["no-such-program-anywhere"], "stasis: lower half: cannot execute "
+                                       "no-such-program-anywhere: not found in PATH"),
+        ([str(static)], f"stasis: lower half: {static} is statically linked: the split "
+                        "process needs a dynamically linked MPI program"),
+    ]:
+        r = subprocess.run([lh, *args], cwd=tmp_path, env=ENV, capture_output=True, text=True,
+                           timeout=TIMEOUT)
+        assert r.returncode == 127, r
+        lines = r.stderr.splitlines()
+        assert len(lines) == 1 and lines[0].startswith(msg), r.stderr
+
+
+def test_thread_level(progs, tmp_path):
+    env = dict(ENV, STASIS_MPI_THREAD_LEVEL="bogus")
+    r = subprocess.run([str(LH / "stasis-lh-openmpi"), progs[("calls", "openmpi")]], cwd=tmp_path,
+                       env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 127
+    assert r.stderr.splitlines() == ["stasis: lower half: STASIS_MPI_THREAD_LEVEL=bogus: expected "
+                                     "single, funneled, serialized or multiple"], r.stderr
+
