@@ -62,7 +62,7 @@ def main():
     ap.add_argument("--dir", default="/tmp/stasis-bench-transparent")
     ap.add_argument("--mib", type=int, default=1024)
     a = ap.parse_args()
-    stasis = str(pathlib.Path(a.build) / "src" / "cli" / "stasis")
+    stasis = str(pathlib.Path(a.build).resolve() / "src" / "cli" / "stasis")
     py = "/usr/bin/python3"
     scratch = pathlib.Path(a.dir)
     subprocess.run(["rm", "-rf", str(scratch)], check=True)
