@@ -130,6 +130,32 @@ int img_section_find(const struct img_reader *r, const char *name);
  * "parent_id"; their parent is used unchecked.) */
 ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *buf, size_t len);
 
+/* Where one chunk of a section lies in the file, for a consumer that reads
+ * payloads itself instead of through img_read (the process restorer reads
+ * raw chunks straight into place). The chunk's header is checked; its
+ * payload is not: the consumer must check crc over the stored_len bytes at
+ * payload_pos before it uses them. */
+enum img_chunk_form {
+	IMG_FORM_RAW = 1,       /* the raw_len bytes as they are (stored_len == raw_len) */
+	IMG_FORM_ZERO,          /* all zero, nothing stored */
+	IMG_FORM_ENCODED,       /* sparse, zstd or parent: only img_read decodes it */
+};
+struct img_chunk_loc {
+	uint64_t offset;        /* logical offset of its first byte in the section */
+	uint64_t header_pos;    /* file offset of its header (what error messages name) */
+	uint64_t payload_pos;   /* file offset of its stored payload */
+	uint32_t raw_len;       /* logical bytes */
+	uint32_t stored_len;    /* payload bytes */
+	uint32_t crc;           /* CRC32C of the payload */
+	uint32_t form;          /* enum img_chunk_form */
+};
+/* in: chunk, an index below the section's chunk count. out: *out. */
+int img_chunk_locate(struct img_reader *r, unsigned section, uint32_t chunk, struct img_chunk_loc *out);
+/* The descriptor the reader reads (owned by the reader; pread only, so it
+ * may be shared) and the name its messages give the file. */
+int img_fd(const struct img_reader *r);
+const char *img_name(const struct img_reader *r);
+
 /* Read and check every chunk, decompressing and expanding as a restore would.
  * On the first bad one: -EBADMSG and a message naming the file, the section,
  * the chunk and its file offset. */

@@ -809,6 +809,40 @@ ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *
 	return (ssize_t)len;
 }
 
+int img_chunk_locate(struct img_reader *r, unsigned section, uint32_t chunk, struct img_chunk_loc *out)
+{
+	const struct chunk_ent *e;
+	int ret;
+
+	if (section >= r->m->nsec)
+		return img_err(r, -EINVAL, "no section #%u (the image has %u)", section, r->m->nsec);
+	if (chunk >= r->m->sec[section].chunks)
+		return img_err(r, -EINVAL, "section '%.100s' (#%u) has no chunk %u", r->m->sec[section].name,
+			       section, chunk);
+	ret = table_extend(r, section, chunk);
+	if (ret)
+		return ret;
+	e = &r->secs[section].tab[chunk];
+	*out = (struct img_chunk_loc){
+		.offset = (uint64_t)chunk * r->m->chunk_size, .header_pos = e->pos,
+		.payload_pos = e->pos + IMG_CHUNK_HDR_LEN, .raw_len = e->raw_len,
+		.stored_len = e->stored_len, .crc = e->crc,
+		.form = e->flags == 0 ? IMG_FORM_RAW : e->flags == IMG_CHUNK_ZERO ? IMG_FORM_ZERO :
+			IMG_FORM_ENCODED,
+	};
+	return 0;
+}
+
+int img_fd(const struct img_reader *r)
+{
+	return r->fd;
+}
+
+const char *img_name(const struct img_reader *r)
+{
+	return r->name;
+}
+
 /* ---- verification ---- */
 
 /* Keep the kernel reading ahead of us while we checksum. */
