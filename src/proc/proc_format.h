@@ -63,7 +63,16 @@ enum proc_msg_type {
 	PROC_MSG_THREADS_DONE,  /* every THREAD record was sent */
 	PROC_MSG_KEEP_FDS,      /* struct proc_keep_fd[]: the program's descriptors, set up
 				 * before the restorer ran; every other one is closed */
+	PROC_MSG_IMAGE,         /* the image's name (NUL-terminated), for messages: CHUNK
+				 * records that follow are read from the image descriptor */
+	PROC_MSG_CHUNK,         /* struct proc_chunk, then npieces struct proc_data, then
+				 * the section's name (name_len bytes, with its NUL) */
+	PROC_MSG_POPULATE,      /* struct proc_data[]: large runs of anonymous memory that
+				 * DATA and CHUNK records will fill, in their order; the
+				 * restorer populates them ahead of the fill on a helper thread */
 };
+/* Restore stream order: HEADER, SIGACTS, REGION*, THREAD*, THREADS_DONE,
+ * POPULATE, IMAGE, (DATA | CHUNK)*, KEEP_FDS. */
 
 struct proc_msg {
 	uint32_t magic;
@@ -120,6 +129,23 @@ struct proc_pages {
 struct proc_data {
 	uint64_t addr;
 	uint64_t len;
+};
+
+/* A raw chunk of the image that the restorer reads itself (restore stream):
+ * its len payload bytes at file_offset of the image descriptor go, in order,
+ * to the pieces that follow (their lengths add up to len), and their CRC-32C
+ * must be crc before the program may run. section, index, header_pos and the
+ * name only serve the message naming a bad chunk. */
+struct proc_chunk {
+	uint64_t file_offset;       /* of the payload */
+	uint64_t header_pos;        /* of the chunk's header */
+	uint64_t len;
+	uint32_t crc;
+	uint32_t section;           /* index in the image */
+	uint32_t index;             /* chunk number in the section */
+	uint32_t npieces;
+	uint32_t name_len;
+	uint32_t pad;
 };
 
 enum proc_thread_flag {

@@ -44,6 +44,9 @@
 #endif
 
 #define COPY_SIZE (4u << 20)
+/* Raw chunks up to this size are read by the restorer itself (its piece
+ * table holds one piece per page of such a chunk). */
+#define COPY_MAX_CHUNK (64u << 20)
 
 static const char *find_file(const char *env, const char *name, char *buf, size_t len)
 {
@@ -520,7 +523,7 @@ static void fill_epoll(const struct image_fd *f)
 
 /* Runs in the restored program's process, before exec of the restorer:
  * every descriptor of the image at its number. Our own two move above them. */
-static void setup_fds(const struct image *im, int *stream_fd, int *channel)
+static void setup_fds(const struct image *im, int *stream_fd, int *channel, int *image_fd)
 {
 	int floor = 3;
 
@@ -529,7 +532,8 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel)
 			floor = im->fds[i].rec.fd + 1;
 	*stream_fd = move_high(*stream_fd, floor);
 	*channel = move_high(*channel, floor);
-	floor += 2;
+	*image_fd = move_high(*image_fd, floor);
+	floor += 3;
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		const struct image_fd *f = &im->fds[i];
 		int flags = (int)(f->rec.flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
@@ -652,12 +656,12 @@ static void forward_sigterm(pid_t to)
 
 /* The coordinator's descriptors (its listening socket above all) must not
  * outlive it in the namespace's processes. */
-static void close_other_fds(int a, int b, int c)
+static void close_other_fds(int a, int b, int c, int d)
 {
-	int keep[3] = { a, b, c };
+	int keep[4] = { a, b, c, d };
 
-	for (int i = 0; i < 3; i++)
-		for (int j = i + 1; j < 3; j++)
+	for (int i = 0; i < 4; i++)
+		for (int j = i + 1; j < 4; j++)
 			if (keep[j] < keep[i]) {
 				int t = keep[i];
 
@@ -666,7 +670,7 @@ static void close_other_fds(int a, int b, int c)
 			}
 	unsigned lo = 3;
 
-	for (int i = 0; i < 3; i++) {
+	for (int i = 0; i < 4; i++) {
 		if ((unsigned)keep[i] > lo)
 			close_range(lo, (unsigned)keep[i] - 1, 0);
 		lo = (unsigned)keep[i] + 1;
@@ -676,7 +680,7 @@ static void close_other_fds(int a, int b, int c)
 
 /* pid 1 of the new namespace. */
 static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, int stream_fd,
-					     int channel, int status_fd, const char *level)
+					     int channel, int image_fd, int status_fd, const char *level)
 {
 	struct clone_args3 ca;
 	pid_t tid = pid, child, w;
@@ -696,19 +700,21 @@ static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, 
 		child_fail(status_fd, "cannot create the process with its checkpointed pid (clone3 "
 			   "set_tid)", errno);
 	if (child == 0) {
-		char sfd[16], cfd[16];
+		char sfd[16], cfd[16], ifd[16];
 		const char *restorer = proc_restorer_path();
 
 		close(status_fd);
-		setup_fds(im, &stream_fd, &channel);
+		setup_fds(im, &stream_fd, &channel, &image_fd);
 		keep_caps();
 		snprintf(sfd, sizeof(sfd), "%d", stream_fd);
 		snprintf(cfd, sizeof(cfd), "%d", channel);
-		execl(restorer, "stasis-restore", sfd, cfd, level, (char *)NULL);
+		snprintf(ifd, sizeof(ifd), "%d", image_fd);
+		execl(restorer, "stasis-restore", sfd, cfd, ifd, level, (char *)NULL);
 		child_fail(-1, "cannot execute the restorer", errno);
 	}
 	close(stream_fd);
 	close(channel);
+	close(image_fd);
 	forward_sigterm(child);
 	for (;;) {
 		w = waitpid(-1, &status, 0);
@@ -723,7 +729,7 @@ static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, 
 }
 
 static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid, int stream_fd,
-					       int channel, int status_fd, const char *level)
+					       int channel, int image_fd, int status_fd, const char *level)
 {
 	char map[64];
 	uid_t uid = getuid();
@@ -732,7 +738,7 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	int status, ret;
 
 	ignore_job_signals();
-	close_other_fds(stream_fd, channel, status_fd);
+	close_other_fds(stream_fd, channel, image_fd, status_fd);
 	if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0)
 		child_fail(status_fd, "cannot create user, PID and mount namespaces", errno);
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -748,9 +754,10 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	if (init < 0)
 		child_fail(status_fd, "fork", errno);
 	if (init == 0)
-		nsinit(im, pid, stream_fd, channel, status_fd, level);
+		nsinit(im, pid, stream_fd, channel, image_fd, status_fd, level);
 	close(stream_fd);
 	close(channel);
+	close(image_fd);
 	close(status_fd);
 	forward_sigterm(init);
 	while (waitpid(init, &status, 0) < 0 && errno == EINTR)
@@ -760,10 +767,173 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 
 /* ---- the restore stream ---- */
 
+/* Walks a region's runs: the next piece of at most max bytes. */
+struct run_cursor {
+	const struct image_region *r;
+	uint64_t run;           /* index in r->runs */
+	uint64_t within;        /* bytes of that run already taken */
+};
+
+static struct proc_data next_piece(struct run_cursor *c, uint64_t max)
+{
+	const struct proc_pages *p = &c->r->runs[c->run];
+	uint64_t left = p->npages * PROC_PAGE_SIZE - c->within;
+	struct proc_data d = { p->addr + c->within, left < max ? left : max };
+
+	c->within += d.len;
+	if (c->within == p->npages * PROC_PAGE_SIZE) {
+		c->run++;
+		c->within = 0;
+	}
+	return d;
+}
+
+/* Bytes [off, off + len) of the region's section, decoded here, as DATA
+ * records (compressed, sparse and parent chunks, zeros of file mappings). */
+static int send_decoded(struct image *im, int fd, const struct image_region *r, struct run_cursor *c,
+			uint64_t off, uint64_t len, void *buf)
+{
+	int ret = 0;
+
+	while (!ret && len) {
+		struct proc_data d = next_piece(c, len < COPY_SIZE ? len : COPY_SIZE);
+		struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_DATA, sizeof(d) + d.len };
+		ssize_t got = img_read(im->img, (unsigned)r->section, off, buf, d.len);
+
+		if (got < 0)
+			return (int)got;
+		if ((uint64_t)got != d.len)
+			return err_set(-EBADMSG, "section of region %s is shorter than its runs",
+				       r->path[0] ? r->path : "(anonymous)");
+		ret = proc_write_all(fd, &m, sizeof(m));
+		if (!ret)
+			ret = proc_write_all(fd, &d, sizeof(d));
+		if (!ret)
+			ret = proc_write_all(fd, buf, d.len);
+		off += d.len;
+		len -= d.len;
+	}
+	return ret;
+}
+
+/* A raw chunk as a CHUNK record: the restorer reads it from the image. */
+static int send_chunk(int fd, const struct image_region *r, struct run_cursor *c, uint32_t index,
+		      const struct img_chunk_loc *loc, struct proc_data *pieces, const char *name)
+{
+	struct proc_chunk k = {
+		.file_offset = loc->payload_pos, .header_pos = loc->header_pos, .len = loc->raw_len,
+		.crc = loc->crc, .section = (uint32_t)r->section, .index = index,
+		.name_len = (uint32_t)strlen(name) + 1,
+	};
+	struct proc_msg m;
+	uint64_t left = loc->raw_len;
+	int ret;
+
+	while (left) {
+		pieces[k.npieces] = next_piece(c, left);
+		left -= pieces[k.npieces++].len;
+	}
+	m = (struct proc_msg){ PROC_MSG_MAGIC, PROC_MSG_CHUNK,
+			       sizeof(k) + k.npieces * sizeof(*pieces) + k.name_len };
+	ret = proc_write_all(fd, &m, sizeof(m));
+	if (!ret)
+		ret = proc_write_all(fd, &k, sizeof(k));
+	if (!ret)
+		ret = proc_write_all(fd, pieces, k.npieces * sizeof(*pieces));
+	if (!ret)
+		ret = proc_write_all(fd, name, k.name_len);
+	return ret;
+}
+
+/* The stored pages of one region. Raw chunks that its runs cover whole go
+ * as CHUNK records (the restorer reads them from the image straight into
+ * place and checks their CRC: no copy through the pipe); all-zero chunks of
+ * anonymous memory go not at all (a fresh mapping is zero); the rest is
+ * decoded here and sent as DATA. */
+static int send_region(struct image *im, int fd, const struct image_region *r, void *buf,
+		       struct proc_data *pieces)
+{
+	struct run_cursor c = { r, 0, 0 };
+	struct img_section_info si;
+	int anon = r->rec.kind == PROC_REGION_ANON || r->rec.kind == PROC_REGION_SHARED_ANON;
+	uint64_t total = 0, off = 0;
+	int ret;
+
+	for (uint64_t k = 0; k < r->nruns; k++)
+		total += r->runs[k].npages * PROC_PAGE_SIZE;
+	ret = img_section_get(im->img, (unsigned)r->section, &si);
+	if (ret)
+		return ret;
+	if (si.size < total)
+		return err_set(-EBADMSG, "section of region %s is shorter than its runs",
+			       r->path[0] ? r->path : "(anonymous)");
+	for (uint32_t j = 0; !ret && off < total; j++) {
+		struct img_chunk_loc loc;
+		uint64_t len;
+
+		ret = img_chunk_locate(im->img, (unsigned)r->section, j, &loc);
+		if (ret)
+			break;
+		len = loc.raw_len < total - off ? loc.raw_len : total - off;
+		if (loc.form == IMG_FORM_RAW && len == loc.raw_len && loc.raw_len <= COPY_MAX_CHUNK) {
+			ret = send_chunk(fd, r, &c, j, &loc, pieces, si.name);
+		} else if (loc.form == IMG_FORM_ZERO && anon) {
+			for (uint64_t left = len; left;)
+				left -= next_piece(&c, left).len;
+		} else {
+			ret = send_decoded(im, fd, r, &c, off, len, buf);
+		}
+		off += len;
+	}
+	return ret;
+}
+
+/* Runs of anonymous memory large enough to be worth populating ahead of
+ * the fill (page population, not reading, is most of a restore's time on
+ * a VM whose memory comes back from the host); smaller ones fault in as
+ * they are filled. */
+#define POPULATE_MIN (2u << 20)
+
+static int send_populate(const struct image *im, int fd)
+{
+	struct proc_data *runs = NULL;
+	size_t n = 0, cap = 0;
+	int ret;
+
+	for (uint32_t i = 0; i < im->header.nregions; i++) {
+		const struct image_region *r = &im->regions[i];
+
+		if (r->rec.kind != PROC_REGION_ANON && r->rec.kind != PROC_REGION_SHARED_ANON)
+			continue;
+		for (uint64_t k = 0; k < r->nruns; k++) {
+			uint64_t len = r->runs[k].npages * PROC_PAGE_SIZE;
+
+			if (len < POPULATE_MIN)
+				continue;
+			if (n == cap) {
+				struct proc_data *t = realloc(runs, (cap = cap ? 2 * cap : 64) * sizeof(*runs));
+
+				if (!t) {
+					free(runs);
+					return -ENOMEM;
+				}
+				runs = t;
+			}
+			runs[n++] = (struct proc_data){ r->runs[k].addr, len };
+		}
+	}
+	ret = proc_send(fd, PROC_MSG_POPULATE, runs, n * sizeof(*runs));
+	free(runs);
+	return ret;
+}
+
 static int send_stream(struct image *im, int fd, void *buf)
 {
 	struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_HEADER, sizeof(im->header) + im->header.cwd_len };
+	struct proc_data *pieces = NULL;
+	const char *name = img_name(im->img);
 	int ret = proc_write_all(fd, &m, sizeof(m));
+
 	if (!ret)
 		ret = proc_write_all(fd, &im->header, sizeof(im->header));
 	if (!ret)
@@ -780,38 +950,23 @@ static int send_stream(struct image *im, int fd, void *buf)
 		if (!ret)
 			ret = proc_write_all(fd, r->path, r->rec.path_len);
 	}
-	for (uint32_t i = 0; !ret && i < im->header.nregions; i++) {
-		const struct image_region *r = &im->regions[i];
-		uint64_t off = 0;
-
-		for (uint64_t k = 0; !ret && k < r->nruns; k++) {
-			struct proc_data d = { r->runs[k].addr, r->runs[k].npages * PROC_PAGE_SIZE };
-			uint64_t left = d.len;
-
-			m = (struct proc_msg){ PROC_MSG_MAGIC, PROC_MSG_DATA, sizeof(d) + d.len };
-			ret = proc_write_all(fd, &m, sizeof(m));
-			if (!ret)
-				ret = proc_write_all(fd, &d, sizeof(d));
-			while (!ret && left) {
-				size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
-				ssize_t got = img_read(im->img, (unsigned)r->section, off, buf, n);
-
-				if (got < 0)
-					ret = (int)got;
-				else if ((size_t)got != n)
-					ret = err_set(-EBADMSG, "section of region %s is shorter than its runs",
-						      r->path[0] ? r->path : "(anonymous)");
-				else
-					ret = proc_write_all(fd, buf, n);
-				off += n;
-				left -= n;
-			}
-		}
-	}
+	/* threads before the pages: the restorer's helper thread must take a
+	 * tid that none of the program's threads needs */
 	for (uint32_t i = 0; !ret && i < im->header.nthreads; i++)
 		ret = proc_send(fd, PROC_MSG_THREAD, &im->threads[i], sizeof(im->threads[i]));
 	if (!ret)
 		ret = proc_send(fd, PROC_MSG_THREADS_DONE, NULL, 0);
+	if (!ret)
+		ret = send_populate(im, fd);
+	if (!ret)
+		ret = proc_send(fd, PROC_MSG_IMAGE, name, strlen(name) + 1);
+	/* a chunk's pieces: at most one per page of the largest chunk read directly */
+	pieces = malloc(COPY_MAX_CHUNK / PROC_PAGE_SIZE * sizeof(*pieces));
+	if (!pieces && !ret)
+		ret = -ENOMEM;
+	for (uint32_t i = 0; !ret && i < im->header.nregions; i++)
+		ret = send_region(im, fd, &im->regions[i], buf, pieces);
+	free(pieces);
 	if (!ret) {
 		struct proc_keep_fd *keep = calloc(im->nfds ? im->nfds : 1, sizeof(*keep));
 		size_t n = 0;
@@ -863,7 +1018,7 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 			_exit(127);
 		close(stream[1]);
 		close(status[0]);
-		nsparent(&im, im.header.pid, stream[0], channel, status[1], log_level);
+		nsparent(&im, im.header.pid, stream[0], channel, img_fd(img), status[1], log_level);
 	}
 	close(stream[0]);
 	stream[0] = -1;
@@ -875,8 +1030,17 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 	status[0] = -1;
 	signal(SIGPIPE, SIG_IGN);
 	ret = send_stream(&im, stream[1], buf);
-	if (ret == -EPIPE)
-		ret = err_set(ret, "the restorer stopped reading the restore stream");
+	if (ret == -EPIPE) {
+		int st;
+
+		/* a restorer that gives up (a bad chunk it read itself, a
+		 * collision) has said why in one line and exits 42 */
+		proc_child_wait(out, &st);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 42)
+			ret = -ECANCELED;
+		else
+			ret = err_set(ret, "the restorer stopped reading the restore stream");
+	}
 	else if (ret && !*err_msg())
 		ret = err_set(ret, "writing the restore stream: %s", strerror(-ret));
 out:

@@ -98,6 +98,49 @@ def test_restart_refuses_a_damaged_image(job):
     assert "ckpt-000001" in line and "process.img" in line, line
 
 
+def raw_page_chunk(img):
+    """File offset of the payload of a raw (stored as is) chunk of page data."""
+    import json
+    import struct
+    data = img.read_bytes()
+    manifest_offset, manifest_len = struct.unpack_from("<QQ", data, len(data) - 48 + 8)
+    manifest = json.loads(data[manifest_offset:manifest_offset + manifest_len])
+    for sec in manifest["sections"]:
+        if not sec["name"].startswith("mem."):
+            continue
+        pos = sec["offset"]
+        for _ in range(sec["chunks"]):
+            flags, _, _, _, raw_len, stored_len = struct.unpack_from("<IIIQII", data, pos + 4)
+            if flags == 0 and raw_len >= 4096:
+                return pos + 48, raw_len
+            pos += 48 + stored_len
+    raise AssertionError("no raw chunk of page data in the image")
+
+
+def test_restart_refuses_a_damaged_page_chunk(job):
+    """Raw page chunks are read and checked by the restorer itself, after the
+    coordinator has streamed everything else: a bad one still stops the
+    restart in one line naming the file, the section and the chunk, and the
+    program does not run."""
+    job.run(program("heap"))
+    job.checkpoint()
+    job.kill()
+    img = job.ck / "heap" / "ckpt-000001" / "process.img"
+    at, length = raw_page_chunk(img)
+    with open(img, "r+b") as f:
+        f.seek(at + length // 2)
+        b = f.read(1)
+        f.seek(at + length // 2)
+        f.write(bytes([b[0] ^ 0x01]))
+    r = job.stasis("restart", "--dir", job.ck, check=False)
+    line = one_line_error(r, rc=1)
+    assert str(img) in line and "section 'mem." in line and " chunk " in line, line
+    assert "payload checksum mismatch" in line, line
+    assert "PASS" not in r.stdout
+    r = job.stasis("status", "--dir", job.ck)
+    assert "  running  " not in r.stdout, r.stdout
+
+
 def test_restart_refuses_a_changed_binary(job, tmp_path):
     exe = tmp_path / "heapcopy"
     exe.write_bytes(pathlib.Path(program("heap")).read_bytes())

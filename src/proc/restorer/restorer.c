@@ -10,7 +10,7 @@
  *
  * Restore is a list of named stages (enum stage); each is logged at debug
  * level, and docs/transparent.md says what holds when each one ends.
- * usage: stasis-restore STREAM_FD CHANNEL_FD LOGLEVEL
+ * usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL
  */
 #include "proc/proc_format.h"
 #include "proc/restorer/sys.h"
@@ -27,7 +27,8 @@ enum stage {
 	/* Every region mapped at its address with MAP_FIXED_NOREPLACE (writable
 	 * where contents follow); a collision stopped the restore. */
 	STAGE_MAP,
-	/* Page contents read into place; thread records read. */
+	/* Page contents in place, every chunk read from the image checked
+	 * against its CRC (a bad one stopped the restore); thread records read. */
 	STAGE_FILL,
 	/* Every region has its checkpoint protection. */
 	STAGE_PROTECT,
@@ -57,7 +58,16 @@ static const char *const stage_names[] = {
 #define VDSO_PARK_ADDR (PROC_WINDOW_SCRATCH + (16ul << 20))
 #define TABLE_ADDR (PROC_WINDOW_SCRATCH + (32ul << 20))
 #define THREAD_STACKS_ADDR (PROC_WINDOW_SCRATCH + (2ul << 30))
+#define PIECES_ADDR (TABLE_ADDR + (256ul << 20))
+#define POPULATE_ADDR (TABLE_ADDR + (384ul << 20))
+#define POPULATE_MAX (64ul << 20)                     /* bytes of the POPULATE record */
+#define HELPER_STACK_ADDR (PROC_WINDOW_SCRATCH + (1536ul << 20))
+#define POPULATE_STEP (8ul << 20)
+#define PIECES_MAX ((64ul << 20) / PROC_PAGE_SIZE)   /* a page each, of the largest chunk */
 #define MAX_PATH 4096
+/* readahead on the image: this far ahead of the chunk being read, in steps */
+#define RA_WINDOW (64ul << 20)
+#define RA_STEP (16ul << 20)
 
 struct region {
 	uint64_t start, end;
@@ -70,7 +80,19 @@ struct kmap {
 };
 
 static struct {
-	int stream, channel, debug;
+	int stream, channel, image, debug;
+	char image_name[MAX_PATH];
+	struct proc_data *pieces;
+	uint64_t ra_end;
+	/* fill's accounting, logged at debug level: bytes read from the image
+	 * and from the stream, microseconds populating, reading, checking */
+	uint64_t direct_bytes, stream_bytes;
+	int64_t populate_us, read_us, crc_us;
+	/* the helper thread that populates ahead of the fill */
+	struct proc_data *ahead;
+	uint64_t nahead;
+	volatile int32_t helper_tid;       /* cleared by the kernel when it exits */
+	volatile int helper_stop;
 	struct proc_header h;
 	char cwd[2 * MAX_PATH + 2];      /* the cwd, then the executable */
 	const char *exe;
@@ -600,27 +622,252 @@ static const struct region *find_region(uint64_t addr)
 	return NULL;
 }
 
-static void fill(struct proc_msg *m)
+/* Where DATA and CHUNK records may write: inside a region that takes
+ * stored pages. */
+static void check_target(const struct proc_data *d)
 {
-	struct proc_data d;
+	const struct region *r = find_region(d->addr);
 
-	while (m->type == PROC_MSG_DATA) {
-		const struct region *r;
+	if (!r || d->len > r->end - d->addr || r->kind == PROC_REGION_FILE_SHARED)
+		die("the restore stream has data outside every region");
+}
 
-		if (m->len < sizeof(d))
-			die("the restore stream has a bad data record");
-		read_all(&d, sizeof(d));
-		r = find_region(d.addr);
-		if (!r || d.len > r->end - d.addr || m->len - sizeof(d) != d.len ||
-		    r->kind == PROC_REGION_FILE_SHARED)
-			die("the restore stream has data outside every region");
-		/* populating in one call is cheaper than a fault per page during
-		 * the copy (Linux >= 5.14; older kernels just fault) */
-		if (d.len >= (2ul << 20))
-			sys3(__NR_madvise, d.addr, d.len, MADV_POPULATE_WRITE);
-		read_all((void *)d.addr, d.len);
-		read_msg(m);
+/* Populating in one call is cheaper than a fault per page during the copy
+ * (Linux >= 5.14; older kernels just fault). */
+static void populate(const struct proc_data *d)
+{
+	int64_t t;
+
+	if (d->len < (2ul << 20))
+		return;
+	t = R.debug ? now_us() : 0;
+	sys3(__NR_madvise, d->addr, d->len, MADV_POPULATE_WRITE);
+	if (R.debug)
+		R.populate_us += now_us() - t;
+}
+
+/* Keep the disk reading ahead of the chunk at pos. */
+static void prefetch(uint64_t pos)
+{
+	if (R.ra_end < pos)
+		R.ra_end = pos;
+	if (pos + RA_WINDOW < R.ra_end + RA_STEP)
+		return;
+	sys4(__NR_fadvise64, R.image, R.ra_end, pos + RA_WINDOW - R.ra_end, POSIX_FADV_WILLNEED);
+	R.ra_end = pos + RA_WINDOW;
+}
+
+/* One line naming the image, the section and the chunk, as the image
+ * reader names a bad chunk; the program never runs. */
+static void __attribute__((noreturn)) chunk_fail(const struct proc_chunk *c, const char *section,
+						 const char *why, long err)
+{
+	struct line l = { .n = 0 };
+
+	put(&l, "stasis: restart: ");
+	put(&l, R.image_name);
+	put(&l, ": section '");
+	put(&l, section);
+	put(&l, "' (#");
+	put_dec(&l, c->section);
+	put(&l, ") chunk ");
+	put_dec(&l, c->index);
+	put(&l, " at offset ");
+	put_dec(&l, (int64_t)c->header_pos);
+	put(&l, ": ");
+	put(&l, why);
+	if (err) {
+		put(&l, " (errno ");
+		put_dec(&l, -err);
+		put(&l, ")");
 	}
+	emit(&l);
+	sys1(__NR_exit_group, 42);
+	for (;;)
+		;
+}
+
+static void pread_all(const struct proc_chunk *c, const char *section, char *p, uint64_t len,
+		      uint64_t pos)
+{
+	while (len) {
+		long n = sys4(__NR_pread64, R.image, p, len > (1u << 30) ? (1u << 30) : len, pos);
+
+		if (n == -EINTR)
+			continue;
+		if (n == 0)
+			chunk_fail(c, section, "unexpected end of file", 0);
+		if (n < 0)
+			chunk_fail(c, section, "read error", n);
+		p += n;
+		pos += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+}
+
+/* A raw chunk straight from the image into its pieces, then its CRC. */
+static void read_chunk(const struct proc_msg *m)
+{
+	struct proc_chunk c;
+	uint64_t pos, total = 0;
+	uint32_t crc = 0;
+
+	if (m->len < sizeof(c))
+		die("the restore stream has a bad chunk record");
+	read_all(&c, sizeof(c));
+	if (!R.image_name[0] || c.npieces == 0 || c.npieces > PIECES_MAX || c.name_len == 0 ||
+	    c.name_len > MAX_PATH ||
+	    m->len != sizeof(c) + c.npieces * sizeof(struct proc_data) + c.name_len)
+		die("the restore stream has a bad chunk record");
+	read_all(R.pieces, c.npieces * sizeof(struct proc_data));
+	read_all(R.buf, c.name_len);
+	R.buf[c.name_len - 1] = 0;
+	for (uint32_t i = 0; i < c.npieces; i++) {
+		check_target(&R.pieces[i]);
+		total += R.pieces[i].len;
+	}
+	if (total != c.len)
+		die("the restore stream has a bad chunk record");
+	pos = c.file_offset;
+	for (uint32_t i = 0; i < c.npieces; i++) {
+		const struct proc_data *d = &R.pieces[i];
+
+		int64_t t0, t1;
+
+		prefetch(pos + d->len);
+		populate(d);
+		t0 = R.debug ? now_us() : 0;
+		pread_all(&c, R.buf, (char *)d->addr, d->len, pos);
+		t1 = R.debug ? now_us() : 0;
+		crc = restorer_crc32c(crc, (const void *)d->addr, d->len);
+		if (R.debug) {
+			R.read_us += t1 - t0;
+			R.crc_us += now_us() - t1;
+		}
+		pos += d->len;
+	}
+	R.direct_bytes += c.len;
+	if (crc != c.crc)
+		chunk_fail(&c, R.buf, "payload checksum mismatch", 0);
+}
+
+/* The image's name, for messages; CHUNK records read from R.image. */
+static void read_image(const struct proc_msg *m)
+{
+	if (m->len == 0 || m->len > sizeof(R.image_name))
+		die("the restore stream has a bad image record");
+	read_all(R.image_name, m->len);
+	R.image_name[m->len - 1] = 0;
+	if (!R.image_name[0])
+		die("the restore stream has a bad image record");
+	if (!R.pieces)
+		R.pieces = map_window(PIECES_ADDR, (PIECES_MAX * sizeof(struct proc_data) + 4095) & ~4095ul);
+}
+
+/* "fill: N MiB from the image, M MiB from the stream; populate A ms, read B ms, crc C ms" */
+static void fill_log(void)
+{
+	struct line l = { .n = 0 };
+
+	if (!R.debug)
+		return;
+	put(&l, "stasis-restore[");
+	put_dec(&l, sys0(__NR_getpid));
+	put(&l, "]: debug: fill: ");
+	put_dec(&l, (int64_t)(R.direct_bytes >> 20));
+	put(&l, " MiB from the image, ");
+	put_dec(&l, (int64_t)(R.stream_bytes >> 20));
+	put(&l, " MiB from the stream; populate ");
+	put_dec(&l, R.populate_us / 1000);
+	put(&l, " ms, read ");
+	put_dec(&l, R.read_us / 1000);
+	put(&l, " ms, crc ");
+	put_dec(&l, R.crc_us / 1000);
+	put(&l, " ms");
+	emit(&l);
+}
+
+/* ---- the helper thread: population ahead of the fill ---- */
+
+struct clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
+	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+/* clone3 with fn(arg) on the new stack in the child; returns in the parent. */
+long restorer_clone3(struct clone_args *args, uint64_t size, void (*fn)(void *), void *arg);
+
+static void helper_main(void *arg)
+{
+	(void)arg;
+	for (uint64_t i = 0; i < R.nahead && !R.helper_stop; i++)
+		for (uint64_t off = 0; off < R.ahead[i].len && !R.helper_stop; off += POPULATE_STEP) {
+			uint64_t n = R.ahead[i].len - off;
+
+			sys3(__NR_madvise, R.ahead[i].addr + off, n < POPULATE_STEP ? n : POPULATE_STEP,
+			     MADV_POPULATE_WRITE);
+		}
+}
+
+static int tid_taken(int32_t tid)
+{
+	if (tid == R.h.pid)
+		return 1;
+	for (uint64_t i = 0; i < R.nthreads; i++)
+		if (R.threads[i].tid == tid)
+			return 1;
+	return 0;
+}
+
+/* The helper needs a tid of its own in the PID namespace: one that no
+ * thread of the program needs (they are created after it is gone, with
+ * set_tid). Without the helper the fill only takes longer. */
+static void helper_start(const struct proc_msg *m)
+{
+	struct clone_args ca;
+	int32_t tid = 2;
+	long ret;
+
+	if (m->len % sizeof(struct proc_data) || m->len > POPULATE_MAX)
+		die("the restore stream has a bad populate record");
+	R.nahead = m->len / sizeof(struct proc_data);
+	if (!R.nahead)
+		return;
+	R.ahead = map_window(POPULATE_ADDR, (m->len + 4095) & ~4095ul);
+	read_all(R.ahead, m->len);
+	for (uint64_t i = 0; i < R.nahead; i++)
+		check_target(&R.ahead[i]);
+	while (tid_taken(tid))
+		tid++;
+	map_window(HELPER_STACK_ADDR, THREAD_STACK_SIZE);
+	memset(&ca, 0, sizeof(ca));
+	ca.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM |
+		   CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+	ca.parent_tid = ca.child_tid = (uint64_t)&R.helper_tid;
+	ca.stack = HELPER_STACK_ADDR;
+	ca.stack_size = THREAD_STACK_SIZE;
+	ca.set_tid = (uint64_t)&tid;
+	ca.set_tid_size = 1;
+	ret = restorer_clone3(&ca, sizeof(ca), helper_main, 0);
+	if (ret < 0)
+		R.helper_tid = 0;
+}
+
+/* The helper gone before anything may change protections or create
+ * threads: its tid is free again, and nothing runs on its stack. */
+static void helper_stop(void)
+{
+	int32_t tid;
+
+	R.helper_stop = 1;
+	while ((tid = R.helper_tid) != 0)
+		sys6(__NR_futex, (long)&R.helper_tid, FUTEX_WAIT, tid, 0, 0, 0);
+	if (R.ahead)
+		sys2(__NR_munmap, HELPER_STACK_ADDR, THREAD_STACK_SIZE);
+}
+
+static void read_threads(struct proc_msg *m)
+{
 	R.threads = map_window(TABLE_ADDR + (512ul << 20),
 			       ((R.h.nthreads + 1) * sizeof(struct proc_thread) + 4095) & ~4095ul);
 	while (m->type == PROC_MSG_THREAD) {
@@ -633,6 +880,44 @@ static void fill(struct proc_msg *m)
 	if (m->type != PROC_MSG_THREADS_DONE || R.nthreads != R.h.nthreads || !R.nthreads)
 		die("the restore stream ended without every thread");
 	read_msg(m);
+}
+
+static void fill(struct proc_msg *m)
+{
+	struct proc_data d;
+	int64_t t;
+
+	read_threads(m);
+	if (m->type == PROC_MSG_POPULATE) {
+		helper_start(m);
+		read_msg(m);
+	}
+	for (;; read_msg(m)) {
+		if (m->type == PROC_MSG_IMAGE) {
+			read_image(m);
+			continue;
+		}
+		if (m->type == PROC_MSG_CHUNK) {
+			read_chunk(m);
+			continue;
+		}
+		if (m->type != PROC_MSG_DATA)
+			break;
+		if (m->len < sizeof(d))
+			die("the restore stream has a bad data record");
+		read_all(&d, sizeof(d));
+		if (m->len - sizeof(d) != d.len)
+			die("the restore stream has data outside every region");
+		check_target(&d);
+		populate(&d);
+		t = R.debug ? now_us() : 0;
+		read_all((void *)d.addr, d.len);
+		if (R.debug)
+			R.read_us += now_us() - t;
+		R.stream_bytes += d.len;
+	}
+	helper_stop();
+	fill_log();
 	if (m->type != PROC_MSG_KEEP_FDS || m->len % sizeof(struct proc_keep_fd) || m->len > (64ul << 20))
 		die("the restore stream has no descriptor list");
 	R.nkeep = m->len / sizeof(struct proc_keep_fd);
@@ -780,13 +1065,6 @@ static void restore_process(void)
 
 /* ---- STAGE_THREADS, STAGE_RETURN ---- */
 
-struct clone_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
-	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
-};
-
-/* clone3 with fn(arg) on the new stack in the child; returns in the parent. */
-long restorer_clone3(struct clone_args *args, uint64_t size, void (*fn)(void *), void *arg);
 __asm__(".text\n"
 	".globl restorer_clone3\n"
 	"restorer_clone3:\n"
@@ -1046,11 +1324,13 @@ void restorer_main(uint64_t *sp)
 	uint64_t all = ~0ull;
 
 	sys4(__NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
-	if (argc != 4)
-		die("usage: stasis-restore STREAM_FD CHANNEL_FD LOGLEVEL (started by `stasis restart`)");
+	if (argc != 5)
+		die("usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL (started by `stasis restart`)");
 	R.stream = parse_int(argv[1]);
 	R.channel = parse_int(argv[2]);
-	R.debug = argv[3][0] == 'd';
+	R.image = parse_int(argv[3]);
+	R.debug = argv[4][0] == 'd';
+	restorer_crc_init();
 	stage(STAGE_START);
 	map_window(SELF_STACK_ADDR, SELF_STACK_SIZE);
 	switch_stack(SELF_STACK_ADDR + SELF_STACK_SIZE, restore);

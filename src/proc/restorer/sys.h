@@ -12,6 +12,7 @@
 #define __NR_open 2
 #define __NR_close 3
 #define __NR_mmap 9
+#define __NR_pread64 17
 #define __NR_mprotect 10
 #define __NR_munmap 11
 #define __NR_rt_sigaction 13
@@ -32,6 +33,7 @@
 #define __NR_futex 202
 #define __NR_tgkill 234
 #define __NR_clock_gettime 228
+#define __NR_fadvise64 221
 #define __NR_set_tid_address 218
 #define __NR_exit_group 231
 #define __NR_set_robust_list 273
@@ -59,6 +61,7 @@
 #define MREMAP_FIXED 2
 #define MADV_HUGEPAGE 14
 #define MADV_POPULATE_WRITE 23
+#define POSIX_FADV_WILLNEED 3
 #define ARCH_SET_GS 0x1001
 #define ARCH_SET_FS 0x1002
 #define PR_SET_NAME 15
@@ -72,6 +75,8 @@
 #define CLONE_SIGHAND 0x800
 #define CLONE_THREAD 0x10000
 #define CLONE_SYSVSEM 0x40000
+#define CLONE_PARENT_SETTID 0x100000
+#define CLONE_CHILD_CLEARTID 0x200000
 #define EEXIST 17
 #define EINTR 4
 
@@ -100,5 +105,10 @@ void *memset(void *s, int c, size_t n);
 void *memcpy(void *d, const void *s, size_t n);
 void *memmove(void *d, const void *s, size_t n);
 int memcmp(const void *a, const void *b, size_t n);
+
+/* CRC-32C (crc32c.c), chained like src/common/crc32c.h: crc32c(0, ab) ==
+ * crc32c(crc32c(0, a), b). restorer_crc_init first. */
+void restorer_crc_init(void);
+uint32_t restorer_crc32c(uint32_t crc, const void *buf, size_t len);
 
 #endif
