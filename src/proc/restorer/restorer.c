@@ -212,21 +212,28 @@ static void emit(struct line *l)
 	sys3(__NR_write, 2, l->b, l->n);
 }
 
+/* End a failure line with the errno, if any, print it, and exit 42 (the
+ * coordinator knows the message was printed). */
+static void __attribute__((noreturn)) die_line(struct line *l, long err)
+{
+	if (err) {
+		put(l, " (errno ");
+		put_dec(l, -err);
+		put(l, ")");
+	}
+	emit(l);
+	sys1(__NR_exit_group, 42);
+	for (;;)
+		;
+}
+
 static void __attribute__((noreturn)) die_errno(const char *what, long err)
 {
 	struct line l = { .n = 0 };
 
 	put(&l, "stasis: restart: ");
 	put(&l, what);
-	if (err) {
-		put(&l, " (errno ");
-		put_dec(&l, -err);
-		put(&l, ")");
-	}
-	emit(&l);
-	sys1(__NR_exit_group, 42);
-	for (;;)
-		;
+	die_line(&l, err);
 }
 
 static void __attribute__((noreturn)) die(const char *what)
@@ -676,15 +683,7 @@ static void __attribute__((noreturn)) chunk_fail(const struct proc_chunk *c, con
 	put_dec(&l, (int64_t)c->header_pos);
 	put(&l, ": ");
 	put(&l, why);
-	if (err) {
-		put(&l, " (errno ");
-		put_dec(&l, -err);
-		put(&l, ")");
-	}
-	emit(&l);
-	sys1(__NR_exit_group, 42);
-	for (;;)
-		;
+	die_line(&l, err);
 }
 
 static void pread_all(const struct proc_chunk *c, const char *section, char *p, uint64_t len,
