@@ -412,10 +412,12 @@ int main(int argc, char **argv, char **envp)
 
 	stage("jump");
 	fflush(NULL);
-	__asm__ volatile("mov %0, %%rsp\n\t"
+	/* fixed registers: with "r" the compiler may choose rdx or rbp, which
+	 * are cleared here (it did at -O0, and the jump went to 0) */
+	__asm__ volatile("mov %%rdi, %%rsp\n\t"
 			 "xor %%edx, %%edx\n\t"
 			 "xor %%ebp, %%ebp\n\t"
-			 "jmp *%1\n\t"
-			 : : "r"(sp), "r"(l.entry) : "memory");
+			 "jmp *%%rsi\n\t"
+			 : : "D"(sp), "S"(l.entry) : "memory");
 	__builtin_unreachable();
 }
