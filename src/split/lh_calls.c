@@ -5,7 +5,9 @@
 #include "lh.h"
 
 /* MPICH's MPI_STATUS(ES)_IGNORE is the address 1: gcc sees an access to it */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
 
 static int lh_init(int required, int *provided)
 {
