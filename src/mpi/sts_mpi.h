@@ -21,6 +21,19 @@
 
 #define STS_FIRST_USER 1024u    /* neutral handles below are predefined */
 
+/* The generated predef.c's tables: each half includes it after defining
+ * STS_PREDEF_VALUE(name) as the value of a name in its own mpi.h. */
+struct sts_predef {
+	uint32_t neutral;
+	const char *name;
+	uint64_t value;
+};
+struct sts_predef_kind {
+	const struct sts_predef *v;
+	unsigned n;          /* names this mpi.h has */
+	unsigned count;      /* neutral numbers of the kind */
+};
+
 /* neutral special values */
 #define STS_IN_PLACE ((void *)-1L)
 #define STS_ANY_SOURCE (-1)

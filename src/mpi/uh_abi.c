@@ -12,16 +12,6 @@
 
 #include "uh.h"
 
-struct sts_predef {
-	uint32_t neutral;
-	const char *name;
-	uint64_t value;
-};
-struct sts_predef_kind {
-	const struct sts_predef *v;
-	unsigned n;          /* names this mpi.h has */
-	unsigned count;      /* neutral numbers of the kind */
-};
 #define STS_PREDEF_VALUE(name) STS_HVAL(name)
 #include "predef.c"
 

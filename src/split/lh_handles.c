@@ -9,16 +9,6 @@
 
 #include "lh.h"
 
-struct sts_predef {
-	uint32_t neutral;
-	const char *name;
-	uint64_t value;
-};
-struct sts_predef_kind {
-	const struct sts_predef *v;
-	unsigned n;
-	unsigned count;
-};
 #define STS_PREDEF_VALUE(name) LH_HVAL(name)
 #include "predef.c"
 
