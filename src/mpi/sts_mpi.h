@@ -70,6 +70,19 @@ struct sts_hand_ops {
 	int (*op_create)(int slot, int commute, uint32_t *op);
 };
 
+/* The upper half's address range. Everything the upper half maps lies in
+ * [STS_UPPER_LO, STS_UPPER_HI): its ld.so at STS_UH_INTERP, its first stack
+ * just below STS_UH_STACK_TOP, and every other mapping (the libraries ld.so
+ * loads, malloc's memory, thread stacks) in the arena below that stack. The
+ * lower half never maps there (its libraries sit where the kernel puts them
+ * with address randomization off, near the top of the address space), so a
+ * fresh lower half at restart, of either MPI, cannot collide with the upper
+ * half's memory, and a checkpoint saves exactly this range. */
+#define STS_UPPER_LO 0x100000000000ull
+#define STS_UH_STACK_TOP 0x1ffff0000000ull
+#define STS_UH_INTERP 0x200000000000ull
+#define STS_UPPER_HI 0x201000000000ull
+
 #define STS_LH_INFO_ADDR 0x3ff1f0000000ull   /* in Stasis's window: never saved */
 #define STS_LH_MAGIC 0x53545348414c4631ull   /* "1FLAHSTS" */
 #define STS_LH_VERSION 1

@@ -36,8 +36,6 @@
 
 #include "lh.h"
 
-#define STS_UH_INTERP 0x200000000000ull   /* the upper half's ld.so */
-#define STS_UH_STACK_TOP 0x1ffff0000000ull
 #define PAGE 4096ul
 
 struct sts_lh_info *lh_info;
