@@ -4,6 +4,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "coord/coord.h"
+#include "coord/job.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -16,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL };
+enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER };
 
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
@@ -24,11 +25,12 @@ static const struct option proc_options[] = {
 	{ "job", required_argument, NULL, OPT_JOB },
 	{ "stop", no_argument, NULL, OPT_STOP },
 	{ "no-signal-checkpoint", no_argument, NULL, OPT_NO_SIGNAL },
+	{ "launcher", required_argument, NULL, OPT_LAUNCHER },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
-	const char *dir, *job, *interval;
+	const char *dir, *job, *interval, *launcher;
 	int stop, no_signal;
 	int first_operand;
 };
@@ -51,6 +53,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_JOB: a->job = optarg; break;
 		case OPT_STOP: a->stop = 1; break;
 		case OPT_NO_SIGNAL: a->no_signal = 1; break;
+		case OPT_LAUNCHER: a->launcher = optarg; break;
 		}
 	}
 	a->first_operand = optind;
@@ -120,7 +123,11 @@ int cmd_run(int argc, char **argv)
 	if (!a.job && cfg_str(CFG_JOB)[0])
 		a.job = cfg_str(CFG_JOB);
 	if (!a.job) {
-		snprintf(progbuf, sizeof(progbuf), "%s", argv[a.first_operand]);
+		/* an MPI job is named after its program, not its launcher */
+		int prog = job_is_launcher(argv[a.first_operand])
+				   ? job_program_index(argv + a.first_operand) : 0;
+
+		snprintf(progbuf, sizeof(progbuf), "%s", argv[a.first_operand + (prog > 0 ? prog : 0)]);
 		snprintf(jobbuf, sizeof(jobbuf), "%s", basename(progbuf));
 		a.job = jobbuf;
 	}
@@ -219,7 +226,7 @@ int cmd_restart(int argc, char **argv)
 	size_t count = 0;
 	int status = 0, ret;
 
-	if ((ret = parse("restart", argc, argv, &a, "abe")) != EXIT_OK)
+	if ((ret = parse("restart", argc, argv, &a, "abef")) != EXIT_OK)
 		return ret;
 	memset(&o, 0, sizeof(o));
 	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
@@ -283,6 +290,7 @@ int cmd_restart(int argc, char **argv)
 	o.tier = cfg_str(CFG_TIER);
 	o.job = job;
 	o.signal_checkpoint = !a.no_signal;
+	o.launcher = a.launcher;
 	ret = coord_restart(&o, ckpt[0] ? ckpt : NULL, &status);
 	return exit_with(ret, status, "restart");
 }

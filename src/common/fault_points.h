@@ -19,4 +19,5 @@ FAULT_POINT(API_CKPT_WRITE,      "api.ckpt.write",      "before a rank writes it
 FAULT_POINT(API_CKPT_COMMIT,     "api.ckpt.commit",     "before rank 0 establishes an application-level checkpoint in the job index")
 FAULT_POINT(API_UPGRADE_BEGIN,   "api.upgrade.begin",   "before a progress thread starts an established checkpoint's upgrade (partner, rs, flush)")
 FAULT_POINT(API_UPGRADE_LEVEL,   "api.upgrade.level",   "before rank 0 records the level an upgrade reached")
+FAULT_POINT(SPLIT_RANK_WRITE,    "split.rank.write",    "before a rank of an MPI job writes its image (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

@@ -6,6 +6,7 @@
  * wait in the listen backlog.
  */
 #include "coord/coord.h"
+#include "coord/job.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -29,6 +30,8 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,6 +39,15 @@
 #define CLIENT_TIMEOUT_MS 5000
 #define HELLO_TIMEOUT_MS 30000
 #define IMAGE_NAME "process.img"
+#define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
+
+/* A rank of an MPI job, registered over TCP (docs/coordinator.md). */
+struct rank_conn {
+	int fd;
+	int rank, size, pid;
+	unsigned restarts;
+	char host[64];
+};
 
 struct coord {
 	const struct coord_opts *o;
@@ -52,6 +64,13 @@ struct coord {
 	uint64_t next_ckpt_ms;
 	char last[64];           /* last established checkpoint */
 	unsigned taken;
+	/* MPI jobs (job.h): the program is a launcher, the ranks register */
+	int job;
+	int tcp_fd;
+	char addr[128];          /* host:port the ranks reach */
+	struct rank_conn *ranks;
+	unsigned nranks, size;
+	char *const *launch;     /* the job's command, for the launch record */
 };
 
 static uint64_t now_ms(void)
@@ -169,6 +188,213 @@ static void unlisten(struct coord *c)
 	unlink(path);
 }
 
+/* ---- the ranks of an MPI job ---- */
+
+static int read_line(int fd, char *buf, size_t len, int timeout_ms);
+static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int secret_equal(const char *a, const char *b);
+
+static int tcp_listen(struct coord *c)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t len = sizeof(sa);
+	const char *host = cfg_str(CFG_COORD_ADDRESS);
+	int fd;
+
+	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
+		return err_set(-EINVAL, "coord_address '%s' is not an IPv4 address", host);
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+		int e = errno;
+
+		if (fd >= 0)
+			close(fd);
+		return err_set(-e, "cannot listen for the job's ranks on %s: %s", host, strerror(e));
+	}
+	c->tcp_fd = fd;
+	snprintf(c->addr, sizeof(c->addr), "%s:%u", host, (unsigned)ntohs(sa.sin_port));
+	return 0;
+}
+
+static void rank_drop(struct coord *c, unsigned i)
+{
+	close(c->ranks[i].fd);
+	c->ranks[i] = c->ranks[--c->nranks];
+}
+
+/* RANK 1 <secret> <rank> <size> <pid> <host> <restarts> */
+static void accept_rank(struct coord *c)
+{
+	struct rank_conn r = { .fd = -1 };
+	char line[512], secret[128];
+	unsigned version;
+	int fd = accept4(c->tcp_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0 ||
+	    sscanf(line, "RANK %u %127s %d %d %d %63s %u", &version, secret, &r.rank, &r.size, &r.pid,
+		   r.host, &r.restarts) != 7) {
+		reply(fd, "ERR expected RANK <version> <secret> <rank> <size> <pid> <host> <restarts>");
+		close(fd);
+		return;
+	}
+	if (version != COORD_PROTOCOL_VERSION || !secret_equal(secret, c->secret)) {
+		reply(fd, "ERR %s", version != COORD_PROTOCOL_VERSION ? "protocol version not supported"
+								       : "wrong secret");
+		close(fd);
+		return;
+	}
+	if (r.size <= 0 || r.rank < 0 || r.rank >= r.size || (c->nranks && (unsigned)r.size != c->size)) {
+		reply(fd, "ERR rank %d of %d does not belong to this job of %u ranks", r.rank, r.size,
+		      c->size);
+		close(fd);
+		return;
+	}
+	for (unsigned i = 0; i < c->nranks; i++)
+		if (c->ranks[i].rank == r.rank) {
+			reply(fd, "ERR rank %d is registered already", r.rank);
+			close(fd);
+			return;
+		}
+	if (!c->nranks) {
+		free(c->ranks);
+		c->ranks = calloc((size_t)r.size, sizeof(*c->ranks));
+		if (!c->ranks) {
+			close(fd);
+			return;
+		}
+		c->size = (unsigned)r.size;
+	}
+	r.fd = fd;
+	c->ranks[c->nranks++] = r;
+	reply(fd, "OK");
+	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
+}
+
+static void send_ranks(struct coord *c, const char *line)
+{
+	for (unsigned i = 0; i < c->nranks; i++)
+		reply(c->ranks[i].fd, "%s", line);
+}
+
+/* Every rank's answer to CHECKPOINT: DONE, or FAILED <why>; a rank that
+ * ends or stays silent fails the checkpoint. */
+static int collect_ranks(struct coord *c, uint64_t *pages)
+{
+	uint64_t deadline = now_ms() + RANK_TIMEOUT_MS;
+	unsigned left = c->nranks;
+	char *done = calloc(c->nranks, 1);
+	int ret = 0;
+
+	if (!done)
+		return err_set(-ENOMEM, "out of memory");
+	while (left) {
+		struct pollfd p[c->nranks];
+		uint64_t t = now_ms();
+		int n;
+
+		for (unsigned i = 0; i < c->nranks; i++)
+			p[i] = (struct pollfd){ done[i] ? -1 : c->ranks[i].fd, POLLIN, 0 };
+		n = poll(p, c->nranks, t < deadline ? (int)(deadline - t) : 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			for (unsigned i = 0; i < c->nranks && !ret; i++)
+				if (!done[i])
+					ret = err_set(-ETIMEDOUT, "rank %d did not answer within %d s",
+						      c->ranks[i].rank, RANK_TIMEOUT_MS / 1000);
+			break;
+		}
+		for (unsigned i = 0; i < c->nranks; i++) {
+			char line[512];
+			unsigned regions;
+			unsigned long long pg;
+
+			if (done[i] || !p[i].revents)
+				continue;
+			done[i] = 1;
+			left--;
+			if (read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+				if (!ret)
+					ret = err_set(-EPIPE, "rank %d (pid %d on %s) ended during the "
+						      "checkpoint", c->ranks[i].rank, c->ranks[i].pid,
+						      c->ranks[i].host);
+			} else if (sscanf(line, "DONE %u %llu", &regions, &pg) == 2) {
+				*pages += pg;
+			} else if (!ret) {
+				ret = err_set(-EIO, "%s", strncmp(line, "FAILED ", 7) ? line : line + 7);
+			}
+		}
+	}
+	free(done);
+	return ret;
+}
+
+static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
+{
+	struct store_ckpt *ck = NULL;
+	uint64_t pages = 0;
+	int ret;
+
+	if (!c->nranks || c->nranks < c->size)
+		return err_set(-ENOTCONN, "%u of %u ranks of the job are registered (not started yet, "
+			       "or ended)", c->nranks, c->size ? c->size : 1);
+	ret = store_ckpt_begin(c->store, &ck);
+	if (ret)
+		return ret;
+	snprintf(name, len, "%s", store_ckpt_name(ck));
+	ret = job_launch_write(ck, c->launch);
+	if (!ret) {
+		char line[128];
+
+		snprintf(line, sizeof(line), "CHECKPOINT %s", name);
+		send_ranks(c, line);
+		ret = collect_ranks(c, &pages);
+	}
+	if (!ret)
+		ret = store_ckpt_commit(ck, c->nranks + 1);
+	if (ret) {
+		char reason[200];
+
+		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
+		store_ckpt_abort(ck, reason);
+		err_set(ret, "%s", reason);
+	} else {
+		snprintf(c->last, sizeof(c->last), "%s", name);
+		c->taken++;
+		log_info("checkpoint %s: %u ranks, %llu pages", name, c->nranks,
+			 (unsigned long long)pages);
+		if (cfg_u64(CFG_KEEP)) {
+			unsigned removed = 0;
+
+			if (store_prune(c->store, (unsigned)cfg_u64(CFG_KEEP), &removed) != 0)
+				log_warn("%s", err_msg());
+		}
+	}
+	store_ckpt_free(&ck);
+	/* ranks wait parked for this verdict: all resume together */
+	send_ranks(c, stop && !ret ? "EXIT" : "RESUME");
+	if (stop && !ret)
+		c->stopped = 1;
+	if (c->o->interval_ms)
+		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
+	return ret;
+}
+
+static int job_status(struct coord *c, char *out, size_t len)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < c->nranks && n + 80 < len; i++)
+		n += (size_t)snprintf(out + n, len - n, "%s%d:%d@%s", i ? "," : "", c->ranks[i].rank,
+				      c->ranks[i].pid, c->ranks[i].host);
+	if (!c->nranks)
+		snprintf(out, len, "-");
+	return 0;
+}
+
 /* ---- checkpoints ---- */
 
 static int checkpoint(struct coord *c, int stop, char *name, size_t len)
@@ -182,6 +408,8 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 	int ret, fin;
 
 	err_clear();
+	if (c->job)
+		return job_checkpoint(c, stop, name, len);
 	if (c->channel < 0)
 		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
 			       "started under `stasis run`)");
@@ -334,6 +562,12 @@ static void serve_client(struct coord *c)
 			reply(fd, "OK %s", name);
 		else
 			reply(fd, "ERR checkpoint failed: %s", err_msg());
+	} else if (strcmp(line, "STATUS") == 0 && c->job) {
+		char ranks[900];
+
+		job_status(c, ranks, sizeof(ranks));
+		reply(fd, "OK job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s ranks=%s", c->o->job,
+		      (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", ranks);
 	} else if (strcmp(line, "STATUS") == 0) {
 		reply(fd, "OK job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
 		      c->channel >= 0 ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
@@ -399,8 +633,9 @@ static void serve(struct coord *c)
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	while (!c->done) {
-		struct pollfd p[4];
-		int n = 0, timeout = -1, ichan = -1, istat = -1;
+		struct pollfd p[5 + c->nranks];
+		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, irank = -1;
+		unsigned nr = c->nranks;
 
 		p[n++] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c->sig_fd, POLLIN, 0 };
@@ -412,7 +647,14 @@ static void serve(struct coord *c)
 			istat = n;
 			p[n++] = (struct pollfd){ c->rchild.status_fd, POLLIN, 0 };
 		}
-		if (c->o->interval_ms && c->channel >= 0) {
+		if (c->tcp_fd >= 0) {
+			itcp = n;
+			p[n++] = (struct pollfd){ c->tcp_fd, POLLIN, 0 };
+		}
+		irank = n;
+		for (unsigned i = 0; i < nr; i++)
+			p[n++] = (struct pollfd){ c->ranks[i].fd, POLLIN, 0 };
+		if (c->o->interval_ms && (c->channel >= 0 || c->nranks)) {
 			uint64_t t = now_ms();
 
 			timeout = c->next_ckpt_ms > t ? (int)(c->next_ckpt_ms - t) : 0;
@@ -433,9 +675,15 @@ static void serve(struct coord *c)
 			close(c->channel);
 			c->channel = -1;
 		}
+		/* a rank speaks only when asked: this is its end */
+		for (unsigned i = nr; i-- > 0;)
+			if (p[irank + (int)i].revents)
+				rank_drop(c, i);
+		if (itcp >= 0 && p[itcp].revents)
+			accept_rank(c);
 		if (p[0].revents)
 			serve_client(c);
-		if (c->o->interval_ms && c->channel >= 0 && now_ms() >= c->next_ckpt_ms &&
+		if (c->o->interval_ms && (c->channel >= 0 || c->nranks) && now_ms() >= c->next_ckpt_ms &&
 		    checkpoint(c, 0, name, sizeof(name)) != 0)
 			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
 	}
@@ -448,7 +696,7 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 
 	memset(c, 0, sizeof(*c));
 	c->o = o;
-	c->listen_fd = c->channel = c->sig_fd = -1;
+	c->listen_fd = c->channel = c->sig_fd = c->tcp_fd = -1;
 	c->child = -1;
 	c->rchild.pid = -1;
 	c->rchild.status_fd = -1;
@@ -481,7 +729,56 @@ static void coord_fini(struct coord *c)
 		close(c->channel);
 	if (c->sig_fd >= 0)
 		close(c->sig_fd);
+	while (c->nranks)
+		rank_drop(c, c->nranks - 1);
+	free(c->ranks);
+	if (c->tcp_fd >= 0)
+		close(c->tcp_fd);
 	store_close(&c->store);
+}
+
+/* Start an MPI job's launcher with the launch library preloaded; the
+ * ranks register as they start. */
+static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
+{
+	char root[PATH_MAX];
+	int ret;
+
+	c->job = 1;
+	c->launch = argv;
+	if (!realpath(c->o->root, root))
+		return err_set(-errno, "%s: %s", c->o->root, strerror(errno));
+	if (job_program_index(argv) < 0)
+		return err_set(-EINVAL, "%s: no MPI program among its operands (an executable "
+			       "file, found like the launcher would)", argv[0]);
+	ret = tcp_listen(c);
+	if (ret)
+		return ret;
+	c->child = fork();
+	if (c->child < 0)
+		return err_set(-errno, "fork: %s", strerror(errno));
+	if (c->child == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		char jdir[PATH_MAX], rdir[PATH_MAX];
+
+		if (!realpath(c->dir, jdir) || (restore_dir && !realpath(restore_dir, rdir)) ||
+		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
+				  restore_dir ? rdir : NULL) != 0) {
+			fprintf(stderr, "stasis: %s\n", err_msg());
+			_exit(127);
+		}
+		execvp(argv[0], argv);
+		fprintf(stderr, "stasis: cannot execute %s: %s\n", argv[0], strerror(errno));
+		_exit(127);
+	}
+	c->pid = c->child;
+	return 0;
 }
 
 int coord_run(const struct coord_opts *o, char **argv, int *status)
@@ -493,6 +790,14 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	ret = coord_init(&c, o);
 	if (ret)
 		goto out;
+	if (job_is_launcher(argv[0])) {
+		ret = job_spawn(&c, argv, NULL);
+		if (!ret) {
+			serve(&c);
+			*status = c.status;
+		}
+		goto out;
+	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
 		ret = err_set(-errno, "socketpair: %s", strerror(errno));
 		goto out;
@@ -551,7 +856,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 {
 	struct coord c;
 	struct img_reader *img = NULL;
-	char name[64], path[PATH_MAX];
+	char name[64], path[PATH_MAX], **launch = NULL;
 	int sv[2] = { -1, -1 }, ret;
 
 	ret = coord_init(&c, o);
@@ -563,6 +868,25 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 		snprintf(name, sizeof(name), "%s", ckpt);
 	else if ((ret = store_select(c.store, name, sizeof(name))) != 0)
 		goto out;
+	ret = job_launch_read(c.store, name, o->launcher, &launch);
+	if (ret == 0) {
+		/* an MPI job: its launcher again, each rank from its image */
+		ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
+		ret = ret ? ret : job_spawn(&c, launch, path);
+		if (!ret) {
+			snprintf(c.last, sizeof(c.last), "%s", name);
+			serve(&c);
+			*status = c.status;
+		}
+		goto out;
+	}
+	if (ret != -ENOENT)
+		goto out;
+	if (o->launcher) {
+		ret = err_set(-EINVAL, "checkpoint %s is not an MPI job's: --launcher does not apply",
+			      name);
+		goto out;
+	}
 	ret = store_ckpt_path(c.store, name, IMAGE_NAME, path, sizeof(path));
 	if (ret)
 		goto out;
@@ -614,6 +938,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	serve(&c);
 	*status = c.status;
 out:
+	free(launch);
 	img_close(&img);
 	if (sv[0] >= 0)
 		close(sv[0]);

@@ -23,6 +23,8 @@ struct coord_opts {
 	const char *job;           /* job name */
 	uint64_t interval_ms;      /* periodic checkpoints; 0: none */
 	int signal_checkpoint;     /* SIGTERM/SIGUSR1: checkpoint, then end (TERM) or run on (USR1) */
+	const char *launcher;      /* restart of an MPI job: the launcher's words, instead of the
+				      stored ones (e.g. "mpiexec.mpich -n 4") */
 };
 
 /* Run argv under the agent until it ends. *status: the program's exit code

@@ -101,6 +101,13 @@ struct sts_lh_info {
 	const struct sts_uh_callbacks *uh;
 	struct sts_hand_ops hand;
 	struct sts_gen_ops gen;
+	/* set by the rank's checkpoint thread: an upper thread leaving the
+	 * lower half parks itself (sts_leave) */
+	volatile uint32_t ckpt_pending;
+	uint32_t ckpt_signal;       /* the signal that parks an upper thread */
+	/* called by the upper half once its libc's mmap is patched: the
+	 * reservations above STS_UH_STACK_TOP go (lh_mem.c) */
+	void (*mem_unfill)(void);
 };
 
 /* FS base switches: wrfsbase where the kernel allows it (FSGSBASE,

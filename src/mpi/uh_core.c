@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -54,6 +55,10 @@ uint64_t sts_enter(void)
 void sts_leave(uint64_t fs)
 {
 	sts_wrfs((int)sts_lh->fsgsbase, fs);
+	/* a checkpoint began while this thread was in an MPI call: the signal
+	 * found it inside the lower half; now that it is out, it parks */
+	if (__builtin_expect(sts_lh->ckpt_pending, 0))
+		syscall(SYS_tgkill, getpid(), gettid(), (int)sts_lh->ckpt_signal);
 }
 
 void sts_unsupported(const char *name)

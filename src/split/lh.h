@@ -57,4 +57,9 @@ static inline int lh_rank_out(int r)
 void sts_gen_ops_fill(struct sts_gen_ops *ops);
 void lh_hand_ops_fill(struct sts_hand_ops *ops);
 
+/* PROT_NONE reservations over every free gap above the upper half's stack
+ * while its ld.so maps the program, and their removal (lh_mem.c) */
+void lh_mem_fill(void);
+void lh_mem_unfill(void);
+
 #endif

@@ -15,7 +15,9 @@
  *   6. stack   a new stack for the upper half: argv (ld.so, PROGRAM, ARGS),
  *              the environment with Stasis's MPI library first on
  *              LD_LIBRARY_PATH, an auxiliary vector describing ld.so
- *   7. jump    to ld.so's entry point on that stack: ld.so loads PROGRAM
+ *   7. fill    PROT_NONE reservations over every free gap above that stack,
+ *              so that ld.so's mappings land below it (lh_mem.c)
+ *   8. jump    to ld.so's entry point on that stack: ld.so loads PROGRAM
  *              with its own libc and Stasis's libmpi, and runs it
  */
 #include <elf.h>
@@ -34,7 +36,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/err.h"
 #include "lh.h"
+#include "lh_ckpt.h"
 
 #define PAGE 4096ul
 
@@ -347,12 +351,35 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	return (uint64_t)(uintptr_t)sp;
 }
 
+/* Restart: the upper half from this rank's image, then into it where its
+ * main thread stopped (lh_image.c, lh_agent.c). */
+static void __attribute__((noreturn)) restart(const char *dir)
+{
+	static struct lh_restored r;
+	char path[PATH_MAX];
+
+	stage("restore");
+	snprintf(path, sizeof(path), "%s/" SPLIT_IMAGE_FMT, dir, lh_info->world_rank);
+	if (lh_restore(path, &r) != 0)
+		die("rank %d: %s", lh_info->world_rank, err_msg());
+	if (r.vdso != getauxval(AT_SYSINFO_EHDR))
+		die("rank %d: the kernel's vdso is at %#lx, it was at %#lx at the checkpoint: "
+		    "restart on a machine with the same kernel", lh_info->world_rank,
+		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r.vdso);
+	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r.uh_callbacks;
+	lh_agent_start(r.restarts + 1);
+	stage("enter");
+	fflush(NULL);
+	lh_enter_upper(&r);
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	int pers = personality(0xffffffff), provided = 0, level, len = 0;
 	char prog[PATH_MAX], interp[PATH_MAX], lib[MPI_MAX_LIBRARY_VERSION_STRING];
 	struct loaded l;
 	uint64_t sp, brk0;
+	const char *restore;
 	void *page;
 
 	verbose = getenv("STASIS_LOG") && !strcmp(getenv("STASIS_LOG"), "debug");
@@ -395,6 +422,12 @@ int main(int argc, char **argv, char **envp)
 	lh_handles_init();
 	sts_gen_ops_fill(&lh_info->gen);
 	lh_hand_ops_fill(&lh_info->hand);
+	lh_info->mem_unfill = lh_mem_unfill;
+
+	restore = getenv("STASIS_RESTORE_DIR");
+	if (restore && *restore)
+		restart(restore);
+	lh_agent_start(0);
 
 	stage("interp");
 	l = load_interp(interp, STS_UH_INTERP);
@@ -407,6 +440,9 @@ int main(int argc, char **argv, char **envp)
 
 	stage("stack");
 	sp = build_stack(interp, &l, prog, argc, argv, envp);
+
+	stage("fill");
+	lh_mem_fill();
 
 	stage("jump");
 	fflush(NULL);

@@ -1,0 +1,433 @@
+/* lh_agent.c - a rank's checkpoint thread, in the lower half.
+ *
+ * The thread belongs to the lower half (its libc, its TLS) and is never
+ * stopped: it can use malloc, stdio and the store while every upper thread
+ * is parked, whatever locks of the upper libc those hold. Conversation with
+ * the coordinator (docs/coordinator.md, "Ranks"): text lines over TCP.
+ *
+ *   rank:  RANK 1 <secret> <rank> <size> <pid> <host> <restarts>
+ *   coord: OK | ERR <why>
+ *   coord: CHECKPOINT <name>
+ *   rank:  DONE <regions> <pages> | FAILED <why>
+ *   coord: RESUME | EXIT
+ *
+ * Parking: LH_CKPT_SIGNAL goes to every thread but the lower half's own.
+ * Its handler runs on whatever TLS the thread has, so it uses none (raw
+ * system calls only) and tells threads apart by their FS base: the lower
+ * half's main TLS means an upper thread inside an MPI call (it parks when it
+ * leaves, sts_leave), a base in the upper range an upper thread outside
+ * (it parks now, in the handler: its registers are in the signal frame on
+ * its stack, saved with its memory), anything else a lower-half thread (it
+ * returns at once).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <dirent.h>
+#include <linux/futex.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/config.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "image/image.h"
+#include "lh.h"
+#include "lh_ckpt.h"
+#include "store/store.h"
+
+#define PARK_TIMEOUT_MS 10000
+#define TID_OFFSET 0x2d0   /* struct pthread's tid in glibc 2.36, x86-64 (checked) */
+
+static int coord_fd = -1;
+static struct store *store;
+static struct lh_ckpt_state st;
+static pid_t lower_tids[256];
+static unsigned nlower;
+
+/* written by the handler, read by the checkpoint thread */
+static uint32_t parked_n, lower_n, inlower_n, slots_n;
+static uint32_t resume_gen;
+
+static inline long rsys(long n, long a, long b, long c, long d)
+{
+	long r;
+	register long r10 __asm__("r10") = d;
+
+	__asm__ volatile("syscall" : "=a"(r) : "0"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
+	return r;
+}
+
+static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, void *uc)
+{
+	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
+	uint32_t gen, i;
+	long tid;
+
+	(void)sig;
+	(void)si;
+	if (fs == lh_info->lh_fs) {
+		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	if (fs < STS_UPPER_LO || fs >= STS_UPPER_HI) {
+		__atomic_add_fetch(&lower_n, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
+	if (!lh_info->ckpt_pending)
+		return;
+	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
+	tid = rsys(SYS_gettid, 0, 0, 0, 0);
+	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
+	if (i < LH_MAX_THREADS) {
+		struct split_thread *t = &st.threads[i];
+		uint64_t head = 0, len = 0;
+
+		rsys(SYS_get_robust_list, 0, (long)&head, (long)&len, 0);
+		t->fs = fs;
+		t->frame = (uint64_t)(uintptr_t)uc;
+		t->robust_head = head;
+		t->robust_len = len;
+		t->tid = (int32_t)tid;
+		t->main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
+	}
+	__atomic_add_fetch(&parked_n, 1, __ATOMIC_SEQ_CST);
+	rsys(SYS_futex, (long)&parked_n, FUTEX_WAKE, 1, 0);
+	while (__atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST) == gen)
+		rsys(SYS_futex, (long)&resume_gen, FUTEX_WAIT, (long)gen, 0);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int is_lower(pid_t tid)
+{
+	for (unsigned i = 0; i < nlower; i++)
+		if (lower_tids[i] == tid)
+			return 1;
+	return 0;
+}
+
+static void resume(void)
+{
+	lh_info->ckpt_pending = 0;
+	__atomic_add_fetch(&resume_gen, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &resume_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
+/* Signal every thread that may be the upper half's and wait until each has
+ * parked or said it is the lower half's. */
+static int park_all(void)
+{
+	pid_t pid = getpid(), self = (pid_t)syscall(SYS_gettid);
+	unsigned signaled = 0;
+	uint64_t deadline;
+	DIR *d;
+	struct dirent *e;
+
+	parked_n = lower_n = inlower_n = slots_n = 0;
+	lh_info->ckpt_pending = 1;
+	d = opendir("/proc/self/task");
+	if (!d)
+		return err_set(-errno, "cannot list /proc/self/task: %s", strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+
+		if (tid <= 0 || tid == self || is_lower(tid))
+			continue;
+		if (syscall(SYS_tgkill, pid, tid, LH_CKPT_SIGNAL) == 0)
+			signaled++;
+	}
+	closedir(d);
+	deadline = now_ms() + PARK_TIMEOUT_MS;
+	for (;;) {
+		uint32_t p = __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST);
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		if (p + __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST) >= signaled)
+			break;
+		if (now_ms() > deadline)
+			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
+				       "within %d s (inside an MPI call that waits for a stopped rank?)",
+				       lh_info->world_rank, signaled - p - lower_n, PARK_TIMEOUT_MS / 1000);
+		syscall(SYS_futex, &parked_n, FUTEX_WAIT, p, &ts, NULL, 0);
+	}
+	st.nthreads = parked_n < LH_MAX_THREADS ? parked_n : LH_MAX_THREADS;
+	if (parked_n != 1 || !st.threads[0].main)
+		return err_set(-ENOTSUP, "rank %d: the program runs %u threads; the split process "
+			       "checkpoints single-threaded ranks only, for now (docs/split.md)",
+			       lh_info->world_rank, parked_n);
+	if (*(int32_t *)(uintptr_t)(st.threads[0].fs + TID_OFFSET) != st.threads[0].tid)
+		return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread ids where "
+			       "Stasis does not expect them (glibc 2.36 is supported)",
+			       lh_info->world_rank);
+	st.tid_offset = TID_OFFSET;
+	return 0;
+}
+
+static int write_image(const char *name, struct lh_dump_info *info)
+{
+	struct store_ckpt *ck = NULL;
+	struct store_file *f = NULL;
+	struct img_writer *w = NULL;
+	struct img_writer_opts opts;
+	char file[64], num[32];
+	int ret;
+
+	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, lh_info->world_rank);
+	img_writer_opts_default(&opts);
+	ret = 0;
+	if (!getenv("STASIS_FAULT_RANK") || atoi(getenv("STASIS_FAULT_RANK")) == lh_info->world_rank)
+		ret = FAULT(SPLIT_RANK_WRITE);
+	ret = ret ? err_set(ret, "rank %d: fault point split.rank.write", lh_info->world_rank)
+		  : store_ckpt_join(store, name, &ck);
+	ret = ret ? ret : store_file_create(ck, file, &f);
+	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
+	ret = ret ? ret : img_writer_meta(w, "producer", "stasis split");
+	ret = ret ? ret : img_writer_meta(w, "job", getenv("STASIS_JOB_NAME"));
+	snprintf(num, sizeof(num), "%d", lh_info->world_rank);
+	ret = ret ? ret : img_writer_meta(w, "rank", num);
+	snprintf(num, sizeof(num), "%d", lh_info->world_size);
+	ret = ret ? ret : img_writer_meta(w, "size", num);
+	ret = ret ? ret : img_writer_meta(w, "library", lh_info->library);
+	ret = ret ? ret : lh_dump(w, &st, info);
+	ret = ret ? ret : img_writer_finish(w, NULL);
+	ret = ret ? ret : store_file_commit(f);
+	img_writer_free(&w);
+	store_file_free(&f);
+	store_ckpt_free(&ck);
+	return ret;
+}
+
+static int send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int send_line(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	for (int i = 0; i < n; i++)
+		if (buf[i] == '\n')
+			buf[i] = ' ';
+	buf[n++] = '\n';
+	return send(coord_fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
+}
+
+static int read_line(char *buf, size_t len)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		ssize_t r = read(coord_fd, buf + n, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -EPIPE;
+		if (buf[n] == '\n') {
+			buf[n] = 0;
+			return 0;
+		}
+		n++;
+	}
+	return -E2BIG;
+}
+
+static void checkpoint(const char *name)
+{
+	struct lh_dump_info info = { 0 };
+	char line[128];
+	int ret;
+
+	err_clear();
+	ret = park_all();
+	if (!ret)
+		ret = write_image(name, &info);
+	if (ret)
+		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
+	else
+		send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
+	/* every rank stays parked until the coordinator has every image: a rank
+	 * running on could send to one that is not written yet */
+	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "EXIT") == 0) {
+		if (!strcmp(line, "EXIT")) {
+			/* checkpoint --stop: end the whole job cleanly */
+			MPI_Finalize();
+			_exit(0);
+		}
+		resume();
+		close(coord_fd);
+		coord_fd = -1;
+		return;
+	}
+	resume();
+}
+
+static void *agent(void *arg)
+{
+	char line[256];
+
+	(void)arg;
+	while (coord_fd >= 0 && read_line(line, sizeof(line)) == 0) {
+		if (!strncmp(line, "CHECKPOINT ", 11))
+			checkpoint(line + 11);
+	}
+	/* the coordinator is gone: the program runs on without checkpoints */
+	if (coord_fd >= 0)
+		close(coord_fd);
+	coord_fd = -1;
+	return NULL;
+}
+
+static int connect_coord(const char *addr)
+{
+	char host[256], *colon;
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
+	int fd = -1;
+
+	snprintf(host, sizeof(host), "%s", addr);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return -EINVAL;
+	*colon = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+		return -EHOSTUNREACH;
+	for (a = res; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	return fd >= 0 ? fd : -ECONNREFUSED;
+}
+
+static void warn(const char *what)
+{
+	fprintf(stderr, "stasis: rank %d: %s; it runs on without checkpoints\n", lh_info->world_rank,
+		what);
+}
+
+void lh_agent_start(uint32_t restarts)
+{
+	const char *addr = getenv("STASIS_COORD_ADDR"), *dir = getenv("STASIS_JOB_DIR");
+	char path[PATH_MAX], secret[64] = "", host[128] = "?", line[256];
+	struct sigaction sa;
+	pthread_t th;
+	DIR *d;
+	struct dirent *e;
+	int fd, ret;
+
+	if (!addr || !*addr || !dir || !getenv("STASIS_JOB_NAME"))
+		return;
+	/* the configuration as the coordinator has it: file and STASIS_* */
+	if (cfg_load(NULL) != 0) {
+		warn(err_msg());
+		return;
+	}
+	st.restarts = restarts;
+	st.vdso = getauxval(AT_SYSINFO_EHDR);
+	/* every thread now is the lower half's (MPI's) */
+	d = opendir("/proc/self/task");
+	while (d && (e = readdir(d)) != NULL && nlower < 256) {
+		pid_t tid = (pid_t)atoi(e->d_name);
+
+		if (tid > 0 && tid != getpid())
+			lower_tids[nlower++] = tid;
+	}
+	if (d)
+		closedir(d);
+	snprintf(path, sizeof(path), "%s/coord.secret", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, secret, 32) != 32) {
+		if (fd >= 0)
+			close(fd);
+		warn("cannot read the job's secret");
+		return;
+	}
+	close(fd);
+	secret[32] = 0;
+	ret = store_open(getenv("STASIS_STORE_TIER") && *getenv("STASIS_STORE_TIER")
+			 ? getenv("STASIS_STORE_TIER") : NULL,
+			 getenv("STASIS_STORE_ROOT"), getenv("STASIS_JOB_NAME"), &store);
+	if (ret) {
+		warn(err_msg());
+		return;
+	}
+	coord_fd = connect_coord(addr);
+	if (coord_fd < 0) {
+		warn("cannot reach the job's coordinator");
+		return;
+	}
+	gethostname(host, sizeof(host) - 1);
+	send_line("RANK 1 %s %d %d %d %s %u", secret, lh_info->world_rank, lh_info->world_size,
+		  (int)getpid(), host, restarts);
+	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "OK") != 0) {
+		warn(line[0] ? line : "the coordinator did not answer");
+		close(coord_fd);
+		coord_fd = -1;
+		return;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = park;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	sigaction(LH_CKPT_SIGNAL, &sa, NULL);
+	lh_info->ckpt_signal = LH_CKPT_SIGNAL;
+	if (pthread_create(&th, NULL, agent, NULL) != 0) {
+		warn("cannot start the checkpoint thread");
+		close(coord_fd);
+		coord_fd = -1;
+		return;
+	}
+	pthread_detach(th);
+}
+
+void lh_enter_upper(const struct lh_restored *r)
+{
+	const struct split_thread *t = &r->threads[0];
+	long tid;
+
+	for (unsigned i = 0; i < r->nsigs; i++) {
+		const struct split_sigaction *s = &r->sigs[i];
+		uint64_t k[4] = { s->handler, s->flags, s->restorer, s->mask };
+
+		rsys(SYS_rt_sigaction, s->signo, (long)k, 0, 8);
+	}
+	rsys(SYS_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0, 0);
+	tid = rsys(SYS_set_tid_address, (long)(t->fs + r->tid_offset), 0, 0, 0);
+	*(int32_t *)(uintptr_t)(t->fs + r->tid_offset) = (int32_t)tid;
+	sts_wrfs((int)lh_info->fsgsbase, t->fs);
+	/* rt_sigreturn from the frame the checkpoint signal left on its stack:
+	 * registers, signal mask and extended state come back as they were */
+	__asm__ volatile("mov %0, %%rsp\n\t"
+			 "mov $15, %%eax\n\t"
+			 "syscall\n\t"
+			 : : "r"(t->frame) : "memory");
+	__builtin_unreachable();
+}

@@ -1,0 +1,59 @@
+/* lh_ckpt.h - checkpoint and restart of the upper half, in the lower half
+ * (internal; docs/split.md, split_format.h).
+ *
+ * lh_agent.c: the rank's checkpoint thread (lower libc, never stopped),
+ * registered with the job's coordinator over TCP; it parks the upper
+ * half's threads with a signal whose handler runs without TLS, writes the
+ * rank's image into the store, and resumes or ends the rank.
+ * lh_image.c: the upper half's memory to an image and back.
+ */
+#ifndef STS_LH_CKPT_H
+#define STS_LH_CKPT_H
+
+#include <stdint.h>
+
+#include "split_format.h"
+
+struct img_writer;
+
+#define LH_MAX_THREADS 64
+#define LH_CKPT_SIGNAL 62       /* the process checkpointer's signal (proc_format.h) */
+
+/* What the parked upper half left for the image. */
+struct lh_ckpt_state {
+	struct split_thread threads[LH_MAX_THREADS];
+	unsigned nthreads;
+	uint64_t vdso;
+	uint32_t tid_offset;
+	uint32_t restarts;
+};
+
+struct lh_dump_info {
+	unsigned regions;
+	uint64_t pages;
+};
+
+struct lh_restored {
+	struct split_thread threads[LH_MAX_THREADS];
+	unsigned nthreads;
+	struct split_sigaction sigs[64];
+	unsigned nsigs;
+	uint64_t uh_callbacks, vdso, bytes;
+	uint32_t tid_offset, restarts;
+	unsigned regions;
+};
+
+/* The upper half's sections of a rank's image (lh_image.c). */
+int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump_info *info);
+/* Map and fill the upper half from the image at path; *out tells how to
+ * enter it again. Dies on nothing: returns a negative errno and err_msg(). */
+int lh_restore(const char *path, struct lh_restored *out);
+
+/* Register with the job's coordinator when the rank runs under `stasis run`
+ * or `stasis restart` (STASIS_COORD_ADDR set) and start the checkpoint
+ * thread; every thread that exists now belongs to the lower half. */
+void lh_agent_start(uint32_t restarts);
+/* Enter the restored upper half where its main thread was parked. */
+void lh_enter_upper(const struct lh_restored *r) __attribute__((noreturn));
+
+#endif

@@ -1,0 +1,446 @@
+/* lh_image.c - the upper half to an image and back (split_format.h).
+ *
+ * Checkpoint: the rank's lower half writes every mapping of the upper
+ * half's range, with the pages that are not the file's (pagemap), the
+ * parked threads and the upper half's signal handlers. Restart: a fresh
+ * lower half, MPI initialized, maps them back at their addresses
+ * (MAP_FIXED_NOREPLACE: a collision is refused, naming both), fills them
+ * and returns what the jump back into the upper half needs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/err.h"
+#include "image/image.h"
+#include "lh.h"
+#include "lh_ckpt.h"
+#include "split_format.h"
+
+#define PAGE 4096ul
+#define PM_PRESENT (1ull << 63)
+#define PM_SWAPPED (1ull << 62)
+#define PM_FILE (1ull << 61)
+
+struct kact {                      /* the kernel's struct sigaction */
+	uint64_t handler, flags, restorer, mask;
+};
+
+struct region {
+	struct split_region r;
+	char path[PATH_MAX];
+	struct split_run *runs;
+};
+
+struct layout {
+	struct region *v;
+	unsigned n, cap;
+	uint64_t pages;
+};
+
+static void layout_free(struct layout *l)
+{
+	for (unsigned i = 0; i < l->n; i++)
+		free(l->v[i].runs);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static char *read_maps(void)
+{
+	size_t cap = 1 << 16, n = 0;
+	char *buf = malloc(cap);
+	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+	ssize_t r;
+
+	if (!buf || fd < 0) {
+		free(buf);
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
+		n += (size_t)r;
+		if (cap - n < 4096) {
+			char *b = realloc(buf, cap * 2);
+
+			if (!b)
+				break;
+			buf = b;
+			cap *= 2;
+		}
+	}
+	close(fd);
+	buf[n] = 0;
+	return buf;
+}
+
+static int stored(const struct split_region *r, uint64_t pm)
+{
+	if (r->flags & SPLIT_SHARED)
+		return !(r->flags & SPLIT_FILE) && (pm & (PM_PRESENT | PM_SWAPPED));
+	if (r->flags & SPLIT_FILE)
+		return (pm & PM_SWAPPED) || ((pm & PM_PRESENT) && !(pm & PM_FILE));
+	return (pm & (PM_PRESENT | PM_SWAPPED)) != 0;
+}
+
+/* The runs of pages of r whose contents go into the image. */
+static int region_runs(int pm_fd, struct region *g)
+{
+	uint64_t batch[4096];
+	unsigned cap = 0;
+
+	for (uint64_t a = g->r.start; a < g->r.end;) {
+		size_t n = (g->r.end - a) / PAGE;
+
+		if (n > 4096)
+			n = 4096;
+		if (pread(pm_fd, batch, n * 8, (off_t)(a / PAGE * 8)) != (ssize_t)(n * 8))
+			return err_set(-EIO, "cannot read /proc/self/pagemap at %#lx", (unsigned long)a);
+		for (size_t i = 0; i < n; i++, a += PAGE) {
+			struct split_run *last;
+
+			if (!stored(&g->r, batch[i]))
+				continue;
+			last = g->r.nruns ? &g->runs[g->r.nruns - 1] : NULL;
+			if (last && last->addr + last->npages * PAGE == a) {
+				last->npages++;
+				continue;
+			}
+			if (g->r.nruns == cap) {
+				struct split_run *v = realloc(g->runs, (cap ? cap * 2 : 16) * sizeof(*v));
+
+				if (!v)
+					return err_set(-ENOMEM, "out of memory");
+				g->runs = v;
+				cap = cap ? cap * 2 : 16;
+			}
+			g->runs[g->r.nruns++] = (struct split_run){ a, 1 };
+		}
+	}
+	return 0;
+}
+
+/* Every mapping of the upper half's range, with its stored runs. */
+static int scan(struct layout *l)
+{
+	char *maps = read_maps(), *line, *save = NULL;
+	int pm_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), ret = 0;
+
+	if (!maps || pm_fd < 0) {
+		free(maps);
+		if (pm_fd >= 0)
+			close(pm_fd);
+		return err_set(-EIO, "cannot read /proc/self/maps or pagemap");
+	}
+	for (line = strtok_r(maps, "\n", &save); line && !ret; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long start, end, off, ino;
+		char perms[8], dev[16];
+		int pos = 0;
+		struct region *g;
+
+		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &start, &end, perms, &off, dev, &ino,
+			   &pos) < 6)
+			continue;
+		if (start < STS_UPPER_LO || start >= STS_UPPER_HI)
+			continue;
+		if (end > STS_UPPER_HI)
+			end = STS_UPPER_HI;
+		if (l->n == l->cap) {
+			struct region *v = realloc(l->v, (l->cap ? l->cap * 2 : 64) * sizeof(*v));
+
+			if (!v) {
+				ret = err_set(-ENOMEM, "out of memory");
+				break;
+			}
+			l->v = v;
+			l->cap = l->cap ? l->cap * 2 : 64;
+		}
+		g = &l->v[l->n++];
+		memset(g, 0, sizeof(*g));
+		g->r.start = start;
+		g->r.end = end;
+		g->r.prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
+			    (perms[2] == 'x' ? PROT_EXEC : 0);
+		if (perms[3] == 's')
+			g->r.flags |= SPLIT_SHARED;
+		snprintf(g->path, sizeof(g->path), "%s", pos ? line + pos : "");
+		if (ino != 0 && g->path[0] == '/' && !strstr(g->path, " (deleted)")) {
+			g->r.flags |= SPLIT_FILE;
+			g->r.file_offset = off;
+		} else if (ino != 0 && (g->r.flags & SPLIT_SHARED)) {
+			ret = err_set(-ENOTSUP, "the upper half maps %s shared at %#lx: memfd, SysV and "
+				      "deleted shared files are not supported by the split process yet",
+				      g->path, start);
+			break;
+		}
+		g->r.path_len = (uint32_t)strlen(g->path) + 1;
+		ret = region_runs(pm_fd, g);
+		for (unsigned i = 0; i < g->r.nruns; i++)
+			l->pages += g->runs[i].npages;
+	}
+	close(pm_fd);
+	free(maps);
+	return ret;
+}
+
+static int put(struct img_writer *w, const void *p, size_t n)
+{
+	return img_write(w, p, n);
+}
+
+int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump_info *info)
+{
+	struct layout l = { 0 };
+	struct split_header h = { 0 };
+	struct split_sigaction sa[64];
+	unsigned nsigs = 0;
+	int ret, mem_fd = -1;
+	char *bounce = NULL;
+
+	ret = scan(&l);
+	for (int s = 1; !ret && s <= 64; s++) {
+		struct kact k;
+
+		if (s == SIGKILL || s == SIGSTOP || syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
+			continue;
+		if (k.handler >= STS_UPPER_LO && k.handler < STS_UPPER_HI)
+			sa[nsigs++] = (struct split_sigaction){ (uint32_t)s, 0, k.handler, k.flags,
+								k.restorer, k.mask };
+	}
+	h.version = SPLIT_FORMAT_VERSION;
+	h.nthreads = st->nthreads;
+	h.nregions = l.n;
+	h.nsigs = nsigs;
+	h.rank = lh_info->world_rank;
+	h.size = lh_info->world_size;
+	h.uh_callbacks = (uint64_t)(uintptr_t)lh_info->uh;
+	h.vdso = st->vdso;
+	h.stored_pages = l.pages;
+	h.tid_offset = st->tid_offset;
+	h.restarts = st->restarts;
+	ret = ret ? ret : img_section_begin(w, "split", "split");
+	ret = ret ? ret : put(w, &h, sizeof(h));
+	ret = ret ? ret : put(w, st->threads, st->nthreads * sizeof(st->threads[0]));
+	ret = ret ? ret : put(w, sa, nsigs * sizeof(sa[0]));
+	for (unsigned i = 0; !ret && i < l.n; i++) {
+		ret = put(w, &l.v[i].r, sizeof(l.v[i].r));
+		ret = ret ? ret : put(w, l.v[i].path, l.v[i].r.path_len);
+		ret = ret ? ret : put(w, l.v[i].runs, l.v[i].r.nruns * sizeof(struct split_run));
+	}
+	ret = ret ? ret : img_section_end(w);
+	ret = ret ? ret : img_section_begin(w, "memory", "pages");
+	for (unsigned i = 0; !ret && i < l.n; i++) {
+		const struct region *g = &l.v[i];
+
+		for (unsigned j = 0; !ret && j < g->r.nruns; j++) {
+			uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
+
+			if (g->r.prot & PROT_READ) {
+				ret = put(w, (const void *)(uintptr_t)a, len);
+				continue;
+			}
+			/* unreadable (PROT_NONE with pages): through /proc/self/mem */
+			if (mem_fd < 0)
+				mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+			if (!bounce)
+				bounce = malloc(1 << 20);
+			if (mem_fd < 0 || !bounce) {
+				ret = err_set(-EIO, "cannot read the upper half's unreadable pages");
+				break;
+			}
+			for (uint64_t o = 0; !ret && o < len; o += 1 << 20) {
+				size_t n = len - o < (1 << 20) ? len - o : (1 << 20);
+
+				if (pread(mem_fd, bounce, n, (off_t)(a + o)) != (ssize_t)n)
+					ret = err_set(-EIO, "cannot read %#lx through /proc/self/mem",
+						      (unsigned long)(a + o));
+				else
+					ret = put(w, bounce, n);
+			}
+		}
+	}
+	ret = ret ? ret : img_section_end(w);
+	if (info) {
+		info->regions = l.n;
+		info->pages = l.pages;
+	}
+	if (mem_fd >= 0)
+		close(mem_fd);
+	free(bounce);
+	layout_free(&l);
+	return ret;
+}
+
+/* What occupies [a, b) now, for the collision message. */
+static void occupant(uint64_t a, uint64_t b, char *out, size_t len)
+{
+	char *maps = read_maps(), *line, *save = NULL;
+
+	snprintf(out, len, "another mapping");
+	for (line = maps ? strtok_r(maps, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long s, e;
+
+		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s < b && e > a) {
+			snprintf(out, len, "%s", line);
+			break;
+		}
+	}
+	free(maps);
+}
+
+static int map_region(const struct split_region *r, const char *path)
+{
+	int prot = r->prot | (r->nruns ? PROT_READ | PROT_WRITE : 0);
+	int flags = MAP_FIXED_NOREPLACE | ((r->flags & SPLIT_SHARED) ? MAP_SHARED : MAP_PRIVATE);
+	size_t len = r->end - r->start;
+	void *p;
+	int fd = -1;
+
+	if (r->flags & SPLIT_FILE) {
+		fd = open(path, ((r->flags & SPLIT_SHARED) && (r->prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);
+		if (fd < 0)
+			return err_set(-errno, "cannot open %s, mapped by the upper half at %#lx: %s", path,
+				       (unsigned long)r->start, strerror(errno));
+	} else {
+		flags |= MAP_ANONYMOUS;
+	}
+	p = mmap((void *)(uintptr_t)r->start, len, prot, flags, fd, fd >= 0 ? (off_t)r->file_offset : 0);
+	if (fd >= 0)
+		close(fd);
+	if (p != (void *)(uintptr_t)r->start) {
+		char who[512];
+		int e = p == MAP_FAILED ? errno : EEXIST;
+
+		if (p != MAP_FAILED)
+			munmap(p, len);
+		occupant(r->start, r->end, who, sizeof(who));
+		return err_set(-e, "cannot map the upper half's %#lx-%#lx (%s): %s%s%s",
+			       (unsigned long)r->start, (unsigned long)r->end, *path ? path : "anonymous",
+			       strerror(e), e == EEXIST ? "; it holds " : "", e == EEXIST ? who : "");
+	}
+	return 0;
+}
+
+int lh_restore(const char *path, struct lh_restored *out)
+{
+	struct img_reader *img = NULL;
+	struct img_section_info si;
+	struct split_header h;
+	char *buf = NULL;
+	const char *p, *end;
+	int ret, sec, pages;
+	uint64_t off = 0;
+
+	memset(out, 0, sizeof(*out));
+	ret = img_open(path, &img);
+	if (ret)
+		return ret;
+	sec = img_section_find(img, "split");
+	pages = img_section_find(img, "pages");
+	if (sec < 0 || pages < 0 || img_section_get(img, (unsigned)sec, &si) != 0 ||
+	    si.size < sizeof(h)) {
+		ret = err_set(-EBADMSG, "%s is not a split-process image", path);
+		goto out;
+	}
+	buf = malloc(si.size);
+	if (!buf) {
+		ret = err_set(-ENOMEM, "out of memory");
+		goto out;
+	}
+	if (img_read(img, (unsigned)sec, 0, buf, si.size) != (ssize_t)si.size) {
+		ret = -EBADMSG;
+		goto out;
+	}
+	memcpy(&h, buf, sizeof(h));
+	if (h.version != SPLIT_FORMAT_VERSION) {
+		ret = err_set(-EBADMSG, "%s: split format version %u, this Stasis reads %d", path,
+			      h.version, SPLIT_FORMAT_VERSION);
+		goto out;
+	}
+	if (h.rank != lh_info->world_rank || h.size != lh_info->world_size) {
+		ret = err_set(-EINVAL, "%s is rank %d of %d, but this process is rank %d of %d", path,
+			      h.rank, h.size, lh_info->world_rank, lh_info->world_size);
+		goto out;
+	}
+	if (h.nthreads == 0 || h.nthreads > LH_MAX_THREADS) {
+		ret = err_set(-EBADMSG, "%s: %u threads", path, h.nthreads);
+		goto out;
+	}
+	p = buf + sizeof(h);
+	end = buf + si.size;
+	if ((size_t)(end - p) < h.nthreads * sizeof(struct split_thread) +
+				h.nsigs * sizeof(struct split_sigaction)) {
+		ret = err_set(-EBADMSG, "%s: the split section is truncated", path);
+		goto out;
+	}
+	memcpy(out->threads, p, h.nthreads * sizeof(struct split_thread));
+	p += h.nthreads * sizeof(struct split_thread);
+	out->nthreads = h.nthreads;
+	memcpy(out->sigs, p, h.nsigs * sizeof(struct split_sigaction));
+	out->nsigs = h.nsigs;
+	p += h.nsigs * sizeof(struct split_sigaction);
+	out->uh_callbacks = h.uh_callbacks;
+	out->vdso = h.vdso;
+	out->tid_offset = h.tid_offset;
+	out->restarts = h.restarts;
+	/* map and fill, region by region */
+	for (unsigned i = 0; i < h.nregions; i++) {
+		struct split_region r;
+		const char *rpath;
+		const struct split_run *runs;
+
+		if ((size_t)(end - p) < sizeof(r)) {
+			ret = err_set(-EBADMSG, "%s: the split section is truncated", path);
+			goto out;
+		}
+		memcpy(&r, p, sizeof(r));
+		p += sizeof(r);
+		rpath = p;
+		if ((size_t)(end - p) < r.path_len + (uint64_t)r.nruns * sizeof(struct split_run) ||
+		    r.path_len == 0 || rpath[r.path_len - 1] != 0 || r.start < STS_UPPER_LO ||
+		    r.end > STS_UPPER_HI || r.end <= r.start) {
+			ret = err_set(-EBADMSG, "%s: bad region record %u", path, i);
+			goto out;
+		}
+		p += r.path_len;
+		runs = (const struct split_run *)(const void *)p;
+		p += r.nruns * sizeof(struct split_run);
+		ret = map_region(&r, rpath);
+		for (unsigned j = 0; !ret && j < r.nruns; j++) {
+			struct split_run run;
+			size_t len;
+
+			memcpy(&run, &runs[j], sizeof(run));
+			len = run.npages * PAGE;
+			if (run.addr < r.start || run.addr + len > r.end) {
+				ret = err_set(-EBADMSG, "%s: bad run in region %u", path, i);
+				break;
+			}
+			if (img_read(img, (unsigned)pages, off, (void *)(uintptr_t)run.addr, len) !=
+			    (ssize_t)len) {
+				ret = *err_msg() ? -EBADMSG
+						 : err_set(-EBADMSG, "%s: the pages section is short", path);
+				break;
+			}
+			off += len;
+			out->bytes += len;
+		}
+		if (!ret && r.nruns && mprotect((void *)(uintptr_t)r.start, r.end - r.start, (int)r.prot))
+			ret = err_set(-errno, "mprotect %#lx: %s", (unsigned long)r.start, strerror(errno));
+		if (ret)
+			goto out;
+		out->regions++;
+	}
+out:
+	free(buf);
+	img_close(&img);
+	return ret;
+}

@@ -1,0 +1,74 @@
+/* split_format.h - a rank's image in the split process (docs/split.md).
+ *
+ * One image per rank, <checkpoint>/rank-NNNNN.img, written by the rank's
+ * lower half while the upper half is parked. It holds only the upper half:
+ * the memory in [STS_UPPER_LO, STS_UPPER_HI) and what the kernel keeps for
+ * it outside memory (its threads' FS bases and signal frames, the signal
+ * handlers it installed). Sections:
+ *
+ *   "split" (kind split)   struct split_header, struct split_thread[nthreads],
+ *                          struct split_sigaction[nsigs], then per region
+ *                          struct split_region, its path (path_len bytes,
+ *                          NUL included) and nruns struct split_run
+ *   "pages" (kind memory)  the stored pages of every run, in the order above
+ *
+ * Little-endian fixed-size records; SPLIT_FORMAT_VERSION is checked at
+ * restart. Meta: producer "stasis split", job, rank, size, library.
+ */
+#ifndef STS_SPLIT_FORMAT_H
+#define STS_SPLIT_FORMAT_H
+
+#include <stdint.h>
+
+#define SPLIT_FORMAT_VERSION 1
+#define SPLIT_IMAGE_FMT "rank-%05d.img"
+
+struct split_header {
+	uint32_t version;
+	uint32_t nthreads;
+	uint32_t nregions;
+	uint32_t nsigs;
+	int32_t rank, size;
+	uint64_t uh_callbacks;      /* the upper half's sts_uh_callbacks (sts_lh_info.uh) */
+	uint64_t vdso;              /* AT_SYSINFO_EHDR the upper half was given */
+	uint64_t stored_pages;
+	uint32_t tid_offset;        /* of the thread id in glibc's struct pthread */
+	uint32_t restarts;          /* restarts the job went through before this image */
+};
+
+/* A parked upper thread. */
+struct split_thread {
+	uint64_t fs;                /* its FS base: the upper libc's struct pthread */
+	uint64_t frame;             /* its ucontext in the signal frame on its stack */
+	uint64_t robust_head, robust_len;
+	int32_t tid;
+	uint32_t main;              /* the process's main thread */
+};
+
+/* A signal handler of the upper half (one whose handler lies in its range):
+ * the kernel's struct sigaction as rt_sigaction takes it. */
+struct split_sigaction {
+	uint32_t signo;
+	uint32_t pad;
+	uint64_t handler, flags, restorer, mask;
+};
+
+enum split_region_flag {
+	SPLIT_SHARED = 1,           /* MAP_SHARED */
+	SPLIT_FILE = 2,             /* mapped from the file at path, file_offset */
+};
+
+struct split_region {
+	uint64_t start, end;
+	uint64_t file_offset;
+	uint32_t prot, flags;
+	uint32_t path_len;
+	uint32_t nruns;
+};
+
+struct split_run {
+	uint64_t addr;
+	uint64_t npages;
+};
+
+#endif

@@ -1,0 +1,157 @@
+"""Checkpoint and restart of whole MPI jobs through the split process
+(docs/split.md): `stasis run -- mpirun ...` puts each rank above a lower
+half, `stasis checkpoint` saves every rank's upper half, the job is killed
+with SIGKILL and `stasis restart` brings it back on a fresh MPI, three
+times; the program checks its own memory and results.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import os
+import pathlib
+import re
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "proc"))
+from proc_harness import Job  # noqa: E402
+
+MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
+MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+ITERS = 60
+SLEEP_MS = 100
+
+
+def launcher(lower, n):
+    if lower == "openmpi":
+        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
+    return ["mpiexec.mpich", "-n", str(n)]
+
+
+@pytest.fixture(scope="module")
+def hello(tmp_path_factory):
+    d = tmp_path_factory.mktemp("split-ckpt-progs")
+    out = {}
+    for abi, cc in MPICC.items():
+        exe = d / f"hello.{abi}"
+        subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / "hello.c")], check=True,
+                       capture_output=True)
+        out[abi] = str(exe)
+    return out
+
+
+class MpiJob(Job):
+    def __init__(self, tmp):
+        super().__init__(tmp)
+        self.env.update(MPI_ENV)
+        self.seen = []
+
+    def lines_until(self, pattern, timeout=90):
+        """Read the job's output until a line matches pattern; return it."""
+        end = time.time() + timeout
+        while time.time() < end:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if not r:
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.seen.append(line)
+            if re.fullmatch(pattern, line.strip()):
+                return line.strip()
+        out, err = self.kill() or ("", "")
+        raise AssertionError(f"no line like {pattern!r}: {self.seen[-5:]} {out} {err}")
+
+    def start(self, *cmd, extra=()):
+        self._start(["run", "--dir", self.ck, *extra, "--", *cmd])
+
+    def finish_job(self, timeout=180):
+        out, err = self.proc.communicate(timeout=timeout)
+        rc = self.proc.returncode
+        self.proc = None
+        return rc, "".join(self.seen) + out, err
+
+
+def iteration(line):
+    return int(line.split()[-1])
+
+
+def cycles(job, n=3, restart_args=()):
+    """n times: checkpoint once rank 0 made progress, kill the job, restart
+    it; the restarted job goes on from where the checkpoint was."""
+    for _ in range(n):
+        before = iteration(job.lines_until(r"rank 0 iteration \d+"))
+        name = job.checkpoint()
+        job.kill()
+        job.seen = []
+        job._start(["restart", "--dir", job.ck, *restart_args])
+        after = iteration(job.lines_until(r"rank 0 iteration \d+"))
+        # the checkpoint was taken at or after `before`: no restart from scratch
+        assert after >= before, (name, before, after)
+
+
+@pytest.mark.parametrize("lower,n", [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)])
+def test_hello_three_cycles(hello, lower, n, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), hello[lower], ITERS, SLEEP_MS)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations={ITERS} total=" in out, out + err
+    assert "FAIL" not in out
+    ls = job.stasis("ls", "--dir", job.ck).stdout
+    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 1) + " ", ls)) == 3, ls
+
+
+@pytest.mark.parametrize("first,second", [("openmpi", "mpich"), ("mpich", "openmpi")])
+def test_restart_under_the_other_mpi(hello, first, second, tmp_path):
+    """The upper half does not depend on the MPI below it: a job checkpointed
+    above one MPI restarts above the other with --launcher."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(first, 2), hello[first], ITERS, SLEEP_MS)
+    cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+
+
+def test_checkpoint_stop_then_restart(hello, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], 40, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration [3-9]")
+    r = job.stasis("checkpoint", "--dir", job.ck, "--stop")
+    assert r.stdout.strip().startswith("ckpt-")
+    rc, out, err = job.finish_job(timeout=60)
+    assert rc == 0, err
+    assert "PASS" not in out
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=40" in out, out + err
+
+
+def test_rank_killed_during_checkpoint(hello, tmp_path):
+    """Rank 1 dies while it writes its image of the second checkpoint: that
+    checkpoint fails, the first stays established, and the job restarts from
+    it."""
+    job = MpiJob(tmp_path)
+    job.env.update(STASIS_FAULT="split.rank.write:2:kill", STASIS_FAULT_RANK="1")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration [2-9]")
+    first = job.checkpoint()
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode != 0
+    assert "stasis: checkpoint: checkpoint failed: rank 1 (pid" in r.stderr, r.stderr
+    assert "ended during the checkpoint" in r.stderr, r.stderr
+    job.kill()
+    del job.env["STASIS_FAULT"]
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    ls = job.stasis("ls", "--dir", job.ck).stdout
+    assert re.search(rf"{first}\s+(CURRENT|COMPLETE)\s", ls), ls
+    assert re.search(r"ckpt-000002\s+FAILED", ls), ls
