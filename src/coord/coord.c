@@ -281,7 +281,7 @@ static void send_ranks(struct coord *c, const char *line)
 
 /* Every rank's answer to CHECKPOINT: DONE, or FAILED <why>; a rank that
  * ends or stays silent fails the checkpoint. */
-static int collect_ranks(struct coord *c, uint64_t *pages)
+static int collect_ranks(struct coord *c, uint64_t *pages, uint64_t *parked_us)
 {
 	uint64_t deadline = now_ms() + RANK_TIMEOUT_MS;
 	unsigned left = c->nranks;
@@ -310,7 +310,7 @@ static int collect_ranks(struct coord *c, uint64_t *pages)
 		for (unsigned i = 0; i < c->nranks; i++) {
 			char line[512];
 			unsigned regions;
-			unsigned long long pg;
+			unsigned long long pg, us = 0;
 
 			if (done[i] || !p[i].revents)
 				continue;
@@ -321,8 +321,10 @@ static int collect_ranks(struct coord *c, uint64_t *pages)
 					ret = err_set(-EPIPE, "rank %d (pid %d on %s) ended during the "
 						      "checkpoint", c->ranks[i].rank, c->ranks[i].pid,
 						      c->ranks[i].host);
-			} else if (sscanf(line, "DONE %u %llu", &regions, &pg) == 2) {
+			} else if (sscanf(line, "DONE %u %llu %llu", &regions, &pg, &us) >= 2) {
 				*pages += pg;
+				if (us > *parked_us)
+					*parked_us = us;
 			} else if (!ret) {
 				ret = err_set(-EIO, "%s", strncmp(line, "FAILED ", 7) ? line : line + 7);
 			}
@@ -335,7 +337,7 @@ static int collect_ranks(struct coord *c, uint64_t *pages)
 static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct store_ckpt *ck = NULL;
-	uint64_t pages = 0;
+	uint64_t pages = 0, parked_us = 0, t0 = 0;
 	int ret;
 
 	if (!c->nranks || c->nranks < c->size)
@@ -350,8 +352,9 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		char line[128];
 
 		snprintf(line, sizeof(line), "CHECKPOINT %s", name);
+		t0 = now_ms();
 		send_ranks(c, line);
-		ret = collect_ranks(c, &pages);
+		ret = collect_ranks(c, &pages, &parked_us);
 	}
 	if (!ret)
 		ret = store_ckpt_commit(ck, c->nranks + 1);
@@ -364,8 +367,10 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	} else {
 		snprintf(c->last, sizeof(c->last), "%s", name);
 		c->taken++;
-		log_info("checkpoint %s: %u ranks, %llu pages", name, c->nranks,
-			 (unsigned long long)pages);
+		/* coordination: until the slowest rank had its program stopped */
+		log_info("checkpoint %s: %u ranks, %llu pages, coordination %.1f ms, established "
+			 "after %llu ms", name, c->nranks, (unsigned long long)pages,
+			 (double)parked_us / 1000.0, (unsigned long long)(now_ms() - t0));
 		if (cfg_u64(CFG_KEEP)) {
 			unsigned removed = 0;
 

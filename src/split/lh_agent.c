@@ -108,12 +108,17 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		rsys(SYS_futex, (long)&resume_gen, FUTEX_WAIT, (long)gen, 0);
 }
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t now_ms(void)
+{
+	return now_us() / 1000;
 }
 
 static int is_lower(pid_t tid)
@@ -262,14 +267,18 @@ static void checkpoint(const char *name)
 	char line[128];
 	int ret;
 
+	uint64_t t0 = now_us(), parked_us;
+
 	err_clear();
 	ret = park_all();
+	parked_us = now_us() - t0;
 	if (!ret)
 		ret = write_image(name, &info);
 	if (ret)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
 	else
-		send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
+		send_line("DONE %u %llu %llu", info.regions, (unsigned long long)info.pages,
+			  (unsigned long long)parked_us);
 	/* every rank stays parked until the coordinator has every image: a rank
 	 * running on could send to one that is not written yet */
 	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "EXIT") == 0) {
