@@ -29,6 +29,8 @@ uint32_t lh_new(int kind, uint64_t real);
 /* n after a call that may have changed or freed its real handle */
 uint32_t lh_update(int kind, uint32_t n, uint64_t real);
 void lh_handles_init(void);
+/* handles of the kind the program created and holds (not freed) */
+unsigned lh_live(int kind);
 
 void lh_status_out(const MPI_Status *s, struct sts_status *n);
 int lh_err(int real_code);

@@ -118,6 +118,13 @@ uint32_t lh_update(int kind, uint32_t n, uint64_t real)
 	return n;
 }
 
+unsigned lh_live(int kind)
+{
+	const struct table *t = &tables[kind];
+
+	return t->next - STS_FIRST_USER - t->nfree;
+}
+
 int lh_err(int code)
 {
 	int cls = 0;

@@ -1,6 +1,9 @@
 /* hello.c - a rank that sleeps and checks its own memory (tests/split).
  *
- *   hello ITERATIONS [SLEEP_MS]
+ *   hello ITERATIONS [SLEEP_MS [dup]]
+ *
+ * With "dup", the ranks hold a communicator of their own (MPI_Comm_dup)
+ * during the iterations and reduce over it at the end.
  *
  * Each iteration checks that a 4 MiB heap buffer and a stack array still
  * hold what the previous iteration wrote, rewrites them for this
@@ -36,10 +39,13 @@ int main(int argc, char **argv)
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 50;
 	uint64_t stack[512], *heap = malloc(WORDS * sizeof(uint64_t)), sum = 0, total = 0, expect = 0;
 	struct timespec ts = { sleep_ms / 1000, (sleep_ms % 1000) * 1000000 };
+	MPI_Comm comm = MPI_COMM_WORLD;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 3 && !strcmp(argv[3], "dup"))
+		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
 	fill(heap, WORDS, rank, -1);
 	fill(stack, 512, rank, -1);
 	for (int it = 0; it < iters; it++) {
@@ -57,7 +63,9 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		nanosleep(&ts, NULL);
 	}
-	MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+	MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
+	if (comm != MPI_COMM_WORLD)
+		MPI_Comm_free(&comm);
 	for (int r = 0; r < size; r++)
 		expect += (uint64_t)(r + 1) * (uint64_t)iters * (uint64_t)(iters - 1) / 2;
 	if (rank == 0)

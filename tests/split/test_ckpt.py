@@ -155,3 +155,20 @@ def test_rank_killed_during_checkpoint(hello, tmp_path):
     ls = job.stasis("ls", "--dir", job.ck).stdout
     assert re.search(rf"{first}\s+(CURRENT|COMPLETE)\s", ls), ls
     assert re.search(r"ckpt-000002\s+FAILED", ls), ls
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_objects_the_restart_cannot_rebuild_refuse_the_checkpoint(hello, lower, tmp_path):
+    """A rank holding a communicator it created cannot be restarted on a fresh
+    MPI yet: the checkpoint is refused, naming it, and the job runs on."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), hello[lower], 30, SLEEP_MS, "dup")
+    job.lines_until(r"rank 0 iteration [2-9]")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode != 0
+    assert re.fullmatch(r"stasis: checkpoint: checkpoint failed: rank [01] holds MPI objects it "
+                        r"created \(1 MPI_Comm\): the split process cannot rebuild them at "
+                        r"restart yet \(docs/split.md\)\n", r.stderr), r.stderr
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=30" in out, out + err
+    assert re.search(r"ckpt-000001\s+FAILED", job.stasis("ls", "--dir", job.ck).stdout)
