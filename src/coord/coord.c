@@ -279,13 +279,15 @@ static void send_ranks(struct coord *c, const char *line)
 		reply(c->ranks[i].fd, "%s", line);
 }
 
-/* Every rank's answer to CHECKPOINT: DONE, or FAILED <why>; a rank that
- * ends or stays silent fails the checkpoint. */
-static int collect_ranks(struct coord *c, uint64_t *pages, uint64_t *parked_us)
+/* Every rank's answer: "<word> <n>" (PARKED <us>, DONE <regions> <pages>),
+ * or FAILED <why>; a rank that ends or stays silent fails the checkpoint.
+ * *max gets the largest first number, *sum the sum of the last. */
+static int collect_ranks(struct coord *c, const char *word, uint64_t *max, uint64_t *sum)
 {
 	uint64_t deadline = now_ms() + RANK_TIMEOUT_MS;
 	unsigned left = c->nranks;
 	char *done = calloc(c->nranks, 1);
+	size_t wl = strlen(word);
 	int ret = 0;
 
 	if (!done)
@@ -309,8 +311,8 @@ static int collect_ranks(struct coord *c, uint64_t *pages, uint64_t *parked_us)
 		}
 		for (unsigned i = 0; i < c->nranks; i++) {
 			char line[512];
-			unsigned regions;
-			unsigned long long pg, us = 0;
+			unsigned long long a = 0, b = 0;
+			int k;
 
 			if (done[i] || !p[i].revents)
 				continue;
@@ -321,10 +323,11 @@ static int collect_ranks(struct coord *c, uint64_t *pages, uint64_t *parked_us)
 					ret = err_set(-EPIPE, "rank %d (pid %d on %s) ended during the "
 						      "checkpoint", c->ranks[i].rank, c->ranks[i].pid,
 						      c->ranks[i].host);
-			} else if (sscanf(line, "DONE %u %llu %llu", &regions, &pg, &us) >= 2) {
-				*pages += pg;
-				if (us > *parked_us)
-					*parked_us = us;
+			} else if (!strncmp(line, word, wl) && line[wl] == ' ' &&
+				   (k = sscanf(line + wl, "%llu %llu", &a, &b)) >= 1) {
+				if (a > *max)
+					*max = a;
+				*sum += k == 2 ? b : a;
 			} else if (!ret) {
 				ret = err_set(-EIO, "%s", strncmp(line, "FAILED ", 7) ? line : line + 7);
 			}
@@ -337,7 +340,7 @@ static int collect_ranks(struct coord *c, uint64_t *pages, uint64_t *parked_us)
 static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct store_ckpt *ck = NULL;
-	uint64_t pages = 0, parked_us = 0, t0 = 0;
+	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0;
 	int ret;
 
 	if (!c->nranks || c->nranks < c->size)
@@ -352,9 +355,14 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		char line[128];
 
 		snprintf(line, sizeof(line), "CHECKPOINT %s", name);
+		/* two phases: every rank stopped, then every rank written */
 		t0 = now_ms();
 		send_ranks(c, line);
-		ret = collect_ranks(c, &pages, &parked_us);
+		ret = collect_ranks(c, "PARKED", &parked_us, &ignored);
+		if (!ret) {
+			send_ranks(c, "WRITE");
+			ret = collect_ranks(c, "DONE", &ignored, &pages);
+		}
 	}
 	if (!ret)
 		ret = store_ckpt_commit(ck, c->nranks + 1);

@@ -27,6 +27,7 @@
 #include <linux/futex.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -50,6 +51,7 @@
 #define TID_OFFSET 0x2d0   /* struct pthread's tid in glibc 2.36, x86-64 (checked) */
 
 static int coord_fd = -1;
+static MPI_Comm agent_comm = MPI_COMM_NULL;   /* the lower halves' own */
 static struct store *store;
 static struct lh_ckpt_state st;
 static pid_t lower_tids[256];
@@ -85,9 +87,11 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		__atomic_add_fetch(&lower_n, 1, __ATOMIC_SEQ_CST);
 		return;
 	}
+	/* the generation first: a resume between these two loads is seen by
+	 * one or the other, never missed (resume clears pending, then counts) */
+	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
 	if (!lh_info->ckpt_pending)
 		return;
-	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
 	tid = rsys(SYS_gettid, 0, 0, 0, 0);
 	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
 	if (i < LH_MAX_THREADS) {
@@ -284,38 +288,74 @@ static int read_line(char *buf, size_t len)
 	return -E2BIG;
 }
 
+/* Messages sent before the checkpoint that the program has not received
+ * would be lost at restart (the fresh MPI never saw them). Until they are
+ * drained into the upper half (docs/split.md), a checkpoint that finds one
+ * is refused. After a barrier of the lower halves, a message that was sent
+ * before its sender stopped has, in practice, arrived. */
+static int in_flight(void)
+{
+	MPI_Status s;
+	int flag = 0;
+
+	MPI_Barrier(agent_comm);
+	for (int i = 0; i < 3 && !flag; i++) {
+		MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &s);
+		if (!flag)
+			MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, &s);
+		if (!flag)
+			sched_yield();
+	}
+	if (!flag)
+		return 0;
+	return err_set(-EAGAIN, "rank %d: a message from rank %d (tag %d) is in flight; draining "
+		       "messages in flight at a checkpoint is not done yet (docs/split.md)",
+		       lh_info->world_rank, s.MPI_SOURCE, s.MPI_TAG);
+}
+
+/* CHECKPOINT: park, say PARKED (or FAILED); on WRITE (every rank is
+ * parked) check, write and say DONE (or FAILED); then RESUME or EXIT. */
 static void checkpoint(const char *name)
 {
 	struct lh_dump_info info = { 0 };
 	char line[128];
+	uint64_t t0 = now_us();
 	int ret;
-
-	uint64_t t0 = now_us(), parked_us;
 
 	err_clear();
 	ret = park_all();
-	parked_us = now_us() - t0;
-	if (!ret)
-		ret = write_image(name, &info);
 	if (ret)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
 	else
-		send_line("DONE %u %llu %llu", info.regions, (unsigned long long)info.pages,
-			  (unsigned long long)parked_us);
-	/* every rank stays parked until the coordinator has every image: a rank
-	 * running on could send to one that is not written yet */
-	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "EXIT") == 0) {
-		if (!strcmp(line, "EXIT")) {
-			/* checkpoint --stop: end the whole job cleanly */
-			MPI_Finalize();
-			_exit(0);
-		}
-		resume();
-		close(coord_fd);
-		coord_fd = -1;
-		return;
+		send_line("PARKED %llu", (unsigned long long)(now_us() - t0));
+	if (read_line(line, sizeof(line)) != 0)
+		goto gone;
+	if (!strcmp(line, "WRITE")) {
+		err_clear();
+		ret = in_flight();
+		if (!ret)
+			ret = write_image(name, &info);
+		if (ret)
+			send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
+		else
+			send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
+		/* every rank stays parked until the coordinator has every image: a
+		 * rank running on could send to one that is not written yet */
+		if (read_line(line, sizeof(line)) != 0)
+			goto gone;
+	}
+	if (!strcmp(line, "EXIT")) {
+		/* checkpoint --stop: end the whole job cleanly */
+		MPI_Finalize();
+		_exit(0);
 	}
 	resume();
+	return;
+gone:
+	/* the coordinator is gone: run on without checkpoints */
+	resume();
+	close(coord_fd);
+	coord_fd = -1;
 }
 
 static void *agent(void *arg)
@@ -377,6 +417,11 @@ void lh_agent_start(uint32_t restarts)
 
 	if (!addr || !*addr || !dir || !getenv("STASIS_JOB_NAME"))
 		return;
+	/* collective: before anything that may fail on one rank only */
+	if (MPI_Comm_dup(MPI_COMM_WORLD, &agent_comm) != MPI_SUCCESS) {
+		warn("cannot create the checkpoint threads' communicator");
+		return;
+	}
 	/* the configuration as the coordinator has it: file and STASIS_* */
 	if (cfg_load(NULL) != 0) {
 		warn(err_msg());

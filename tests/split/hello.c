@@ -1,9 +1,11 @@
 /* hello.c - a rank that sleeps and checks its own memory (tests/split).
  *
- *   hello ITERATIONS [SLEEP_MS [dup]]
+ *   hello ITERATIONS [SLEEP_MS [dup|late]]
  *
  * With "dup", the ranks hold a communicator of their own (MPI_Comm_dup)
- * during the iterations and reduce over it at the end.
+ * during the iterations and reduce over it at the end. With "late", rank 0
+ * sends rank 1 a message at the start that rank 1 receives only at the end:
+ * it is in flight all along.
  *
  * Each iteration checks that a 4 MiB heap buffer and a stack array still
  * hold what the previous iteration wrote, rewrites them for this
@@ -40,12 +42,16 @@ int main(int argc, char **argv)
 	uint64_t stack[512], *heap = malloc(WORDS * sizeof(uint64_t)), sum = 0, total = 0, expect = 0;
 	struct timespec ts = { sleep_ms / 1000, (sleep_ms % 1000) * 1000000 };
 	MPI_Comm comm = MPI_COMM_WORLD;
+	int late;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc > 3 && !strcmp(argv[3], "dup"))
 		MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+	late = argc > 3 && !strcmp(argv[3], "late") && size > 1;
+	if (late && rank == 0)
+		MPI_Send(&iters, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
 	fill(heap, WORDS, rank, -1);
 	fill(stack, 512, rank, -1);
 	for (int it = 0; it < iters; it++) {
@@ -62,6 +68,13 @@ int main(int argc, char **argv)
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
 		nanosleep(&ts, NULL);
+	}
+	if (late && rank == 1) {
+		int got = 0;
+
+		MPI_Recv(&got, 1, MPI_INT, 0, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		if (got != iters)
+			sum = 0;   /* the total will not match: FAIL */
 	}
 	MPI_Allreduce(&sum, &total, 1, MPI_UINT64_T, MPI_SUM, comm);
 	if (comm != MPI_COMM_WORLD)
