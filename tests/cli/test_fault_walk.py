@@ -29,11 +29,12 @@ ENV = {"STASIS_CHUNK_SIZE": "64K", "STASIS_THREADS": "2"}
 
 
 def test_commit_path_points_exist():
-    # every point named here is a real point; left out are prune and the
-    # application library's own points (walked by tests/mpi)
+    # every point named here is a real point; left out are prune, the
+    # application library's own points (walked by tests/mpi) and the split
+    # process's (tests/split)
     assert set(COMMIT_PATH) <= set(ALL_POINTS)
     rest = set(ALL_POINTS) - set(COMMIT_PATH) - {"store.prune.remove"}
-    assert all(p.startswith("api.") for p in rest), rest
+    assert all(p.startswith(("api.", "split.")) for p in rest), rest
 
 
 def ls_states(stasis):
