@@ -188,6 +188,33 @@ static void unlisten(struct coord *c)
 	unlink(path);
 }
 
+/* ---- checkpoints ---- */
+
+/* Establish ck (expected files) if ret is 0, else mark it FAILED with the
+ * reason; then prune as configured (periodic checkpoints would fill the
+ * disk). Returns ret, or the commit's error. */
+static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expected)
+{
+	if (!ret)
+		ret = store_ckpt_commit(ck, expected);
+	if (ret) {
+		char reason[200];
+
+		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
+		store_ckpt_abort(ck, reason);
+		return err_set(ret, "%s", reason);
+	}
+	snprintf(c->last, sizeof(c->last), "%s", store_ckpt_name(ck));
+	c->taken++;
+	if (cfg_u64(CFG_KEEP)) {
+		unsigned removed = 0;
+
+		if (store_prune(c->store, (unsigned)cfg_u64(CFG_KEEP), &removed) != 0)
+			log_warn("%s", err_msg());
+	}
+	return 0;
+}
+
 /* ---- the ranks of an MPI job ---- */
 
 static int read_line(int fd, char *buf, size_t len, int timeout_ms);
@@ -343,6 +370,15 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0;
 	int ret;
 
+	/* ranks still starting (or restarting) are waited for */
+	for (uint64_t end = now_ms() + HELLO_TIMEOUT_MS; (!c->nranks || c->nranks < c->size);) {
+		struct pollfd p = { c->tcp_fd, POLLIN, 0 };
+		uint64_t t = now_ms();
+
+		if (t >= end || poll(&p, 1, (int)(end - t)) <= 0)
+			break;
+		accept_rank(c);
+	}
 	if (!c->nranks || c->nranks < c->size)
 		return err_set(-ENOTCONN, "%u of %u ranks of the job are registered (not started yet, "
 			       "or ended)", c->nranks, c->size ? c->size : 1);
@@ -364,27 +400,12 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			ret = collect_ranks(c, "DONE", &ignored, &pages);
 		}
 	}
-	if (!ret)
-		ret = store_ckpt_commit(ck, c->nranks + 1);
-	if (ret) {
-		char reason[200];
-
-		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
-		store_ckpt_abort(ck, reason);
-		err_set(ret, "%s", reason);
-	} else {
-		snprintf(c->last, sizeof(c->last), "%s", name);
-		c->taken++;
+	ret = seal(c, ck, ret, c->nranks + 1);
+	if (!ret) {
 		/* coordination: until the slowest rank had its program stopped */
 		log_info("checkpoint %s: %u ranks, %llu pages, coordination %.1f ms, established "
 			 "after %llu ms", name, c->nranks, (unsigned long long)pages,
 			 (double)parked_us / 1000.0, (unsigned long long)(now_ms() - t0));
-		if (cfg_u64(CFG_KEEP)) {
-			unsigned removed = 0;
-
-			if (store_prune(c->store, (unsigned)cfg_u64(CFG_KEEP), &removed) != 0)
-				log_warn("%s", err_msg());
-		}
 	}
 	store_ckpt_free(&ck);
 	/* ranks wait parked for this verdict: all resume together */
@@ -408,7 +429,6 @@ static int job_status(struct coord *c, char *out, size_t len)
 	return 0;
 }
 
-/* ---- checkpoints ---- */
 
 static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
@@ -448,27 +468,10 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 		ret = img_writer_finish(w, NULL);
 	if (!ret)
 		ret = store_file_commit(f);
+	ret = seal(c, ck, ret, 1);
 	if (!ret)
-		ret = store_ckpt_commit(ck, 1);
-	if (ret) {
-		char reason[160];
-
-		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
-		store_ckpt_abort(ck, reason);
-		err_set(ret, "%s", reason);
-	} else {
-		snprintf(c->last, sizeof(c->last), "%s", name);
-		c->taken++;
 		log_info("checkpoint %s: %u threads, %u regions, %llu bytes of pages", name,
 			 info.threads, info.regions, (unsigned long long)info.stored_bytes);
-	}
-	if (!ret && cfg_u64(CFG_KEEP)) {
-		unsigned removed = 0;
-
-		/* periodic checkpoints would fill the disk: keep as configured */
-		if (store_prune(c->store, (unsigned)cfg_u64(CFG_KEEP), &removed) != 0)
-			log_warn("%s", err_msg());
-	}
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
