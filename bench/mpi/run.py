@@ -1,30 +1,147 @@
 #!/usr/bin/env python3
 """bench/mpi: MPI programs natively and as the split process's upper half,
-side by side in one run (issue 6). Not a timed test: it reports ratios.
+side by side in one run (issue 6), then checkpoint and restart of a whole
+job under `stasis run`. Not a timed test: it reports ratios.
 
   latency_overhead  8-byte ping-pong latency, split / native - 1
   bw_overhead       1 MiB ping-pong bandwidth, native / split - 1
   app_overhead      4-rank stencil (halo exchange + Allreduce every
                     iteration), runtime split / native - 1
+  ckpt_vs_dd        4 ranks of ckptmem.c holding 256 MiB each of data no
+                    page elision can shrink (1 GiB in all): the whole
+                    `stasis checkpoint` command, until it prints the name /
+                    `dd if=/dev/zero bs=4M count=256 conv=fsync` of 1 GiB into
+                    the same directory (medians of --ckpts alternating pairs).
+                    The ranks write their images with O_DIRECT, in parallel:
+                    ckpt_vs_dd_direct divides by the same dd with
+                    oflag=direct too, which skips the page cache's writeback
+  restart_vs_read   after `stasis checkpoint --stop` of that job and a drop of
+                    the page cache: `stasis restart` from its start until all
+                    4 ranks registered with the coordinator and printed
+                    "RESUMED" (each rank sees its pid change within 10 ms of
+                    running again) / `dd if=IMAGE of=/dev/null bs=4M` of the 4
+                    images one after the other, from a cold cache too
+                    (medians of --ckpts alternating pairs, all from the same
+                    checkpoint); each restarted job then verifies its data
+                    and must print PASS
+  coord_ms          4 ranks of 4 MiB each: the coordinator's "coordination X
+                    ms" (STASIS_LOG=info; the slowest rank's own time from
+                    the checkpoint request to its program stopped, 0.1 ms
+                    resolution), median of 5 checkpoints
 
 Rounds alternate native and split runs; each figure is the median of its
-rounds. The checkpoint figures of the issue (ckpt_vs_dd, restart_vs_read,
-coord_ms) need the split process's checkpoint, which does not exist yet:
-they are reported as null.
+rounds. The raw seconds behind the checkpoint ratios are reported too
+(ckpt_s, dd_write_s, restart_s, dd_read_s). Checkpoints and dd's file go to
+a temporary directory under /var/tmp (or the build tree) that is not a
+tmpfs, removed at the end. Dropping the page cache needs root: without it
+restart_vs_read is measured warm and "cold_cache" is false.
 
-usage: bench/mpi/run.py [--build DIR] [--mpi openmpi|mpich] [--rounds N]
+usage: bench/mpi/run.py [--build DIR] [--mpi openmpi|mpich] [--rounds N] [--ckpts N]
 The last line of output is one JSON object."""
 import argparse
 import json
 import os
 import pathlib
 import re
+import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
+import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
+CKPT_MIB = 256      # per rank: 4 ranks hold 1 GiB
+COORD_MIB = 4
+COORD_CKPTS = 5
+
+
+def drop_caches():
+    """Write dirty pages back and evict the page cache; False without root."""
+    os.sync()
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def disk_dir(build):
+    """A new directory on a disk file system (not tmpfs): under /var/tmp,
+    else under the build tree."""
+    for base in ("/var/tmp", build):
+        fs = subprocess.run(["stat", "-f", "-c", "%T", base], capture_output=True, text=True)
+        if fs.returncode == 0 and fs.stdout.strip() not in ("tmpfs", "ramfs"):
+            return pathlib.Path(tempfile.mkdtemp(prefix="stasis-bench-mpi-ck-", dir=base))
+    raise SystemExit("no directory on a disk file system for the checkpoints (/var/tmp and "
+                     f"{build} are tmpfs)")
+
+
+def timed(cmd, **kw):
+    t = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
+    return time.perf_counter() - t
+
+
+class Job:
+    """`stasis run` or `stasis restart` of an MPI job in the background; its
+    stdout and stderr lines are collected with their arrival times."""
+
+    def __init__(self, args, env, cwd):
+        self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, errors="replace")
+        self.lines = {"out": [], "err": []}
+        self.cond = threading.Condition()
+        self.readers = [threading.Thread(target=self._read, args=(k, f), daemon=True)
+                        for k, f in (("out", self.proc.stdout), ("err", self.proc.stderr))]
+        for r in self.readers:
+            r.start()
+
+    def _read(self, key, f):
+        for line in f:
+            with self.cond:
+                self.lines[key].append((time.perf_counter(), line.rstrip("\n")))
+                self.cond.notify_all()
+        with self.cond:
+            self.lines[key].append((time.perf_counter(), None))
+            self.cond.notify_all()
+
+    def matching(self, key, pattern):
+        return [(t, m) for t, line in self.lines[key] if line is not None
+                for m in [re.search(pattern, line)] if m]
+
+    def wait(self, key, pattern, count=1, timeout=180):
+        """The arrival time of the count-th line matching pattern."""
+        end = time.perf_counter() + timeout
+        with self.cond:
+            while True:
+                got = self.matching(key, pattern)
+                if len(got) >= count:
+                    return got[count - 1][0]
+                left = end - time.perf_counter()
+                if left <= 0 or any(line is None for _, line in self.lines[key]):
+                    self.fail(f"{count} line(s) like {pattern!r} on std{key}")
+                self.cond.wait(min(left, 1.0))
+
+    def text(self, key):
+        return "\n".join(line for _, line in self.lines[key] if line is not None)
+
+    def fail(self, what):
+        if self.proc.poll() is None:
+            self.proc.kill()
+        raise SystemExit(f"{' '.join(self.proc.args)}: no {what}\nstdout:\n{self.text('out')}"
+                         f"\nstderr:\n{self.text('err')}")
+
+    def finish(self, timeout=180):
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f"end within {timeout} s")
+        for r in self.readers:
+            r.join()
+        return self.proc.returncode
 
 
 def main():
@@ -32,13 +149,15 @@ def main():
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--mpi", default="openmpi", choices=["openmpi", "mpich"])
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--ckpts", type=int, default=3,
+                    help="checkpoint / dd write pairs, and restart / dd read pairs")
     a = ap.parse_args()
     lh = pathlib.Path(a.build) / "src" / "split" / f"stasis-lh-{a.mpi}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("STASIS_")}
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="stasis-bench-mpi-"))
     cc = f"mpicc.{a.mpi}"
-    for prog in ("pingpong", "stencil"):
+    for prog in ("pingpong", "stencil", "ckptmem"):
         subprocess.run([cc, "-O2", "-o", str(tmp / prog), str(HERE / f"{prog}.c")], check=True)
 
     def launch(n):
@@ -71,6 +190,7 @@ def main():
     if residual["native"] != residual["split"]:
         raise SystemExit(f"the stencil's residual differs: {residual}")
     med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in res.items()}
+    ck = checkpoint_figures(a, tmp, env, launch)
     out = {
         "mpi": a.mpi,
         "rounds": a.rounds,
@@ -83,11 +203,135 @@ def main():
         "app_native_s": round(med["native"]["app"], 4),
         "app_split_s": round(med["split"]["app"], 4),
         "app_overhead": round(med["split"]["app"] / med["native"]["app"] - 1, 4),
-        "ckpt_vs_dd": None,
-        "restart_vs_read": None,
-        "coord_ms": None,
+        **ck,
     }
     print(json.dumps(out))
+
+
+def checkpoint_figures(a, tmp, env, launch):
+    stasis = str(pathlib.Path(a.build) / "src" / "cli" / "stasis")
+    env = dict(env, STASIS_CONFIG="/dev/null", STASIS_LOG="info")
+    disk = disk_dir(a.build)
+    try:
+        return measure_checkpoints(a, tmp, env, launch, stasis, disk)
+    finally:
+        shutil.rmtree(disk, ignore_errors=True)
+
+
+def measure_checkpoints(a, tmp, env, launch, stasis, disk):
+    ckptmem = str(tmp / "ckptmem")
+    nbytes = 4 * CKPT_MIB << 20
+
+    def checkpoint(ck, *extra):
+        t = time.perf_counter()
+        r = subprocess.run([stasis, "checkpoint", "--dir", str(ck), *extra], env=env,
+                           capture_output=True, text=True, timeout=300)
+        dt = time.perf_counter() - t
+        if r.returncode != 0 or not r.stdout.strip().startswith("ckpt-"):
+            raise SystemExit(f"stasis checkpoint --dir {ck} {' '.join(extra)}: rc={r.returncode}"
+                             f"\n{r.stdout}{r.stderr}")
+        return r.stdout.strip(), dt
+
+    def stop_and_pass(job, mib, what):
+        (job.work / "stop").touch()
+        rc = job.finish()
+        if rc != 0 or f"PASS ranks=4 mib={mib}" not in job.text("out"):
+            raise SystemExit(f"{what}: the job did not verify its data (rc={rc}):\n"
+                             f"{job.text('out')}\n{job.text('err')}")
+
+    def start(ck, work, mib):
+        work.mkdir()
+        job = Job([stasis, "run", "--dir", str(ck), "--", *launch(4), ckptmem, str(mib)], env, work)
+        job.work = work
+        job.wait("out", r"^READY$")
+        return job
+
+    established = r"checkpoint (ckpt-\d+): 4 ranks, (\d+) pages, coordination (\S+) ms, " \
+                  r"established after (\d+) ms"
+
+    # coordination of small ranks
+    job = start(disk / "ck-small", disk / "work-small", COORD_MIB)
+    for i in range(COORD_CKPTS):
+        checkpoint(disk / "ck-small")
+        job.wait("err", established, i + 1)
+    coord = [float(m.group(3)) for _, m in job.matching("err", established)]
+    stop_and_pass(job, COORD_MIB, "ckptmem 4 MiB")
+
+    # 1 GiB: checkpoints against dd conv=fsync, alternating
+    ck = disk / "ck"
+    job = start(ck, disk / "work", CKPT_MIB)
+    ckpt_s, dd_write_s, dd_direct_s = [], [], []
+    ddfile = disk / "dd.out"
+    for i in range(a.ckpts):
+        os.sync()
+        dd_write_s.append(timed(["dd", "if=/dev/zero", f"of={ddfile}", "bs=4M",
+                                 f"count={nbytes >> 22}", "conv=fsync"]))
+        ddfile.unlink()
+        os.sync()
+        dd_direct_s.append(timed(["dd", "if=/dev/zero", f"of={ddfile}", "bs=4M",
+                                  f"count={nbytes >> 22}", "oflag=direct", "conv=fsync"]))
+        ddfile.unlink()
+        os.sync()
+        ckpt_s.append(checkpoint(ck)[1])
+        print(f"checkpoint {i + 1}: {ckpt_s[-1]:.3f} s, dd conv=fsync {dd_write_s[-1]:.3f} s, "
+              f"dd oflag=direct {dd_direct_s[-1]:.3f} s", flush=True)
+    os.sync()
+    name, stop_s = checkpoint(ck, "--stop")
+    rc = job.finish()
+    if rc != 0 or "PASS" in job.text("out"):
+        raise SystemExit(f"stasis checkpoint --stop: the job ended with {rc}:\n{job.text('out')}"
+                         f"\n{job.text('err')}")
+    big = [m for _, m in job.matching("err", established)]   # the --stop one last
+    images = sorted(ck.glob(f"*/{name}/rank-*.img"))
+    if len(images) != 4:
+        raise SystemExit(f"expected 4 rank images of {name} in {ck}: {images}")
+    image_bytes = sum(p.stat().st_size for p in images)
+
+    # restarts against reading the images, alternating, each from a cold
+    # cache; every restarted job verifies its data
+    restart_s, dd_read_s, cold = [], [], True
+    for i in range(a.ckpts):
+        cold = drop_caches() and cold
+        t = time.perf_counter()
+        for img in images:
+            subprocess.run(["dd", f"if={img}", "of=/dev/null", "bs=4M"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        dd_read_s.append(time.perf_counter() - t)
+        (disk / "work" / "stop").unlink(missing_ok=True)
+        drop_caches()
+        t = time.perf_counter()
+        job = Job([stasis, "restart", "--dir", str(ck)], env, disk / "work")
+        job.work = disk / "work"
+        registered = job.wait("err", r"rank \d+ of 4 registered", 4)
+        resumed = job.wait("out", r"^RESUMED rank \d+$", 4)
+        restart_s.append(max(registered, resumed) - t)
+        stop_and_pass(job, CKPT_MIB, "the restarted ckptmem 256 MiB")
+        print(f"restart {i + 1}: {restart_s[-1]:.3f} s (last rank registered after "
+              f"{registered - t:.3f} s), dd read {dd_read_s[-1]:.3f} s, PASS", flush=True)
+    return {
+        "ckpt_vs_dd": round(statistics.median(ckpt_s) / statistics.median(dd_write_s), 4),
+        "restart_vs_read": round(statistics.median(restart_s) / statistics.median(dd_read_s), 4),
+        "coord_ms": statistics.median(coord),
+        "ckpt_s": round(statistics.median(ckpt_s), 4),
+        "dd_write_s": round(statistics.median(dd_write_s), 4),
+        "ckpt_vs_dd_direct": round(statistics.median(ckpt_s) / statistics.median(dd_direct_s), 4),
+        "dd_direct_s": round(statistics.median(dd_direct_s), 4),
+        "restart_s": round(statistics.median(restart_s), 4),
+        "dd_read_s": round(statistics.median(dd_read_s), 4),
+        "ckpt_runs_s": [round(x, 4) for x in ckpt_s],
+        "dd_write_runs_s": [round(x, 4) for x in dd_write_s],
+        "dd_direct_runs_s": [round(x, 4) for x in dd_direct_s],
+        "restart_runs_s": [round(x, 4) for x in restart_s],
+        "dd_read_runs_s": [round(x, 4) for x in dd_read_s],
+        "ckpt_established_ms": [int(m.group(4)) for m in big],
+        "ckpt_coord_ms": [float(m.group(3)) for m in big],
+        "ckpt_stop_s": round(stop_s, 4),
+        "image_bytes": image_bytes,
+        "coord_runs_ms": coord,
+        "cold_cache": cold,
+        "ckpt_fs": subprocess.run(["stat", "-f", "-c", "%T", str(disk)], capture_output=True,
+                                  text=True).stdout.strip(),
+    }
 
 
 if __name__ == "__main__":
