@@ -85,13 +85,27 @@ def timed(cmd, **kw):
     return time.perf_counter() - t
 
 
+def descendants(pid):
+    out = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as f:
+                for c in f.read().split():
+                    out += [int(c)] + descendants(int(c))
+    except OSError:
+        pass
+    return out
+
+
 class Job:
     """`stasis run` or `stasis restart` of an MPI job in the background; its
     stdout and stderr lines are collected with their arrival times."""
+    started = []
 
     def __init__(self, args, env, cwd):
         self.proc = subprocess.Popen(args, env=env, cwd=cwd, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, errors="replace")
+        Job.started.append(self)
         self.lines = {"out": [], "err": []}
         self.cond = threading.Condition()
         self.readers = [threading.Thread(target=self._read, args=(k, f), daemon=True)
@@ -128,9 +142,18 @@ class Job:
     def text(self, key):
         return "\n".join(line for _, line in self.lines[key] if line is not None)
 
-    def fail(self, what):
+    def kill(self):
+        """The job's process and every process below it (launcher, ranks)."""
         if self.proc.poll() is None:
-            self.proc.kill()
+            for pid in [self.proc.pid] + descendants(self.proc.pid):
+                try:
+                    os.kill(pid, 9)
+                except OSError:
+                    pass
+            self.proc.wait()
+
+    def fail(self, what):
+        self.kill()
         raise SystemExit(f"{' '.join(self.proc.args)}: no {what}\nstdout:\n{self.text('out')}"
                          f"\nstderr:\n{self.text('err')}")
 
@@ -191,6 +214,7 @@ def main():
         raise SystemExit(f"the stencil's residual differs: {residual}")
     med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in res.items()}
     ck = checkpoint_figures(a, tmp, env, launch)
+    shutil.rmtree(tmp, ignore_errors=True)
     out = {
         "mpi": a.mpi,
         "rounds": a.rounds,
@@ -215,6 +239,8 @@ def checkpoint_figures(a, tmp, env, launch):
     try:
         return measure_checkpoints(a, tmp, env, launch, stasis, disk)
     finally:
+        for job in Job.started:     # left running only when a step failed
+            job.kill()
         shutil.rmtree(disk, ignore_errors=True)
 
 
