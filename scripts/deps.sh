@@ -14,6 +14,7 @@ PACKAGES=(
 	mpich libmpich-dev            # libstasis for MPICH, MPI tests
 	gfortran                      # Fortran binding
 	python3-numpy python3-mpi4py  # Python binding
+	spin                          # model check of the MPI checkpoint protocol (model/)
 )
 
 missing=()

@@ -22,6 +22,7 @@ run_suite() {  # build dir
 		$( [ -d tests/bindings ] && echo tests/bindings )
 }
 
+echo "== model check of the MPI checkpoint protocol (spin)"; model/check.sh
 echo "== build"
 scripts/build.sh build -DCMAKE_BUILD_TYPE=RelWithDebInfo
 run_suite build
