@@ -74,6 +74,7 @@ static long sys(long n, long a, long b, long c, long d, long e, long f)
 	return r;
 }
 
+/* the allocator's lock: a spinlock that yields the CPU when it waits long */
 static void lock(void)
 {
 	while (__atomic_exchange_n(&mem.lock, 1, __ATOMIC_ACQUIRE))
