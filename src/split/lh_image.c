@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -173,8 +174,16 @@ static int scan(struct layout *l)
 			g->r.flags |= SPLIT_SHARED;
 		snprintf(g->path, sizeof(g->path), "%s", pos ? line + pos : "");
 		if (ino != 0 && g->path[0] == '/' && !strstr(g->path, " (deleted)")) {
+			struct stat fst;
+
 			g->r.flags |= SPLIT_FILE;
 			g->r.file_offset = off;
+			if (stat(g->path, &fst) == 0) {
+				g->r.file_size = (uint64_t)fst.st_size;
+				g->r.file_mtime_ns = (uint64_t)fst.st_mtim.tv_sec * 1000000000ull +
+						     (uint64_t)fst.st_mtim.tv_nsec;
+				g->r.file_ino = (uint64_t)fst.st_ino;
+			}
 		} else if (ino != 0 && (g->r.flags & SPLIT_SHARED)) {
 			ret = err_set(-ENOTSUP, "the upper half maps %s shared at %#lx: memfd, SysV and "
 				      "deleted shared files are not supported by the split process yet",
@@ -305,10 +314,21 @@ static int map_region(const struct split_region *r, const char *path)
 	int fd = -1;
 
 	if (r->flags & SPLIT_FILE) {
+		struct stat st;
+
 		fd = open(path, ((r->flags & SPLIT_SHARED) && (r->prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);
 		if (fd < 0)
 			return err_set(-errno, "cannot open %s, mapped by the upper half at %#lx: %s", path,
 				       (unsigned long)r->start, strerror(errno));
+		/* a rebuilt library under the same name would run the old code's
+		 * saved state against new text: refuse it */
+		if (fstat(fd, &st) != 0 || (uint64_t)st.st_size != r->file_size ||
+		    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec !=
+			    r->file_mtime_ns) {
+			close(fd);
+			return err_set(-ESTALE, "%s changed since the checkpoint (size or modification "
+				       "time): the restart needs the files the program had mapped", path);
+		}
 	} else {
 		flags |= MAP_ANONYMOUS;
 	}

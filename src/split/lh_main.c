@@ -47,19 +47,21 @@ static int verbose;
 
 static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
 {
-	char msg[512];
+	char msg[600] = "stasis: lower half: ";
 	va_list ap;
 	int n;
 
+	/* one write: the ranks of a job share the launcher's stderr */
 	va_start(ap, fmt);
-	n = vsnprintf(msg, sizeof(msg) - 1, fmt, ap);
+	n = vsnprintf(msg + 20, sizeof(msg) - 22, fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		n = 0;
-	if (n > (int)sizeof(msg) - 2)
-		n = (int)sizeof(msg) - 2;
+	if (n > (int)sizeof(msg) - 22)
+		n = (int)sizeof(msg) - 22;
+	n += 20;
 	msg[n++] = '\n';
-	if (write(2, "stasis: lower half: ", 20) < 0 || write(2, msg, (size_t)n) < 0) {
+	if (write(2, msg, (size_t)n) < 0) {
 		/* nothing else to do */
 	}
 	_exit(127);

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define SPLIT_FORMAT_VERSION 1
+#define SPLIT_FORMAT_VERSION 2
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
 
 struct split_header {
@@ -64,6 +64,8 @@ struct split_region {
 	uint32_t prot, flags;
 	uint32_t path_len;
 	uint32_t nruns;
+	/* SPLIT_FILE: the file as it was (a changed library is refused) */
+	uint64_t file_size, file_mtime_ns, file_ino;
 };
 
 struct split_run {

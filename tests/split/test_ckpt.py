@@ -188,3 +188,24 @@ def test_message_in_flight_refuses_the_checkpoint(hello, lower, tmp_path):
                         "not done yet (docs/split.md)\n"), r.stderr
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=2 iterations=30" in out, out + err
+
+
+def test_restart_refuses_a_changed_program(hello, tmp_path):
+    """A program (or library) rebuilt since the checkpoint would run its
+    saved state against other code: the restart refuses it, naming it."""
+    prog = tmp_path / "hello"
+    prog.write_bytes(pathlib.Path(hello["openmpi"]).read_bytes())
+    prog.chmod(0o755)
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), prog, ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration [2-9]")
+    job.checkpoint()
+    job.kill()
+    os.utime(prog, (time.time() + 5, time.time() + 5))
+    job._start(["restart", "--dir", job.ck])
+    rc, out, err = job.finish_job()
+    assert rc != 0
+    for rank in (0, 1):
+        assert (f"stasis: lower half: rank {rank}: {prog} changed since the checkpoint (size or "
+                "modification time): the restart needs the files the program had mapped\n"
+                ) in err, err
