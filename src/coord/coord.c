@@ -753,17 +753,32 @@ static void coord_fini(struct coord *c)
 	store_close(&c->store);
 }
 
+/* In the forked child: the signals the coordinator blocks or ignores are
+ * the program's again. */
+static void child_reset(void)
+{
+	sigset_t none;
+
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGQUIT, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+}
+
 /* Start an MPI job's launcher with the launch library preloaded; the
  * ranks register as they start. */
 static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 {
-	char root[PATH_MAX];
+	char root[PATH_MAX], jdir[PATH_MAX], rdir[PATH_MAX];
 	int ret;
 
 	c->job = 1;
 	c->launch = argv;
-	if (!realpath(c->o->root, root))
-		return err_set(-errno, "%s: %s", c->o->root, strerror(errno));
+	/* the ranks may run elsewhere: absolute paths */
+	if (!realpath(c->o->root, root) || !realpath(c->dir, jdir) ||
+	    (restore_dir && !realpath(restore_dir, rdir)))
+		return err_set(-errno, "cannot resolve the job's directories: %s", strerror(errno));
 	if (job_program_index(argv) < 0)
 		return err_set(-EINVAL, "%s: no MPI program among its operands (an executable "
 			       "file, found like the launcher would)", argv[0]);
@@ -774,17 +789,8 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	if (c->child < 0)
 		return err_set(-errno, "fork: %s", strerror(errno));
 	if (c->child == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGQUIT, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
-		char jdir[PATH_MAX], rdir[PATH_MAX];
-
-		if (!realpath(c->dir, jdir) || (restore_dir && !realpath(restore_dir, rdir)) ||
-		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
+		child_reset();
+		if (job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
 				  restore_dir ? rdir : NULL) != 0) {
 			fprintf(stderr, "stasis: %s\n", err_msg());
 			_exit(127);
@@ -827,13 +833,7 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 		goto out;
 	}
 	if (c.child == 0) {
-		sigset_t none;
-
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		signal(SIGINT, SIG_DFL);
-		signal(SIGQUIT, SIG_DFL);
-		signal(SIGPIPE, SIG_DFL);
+		child_reset();
 		if (fcntl(sv[1], F_SETFD, 0) != 0)
 			_exit(127);
 		setenv("LD_PRELOAD", preload, 1);
