@@ -9,7 +9,6 @@ import os
 import pathlib
 import re
 import select
-import subprocess
 import sys
 import time
 
@@ -18,30 +17,16 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
 from proc_harness import Job  # noqa: E402
+from split_common import MPI_ENV, MPICC, build_programs, launcher  # noqa: E402
 
-MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
-MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-               OMPI_MCA_rmaps_base_oversubscribe="1")
 ITERS = 60
 SLEEP_MS = 100
 
 
-def launcher(lower, n):
-    if lower == "openmpi":
-        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
-    return ["mpiexec.mpich", "-n", str(n)]
-
-
 @pytest.fixture(scope="module")
 def hello(tmp_path_factory):
-    d = tmp_path_factory.mktemp("split-ckpt-progs")
-    out = {}
-    for abi, cc in MPICC.items():
-        exe = d / f"hello.{abi}"
-        subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / "hello.c")], check=True,
-                       capture_output=True)
-        out[abi] = str(exe)
-    return out
+    built = build_programs(tmp_path_factory, ("hello",))
+    return {abi: built[("hello", abi)] for abi in MPICC}
 
 
 class MpiJob(Job):

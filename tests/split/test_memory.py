@@ -5,39 +5,17 @@ mremap, thread stacks, its ld.so at startup -- lies in the upper range
 built with either MPI; the real MPI's libraries never lie there.
 
 Environment: STASIS_BUILD (the build tree)."""
-import os
-import pathlib
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-HERE = pathlib.Path(__file__).resolve().parent
-BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build"))).resolve()
-LH = BUILD / "src" / "split"
-TIMEOUT = 120
-MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
-ENV = {k: v for k, v in ENV.items() if not k.startswith("STASIS_")}
-
-
-def launcher(lower, n):
-    if lower == "openmpi":
-        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
-    return ["mpiexec.mpich", "-n", str(n)]
+from split_common import ENV, LH, MPICC, TIMEOUT, build_programs, launcher
 
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("split-memory")
-    out = {}
-    for abi, cc in MPICC.items():
-        exe = d / f"memory.{abi}"
-        subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / "memory.c")], check=True,
-                       capture_output=True)
-        out[abi] = str(exe)
-    return out
+    built = build_programs(tmp_path_factory, ("memory",))
+    return {abi: built[("memory", abi)] for abi in MPICC}
 
 
 def run(cmd, cwd, env=ENV):

@@ -4,40 +4,16 @@ lower half (stasis-lh-openmpi, stasis-lh-mpich) and get the same results as
 natively; an unsupported function names itself and ends the job.
 
 Environment: STASIS_BUILD (the build tree)."""
-import os
-import pathlib
 import subprocess
 
 import pytest
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-HERE = pathlib.Path(__file__).resolve().parent
-BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build")))
-LH = BUILD / "src" / "split"
-TIMEOUT = 120
-MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
-ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
-           OMPI_MCA_rmaps_base_oversubscribe="1")
-ENV = {k: v for k, v in ENV.items() if not k.startswith("STASIS_")}
-
-
-def launcher(lower, n):
-    if lower == "openmpi":
-        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
-    return ["mpiexec.mpich", "-n", str(n)]
+from split_common import ENV, LH, TIMEOUT, build_programs, launcher
 
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    d = tmp_path_factory.mktemp("split-progs")
-    out = {}
-    for abi, cc in MPICC.items():
-        for name in ("calls", "unsupported"):
-            exe = d / f"{name}.{abi}"
-            subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / f"{name}.c")], check=True,
-                           capture_output=True)
-            out[(name, abi)] = str(exe)
-    return out
+    return build_programs(tmp_path_factory, ("calls", "unsupported"))
 
 
 def run(cmd, cwd):

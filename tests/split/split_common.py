@@ -1,0 +1,36 @@
+"""What the tests of tests/split share: where the build is, the MPI
+compilers and launchers, the environment MPI programs run in, and building
+the test programs once per ABI. (Not a conftest.py: tests/cli and tests/mpi
+run in the same pytest session with conftests of their own.)"""
+import os
+import pathlib
+import subprocess
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+HERE = pathlib.Path(__file__).resolve().parent
+BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build"))).resolve()
+LH = BUILD / "src" / "split"
+TIMEOUT = 120
+MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
+MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+ENV = {k: v for k, v in dict(os.environ, **MPI_ENV).items() if not k.startswith("STASIS_")}
+
+
+def launcher(lower, n):
+    if lower == "openmpi":
+        return ["mpirun.openmpi", "--oversubscribe", "-np", str(n)]
+    return ["mpiexec.mpich", "-n", str(n)]
+
+
+def build_programs(tmp_path_factory, names):
+    """Each tests/split/<name>.c built with both MPIs: {(name, abi): path}."""
+    d = tmp_path_factory.mktemp("split-progs")
+    out = {}
+    for abi, cc in MPICC.items():
+        for name in names:
+            exe = d / f"{name}.{abi}"
+            subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / f"{name}.c")], check=True,
+                           capture_output=True)
+            out[(name, abi)] = str(exe)
+    return out
