@@ -21,7 +21,7 @@ import sys
 HANDLE_KINDS = ["Comm", "Datatype", "Op", "Group", "Request", "Errhandler", "Info", "Win",
                 "File", "Message"]
 KIND_ID = {k: i for i, k in enumerate(HANDLE_KINDS)}
-BUFFERS = {"buf", "buffer", "sendbuf", "recvbuf", "inbuf", "inoutbuf", "origin_addr",
+BUFFERS = {"buf", "ibuf", "buffer", "sendbuf", "recvbuf", "inbuf", "inoutbuf", "origin_addr",
            "result_addr", "compare_addr"}
 RANKS_IN = {"source", "dest", "root"}
 RANKS_OUT = {"rank_source", "rank_dest"}
@@ -160,7 +160,7 @@ def ops_header(funcs):
            "typedef long long sts_count;    /* MPI_Count */", "",
            "struct sts_status;", "", "struct sts_gen_ops {"]
     for f in funcs:
-        if f.status == "gen":
+        if f.status in ("gen", "lower"):
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
             out.append(f"\tint (*{f.short})({ps});")
     out += ["};", "", "#endif", ""]
@@ -216,7 +216,10 @@ def upper(funcs):
                 else:
                     args.append(p.name)
             out += pre
-            out.append(f"\tint ret;\n\n\tSTS_LOWER(ret = sts_lh->gen.{f.short}({', '.join(args)}));")
+            # STS_AGAIN: a checkpoint began while the call waited; the thread
+            # parked on its way out (sts_leave) and the call goes on now
+            out.append(f"\tint ret;\n\n\tdo\n\t\tSTS_LOWER(ret = sts_lh->gen.{f.short}({', '.join(args)}));"
+                       "\n\twhile (ret == STS_AGAIN);")
             if post:
                 out.append("\tif (ret == 0) {" if any("*" in x for x in post) else "\t{")
                 out += ["\t" + x.replace("\n", "\n\t") for x in post]
@@ -232,6 +235,11 @@ def lower(funcs):
            '#include "lh.h"', ""]
     names = []
     for f in funcs:
+        if f.status == "lower":
+            names.append(f.short)
+            ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
+            out.append(f"int lh_{f.short}({ps});   /* lh_p2p.c */\n")
+            continue
         if f.status != "gen":
             continue
         names.append(f.short)

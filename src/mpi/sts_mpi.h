@@ -21,6 +21,13 @@
 
 #define STS_FIRST_USER 1024u    /* neutral handles below are predefined */
 
+/* Returned by a lower-half call that waits (Recv, Send, Wait, Probe, ...)
+ * when a checkpoint begins: the upper wrapper leaves the lower half (the
+ * thread parks in sts_leave) and calls it again with the same arguments,
+ * which goes on with the same operation (docs/split.md, "Messages in
+ * flight"). Never an error class. */
+#define STS_AGAIN 0x5a5a
+
 /* The generated predef.c's tables: each half includes it after defining
  * STS_PREDEF_VALUE(name) as the value of a name in its own mpi.h. */
 struct sts_predef {
@@ -68,6 +75,8 @@ struct sts_hand_ops {
 	int (*type_create_struct)(int n, const int *blocklens, const sts_aint *displs,
 				  const uint32_t *types, uint32_t *newtype);
 	int (*op_create)(int slot, int commute, uint32_t *op);
+	int (*waitsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
+	int (*testsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
 };
 
 /* The upper half's address range. Everything the upper half maps lies in
@@ -82,6 +91,14 @@ struct sts_hand_ops {
 #define STS_UH_STACK_TOP 0x1ffff0000000ull
 #define STS_UH_INTERP 0x200000000000ull
 #define STS_UPPER_HI 0x201000000000ull
+
+/* The lower half's ledger (src/split/lh_ledger.h): what it must know again
+ * after a restart (its handle tables, how to rebuild each object, pending
+ * requests, the drain buffer, message counts), kept in the upper range so
+ * that it is saved and restored with the upper half's memory. Above the
+ * upper half's ld.so, outside the arena; reserved, touched as it grows. */
+#define STS_LEDGER_ADDR 0x200800000000ull
+#define STS_LEDGER_SIZE (16ull << 30)
 
 #define STS_LH_INFO_ADDR 0x3ff1f0000000ull   /* in Stasis's window: never saved */
 #define STS_LH_MAGIC 0x53545348414c4631ull   /* "1FLAHSTS" */

@@ -257,6 +257,10 @@ static int reqs_in(struct reqs *q, int n, const MPI_Request *reqs, int statuses)
 	}
 	for (int i = 0; i < n; i++)
 		q->r[i] = sts_in(STS_REQUEST, STS_HVAL(reqs[i]));
+	/* the lower half writes the status of a request it completes, and
+	 * only that: a null request's is the empty status */
+	for (int i = 0; q->st && i < (n > 0 ? n : 1); i++)
+		q->st[i] = (struct sts_status){ STS_ANY_SOURCE, MPI_ANY_TAG, 0, 0, 0 };
 	return 0;
 }
 
@@ -285,7 +289,9 @@ int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status st[])
 
 	if (ret)
 		return ret;
-	STS_LOWER(ret = sts_lh->hand.waitall(n, q.r, q.st));
+	do
+		STS_LOWER(ret = sts_lh->hand.waitall(n, q.r, q.st));
+	while (ret == STS_AGAIN);
 	reqs_out(&q, n, reqs, st == MPI_STATUSES_IGNORE ? NULL : st, -1);
 	return sts_err_out(ret);
 }
@@ -312,7 +318,9 @@ int PMPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 
 	if (ret)
 		return ret;
-	STS_LOWER(ret = sts_lh->hand.waitany(n, q.r, index, q.st));
+	do
+		STS_LOWER(ret = sts_lh->hand.waitany(n, q.r, index, q.st));
+	while (ret == STS_AGAIN);
 	reqs_out(&q, n, reqs, st == MPI_STATUS_IGNORE || *index == MPI_UNDEFINED ? NULL : st,
 		 *index == MPI_UNDEFINED ? n : *index);
 	return sts_err_out(ret);
@@ -335,6 +343,45 @@ int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *s
 }
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 	__attribute__((weak, alias("PMPI_Testany")));
+
+static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+{
+	struct reqs q;
+	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
+
+	if (ret)
+		return ret;
+	do
+		STS_LOWER(ret = wait ? sts_lh->hand.waitsome(n, q.r, outcount, indices, q.st)
+				     : sts_lh->hand.testsome(n, q.r, outcount, indices, q.st));
+	while (ret == STS_AGAIN);
+	for (int k = 0; *outcount != MPI_UNDEFINED && k < *outcount; k++) {
+		int i = indices[k];
+
+		reqs[i] = (MPI_Request)(STS_HCAST)sts_out(STS_REQUEST, q.r[i]);
+		if (st != MPI_STATUSES_IGNORE)
+			sts_status_out(&q.st[k], &st[k]);
+	}
+	if (q.r != q.r_small) {
+		free(q.r);
+		free(q.st);
+	}
+	return sts_err_out(ret);
+}
+
+int PMPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+{
+	return some(1, n, reqs, outcount, indices, st);
+}
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+	__attribute__((weak, alias("PMPI_Waitsome")));
+
+int PMPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+{
+	return some(0, n, reqs, outcount, indices, st);
+}
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+	__attribute__((weak, alias("PMPI_Testsome")));
 
 int PMPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 			    const MPI_Datatype types[], MPI_Datatype *newtype)

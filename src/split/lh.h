@@ -28,7 +28,7 @@ uint64_t lh_real(int kind, uint32_t n);
 uint32_t lh_new(int kind, uint64_t real);
 /* n after a call that may have changed or freed its real handle */
 uint32_t lh_update(int kind, uint32_t n, uint64_t real);
-void lh_handles_init(void);
+void lh_handles_init(int restored);
 /* handles of the kind the program created and holds (not freed) */
 unsigned lh_live(int kind);
 

@@ -45,9 +45,11 @@
 #include "image/image.h"
 #include "lh.h"
 #include "lh_ckpt.h"
+#include "lh_ledger.h"
 #include "store/store.h"
 
 #define PARK_TIMEOUT_MS 10000
+#define DRAIN_TIMEOUT_MS 30000
 #define TID_OFFSET 0x2d0   /* struct pthread's tid in glibc 2.36, x86-64 (checked) */
 
 static int coord_fd = -1;
@@ -140,29 +142,6 @@ static void resume(void)
 	syscall(SYS_futex, &resume_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
-/* A restart starts a fresh MPI: objects the program created in this one
- * (communicators, datatypes, requests, ...) would be dangling handles
- * there. Until they are rebuilt at restart (docs/split.md), a checkpoint
- * of a rank that holds any is refused, naming them. */
-static int held_objects(void)
-{
-	static const char *const names[] = STS_KIND_NAMES;
-	char list[256] = "";
-	size_t n = 0;
-
-	for (int k = 0; k < STS_KINDS; k++) {
-		unsigned live = lh_live(k);
-
-		if (live && n < sizeof(list) - 32)
-			n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%u MPI_%s", n ? ", " : "",
-					      live, names[k]);
-	}
-	if (!n)
-		return 0;
-	return err_set(-ENOTSUP, "rank %d holds MPI objects it created (%s): the split process "
-		       "cannot rebuild them at restart yet (docs/split.md)", lh_info->world_rank, list);
-}
-
 /* Signal every thread that may be the upper half's and wait until each has
  * parked or said it is the lower half's. */
 static int park_all(void)
@@ -210,7 +189,7 @@ static int park_all(void)
 			       "Stasis does not expect them (glibc 2.36 is supported)",
 			       lh_info->world_rank);
 	st.tid_offset = TID_OFFSET;
-	return held_objects();
+	return 0;
 }
 
 static int write_image(const char *name, struct lh_dump_info *info)
@@ -288,29 +267,21 @@ static int read_line(char *buf, size_t len)
 	return -E2BIG;
 }
 
-/* Messages sent before the checkpoint that the program has not received
- * would be lost at restart (the fresh MPI never saw them). Until they are
- * drained into the upper half (docs/split.md), a checkpoint that finds one
- * is refused. After a barrier of the lower halves, a message that was sent
- * before its sender stopped has, in practice, arrived. */
-static int in_flight(void)
+/* Every rank is parked: receive what is in flight into the drain buffer,
+ * complete every send (lh_p2p.c), then refuse what a restart could not
+ * rebuild. The drain stays for the program after a refusal too. */
+static int quiesce(void)
 {
-	MPI_Status s;
-	int flag = 0;
+	char why[256];
+	int ret = lh_p2p_drain(agent_comm, DRAIN_TIMEOUT_MS);
 
-	MPI_Barrier(agent_comm);
-	for (int i = 0; i < 3 && !flag; i++) {
-		MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &s);
-		if (!flag)
-			MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, &s);
-		if (!flag)
-			sched_yield();
-	}
-	if (!flag)
-		return 0;
-	return err_set(-EAGAIN, "rank %d: a message from rank %d (tag %d) is in flight; draining "
-		       "messages in flight at a checkpoint is not done yet (docs/split.md)",
-		       lh_info->world_rank, s.MPI_SOURCE, s.MPI_TAG);
+	if (ret)
+		return ret;
+	lh_state_unsupported(why, sizeof(why));
+	if (*why)
+		return err_set(-ENOTSUP, "rank %d: %s: the split process cannot restore it yet "
+			       "(docs/split.md)", lh_info->world_rank, why);
+	return 0;
 }
 
 /* CHECKPOINT: park, say PARKED (or FAILED); on WRITE (every rank is
@@ -332,7 +303,7 @@ static void checkpoint(const char *name)
 		goto gone;
 	if (!strcmp(line, "WRITE")) {
 		err_clear();
-		ret = in_flight();
+		ret = quiesce();
 		if (!ret)
 			ret = write_image(name, &info);
 		if (ret)

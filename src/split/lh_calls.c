@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "lh.h"
+#include "lh_ledger.h"
 
 /* MPICH's MPI_STATUS(ES)_IGNORE is the address 1: gcc sees an access to it */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -29,100 +30,7 @@ static void lh_abort(uint32_t comm, int code)
 	MPI_Abort((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), code);
 }
 
-/* n real requests from neutral ones, on the stack when few */
 #define SMALL 64
-struct real_reqs {
-	MPI_Request *r;
-	MPI_Status *st;
-	MPI_Request r_small[SMALL];
-	MPI_Status st_small[SMALL];
-};
-
-static int reqs_get(struct real_reqs *q, int n, const uint32_t *reqs, int statuses)
-{
-	q->r = q->r_small;
-	q->st = q->st_small;
-	if (n > SMALL) {
-		q->r = malloc((size_t)n * sizeof(*q->r));
-		q->st = statuses ? malloc((size_t)n * sizeof(*q->st)) : NULL;
-		if (!q->r || (statuses && !q->st)) {
-			free(q->r);
-			free(q->st);
-			return MPI_ERR_NO_MEM;
-		}
-	}
-	for (int i = 0; i < n; i++)
-		q->r[i] = (MPI_Request)(LH_HCAST)lh_real(STS_REQUEST, reqs[i]);
-	if (statuses)
-		memset(q->st, 0, (size_t)(n > SMALL ? n : SMALL) * sizeof(*q->st));
-	return 0;
-}
-
-static void reqs_put(struct real_reqs *q, int n, uint32_t *reqs)
-{
-	for (int i = 0; i < n; i++)
-		reqs[i] = lh_update(STS_REQUEST, reqs[i], LH_HVAL(q->r[i]));
-	if (q->r != q->r_small) {
-		free(q->r);
-		free(q->st);
-	}
-}
-
-static int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
-{
-	struct real_reqs q;
-	int ret = reqs_get(&q, n, reqs, st != NULL);
-
-	if (ret)
-		return lh_err(ret);
-	ret = MPI_Waitall(n, q.r, st ? q.st : MPI_STATUSES_IGNORE);
-	for (int i = 0; st && i < n; i++)
-		lh_status_out(&q.st[i], &st[i]);
-	reqs_put(&q, n, reqs);
-	return lh_err(ret);
-}
-
-static int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
-{
-	struct real_reqs q;
-	int ret = reqs_get(&q, n, reqs, st != NULL);
-
-	if (ret)
-		return lh_err(ret);
-	ret = MPI_Testall(n, q.r, flag, st ? q.st : MPI_STATUSES_IGNORE);
-	for (int i = 0; st && *flag && i < n; i++)
-		lh_status_out(&q.st[i], &st[i]);
-	reqs_put(&q, n, reqs);
-	return lh_err(ret);
-}
-
-static int lh_waitany(int n, uint32_t *reqs, int *index, struct sts_status *st)
-{
-	struct real_reqs q;
-	int ret = reqs_get(&q, n, reqs, st != NULL);
-
-	if (ret)
-		return lh_err(ret);
-	ret = MPI_Waitany(n, q.r, index, st ? q.st : MPI_STATUS_IGNORE);
-	if (st && *index != MPI_UNDEFINED)
-		lh_status_out(&q.st[0], st);
-	reqs_put(&q, n, reqs);
-	return lh_err(ret);
-}
-
-static int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st)
-{
-	struct real_reqs q;
-	int ret = reqs_get(&q, n, reqs, st != NULL);
-
-	if (ret)
-		return lh_err(ret);
-	ret = MPI_Testany(n, q.r, index, flag, st ? q.st : MPI_STATUS_IGNORE);
-	if (st && *flag && *index != MPI_UNDEFINED)
-		lh_status_out(&q.st[0], st);
-	reqs_put(&q, n, reqs);
-	return lh_err(ret);
-}
 
 static int lh_type_create_struct(int n, const int *bl, const sts_aint *displs,
 				 const uint32_t *types, uint32_t *newtype)
@@ -150,7 +58,9 @@ static int lh_type_create_struct(int n, const int *bl, const sts_aint *displs,
  * which calls the application's function with its own datatype handle. */
 static int dtype_neutral(MPI_Datatype t)
 {
-	return (int)lh_new(STS_DATATYPE, LH_HVAL(t));
+	uint32_t n = lh_find(STS_DATATYPE, LH_HVAL(t));
+
+	return (int)(n != UINT32_MAX ? n : lh_new(STS_DATATYPE, LH_HVAL(t)));
 }
 
 static void op_trampoline(int slot, void *in, void *inout, int *len, MPI_Datatype *dt)
@@ -183,9 +93,25 @@ static int lh_op_create(int slot, int commute, uint32_t *op)
 	if (slot < 0 || slot >= STS_OP_SLOTS)
 		return lh_err(MPI_ERR_ARG);
 	ret = MPI_Op_create(op_slots[slot], commute, &out);
-	if (ret == MPI_SUCCESS)
+	if (ret == MPI_SUCCESS) {
 		*op = lh_new(STS_OP, LH_HVAL(out));
+		lh_state_op(*op, slot, commute);
+	}
 	return lh_err(ret);
+}
+
+/* the operation of slot again, on a fresh MPI (lh_state.c) */
+int lh_op_build(int slot, int commute, uint64_t *real)
+{
+	MPI_Op out;
+	int ret;
+
+	if (slot < 0 || slot >= STS_OP_SLOTS)
+		return MPI_ERR_OP;
+	ret = MPI_Op_create(op_slots[slot], commute, &out);
+	if (ret == MPI_SUCCESS)
+		*real = LH_HVAL(out);
+	return ret;
 }
 
 void lh_hand_ops_fill(struct sts_hand_ops *ops)
@@ -197,6 +123,8 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops)
 	ops->waitany = lh_waitany;
 	ops->testall = lh_testall;
 	ops->testany = lh_testany;
+	ops->waitsome = lh_waitsome;
+	ops->testsome = lh_testsome;
 	ops->type_create_struct = lh_type_create_struct;
 	ops->op_create = lh_op_create;
 }

@@ -1,69 +1,80 @@
 /* lh_handles.c - neutral handles to the real MPI's and back.
  *
- * One table per kind: entry n holds the real handle of neutral handle n.
+ * One table per kind, in the ledger (lh_ledger.h): slot n holds the real
+ * handle of neutral handle n, its creation number and its record.
  * Predefined entries are filled at start from the names in the real
  * mpi.h; entries from STS_FIRST_USER on are handed out as the program
- * creates objects and taken back when it frees them. */
+ * creates objects and taken back when it frees them. After a restart the
+ * tables come back with the ledger and lh_state_rebuild fills in the new
+ * MPI's handles. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "lh.h"
+#include "lh_ledger.h"
 
 #define STS_PREDEF_VALUE(name) LH_HVAL(name)
 #include "predef.c"
 
-static struct table {
-	uint64_t *real;
-	uint32_t cap;
-	uint32_t next;           /* first never-used user slot */
-	uint32_t *free_list;     /* freed user slots */
-	uint32_t nfree, free_cap;
-} tables[STS_KINDS];
 static int errors_in[512];   /* real class -> neutral */
 
-static int grow(struct table *t, uint32_t need)
+static int grow(struct lh_table *t, uint32_t need)
 {
 	uint32_t cap = t->cap ? t->cap : STS_FIRST_USER * 2;
-	uint64_t *r;
+	struct lh_slot *r;
 
 	while (cap <= need)
 		cap *= 2;
-	r = realloc(t->real, cap * sizeof(*r));
+	r = lg_realloc(t->slot, cap * sizeof(*r));
 	if (!r)
 		return -1;
 	memset(r + t->cap, 0, (cap - t->cap) * sizeof(*r));
-	t->real = r;
+	t->slot = r;
 	t->cap = cap;
 	return 0;
 }
 
-void lh_handles_init(void)
+/* restored: the tables came back with the ledger; only the predefined
+ * handles (this MPI's values) are written again */
+void lh_handles_init(int restored)
 {
 	for (int k = 0; k < STS_KINDS; k++) {
 		const struct sts_predef_kind *pk = &sts_predef_kinds[k];
-		struct table *t = &tables[k];
+		struct lh_table *t = &lh_lg->tables[k];
 
-		if (grow(t, STS_FIRST_USER) != 0)
-			abort();
-		t->next = STS_FIRST_USER;
+		if (!restored) {
+			if (grow(t, STS_FIRST_USER) != 0)
+				abort();
+			t->next = STS_FIRST_USER;
+		}
 		/* names this MPI lacks map to its null handle */
 		for (unsigned i = 0; i < pk->count; i++)
-			t->real[i] = pk->v[0].value;
+			t->slot[i].real = pk->v[0].value;
 		for (unsigned i = 0; i < pk->n; i++)
-			t->real[pk->v[i].neutral] = pk->v[i].value;
+			t->slot[pk->v[i].neutral].real = pk->v[i].value;
 	}
 	for (unsigned i = 0; i < sizeof(sts_predef_error) / sizeof(sts_predef_error[0]); i++)
 		if (sts_predef_error[i].value < 512)
 			errors_in[sts_predef_error[i].value] = (int)sts_predef_error[i].neutral;
 }
 
+static inline int live(const struct lh_table *t, uint32_t n)
+{
+	return n < t->cap && (n < STS_FIRST_USER || n < t->next);
+}
+
 uint64_t lh_real(int kind, uint32_t n)
 {
-	struct table *t = &tables[kind];
+	struct lh_table *t = &lh_lg->tables[kind];
 
-	if (n < t->cap && (n < STS_FIRST_USER || n < t->next))
-		return t->real[n];
-	return t->real[0];
+	return live(t, n) ? t->slot[n].real : t->slot[0].real;
+}
+
+struct lh_slot *lh_slot_of(int kind, uint32_t n)
+{
+	struct lh_table *t = &lh_lg->tables[kind];
+
+	return n >= STS_FIRST_USER && n < t->next ? &t->slot[n] : NULL;
 }
 
 static uint32_t predefined(int kind, uint64_t real)
@@ -76,13 +87,31 @@ static uint32_t predefined(int kind, uint64_t real)
 	return UINT32_MAX;
 }
 
-uint32_t lh_new(int kind, uint64_t real)
+uint32_t lh_find(int kind, uint64_t real)
 {
-	struct table *t = &tables[kind];
+	struct lh_table *t = &lh_lg->tables[kind];
 	uint32_t n = predefined(kind, real);
 
 	if (n != UINT32_MAX)
 		return n;
+	for (n = STS_FIRST_USER; n < t->next; n++)
+		if (t->slot[n].real == real && t->slot[n].rec)
+			return n;
+	return UINT32_MAX;
+}
+
+uint32_t lh_new(int kind, uint64_t real)
+{
+	uint32_t n = predefined(kind, real);
+
+	return n != UINT32_MAX ? n : lh_alloc(kind, real);
+}
+
+uint32_t lh_alloc(int kind, uint64_t real)
+{
+	struct lh_table *t = &lh_lg->tables[kind];
+	uint32_t n;
+
 	if (t->nfree)
 		n = t->free_list[--t->nfree];
 	else {
@@ -90,37 +119,51 @@ uint32_t lh_new(int kind, uint64_t real)
 			abort();
 		n = t->next++;
 	}
-	t->real[n] = real;
+	t->slot[n].real = real;
+	t->slot[n].seq = ++lh_lg->seq;
+	t->slot[n].rec = NULL;
+	lh_state_created(kind, n);
 	return n;
+}
+
+void lh_release(int kind, uint32_t n)
+{
+	struct lh_table *t = &lh_lg->tables[kind];
+
+	if (n < STS_FIRST_USER || n >= t->next)
+		return;
+	lh_state_freed(kind, n);
+	t->slot[n].rec = NULL;
+	t->slot[n].real = t->slot[0].real;
+	if (t->nfree == t->free_cap) {
+		uint32_t cap = t->free_cap ? t->free_cap * 2 : 256;
+		uint32_t *f = lg_realloc(t->free_list, cap * sizeof(*f));
+
+		if (!f)
+			abort();
+		t->free_list = f;
+		t->free_cap = cap;
+	}
+	t->free_list[t->nfree++] = n;
 }
 
 uint32_t lh_update(int kind, uint32_t n, uint64_t real)
 {
-	struct table *t = &tables[kind];
+	struct lh_table *t = &lh_lg->tables[kind];
 
 	if (n < STS_FIRST_USER || n >= t->next)
 		return lh_new(kind, real);
-	if (real == t->real[0]) {   /* freed: the slot may be used again */
-		if (t->nfree == t->free_cap) {
-			uint32_t cap = t->free_cap ? t->free_cap * 2 : 256;
-			uint32_t *f = realloc(t->free_list, cap * sizeof(*f));
-
-			if (!f)
-				abort();
-			t->free_list = f;
-			t->free_cap = cap;
-		}
-		t->free_list[t->nfree++] = n;
-		t->real[n] = real;
+	if (real == t->slot[0].real) {   /* freed: the slot may be used again */
+		lh_release(kind, n);
 		return 0;
 	}
-	t->real[n] = real;
+	t->slot[n].real = real;
 	return n;
 }
 
 unsigned lh_live(int kind)
 {
-	const struct table *t = &tables[kind];
+	const struct lh_table *t = &lh_lg->tables[kind];
 
 	return t->next - STS_FIRST_USER - t->nfree;
 }

@@ -330,7 +330,7 @@ static int map_region(const struct split_region *r, const char *path)
 				       "time): the restart needs the files the program had mapped", path);
 		}
 	} else {
-		flags |= MAP_ANONYMOUS;
+		flags |= MAP_ANONYMOUS | MAP_NORESERVE;   /* the ledger is a 16 GiB reservation */
 	}
 	p = mmap((void *)(uintptr_t)r->start, len, prot, flags, fd, fd >= 0 ? (off_t)r->file_offset : 0);
 	if (fd >= 0)

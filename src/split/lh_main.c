@@ -39,6 +39,7 @@
 #include "common/err.h"
 #include "lh.h"
 #include "lh_ckpt.h"
+#include "lh_ledger.h"
 
 #define PAGE 4096ul
 
@@ -369,6 +370,14 @@ static void __attribute__((noreturn)) restart(const char *dir)
 		    "restart on a machine with the same kernel", lh_info->world_rank,
 		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r.vdso);
 	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r.uh_callbacks;
+	/* the ledger came back with the upper half: this MPI's handles for
+	 * every object the program holds, its pending receives posted again */
+	stage("rebuild");
+	if (lh_ledger_attach(lh_info->world_rank, lh_info->world_size) != 0)
+		die("rank %d: %s", lh_info->world_rank, err_msg());
+	lh_handles_init(1);
+	if (lh_state_rebuild() != 0)
+		die("rank %d: %s", lh_info->world_rank, err_msg());
 	lh_agent_start(r.restarts + 1);
 	stage("enter");
 	fflush(NULL);
@@ -421,7 +430,6 @@ int main(int argc, char **argv, char **envp)
 	MPI_Get_library_version(lib, &len);
 	lib[strcspn(lib, "\n")] = 0;
 	snprintf(lh_info->library, sizeof(lh_info->library), "%.255s", lib);
-	lh_handles_init();
 	sts_gen_ops_fill(&lh_info->gen);
 	lh_hand_ops_fill(&lh_info->hand);
 	lh_info->mem_unfill = lh_mem_unfill;
@@ -429,6 +437,9 @@ int main(int argc, char **argv, char **envp)
 	restore = getenv("STASIS_RESTORE_DIR");
 	if (restore && *restore)
 		restart(restore);
+	if (lh_ledger_create(lh_info->world_rank, lh_info->world_size) != 0)
+		die("%s", err_msg());
+	lh_handles_init(0);
 	lh_agent_start(0);
 
 	stage("interp");

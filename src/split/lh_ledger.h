@@ -1,0 +1,150 @@
+/* lh_ledger.h - what the lower half must know again after a restart
+ * (internal; docs/split.md, "The ledger").
+ *
+ * The lower half's state that outlives its MPI: the neutral handle tables
+ * with, for every object the program created, how to build it again
+ * (lh_state.c), every request with its envelope and state, the drain
+ * buffer of messages received at a checkpoint on the program's behalf, and
+ * the point-to-point counts per world rank (lh_p2p.c). It lives at
+ * STS_LEDGER_ADDR, inside the upper half's range, so the rank's image
+ * saves it with the upper half's memory and lh_restore maps it back; a
+ * fresh lower half then finds it there, fills in the real handles of its
+ * own MPI, and goes on. Nothing in it points into the lower half.
+ *
+ * One allocator (size classes of powers of two, free lists) serves it; it
+ * is used by one thread at a time (the rank's MPI thread, or the
+ * checkpoint thread while the upper half is parked).
+ */
+#ifndef STS_LH_LEDGER_H
+#define STS_LH_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <mpi.h>
+
+#include "sts_mpi.h"
+
+#define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
+#define LG_VERSION 1
+#define LG_CLASSES 40
+
+/* One neutral handle of a kind. */
+struct lh_slot {
+	uint64_t real;          /* the real MPI's handle (filled again at restart) */
+	uint64_t seq;           /* creation order: restart rebuilds in it */
+	void *rec;              /* how to rebuild it, or the request's record */
+};
+
+struct lh_table {
+	struct lh_slot *slot;
+	uint32_t cap;
+	uint32_t next;          /* first never-used user slot */
+	uint32_t *free_list;    /* freed user slots */
+	uint32_t nfree, free_cap;
+};
+
+/* A message the drain (or an Mprobe) received on the program's behalf. */
+struct lh_msg {
+	struct lh_msg *next;
+	uint32_t comm;          /* neutral */
+	int source;             /* rank in comm (neutral values) */
+	int tag;
+	uint32_t pad;
+	uint64_t bytes;
+	unsigned char data[];
+};
+
+/* A blocking call that returned STS_AGAIN and will be called again. */
+struct lh_cont {
+	uint32_t op;            /* 0: none */
+	uint32_t req[2];        /* its requests (neutral) */
+	uint64_t key;           /* its arguments, hashed */
+	void *tmp;              /* Sendrecv_replace's packed copy */
+};
+
+struct lh_ledger {
+	uint64_t magic;
+	uint32_t version;
+	int world_rank, world_size;
+	uint32_t restarts;
+	uint64_t top;           /* first never-allocated byte */
+	void *free_class[LG_CLASSES];
+	uint64_t seq;           /* the last creation number handed out */
+	struct lh_table tables[STS_KINDS];
+	uint64_t *sent_to, *recv_from;   /* messages per world rank */
+	struct lh_msg *drain_head, *drain_tail;
+	uint64_t drain_n, drain_bytes;
+	struct lh_cont cont;
+	uint32_t pending_sends;          /* send requests MPI has not completed */
+};
+
+/* A request's record (lh_slot.rec of every request). */
+enum lh_req_kind { REQ_OTHER, REQ_SEND, REQ_RECV };
+enum lh_req_state {
+	REQ_PENDING,            /* the real request is active */
+	REQ_DONE,               /* completed in MPI (or from the drain buffer): status kept */
+};
+struct lh_req {
+	uint32_t kind, state;
+	uint32_t detached;      /* freed by the program while active: the drain completes it */
+	uint32_t pad;
+	uint64_t seq;           /* posting order: restart re-posts receives in it */
+	void *buf;
+	int count;
+	uint32_t datatype, comm;
+	int peer, tag;          /* neutral rank values */
+	struct sts_status status;
+};
+
+extern struct lh_ledger *lh_lg;
+
+/* A new ledger at STS_LEDGER_ADDR (fresh start); 0 or a negative errno. */
+int lh_ledger_create(int world_rank, int world_size);
+/* The ledger the restored upper half brought back; 0 or a negative errno
+ * with err_msg(). */
+int lh_ledger_attach(int world_rank, int world_size);
+
+/* lh_state.c: objects the program created, recorded when they are made,
+ * and built again on a fresh MPI at restart. */
+void lh_state_created(int kind, uint32_t n);
+void lh_state_freed(int kind, uint32_t n);
+/* a rank of comm as a world rank, -1 when it is none */
+int lh_world_of(uint32_t comm, int rank);
+/* what of the program's objects a restart cannot rebuild, in a sentence
+ * for the error, or "" */
+void lh_state_unsupported(char *why, size_t len);
+/* every object again on this MPI, pending receives posted again; 0 or a
+ * negative errno with err_msg() */
+int lh_state_rebuild(void);
+/* an operation's trampoline slot (lh_calls.c makes them) */
+void lh_state_op(uint32_t n, int slot, int commute);
+int lh_op_build(int slot, int commute, uint64_t *real);
+
+/* lh_handles.c */
+struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */
+/* the neutral number of a real handle the program holds, or UINT32_MAX */
+uint32_t lh_find(int kind, uint64_t real);
+/* a new user handle for real, even if real is a predefined value */
+uint32_t lh_alloc(int kind, uint64_t real);
+/* let go of neutral handle n (its real object is gone) */
+void lh_release(int kind, uint32_t n);
+
+/* lh_p2p.c: arrays of requests (sts_hand_ops) */
+int lh_waitall(int n, uint32_t *reqs, struct sts_status *st);
+int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st);
+int lh_waitany(int n, uint32_t *reqs, int *index, struct sts_status *st);
+int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st);
+int lh_waitsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
+int lh_testsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
+
+/* lh_p2p.c: the checkpoint's drain, on the checkpoint thread while every
+ * upper thread is parked; 0 or a negative errno with err_msg() */
+int lh_p2p_drain(MPI_Comm ctl, int timeout_ms);
+
+void *lg_alloc(size_t n);
+void *lg_calloc(size_t n);
+void lg_free(void *p);
+void *lg_realloc(void *p, size_t n);
+
+#endif

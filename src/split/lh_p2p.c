@@ -1,0 +1,850 @@
+/* lh_p2p.c - point-to-point calls and requests in the lower half
+ * (functions.list: lower; docs/split.md, "Messages in flight").
+ *
+ * Every request is a neutral handle with a record in the ledger (kind,
+ * envelope, state, status), so that a checkpoint can complete what is in
+ * flight and a restart can post again what is not:
+ * - sends are counted per world rank of the destination when posted,
+ *   receives per world rank of the source when MPI delivers them;
+ * - a call that waits (Recv, Send, Sendrecv, Probe, Wait, Waitall, ...)
+ *   is a loop of its non-blocking form; when a checkpoint begins it
+ *   returns STS_AGAIN with its requests kept in the ledger's continuation,
+ *   the upper wrapper parks on its way out and calls again, and the call
+ *   goes on with the same requests, in this MPI or in a fresh one;
+ * - at the checkpoint the checkpoint thread drains (lh_p2p_drain): the
+ *   ranks exchange their send counts, every rank receives what it was sent
+ *   into the drain buffer (or MPI completes a receive the program posted),
+ *   and every send completes;
+ * - every receive-side call looks in the drain buffer before MPI: Recv,
+ *   Irecv, Sendrecv, Probe, Iprobe, Mprobe, Improbe (an Mprobe'd message is
+ *   received at once into the ledger, so a message handle survives a
+ *   restart too).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "lh.h"
+#include "lh_ledger.h"
+
+#define ANY_TAG (-1)            /* MPI_ANY_TAG in both ABIs */
+
+enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_WAITALL };
+
+static inline MPI_Comm rcomm(uint32_t c)
+{
+	return (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, c);
+}
+
+static inline MPI_Datatype rtype(uint32_t t)
+{
+	return (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, t);
+}
+
+static inline int ckpt_pending(void)
+{
+	return __atomic_load_n(&lh_info->ckpt_pending, __ATOMIC_RELAXED) != 0;
+}
+
+static void count(uint64_t *v, uint32_t comm, int rank, int delta)
+{
+	int w = lh_world_of(comm, rank);
+
+	if (w >= 0)
+		v[w] += (uint64_t)(int64_t)delta;
+}
+
+static void status_set(struct sts_status *st, int source, int tag, int error, long long bytes)
+{
+	if (st) {
+		st->source = source;
+		st->tag = tag;
+		st->error = error;
+		st->cancelled = 0;
+		st->count = bytes;
+	}
+}
+
+/* ---- the drain buffer ---- */
+
+static struct lh_msg *drain_find(uint32_t comm, int src, int tag, struct lh_msg **prev)
+{
+	struct lh_msg *p = NULL;
+
+	for (struct lh_msg *m = lh_lg->drain_head; m; p = m, m = m->next)
+		if (m->comm == comm && (src == STS_ANY_SOURCE || m->source == src) &&
+		    (tag == ANY_TAG || m->tag == tag)) {
+			*prev = p;
+			return m;
+		}
+	return NULL;
+}
+
+static void drain_unlink(struct lh_msg *m, struct lh_msg *prev)
+{
+	if (prev)
+		prev->next = m->next;
+	else
+		lh_lg->drain_head = m->next;
+	if (lh_lg->drain_tail == m)
+		lh_lg->drain_tail = prev;
+	lh_lg->drain_n--;
+	lh_lg->drain_bytes -= m->bytes;
+}
+
+/* A buffered message into the program's buffer, as MPI would: through the
+ * datatype's type map (the message came as bytes, which on one machine are
+ * the packed form), MPI_ERR_TRUNCATE when it does not fit. */
+static int deliver(const struct lh_msg *m, void *buf, int cnt, uint32_t dt, struct sts_status *st)
+{
+	MPI_Datatype t = rtype(dt);
+	int size = 0, pos = 0, ret = MPI_Type_size(t, &size);
+	uint64_t cap = (uint64_t)(cnt > 0 ? cnt : 0) * (uint64_t)size;
+	uint64_t take = m->bytes < cap ? m->bytes : cap;
+	int n = size ? (int)(take / (uint64_t)size) : 0;
+
+	if (ret == MPI_SUCCESS && n > 0)
+		ret = MPI_Unpack(m->data, (int)take, &pos, buf, n, t, MPI_COMM_SELF);
+	if (ret == MPI_SUCCESS && m->bytes > cap)
+		ret = MPI_ERR_TRUNCATE;
+	status_set(st, m->source, m->tag, lh_err(ret), (long long)take);
+	return ret;
+}
+
+/* ---- requests ---- */
+
+static struct lh_req *req_rec(uint32_t n, struct lh_slot **slot)
+{
+	struct lh_slot *s = lh_slot_of(STS_REQUEST, n);
+
+	if (slot)
+		*slot = s;
+	return s ? s->rec : NULL;
+}
+
+/* a new request of kind for real; 0 when the ledger is full */
+static uint32_t req_new(MPI_Request real, uint32_t kind)
+{
+	uint32_t n = lh_alloc(STS_REQUEST, LH_HVAL(real));
+	struct lh_req *q = req_rec(n, NULL);
+
+	if (!q) {
+		lh_release(STS_REQUEST, n);
+		return 0;
+	}
+	q->kind = kind;
+	return n;
+}
+
+/* Test a pending request in MPI: 1 when it completed (now DONE, counted) */
+static int progress(struct lh_slot *s)
+{
+	struct lh_req *q = s->rec;
+	MPI_Request r = (MPI_Request)(LH_HCAST)s->real;
+	MPI_Status rs;
+	int flag = 0, ret;
+
+	memset(&rs, 0, sizeof(rs));
+	ret = MPI_Test(&r, &flag, &rs);
+	if (ret == MPI_SUCCESS && !flag)
+		return 0;
+	s->real = LH_HVAL(r);
+	lh_status_out(&rs, &q->status);
+	if (ret != MPI_SUCCESS)
+		q->status.error = lh_err(ret);
+	if (q->kind == REQ_RECV && !q->status.cancelled && q->status.source >= 0)
+		count(lh_lg->recv_from, q->comm, q->status.source, 1);
+	if (q->kind == REQ_SEND) {
+		lh_lg->pending_sends--;
+		if (q->status.cancelled)
+			count(lh_lg->sent_to, q->comm, q->peer, -1);
+	}
+	if (q->kind == REQ_OTHER)
+		status_set(&q->status, STS_ANY_SOURCE, ANY_TAG, q->status.error, 0);
+	q->state = REQ_DONE;
+	return 1;
+}
+
+/* Is request *pn complete? 1: yes, its status in *st (when st), its error
+ * class in *err, and unless keep it is freed (*pn = 0); 0: not yet. */
+static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
+{
+	struct lh_slot *s;
+	struct lh_req *q = req_rec(*pn, &s);
+
+	*err = 0;
+	if (*pn == 0) {
+		status_set(st, STS_ANY_SOURCE, ANY_TAG, 0, 0);
+		return 1;
+	}
+	if (!q) {
+		*err = lh_err(MPI_ERR_REQUEST);
+		return 1;
+	}
+	if (q->state != REQ_DONE && !progress(s))
+		return 0;
+	if (st)
+		*st = q->status;
+	*err = q->status.error;
+	if (!keep) {
+		lh_release(STS_REQUEST, *pn);
+		*pn = 0;
+	}
+	return 1;
+}
+
+static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
+{
+	struct lh_msg *prev = NULL, *m = lh_lg->drain_head ? drain_find(comm, src, tag, &prev) : NULL;
+	MPI_Request r = MPI_REQUEST_NULL;
+	struct lh_req *q;
+	int ret;
+
+	if (!m && src != STS_PROC_NULL &&
+	    (ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &r)) != MPI_SUCCESS)
+		return ret;
+	*req = req_new(r, REQ_RECV);
+	if (!*req) {
+		if (!m) {
+			MPI_Cancel(&r);
+			MPI_Request_free(&r);
+		}
+		return MPI_ERR_NO_MEM;
+	}
+	q = req_rec(*req, NULL);
+	q->buf = buf;
+	q->count = cnt;
+	q->datatype = dt;
+	q->peer = src;
+	q->tag = tag;
+	q->comm = comm;
+	q->seq = lh_slot_of(STS_REQUEST, *req)->seq;
+	if (src == STS_PROC_NULL) {   /* complete at once, as in MPI */
+		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
+		q->state = REQ_DONE;
+	} else if (m) {   /* from the drain buffer: complete at once, counted when drained */
+		deliver(m, buf, cnt, dt, &q->status);
+		q->state = REQ_DONE;
+		drain_unlink(m, prev);
+		lg_free(m);
+	}
+	return MPI_SUCCESS;
+}
+
+/* mode: 0 standard, 1 synchronous, 2 ready */
+static int post_send(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
+		     uint32_t comm, uint32_t *req)
+{
+	MPI_Request r;
+	struct lh_req *q;
+	int d = lh_rank_in(dest), ret;
+
+	ret = mode == 1 ? MPI_Issend(buf, cnt, t, d, tag, rcomm(comm), &r) :
+	      mode == 2 ? MPI_Irsend(buf, cnt, t, d, tag, rcomm(comm), &r) :
+			  MPI_Isend(buf, cnt, t, d, tag, rcomm(comm), &r);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	*req = req_new(r, REQ_SEND);
+	if (!*req)
+		return MPI_ERR_NO_MEM;   /* the send goes on, untracked: the drain may miss it */
+	q = req_rec(*req, NULL);
+	q->peer = dest;
+	q->tag = tag;
+	q->comm = comm;
+	lh_lg->pending_sends++;
+	if (dest >= 0)
+		count(lh_lg->sent_to, comm, dest, 1);
+	return MPI_SUCCESS;
+}
+
+/* ---- the continuation of a call that returned STS_AGAIN ---- */
+
+static uint64_t key_of(uint32_t op, uint64_t a, uint64_t b, uint64_t c, uint64_t d)
+{
+	uint64_t h = op * 0x9e3779b97f4a7c15ull;
+
+	h = (h ^ a) * 0x100000001b3ull;
+	h = (h ^ b) * 0x100000001b3ull;
+	h = (h ^ c) * 0x100000001b3ull;
+	return (h ^ d) * 0x100000001b3ull;
+}
+
+static int cont_take(uint32_t op, uint64_t key, uint32_t req[2], void **tmp)
+{
+	struct lh_cont *c = &lh_lg->cont;
+
+	if (c->op != op || c->key != key)
+		return 0;
+	req[0] = c->req[0];
+	req[1] = c->req[1];
+	if (tmp)
+		*tmp = c->tmp;
+	c->op = 0;
+	return 1;
+}
+
+static int cont_park(uint32_t op, uint64_t key, const uint32_t req[2], void *tmp)
+{
+	struct lh_cont *c = &lh_lg->cont;
+
+	c->op = op;
+	c->key = key;
+	c->req[0] = req[0];
+	c->req[1] = req[1];
+	c->tmp = tmp;
+	return STS_AGAIN;
+}
+
+/* Wait for req[0] and req[1] (0: none); status of req[0] */
+static int wait2(uint32_t op, uint64_t key, uint32_t r[2], struct sts_status *st, void *tmp)
+{
+	int err = 0, e;
+
+	for (;;) {
+		if (r[0] && req_test(&r[0], st, 0, &e))
+			err = err ? err : e;
+		if (r[1] && req_test(&r[1], NULL, 0, &e))
+			err = err ? err : e;
+		if (!r[0] && !r[1])
+			break;
+		if (ckpt_pending())
+			return cont_park(op, key, r, tmp);
+	}
+	lg_free(tmp);
+	return err;
+}
+
+/* ---- the calls ---- */
+
+int lh_Isend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm, uint32_t *req)
+{
+	return lh_err(post_send(0, buf, cnt, rtype(dt), dest, tag, comm, req));
+}
+
+int lh_Issend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm, uint32_t *req)
+{
+	return lh_err(post_send(1, buf, cnt, rtype(dt), dest, tag, comm, req));
+}
+
+int lh_Irsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm, uint32_t *req)
+{
+	return lh_err(post_send(2, buf, cnt, rtype(dt), dest, tag, comm, req));
+}
+
+int lh_Irecv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
+{
+	return lh_err(post_recv(buf, cnt, dt, src, tag, comm, req));
+}
+
+static int send_blocking(int mode, const void *buf, int cnt, uint32_t dt, int dest, int tag,
+			 uint32_t comm)
+{
+	uint64_t key = key_of(OP_SEND + ((uint32_t)mode << 8), (uint64_t)(uintptr_t)buf,
+			      ((uint64_t)(uint32_t)cnt << 32) | dt, ((uint64_t)(uint32_t)dest << 32) | (uint32_t)tag, comm);
+	uint32_t r[2] = { 0, 0 };
+	int ret;
+
+	if (!cont_take(OP_SEND + ((uint32_t)mode << 8), key, r, NULL) &&
+	    (ret = post_send(mode, buf, cnt, rtype(dt), dest, tag, comm, &r[0])) != MPI_SUCCESS)
+		return lh_err(ret);
+	return wait2(OP_SEND + ((uint32_t)mode << 8), key, r, NULL, NULL);
+}
+
+int lh_Send(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm)
+{
+	return send_blocking(0, buf, cnt, dt, dest, tag, comm);
+}
+
+int lh_Ssend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm)
+{
+	return send_blocking(1, buf, cnt, dt, dest, tag, comm);
+}
+
+int lh_Rsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm)
+{
+	return send_blocking(2, buf, cnt, dt, dest, tag, comm);
+}
+
+int lh_Recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, struct sts_status *st)
+{
+	uint64_t key = key_of(OP_RECV, (uint64_t)(uintptr_t)buf, ((uint64_t)(uint32_t)cnt << 32) | dt,
+			      ((uint64_t)(uint32_t)src << 32) | (uint32_t)tag, comm);
+	uint32_t r[2] = { 0, 0 };
+	int ret;
+
+	if (!cont_take(OP_RECV, key, r, NULL) &&
+	    (ret = post_recv(buf, cnt, dt, src, tag, comm, &r[0])) != MPI_SUCCESS)
+		return lh_err(ret);
+	return wait2(OP_RECV, key, r, st, NULL);
+}
+
+int lh_Sendrecv(const void *sbuf, int scnt, uint32_t stype, int dest, int stag, void *rbuf,
+		int rcnt, uint32_t rtype_, int src, int rtag, uint32_t comm, struct sts_status *st)
+{
+	uint64_t key = key_of(OP_SENDRECV, (uint64_t)(uintptr_t)sbuf ^ ((uint64_t)(uintptr_t)rbuf << 1),
+			      ((uint64_t)(uint32_t)scnt << 32) | (uint32_t)rcnt,
+			      ((uint64_t)(uint32_t)dest << 32) | (uint32_t)src,
+			      ((uint64_t)comm << 32) ^ ((uint64_t)(uint32_t)stag << 16) ^ (uint32_t)rtag);
+	uint32_t r[2] = { 0, 0 };
+	int ret;
+
+	if (!cont_take(OP_SENDRECV, key, r, NULL)) {
+		ret = post_recv(rbuf, rcnt, rtype_, src, rtag, comm, &r[0]);
+		if (ret == MPI_SUCCESS)
+			ret = post_send(0, sbuf, scnt, rtype(stype), dest, stag, comm, &r[1]);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+	}
+	return wait2(OP_SENDRECV, key, r, st, NULL);
+}
+
+int lh_Sendrecv_replace(void *buf, int cnt, uint32_t dt, int dest, int stag, int src, int rtag,
+			uint32_t comm, struct sts_status *st)
+{
+	uint64_t key = key_of(OP_REPLACE, (uint64_t)(uintptr_t)buf, ((uint64_t)(uint32_t)cnt << 32) | dt,
+			      ((uint64_t)(uint32_t)dest << 32) | (uint32_t)src,
+			      ((uint64_t)comm << 32) ^ ((uint64_t)(uint32_t)stag << 16) ^ (uint32_t)rtag);
+	uint32_t r[2] = { 0, 0 };
+	void *tmp = NULL;
+	int ret, size = 0, pos = 0;
+
+	if (!cont_take(OP_REPLACE, key, r, &tmp)) {
+		/* the outgoing data packed aside first: the receive overwrites buf */
+		ret = MPI_Pack_size(cnt, rtype(dt), MPI_COMM_SELF, &size);
+		if (ret == MPI_SUCCESS && !(tmp = lg_alloc((size_t)size + 1)))
+			ret = MPI_ERR_NO_MEM;
+		if (ret == MPI_SUCCESS)
+			ret = MPI_Pack(buf, cnt, rtype(dt), tmp, size, &pos, MPI_COMM_SELF);
+		if (ret == MPI_SUCCESS)
+			ret = post_send(0, tmp, pos, MPI_PACKED, dest, stag, comm, &r[1]);
+		if (ret == MPI_SUCCESS)
+			ret = post_recv(buf, cnt, dt, src, rtag, comm, &r[0]);
+		if (ret != MPI_SUCCESS) {
+			if (!r[1])
+				lg_free(tmp);
+			else   /* the send went: let it finish before its buffer goes */
+				wait2(0, 0, r, NULL, tmp);
+			return lh_err(ret);
+		}
+	}
+	return wait2(OP_REPLACE, key, r, st, tmp);
+}
+
+static int iprobe(int src, int tag, uint32_t comm, int *flag, struct sts_status *st)
+{
+	struct lh_msg *prev, *m = lh_lg->drain_head ? drain_find(comm, src, tag, &prev) : NULL;
+	MPI_Status rs;
+	int ret;
+
+	if (m) {
+		*flag = 1;
+		status_set(st, m->source, m->tag, 0, (long long)m->bytes);
+		return MPI_SUCCESS;
+	}
+	memset(&rs, 0, sizeof(rs));
+	ret = MPI_Iprobe(lh_rank_in(src), tag, rcomm(comm), flag, &rs);
+	if (ret == MPI_SUCCESS && *flag && st)
+		lh_status_out(&rs, st);
+	return ret;
+}
+
+int lh_Iprobe(int src, int tag, uint32_t comm, int *flag, struct sts_status *st)
+{
+	return lh_err(iprobe(src, tag, comm, flag, st));
+}
+
+int lh_Probe(int src, int tag, uint32_t comm, struct sts_status *st)
+{
+	int flag = 0, ret;
+
+	for (;;) {
+		ret = iprobe(src, tag, comm, &flag, st);
+		if (ret != MPI_SUCCESS || flag)
+			return lh_err(ret);
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+/* A matched message: received now into the ledger and bound to a neutral
+ * message handle, so that Mrecv finds it after a restart too. */
+static int improbe(int src, int tag, uint32_t comm, int *flag, uint32_t *msg, struct sts_status *st)
+{
+	struct lh_msg *prev, *m = lh_lg->drain_head ? drain_find(comm, src, tag, &prev) : NULL;
+	MPI_Message rm = MPI_MESSAGE_NULL;
+	MPI_Status rs;
+	MPI_Count bytes = 0;
+	int ret;
+
+	*flag = 0;
+	if (m) {
+		drain_unlink(m, prev);
+	} else {
+		memset(&rs, 0, sizeof(rs));
+		ret = MPI_Improbe(lh_rank_in(src), tag, rcomm(comm), flag, &rm, &rs);
+		if (ret != MPI_SUCCESS || !*flag)
+			return ret;
+		if (rm == MPI_MESSAGE_NO_PROC) {
+			*msg = lh_find(STS_MESSAGE, LH_HVAL(rm));
+			status_set(st, STS_PROC_NULL, ANY_TAG, 0, 0);
+			return MPI_SUCCESS;
+		}
+		MPI_Get_elements_x(&rs, MPI_BYTE, &bytes);
+		m = lg_alloc(sizeof(*m) + (size_t)bytes);
+		if (!m)
+			return MPI_ERR_NO_MEM;   /* the message stays matched in MPI, lost */
+		m->next = NULL;
+		m->comm = comm;
+		m->source = lh_rank_out(rs.MPI_SOURCE);
+		m->tag = rs.MPI_TAG;
+		m->bytes = (uint64_t)bytes;
+		ret = MPI_Mrecv(m->data, (int)bytes, MPI_BYTE, &rm, MPI_STATUS_IGNORE);
+		if (ret != MPI_SUCCESS) {
+			lg_free(m);
+			return ret;
+		}
+		count(lh_lg->recv_from, comm, m->source, 1);
+	}
+	*flag = 1;
+	*msg = lh_alloc(STS_MESSAGE, (uint64_t)(uintptr_t)m);
+	lh_slot_of(STS_MESSAGE, *msg)->rec = m;
+	status_set(st, m->source, m->tag, 0, (long long)m->bytes);
+	return MPI_SUCCESS;
+}
+
+int lh_Improbe(int src, int tag, uint32_t comm, int *flag, uint32_t *msg, struct sts_status *st)
+{
+	return lh_err(improbe(src, tag, comm, flag, msg, st));
+}
+
+int lh_Mprobe(int src, int tag, uint32_t comm, uint32_t *msg, struct sts_status *st)
+{
+	int flag = 0, ret;
+
+	for (;;) {
+		ret = improbe(src, tag, comm, &flag, msg, st);
+		if (ret != MPI_SUCCESS || flag)
+			return lh_err(ret);
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+static int mrecv(void *buf, int cnt, uint32_t dt, uint32_t *msg, struct sts_status *st)
+{
+	struct lh_slot *s = lh_slot_of(STS_MESSAGE, *msg);
+	int ret;
+
+	if (*msg && *msg == lh_find(STS_MESSAGE, LH_HVAL(MPI_MESSAGE_NO_PROC))) {
+		status_set(st, STS_PROC_NULL, ANY_TAG, 0, 0);
+		*msg = 0;
+		return MPI_SUCCESS;
+	}
+	if (!s || !s->rec)
+		return MPI_ERR_REQUEST;
+	ret = deliver(s->rec, buf, cnt, dt, st);
+	lh_release(STS_MESSAGE, *msg);
+	*msg = 0;
+	return ret;
+}
+
+int lh_Mrecv(void *buf, int cnt, uint32_t dt, uint32_t *msg, struct sts_status *st)
+{
+	return lh_err(mrecv(buf, cnt, dt, msg, st));
+}
+
+int lh_Imrecv(void *buf, int cnt, uint32_t dt, uint32_t *msg, uint32_t *req)
+{
+	struct sts_status st;
+	struct lh_req *q;
+	int ret = mrecv(buf, cnt, dt, msg, &st);
+
+	if (ret != MPI_SUCCESS && ret != MPI_ERR_TRUNCATE)
+		return lh_err(ret);
+	*req = req_new(MPI_REQUEST_NULL, REQ_RECV);
+	if (!*req)
+		return lh_err(MPI_ERR_NO_MEM);
+	q = req_rec(*req, NULL);
+	q->status = st;
+	q->state = REQ_DONE;
+	return 0;
+}
+
+int lh_Wait(uint32_t *req, struct sts_status *st)
+{
+	int err;
+
+	for (;;) {
+		if (req_test(req, st, 0, &err))
+			return err;
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+int lh_Test(uint32_t *req, int *flag, struct sts_status *st)
+{
+	int err;
+
+	*flag = req_test(req, st, 0, &err);
+	return err;
+}
+
+int lh_Request_get_status(uint32_t req, int *flag, struct sts_status *st)
+{
+	int err;
+
+	*flag = req_test(&req, st, 1, &err);
+	return err;
+}
+
+int lh_Request_free(uint32_t *req)
+{
+	struct lh_slot *s;
+	struct lh_req *q = req_rec(*req, &s);
+
+	if (!q)
+		return lh_err(MPI_ERR_REQUEST);
+	if (q->state == REQ_DONE)
+		lh_release(STS_REQUEST, *req);
+	else
+		q->detached = 1;   /* MPI finishes it; the drain lets it go */
+	*req = 0;
+	return 0;
+}
+
+int lh_Cancel(uint32_t *req)
+{
+	struct lh_slot *s;
+	struct lh_req *q = req_rec(*req, &s);
+	MPI_Request r;
+
+	if (!q)
+		return lh_err(MPI_ERR_REQUEST);
+	if (q->state == REQ_DONE)
+		return 0;
+	r = (MPI_Request)(LH_HCAST)s->real;
+	return lh_err(MPI_Cancel(&r));
+}
+
+/* ---- arrays of requests (sts_hand_ops); a null request's status is left
+ * as the upper half set it (empty), a completed one's written once ---- */
+
+int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
+{
+	int err = 0, e, left;
+
+	for (;;) {
+		left = 0;
+		for (int i = 0; i < n; i++) {
+			if (!reqs[i])
+				continue;
+			if (req_test(&reqs[i], st ? &st[i] : NULL, 0, &e))
+				err = err ? err : e;
+			else
+				left++;
+		}
+		if (!left)
+			return err;
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
+{
+	int err = 0, e;
+
+	/* MPI: either every request completes here, or none is touched */
+	*flag = 1;
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && !req_test(&reqs[i], NULL, 1, &e))
+			*flag = 0;
+	if (!*flag)
+		return 0;
+	for (int i = 0; i < n; i++)
+		if (reqs[i] && req_test(&reqs[i], st ? &st[i] : NULL, 0, &e))
+			err = err ? err : e;
+	return err;
+}
+
+static int any(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st)
+{
+	int active = 0, e;
+
+	*flag = 0;
+	*index = MPI_UNDEFINED;
+	for (int i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		active++;
+		if (req_test(&reqs[i], st, 0, &e)) {
+			*flag = 1;
+			*index = i;
+			return e;
+		}
+	}
+	if (!active)
+		*flag = 1;
+	return 0;
+}
+
+int lh_waitany(int n, uint32_t *reqs, int *index, struct sts_status *st)
+{
+	int flag, err;
+
+	for (;;) {
+		err = any(n, reqs, index, &flag, st);
+		if (flag)
+			return err;
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *st)
+{
+	return any(n, reqs, index, flag, st);
+}
+
+static int some(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st)
+{
+	int active = 0, err = 0, e;
+
+	*outcount = 0;
+	for (int i = 0; i < n; i++) {
+		if (!reqs[i])
+			continue;
+		active++;
+		if (req_test(&reqs[i], st ? &st[*outcount] : NULL, 0, &e)) {
+			indices[(*outcount)++] = i;
+			err = err ? err : e;
+		}
+	}
+	if (!active)
+		*outcount = MPI_UNDEFINED;
+	return err;
+}
+
+int lh_waitsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st)
+{
+	int err;
+
+	for (;;) {
+		err = some(n, reqs, outcount, indices, st);
+		if (*outcount != 0)
+			return err;
+		if (ckpt_pending())
+			return STS_AGAIN;
+	}
+}
+
+int lh_testsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st)
+{
+	return some(n, reqs, outcount, indices, st);
+}
+
+/* ---- the drain (docs/split.md, "Messages in flight") ---- */
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* every message waiting on comm, into the drain buffer */
+static int drain_comm(uint32_t comm)
+{
+	MPI_Comm c = rcomm(comm);
+	MPI_Status rs;
+	MPI_Count bytes = 0;
+	int flag = 1, got = 0;
+
+	while (flag) {
+		struct lh_msg *m;
+
+		if (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, c, &flag, &rs) != MPI_SUCCESS || !flag)
+			break;
+		MPI_Get_elements_x(&rs, MPI_BYTE, &bytes);
+		m = lg_alloc(sizeof(*m) + (size_t)bytes);
+		if (!m)
+			return err_set(-ENOMEM, "rank %d: no room for a message of %lld bytes in flight",
+				       lh_lg->world_rank, (long long)bytes);
+		m->next = NULL;
+		m->comm = comm;
+		m->source = lh_rank_out(rs.MPI_SOURCE);
+		m->tag = rs.MPI_TAG;
+		m->bytes = (uint64_t)bytes;
+		if (MPI_Recv(m->data, (int)bytes, MPI_BYTE, rs.MPI_SOURCE, rs.MPI_TAG, c,
+			     MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+			lg_free(m);
+			return err_set(-EIO, "rank %d: cannot receive a message in flight from rank %d",
+				       lh_lg->world_rank, rs.MPI_SOURCE);
+		}
+		if (lh_lg->drain_tail)
+			lh_lg->drain_tail->next = m;
+		else
+			lh_lg->drain_head = m;
+		lh_lg->drain_tail = m;
+		lh_lg->drain_n++;
+		lh_lg->drain_bytes += m->bytes;
+		count(lh_lg->recv_from, comm, m->source, 1);
+		got++;
+	}
+	return got;
+}
+
+int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
+{
+	int size = lh_lg->world_size, ret = 0;
+	uint64_t *expect = calloc((size_t)size, sizeof(*expect)), deadline = now_ms() + (uint64_t)timeout_ms;
+	struct lh_table *reqs = &lh_lg->tables[STS_REQUEST], *comms = &lh_lg->tables[STS_COMM];
+
+	if (!expect)
+		return err_set(-ENOMEM, "out of memory");
+	/* what every rank sent to this one, from their frozen counts */
+	if (MPI_Alltoall(lh_lg->sent_to, 1, MPI_UINT64_T, expect, 1, MPI_UINT64_T, ctl) != MPI_SUCCESS) {
+		free(expect);
+		return err_set(-EIO, "rank %d: the exchange of message counts failed", lh_lg->world_rank);
+	}
+	for (;;) {
+		int short_of = -1;
+
+		/* a posted receive MPI matches completes into the program's buffer */
+		for (uint32_t n = STS_FIRST_USER; n < reqs->next; n++) {
+			struct lh_slot *s = &reqs->slot[n];
+			struct lh_req *q = s->rec;
+
+			if (q && q->state != REQ_DONE && progress(s) && q->detached)
+				lh_release(STS_REQUEST, n);
+		}
+		for (uint32_t c = 1; c < comms->next && ret >= 0; c = c == 2 ? STS_FIRST_USER : c + 1)
+			if (c <= 2 || (comms->slot[c].rec && lh_world_of(c, 0) >= 0))
+				ret = drain_comm(c);
+		if (ret < 0)
+			break;
+		for (int w = 0; w < size && short_of < 0; w++)
+			if (lh_lg->recv_from[w] < expect[w])
+				short_of = w;
+		if (short_of < 0 && lh_lg->pending_sends == 0)
+			break;
+		if (now_ms() > deadline) {
+			ret = short_of >= 0
+			      ? err_set(-ETIMEDOUT, "rank %d: %llu message(s) from rank %d did not arrive "
+					"within %d s of the checkpoint", lh_lg->world_rank,
+					(unsigned long long)(expect[short_of] - lh_lg->recv_from[short_of]),
+					short_of, timeout_ms / 1000)
+			      : err_set(-ETIMEDOUT, "rank %d: %u send(s) did not complete within %d s of "
+					"the checkpoint", lh_lg->world_rank, lh_lg->pending_sends,
+					timeout_ms / 1000);
+			break;
+		}
+	}
+	free(expect);
+	return ret < 0 ? ret : 0;
+}

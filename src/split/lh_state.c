@@ -1,0 +1,531 @@
+/* lh_state.c - the objects the program created, recorded in the ledger
+ * when they are made and built again on a fresh MPI at restart
+ * (lh_ledger.h; docs/split.md, "Objects across a restart").
+ *
+ * What is recorded is what the real MPI says about the new object, in
+ * neutral terms, so that either MPI can build it again:
+ *   communicator  its members as world ranks (MPI_Group_translate_ranks),
+ *                 and a Cartesian topology's dims and periods; rebuilt with
+ *                 MPI_Comm_create_group over MPI_COMM_WORLD (collective over
+ *                 the members only) then MPI_Cart_create without reordering
+ *   group         its members as world ranks; MPI_Group_incl
+ *   datatype      its construction, decoded with MPI_Type_get_envelope and
+ *                 MPI_Type_get_contents down to predefined types (a tree:
+ *                 types the program freed since stay inside the ones built
+ *                 from them); rebuilt bottom up and committed
+ *   operation     its trampoline slot and commutativity; MPI_Op_create
+ *   request       its record (lh_p2p.c): pending receives are posted again
+ * Objects are rebuilt in the order they were created, so collective
+ * creations happen in the same order on every member.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/err.h"
+#include "lh.h"
+#include "lh_ledger.h"
+
+struct rec_comm {
+	int n;                  /* members; -1: an intercommunicator */
+	int topo;               /* 0 none, 1 Cartesian, 2 another (graph) */
+	int ndims;
+	int v[];                /* world ranks [n], dims [ndims], periods [ndims] */
+};
+
+struct rec_group {
+	int n;                  /* -1: a member outside MPI_COMM_WORLD */
+	int v[];
+};
+
+enum comb { C_BAD, C_DUP, C_CONTIGUOUS, C_VECTOR, C_HVECTOR, C_INDEXED, C_HINDEXED,
+	    C_INDEXED_BLOCK, C_HINDEXED_BLOCK, C_STRUCT, C_RESIZED };
+
+struct rec_type {
+	int comb;               /* enum comb; C_BAD: cannot be rebuilt */
+	int real_comb;          /* the MPI's combiner, for the error */
+	int ni, na, nd;
+	int *ints;
+	MPI_Aint *aints;
+	struct rec_type **kids; /* NULL entry: predefined, neutral number in kid_pre */
+	uint32_t *kid_pre;
+};
+
+struct rec_op {
+	int slot, commute;
+};
+
+static MPI_Group world_group(void)
+{
+	static MPI_Group g = MPI_GROUP_NULL;
+
+	if (g == MPI_GROUP_NULL)
+		MPI_Comm_group(MPI_COMM_WORLD, &g);
+	return g;
+}
+
+/* ---- communicators and groups ---- */
+
+static int *world_ranks(MPI_Group g, int *n)
+{
+	int *in, *out;
+
+	MPI_Group_size(g, n);
+	in = malloc((size_t)(*n + 1) * sizeof(int));
+	out = malloc((size_t)(*n + 1) * sizeof(int));
+	if (!in || !out) {
+		free(in);
+		free(out);
+		return NULL;
+	}
+	for (int i = 0; i < *n; i++)
+		in[i] = i;
+	MPI_Group_translate_ranks(g, *n, in, world_group(), out);
+	free(in);
+	return out;
+}
+
+static void *record_comm(MPI_Comm c)
+{
+	struct rec_comm *r;
+	MPI_Group g;
+	int inter = 0, n = 0, topo = MPI_UNDEFINED, nd = 0, *w;
+
+	MPI_Comm_test_inter(c, &inter);
+	if (inter) {
+		r = lg_calloc(sizeof(*r));
+		if (r)
+			r->n = -1;
+		return r;
+	}
+	MPI_Comm_group(c, &g);
+	w = world_ranks(g, &n);
+	MPI_Group_free(&g);
+	if (!w)
+		return NULL;
+	MPI_Topo_test(c, &topo);
+	if (topo == MPI_CART)
+		MPI_Cartdim_get(c, &nd);
+	r = lg_calloc(sizeof(*r) + (size_t)(n + 3 * nd) * sizeof(int));
+	if (r) {
+		r->n = n;
+		r->topo = topo == MPI_CART ? 1 : topo == MPI_UNDEFINED ? 0 : 2;
+		r->ndims = nd;
+		memcpy(r->v, w, (size_t)n * sizeof(int));
+		if (nd)
+			MPI_Cart_get(c, nd, r->v + n, r->v + n + nd, r->v + n + 2 * nd);
+	}
+	free(w);
+	return r;
+}
+
+static void *record_group(MPI_Group g)
+{
+	struct rec_group *r;
+	int n = 0, *w = world_ranks(g, &n);
+
+	if (!w)
+		return NULL;
+	r = lg_calloc(sizeof(*r) + (size_t)n * sizeof(int));
+	if (r) {
+		r->n = n;
+		memcpy(r->v, w, (size_t)n * sizeof(int));
+		for (int i = 0; i < n; i++)
+			if (w[i] == MPI_UNDEFINED)
+				r->n = -1;
+	}
+	free(w);
+	return r;
+}
+
+int lh_world_of(uint32_t comm, int rank)
+{
+	const struct lh_slot *s;
+	const struct rec_comm *r;
+
+	if (rank < 0)
+		return -1;
+	if (comm == 1)
+		return rank < lh_lg->world_size ? rank : -1;
+	if (comm == 2)
+		return rank == 0 ? lh_lg->world_rank : -1;
+	s = lh_slot_of(STS_COMM, comm);
+	r = s ? s->rec : NULL;
+	return r && rank < r->n ? r->v[rank] : -1;
+}
+
+/* ---- datatypes ---- */
+
+static int comb_of(int c)
+{
+	return c == MPI_COMBINER_DUP ? C_DUP : c == MPI_COMBINER_CONTIGUOUS ? C_CONTIGUOUS :
+	       c == MPI_COMBINER_VECTOR ? C_VECTOR : c == MPI_COMBINER_HVECTOR ? C_HVECTOR :
+	       c == MPI_COMBINER_INDEXED ? C_INDEXED : c == MPI_COMBINER_HINDEXED ? C_HINDEXED :
+	       c == MPI_COMBINER_INDEXED_BLOCK ? C_INDEXED_BLOCK :
+	       c == MPI_COMBINER_HINDEXED_BLOCK ? C_HINDEXED_BLOCK :
+	       c == MPI_COMBINER_STRUCT ? C_STRUCT : c == MPI_COMBINER_RESIZED ? C_RESIZED : C_BAD;
+}
+
+static void type_free_rec(struct rec_type *r)
+{
+	if (!r)
+		return;
+	for (int i = 0; i < r->nd; i++)
+		type_free_rec(r->kids[i]);
+	lg_free(r);
+}
+
+static uint32_t predefined_type(MPI_Datatype t)
+{
+	uint32_t n = lh_find(STS_DATATYPE, LH_HVAL(t));
+
+	return n < STS_FIRST_USER ? n : UINT32_MAX;
+}
+
+/* The construction of t, down to predefined types; NULL: out of memory. */
+static struct rec_type *record_type(MPI_Datatype t)
+{
+	int ni = 0, na = 0, nd = 0, c = 0;
+	struct rec_type *r;
+	MPI_Datatype *types;
+	size_t size;
+
+	MPI_Type_get_envelope(t, &ni, &na, &nd, &c);
+	size = sizeof(*r) + (size_t)na * sizeof(MPI_Aint) + (size_t)nd * (sizeof(void *) + 4) +
+	       (size_t)ni * sizeof(int);
+	r = lg_calloc(size);
+	if (!r)
+		return NULL;
+	r->real_comb = c;
+	r->comb = comb_of(c);
+	r->ni = ni;
+	r->na = na;
+	r->nd = nd;
+	r->aints = (MPI_Aint *)(r + 1);
+	r->kids = (struct rec_type **)(r->aints + na);
+	r->kid_pre = (uint32_t *)(r->kids + nd);
+	r->ints = (int *)(r->kid_pre + nd);
+	if (c == MPI_COMBINER_NAMED || r->comb == C_BAD) {
+		r->nd = 0;
+		r->comb = C_BAD;
+		return r;
+	}
+	types = malloc((size_t)(nd + 1) * sizeof(*types));
+	if (!types) {
+		lg_free(r);
+		return NULL;
+	}
+	MPI_Type_get_contents(t, ni, na, nd, r->ints, r->aints, types);
+	for (int i = 0; i < nd; i++) {
+		int ki, ka, kd, kc;
+
+		MPI_Type_get_envelope(types[i], &ki, &ka, &kd, &kc);
+		if (kc == MPI_COMBINER_NAMED) {
+			r->kid_pre[i] = predefined_type(types[i]);
+			if (r->kid_pre[i] == UINT32_MAX)
+				r->comb = C_BAD;   /* a predefined type Stasis does not name */
+			continue;
+		}
+		r->kids[i] = record_type(types[i]);
+		MPI_Type_free(&types[i]);
+		if (!r->kids[i] || r->kids[i]->comb == C_BAD)
+			r->comb = C_BAD;
+	}
+	free(types);
+	return r;
+}
+
+static int build_type(const struct rec_type *r, MPI_Datatype *out);
+
+static int kid(const struct rec_type *r, int i, MPI_Datatype *t)
+{
+	if (!r->kids[i]) {
+		*t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, r->kid_pre[i]);
+		return MPI_SUCCESS;
+	}
+	return build_type(r->kids[i], t);
+}
+
+static void kid_done(const struct rec_type *r, int i, MPI_Datatype *t)
+{
+	if (r->kids[i])
+		MPI_Type_free(t);
+}
+
+static int build_type(const struct rec_type *r, MPI_Datatype *out)
+{
+	const int *I = r->ints;
+	const MPI_Aint *A = r->aints;
+	MPI_Datatype k = MPI_DATATYPE_NULL, *ks = NULL;
+	int ret;
+
+	if (r->comb == C_STRUCT) {
+		ks = malloc((size_t)(r->nd + 1) * sizeof(*ks));
+		if (!ks)
+			return MPI_ERR_NO_MEM;
+		for (int i = 0; i < r->nd; i++)
+			if ((ret = kid(r, i, &ks[i])) != MPI_SUCCESS) {
+				while (i--)
+					kid_done(r, i, &ks[i]);
+				free(ks);
+				return ret;
+			}
+		ret = MPI_Type_create_struct(I[0], I + 1, A, ks, out);
+		for (int i = 0; i < r->nd; i++)
+			kid_done(r, i, &ks[i]);
+		free(ks);
+		return ret;
+	}
+	if (r->nd != 1 || (ret = kid(r, 0, &k)) != MPI_SUCCESS)
+		return r->nd != 1 ? MPI_ERR_TYPE : ret;
+	switch (r->comb) {
+	case C_DUP: ret = MPI_Type_dup(k, out); break;
+	case C_CONTIGUOUS: ret = MPI_Type_contiguous(I[0], k, out); break;
+	case C_VECTOR: ret = MPI_Type_vector(I[0], I[1], I[2], k, out); break;
+	case C_HVECTOR: ret = MPI_Type_create_hvector(I[0], I[1], A[0], k, out); break;
+	case C_INDEXED: ret = MPI_Type_indexed(I[0], I + 1, I + 1 + I[0], k, out); break;
+	case C_HINDEXED: ret = MPI_Type_create_hindexed(I[0], I + 1, A, k, out); break;
+	case C_INDEXED_BLOCK: ret = MPI_Type_create_indexed_block(I[0], I[1], I + 2, k, out); break;
+	case C_HINDEXED_BLOCK: ret = MPI_Type_create_hindexed_block(I[0], I[1], A, k, out); break;
+	case C_RESIZED: ret = MPI_Type_create_resized(k, A[0], A[1], out); break;
+	default: ret = MPI_ERR_TYPE; break;
+	}
+	kid_done(r, 0, &k);
+	return ret;
+}
+
+/* ---- the hooks of lh_handles.c ---- */
+
+void lh_state_created(int kind, uint32_t n)
+{
+	struct lh_slot *s = lh_slot_of(kind, n);
+	uint64_t real;
+
+	if (!s)
+		return;
+	real = s->real;
+	switch (kind) {
+	case STS_COMM:
+		s->rec = record_comm((MPI_Comm)(LH_HCAST)real);
+		break;
+	case STS_GROUP:
+		s->rec = record_group((MPI_Group)(LH_HCAST)real);
+		break;
+	case STS_DATATYPE:
+		s->rec = record_type((MPI_Datatype)(LH_HCAST)real);
+		break;
+	case STS_REQUEST: {
+		struct lh_req *q = lg_calloc(sizeof(*q));
+
+		if (q) {
+			q->kind = REQ_OTHER;
+			q->seq = s->seq;
+		}
+		s->rec = q;
+		break;
+	}
+	case STS_OP:
+		s->rec = lg_calloc(sizeof(struct rec_op));
+		break;
+	default:
+		break;
+	}
+}
+
+void lh_state_freed(int kind, uint32_t n)
+{
+	struct lh_slot *s = lh_slot_of(kind, n);
+
+	if (!s || !s->rec)
+		return;
+	if (kind == STS_DATATYPE)
+		type_free_rec(s->rec);
+	else
+		lg_free(s->rec);
+	s->rec = NULL;
+}
+
+void lh_state_op(uint32_t n, int slot, int commute)
+{
+	struct lh_slot *s = lh_slot_of(STS_OP, n);
+	struct rec_op *r = s ? s->rec : NULL;
+
+	if (r) {
+		r->slot = slot;
+		r->commute = commute;
+	}
+}
+
+static const char *const kind_names[] = STS_KIND_NAMES;
+
+static const char *comb_name(int c)
+{
+	return c == MPI_COMBINER_NAMED ? "a predefined type Stasis does not know" :
+	       c == MPI_COMBINER_SUBARRAY ? "MPI_Type_create_subarray" :
+	       c == MPI_COMBINER_DARRAY ? "MPI_Type_create_darray" : "an unsupported constructor";
+}
+
+static const struct rec_type *bad_part(const struct rec_type *r)
+{
+	if (r->comb == C_BAD && r->real_comb != MPI_COMBINER_NAMED)
+		for (int i = 0; i < r->nd; i++)
+			if (r->kids[i] && r->kids[i]->comb == C_BAD)
+				return bad_part(r->kids[i]);
+	return r;
+}
+
+void lh_state_unsupported(char *why, size_t len)
+{
+	*why = 0;
+	for (int k = 0; k < STS_KINDS && !*why; k++) {
+		const struct lh_table *t = &lh_lg->tables[k];
+
+		for (uint32_t n = STS_FIRST_USER; n < t->next && !*why; n++) {
+			const struct lh_slot *s = &t->slot[n];
+
+			if (s->real == t->slot[0].real && !s->rec)
+				continue;   /* free */
+			if (k == STS_ERRHANDLER || k == STS_INFO || k == STS_WIN || k == STS_FILE) {
+				snprintf(why, len, "it holds an MPI_%s it created", kind_names[k]);
+			} else if (!s->rec) {
+				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
+			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->n < 0) {
+				snprintf(why, len, "it holds an intercommunicator");
+			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->topo == 2) {
+				snprintf(why, len, "it holds a communicator with a graph topology");
+			} else if (k == STS_GROUP && ((struct rec_group *)s->rec)->n < 0) {
+				snprintf(why, len, "it holds a group with members outside MPI_COMM_WORLD");
+			} else if (k == STS_DATATYPE && ((struct rec_type *)s->rec)->comb == C_BAD) {
+				snprintf(why, len, "it holds a datatype built with %s",
+					 comb_name(bad_part(s->rec)->real_comb));
+			} else if (k == STS_REQUEST) {
+				const struct lh_req *q = s->rec;
+
+				if (q->state != REQ_DONE && q->kind != REQ_RECV)
+					snprintf(why, len, "a non-blocking %s is still in progress",
+						 q->kind == REQ_SEND ? "send" : "collective");
+			}
+		}
+	}
+}
+
+/* ---- restart ---- */
+
+static int cmp_seq(const void *a, const void *b)
+{
+	const struct lh_slot *x = *(struct lh_slot *const *)a, *y = *(struct lh_slot *const *)b;
+
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+static int rebuild_comm(struct lh_slot *s)
+{
+	const struct rec_comm *r = s->rec;
+	MPI_Group g;
+	MPI_Comm c, cart;
+	int ret = MPI_Group_incl(world_group(), r->n, r->v, &g);
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5354, &c);
+	MPI_Group_free(&g);
+	if (ret == MPI_SUCCESS && r->topo == 1) {
+		ret = MPI_Cart_create(c, r->ndims, r->v + r->n, r->v + r->n + r->ndims, 0, &cart);
+		MPI_Comm_free(&c);
+		c = cart;
+	}
+	if (ret == MPI_SUCCESS)
+		s->real = LH_HVAL(c);
+	return ret;
+}
+
+static int repost(struct lh_slot *s)
+{
+	struct lh_req *q = s->rec;
+	MPI_Request r;
+	int ret;
+
+	if (q->state == REQ_DONE)
+		return MPI_SUCCESS;
+	if (q->kind != REQ_RECV)
+		return MPI_ERR_REQUEST;   /* refused at the checkpoint: cannot happen */
+	ret = MPI_Irecv(q->buf, q->count, (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, q->datatype),
+			lh_rank_in(q->peer), q->tag, (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, q->comm), &r);
+	if (ret == MPI_SUCCESS)
+		s->real = LH_HVAL(r);
+	return ret;
+}
+
+int lh_state_rebuild(void)
+{
+	struct lh_slot **v = NULL;
+	size_t n = 0, cap = 0;
+	int ret = MPI_SUCCESS;
+	char what[128] = "";
+
+	for (int k = 0; k < STS_KINDS; k++) {
+		struct lh_table *t = &lh_lg->tables[k];
+
+		for (uint32_t i = STS_FIRST_USER; i < t->next; i++) {
+			if (!t->slot[i].rec)
+				continue;
+			if (n == cap) {
+				struct lh_slot **w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+
+				if (!w) {
+					free(v);
+					return err_set(-ENOMEM, "out of memory");
+				}
+				v = w;
+			}
+			v[n++] = &t->slot[i];
+			/* which kind: the slot's table */
+			t->slot[i].real = t->slot[0].real;
+		}
+	}
+	qsort(v, n, sizeof(*v), cmp_seq);
+	for (size_t i = 0; i < n && ret == MPI_SUCCESS; i++) {
+		struct lh_slot *s = v[i];
+		int k;
+
+		for (k = 0; k < STS_KINDS; k++)
+			if (s >= lh_lg->tables[k].slot && s < lh_lg->tables[k].slot + lh_lg->tables[k].cap)
+				break;
+		snprintf(what, sizeof(what), "MPI_%s", kind_names[k]);
+		if (k == STS_COMM) {
+			ret = rebuild_comm(s);
+		} else if (k == STS_GROUP) {
+			const struct rec_group *r = s->rec;
+			MPI_Group g;
+
+			ret = MPI_Group_incl(world_group(), r->n, r->v, &g);
+			if (ret == MPI_SUCCESS)
+				s->real = LH_HVAL(g);
+		} else if (k == STS_DATATYPE) {
+			MPI_Datatype t;
+
+			ret = build_type(s->rec, &t);
+			if (ret == MPI_SUCCESS)
+				ret = MPI_Type_commit(&t);
+			if (ret == MPI_SUCCESS)
+				s->real = LH_HVAL(t);
+		} else if (k == STS_OP) {
+			const struct rec_op *r = s->rec;
+
+			ret = lh_op_build(r->slot, r->commute, &s->real);
+		} else if (k == STS_REQUEST) {
+			snprintf(what, sizeof(what), "a pending receive");
+			ret = repost(s);
+		}
+	}
+	free(v);
+	if (ret != MPI_SUCCESS) {
+		char msg[MPI_MAX_ERROR_STRING] = "";
+		int len = 0;
+
+		MPI_Error_string(ret, msg, &len);
+		return err_set(-EPROTO, "cannot build %s again on this MPI: %s", what, msg);
+	}
+	return 0;
+}
