@@ -142,13 +142,43 @@ static void resume(void)
 	syscall(SYS_futex, &resume_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
 }
 
+/* Wait until the signaled threads parked or said they are the lower half's;
+ * then check what the image needs of them. */
+static int await_parked(unsigned signaled, int timeout_ms)
+{
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		uint32_t p = __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST);
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		if (p + __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST) >= signaled)
+			break;
+		if (now_ms() > deadline)
+			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
+				       "within %d s (inside an MPI call that waits for a stopped rank?)",
+				       lh_info->world_rank, signaled - p - lower_n, timeout_ms / 1000);
+		syscall(SYS_futex, &parked_n, FUTEX_WAIT, p, &ts, NULL, 0);
+	}
+	st.nthreads = parked_n < LH_MAX_THREADS ? parked_n : LH_MAX_THREADS;
+	if (parked_n != 1 || !st.threads[0].main)
+		return err_set(-ENOTSUP, "rank %d: the program runs %u threads; the split process "
+			       "checkpoints single-threaded ranks only, for now (docs/split.md)",
+			       lh_info->world_rank, parked_n);
+	if (*(int32_t *)(uintptr_t)(st.threads[0].fs + TID_OFFSET) != st.threads[0].tid)
+		return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread ids where "
+			       "Stasis does not expect them (glibc 2.36 is supported)",
+			       lh_info->world_rank);
+	st.tid_offset = TID_OFFSET;
+	return 0;
+}
+
 /* Signal every thread that may be the upper half's and wait until each has
  * parked or said it is the lower half's. */
 static int park_all(void)
 {
 	pid_t pid = getpid(), self = (pid_t)syscall(SYS_gettid);
 	unsigned signaled = 0;
-	uint64_t deadline;
 	DIR *d;
 	struct dirent *e;
 
@@ -166,30 +196,19 @@ static int park_all(void)
 			signaled++;
 	}
 	closedir(d);
-	deadline = now_ms() + PARK_TIMEOUT_MS;
-	for (;;) {
-		uint32_t p = __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST);
-		struct timespec ts = { 0, 20 * 1000 * 1000 };
+	return await_parked(signaled, PARK_TIMEOUT_MS);
+}
 
-		if (p + __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST) >= signaled)
-			break;
-		if (now_ms() > deadline)
-			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
-				       "within %d s (inside an MPI call that waits for a stopped rank?)",
-				       lh_info->world_rank, signaled - p - lower_n, PARK_TIMEOUT_MS / 1000);
-		syscall(SYS_futex, &parked_n, FUTEX_WAIT, p, &ts, NULL, 0);
-	}
-	st.nthreads = parked_n < LH_MAX_THREADS ? parked_n : LH_MAX_THREADS;
-	if (parked_n != 1 || !st.threads[0].main)
-		return err_set(-ENOTSUP, "rank %d: the program runs %u threads; the split process "
-			       "checkpoints single-threaded ranks only, for now (docs/split.md)",
-			       lh_info->world_rank, parked_n);
-	if (*(int32_t *)(uintptr_t)(st.threads[0].fs + TID_OFFSET) != st.threads[0].tid)
-		return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread ids where "
-			       "Stasis does not expect them (glibc 2.36 is supported)",
-			       lh_info->world_rank);
-	st.tid_offset = TID_OFFSET;
-	return 0;
+/* A rank behind a collective target (lh_coll.c): its thread runs on until
+ * it parks itself at its targets; parked by force after timeout_ms. */
+static int run_until_parked(int timeout_ms)
+{
+	parked_n = lower_n = inlower_n = slots_n = 0;
+	resume();
+	if (await_parked(1, timeout_ms) == 0)
+		return 0;
+	park_all();
+	return -ETIMEDOUT;
 }
 
 static int write_image(const char *name, struct lh_dump_info *info)
@@ -303,7 +322,9 @@ static void checkpoint(const char *name)
 		goto gone;
 	if (!strcmp(line, "WRITE")) {
 		err_clear();
-		ret = quiesce();
+		ret = lh_coll_quiesce(agent_comm, run_until_parked);
+		if (!ret)
+			ret = quiesce();
 		if (!ret)
 			ret = write_image(name, &info);
 		if (ret)

@@ -77,6 +77,11 @@ struct lh_ledger {
 	uint64_t drain_n, drain_bytes;
 	struct lh_cont cont;
 	uint32_t pending_sends;          /* send requests MPI has not completed */
+	/* collectives (lh_coll.c), per neutral communicator: how many this rank
+	 * started, the checkpoint's target, the lower half's duplicate */
+	uint64_t *coll_seq, *coll_target, *shadow;
+	uint32_t coll_cap;
+	uint32_t advancing;              /* behind a target: runs on to it */
 };
 
 /* A request's record (lh_slot.rec of every request). */
@@ -129,6 +134,24 @@ uint32_t lh_find(int kind, uint64_t real);
 uint32_t lh_alloc(int kind, uint64_t real);
 /* let go of neutral handle n (its real object is gone) */
 void lh_release(int kind, uint32_t n);
+
+/* lh_coll.c: a collective is about to start on comm: 0 (counted), or
+ * STS_AGAIN (a checkpoint holds it) */
+int lh_coll_enter(uint32_t comm);
+/* a new communicator's duplicate (collective over its members), and its
+ * end; lh_state.c calls them */
+void lh_coll_comm_made(uint32_t comm);
+void lh_coll_comm_gone(uint32_t comm);
+/* rounds of targets until no rank is behind (the checkpoint thread, every
+ * rank parked); park_again parks the upper thread after it ran on; 0 or a
+ * negative errno with err_msg() */
+int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms));
+/* lh_p2p.c: a blocking collective's start and wait, with its continuation:
+ * lh_coll_begin gives 1 (continuing: *req), 0 (start it now: counted) or
+ * STS_AGAIN (held) */
+int lh_coll_begin(uint32_t comm, uint64_t key, uint32_t *req);
+uint32_t lh_coll_started(MPI_Request r);
+int lh_coll_wait(uint64_t key, uint32_t *req);
 
 /* lh_p2p.c: arrays of requests (sts_hand_ops) */
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st);

@@ -32,7 +32,7 @@
 
 #define ANY_TAG (-1)            /* MPI_ANY_TAG in both ABIs */
 
-enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_WAITALL };
+enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_COLL };
 
 static inline MPI_Comm rcomm(uint32_t c)
 {
@@ -630,6 +630,38 @@ int lh_Cancel(uint32_t *req)
 	return lh_err(MPI_Cancel(&r));
 }
 
+/* ---- blocking collectives: their non-blocking form and a wait
+ * (lh_gen.c calls these; lh_coll.c) ---- */
+
+int lh_coll_begin(uint32_t comm, uint64_t key, uint32_t *req)
+{
+	uint32_t r[2] = { 0, 0 };
+
+	if (cont_take(OP_COLL, key, r, NULL)) {
+		*req = r[0];
+		return 1;
+	}
+	return lh_coll_enter(comm);
+}
+
+uint32_t lh_coll_started(MPI_Request r)
+{
+	return req_new(r, REQ_OTHER);
+}
+
+int lh_coll_wait(uint64_t key, uint32_t *req)
+{
+	uint32_t r[2] = { *req, 0 };
+	int err;
+
+	for (;;) {
+		if (req_test(&r[0], NULL, 0, &err))
+			return err;
+		if (ckpt_pending())
+			return cont_park(OP_COLL, key, r, NULL);
+	}
+}
+
 /* ---- arrays of requests (sts_hand_ops); a null request's status is left
  * as the upper half set it (empty), a completed one's written once ---- */
 
@@ -814,14 +846,22 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 	}
 	for (;;) {
 		int short_of = -1;
+		unsigned colls = 0;
 
-		/* a posted receive MPI matches completes into the program's buffer */
+		/* a posted receive MPI matches completes into the program's buffer;
+		 * a collective every member started completes */
 		for (uint32_t n = STS_FIRST_USER; n < reqs->next; n++) {
 			struct lh_slot *s = &reqs->slot[n];
 			struct lh_req *q = s->rec;
 
-			if (q && q->state != REQ_DONE && progress(s) && q->detached)
-				lh_release(STS_REQUEST, n);
+			if (!q || q->state == REQ_DONE)
+				continue;
+			if (progress(s)) {
+				if (q->detached)
+					lh_release(STS_REQUEST, n);
+			} else if (q->kind == REQ_OTHER) {
+				colls++;
+			}
 		}
 		for (uint32_t c = 1; c < comms->next && ret >= 0; c = c == 2 ? STS_FIRST_USER : c + 1)
 			if (c <= 2 || (comms->slot[c].rec && lh_world_of(c, 0) >= 0))
@@ -831,7 +871,7 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 		for (int w = 0; w < size && short_of < 0; w++)
 			if (lh_lg->recv_from[w] < expect[w])
 				short_of = w;
-		if (short_of < 0 && lh_lg->pending_sends == 0)
+		if (short_of < 0 && lh_lg->pending_sends == 0 && !colls)
 			break;
 		if (now_ms() > deadline) {
 			ret = short_of >= 0
@@ -839,9 +879,12 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 					"within %d s of the checkpoint", lh_lg->world_rank,
 					(unsigned long long)(expect[short_of] - lh_lg->recv_from[short_of]),
 					short_of, timeout_ms / 1000)
-			      : err_set(-ETIMEDOUT, "rank %d: %u send(s) did not complete within %d s of "
+			      : lh_lg->pending_sends
+			      ? err_set(-ETIMEDOUT, "rank %d: %u send(s) did not complete within %d s of "
 					"the checkpoint", lh_lg->world_rank, lh_lg->pending_sends,
-					timeout_ms / 1000);
+					timeout_ms / 1000)
+			      : err_set(-ETIMEDOUT, "rank %d: %u collective(s) did not complete within %d s "
+					"of the checkpoint", lh_lg->world_rank, colls, timeout_ms / 1000);
 			break;
 		}
 	}

@@ -308,6 +308,8 @@ void lh_state_created(int kind, uint32_t n)
 	switch (kind) {
 	case STS_COMM:
 		s->rec = record_comm((MPI_Comm)(LH_HCAST)real);
+		if (s->rec && ((struct rec_comm *)s->rec)->n > 0)
+			lh_coll_comm_made(n);
 		break;
 	case STS_GROUP:
 		s->rec = record_group((MPI_Group)(LH_HCAST)real);
@@ -339,6 +341,8 @@ void lh_state_freed(int kind, uint32_t n)
 
 	if (!s || !s->rec)
 		return;
+	if (kind == STS_COMM)
+		lh_coll_comm_gone(n);
 	if (kind == STS_DATATYPE)
 		type_free_rec(s->rec);
 	else
@@ -495,6 +499,8 @@ int lh_state_rebuild(void)
 		snprintf(what, sizeof(what), "MPI_%s", kind_names[k]);
 		if (k == STS_COMM) {
 			ret = rebuild_comm(s);
+			if (ret == MPI_SUCCESS)
+				lh_coll_comm_made((uint32_t)(s - lh_lg->tables[k].slot));
 		} else if (k == STS_GROUP) {
 			const struct rec_group *r = s->rec;
 			MPI_Group g;

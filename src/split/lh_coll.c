@@ -1,0 +1,176 @@
+/* lh_coll.c - no collective half done at a checkpoint (docs/split.md,
+ * "Collectives at a checkpoint").
+ *
+ * Every rank counts the collectives it starts on each communicator
+ * (lh_coll_enter, called by every collective's lower side before it
+ * starts; blocking collectives run as their non-blocking form and a wait
+ * that returns STS_AGAIN, so no thread is ever stuck inside one). Once
+ * every rank is parked, the checkpoint threads run rounds: each
+ * communicator's target is the largest count among its members (an
+ * MPI_Iallreduce on the lower half's duplicate of it); a rank below a
+ * target on some communicator runs on, starting collectives, until it is
+ * at its targets everywhere, and parks at the next collective's entry (or
+ * as soon as it started the one that brought it there). A round in which
+ * no rank was behind ends it: every member of every communicator started
+ * the same collectives, so the ones still outstanding complete in the
+ * drain, where every rank drives MPI. A rank that does not get to its
+ * targets in time (it waits for a message a parked rank would send later)
+ * fails the checkpoint on every rank, which all run on.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/err.h"
+#include "lh.h"
+#include "lh_ledger.h"
+
+#define QUIESCE_TIMEOUT_MS 30000
+
+/* MPICH's MPI_STATUSES_IGNORE is the address 1: gcc sees an access to it */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wstringop-overflow"
+#endif
+
+static int ensure(uint32_t comm)
+{
+	uint32_t cap = lh_lg->coll_cap ? lh_lg->coll_cap : 64;
+	uint64_t *a, *b, *c;
+
+	if (comm < lh_lg->coll_cap)
+		return 0;
+	while (cap <= comm)
+		cap *= 2;
+	a = lg_realloc(lh_lg->coll_seq, cap * sizeof(*a));
+	if (a)
+		lh_lg->coll_seq = a;
+	b = a ? lg_realloc(lh_lg->coll_target, cap * sizeof(*b)) : NULL;
+	if (b)
+		lh_lg->coll_target = b;
+	c = b ? lg_realloc(lh_lg->shadow, cap * sizeof(*c)) : NULL;
+	if (!c)
+		return -ENOMEM;
+	lh_lg->shadow = c;
+	memset(a + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*a));
+	memset(b + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*b));
+	memset(c + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*c));
+	lh_lg->coll_cap = cap;
+	return 0;
+}
+
+static int behind(void)
+{
+	for (uint32_t c = 0; c < lh_lg->coll_cap; c++)
+		if (lh_lg->coll_seq[c] < lh_lg->coll_target[c])
+			return 1;
+	return 0;
+}
+
+int lh_coll_enter(uint32_t comm)
+{
+	if (ensure(comm) != 0)
+		return 0;   /* not counted: a later checkpoint may fail, never be wrong */
+	if (!lh_lg->advancing) {
+		lh_lg->coll_seq[comm]++;
+		return 0;
+	}
+	/* a checkpoint runs and this rank was let go to reach its targets */
+	if (!behind()) {
+		lh_info->ckpt_pending = 1;   /* hold: park before starting it */
+		return STS_AGAIN;
+	}
+	lh_lg->coll_seq[comm]++;
+	if (!behind())
+		lh_info->ckpt_pending = 1;   /* there now: park once it started */
+	return 0;
+}
+
+void lh_coll_comm_made(uint32_t comm)
+{
+	MPI_Comm sh = MPI_COMM_NULL;
+
+	if (ensure(comm) != 0)
+		return;
+	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
+	if (MPI_Comm_dup((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), &sh) == MPI_SUCCESS)
+		lh_lg->shadow[comm] = LH_HVAL(sh);
+}
+
+void lh_coll_comm_gone(uint32_t comm)
+{
+	MPI_Comm sh;
+
+	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
+		return;
+	sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
+	MPI_Comm_free(&sh);
+	lh_lg->shadow[comm] = 0;
+	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* the targets of every communicator this rank belongs to */
+static int targets(MPI_Comm ctl)
+{
+	MPI_Request *r = calloc(lh_lg->coll_cap + 1, sizeof(*r));
+	int n = 0, ret = MPI_SUCCESS;
+
+	if (!r)
+		return MPI_ERR_NO_MEM;
+	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++) {
+		MPI_Comm sh = c == 1 ? ctl : (MPI_Comm)(LH_HCAST)lh_lg->shadow[c];
+
+		if (c == 2 || (c > 2 && !lh_lg->shadow[c]))
+			continue;
+		ret = MPI_Iallreduce(&lh_lg->coll_seq[c], &lh_lg->coll_target[c], 1, MPI_UINT64_T,
+				     MPI_MAX, sh, &r[n++]);
+	}
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
+	free(r);
+	return ret;
+}
+
+int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
+{
+	uint64_t deadline = now_ms() + QUIESCE_TIMEOUT_MS;
+	int failed = 0, ret = ensure(2);
+
+	if (ret)
+		return err_set(ret, "out of memory");
+	for (unsigned round = 0;; round++) {
+		int mine[2], all[2];
+
+		if (targets(ctl) != MPI_SUCCESS)
+			failed = 1;
+		mine[0] = !failed && behind();
+		mine[1] = failed;
+		if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
+			all[1] = 1;
+		if (all[1] || !all[0]) {
+			memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
+			if (all[1])
+				return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
+					       "between collectives within %d s (a rank behind waits for "
+					       "a rank that is stopped?)", lh_lg->world_rank,
+					       QUIESCE_TIMEOUT_MS / 1000);
+			return 0;
+		}
+		if (mine[0]) {
+			uint64_t now = now_ms();
+
+			lh_lg->advancing = 1;
+			if (run_until_parked(now < deadline ? (int)(deadline - now) : 1) != 0)
+				failed = 1;
+			lh_lg->advancing = 0;
+		}
+	}
+}

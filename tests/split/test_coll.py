@@ -1,0 +1,63 @@
+"""Collectives across checkpoints (docs/split.md, "Collectives at a
+checkpoint"): coll.c runs every blocking collective, overlapping
+collectives on communicators from Comm_split, Comm_dup and Comm_create, and
+an Ibarrier and an Ibcast around naps, with ranks arriving at different
+times, so that each checkpoint finds some ranks inside a collective and
+others before it. Three checkpoint, SIGKILL and restart cycles; the program
+checks every result.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import pytest
+
+from split_common import MPICC, build_programs, launcher
+from test_ckpt import MpiJob, cycles
+
+ITERS = 40
+SLEEP_MS = 200
+
+
+def expected_checks(size, iters):
+    """What coll.c counts: its CHECKs, summed over ranks and iterations."""
+    t = size * (size + 1) // 2
+    return iters * (9 * size + 1 + (size + 1) // 2 + (size - 1) + size + 2 * t + 3 * size * size
+                    + size * t)
+
+
+@pytest.fixture(scope="module")
+def coll(tmp_path_factory):
+    built = build_programs(tmp_path_factory, ("coll",))
+    return {abi: built[("coll", abi)] for abi in MPICC}
+
+
+@pytest.mark.parametrize("lower,n", [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)])
+def test_collectives_three_cycles(coll, lower, n, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), coll[lower], ITERS, SLEEP_MS)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations={ITERS} checks={expected_checks(n, ITERS)}\n" in out, \
+        out + err
+    assert "FAIL" not in out
+
+
+def test_collectives_restart_under_the_other_mpi(coll, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher("mpich", 2), coll["mpich"], ITERS, SLEEP_MS)
+    cycles(job, n=1, restart_args=["--launcher", " ".join(launcher("openmpi", 2))])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={expected_checks(2, ITERS)}\n" \
+        in out, out + err
+
+
+@pytest.mark.parametrize("lower,n", [("openmpi", 4), ("mpich", 2)])
+def test_checkpoint_while_a_rank_waits_in_a_barrier(coll, lower, n, tmp_path):
+    """Rank 0 waits inside MPI_Barrier while the others sleep before it: the
+    others run on to the barrier (their target) before the images are
+    written, and the job goes on from there after the restart."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), coll[lower], 6, 200, "skew")
+    cycles(job, n=2)
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks={n} iterations=6 checks={expected_checks(n, 6)}\n" in out, \
+        out + err
