@@ -339,13 +339,16 @@ static int collect_ranks(struct coord *c, const char *word, uint64_t *max, uint6
 		for (unsigned i = 0; i < c->nranks; i++) {
 			char line[512];
 			unsigned long long a = 0, b = 0;
-			int k;
+			int k, rl;
 
 			if (done[i] || !p[i].revents)
 				continue;
+			rl = read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+			if (rl == 0 && !strcmp(line, "REQUEST"))
+				continue;   /* MPIX_Checkpoint: this checkpoint answers it */
 			done[i] = 1;
 			left--;
-			if (read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+			if (rl != 0) {
 				if (!ret)
 					ret = err_set(-EPIPE, "rank %d (pid %d on %s) ended during the "
 						      "checkpoint", c->ranks[i].rank, c->ranks[i].pid,
@@ -409,7 +412,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	}
 	store_ckpt_free(&ck);
 	/* ranks wait parked for this verdict: all resume together */
-	send_ranks(c, stop && !ret ? "EXIT" : "RESUME");
+	send_ranks(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
 	if (stop && !ret)
 		c->stopped = 1;
 	if (c->o->interval_ms)
@@ -691,10 +694,24 @@ static void serve(struct coord *c)
 			close(c->channel);
 			c->channel = -1;
 		}
-		/* a rank speaks only when asked: this is its end */
-		for (unsigned i = nr; i-- > 0;)
-			if (p[irank + (int)i].revents)
+		/* a rank speaks only when asked, or to ask for a checkpoint
+		 * (MPIX_Checkpoint); anything else is its end */
+		for (unsigned i = nr; i-- > 0;) {
+			char line[64];
+
+			if (!p[irank + (int)i].revents)
+				continue;
+			if (read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0 ||
+			    strcmp(line, "REQUEST") != 0) {
 				rank_drop(c, i);
+				continue;
+			}
+			log_info("rank %d asks for a checkpoint (MPIX_Checkpoint)", c->ranks[i].rank);
+			if (checkpoint(c, 0, name, sizeof(name)) != 0)
+				fprintf(stderr, "stasis: checkpoint asked for by the program failed: %s\n",
+					err_msg());
+			break;   /* the ranks' array may have changed */
+		}
 		if (itcp >= 0 && p[itcp].revents)
 			accept_rank(c);
 		if (p[0].revents)

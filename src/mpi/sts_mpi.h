@@ -77,6 +77,10 @@ struct sts_hand_ops {
 	int (*op_create)(int slot, int commute, uint32_t *op);
 	int (*waitsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
 	int (*testsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
+	/* MPIX_Checkpoint (stasis_mpix.h): the request (1: no coordinator),
+	 * then the wait for its outcome, an MPIX_CR_state_t */
+	int (*mpix_request)(uint64_t *ticket);
+	int (*mpix_wait)(uint64_t ticket, int *state);
 };
 
 /* The upper half's address range. Everything the upper half maps lies in

@@ -108,6 +108,30 @@ int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 	__attribute__((weak, alias("PMPI_Op_create")));
 
+/* ---- MPIX_Checkpoint (include/stasis_mpix.h finds this by name) ---- */
+
+int stasis_mpix_checkpoint(int *state) __attribute__((visibility("default")));
+int stasis_mpix_checkpoint(int *state)
+{
+	uint64_t ticket = 0;
+	int ret;
+
+	*state = 3;   /* MPIX_CR_STATE_ERROR */
+	check_lower();
+	ret = PMPI_Barrier(MPI_COMM_WORLD);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	STS_LOWER(ret = sts_lh->hand.mpix_request(&ticket));
+	if (ret == 1) {
+		*state = 0;   /* MPIX_CR_STATE_IGNORE: no coordinator */
+		return MPI_SUCCESS;
+	}
+	do
+		STS_LOWER(ret = sts_lh->hand.mpix_wait(ticket, state));
+	while (ret == STS_AGAIN);
+	return sts_err_out(ret);
+}
+
 /* ---- initialization: the lower half initialized the real MPI already ---- */
 
 int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)

@@ -341,10 +341,15 @@ static void checkpoint(const char *name)
 		MPI_Finalize();
 		_exit(0);
 	}
+	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says) */
+	lh_lg->mpix_ok = !strcmp(line, "RESUME");
+	lh_lg->mpix_gen++;
 	resume();
 	return;
 gone:
 	/* the coordinator is gone: run on without checkpoints */
+	lh_lg->mpix_ok = 0;
+	lh_lg->mpix_gen++;
 	resume();
 	close(coord_fd);
 	coord_fd = -1;
@@ -364,6 +369,11 @@ static void *agent(void *arg)
 		close(coord_fd);
 	coord_fd = -1;
 	return NULL;
+}
+
+int lh_agent_request(void)
+{
+	return coord_fd >= 0 && send_line("REQUEST") == 0 ? 0 : -1;
 }
 
 static int connect_coord(const char *addr)

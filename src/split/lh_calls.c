@@ -1,6 +1,7 @@
 /* lh_calls.c - the lower half's hand-written calls (sts_hand_ops). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lh.h"
 #include "lh_ledger.h"
@@ -114,6 +115,38 @@ int lh_op_build(int slot, int commute, uint64_t *real)
 	return ret;
 }
 
+/* ---- MPIX_Checkpoint (include/stasis_mpix.h): after a barrier of the
+ * program's, rank 0 asks the coordinator; every rank waits for the end of
+ * the next checkpoint it sees, or for a restart from it ---- */
+static int lh_mpix_request(uint64_t *ticket)
+{
+	*ticket = ((uint64_t)lh_lg->restarts << 32) | lh_lg->mpix_gen;
+	if (!getenv("STASIS_COORD_ADDR"))
+		return 1;
+	if (lh_info->world_rank == 0 && lh_agent_request() != 0)
+		return 1;
+	return 0;
+}
+
+static int lh_mpix_wait(uint64_t ticket, int *state)
+{
+	struct timespec ts = { 0, 1000000 };
+
+	for (;;) {
+		if (lh_lg->restarts > (uint32_t)(ticket >> 32)) {
+			*state = 2;   /* MPIX_CR_STATE_RESTART */
+			return 0;
+		}
+		if (lh_lg->mpix_gen != (uint32_t)ticket) {
+			*state = lh_lg->mpix_ok ? 1 : 3;   /* CHECKPOINT, ERROR */
+			return 0;
+		}
+		if (lh_info->ckpt_pending)
+			return STS_AGAIN;
+		nanosleep(&ts, NULL);
+	}
+}
+
 void lh_hand_ops_fill(struct sts_hand_ops *ops)
 {
 	ops->init = lh_init;
@@ -125,6 +158,8 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops)
 	ops->testany = lh_testany;
 	ops->waitsome = lh_waitsome;
 	ops->testsome = lh_testsome;
+	ops->mpix_request = lh_mpix_request;
+	ops->mpix_wait = lh_mpix_wait;
 	ops->type_create_struct = lh_type_create_struct;
 	ops->op_create = lh_op_create;
 }

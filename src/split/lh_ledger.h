@@ -82,6 +82,8 @@ struct lh_ledger {
 	uint64_t *coll_seq, *coll_target, *shadow;
 	uint32_t coll_cap;
 	uint32_t advancing;              /* behind a target: runs on to it */
+	/* checkpoints this rank saw end (MPIX_Checkpoint waits for the next) */
+	uint32_t mpix_gen, mpix_ok;
 };
 
 /* A request's record (lh_slot.rec of every request). */
@@ -152,6 +154,10 @@ int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms));
 int lh_coll_begin(uint32_t comm, uint64_t key, uint32_t *req);
 uint32_t lh_coll_started(MPI_Request r);
 int lh_coll_wait(uint64_t key, uint32_t *req);
+
+/* lh_agent.c: ask the job's coordinator for a checkpoint; -1 when the
+ * rank has none */
+int lh_agent_request(void);
 
 /* lh_p2p.c: arrays of requests (sts_hand_ops) */
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st);

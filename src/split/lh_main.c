@@ -375,6 +375,7 @@ static void __attribute__((noreturn)) restart(const char *dir)
 	stage("rebuild");
 	if (lh_ledger_attach(lh_info->world_rank, lh_info->world_size) != 0)
 		die("rank %d: %s", lh_info->world_rank, err_msg());
+	lh_lg->restarts = r.restarts + 1;
 	lh_handles_init(1);
 	if (lh_state_rebuild() != 0)
 		die("rank %d: %s", lh_info->world_rank, err_msg());
