@@ -25,6 +25,9 @@ BUFFERS = {"buf", "ibuf", "buffer", "sendbuf", "recvbuf", "inbuf", "inoutbuf", "
            "result_addr", "compare_addr"}
 RANKS_IN = {"source", "dest", "root"}
 RANKS_OUT = {"rank_source", "rank_dest"}
+# int results whose values differ between the ABIs: (function, parameter) ->
+# the translation (lh_<t>_out in the lower half, sts_<t>_out in the upper)
+ENUMS_OUT = {("Topo_test", "status"): "topo"}
 NEUTRAL_SCALARS = {"MPI_Aint": "sts_aint", "MPI_Offset": "sts_offset", "MPI_Count": "sts_count",
                    "MPI_Fint": "int"}
 
@@ -218,6 +221,9 @@ def upper(funcs):
                 elif p.name in RANKS_OUT and p.ptr == 1:
                     args.append(p.name)
                     post.append(f"\t*{p.name} = sts_rank_out(*{p.name});")
+                elif (f.short, p.name) in ENUMS_OUT:
+                    args.append(p.name)
+                    post.append(f"\t*{p.name} = sts_{ENUMS_OUT[(f.short, p.name)]}_out(*{p.name});")
                 elif p.ptr and any(n in p.type for n in NEUTRAL_SCALARS):
                     args.append(f"({neutral(f, p)}){p.name}")   # same size, other C type
                 else:
@@ -277,6 +283,9 @@ def lower(funcs):
             elif p.name in RANKS_OUT and p.ptr == 1:
                 args.append(p.name)
                 post.append(f"\t*{p.name} = lh_rank_out(*{p.name});")
+            elif (f.short, p.name) in ENUMS_OUT:
+                args.append(p.name)
+                post.append(f"\t*{p.name} = lh_{ENUMS_OUT[(f.short, p.name)]}_out(*{p.name});")
             elif p.ptr and any(n in p.type for n in NEUTRAL_SCALARS):
                 args.append(f"({p.type}{'*' if p.array else ''}){p.name}")   # same size
             else:

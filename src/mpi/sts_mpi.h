@@ -46,6 +46,11 @@ struct sts_predef_kind {
 #define STS_ANY_SOURCE (-1)
 #define STS_PROC_NULL (-2)
 #define STS_ROOT (-4)
+/* MPI_Topo_test's answers (MPI_CART and MPI_GRAPH differ between the ABIs) */
+#define STS_TOPO_NONE (-32766)  /* MPI_UNDEFINED in both */
+#define STS_TOPO_CART 1
+#define STS_TOPO_GRAPH 2
+#define STS_TOPO_DIST_GRAPH 3
 
 struct sts_status {
 	int source;

@@ -62,6 +62,12 @@ static inline int sts_rank_out(int r)
 	       r == STS_ROOT ? MPI_ROOT : r;
 }
 
+static inline int sts_topo_out(int t)
+{
+	return t == STS_TOPO_CART ? MPI_CART : t == STS_TOPO_GRAPH ? MPI_GRAPH :
+	       t == STS_TOPO_DIST_GRAPH ? MPI_DIST_GRAPH : MPI_UNDEFINED;
+}
+
 /* A function the split process does not support yet: one line naming it
  * on stderr, then the job is aborted. */
 void sts_unsupported(const char *name) __attribute__((noreturn));

@@ -56,6 +56,12 @@ static inline int lh_rank_out(int r)
 	       r == MPI_ROOT ? STS_ROOT : r;
 }
 
+static inline int lh_topo_out(int t)
+{
+	return t == MPI_CART ? STS_TOPO_CART : t == MPI_GRAPH ? STS_TOPO_GRAPH :
+	       t == MPI_DIST_GRAPH ? STS_TOPO_DIST_GRAPH : STS_TOPO_NONE;
+}
+
 void sts_gen_ops_fill(struct sts_gen_ops *ops);
 void lh_hand_ops_fill(struct sts_hand_ops *ops);
 

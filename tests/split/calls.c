@@ -262,6 +262,11 @@ static void topology(void)
 
 	MPI_Dims_create(size, 2, dims);
 	MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+	/* MPI_CART and MPI_GRAPH differ between the ABIs */
+	MPI_Topo_test(cart, &r);
+	CHECK(r == MPI_CART);
+	MPI_Topo_test(MPI_COMM_WORLD, &r);
+	CHECK(r == MPI_UNDEFINED);
 	MPI_Comm_rank(cart, &r);
 	MPI_Cart_coords(cart, r, 2, coords);
 	MPI_Cart_shift(cart, 1, 1, &src, &dst);   /* not periodic: the edges see MPI_PROC_NULL */
