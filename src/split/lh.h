@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sts_mpi.h"
 
@@ -60,6 +61,14 @@ static inline int lh_topo_out(int t)
 {
 	return t == MPI_CART ? STS_TOPO_CART : t == MPI_GRAPH ? STS_TOPO_GRAPH :
 	       t == MPI_DIST_GRAPH ? STS_TOPO_DIST_GRAPH : STS_TOPO_NONE;
+}
+
+static inline uint64_t lh_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 void sts_gen_ops_fill(struct sts_gen_ops *ops);

@@ -122,11 +122,6 @@ static uint64_t now_us(void)
 	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
 }
 
-static uint64_t now_ms(void)
-{
-	return now_us() / 1000;
-}
-
 static int is_lower(pid_t tid)
 {
 	for (unsigned i = 0; i < nlower; i++)
@@ -146,7 +141,7 @@ static void resume(void)
  * then check what the image needs of them. */
 static int await_parked(unsigned signaled, int timeout_ms)
 {
-	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
 
 	for (;;) {
 		uint32_t p = __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST);
@@ -154,7 +149,7 @@ static int await_parked(unsigned signaled, int timeout_ms)
 
 		if (p + __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST) >= signaled)
 			break;
-		if (now_ms() > deadline)
+		if (lh_now_ms() > deadline)
 			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
 				       "within %d s (inside an MPI call that waits for a stopped rank?)",
 				       lh_info->world_rank, signaled - p - lower_n, timeout_ms / 1000);

@@ -109,14 +109,6 @@ void lh_coll_comm_gone(uint32_t comm)
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
 }
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* the targets of every communicator this rank belongs to */
 static int targets(MPI_Comm ctl)
 {
@@ -141,7 +133,7 @@ static int targets(MPI_Comm ctl)
 
 int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
 {
-	uint64_t deadline = now_ms() + QUIESCE_TIMEOUT_MS;
+	uint64_t deadline = lh_now_ms() + QUIESCE_TIMEOUT_MS;
 	int failed = 0, ret = ensure(2);
 
 	if (ret)
@@ -165,7 +157,7 @@ int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
 			return 0;
 		}
 		if (mine[0]) {
-			uint64_t now = now_ms();
+			uint64_t now = lh_now_ms();
 
 			lh_lg->advancing = 1;
 			if (run_until_parked(now < deadline ? (int)(deadline - now) : 1) != 0)

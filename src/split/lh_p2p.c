@@ -781,14 +781,6 @@ int lh_testsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_s
 
 /* ---- the drain (docs/split.md, "Messages in flight") ---- */
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* every message waiting on comm, into the drain buffer */
 static int drain_comm(uint32_t comm)
 {
@@ -834,7 +826,7 @@ static int drain_comm(uint32_t comm)
 int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 {
 	int size = lh_lg->world_size, ret = 0;
-	uint64_t *expect = calloc((size_t)size, sizeof(*expect)), deadline = now_ms() + (uint64_t)timeout_ms;
+	uint64_t *expect = calloc((size_t)size, sizeof(*expect)), deadline = lh_now_ms() + (uint64_t)timeout_ms;
 	struct lh_table *reqs = &lh_lg->tables[STS_REQUEST], *comms = &lh_lg->tables[STS_COMM];
 
 	if (!expect)
@@ -873,7 +865,7 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 				short_of = w;
 		if (short_of < 0 && lh_lg->pending_sends == 0 && !colls)
 			break;
-		if (now_ms() > deadline) {
+		if (lh_now_ms() > deadline) {
 			ret = short_of >= 0
 			      ? err_set(-ETIMEDOUT, "rank %d: %llu message(s) from rank %d did not arrive "
 					"within %d s of the checkpoint", lh_lg->world_rank,

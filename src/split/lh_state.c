@@ -416,11 +416,17 @@ void lh_state_unsupported(char *why, size_t len)
 
 /* ---- restart ---- */
 
+struct live {
+	struct lh_slot *s;
+	int kind;
+	uint32_t n;
+};
+
 static int cmp_seq(const void *a, const void *b)
 {
-	const struct lh_slot *x = *(struct lh_slot *const *)a, *y = *(struct lh_slot *const *)b;
+	const struct live *x = a, *y = b;
 
-	return x->seq < y->seq ? -1 : x->seq > y->seq;
+	return x->s->seq < y->s->seq ? -1 : x->s->seq > y->s->seq;
 }
 
 static int rebuild_comm(struct lh_slot *s)
@@ -463,7 +469,7 @@ static int repost(struct lh_slot *s)
 
 int lh_state_rebuild(void)
 {
-	struct lh_slot **v = NULL;
+	struct live *v = NULL;
 	size_t n = 0, cap = 0;
 	int ret = MPI_SUCCESS;
 	char what[128] = "";
@@ -475,7 +481,7 @@ int lh_state_rebuild(void)
 			if (!t->slot[i].rec)
 				continue;
 			if (n == cap) {
-				struct lh_slot **w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+				struct live *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
 
 				if (!w) {
 					free(v);
@@ -483,24 +489,20 @@ int lh_state_rebuild(void)
 				}
 				v = w;
 			}
-			v[n++] = &t->slot[i];
-			/* which kind: the slot's table */
+			v[n++] = (struct live){ &t->slot[i], k, i };
 			t->slot[i].real = t->slot[0].real;
 		}
 	}
 	qsort(v, n, sizeof(*v), cmp_seq);
 	for (size_t i = 0; i < n && ret == MPI_SUCCESS; i++) {
-		struct lh_slot *s = v[i];
-		int k;
+		struct lh_slot *s = v[i].s;
+		int k = v[i].kind;
 
-		for (k = 0; k < STS_KINDS; k++)
-			if (s >= lh_lg->tables[k].slot && s < lh_lg->tables[k].slot + lh_lg->tables[k].cap)
-				break;
 		snprintf(what, sizeof(what), "MPI_%s", kind_names[k]);
 		if (k == STS_COMM) {
 			ret = rebuild_comm(s);
 			if (ret == MPI_SUCCESS)
-				lh_coll_comm_made((uint32_t)(s - lh_lg->tables[k].slot));
+				lh_coll_comm_made(v[i].n);
 		} else if (k == STS_GROUP) {
 			const struct rec_group *r = s->rec;
 			MPI_Group g;

@@ -99,28 +99,20 @@ def test_objects_three_cycles(progs, lower, n, tmp_path):
 
 
 @pytest.mark.parametrize("first,second", [("openmpi", "mpich"), ("mpich", "openmpi")])
-def test_objects_restart_under_the_other_mpi(progs, first, second, tmp_path):
-    """Communicators, a Cartesian topology (MPI_Topo_test answers in the
-    program's ABI: MPI_CART is 1 in Open MPI's and 2 in MPICH's), datatypes
-    and a user op built again above the other MPI."""
+@pytest.mark.parametrize("name", ["p2p", "objects"])
+def test_restart_under_the_other_mpi(progs, name, first, second, tmp_path):
+    """p2p: messages drained at the checkpoint above one MPI are delivered
+    above the other after the restart (--launcher). objects: communicators, a
+    Cartesian topology (MPI_Topo_test answers in the program's ABI: MPI_CART
+    is 1 in Open MPI's and 2 in MPICH's), datatypes and a user op built
+    again above the other MPI."""
+    iters = P2P_ITERS if name == "p2p" else OBJECTS_ITERS
+    want = (f"messages={p2p_messages(2, iters)}" if name == "p2p"
+            else f"checks={objects_checks(2, iters)}")
     job = MpiJob(tmp_path)
-    job.start(*launcher(first, 2), progs[("objects", first)], OBJECTS_ITERS, SLEEP_MS)
+    job.start(*launcher(first, 2), progs[(name, first)], iters, SLEEP_MS)
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
-    assert (f"PASS ranks=2 iterations={OBJECTS_ITERS} "
-            f"checks={objects_checks(2, OBJECTS_ITERS)}\n" in out), out + err
-
-
-@pytest.mark.parametrize("first,second", [("openmpi", "mpich"), ("mpich", "openmpi")])
-def test_p2p_restart_under_the_other_mpi(progs, first, second, tmp_path):
-    """Messages drained at the checkpoint above one MPI are delivered above
-    the other after the restart (--launcher)."""
-    job = MpiJob(tmp_path)
-    job.start(*launcher(first, 2), progs[("p2p", first)], P2P_ITERS, SLEEP_MS)
-    cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
-    rc, out, err = job.finish_job()
-    assert rc == 0, out + err
-    assert (f"PASS ranks=2 iterations={P2P_ITERS} messages={p2p_messages(2, P2P_ITERS)}\n"
-            in out), out + err
+    assert f"PASS ranks=2 iterations={iters} {want}\n" in out, out + err
     assert "FAIL" not in out
