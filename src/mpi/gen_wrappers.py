@@ -170,7 +170,7 @@ def ops_header(funcs):
            "typedef long long sts_count;    /* MPI_Count */", "",
            "struct sts_status;", "", "struct sts_gen_ops {"]
     for f in funcs:
-        if f.status in ("gen", "lower"):
+        if f.status in ("gen", "lower", "upper"):
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
             out.append(f"\tint (*{f.short})({ps});")
     out += ["};", "", "#endif", ""]
@@ -187,7 +187,11 @@ def upper(funcs):
     for f in funcs:
         if f.status == "hand":
             continue
-        out.append(f"{f.proto('P' + f.name)}\n{{")
+        # upper: the translation is generated as sts_gen_<name>, which a
+        # hand-written PMPI_<name> calls (uh_attr.c: attributes copied by
+        # Comm_dup, deleted by Comm_free)
+        ext = f.status == "upper"
+        out.append(f"{f.proto('sts_gen_' + f.short if ext else 'P' + f.name)}\n{{")
         if f.status == "no":
             for p in f.params:
                 out.append(f"\t(void){p.name};")
@@ -238,6 +242,9 @@ def upper(funcs):
                 out += ["\t" + x.replace("\n", "\n\t") for x in post]
                 out.append("\t}")
             out.append("\treturn sts_err_out(ret);\n}")
+        if ext:
+            out.append("")
+            continue
         out.append(f"{f.proto()} __attribute__((weak, alias(\"P{f.name}\")));\n")
     return "\n".join(out)
 
@@ -253,7 +260,7 @@ def lower(funcs):
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
             out.append(f"int lh_{f.short}({ps});   /* lh_p2p.c */\n")
             continue
-        if f.status != "gen":
+        if f.status not in ("gen", "upper"):
             continue
         names.append(f.short)
         ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"

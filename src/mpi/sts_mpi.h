@@ -86,7 +86,13 @@ struct sts_hand_ops {
 	 * then the wait for its outcome, an MPIX_CR_state_t */
 	int (*mpix_request)(uint64_t *ticket);
 	int (*mpix_wait)(uint64_t ticket, int *state);
+	/* a predefined attribute of MPI_COMM_WORLD (STS_ATTR_*) as the real
+	 * MPI has it; ranks neutral */
+	int (*attr_predef)(int which, int *value, int *flag);
 };
+
+/* the predefined attributes the lower half is asked for (uh_attr.c) */
+enum { STS_ATTR_TAG_UB, STS_ATTR_HOST, STS_ATTR_IO, STS_ATTR_UNIVERSE_SIZE, STS_ATTR_APPNUM };
 
 /* The upper half's address range. Everything the upper half maps lies in
  * [STS_UPPER_LO, STS_UPPER_HI): its ld.so at STS_UH_INTERP, its first stack

@@ -68,6 +68,12 @@ static inline int sts_topo_out(int t)
 	       t == STS_TOPO_DIST_GRAPH ? MPI_DIST_GRAPH : MPI_UNDEFINED;
 }
 
+/* A predefined handle's name in MPI ("MPI_COMM_WORLD"), "" if none. */
+const char *sts_predef_name(int kind, uint32_t neutral);
+
+/* Before MPI_Finalize: MPI_COMM_SELF's attributes deleted (uh_attr.c). */
+int sts_attr_finalize(void);
+
 /* A function the split process does not support yet: one line naming it
  * on stderr, then the job is aborted. */
 void sts_unsupported(const char *name) __attribute__((noreturn));

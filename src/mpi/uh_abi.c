@@ -88,6 +88,16 @@ uint64_t sts_out(int kind, uint32_t n)
 	return n < 128 ? out_table[kind][n] : 0;
 }
 
+const char *sts_predef_name(int kind, uint32_t neutral)
+{
+	const struct sts_predef_kind *pk = &sts_predef_kinds[kind];
+
+	for (unsigned i = 0; i < pk->n; i++)
+		if (pk->v[i].neutral == neutral)
+			return pk->v[i].name;
+	return "";
+}
+
 void sts_status_out(const struct sts_status *n, MPI_Status *s)
 {
 	s->MPI_SOURCE = sts_rank_out(n->source);

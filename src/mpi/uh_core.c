@@ -202,6 +202,9 @@ int PMPI_Finalize(void)
 	int ret;
 
 	check_lower();
+	ret = sts_attr_finalize();
+	if (ret != MPI_SUCCESS)
+		return ret;
 	STS_LOWER(ret = sts_lh->hand.finalize());
 	finalized = 1;
 	return sts_err_out(ret);

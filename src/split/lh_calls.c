@@ -147,8 +147,27 @@ static int lh_mpix_wait(uint64_t ticket, int *state)
 	}
 }
 
+/* A predefined attribute as this MPI library has it (src/mpi/uh_attr.c
+ * keeps every other attribute in the upper half). */
+static int lh_attr_predef(int which, int *value, int *flag)
+{
+	static const int keys[] = { [STS_ATTR_TAG_UB] = MPI_TAG_UB, [STS_ATTR_HOST] = MPI_HOST,
+				    [STS_ATTR_IO] = MPI_IO, [STS_ATTR_UNIVERSE_SIZE] = MPI_UNIVERSE_SIZE,
+				    [STS_ATTR_APPNUM] = MPI_APPNUM };
+	int *v = NULL, ret;
+
+	*flag = 0;
+	if (which < 0 || which >= (int)(sizeof(keys) / sizeof(keys[0])))
+		return lh_err(MPI_ERR_KEYVAL);
+	ret = MPI_Comm_get_attr(MPI_COMM_WORLD, keys[which], &v, flag);
+	if (ret == MPI_SUCCESS && *flag)
+		*value = which == STS_ATTR_HOST || which == STS_ATTR_IO ? lh_rank_out(*v) : *v;
+	return lh_err(ret);
+}
+
 void lh_hand_ops_fill(struct sts_hand_ops *ops)
 {
+	ops->attr_predef = lh_attr_predef;
 	ops->init = lh_init;
 	ops->finalize = lh_finalize;
 	ops->abort = lh_abort;

@@ -1,0 +1,79 @@
+"""Attributes and keyvals, object names, MPI_Alloc_mem and MPI-IO across
+checkpoints and restarts (docs/split.md, "Attributes" and "Files"):
+attrs_io.c sets attributes with copy and delete callbacks on
+MPI_COMM_WORLD, MPI_COMM_SELF and a datatype, names objects, exchanges
+data from memory of MPI_Alloc_mem, and writes and reads a file at offsets
+and with its file pointer through a view; in every iteration it checks all
+of them, and at the end the whole file. It is checkpointed, killed with
+SIGKILL and restarted three times under `stasis run`, under Open MPI and
+MPICH, on 2 and 4 ranks, and once under the other MPI.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+from split_common import ENV, TIMEOUT, build_programs, launcher  # noqa: E402
+from test_ckpt import MpiJob, cycles  # noqa: E402
+
+ITERS = 50          # about 0.1 s each
+SLEEP_MS = 100
+MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
+
+
+@pytest.fixture(scope="module")
+def progs(tmp_path_factory):
+    return build_programs(tmp_path_factory, ("attrs_io",))
+
+
+def checks(n, iters):
+    """attrs_io.c's count: 15 checks per rank and iteration, 2 at the end."""
+    return n * (15 * iters + 2)
+
+
+def assert_passed(rc, out, err, n, iters):
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations={iters} checks={checks(n, iters)}\n" in out, out + err
+    assert "FAIL" not in out
+    # MPI_Finalize deleted MPI_COMM_SELF's attribute on every rank, once
+    for r in range(n):
+        assert out.count(f"rank {r}: self attribute deleted (at MPI_Finalize)\n") == 1, out
+
+
+@pytest.mark.parametrize("abi", ["openmpi", "mpich"])
+def test_attrs_io_passes_natively(progs, abi, tmp_path):
+    r = subprocess.run(launcher(abi, 2) + [progs[("attrs_io", abi)], "3", "10",
+                                           str(tmp_path / "f.dat")],
+                       cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=TIMEOUT,
+                       errors="replace")
+    assert_passed(r.returncode, r.stdout, r.stderr, 2, 3)
+
+
+@pytest.mark.parametrize("lower,n", MATRIX)
+def test_attrs_io_three_cycles(progs, lower, n, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), progs[("attrs_io", lower)], ITERS, SLEEP_MS,
+              str(tmp_path / "f.dat"))
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert_passed(rc, out, err, n, ITERS)
+    ls = job.stasis("ls", "--dir", job.ck).stdout
+    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 1) + " ", ls)) == 3, ls
+
+
+@pytest.mark.parametrize("first,second", [("openmpi", "mpich"), ("mpich", "openmpi")])
+def test_attrs_io_under_the_other_mpi(progs, first, second, tmp_path):
+    """The file is opened again, with its view and file pointer, by the other
+    MPI's MPI-IO (ROMIO or OMPIO); attributes live in the upper half."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(first, 2), progs[("attrs_io", first)], ITERS, SLEEP_MS,
+              str(tmp_path / "f.dat"))
+    cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
+    rc, out, err = job.finish_job()
+    assert_passed(rc, out, err, 2, ITERS)
