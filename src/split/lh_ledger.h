@@ -128,6 +128,21 @@ int lh_state_rebuild(void);
 void lh_state_op(uint32_t n, int slot, int commute);
 int lh_op_build(int slot, int commute, uint64_t *real);
 
+/* a datatype's construction, to build it again (a file's view, lh_io.c):
+ * NULL and *pre its neutral number for a predefined one */
+void *lh_type_record(MPI_Datatype t, uint32_t *pre);
+int lh_type_bad(const void *rec);       /* cannot be built again */
+int lh_type_build(const void *rec, MPI_Datatype *out);   /* and committed */
+void lh_type_forget(void *rec);
+
+/* lh_io.c: open files. Every file pointer recorded at a checkpoint (0 or
+ * an MPI error code); what of a file cannot be restored, or NULL; the
+ * file opened again at restart; its record dropped. */
+int lh_io_save(void);
+const char *lh_io_unsupported(const void *rec);
+int lh_io_rebuild(struct lh_slot *s);
+void lh_io_forget(void *rec);
+
 /* lh_handles.c */
 struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */
 /* the neutral number of a real handle the program holds, or UINT32_MAX */

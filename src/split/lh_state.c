@@ -14,6 +14,7 @@
  *                 types the program freed since stay inside the ones built
  *                 from them); rebuilt bottom up and committed
  *   operation     its trampoline slot and commutativity; MPI_Op_create
+ *   file          path, mode, members, view (lh_io.c); opened again
  *   request       its record (lh_p2p.c): pending receives are posted again
  * Objects are rebuilt in the order they were created, so collective
  * creations happen in the same order on every member.
@@ -295,6 +296,40 @@ static int build_type(const struct rec_type *r, MPI_Datatype *out)
 	return ret;
 }
 
+/* ---- datatypes for lh_io.c (a file's view) ---- */
+
+void *lh_type_record(MPI_Datatype t, uint32_t *pre)
+{
+	int ni, na, nd, c;
+
+	*pre = UINT32_MAX;
+	MPI_Type_get_envelope(t, &ni, &na, &nd, &c);
+	if (c == MPI_COMBINER_NAMED) {
+		*pre = predefined_type(t);
+		return NULL;
+	}
+	return record_type(t);
+}
+
+int lh_type_bad(const void *rec)
+{
+	return rec && ((const struct rec_type *)rec)->comb == C_BAD;
+}
+
+int lh_type_build(const void *rec, MPI_Datatype *out)
+{
+	int ret = build_type(rec, out);
+
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Type_commit(out);
+	return ret;
+}
+
+void lh_type_forget(void *rec)
+{
+	type_free_rec(rec);
+}
+
 /* ---- the hooks of lh_handles.c ---- */
 
 void lh_state_created(int kind, uint32_t n)
@@ -345,6 +380,8 @@ void lh_state_freed(int kind, uint32_t n)
 		lh_coll_comm_gone(n);
 	if (kind == STS_DATATYPE)
 		type_free_rec(s->rec);
+	else if (kind == STS_FILE)
+		lh_io_forget(s->rec);
 	else
 		lg_free(s->rec);
 	s->rec = NULL;
@@ -390,10 +427,12 @@ void lh_state_unsupported(char *why, size_t len)
 
 			if (s->real == t->slot[0].real && !s->rec)
 				continue;   /* free */
-			if (k == STS_ERRHANDLER || k == STS_INFO || k == STS_WIN || k == STS_FILE) {
+			if (k == STS_ERRHANDLER || k == STS_INFO || k == STS_WIN) {
 				snprintf(why, len, "it holds an MPI_%s it created", kind_names[k]);
 			} else if (!s->rec) {
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
+			} else if (k == STS_FILE && lh_io_unsupported(s->rec)) {
+				snprintf(why, len, "%s", lh_io_unsupported(s->rec));
 			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->n < 0) {
 				snprintf(why, len, "it holds an intercommunicator");
 			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->topo == 2) {
@@ -518,6 +557,8 @@ int lh_state_rebuild(void)
 				ret = MPI_Type_commit(&t);
 			if (ret == MPI_SUCCESS)
 				s->real = LH_HVAL(t);
+		} else if (k == STS_FILE) {
+			ret = lh_io_rebuild(s);
 		} else if (k == STS_OP) {
 			const struct rec_op *r = s->rec;
 

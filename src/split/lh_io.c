@@ -1,0 +1,260 @@
+/* lh_io.c - MPI-IO files across a checkpoint (docs/split.md, "Files").
+ *
+ * MPI_File_open, MPI_File_set_view, MPI_File_set_atomicity and
+ * MPI_File_close are written here (functions.list: lower); every other
+ * supported file function is generated and only needs the file's real
+ * handle. Each open file has a record in the ledger: the absolute path, the
+ * access mode, the members of the communicator it was opened on as world
+ * ranks, the view (displacement, data representation, and the etype and
+ * filetype as constructions, so that the program may free them) and the
+ * atomicity. At a checkpoint every rank also records its individual file
+ * pointer (lh_io_save). At restart (lh_state.c, in creation order) the file
+ * is opened again on a communicator of the same members, without
+ * MPI_MODE_CREATE and MPI_MODE_EXCL, its view and atomicity are set again
+ * and the file pointer is put back. The file's contents are the file
+ * system's: Stasis does not save them (docs/split.md says why).
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lh.h"
+#include "lh_ledger.h"
+
+struct rec_file {
+	int amode;
+	int atomic;
+	int viewed;             /* set_view was called */
+	char datarep[64];
+	long long disp;
+	uint32_t etype_pre, ftype_pre;   /* predefined: the neutral number */
+	void *etype, *ftype;    /* otherwise their constructions (lh_state.c) */
+	long long pos;          /* the individual file pointer at the checkpoint */
+	char *path;
+	int n;                  /* members of the communicator */
+	int ranks[];            /* their world ranks */
+};
+
+static MPI_File real_file(uint32_t fh)
+{
+	return (MPI_File)(LH_HCAST)lh_real(STS_FILE, fh);
+}
+
+static struct rec_file *rec_of(uint32_t fh)
+{
+	struct lh_slot *s = lh_slot_of(STS_FILE, fh);
+
+	return s ? s->rec : NULL;
+}
+
+/* The path as it will be found again from any directory. */
+static char *abs_path(const char *name)
+{
+	char cwd[PATH_MAX];
+	size_t len;
+	char *p;
+
+	if (name[0] == '/' || strchr(name, ':') || !getcwd(cwd, sizeof(cwd)))
+		cwd[0] = 0;   /* absolute, or with a prefix of ROMIO's ("ufs:") */
+	len = strlen(cwd) + strlen(name) + 2;
+	p = lg_alloc(len);
+	if (p)
+		snprintf(p, len, "%s%s%s", cwd, cwd[0] ? "/" : "", name);
+	return p;
+}
+
+static struct rec_file *record_file(uint32_t comm, const char *name, int amode)
+{
+	int size = 0;
+	struct rec_file *r;
+
+	MPI_Comm_size((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), &size);
+	r = lg_calloc(sizeof(*r) + (size_t)size * sizeof(int));
+	if (!r)
+		return NULL;
+	r->amode = amode;
+	r->n = size;
+	r->etype_pre = r->ftype_pre = UINT32_MAX;
+	for (int i = 0; i < size; i++)
+		r->ranks[i] = lh_world_of(comm, i);
+	r->path = abs_path(name);
+	if (!r->path) {
+		lg_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+static void forget_view(struct rec_file *r)
+{
+	lh_type_forget(r->etype);
+	lh_type_forget(r->ftype);
+	r->etype = r->ftype = NULL;
+	r->etype_pre = r->ftype_pre = UINT32_MAX;
+	r->viewed = 0;
+}
+
+void lh_io_forget(void *rec)
+{
+	struct rec_file *r = rec;
+
+	forget_view(r);
+	lg_free(r->path);
+	lg_free(r);
+}
+
+int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint32_t *fh)
+{
+	MPI_File f;
+	struct lh_slot *s;
+	int ret = MPI_File_open((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), name, amode,
+				(MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
+
+	if (ret != MPI_SUCCESS)
+		return lh_err(ret);
+	*fh = lh_new(STS_FILE, LH_HVAL(f));
+	s = lh_slot_of(STS_FILE, *fh);
+	if (s)   /* no record: the next checkpoint says so (lh_state.c) */
+		s->rec = record_file(comm, name, amode);
+	return 0;
+}
+
+int lh_File_close(uint32_t *fh)
+{
+	MPI_File f = real_file(*fh);
+	int ret = MPI_File_close(&f);
+
+	if (ret == MPI_SUCCESS)
+		*fh = lh_update(STS_FILE, *fh, LH_HVAL(f));
+	return lh_err(ret);
+}
+
+int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftype, const char *datarep,
+		     uint32_t info)
+{
+	MPI_Datatype e = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, etype);
+	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, ftype);
+	struct rec_file *r = rec_of(fh);
+	int ret = MPI_File_set_view(real_file(fh), disp, e, t, datarep,
+				    (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info));
+
+	if (ret != MPI_SUCCESS || !r)
+		return lh_err(ret);
+	forget_view(r);
+	r->viewed = 1;
+	r->disp = disp;
+	snprintf(r->datarep, sizeof(r->datarep), "%s", datarep);
+	r->etype = lh_type_record(e, &r->etype_pre);
+	r->ftype = lh_type_record(t, &r->ftype_pre);
+	return 0;
+}
+
+int lh_File_set_atomicity(uint32_t fh, int flag)
+{
+	struct rec_file *r = rec_of(fh);
+	int ret = MPI_File_set_atomicity(real_file(fh), flag);
+
+	if (ret == MPI_SUCCESS && r)
+		r->atomic = flag;
+	return lh_err(ret);
+}
+
+/* At a checkpoint, every rank parked: each open file's individual file
+ * pointer. 0, or an MPI error code. */
+int lh_io_save(void)
+{
+	const struct lh_table *t = &lh_lg->tables[STS_FILE];
+
+	for (uint32_t n = STS_FIRST_USER; n < t->next; n++) {
+		struct rec_file *r = t->slot[n].rec;
+		MPI_Offset pos = 0;
+		int ret;
+
+		if (!r || (r->amode & MPI_MODE_SEQUENTIAL))
+			continue;
+		ret = MPI_File_get_position((MPI_File)(LH_HCAST)t->slot[n].real, &pos);
+		if (ret != MPI_SUCCESS)
+			return ret;
+		r->pos = pos;
+	}
+	return MPI_SUCCESS;
+}
+
+/* What of an open file a restart cannot rebuild, or NULL. */
+const char *lh_io_unsupported(const void *rec)
+{
+	const struct rec_file *r = rec;
+
+	for (int i = 0; i < r->n; i++)
+		if (r->ranks[i] < 0)
+			return "it holds a file opened on a communicator with members outside "
+			       "MPI_COMM_WORLD";
+	if (r->viewed && ((!r->etype && r->etype_pre == UINT32_MAX) ||
+			  (!r->ftype && r->ftype_pre == UINT32_MAX) || lh_type_bad(r->etype) ||
+			  lh_type_bad(r->ftype)))
+		return "it holds a file whose view uses a datatype Stasis cannot build again";
+	return NULL;
+}
+
+static int view_type(const void *rec, uint32_t pre, MPI_Datatype *t, int *made)
+{
+	*made = rec != NULL;
+	if (!rec) {
+		*t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, pre);
+		return MPI_SUCCESS;
+	}
+	return lh_type_build(rec, t);
+}
+
+/* The file again on this MPI (restart); 0 or an MPI error code. */
+int lh_io_rebuild(struct lh_slot *s)
+{
+	const struct rec_file *r = s->rec;
+	MPI_Group wg, g;
+	MPI_Comm c;
+	MPI_File f;
+	int ret;
+
+	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	ret = MPI_Group_incl(wg, r->n, r->ranks, &g);
+	MPI_Group_free(&wg);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5355, &c);
+	MPI_Group_free(&g);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	/* it exists now: creating it again would fail (EXCL) or do nothing */
+	ret = MPI_File_open(c, r->path, r->amode & ~(MPI_MODE_CREATE | MPI_MODE_EXCL), MPI_INFO_NULL, &f);
+	MPI_Comm_free(&c);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	if (r->viewed) {
+		MPI_Datatype e, t;
+		int me = 0, mt = 0;
+
+		ret = view_type(r->etype, r->etype_pre, &e, &me);
+		if (ret == MPI_SUCCESS) {
+			ret = view_type(r->ftype, r->ftype_pre, &t, &mt);
+			if (ret == MPI_SUCCESS) {
+				ret = MPI_File_set_view(f, r->disp, e, t, r->datarep, MPI_INFO_NULL);
+				if (mt)
+					MPI_Type_free(&t);
+			}
+			if (me)
+				MPI_Type_free(&e);
+		}
+	}
+	if (ret == MPI_SUCCESS && r->atomic)
+		ret = MPI_File_set_atomicity(f, 1);
+	if (ret == MPI_SUCCESS && !(r->amode & MPI_MODE_SEQUENTIAL))
+		ret = MPI_File_seek(f, r->pos, MPI_SEEK_SET);
+	if (ret != MPI_SUCCESS) {
+		MPI_File_close(&f);
+		return ret;
+	}
+	s->real = LH_HVAL(f);
+	return MPI_SUCCESS;
+}
