@@ -17,12 +17,18 @@
 !  b. MPI_Allreduce (MPI_SUM) on MPI_COMM_WORLD of a REAL*8 and of NS
 !     integers, on ring of NS integers with MPI_IN_PLACE, on half of one
 !     integer, each checked against its closed form: 4 checks;
-!  c. folds what it received and the sums into a running checksum.
+!  c. on ring: MPI_Sendrecv NS integers to the right and from the left
+!     (contents and status), MPI_Bcast of an integer from rank 0, an
+!     MPI_Irecv completed by polling MPI_Test and one completed by MPI_Wait
+!     (contents and statuses) after MPI_Send's to the right, MPI_Send and
+!     MPI_Recv with MPI_STATUS_IGNORE, then MPI_Barrier: 5 checks;
+!  d. folds what it received and the sums into a running checksum.
 !
-! At the end each rank recomputes the checksum from the closed forms of
-! every iteration (an iteration lost or run twice across a restart changes
-! it), MPI_Reduce sums the checks to rank 0, which prints
-! "PASS ranks=N iterations=I checks=C" with C = 8 * N * I. Any mismatch
+! Before the loop it checks MPI_Initialized, MPI_Wtime and MPI_Wtick. At
+! the end each rank recomputes the checksum from the closed forms of every
+! iteration (an iteration lost or run twice across a restart changes it),
+! MPI_Reduce sums the checks to rank 0, which prints
+! "PASS ranks=N iterations=I checks=C" with C = 13 * N * I. Any mismatch
 ! prints a FAIL line and calls MPI_Abort.
 program fortran
 #ifdef USE_MPI_MODULE
@@ -45,7 +51,8 @@ program fortran
   integer :: isend(NI), irecv(NI), iv(NS), isum(NS), ip(NS)
   double precision :: dsend(ND), drecv(ND), x, xsum
   integer(8) :: csum, want
-  integer :: checks
+  integer :: checks, sr(NS), bval, t1, t2, t3, polls
+  logical :: flag
   character(len=32) :: arg
 
   call get_command_argument(1, arg)
@@ -53,7 +60,14 @@ program fortran
   call get_command_argument(2, arg)
   read (arg, *) sleep_ms
 
+  call MPI_Initialized(flag, ierr)
+  if (flag) call fail('MPI_Initialized before MPI_Init', 1)
   call MPI_Init(ierr)
+  call MPI_Initialized(flag, ierr)
+  if (.not. flag) call fail('MPI_Initialized after MPI_Init', 0)
+  x = MPI_Wtime()
+  if (x < 0d0 .or. MPI_Wtime() < x .or. MPI_Wtick() <= 0d0 .or. MPI_Wtick() > 1d-3) &
+    call fail('MPI_Wtime or MPI_Wtick', 0)
   call MPI_Comm_rank(MPI_COMM_WORLD, rank, ierr)
   call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
   call MPI_Comm_dup(MPI_COMM_WORLD, ring, ierr)
@@ -134,20 +148,62 @@ program fortran
     if (hsum /= hwant) call fail('sum over half', hsum)
     checks = checks + 1
 
-    ! c. the running checksum
-    csum = fold(csum, irecv(1), irecv(NI), int(drecv(ND)), isum(NS), ip(1))
+    ! c. blocking calls, Test and Wait
+    sr = -1
+    call MPI_Sendrecv(isend, NS, MPI_INTEGER, right, 3, sr, NS, MPI_INTEGER, left, 3, ring, &
+                      st(:, 1), ierr)
+    do k = 1, NS
+      if (sr(k) /= ival(left, it, k)) call fail('Sendrecv message', k)
+    end do
+    if (st(MPI_SOURCE, 1) /= left .or. st(MPI_TAG, 1) /= 3) call fail('Sendrecv status', 0)
+    checks = checks + 1
+    bval = -1
+    if (rank == 0) bval = 7 * it + 1
+    call MPI_Bcast(bval, 1, MPI_INTEGER, 0, ring, ierr)
+    if (bval /= 7 * it + 1) call fail('Bcast', bval)
+    checks = checks + 1
+    t1 = -1
+    t2 = -1
+    call MPI_Irecv(t1, 1, MPI_INTEGER, left, 4, ring, reqs(1), ierr)
+    call MPI_Irecv(t2, 1, MPI_INTEGER, left, 5, ring, reqs(2), ierr)
+    call MPI_Send(ival(rank, it, -4), 1, MPI_INTEGER, right, 4, ring, ierr)
+    call MPI_Send(ival(rank, it, -5), 1, MPI_INTEGER, right, 5, ring, ierr)
+    flag = .false.
+    polls = 0
+    do while (.not. flag)
+      call MPI_Test(reqs(1), flag, st(:, 1), ierr)
+      polls = polls + 1
+      if (polls > 10000000) call fail('MPI_Test never completed', polls)
+    end do
+    if (reqs(1) /= MPI_REQUEST_NULL .or. t1 /= ival(left, it, -4) .or. &
+        st(MPI_SOURCE, 1) /= left .or. st(MPI_TAG, 1) /= 4) call fail('Test', t1)
+    checks = checks + 1
+    call MPI_Wait(reqs(2), st(:, 2), ierr)
+    if (reqs(2) /= MPI_REQUEST_NULL .or. t2 /= ival(left, it, -5) .or. &
+        st(MPI_SOURCE, 2) /= left .or. st(MPI_TAG, 2) /= 5) call fail('Wait', t2)
+    checks = checks + 1
+    call MPI_Send(ival(rank, it, -6), 1, MPI_INTEGER, right, 6, ring, ierr)
+    t3 = -1
+    call MPI_Recv(t3, 1, MPI_INTEGER, left, 6, ring, MPI_STATUS_IGNORE, ierr)
+    if (t3 /= ival(left, it, -6)) call fail('Recv', t3)
+    checks = checks + 1
+    call MPI_Barrier(ring, ierr)
+
+    ! d. the running checksum
+    csum = fold(csum, irecv(1), irecv(NI), int(drecv(ND)), isum(NS), ip(1) + t3)
   end do
 
   want = 0
   do it = 1, iters
     want = fold(want, ival(left, it, 1), ival(left, it, NI), int(dval(left, it, ND)), &
-                it * nranks * (nranks + 1) / 2 + nranks * NS, nranks * (nranks - 1) / 2 + nranks * it)
+                it * nranks * (nranks + 1) / 2 + nranks * NS, &
+                nranks * (nranks - 1) / 2 + nranks * it + ival(left, it, -6))
   end do
   if (csum /= want) call fail('running checksum', int(mod(csum, 1000000_8)))
 
   call MPI_Reduce(checks, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) then
-    if (total /= 8 * nranks * iters) call fail('checks counted', total)
+    if (total /= 13 * nranks * iters) call fail('checks counted', total)
     write (*, '(A,I0,A,I0,A,I0)') 'PASS ranks=', nranks, ' iterations=', iters, ' checks=', total
     flush (6)
   end if
