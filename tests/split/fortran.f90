@@ -2,8 +2,8 @@
 !
 !   fortran ITERATIONS SLEEP_MS
 !
-! Any number of ranks >= 2. Built with mpif.h; compiled with -cpp
-! -DUSE_MPI_MODULE it uses the mpi module instead. Before the loop it
+! Any number of ranks >= 2. Built with mpif.h and MPI_Init; compiled with
+! -cpp -DUSE_MPI_MODULE it uses the mpi module and MPI_Init_thread. Before the loop it
 ! duplicates MPI_COMM_WORLD (ring) and splits it by rank parity (half),
 ! so that created handles cross every checkpoint. Every iteration rank 0
 ! prints "rank 0 iteration I", then every rank
@@ -62,7 +62,12 @@ program fortran
 
   call MPI_Initialized(flag, ierr)
   if (flag) call fail('MPI_Initialized before MPI_Init', 1)
+#ifdef USE_MPI_MODULE
+  call MPI_Init_thread(MPI_THREAD_SINGLE, cnt, ierr)
+  if (cnt < MPI_THREAD_SINGLE .or. cnt > MPI_THREAD_MULTIPLE) call fail('MPI_Init_thread', cnt)
+#else
   call MPI_Init(ierr)
+#endif
   call MPI_Initialized(flag, ierr)
   if (.not. flag) call fail('MPI_Initialized after MPI_Init', 0)
   x = MPI_Wtime()
