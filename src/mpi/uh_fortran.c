@@ -1,0 +1,353 @@
+/* uh_fortran.c - the upper half's stand-in Fortran MPI library.
+ *
+ * Compiled once per MPI ABI against that ABI's mpi.h, with that ABI's
+ * Fortran description generated from its mpif.h (gen_fortran.py), as
+ * libmpi_mpifh.so.40 (Open MPI's ABI) or libmpichfort.so.12 (MPICH's), the
+ * sonames gfortran programs built with mpif90/mpifort are linked against.
+ * Each function takes gfortran's arguments (everything by reference,
+ * ierror last), translates them to the ABI's C ones and calls the C
+ * stand-in's PMPI_ function in libmpi.so.40 / libmpich.so.12:
+ *
+ *  - handles: in MPICH's ABI a Fortran handle is the C handle. In Open
+ *    MPI's, predefined handles are the small integers of mpif-handles.h
+ *    (sts_fhandles, generated); a handle the program created is its neutral
+ *    number plus STS_F_USER_OFFSET, so it survives a restart like the C one;
+ *  - statuses: a Fortran status is the C MPI_Status bit for bit (checked
+ *    below at compile time);
+ *  - MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS(ES)_IGNORE: addresses in COMMON
+ *    blocks the program defines (the generated definitions here are
+ *    interposed by the program's);
+ *  - LOGICAL: gfortran's .TRUE. is 1.
+ *
+ * Every other MPI function is generated as one that names itself
+ * ("MPI_X (Fortran)") and aborts the job (docs/split.md, "Fortran").
+ */
+#include <stddef.h>
+#include <stdlib.h>
+
+#include "uh.h"
+
+struct sts_fhandle {
+	int kind;
+	MPI_Fint f;
+	uint64_t c;
+};
+
+#include "uh_fortran_abi.c"
+
+_Static_assert(sizeof(MPI_Status) == STS_F_STATUS_SIZE * sizeof(MPI_Fint),
+	       "a Fortran status is not the C MPI_Status");
+_Static_assert(offsetof(MPI_Status, MPI_SOURCE) == STS_F_SOURCE * sizeof(MPI_Fint) &&
+	       offsetof(MPI_Status, MPI_TAG) == STS_F_TAG * sizeof(MPI_Fint) &&
+	       offsetof(MPI_Status, MPI_ERROR) == STS_F_ERROR * sizeof(MPI_Fint),
+	       "MPI_SOURCE, MPI_TAG, MPI_ERROR differ between the Fortran and C statuses");
+
+#define PMPI_ALIAS(f) __typeof__(f##_) p##f##_ __attribute__((alias(#f "_")))
+
+/* ---- handles ---- */
+
+#ifdef OPEN_MPI
+#define NO_HANDLE 0xfffffffeu
+
+static uint64_t f2c_tab[STS_KINDS][STS_F_USER_OFFSET];
+static int f2c_ready;
+
+static uint64_t f2c(int kind, MPI_Fint f)
+{
+	uint32_t u = (uint32_t)f;
+
+	if (u >= STS_F_USER_OFFSET + STS_FIRST_USER)
+		return sts_out(kind, u - STS_F_USER_OFFSET);
+	if (!f2c_ready) {
+		for (const struct sts_fhandle *h = sts_fhandles; h->kind >= 0; h++)
+			f2c_tab[h->kind][h->f] = h->c;
+		f2c_ready = 1;
+	}
+	return u < STS_F_USER_OFFSET ? f2c_tab[kind][u] : 0;   /* 0: no handle of Open MPI's */
+}
+
+static MPI_Fint c2f(int kind, uint64_t c)
+{
+	uint32_t n = sts_in(kind, c);
+
+	if (n >= STS_FIRST_USER && n != NO_HANDLE)
+		return (MPI_Fint)(n + STS_F_USER_OFFSET);
+	for (const struct sts_fhandle *h = sts_fhandles; h->kind >= 0; h++)
+		if (h->kind == kind && h->c == c)
+			return h->f;
+	return -1;
+}
+#else
+static uint64_t f2c(int kind, MPI_Fint f)
+{
+	(void)kind;
+	return (uint64_t)(uint32_t)f;
+}
+
+static MPI_Fint c2f(int kind, uint64_t c)
+{
+	(void)kind;
+	return (MPI_Fint)c;
+}
+#endif
+
+#define COMM(f) ((MPI_Comm)(STS_HCAST)f2c(STS_COMM, f))
+#define TYPE(f) ((MPI_Datatype)(STS_HCAST)f2c(STS_DATATYPE, f))
+#define OP(f) ((MPI_Op)(STS_HCAST)f2c(STS_OP, f))
+#define REQ(f) ((MPI_Request)(STS_HCAST)f2c(STS_REQUEST, f))
+#define F(kind, c) c2f(kind, STS_HVAL(c))
+
+/* ---- sentinels ---- */
+
+static void *buf(void *b)
+{
+	return b == STS_F_BOTTOM ? MPI_BOTTOM : b == STS_F_IN_PLACE ? MPI_IN_PLACE : b;
+}
+
+static MPI_Status *status(MPI_Fint *s)
+{
+	return (void *)s == STS_F_STATUS_IGNORE ? MPI_STATUS_IGNORE : (MPI_Status *)(void *)s;
+}
+
+/* not inlined: GCC takes MPICH's MPI_STATUSES_IGNORE, (MPI_Status *)1, for
+ * an array of no statuses and refuses the call */
+static __attribute__((noinline)) MPI_Status *statuses(MPI_Fint *s)
+{
+	return (void *)s == STS_F_STATUSES_IGNORE ? MPI_STATUSES_IGNORE : (MPI_Status *)(void *)s;
+}
+
+/* ---- initialization ---- */
+
+void mpi_init_(MPI_Fint *ierr)
+{
+	*ierr = PMPI_Init(NULL, NULL);
+}
+PMPI_ALIAS(mpi_init);
+
+void mpi_init_thread_(MPI_Fint *required, MPI_Fint *provided, MPI_Fint *ierr)
+{
+	int p = 0;
+
+	*ierr = PMPI_Init_thread(NULL, NULL, *required, &p);
+	*provided = p;
+}
+PMPI_ALIAS(mpi_init_thread);
+
+void mpi_initialized_(MPI_Fint *flag, MPI_Fint *ierr)
+{
+	int f = 0;
+
+	*ierr = PMPI_Initialized(&f);
+	*flag = f ? 1 : 0;
+}
+PMPI_ALIAS(mpi_initialized);
+
+void mpi_finalized_(MPI_Fint *flag, MPI_Fint *ierr)
+{
+	int f = 0;
+
+	*ierr = PMPI_Finalized(&f);
+	*flag = f ? 1 : 0;
+}
+PMPI_ALIAS(mpi_finalized);
+
+void mpi_finalize_(MPI_Fint *ierr)
+{
+	*ierr = PMPI_Finalize();
+}
+PMPI_ALIAS(mpi_finalize);
+
+void mpi_abort_(MPI_Fint *comm, MPI_Fint *code, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Abort(COMM(*comm), *code);
+}
+PMPI_ALIAS(mpi_abort);
+
+double mpi_wtime_(void)
+{
+	return PMPI_Wtime();
+}
+PMPI_ALIAS(mpi_wtime);
+
+double mpi_wtick_(void)
+{
+	return PMPI_Wtick();
+}
+PMPI_ALIAS(mpi_wtick);
+
+/* ---- communicators ---- */
+
+void mpi_comm_rank_(MPI_Fint *comm, MPI_Fint *rank, MPI_Fint *ierr)
+{
+	int r = 0;
+
+	*ierr = PMPI_Comm_rank(COMM(*comm), &r);
+	*rank = r;
+}
+PMPI_ALIAS(mpi_comm_rank);
+
+void mpi_comm_size_(MPI_Fint *comm, MPI_Fint *size, MPI_Fint *ierr)
+{
+	int s = 0;
+
+	*ierr = PMPI_Comm_size(COMM(*comm), &s);
+	*size = s;
+}
+PMPI_ALIAS(mpi_comm_size);
+
+void mpi_comm_dup_(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
+{
+	MPI_Comm c = MPI_COMM_NULL;
+
+	*ierr = PMPI_Comm_dup(COMM(*comm), &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = F(STS_COMM, c);
+}
+PMPI_ALIAS(mpi_comm_dup);
+
+void mpi_comm_split_(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
+		     MPI_Fint *ierr)
+{
+	MPI_Comm c = MPI_COMM_NULL;
+
+	*ierr = PMPI_Comm_split(COMM(*comm), *color, *key, &c);
+	if (*ierr == MPI_SUCCESS)
+		*newcomm = F(STS_COMM, c);
+}
+PMPI_ALIAS(mpi_comm_split);
+
+void mpi_comm_free_(MPI_Fint *comm, MPI_Fint *ierr)
+{
+	MPI_Comm c = COMM(*comm);
+
+	*ierr = PMPI_Comm_free(&c);
+	if (*ierr == MPI_SUCCESS)
+		*comm = F(STS_COMM, c);
+}
+PMPI_ALIAS(mpi_comm_free);
+
+/* ---- point to point ---- */
+
+void mpi_send_(void *b, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *tag,
+	       MPI_Fint *comm, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Send(buf(b), *count, TYPE(*type), *dest, *tag, COMM(*comm));
+}
+PMPI_ALIAS(mpi_send);
+
+void mpi_recv_(void *b, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
+	       MPI_Fint *comm, MPI_Fint *st, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Recv(buf(b), *count, TYPE(*type), *source, *tag, COMM(*comm), status(st));
+}
+PMPI_ALIAS(mpi_recv);
+
+void mpi_isend_(void *b, MPI_Fint *count, MPI_Fint *type, MPI_Fint *dest, MPI_Fint *tag,
+		MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+	MPI_Request r = MPI_REQUEST_NULL;
+
+	*ierr = PMPI_Isend(buf(b), *count, TYPE(*type), *dest, *tag, COMM(*comm), &r);
+	if (*ierr == MPI_SUCCESS)
+		*req = F(STS_REQUEST, r);
+}
+PMPI_ALIAS(mpi_isend);
+
+void mpi_irecv_(void *b, MPI_Fint *count, MPI_Fint *type, MPI_Fint *source, MPI_Fint *tag,
+		MPI_Fint *comm, MPI_Fint *req, MPI_Fint *ierr)
+{
+	MPI_Request r = MPI_REQUEST_NULL;
+
+	*ierr = PMPI_Irecv(buf(b), *count, TYPE(*type), *source, *tag, COMM(*comm), &r);
+	if (*ierr == MPI_SUCCESS)
+		*req = F(STS_REQUEST, r);
+}
+PMPI_ALIAS(mpi_irecv);
+
+void mpi_sendrecv_(void *sb, MPI_Fint *scount, MPI_Fint *stype, MPI_Fint *dest, MPI_Fint *stag,
+		   void *rb, MPI_Fint *rcount, MPI_Fint *rtype, MPI_Fint *source, MPI_Fint *rtag,
+		   MPI_Fint *comm, MPI_Fint *st, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Sendrecv(buf(sb), *scount, TYPE(*stype), *dest, *stag, buf(rb), *rcount,
+			      TYPE(*rtype), *source, *rtag, COMM(*comm), status(st));
+}
+PMPI_ALIAS(mpi_sendrecv);
+
+void mpi_wait_(MPI_Fint *req, MPI_Fint *st, MPI_Fint *ierr)
+{
+	MPI_Request r = REQ(*req);
+
+	*ierr = PMPI_Wait(&r, status(st));
+	*req = F(STS_REQUEST, r);
+}
+PMPI_ALIAS(mpi_wait);
+
+void mpi_test_(MPI_Fint *req, MPI_Fint *flag, MPI_Fint *st, MPI_Fint *ierr)
+{
+	MPI_Request r = REQ(*req);
+	int f = 0;
+
+	*ierr = PMPI_Test(&r, &f, status(st));
+	*req = F(STS_REQUEST, r);
+	*flag = f ? 1 : 0;
+}
+PMPI_ALIAS(mpi_test);
+
+#define REQ_STACK 64
+
+void mpi_waitall_(MPI_Fint *count, MPI_Fint *reqs, MPI_Fint *st, MPI_Fint *ierr)
+{
+	MPI_Request small[REQ_STACK], *r = small;
+	int n = *count;
+
+	if (n > REQ_STACK && !(r = malloc((size_t)n * sizeof(*r)))) {
+		*ierr = MPI_ERR_NO_MEM;
+		return;
+	}
+	for (int i = 0; i < n; i++)
+		r[i] = REQ(reqs[i]);
+	*ierr = PMPI_Waitall(n, r, statuses(st));
+	for (int i = 0; i < n; i++)
+		reqs[i] = F(STS_REQUEST, r[i]);
+	if (r != small)
+		free(r);
+}
+PMPI_ALIAS(mpi_waitall);
+
+void mpi_get_count_(MPI_Fint *st, MPI_Fint *type, MPI_Fint *count, MPI_Fint *ierr)
+{
+	int c = 0;
+
+	*ierr = PMPI_Get_count((MPI_Status *)(void *)st, TYPE(*type), &c);
+	*count = c;
+}
+PMPI_ALIAS(mpi_get_count);
+
+/* ---- collectives ---- */
+
+void mpi_barrier_(MPI_Fint *comm, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Barrier(COMM(*comm));
+}
+PMPI_ALIAS(mpi_barrier);
+
+void mpi_bcast_(void *b, MPI_Fint *count, MPI_Fint *type, MPI_Fint *root, MPI_Fint *comm,
+		MPI_Fint *ierr)
+{
+	*ierr = PMPI_Bcast(buf(b), *count, TYPE(*type), *root, COMM(*comm));
+}
+PMPI_ALIAS(mpi_bcast);
+
+void mpi_reduce_(void *sb, void *rb, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+		 MPI_Fint *root, MPI_Fint *comm, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Reduce(buf(sb), buf(rb), *count, TYPE(*type), OP(*op), *root, COMM(*comm));
+}
+PMPI_ALIAS(mpi_reduce);
+
+void mpi_allreduce_(void *sb, void *rb, MPI_Fint *count, MPI_Fint *type, MPI_Fint *op,
+		    MPI_Fint *comm, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Allreduce(buf(sb), buf(rb), *count, TYPE(*type), OP(*op), COMM(*comm));
+}
+PMPI_ALIAS(mpi_allreduce);
