@@ -36,7 +36,7 @@
 static int ensure(uint32_t comm)
 {
 	uint32_t cap = lh_lg->coll_cap ? lh_lg->coll_cap : 64;
-	uint64_t *a, *b, *c;
+	uint64_t *a, *b, *c, *d;
 
 	if (comm < lh_lg->coll_cap)
 		return 0;
@@ -49,9 +49,13 @@ static int ensure(uint32_t comm)
 	if (b)
 		lh_lg->coll_target = b;
 	c = b ? lg_realloc(lh_lg->shadow, cap * sizeof(*c)) : NULL;
-	if (!c)
+	if (c)
+		lh_lg->shadow = c;
+	d = c ? lg_realloc(lh_lg->retired, cap * sizeof(*d)) : NULL;
+	if (!d)
 		return -ENOMEM;
-	lh_lg->shadow = c;
+	lh_lg->retired = d;
+	memset(d + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*d));
 	memset(a + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*a));
 	memset(b + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*b));
 	memset(c + lh_lg->coll_cap, 0, (cap - lh_lg->coll_cap) * sizeof(*c));
@@ -97,6 +101,19 @@ void lh_coll_comm_made(uint32_t comm)
 		lh_lg->shadow[comm] = LH_HVAL(sh);
 }
 
+int lh_coll_comm_retire(uint32_t comm)
+{
+	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
+		return 0;
+	lh_lg->retired[comm] = 1;
+	return 1;
+}
+
+int lh_coll_retired(uint32_t comm)
+{
+	return comm < lh_lg->coll_cap && lh_lg->retired[comm];
+}
+
 void lh_coll_comm_gone(uint32_t comm)
 {
 	MPI_Comm sh;
@@ -106,29 +123,58 @@ void lh_coll_comm_gone(uint32_t comm)
 	sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
 	MPI_Comm_free(&sh);
 	lh_lg->shadow[comm] = 0;
-	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
+	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = lh_lg->retired[comm] = 0;
 }
 
-/* the targets of every communicator this rank belongs to */
+/* The targets of every communicator this rank belongs to, retired ones
+ * included (a member that freed one takes part with its final count, so
+ * every member takes part in every round on it); *held[c]: some member
+ * still holds communicator c. */
+static uint64_t (*io)[2];   /* per communicator: count, held */
+static uint32_t io_cap;
+
 static int targets(MPI_Comm ctl)
 {
 	MPI_Request *r = calloc(lh_lg->coll_cap + 1, sizeof(*r));
 	int n = 0, ret = MPI_SUCCESS;
 
-	if (!r)
+	if (io_cap < lh_lg->coll_cap) {   /* a rank that ran on made communicators */
+		void *p = realloc(io, lh_lg->coll_cap * sizeof(*io));
+
+		if (p) {
+			io = p;
+			io_cap = lh_lg->coll_cap;
+		}
+	}
+	if (!r || io_cap < lh_lg->coll_cap) {
+		free(r);
 		return MPI_ERR_NO_MEM;
+	}
 	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++) {
 		MPI_Comm sh = c == 1 ? ctl : (MPI_Comm)(LH_HCAST)lh_lg->shadow[c];
 
 		if (c == 2 || (c > 2 && !lh_lg->shadow[c]))
 			continue;
-		ret = MPI_Iallreduce(&lh_lg->coll_seq[c], &lh_lg->coll_target[c], 1, MPI_UINT64_T,
-				     MPI_MAX, sh, &r[n++]);
+		io[c][0] = lh_lg->coll_seq[c];
+		io[c][1] = !lh_lg->retired[c];
+		ret = MPI_Iallreduce(MPI_IN_PLACE, io[c], 2, MPI_UINT64_T, MPI_MAX, sh, &r[n++]);
 	}
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
+	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++)
+		if (c != 2 && (c == 1 || lh_lg->shadow[c]))
+			lh_lg->coll_target[c] = io[c][0];
 	free(r);
 	return ret;
+}
+
+/* After the last round: communicators every member freed go for good (every
+ * member saw the same answers, so all let go of them together). */
+static void purge(void)
+{
+	for (uint32_t c = STS_FIRST_USER; c < lh_lg->coll_cap && c < io_cap; c++)
+		if (lh_lg->retired[c] && lh_lg->shadow[c] && !io[c][1])
+			lh_release_now(STS_COMM, c);
 }
 
 int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
@@ -149,6 +195,8 @@ int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
 			all[1] = 1;
 		if (all[1] || !all[0]) {
 			memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
+			if (!all[1])
+				purge();
 			if (all[1])
 				return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
 					       "between collectives within %d s (a rank behind waits for "

@@ -132,6 +132,19 @@ void lh_release(int kind, uint32_t n)
 
 	if (n < STS_FIRST_USER || n >= t->next)
 		return;
+	if (kind == STS_COMM && t->slot[n].rec && lh_coll_comm_retire(n)) {
+		t->slot[n].real = t->slot[0].real;   /* the real one is freed */
+		return;
+	}
+	lh_release_now(kind, n);
+}
+
+void lh_release_now(int kind, uint32_t n)
+{
+	struct lh_table *t = &lh_lg->tables[kind];
+
+	if (n < STS_FIRST_USER || n >= t->next)
+		return;
 	lh_state_freed(kind, n);
 	t->slot[n].rec = NULL;
 	t->slot[n].real = t->slot[0].real;

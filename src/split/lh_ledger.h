@@ -26,7 +26,7 @@
 #include "sts_mpi.h"
 
 #define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
-#define LG_VERSION 1
+#define LG_VERSION 2
 #define LG_CLASSES 40
 
 /* One neutral handle of a kind. */
@@ -78,8 +78,10 @@ struct lh_ledger {
 	struct lh_cont cont;
 	uint32_t pending_sends;          /* send requests MPI has not completed */
 	/* collectives (lh_coll.c), per neutral communicator: how many this rank
-	 * started, the checkpoint's target, the lower half's duplicate */
-	uint64_t *coll_seq, *coll_target, *shadow;
+	 * started, the checkpoint's target, the lower half's duplicate, and
+	 * whether the program freed it while other members may still hold it
+	 * (retired: kept, with its final count, until every member freed it) */
+	uint64_t *coll_seq, *coll_target, *shadow, *retired;
 	uint32_t coll_cap;
 	uint32_t advancing;              /* behind a target: runs on to it */
 	/* checkpoints this rank saw end (MPIX_Checkpoint waits for the next) */
@@ -149,8 +151,10 @@ struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user han
 uint32_t lh_find(int kind, uint64_t real);
 /* a new user handle for real, even if real is a predefined value */
 uint32_t lh_alloc(int kind, uint64_t real);
-/* let go of neutral handle n (its real object is gone) */
+/* let go of neutral handle n (its real object is gone); a communicator
+ * may stay retired (lh_coll.c), lh_release_now lets go of it for good */
 void lh_release(int kind, uint32_t n);
+void lh_release_now(int kind, uint32_t n);
 
 /* lh_coll.c: a collective is about to start on comm: 0 (counted), or
  * STS_AGAIN (a checkpoint holds it) */
@@ -159,6 +163,10 @@ int lh_coll_enter(uint32_t comm);
  * end; lh_state.c calls them */
 void lh_coll_comm_made(uint32_t comm);
 void lh_coll_comm_gone(uint32_t comm);
+/* the program freed comm: 1 if it is kept, retired, until a checkpoint
+ * finds every member freed it (its slot then released), 0 if it goes now */
+int lh_coll_comm_retire(uint32_t comm);
+int lh_coll_retired(uint32_t comm);
 /* rounds of targets until no rank is behind (the checkpoint thread, every
  * rank parked); park_again parks the upper thread after it ran on; 0 or a
  * negative errno with err_msg() */

@@ -856,7 +856,8 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 			}
 		}
 		for (uint32_t c = 1; c < comms->next && ret >= 0; c = c == 2 ? STS_FIRST_USER : c + 1)
-			if (c <= 2 || (comms->slot[c].rec && lh_world_of(c, 0) >= 0))
+			if (c <= 2 || (comms->slot[c].rec && comms->slot[c].real != comms->slot[0].real &&
+				       lh_world_of(c, 0) >= 0))
 				ret = drain_comm(c);
 		if (ret < 0)
 			break;

@@ -542,6 +542,14 @@ int lh_state_rebuild(void)
 			ret = rebuild_comm(s);
 			if (ret == MPI_SUCCESS)
 				lh_coll_comm_made(v[i].n);
+			if (ret == MPI_SUCCESS && lh_coll_retired(v[i].n)) {
+				/* freed by the program, not yet by every member: only
+				 * its duplicate is needed, for the counts */
+				MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
+
+				MPI_Comm_free(&c);
+				s->real = lh_lg->tables[STS_COMM].slot[0].real;
+			}
 		} else if (k == STS_GROUP) {
 			const struct rec_group *r = s->rec;
 			MPI_Group g;

@@ -61,3 +61,24 @@ def test_checkpoint_while_a_rank_waits_in_a_barrier(coll, lower, n, tmp_path):
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks={n} iterations=6 checks={expected_checks(n, 6)}\n" in out, \
         out + err
+
+
+@pytest.fixture(scope="module")
+def churn(tmp_path_factory):
+    return build_programs(tmp_path_factory, ("comm_churn",))
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_freed_communicator_three_cycles(churn, lower, tmp_path):
+    """Checkpoints while some ranks freed a communicator and the others still
+    hold it (comm_churn.c): the freed one stays in the rounds of targets
+    until every member freed it (before, the ranks holding it waited forever
+    in a round the others did not join), and a restart makes it again on
+    every member."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), churn[("comm_churn", lower)], 40, 150)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert "PASS ranks=2 iterations=40 checks=80\n" in out, out + err
+    assert "FAIL" not in out

@@ -1,0 +1,61 @@
+/* comm_churn.c - communicators made and freed in every iteration, with the
+ * ranks apart between the two (tests/split).
+ *
+ *   comm_churn ITERATIONS SLEEP_MS
+ *
+ * Each iteration prints "rank R iteration I", dups MPI_COMM_WORLD, checks an
+ * MPI_Allreduce on the dup, and frees it; even ranks sleep SLEEP_MS after
+ * the free, odd ranks before it. A checkpoint in the sleep finds the even
+ * ranks done with the dup and the odd ones still holding it: the counts of
+ * collectives must still be agreed on it (docs/split.md, "Collectives at a
+ * checkpoint": a freed communicator is retired, not forgotten) and a
+ * restart must make it again on every member. Every 8th iteration the dup
+ * is split by parity instead and both are freed in the same way. At the
+ * end rank 0 prints "PASS ranks=N iterations=I checks=K". */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int main(int argc, char **argv)
+{
+	int iters = argc > 1 ? atoi(argv[1]) : 20, rank, size;
+	long ms = argc > 2 ? atol(argv[2]) : 100, checks = 0, total = 0;
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (int it = 0; it < iters; it++) {
+		MPI_Comm dup, half = MPI_COMM_NULL;
+		long v = rank + it, sum = 0, want = (long)size * (size - 1) / 2 + (long)size * it;
+
+		printf("rank %d iteration %d\n", rank, it);
+		fflush(stdout);
+		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+		MPI_Allreduce(&v, &sum, 1, MPI_LONG, MPI_SUM, dup);
+		checks++;
+		if (sum != want) {
+			printf("FAIL rank %d: iteration %d: sum %ld, want %ld\n", rank, it, sum, want);
+			fflush(stdout);
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
+		if (it % 8 == 7)
+			MPI_Comm_split(dup, rank % 2, rank, &half);
+		if (rank % 2)
+			nanosleep(&ts, NULL);
+		if (half != MPI_COMM_NULL)
+			MPI_Comm_free(&half);
+		MPI_Comm_free(&dup);
+		if (rank % 2 == 0)
+			nanosleep(&ts, NULL);
+	}
+	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (rank == 0) {
+		printf("%s ranks=%d iterations=%d checks=%ld\n",
+		       total == (long)size * iters ? "PASS" : "FAIL", size, iters, total);
+		fflush(stdout);
+	}
+	MPI_Finalize();
+	return 0;
+}
