@@ -239,8 +239,9 @@ static int free_keyval(int kind, int *keyval)
 	return MPI_SUCCESS;
 }
 
-static int set_attr(int kind, uint64_t abi_obj, uint32_t obj, int k, void *val)
+static int set_attr(int kind, uint64_t abi_obj, int k, void *val)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
 	struct attr *a;
 	int ret;
 
@@ -259,8 +260,9 @@ static int set_attr(int kind, uint64_t abi_obj, uint32_t obj, int k, void *val)
 	return attr_add(kind, obj, k, val);
 }
 
-static int delete_attr(int kind, uint64_t abi_obj, uint32_t obj, int k)
+static int delete_attr(int kind, uint64_t abi_obj, int k)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
 	struct attr *a;
 	int ret;
 
@@ -316,8 +318,9 @@ static int predef_attr(int k, void *val, int *flag)
 	return sts_err_out(ret);
 }
 
-static int get_attr(int kind, uint32_t obj, int k, void *val, int *flag)
+static int get_attr(int kind, uint64_t abi_obj, int k, void *val, int *flag)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
 	struct attr *a;
 
 	*flag = 0;
@@ -337,8 +340,9 @@ static int get_attr(int kind, uint32_t obj, int k, void *val, int *flag)
 
 /* After a dup made new_obj: each attribute of old goes through its copy
  * callback, in the order they were set. */
-static int copy_attrs(int kind, uint64_t abi_old, uint32_t old, uint32_t new_obj)
+static int copy_attrs(int kind, uint64_t abi_old, uint64_t abi_new)
 {
+	uint32_t old = neutral_of(kind, abi_old), new_obj = neutral_of(kind, abi_new);
 	int n = nattrs;
 
 	for (int i = 0; i < n; i++) {
@@ -362,8 +366,10 @@ static int copy_attrs(int kind, uint64_t abi_old, uint32_t old, uint32_t new_obj
 }
 
 /* Before a free: every attribute of obj is deleted, the last set first. */
-static int delete_all(int kind, uint64_t abi_obj, uint32_t obj)
+static int delete_all(int kind, uint64_t abi_obj)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
+
 	for (int i = nattrs - 1; i >= 0; i--) {
 		if (attrs[i].obj != obj || attrs[i].kind != kind)
 			continue;
@@ -393,17 +399,17 @@ int PMPI_Comm_free_keyval(int *keyval)
 
 int PMPI_Comm_set_attr(MPI_Comm comm, int keyval, void *val)
 {
-	return set_attr(STS_COMM, STS_HVAL(comm), neutral_of(STS_COMM, STS_HVAL(comm)), keyval, val);
+	return set_attr(STS_COMM, STS_HVAL(comm), keyval, val);
 }
 
 int PMPI_Comm_get_attr(MPI_Comm comm, int keyval, void *val, int *flag)
 {
-	return get_attr(STS_COMM, neutral_of(STS_COMM, STS_HVAL(comm)), keyval, val, flag);
+	return get_attr(STS_COMM, STS_HVAL(comm), keyval, val, flag);
 }
 
 int PMPI_Comm_delete_attr(MPI_Comm comm, int keyval)
 {
-	return delete_attr(STS_COMM, STS_HVAL(comm), neutral_of(STS_COMM, STS_HVAL(comm)), keyval);
+	return delete_attr(STS_COMM, STS_HVAL(comm), keyval);
 }
 
 int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
@@ -412,10 +418,9 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 
 	if (ret != MPI_SUCCESS)
 		return ret;
-	ret = copy_attrs(STS_COMM, STS_HVAL(comm), neutral_of(STS_COMM, STS_HVAL(comm)),
-			 neutral_of(STS_COMM, STS_HVAL(*newcomm)));
+	ret = copy_attrs(STS_COMM, STS_HVAL(comm), STS_HVAL(*newcomm));
 	if (ret != MPI_SUCCESS) {   /* MPI-3.1 6.4.2: the new communicator is not made */
-		delete_all(STS_COMM, STS_HVAL(*newcomm), neutral_of(STS_COMM, STS_HVAL(*newcomm)));
+		delete_all(STS_COMM, STS_HVAL(*newcomm));
 		sts_gen_Comm_free(newcomm);
 	}
 	return ret;
@@ -427,7 +432,7 @@ int PMPI_Comm_free(MPI_Comm *comm)
 	int ret;
 
 	if (n && n >= STS_FIRST_USER) {
-		ret = delete_all(STS_COMM, STS_HVAL(*comm), n);
+		ret = delete_all(STS_COMM, STS_HVAL(*comm));
 		if (ret != MPI_SUCCESS)
 			return ret;
 	}
@@ -467,7 +472,7 @@ int PMPI_Attr_delete(MPI_Comm comm, int keyval)
  * (MPI-3.1 8.7.1), which libraries use as a hook. */
 int sts_attr_finalize(void)
 {
-	return delete_all(STS_COMM, STS_HVAL(MPI_COMM_SELF), neutral_of(STS_COMM, STS_HVAL(MPI_COMM_SELF)));
+	return delete_all(STS_COMM, STS_HVAL(MPI_COMM_SELF));
 }
 
 /* ---- datatypes ---- */
@@ -485,17 +490,17 @@ int PMPI_Type_free_keyval(int *keyval)
 
 int PMPI_Type_set_attr(MPI_Datatype type, int keyval, void *val)
 {
-	return set_attr(STS_DATATYPE, STS_HVAL(type), neutral_of(STS_DATATYPE, STS_HVAL(type)), keyval, val);
+	return set_attr(STS_DATATYPE, STS_HVAL(type), keyval, val);
 }
 
 int PMPI_Type_get_attr(MPI_Datatype type, int keyval, void *val, int *flag)
 {
-	return get_attr(STS_DATATYPE, neutral_of(STS_DATATYPE, STS_HVAL(type)), keyval, val, flag);
+	return get_attr(STS_DATATYPE, STS_HVAL(type), keyval, val, flag);
 }
 
 int PMPI_Type_delete_attr(MPI_Datatype type, int keyval)
 {
-	return delete_attr(STS_DATATYPE, STS_HVAL(type), neutral_of(STS_DATATYPE, STS_HVAL(type)), keyval);
+	return delete_attr(STS_DATATYPE, STS_HVAL(type), keyval);
 }
 
 int PMPI_Type_dup(MPI_Datatype type, MPI_Datatype *newtype)
@@ -504,10 +509,9 @@ int PMPI_Type_dup(MPI_Datatype type, MPI_Datatype *newtype)
 
 	if (ret != MPI_SUCCESS)
 		return ret;
-	ret = copy_attrs(STS_DATATYPE, STS_HVAL(type), neutral_of(STS_DATATYPE, STS_HVAL(type)),
-			 neutral_of(STS_DATATYPE, STS_HVAL(*newtype)));
+	ret = copy_attrs(STS_DATATYPE, STS_HVAL(type), STS_HVAL(*newtype));
 	if (ret != MPI_SUCCESS) {
-		delete_all(STS_DATATYPE, STS_HVAL(*newtype), neutral_of(STS_DATATYPE, STS_HVAL(*newtype)));
+		delete_all(STS_DATATYPE, STS_HVAL(*newtype));
 		sts_gen_Type_free(newtype);
 	}
 	return ret;
@@ -519,7 +523,7 @@ int PMPI_Type_free(MPI_Datatype *type)
 	int ret;
 
 	if (n && n >= STS_FIRST_USER) {
-		ret = delete_all(STS_DATATYPE, STS_HVAL(*type), n);
+		ret = delete_all(STS_DATATYPE, STS_HVAL(*type));
 		if (ret != MPI_SUCCESS)
 			return ret;
 	}
@@ -547,8 +551,9 @@ static void forget_names(int kind, uint32_t obj)
 		*n = names[--nnames];
 }
 
-static int set_name(int kind, uint32_t obj, const char *text)
+static int set_name(int kind, uint64_t abi_obj, const char *text)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
 	struct name *n;
 
 	if (!obj)
@@ -567,8 +572,9 @@ static int set_name(int kind, uint32_t obj, const char *text)
 
 /* A name set by the program; a predefined object's own name otherwise
  * (MPI_COMM_WORLD, MPI_INT...); an empty one for the rest. */
-static int get_name(int kind, uint32_t obj, char *text, int *len)
+static int get_name(int kind, uint64_t abi_obj, char *text, int *len)
 {
+	uint32_t obj = neutral_of(kind, abi_obj);
 	const struct name *n;
 	const char *s = "";
 
@@ -587,22 +593,22 @@ static int get_name(int kind, uint32_t obj, char *text, int *len)
 
 int PMPI_Comm_set_name(MPI_Comm comm, const char *text)
 {
-	return set_name(STS_COMM, neutral_of(STS_COMM, STS_HVAL(comm)), text);
+	return set_name(STS_COMM, STS_HVAL(comm), text);
 }
 
 int PMPI_Comm_get_name(MPI_Comm comm, char *text, int *len)
 {
-	return get_name(STS_COMM, neutral_of(STS_COMM, STS_HVAL(comm)), text, len);
+	return get_name(STS_COMM, STS_HVAL(comm), text, len);
 }
 
 int PMPI_Type_set_name(MPI_Datatype type, const char *text)
 {
-	return set_name(STS_DATATYPE, neutral_of(STS_DATATYPE, STS_HVAL(type)), text);
+	return set_name(STS_DATATYPE, STS_HVAL(type), text);
 }
 
 int PMPI_Type_get_name(MPI_Datatype type, char *text, int *len)
 {
-	return get_name(STS_DATATYPE, neutral_of(STS_DATATYPE, STS_HVAL(type)), text, len);
+	return get_name(STS_DATATYPE, STS_HVAL(type), text, len);
 }
 
 /* ---- memory: the program's own malloc, saved with the upper half ---- */
