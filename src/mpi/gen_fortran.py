@@ -27,7 +27,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_wrappers import HANDLE_KINDS, PREDEF, read_list  # noqa: E402
+from gen_wrappers import HANDLE_KINDS, PREDEF, read_list, write_if_changed  # noqa: E402
 
 SIZES = {"integer": 4, "logical": 4, "real": 4, "double precision": 8, "character": 1}
 SENTINELS = ["MPI_BOTTOM", "MPI_IN_PLACE", "MPI_STATUS_IGNORE", "MPI_STATUSES_IGNORE"]
@@ -175,14 +175,7 @@ def main():
             continue
         out.append(f"void {low}_(void)\n{{\n\tsts_unsupported(\"{f.name} (Fortran)\");\n}}")
         out.append(f"void p{low}_(void) __attribute__((alias(\"{low}_\")));\n")
-    text = "\n".join(out) + "\n"
-    try:
-        if open(out_path).read() == text:
-            return
-    except OSError:
-        pass
-    with open(out_path, "w") as fh:
-        fh.write(text)
+    write_if_changed(out_path, "\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

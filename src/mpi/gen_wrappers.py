@@ -356,20 +356,25 @@ def kinds_header():
     return "\n".join(out)
 
 
+def write_if_changed(path, text):
+    """Write path only when its text changes (the build then recompiles
+    only what depends on a file that did)."""
+    try:
+        if open(path).read() == text:
+            return
+    except OSError:
+        pass
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
 def main():
     funcs = read_list(sys.argv[1])
     outdir = sys.argv[2]
     files = {"sts_ops.h": ops_header(funcs), "uh_gen.c": upper(funcs), "lh_gen.c": lower(funcs),
              "predef.c": predef(), "sts_kinds.h": kinds_header()}
     for name, text in files.items():
-        path = f"{outdir}/{name}"
-        try:
-            if open(path).read() == text:
-                continue
-        except OSError:
-            pass
-        with open(path, "w") as fh:
-            fh.write(text)
+        write_if_changed(f"{outdir}/{name}", text)
 
 
 if __name__ == "__main__":
