@@ -22,6 +22,7 @@ struct sts_lh_info *const sts_lh = (struct sts_lh_info *)STS_LH_INFO_ADDR;
 
 static int initialized, finalized;
 static int thread_level;
+static pid_t main_tid;   /* the thread that initialized MPI */
 
 /* No lower half below (the program was started without Stasis's lower
  * half): say so once, clearly, rather than crash on the table. */
@@ -169,6 +170,7 @@ int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	STS_LOWER(ret = sts_lh->hand.init(required, &thread_level));
 	if (ret == 0) {
 		initialized = 1;
+		main_tid = gettid();
 		if (provided)
 			*provided = thread_level;
 	}
@@ -189,6 +191,22 @@ int PMPI_Initialized(int *flag)
 	return MPI_SUCCESS;
 }
 int MPI_Initialized(int *flag) __attribute__((weak, alias("PMPI_Initialized")));
+
+/* the level MPI_Init_thread gave (lh_init): what the real MPI says may
+ * be below it (docs/split.md, "Thread level") */
+int PMPI_Query_thread(int *provided)
+{
+	*provided = thread_level;
+	return MPI_SUCCESS;
+}
+int MPI_Query_thread(int *provided) __attribute__((weak, alias("PMPI_Query_thread")));
+
+int PMPI_Is_thread_main(int *flag)
+{
+	*flag = gettid() == main_tid;
+	return MPI_SUCCESS;
+}
+int MPI_Is_thread_main(int *flag) __attribute__((weak, alias("PMPI_Is_thread_main")));
 
 int PMPI_Finalized(int *flag)
 {

@@ -73,11 +73,44 @@ static inline long rsys(long n, long a, long b, long c, long d)
 	return r;
 }
 
+/* The MPI calls of a checkpoint (rounds, drain, Finalize) are made by the
+ * program's main thread while it is parked, never by the checkpoint thread:
+ * MPI is used by one thread only, so the lower half can ask for
+ * MPI_THREAD_SINGLE, whose libraries take no locks (docs/split.md, "Thread
+ * level"). The checkpoint thread posts a job (on_main) and waits; the
+ * parked thread runs it on the lower half's TLS and goes on waiting. */
+static int (*job_fn)(void);
+static int job_ret;
+static uint32_t job_gen, job_done, wake_gen;
+static int parked_main;   /* the main thread is parked, alone: it takes jobs */
+
+static char job_msg[512];   /* err_msg() is per thread: the job's, for the checkpoint thread */
+
+static int job_call(void)
+{
+	int ret;
+
+	err_clear();
+	ret = job_fn();
+	snprintf(job_msg, sizeof(job_msg), "%s", ret < 0 ? err_msg() : "");
+	return ret;
+}
+
+static void __attribute__((no_stack_protector)) run_job(uint32_t job, uint64_t upper_fs)
+{
+	sts_wrfs((int)lh_info->fsgsbase, lh_info->lh_fs);
+	job_ret = job_call();
+	sts_wrfs((int)lh_info->fsgsbase, upper_fs);
+	__atomic_store_n(&job_done, job, __ATOMIC_SEQ_CST);
+	rsys(SYS_futex, (long)&job_done, FUTEX_WAKE, 1, 0);
+}
+
 static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, void *uc)
 {
 	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
-	uint32_t gen, i;
+	uint32_t gen, job, i;
 	long tid;
+	int main;
 
 	(void)sig;
 	(void)si;
@@ -108,10 +141,22 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		t->tid = (int32_t)tid;
 		t->main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	}
+	main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
+	job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&parked_n, 1, __ATOMIC_SEQ_CST);
 	rsys(SYS_futex, (long)&parked_n, FUTEX_WAKE, 1, 0);
-	while (__atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST) == gen)
-		rsys(SYS_futex, (long)&resume_gen, FUTEX_WAIT, (long)gen, 0);
+	for (;;) {
+		uint32_t w = __atomic_load_n(&wake_gen, __ATOMIC_SEQ_CST);
+
+		if (__atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST) != gen)
+			break;
+		if (main && __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST) != job) {
+			job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
+			run_job(job, fs);
+			continue;
+		}
+		rsys(SYS_futex, (long)&wake_gen, FUTEX_WAIT, (long)w, 0);
+	}
 }
 
 static uint64_t now_us(void)
@@ -130,11 +175,39 @@ static int is_lower(pid_t tid)
 	return 0;
 }
 
+static void wake_parked(void)
+{
+	__atomic_add_fetch(&wake_gen, 1, __ATOMIC_SEQ_CST);
+	syscall(SYS_futex, &wake_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+}
+
 static void resume(void)
 {
+	parked_main = 0;
 	lh_info->ckpt_pending = 0;
 	__atomic_add_fetch(&resume_gen, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &resume_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
+	wake_parked();
+}
+
+/* fn on the parked main thread; its result */
+
+static int on_main(int (*fn)(void))
+{
+	uint32_t job;
+
+	if (!parked_main)
+		return err_set(-EDEADLK, "rank %d: the program's thread is not stopped; the "
+			       "checkpoint cannot go on", lh_info->world_rank);
+	job_fn = fn;
+	job = __atomic_add_fetch(&job_gen, 1, __ATOMIC_SEQ_CST);
+	wake_parked();
+	for (;;) {
+		uint32_t d = __atomic_load_n(&job_done, __ATOMIC_SEQ_CST);
+
+		if (d == job)
+			return job_ret < 0 && *job_msg ? err_set(job_ret, "%s", job_msg) : job_ret;
+		syscall(SYS_futex, &job_done, FUTEX_WAIT, d, NULL, NULL, 0);
+	}
 }
 
 /* Wait until the signaled threads parked or said they are the lower half's;
@@ -165,6 +238,7 @@ static int await_parked(unsigned signaled, int timeout_ms)
 			       "Stasis does not expect them (glibc 2.36 is supported)",
 			       lh_info->world_rank);
 	st.tid_offset = TID_OFFSET;
+	parked_main = 1;
 	return 0;
 }
 
@@ -281,9 +355,37 @@ static int read_line(char *buf, size_t len)
 	return -E2BIG;
 }
 
-/* Every rank is parked: receive what is in flight into the drain buffer,
- * complete every send (lh_p2p.c), then refuse what a restart could not
- * rebuild. The drain stays for the program after a refusal too. */
+/* Rounds until no rank is behind a collective target (lh_coll.c); a rank
+ * behind runs on until it parks at its targets. */
+static int coll_failed;
+
+static int coll_round(void)
+{
+	return lh_coll_round(agent_comm, &coll_failed);
+}
+
+static int coll_quiesce(void)
+{
+	uint64_t deadline = lh_now_ms() + LH_QUIESCE_TIMEOUT_MS;
+	int ret;
+
+	coll_failed = 0;
+	while ((ret = on_main(coll_round)) > 0) {
+		uint64_t now = lh_now_ms();
+
+		if (ret != LH_ROUND_ADVANCE)
+			continue;
+		lh_lg->advancing = 1;
+		if (run_until_parked(now < deadline ? (int)(deadline - now) : 1) != 0)
+			coll_failed = 1;
+		lh_lg->advancing = 0;
+	}
+	return ret;
+}
+
+/* Every rank is parked at its targets: receive what is in flight into the
+ * drain buffer, complete every send (lh_p2p.c), then refuse what a restart
+ * could not rebuild. The drain stays for the program after a refusal too. */
 static int quiesce(void)
 {
 	char why[256];
@@ -300,6 +402,11 @@ static int quiesce(void)
 		return err_set(-ENOTSUP, "rank %d: %s: the split process cannot restore it yet "
 			       "(docs/split.md)", lh_info->world_rank, why);
 	return 0;
+}
+
+static int finalize(void)
+{
+	return MPI_Finalize();
 }
 
 /* CHECKPOINT: park, say PARKED (or FAILED); on WRITE (every rank is
@@ -321,9 +428,9 @@ static void checkpoint(const char *name)
 		goto gone;
 	if (!strcmp(line, "WRITE")) {
 		err_clear();
-		ret = lh_coll_quiesce(agent_comm, run_until_parked);
+		ret = coll_quiesce();
 		if (!ret)
-			ret = quiesce();
+			ret = on_main(quiesce);
 		if (!ret)
 			ret = write_image(name, &info);
 		if (ret)
@@ -337,7 +444,7 @@ static void checkpoint(const char *name)
 	}
 	if (!strcmp(line, "EXIT")) {
 		/* checkpoint --stop: end the whole job cleanly */
-		MPI_Finalize();
+		on_main(finalize);
 		_exit(0);
 	}
 	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says) */

@@ -5,7 +5,8 @@
  * (lh_coll_enter, called by every collective's lower side before it
  * starts; blocking collectives run as their non-blocking form and a wait
  * that returns STS_AGAIN, so no thread is ever stuck inside one). Once
- * every rank is parked, the checkpoint threads run rounds: each
+ * every rank is parked, the ranks run rounds (lh_coll_round, on each
+ * rank's parked thread at its checkpoint thread's bidding): each
  * communicator's target is the largest count among its members (an
  * MPI_Iallreduce on the lower half's duplicate of it); a rank below a
  * target on some communicator runs on, starting collectives, until it is
@@ -25,8 +26,6 @@
 #include "common/err.h"
 #include "lh.h"
 #include "lh_ledger.h"
-
-#define QUIESCE_TIMEOUT_MS 30000
 
 /* MPICH's MPI_STATUSES_IGNORE is the address 1: gcc sees an access to it */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -177,40 +176,24 @@ static void purge(void)
 			lh_release_now(STS_COMM, c);
 }
 
-int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms))
+int lh_coll_round(MPI_Comm ctl, int *failed)
 {
-	uint64_t deadline = lh_now_ms() + QUIESCE_TIMEOUT_MS;
-	int failed = 0, ret = ensure(2);
+	int mine[2], all[2];
 
-	if (ret)
-		return err_set(ret, "out of memory");
-	for (unsigned round = 0;; round++) {
-		int mine[2], all[2];
-
-		if (targets(ctl) != MPI_SUCCESS)
-			failed = 1;
-		mine[0] = !failed && behind();
-		mine[1] = failed;
-		if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
-			all[1] = 1;
-		if (all[1] || !all[0]) {
-			memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
-			if (!all[1])
-				purge();
-			if (all[1])
-				return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
-					       "between collectives within %d s (a rank behind waits for "
-					       "a rank that is stopped?)", lh_lg->world_rank,
-					       QUIESCE_TIMEOUT_MS / 1000);
-			return 0;
-		}
-		if (mine[0]) {
-			uint64_t now = lh_now_ms();
-
-			lh_lg->advancing = 1;
-			if (run_until_parked(now < deadline ? (int)(deadline - now) : 1) != 0)
-				failed = 1;
-			lh_lg->advancing = 0;
-		}
-	}
+	if (ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
+		*failed = 1;
+	mine[0] = !*failed && behind();
+	mine[1] = *failed;
+	if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
+		all[1] = 1;
+	if (!all[1] && all[0])
+		return mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
+	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
+	if (all[1])
+		return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
+			       "between collectives within %d s (a rank behind waits for "
+			       "a rank that is stopped?)", lh_lg->world_rank,
+			       LH_QUIESCE_TIMEOUT_MS / 1000);
+	purge();
+	return LH_ROUND_DONE;
 }

@@ -167,10 +167,16 @@ void lh_coll_comm_gone(uint32_t comm);
  * finds every member freed it (its slot then released), 0 if it goes now */
 int lh_coll_comm_retire(uint32_t comm);
 int lh_coll_retired(uint32_t comm);
-/* rounds of targets until no rank is behind (the checkpoint thread, every
- * rank parked); park_again parks the upper thread after it ran on; 0 or a
- * negative errno with err_msg() */
-int lh_coll_quiesce(MPI_Comm ctl, int (*run_until_parked)(int timeout_ms));
+/* One round of targets (collective over ctl; every rank parked, on its
+ * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
+ * run on until it parks at its targets, LH_ROUND_AGAIN when another is,
+ * LH_ROUND_DONE when none is (every target met: the next is the drain), or
+ * a negative errno with err_msg() when a rank failed. *failed: this rank
+ * failed (did not reach its targets in time; set by the round when it
+ * cannot take part), told to every rank in the next round. */
+#define LH_QUIESCE_TIMEOUT_MS 30000
+enum { LH_ROUND_DONE, LH_ROUND_AGAIN, LH_ROUND_ADVANCE };
+int lh_coll_round(MPI_Comm ctl, int *failed);
 /* lh_p2p.c: a blocking collective's start and wait, with its continuation:
  * lh_coll_begin gives 1 (continuing: *req), 0 (start it now: counted) or
  * STS_AGAIN (held) */
@@ -190,8 +196,8 @@ int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *
 int lh_waitsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
 int lh_testsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
 
-/* lh_p2p.c: the checkpoint's drain, on the checkpoint thread while every
- * upper thread is parked; 0 or a negative errno with err_msg() */
+/* lh_p2p.c: the checkpoint's drain, on the program's thread while it is
+ * parked (every rank's is); 0 or a negative errno with err_msg() */
 int lh_p2p_drain(MPI_Comm ctl, int timeout_ms);
 
 void *lg_alloc(size_t n);

@@ -78,10 +78,10 @@ static int thread_level(void)
 {
 	const char *v = getenv("STASIS_MPI_THREAD_LEVEL");
 
-	if (!v || !*v || !strcmp(v, "serialized"))
-		return MPI_THREAD_SERIALIZED;
-	if (!strcmp(v, "single"))
+	if (!v || !*v || !strcmp(v, "single"))
 		return MPI_THREAD_SINGLE;
+	if (!strcmp(v, "serialized"))
+		return MPI_THREAD_SERIALIZED;
 	if (!strcmp(v, "funneled"))
 		return MPI_THREAD_FUNNELED;
 	if (!strcmp(v, "multiple"))
