@@ -192,16 +192,20 @@ int lh_err(int code)
 	return errors_in[cls];
 }
 
+/* The byte count and the cancelled flag read from the status as each ABI
+ * lays them out (uh_abi.c reads them the same way), not with
+ * MPI_Get_elements_x and MPI_Test_cancelled: two calls on every receive */
 void lh_status_out(const MPI_Status *s, struct sts_status *n)
 {
-	MPI_Count bytes = 0;
-	int flag = 0;
-
-	MPI_Get_elements_x(s, MPI_BYTE, &bytes);
-	MPI_Test_cancelled(s, &flag);
 	n->source = lh_rank_out(s->MPI_SOURCE);
 	n->tag = s->MPI_TAG;
 	n->error = lh_err(s->MPI_ERROR);
-	n->cancelled = flag;
-	n->count = bytes;
+#ifdef OPEN_MPI
+	n->cancelled = s->_cancelled != 0;
+	n->count = (long long)s->_ucount;
+#else
+	n->cancelled = s->count_hi_and_cancelled & 1;
+	n->count = (long long)(unsigned)s->count_lo |
+		   ((long long)((unsigned)s->count_hi_and_cancelled >> 1) << 32);
+#endif
 }

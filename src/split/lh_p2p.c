@@ -196,6 +196,31 @@ static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
 	return 1;
 }
 
+/* a receive's request (r: the real one, or null) into the ledger: its
+ * neutral handle, or 0 when the ledger is full (r cancelled) */
+static uint32_t recv_track(MPI_Request r, void *buf, int cnt, uint32_t dt, int src, int tag,
+			   uint32_t comm)
+{
+	uint32_t n = req_new(r, REQ_RECV);
+	struct lh_req *q = req_rec(n, NULL);
+
+	if (!q) {
+		if (r != MPI_REQUEST_NULL) {
+			MPI_Cancel(&r);
+			MPI_Request_free(&r);
+		}
+		return 0;
+	}
+	q->buf = buf;
+	q->count = cnt;
+	q->datatype = dt;
+	q->peer = src;
+	q->tag = tag;
+	q->comm = comm;
+	q->seq = lh_slot_of(STS_REQUEST, n)->seq;
+	return n;
+}
+
 static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
 {
 	struct lh_msg *prev = NULL, *m = lh_lg->drain_head ? drain_find(comm, src, tag, &prev) : NULL;
@@ -206,22 +231,10 @@ static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t
 	if (!m && src != STS_PROC_NULL &&
 	    (ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &r)) != MPI_SUCCESS)
 		return ret;
-	*req = req_new(r, REQ_RECV);
-	if (!*req) {
-		if (!m) {
-			MPI_Cancel(&r);
-			MPI_Request_free(&r);
-		}
+	*req = recv_track(r, buf, cnt, dt, src, tag, comm);
+	if (!*req)
 		return MPI_ERR_NO_MEM;
-	}
 	q = req_rec(*req, NULL);
-	q->buf = buf;
-	q->count = cnt;
-	q->datatype = dt;
-	q->peer = src;
-	q->tag = tag;
-	q->comm = comm;
-	q->seq = lh_slot_of(STS_REQUEST, *req)->seq;
 	if (src == STS_PROC_NULL) {   /* complete at once, as in MPI */
 		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
 		q->state = REQ_DONE;
@@ -234,30 +247,52 @@ static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t
 	return MPI_SUCCESS;
 }
 
-/* mode: 0 standard, 1 synchronous, 2 ready */
-static int post_send(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
-		     uint32_t comm, uint32_t *req)
+/* mode: 0 standard, 1 synchronous, 2 ready; counted as sent */
+static int send_start(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
+		      uint32_t comm, MPI_Request *r)
 {
-	MPI_Request r;
-	struct lh_req *q;
 	int d = lh_rank_in(dest), ret;
 
-	ret = mode == 1 ? MPI_Issend(buf, cnt, t, d, tag, rcomm(comm), &r) :
-	      mode == 2 ? MPI_Irsend(buf, cnt, t, d, tag, rcomm(comm), &r) :
-			  MPI_Isend(buf, cnt, t, d, tag, rcomm(comm), &r);
+	ret = mode == 1 ? MPI_Issend(buf, cnt, t, d, tag, rcomm(comm), r) :
+	      mode == 2 ? MPI_Irsend(buf, cnt, t, d, tag, rcomm(comm), r) :
+			  MPI_Isend(buf, cnt, t, d, tag, rcomm(comm), r);
 	if (ret != MPI_SUCCESS)
 		return ret;
-	*req = req_new(r, REQ_SEND);
-	if (!*req)
-		return MPI_ERR_NO_MEM;   /* the send goes on, untracked: the drain may miss it */
-	q = req_rec(*req, NULL);
-	q->peer = dest;
-	q->tag = tag;
-	q->comm = comm;
 	lh_lg->pending_sends++;
 	if (dest >= 0)
 		count(lh_lg->sent_to, comm, dest, 1);
 	return MPI_SUCCESS;
+}
+
+/* a started send's request into the ledger: its neutral handle, or 0 when
+ * the ledger is full (the send goes on, uncounted: the drain may miss it) */
+static uint32_t send_track(MPI_Request r, int dest, int tag, uint32_t comm)
+{
+	uint32_t n = req_new(r, REQ_SEND);
+	struct lh_req *q = req_rec(n, NULL);
+
+	if (!q) {
+		lh_lg->pending_sends--;
+		if (dest >= 0)
+			count(lh_lg->sent_to, comm, dest, -1);
+		return 0;
+	}
+	q->peer = dest;
+	q->tag = tag;
+	q->comm = comm;
+	return n;
+}
+
+static int post_send(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
+		     uint32_t comm, uint32_t *req)
+{
+	MPI_Request r;
+	int ret = send_start(mode, buf, cnt, t, dest, tag, comm, &r);
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	*req = send_track(r, dest, tag, comm);
+	return *req ? MPI_SUCCESS : MPI_ERR_NO_MEM;
 }
 
 /* ---- the continuation of a call that returned STS_AGAIN ---- */
@@ -339,18 +374,145 @@ int lh_Irecv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, u
 	return lh_err(post_recv(buf, cnt, dt, src, tag, comm, req));
 }
 
+/* ---- blocking calls ----
+ * A blocking send or receive starts its non-blocking form and tests the real
+ * request itself: no ledger record, no continuation key, unless a checkpoint
+ * begins before it completes. Then its requests go into the ledger as
+ * Isend/Irecv would have made them (blk_adopt) and the call returns
+ * STS_AGAIN with its continuation, like every other call that waits. */
+struct blk {
+	MPI_Request r;
+	uint32_t kind;          /* REQ_SEND, REQ_RECV; 0: done (or none) */
+	void *buf;
+	int count, peer, tag;
+	uint32_t datatype, comm;
+};
+
+/* 1 when b completed (counted; its status in *st when st, error class in *err) */
+static int blk_test(struct blk *b, struct sts_status *st, int *err)
+{
+	MPI_Status rs;
+	struct sts_status ns;
+	int flag = 0, ret;
+
+	if (b->kind == REQ_SEND) {
+		ret = MPI_Test(&b->r, &flag, MPI_STATUS_IGNORE);
+		if (ret == MPI_SUCCESS && !flag)
+			return 0;
+		lh_lg->pending_sends--;
+		*err = lh_err(ret);
+		b->kind = 0;
+		return 1;
+	}
+	memset(&rs, 0, sizeof(rs));
+	ret = MPI_Test(&b->r, &flag, &rs);
+	if (ret == MPI_SUCCESS && !flag)
+		return 0;
+	lh_status_out(&rs, &ns);
+	if (ret != MPI_SUCCESS)
+		ns.error = lh_err(ret);
+	if (!ns.cancelled && ns.source >= 0)
+		count(lh_lg->recv_from, b->comm, ns.source, 1);
+	if (st)
+		*st = ns;
+	*err = ns.error;
+	b->kind = 0;
+	return 1;
+}
+
+/* b's request into the ledger: its neutral handle (0: done, or no room) */
+static uint32_t blk_adopt(const struct blk *b)
+{
+	if (b->kind == REQ_SEND)
+		return send_track(b->r, b->peer, b->tag, b->comm);
+	if (b->kind == REQ_RECV)
+		return recv_track(b->r, b->buf, b->count, b->datatype, b->peer, b->tag, b->comm);
+	return 0;
+}
+
+/* Wait for b[0] and b[1] (status of b[0]); at a checkpoint, their
+ * continuation op under the key key(args) */
+static int blk_wait(struct blk b[2], struct sts_status *st, uint32_t op,
+		    uint64_t (*key)(const void *args), const void *args)
+{
+	int err = 0, e;
+
+	for (;;) {
+		if (b[0].kind && blk_test(&b[0], st, &e))
+			err = err ? err : e;
+		if (b[1].kind && blk_test(&b[1], NULL, &e))
+			err = err ? err : e;
+		if (!b[0].kind && !b[1].kind)
+			return err;
+		if (ckpt_pending()) {
+			uint32_t r[2] = { blk_adopt(&b[0]), blk_adopt(&b[1]) };
+
+			return cont_park(op, key(args), r, NULL);
+		}
+	}
+}
+
+static int blk_recv(struct blk *b, void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm)
+{
+	int ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &b->r);
+
+	b->kind = ret == MPI_SUCCESS ? REQ_RECV : 0;
+	b->buf = buf;
+	b->count = cnt;
+	b->datatype = dt;
+	b->peer = src;
+	b->tag = tag;
+	b->comm = comm;
+	return ret;
+}
+
+/* a continuation of op under this call's key: its requests in r */
+static inline int continued(uint32_t op, uint64_t (*key)(const void *args), const void *args,
+			    uint32_t r[2])
+{
+	return lh_lg->cont.op == op && cont_take(op, key(args), r, NULL);
+}
+
+/* the drain buffer has a message for (comm, src, tag), or src is
+ * MPI_PROC_NULL: the receive completes at once, the ledger's way */
+static inline int recv_at_once(uint32_t comm, int src, int tag)
+{
+	struct lh_msg *prev;
+
+	return src == STS_PROC_NULL || (lh_lg->drain_head && drain_find(comm, src, tag, &prev));
+}
+
+struct p2p_args {
+	const void *sbuf;
+	void *rbuf;
+	int scnt, rcnt, dest, src, stag, rtag;
+	uint32_t stype, rtype, comm, mode;
+};
+
+static uint64_t send_key(const void *p)
+{
+	const struct p2p_args *a = p;
+
+	return key_of(OP_SEND + (a->mode << 8), (uint64_t)(uintptr_t)a->sbuf,
+		      ((uint64_t)(uint32_t)a->scnt << 32) | a->stype,
+		      ((uint64_t)(uint32_t)a->dest << 32) | (uint32_t)a->stag, a->comm);
+}
+
 static int send_blocking(int mode, const void *buf, int cnt, uint32_t dt, int dest, int tag,
 			 uint32_t comm)
 {
-	uint64_t key = key_of(OP_SEND + ((uint32_t)mode << 8), (uint64_t)(uintptr_t)buf,
-			      ((uint64_t)(uint32_t)cnt << 32) | dt, ((uint64_t)(uint32_t)dest << 32) | (uint32_t)tag, comm);
-	uint32_t r[2] = { 0, 0 };
+	struct p2p_args a = { .sbuf = buf, .scnt = cnt, .stype = dt, .dest = dest, .stag = tag,
+			      .comm = comm, .mode = (uint32_t)mode };
+	uint32_t op = OP_SEND + ((uint32_t)mode << 8), r[2] = { 0, 0 };
+	struct blk b[2] = { { .kind = REQ_SEND, .peer = dest, .tag = tag, .comm = comm } };
 	int ret;
 
-	if (!cont_take(OP_SEND + ((uint32_t)mode << 8), key, r, NULL) &&
-	    (ret = post_send(mode, buf, cnt, rtype(dt), dest, tag, comm, &r[0])) != MPI_SUCCESS)
+	if (continued(op, send_key, &a, r))
+		return wait2(op, send_key(&a), r, NULL, NULL);
+	ret = send_start(mode, buf, cnt, rtype(dt), dest, tag, comm, &b[0].r);
+	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
-	return wait2(OP_SEND + ((uint32_t)mode << 8), key, r, NULL, NULL);
+	return blk_wait(b, NULL, op, send_key, &a);
 }
 
 int lh_Send(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm)
@@ -368,37 +530,75 @@ int lh_Rsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t 
 	return send_blocking(2, buf, cnt, dt, dest, tag, comm);
 }
 
+static uint64_t recv_key(const void *p)
+{
+	const struct p2p_args *a = p;
+
+	return key_of(OP_RECV, (uint64_t)(uintptr_t)a->rbuf, ((uint64_t)(uint32_t)a->rcnt << 32) | a->rtype,
+		      ((uint64_t)(uint32_t)a->src << 32) | (uint32_t)a->rtag, a->comm);
+}
+
 int lh_Recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, struct sts_status *st)
 {
-	uint64_t key = key_of(OP_RECV, (uint64_t)(uintptr_t)buf, ((uint64_t)(uint32_t)cnt << 32) | dt,
-			      ((uint64_t)(uint32_t)src << 32) | (uint32_t)tag, comm);
+	struct p2p_args a = { .rbuf = buf, .rcnt = cnt, .rtype = dt, .src = src, .rtag = tag,
+			      .comm = comm };
 	uint32_t r[2] = { 0, 0 };
+	struct blk b[2] = { { 0 } };
 	int ret;
 
-	if (!cont_take(OP_RECV, key, r, NULL) &&
-	    (ret = post_recv(buf, cnt, dt, src, tag, comm, &r[0])) != MPI_SUCCESS)
+	if (continued(OP_RECV, recv_key, &a, r))
+		return wait2(OP_RECV, recv_key(&a), r, st, NULL);
+	if (recv_at_once(comm, src, tag)) {
+		if ((ret = post_recv(buf, cnt, dt, src, tag, comm, &r[0])) != MPI_SUCCESS)
+			return lh_err(ret);
+		return wait2(OP_RECV, recv_key(&a), r, st, NULL);
+	}
+	if ((ret = blk_recv(&b[0], buf, cnt, dt, src, tag, comm)) != MPI_SUCCESS)
 		return lh_err(ret);
-	return wait2(OP_RECV, key, r, st, NULL);
+	return blk_wait(b, st, OP_RECV, recv_key, &a);
+}
+
+static uint64_t sendrecv_key(const void *p)
+{
+	const struct p2p_args *a = p;
+
+	return key_of(OP_SENDRECV, (uint64_t)(uintptr_t)a->sbuf ^ ((uint64_t)(uintptr_t)a->rbuf << 1),
+		      ((uint64_t)(uint32_t)a->scnt << 32) | (uint32_t)a->rcnt,
+		      ((uint64_t)(uint32_t)a->dest << 32) | (uint32_t)a->src,
+		      ((uint64_t)a->comm << 32) ^ ((uint64_t)(uint32_t)a->stag << 16) ^ (uint32_t)a->rtag);
 }
 
 int lh_Sendrecv(const void *sbuf, int scnt, uint32_t stype, int dest, int stag, void *rbuf,
 		int rcnt, uint32_t rtype_, int src, int rtag, uint32_t comm, struct sts_status *st)
 {
-	uint64_t key = key_of(OP_SENDRECV, (uint64_t)(uintptr_t)sbuf ^ ((uint64_t)(uintptr_t)rbuf << 1),
-			      ((uint64_t)(uint32_t)scnt << 32) | (uint32_t)rcnt,
-			      ((uint64_t)(uint32_t)dest << 32) | (uint32_t)src,
-			      ((uint64_t)comm << 32) ^ ((uint64_t)(uint32_t)stag << 16) ^ (uint32_t)rtag);
+	struct p2p_args a = { .sbuf = sbuf, .rbuf = rbuf, .scnt = scnt, .rcnt = rcnt, .dest = dest,
+			      .src = src, .stag = stag, .rtag = rtag, .stype = stype,
+			      .rtype = rtype_, .comm = comm };
 	uint32_t r[2] = { 0, 0 };
+	struct blk b[2] = { { 0 }, { .kind = REQ_SEND, .peer = dest, .tag = stag, .comm = comm } };
 	int ret;
 
-	if (!cont_take(OP_SENDRECV, key, r, NULL)) {
+	if (continued(OP_SENDRECV, sendrecv_key, &a, r))
+		return wait2(OP_SENDRECV, sendrecv_key(&a), r, st, NULL);
+	if (recv_at_once(comm, src, rtag)) {
 		ret = post_recv(rbuf, rcnt, rtype_, src, rtag, comm, &r[0]);
 		if (ret == MPI_SUCCESS)
 			ret = post_send(0, sbuf, scnt, rtype(stype), dest, stag, comm, &r[1]);
 		if (ret != MPI_SUCCESS)
 			return lh_err(ret);
+		return wait2(OP_SENDRECV, sendrecv_key(&a), r, st, NULL);
 	}
-	return wait2(OP_SENDRECV, key, r, st, NULL);
+	if ((ret = blk_recv(&b[0], rbuf, rcnt, rtype_, src, rtag, comm)) != MPI_SUCCESS)
+		return lh_err(ret);
+	if ((ret = send_start(0, sbuf, scnt, rtype(stype), dest, stag, comm, &b[1].r)) != MPI_SUCCESS) {
+		/* the receive is posted: MPI finishes it, as a freed request */
+		struct lh_req *q = req_rec(blk_adopt(&b[0]), NULL);
+
+		if (q)
+			q->detached = 1;
+		return lh_err(ret);
+	}
+	return blk_wait(b, st, OP_SENDRECV, sendrecv_key, &a);
 }
 
 int lh_Sendrecv_replace(void *buf, int cnt, uint32_t dt, int dest, int stag, int src, int rtag,
