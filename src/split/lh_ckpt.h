@@ -45,9 +45,11 @@ struct lh_restored {
 
 /* The upper half's sections of a rank's image (lh_image.c). */
 int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump_info *info);
-/* Map and fill the upper half from the image at path; *out tells how to
- * enter it again. Dies on nothing: returns a negative errno and err_msg(). */
-int lh_restore(const char *path, struct lh_restored *out);
+/* Map and fill the upper half from the image at path, which must be rank's
+ * of size; *out tells how to enter it again. Needs neither MPI nor the
+ * table (it runs while MPI initializes). Dies on nothing: returns a
+ * negative errno and err_msg(). */
+int lh_restore(const char *path, int rank, int size, struct lh_restored *out);
 
 /* Register with the job's coordinator when the rank runs under `stasis run`
  * or `stasis restart` (STASIS_COORD_ADDR set) and start the checkpoint

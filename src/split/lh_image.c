@@ -349,7 +349,7 @@ static int map_region(const struct split_region *r, const char *path)
 	return 0;
 }
 
-int lh_restore(const char *path, struct lh_restored *out)
+int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 {
 	struct img_reader *img = NULL;
 	struct img_section_info si;
@@ -385,9 +385,9 @@ int lh_restore(const char *path, struct lh_restored *out)
 			      h.version, SPLIT_FORMAT_VERSION);
 		goto out;
 	}
-	if (h.rank != lh_info->world_rank || h.size != lh_info->world_size) {
+	if (h.rank != rank || h.size != size) {
 		ret = err_set(-EINVAL, "%s is rank %d of %d, but this process is rank %d of %d", path,
-			      h.rank, h.size, lh_info->world_rank, lh_info->world_size);
+			      h.rank, h.size, rank, size);
 		goto out;
 	}
 	if (h.nthreads == 0 || h.nthreads > LH_MAX_THREADS) {

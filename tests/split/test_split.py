@@ -119,3 +119,46 @@ def test_thread_level(progs, tmp_path):
     assert r.stderr.splitlines() == ["stasis: lower half: STASIS_MPI_THREAD_LEVEL=bogus: expected "
                                      "single, funneled, serialized or multiple"], r.stderr
 
+
+
+THREADS_C = r"""
+#include <mpi.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+static void *other(void *p) { MPI_Is_thread_main((int *)p); return NULL; }
+int main(int argc, char **argv) {
+    int provided = -1, query = -1, main_ = -1, in_other = -1;
+    pthread_t t;
+    MPI_Init_thread(&argc, &argv, atoi(argv[1]), &provided);
+    MPI_Query_thread(&query);
+    MPI_Is_thread_main(&main_);
+    pthread_create(&t, NULL, other, &in_other);
+    pthread_join(t, NULL);
+    printf("provided %d query %d main %d other %d\n", provided, query, main_, in_other);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_thread_level_offered(lower, tmp_path):
+    """At the default level (the lower half's MPI at SINGLE) a program is
+    offered up to FUNNELED, and MPI_Query_thread agrees; the variable gives
+    MULTIPLE to a program that asks for it (docs/split.md, "Thread level")."""
+    src = tmp_path / "threads.c"
+    src.write_text(THREADS_C)
+    exe = tmp_path / "threads"
+    subprocess.run([f"mpicc.{lower}", "-o", str(exe), str(src), "-lpthread"], check=True)
+    for level_env, asked, expected in [(None, 3, 1), (None, 1, 1), (None, 0, 0),
+                                       ("multiple", 3, 3), ("serialized", 3, 2)]:
+        env = dict(ENV)
+        if level_env:
+            env["STASIS_MPI_THREAD_LEVEL"] = level_env
+        r = subprocess.run(launcher(lower, 1) + [str(LH / f"stasis-lh-{lower}"), str(exe),
+                                                 str(asked)],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.strip() == f"provided {expected} query {expected} main 1 other 0", \
+            (level_env, asked, r.stdout, r.stderr)
