@@ -409,6 +409,21 @@ static void early_start(struct early *e, const char *dir)
 	e->started = pthread_create(&e->th, NULL, early_run, e) == 0;
 }
 
+/* Wait for every rank without spinning: the rebuild's collectives would
+ * busy-poll (MPICH does) on the CPUs that ranks still reading their
+ * images need (4 ranks on 2 CPUs: a restart measured 0.3 s slower) */
+static void idle_barrier(void)
+{
+	struct timespec ts = { 0, 200 * 1000 };
+	MPI_Request req;
+	int done = 0;
+
+	if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS)
+		return;
+	while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
+		nanosleep(&ts, NULL);
+}
+
 static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 {
 	const struct lh_restored *r = &e->r;
@@ -431,6 +446,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 		    "restart on a machine with the same kernel", lh_info->world_rank,
 		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r->vdso);
 	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r->uh_callbacks;
+	idle_barrier();
 	/* the ledger came back with the upper half: this MPI's handles for
 	 * every object the program holds, its pending receives posted again */
 	stage("rebuild");
