@@ -11,6 +11,9 @@
  *   rank:  DONE <regions> <pages> | FAILED <why>
  *   coord: RESUME | EXIT
  *
+ * The thread never calls MPI: the checkpoint's MPI calls are jobs it posts
+ * to the parked main thread (on_main, below).
+ *
  * Parking: LH_CKPT_SIGNAL goes to every thread but the lower half's own.
  * Its handler runs on whatever TLS the thread has, so it uses none (raw
  * system calls only) and tells threads apart by their FS base: the lower

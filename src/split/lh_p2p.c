@@ -11,7 +11,10 @@
  *   returns STS_AGAIN with its requests kept in the ledger's continuation,
  *   the upper wrapper parks on its way out and calls again, and the call
  *   goes on with the same requests, in this MPI or in a fresh one;
- * - at the checkpoint the checkpoint thread drains (lh_p2p_drain): the
+ * - a blocking Send/Recv/Sendrecv keeps its real requests to itself and
+ *   enters them in the ledger only when a checkpoint catches it (blk_*);
+ * - at the checkpoint the rank's parked main thread drains (lh_p2p_drain,
+ *   a job of the checkpoint thread): the
  *   ranks exchange their send counts, every rank receives what it was sent
  *   into the drain buffer (or MPI completes a receive the program posted),
  *   and every send completes;
