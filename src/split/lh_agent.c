@@ -113,7 +113,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
 	uint32_t gen, job, i;
 	long tid;
-	int main;
+	int is_main;
 
 	(void)sig;
 	(void)si;
@@ -144,7 +144,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		t->tid = (int32_t)tid;
 		t->main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	}
-	main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
+	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&parked_n, 1, __ATOMIC_SEQ_CST);
 	rsys(SYS_futex, (long)&parked_n, FUTEX_WAKE, 1, 0);
@@ -153,7 +153,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 
 		if (__atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST) != gen)
 			break;
-		if (main && __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST) != job) {
+		if (is_main && __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST) != job) {
 			job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
 			run_job(job, fs);
 			continue;
@@ -192,8 +192,7 @@ static void resume(void)
 	wake_parked();
 }
 
-/* fn on the parked main thread; its result */
-
+/* fn on the parked main thread; its result (err_msg() set from the job's) */
 static int on_main(int (*fn)(void))
 {
 	uint32_t job;
