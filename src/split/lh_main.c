@@ -74,10 +74,11 @@ static void stage(const char *name)
 {
 	struct timespec ts;
 
+	if (!verbose)
+		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	if (verbose)
-		fprintf(stderr, "stasis: lower half: stage %s (%lld.%03ld)\n", name,
-			(long long)ts.tv_sec, ts.tv_nsec / 1000000);
+	fprintf(stderr, "stasis: lower half: stage %s (%lld.%03ld)\n", name,
+		(long long)ts.tv_sec, ts.tv_nsec / 1000000);
 }
 
 static int thread_level(void)
@@ -361,8 +362,9 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 }
 
 /* Restart: the upper half from this rank's image, then into it where its
- * main thread stopped (lh_image.c, lh_agent.c). */
-/* At a restart the rank's image is read back while MPI initializes, on a
+ * main thread stopped (lh_image.c, lh_agent.c).
+ *
+ * The rank's image is read back while MPI initializes, on a
  * thread of its own: the two take about as long (4 ranks × 256 MiB here:
  * 0.55 s to read cold, 0.3 s to launch and initialize) and need different
  * things, and the upper half's range is Stasis's alone whether MPI is up or
