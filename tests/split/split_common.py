@@ -34,3 +34,9 @@ def build_programs(tmp_path_factory, names):
                            capture_output=True)
             out[(name, abi)] = str(exe)
     return out
+
+
+def build_program(tmp_path_factory, name):
+    """tests/split/<name>.c built with both MPIs: {abi: path}."""
+    built = build_programs(tmp_path_factory, (name,))
+    return {abi: built[(name, abi)] for abi in MPICC}

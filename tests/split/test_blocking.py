@@ -7,7 +7,7 @@ the right data and statuses (tests/split/blocking.c).
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import MPICC, build_programs, launcher
+from split_common import build_program, launcher
 from test_ckpt import MpiJob, cycles
 
 ITERS = 12
@@ -16,8 +16,7 @@ SLEEP_MS = 400
 
 @pytest.fixture(scope="module")
 def blocking(tmp_path_factory):
-    built = build_programs(tmp_path_factory, ("blocking",))
-    return {abi: built[("blocking", abi)] for abi in MPICC}
+    return build_program(tmp_path_factory, "blocking")
 
 
 @pytest.mark.parametrize("lower,n", [("openmpi", 3), ("mpich", 3)])

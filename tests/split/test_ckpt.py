@@ -17,7 +17,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
 from proc_harness import Job  # noqa: E402
-from split_common import MPI_ENV, MPICC, build_programs, launcher  # noqa: E402
+from split_common import MPI_ENV, build_program, launcher  # noqa: E402
 
 ITERS = 60
 SLEEP_MS = 100
@@ -25,8 +25,7 @@ SLEEP_MS = 100
 
 @pytest.fixture(scope="module")
 def hello(tmp_path_factory):
-    built = build_programs(tmp_path_factory, ("hello",))
-    return {abi: built[("hello", abi)] for abi in MPICC}
+    return build_program(tmp_path_factory, "hello")
 
 
 class MpiJob(Job):

@@ -9,7 +9,7 @@ checks every result.
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import MPICC, build_programs, launcher
+from split_common import build_program, build_programs, launcher
 from test_ckpt import MpiJob, cycles
 
 ITERS = 40
@@ -25,8 +25,7 @@ def expected_checks(size, iters):
 
 @pytest.fixture(scope="module")
 def coll(tmp_path_factory):
-    built = build_programs(tmp_path_factory, ("coll",))
-    return {abi: built[("coll", abi)] for abi in MPICC}
+    return build_program(tmp_path_factory, "coll")
 
 
 @pytest.mark.parametrize("lower,n", [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)])

@@ -9,13 +9,12 @@ import subprocess
 
 import pytest
 
-from split_common import ENV, LH, MPICC, TIMEOUT, build_programs, launcher
+from split_common import ENV, LH, TIMEOUT, build_program, launcher
 
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    built = build_programs(tmp_path_factory, ("memory",))
-    return {abi: built[("memory", abi)] for abi in MPICC}
+    return build_program(tmp_path_factory, "memory")
 
 
 def run(cmd, cwd, env=ENV):
