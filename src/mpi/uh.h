@@ -32,14 +32,36 @@ extern struct sts_lh_info *const sts_lh;
 		sts_leave(fs_);                                  \
 	} while (0)
 
-uint64_t sts_enter(void);
-void sts_leave(uint64_t fs);
+/* the thread was in the lower half when a checkpoint began: park now */
+void sts_park_pending(void);
+
+static inline uint64_t sts_enter(void)
+{
+	int g = (int)sts_lh->fsgsbase;
+	uint64_t fs = sts_rdfs(g);
+
+	sts_lh->uh_fs = fs;
+	sts_wrfs(g, sts_lh->lh_fs);
+	return fs;
+}
+
+static inline void sts_leave(uint64_t fs)
+{
+	sts_wrfs((int)sts_lh->fsgsbase, fs);
+	if (__builtin_expect(sts_lh->ckpt_pending, 0))
+		sts_park_pending();
+}
 
 /* ABI <-> neutral (uh_abi.c) */
 uint32_t sts_in(int kind, uint64_t abi_handle);
 uint64_t sts_out(int kind, uint32_t neutral);
 void sts_status_out(const struct sts_status *n, MPI_Status *s);
-int sts_err_out(int neutral_class);
+int sts_err_class_out(int neutral_class);
+
+static inline int sts_err_out(int neutral_class)
+{
+	return neutral_class == 0 ? MPI_SUCCESS : sts_err_class_out(neutral_class);
+}
 
 static inline void *sts_buf_in(const void *p)
 {

@@ -122,10 +122,8 @@ long long sts_status_bytes(const MPI_Status *s)
 #endif
 }
 
-int sts_err_out(int n)
+int sts_err_class_out(int n)
 {
-	if (n == 0)
-		return MPI_SUCCESS;
 	if (!ready)
 		setup();
 	return n > 0 && n < STS_NERRORS && errors_out[n] ? errors_out[n] : MPI_ERR_OTHER;

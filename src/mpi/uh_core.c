@@ -44,23 +44,11 @@ static void check_lower(void)
 	checked = 1;
 }
 
-uint64_t sts_enter(void)
+void sts_park_pending(void)
 {
-	int g = (int)sts_lh->fsgsbase;
-	uint64_t fs = sts_rdfs(g);
-
-	sts_lh->uh_fs = fs;
-	sts_wrfs(g, sts_lh->lh_fs);
-	return fs;
-}
-
-void sts_leave(uint64_t fs)
-{
-	sts_wrfs((int)sts_lh->fsgsbase, fs);
 	/* a checkpoint began while this thread was in an MPI call: the signal
 	 * found it inside the lower half; now that it is out, it parks */
-	if (__builtin_expect(sts_lh->ckpt_pending, 0))
-		syscall(SYS_tgkill, getpid(), gettid(), (int)sts_lh->ckpt_signal);
+	syscall(SYS_tgkill, getpid(), gettid(), (int)sts_lh->ckpt_signal);
 }
 
 /* Wait (up to 1 s) until whoever reads stderr took the line: MPICH's

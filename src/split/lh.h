@@ -23,8 +23,7 @@
 
 extern struct sts_lh_info *lh_info;
 
-/* the real handle of a neutral one (the real null handle for an unknown one) */
-uint64_t lh_real(int kind, uint32_t n);
+/* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */
 /* a new real handle: its neutral number (predefined ones keep theirs) */
 uint32_t lh_new(int kind, uint64_t real);
 /* n after a call that may have changed or freed its real handle */
@@ -34,7 +33,13 @@ void lh_handles_init(int restored);
 unsigned lh_live(int kind);
 
 void lh_status_out(const MPI_Status *s, struct sts_status *n);
-int lh_err(int real_code);
+int lh_err_class(int real_code);
+
+/* a real error code as a neutral error class (0 for MPI_SUCCESS) */
+static inline int lh_err(int real_code)
+{
+	return real_code == MPI_SUCCESS ? 0 : lh_err_class(real_code);
+}
 
 static inline void *lh_buf(const void *p)
 {
@@ -69,6 +74,38 @@ static inline uint64_t lh_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* MPI_Test for the loops that wait: with Open MPI, a test of a request not
+ * yet complete costs what a turn of its own MPI_Wait does (lh_poll.c);
+ * lh_poll_init answers 1 when it does, 0 when lh_test is MPI_Test */
+int lh_poll_init(void);
+#ifdef OPEN_MPI
+/* Open MPI's Isend of a message it sent at once (its inline path) returns
+ * this request, complete: testing it would cost a call and two memory
+ * barriers on the sender's side of every small message */
+extern struct ompi_request_t ompi_request_empty __attribute__((weak));
+extern int lh_poll_fast;
+int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st);
+#endif
+
+static inline int lh_test(MPI_Request *r, int *flag, MPI_Status *st)
+{
+#ifdef OPEN_MPI
+	if (lh_poll_fast)
+		return lh_test_word(r, flag, st);
+#endif
+	return MPI_Test(r, flag, st);
+}
+
+static inline int lh_sent_at_once(MPI_Request r)
+{
+#ifdef OPEN_MPI
+	return r == &ompi_request_empty;
+#else
+	(void)r;
+	return 0;
+#endif
 }
 
 void sts_gen_ops_fill(struct sts_gen_ops *ops);

@@ -58,17 +58,6 @@ void lh_handles_init(int restored)
 			errors_in[sts_predef_error[i].value] = (int)sts_predef_error[i].neutral;
 }
 
-static inline int live(const struct lh_table *t, uint32_t n)
-{
-	return n < t->cap && (n < STS_FIRST_USER || n < t->next);
-}
-
-uint64_t lh_real(int kind, uint32_t n)
-{
-	struct lh_table *t = &lh_lg->tables[kind];
-
-	return live(t, n) ? t->slot[n].real : t->slot[0].real;
-}
 
 struct lh_slot *lh_slot_of(int kind, uint32_t n)
 {
@@ -181,12 +170,10 @@ unsigned lh_live(int kind)
 	return t->next - STS_FIRST_USER - t->nfree;
 }
 
-int lh_err(int code)
+int lh_err_class(int code)
 {
 	int cls = 0;
 
-	if (code == MPI_SUCCESS)
-		return 0;
 	if (MPI_Error_class(code, &cls) != MPI_SUCCESS || cls < 0 || cls >= 512 || !errors_in[cls])
 		return 16;   /* MPI_ERR_OTHER in gen_wrappers.py's list */
 	return errors_in[cls];

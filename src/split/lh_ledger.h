@@ -108,6 +108,20 @@ struct lh_req {
 
 extern struct lh_ledger *lh_lg;
 
+static inline int lh_live_slot(const struct lh_table *t, uint32_t n)
+{
+	return n < t->cap && (n < STS_FIRST_USER || n < t->next);
+}
+
+/* the real handle of a neutral one (the real null handle for an unknown
+ * one); on every call's way in, so inline */
+static inline uint64_t lh_real(int kind, uint32_t n)
+{
+	const struct lh_table *t = &lh_lg->tables[kind];
+
+	return lh_live_slot(t, n) ? t->slot[n].real : t->slot[0].real;
+}
+
 /* A new ledger at STS_LEDGER_ADDR (fresh start); 0 or a negative errno. */
 int lh_ledger_create(int world_rank, int world_size);
 /* The ledger the restored upper half brought back; 0 or a negative errno

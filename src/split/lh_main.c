@@ -517,6 +517,8 @@ int main(int argc, char **argv, char **envp)
 	sts_gen_ops_fill(&lh_info->gen);
 	lh_hand_ops_fill(&lh_info->hand);
 	lh_info->mem_unfill = lh_mem_unfill;
+	if (lh_poll_init() && verbose)
+		fprintf(stderr, "stasis: lower half: requests tested by their completion word\n");
 
 	if (restore && *restore)
 		restart(restore, &early);
