@@ -24,6 +24,7 @@
  *   restart too).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,21 @@ static inline MPI_Datatype rtype(uint32_t t)
 static inline int ckpt_pending(void)
 {
 	return __atomic_load_n(&lh_info->ckpt_pending, __ATOMIC_RELAXED) != 0;
+}
+
+/* The end of a turn of a loop that waits and found nothing: 1 when a
+ * checkpoint began. Every POLLS_PER_YIELD turns the CPU is offered to
+ * whoever else wants it: a wait is a loop of tests, and MPICH's test
+ * never yields, so ranks sharing CPUs (4 ranks on 2) spun away whole
+ * time slices that the rank they wait for needed (Open MPI's
+ * opal_progress yields by itself when the job is oversubscribed). */
+#define POLLS_PER_YIELD 256
+
+static inline int idle(unsigned *polls)
+{
+	if (++*polls % POLLS_PER_YIELD == 0)
+		sched_yield();
+	return ckpt_pending();
 }
 
 static inline void count(uint64_t *v, uint32_t comm, int rank, int delta)
@@ -341,6 +357,7 @@ static int cont_park(uint32_t op, uint64_t key, const uint32_t req[2], void *tmp
 /* Wait for req[0] and req[1] (0: none); status of req[0] */
 static int wait2(uint32_t op, uint64_t key, uint32_t r[2], struct sts_status *st, void *tmp)
 {
+	unsigned polls = 0;
 	int err = 0, e;
 
 	for (;;) {
@@ -350,7 +367,7 @@ static int wait2(uint32_t op, uint64_t key, uint32_t r[2], struct sts_status *st
 			err = err ? err : e;
 		if (!r[0] && !r[1])
 			break;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return cont_park(op, key, r, tmp);
 	}
 	lg_free(tmp);
@@ -452,6 +469,7 @@ static uint32_t blk_adopt(const struct blk *b)
 static int blk_wait(struct blk b[2], struct sts_status *st, uint32_t op,
 		    uint64_t (*key)(const void *args), const void *args)
 {
+	unsigned polls = 0;
 	int err = 0, e;
 
 	for (;;) {
@@ -461,7 +479,7 @@ static int blk_wait(struct blk b[2], struct sts_status *st, uint32_t op,
 			err = err ? err : e;
 		if (!b[0].kind && !b[1].kind)
 			return err;
-		if (ckpt_pending()) {
+		if (idle(&polls)) {
 			uint32_t r[2] = { blk_adopt(&b[0]), blk_adopt(&b[1]) };
 
 			return cont_park(op, key(args), r, NULL);
@@ -675,13 +693,14 @@ int lh_Iprobe(int src, int tag, uint32_t comm, int *flag, struct sts_status *st)
 
 int lh_Probe(int src, int tag, uint32_t comm, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int flag = 0, ret;
 
 	for (;;) {
 		ret = iprobe(src, tag, comm, &flag, st);
 		if (ret != MPI_SUCCESS || flag)
 			return lh_err(ret);
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
@@ -739,13 +758,14 @@ int lh_Improbe(int src, int tag, uint32_t comm, int *flag, uint32_t *msg, struct
 
 int lh_Mprobe(int src, int tag, uint32_t comm, uint32_t *msg, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int flag = 0, ret;
 
 	for (;;) {
 		ret = improbe(src, tag, comm, &flag, msg, st);
 		if (ret != MPI_SUCCESS || flag)
 			return lh_err(ret);
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
@@ -792,12 +812,13 @@ int lh_Imrecv(void *buf, int cnt, uint32_t dt, uint32_t *msg, uint32_t *req)
 
 int lh_Wait(uint32_t *req, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int err;
 
 	for (;;) {
 		if (req_test(req, st, 0, &err))
 			return err;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
@@ -868,13 +889,14 @@ uint32_t lh_coll_started(MPI_Request r)
 
 int lh_coll_wait(uint64_t key, uint32_t *req)
 {
+	unsigned polls = 0;
 	uint32_t r[2] = { *req, 0 };
 	int err;
 
 	for (;;) {
 		if (req_test(&r[0], NULL, 0, &err))
 			return err;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return cont_park(OP_COLL, key, r, NULL);
 	}
 }
@@ -884,6 +906,7 @@ int lh_coll_wait(uint64_t key, uint32_t *req)
 
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int err = 0, e, left;
 
 	for (;;) {
@@ -898,7 +921,7 @@ int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
 		}
 		if (!left)
 			return err;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
@@ -943,13 +966,14 @@ static int any(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *
 
 int lh_waitany(int n, uint32_t *reqs, int *index, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int flag, err;
 
 	for (;;) {
 		err = any(n, reqs, index, &flag, st);
 		if (flag)
 			return err;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
@@ -980,13 +1004,14 @@ static int some(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_s
 
 int lh_waitsome(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st)
 {
+	unsigned polls = 0;
 	int err;
 
 	for (;;) {
 		err = some(n, reqs, outcount, indices, st);
 		if (*outcount != 0)
 			return err;
-		if (ckpt_pending())
+		if (idle(&polls))
 			return STS_AGAIN;
 	}
 }
