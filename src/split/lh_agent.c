@@ -358,29 +358,44 @@ static int read_line(char *buf, size_t len)
 }
 
 /* Rounds until no rank is behind a collective target (lh_coll.c); a rank
- * behind runs on until it parks at its targets. */
-static int coll_failed;
+ * behind runs on until it parks at its targets. One that has not parked
+ * after RELEASE_MS is stuck, and the next round is a release: every rank
+ * runs for RELEASE_MS (doubled after each release, up to RELEASE_MAX_MS),
+ * the ones held at a collective's entry starting it. */
+#define RELEASE_MS 100
+#define RELEASE_MAX_MS 2000
+static int coll_failed, coll_stuck;
 
 static int coll_round(void)
 {
-	return lh_coll_round(agent_comm, &coll_failed);
+	return lh_coll_round(agent_comm, &coll_failed, coll_stuck);
 }
 
 static int coll_quiesce(void)
 {
 	uint64_t deadline = lh_now_ms() + LH_QUIESCE_TIMEOUT_MS;
-	int ret;
+	int ret, release_ms = RELEASE_MS;
 
-	coll_failed = 0;
+	coll_failed = coll_stuck = 0;
+	lh_lg->held = 0;
 	while ((ret = on_main(coll_round)) > 0) {
 		uint64_t now = lh_now_ms();
+		int left = now < deadline ? (int)(deadline - now) : 1, parked;
 
-		if (ret != LH_ROUND_ADVANCE)
+		coll_stuck = 0;
+		if (ret == LH_ROUND_AGAIN)
 			continue;
-		lh_lg->advancing = 1;
-		if (run_until_parked(now < deadline ? (int)(deadline - now) : 1) != 0)
-			coll_failed = 1;
+		lh_lg->advancing = ret == LH_ROUND_RELEASE ? LH_RUN_RELEASE : LH_RUN_ADVANCE;
+		parked = run_until_parked(release_ms < left ? release_ms : left) == 0;
 		lh_lg->advancing = 0;
+		if (!parked && !parked_main)
+			coll_failed = 1;   /* not stopped again: on_main will say why */
+		else if (!parked && lh_now_ms() >= deadline)
+			coll_failed = 1;
+		else if (!parked && ret == LH_ROUND_ADVANCE)
+			coll_stuck = 1;
+		if (ret == LH_ROUND_RELEASE && release_ms < RELEASE_MAX_MS)
+			release_ms *= 2;
 	}
 	return ret;
 }

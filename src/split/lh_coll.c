@@ -14,9 +14,12 @@
  * as soon as it started the one that brought it there). A round in which
  * no rank was behind ends it: every member of every communicator started
  * the same collectives, so the ones still outstanding complete in the
- * drain, where every rank drives MPI. A rank that does not get to its
- * targets in time (it waits for a message a parked rank would send later)
- * fails the checkpoint on every rank, which all run on.
+ * drain, where every rank drives MPI. A rank behind that does not get to
+ * its targets in a while may wait for a message that a rank held at a
+ * collective's entry sends after it: then every rank runs for a while and
+ * the held ones start that collective (a release, docs/protocol.md), which
+ * only raises the targets. Not there by the deadline fails the checkpoint
+ * on every rank, which all run on.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -70,22 +73,37 @@ static int behind(void)
 	return 0;
 }
 
+static int hold(uint32_t comm)
+{
+	lh_lg->held = comm + 1;
+	lh_info->ckpt_pending = 1;   /* park before starting it */
+	return STS_AGAIN;
+}
+
 int lh_coll_enter(uint32_t comm)
 {
 	if (ensure(comm) != 0)
 		return 0;   /* not counted: a later checkpoint may fail, never be wrong */
-	if (!lh_lg->advancing) {
+	switch (lh_lg->advancing) {
+	case LH_RUN_ADVANCE:
+		/* a checkpoint runs and this rank was let go to reach its targets */
+		if (!behind())
+			return hold(comm);
 		lh_lg->coll_seq[comm]++;
+		lh_lg->held = 0;
+		if (!behind())
+			lh_info->ckpt_pending = 1;   /* there now: park once it started */
 		return 0;
-	}
-	/* a checkpoint runs and this rank was let go to reach its targets */
-	if (!behind()) {
-		lh_info->ckpt_pending = 1;   /* hold: park before starting it */
-		return STS_AGAIN;
+	case LH_RUN_RELEASE:
+		/* released: it starts the collective it was held at (raising the
+		 * target for the others), or one it is behind on, and runs on
+		 * until the next entry holds it or the release's time is up */
+		if (lh_lg->held != comm + 1 && !behind())
+			return hold(comm);
+		lh_lg->held = 0;
+		break;
 	}
 	lh_lg->coll_seq[comm]++;
-	if (!behind())
-		lh_info->ckpt_pending = 1;   /* there now: park once it started */
 	return 0;
 }
 
@@ -176,18 +194,20 @@ static void purge(void)
 			lh_release_now(STS_COMM, c);
 }
 
-int lh_coll_round(MPI_Comm ctl, int *failed)
+int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 {
-	int mine[2], all[2];
+	int mine[3], all[3];
 
 	if (ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
 		*failed = 1;
 	mine[0] = !*failed && behind();
 	mine[1] = *failed;
-	if (MPI_Allreduce(mine, all, 2, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
+	mine[2] = stuck;
+	if (MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
 		all[1] = 1;
 	if (!all[1] && all[0])
-		return mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
+		return all[2] ? LH_ROUND_RELEASE : mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
+	lh_lg->held = 0;
 	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
 	if (all[1])
 		return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "

@@ -26,7 +26,7 @@
 #include "sts_mpi.h"
 
 #define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
-#define LG_VERSION 2
+#define LG_VERSION 3
 #define LG_CLASSES 40
 
 /* One neutral handle of a kind. */
@@ -83,7 +83,9 @@ struct lh_ledger {
 	 * (retired: kept, with its final count, until every member freed it) */
 	uint64_t *coll_seq, *coll_target, *shadow, *retired;
 	uint32_t coll_cap;
-	uint32_t advancing;              /* behind a target: runs on to it */
+	uint32_t advancing;              /* LH_RUN_*: how it runs during the rounds */
+	uint32_t held;                   /* 1 + the communicator at whose
+					  * collective's entry it was held */
 	/* checkpoints this rank saw end (MPIX_Checkpoint waits for the next) */
 	uint32_t mpix_gen, mpix_ok;
 };
@@ -184,13 +186,21 @@ int lh_coll_retired(uint32_t comm);
 /* One round of targets (collective over ctl; every rank parked, on its
  * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
  * run on until it parks at its targets, LH_ROUND_AGAIN when another is,
- * LH_ROUND_DONE when none is (every target met: the next is the drain), or
- * a negative errno with err_msg() when a rank failed. *failed: this rank
- * failed (did not reach its targets in time; set by the round when it
- * cannot take part), told to every rank in the next round. */
+ * LH_ROUND_RELEASE (every rank) when a rank that ran on did not get to its
+ * targets in the time given (stuck): every rank runs for a while, the ones
+ * held at a collective's entry start it (docs/protocol.md, "Release rule"),
+ * LH_ROUND_DONE when none is behind (every target met: the next is the
+ * drain), or a negative errno with err_msg() when a rank failed.
+ * *failed: this rank failed (past the deadline; set by the round when it
+ * cannot take part), told to every rank in the next round; stuck: it ran
+ * on in the last ADVANCE and did not park by itself. */
 #define LH_QUIESCE_TIMEOUT_MS 30000
-enum { LH_ROUND_DONE, LH_ROUND_AGAIN, LH_ROUND_ADVANCE };
-int lh_coll_round(MPI_Comm ctl, int *failed);
+enum { LH_ROUND_DONE, LH_ROUND_AGAIN, LH_ROUND_ADVANCE, LH_ROUND_RELEASE };
+/* lh_ledger.advancing: 0 the program runs normally (no checkpoint, or
+ * parked); ADVANCE behind a target, runs on to it; RELEASE a release's
+ * run, in which it starts the collective it was held at */
+enum { LH_RUN_ADVANCE = 1, LH_RUN_RELEASE };
+int lh_coll_round(MPI_Comm ctl, int *failed, int stuck);
 /* lh_p2p.c: a blocking collective's start and wait, with its continuation:
  * lh_coll_begin gives 1 (continuing: *req), 0 (start it now: counted) or
  * STS_AGAIN (held) */
