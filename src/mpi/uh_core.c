@@ -211,7 +211,9 @@ int PMPI_Finalize(void)
 	ret = sts_attr_finalize();
 	if (ret != MPI_SUCCESS)
 		return ret;
-	STS_LOWER(ret = sts_lh->hand.finalize());
+	do
+		STS_LOWER(ret = sts_lh->hand.finalize());
+	while (ret == STS_AGAIN);
 	finalized = 1;
 	return sts_err_out(ret);
 }

@@ -30,6 +30,12 @@ static int lh_finalize(void)
 {
 	if (lh_info->finalized)
 		return 0;
+	/* a checkpoint lets this rank run (behind a target, or a release) while
+	 * others are stopped: stop at the entry, as at a collective's */
+	if (lh_lg->advancing) {
+		lh_info->ckpt_pending = 1;
+		return STS_AGAIN;
+	}
 	lh_info->finalized = 1;
 	return lh_err(MPI_Finalize());
 }

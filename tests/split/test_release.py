@@ -29,3 +29,26 @@ def test_release_unblocks_the_checkpoint(release, lower, tmp_path):
     assert rc == 0, out + err
     assert f"PASS ranks=3 iterations={ITERS}" in out, out + err
     assert "FAIL" not in out
+
+
+@pytest.fixture(scope="module")
+def release_fin(tmp_path_factory):
+    return build_program(tmp_path_factory, "release_fin")
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_released_rank_stops_at_finalize(release_fin, lower, tmp_path):
+    """A rank that a release lets run reaches MPI_Finalize while the others
+    are stopped: it stops at its entry, the checkpoint completes, and the
+    restarted job finalizes with the value rank 1 received."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 3), release_fin[lower], 3000)
+    job.lines_until(r"rank 0 ready")
+    job.checkpoint()
+    job.kill()
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    for r, v in ((0, 4242), (1, 4242), (2, 0)):
+        assert f"rank {r} done {v}" in out, out + err
