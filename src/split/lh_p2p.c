@@ -410,7 +410,6 @@ struct blk {
 	uint32_t datatype, comm;
 };
 
-
 /* 1 when b completed (counted; its status in *st when st, error class in *err) */
 static int blk_test(struct blk *b, struct sts_status *st, int *err)
 {
@@ -420,7 +419,7 @@ static int blk_test(struct blk *b, struct sts_status *st, int *err)
 
 	if (b->kind == REQ_SEND) {
 		ret = lh_sent_at_once(b->r) ? (flag = 1, MPI_SUCCESS)
-					 : lh_test(&b->r, &flag, MPI_STATUS_IGNORE);
+					    : lh_test(&b->r, &flag, MPI_STATUS_IGNORE);
 		if (ret == MPI_SUCCESS && !flag)
 			return 0;
 		lh_lg->pending_sends--;
@@ -432,8 +431,8 @@ static int blk_test(struct blk *b, struct sts_status *st, int *err)
 		ret = lh_test(&b->r, &flag, MPI_STATUS_IGNORE);
 		if (ret == MPI_SUCCESS && !flag)
 			return 0;
-		if (ret == MPI_SUCCESS)
-			count(lh_lg->recv_from, b->comm, b->peer, 1);
+		/* completed, in error too (MPI_ERR_TRUNCATE): a message was taken */
+		count(lh_lg->recv_from, b->comm, b->peer, 1);
 		*err = lh_err(ret);
 		b->kind = 0;
 		return 1;
