@@ -388,9 +388,8 @@ static int coll_quiesce(void)
 		lh_lg->advancing = ret == LH_ROUND_RELEASE ? LH_RUN_RELEASE : LH_RUN_ADVANCE;
 		parked = run_until_parked(release_ms < left ? release_ms : left) == 0;
 		lh_lg->advancing = 0;
-		if (!parked && !parked_main)
-			coll_failed = 1;   /* not stopped again: on_main will say why */
-		else if (!parked && lh_now_ms() >= deadline)
+		/* not stopped again (on_main will say why), or out of time */
+		if (!parked && (!parked_main || lh_now_ms() >= deadline))
 			coll_failed = 1;
 		else if (!parked && ret == LH_ROUND_ADVANCE)
 			coll_stuck = 1;
