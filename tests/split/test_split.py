@@ -162,3 +162,17 @@ def test_thread_level_offered(lower, tmp_path):
         assert r.returncode == 0, r.stderr
         assert r.stdout.strip() == f"provided {expected} query {expected} main 1 other 0", \
             (level_env, asked, r.stdout, r.stderr)
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_wait_by_completion_word(progs, lower, tmp_path):
+    """With Open MPI the lower half's waits read the request's completion word
+    (src/split/lh_poll.c), checked at startup: a layout that no longer checks
+    out would silently fall back to MPI_Test; with MPICH they are MPI_Test."""
+    env = dict(ENV, STASIS_LOG="debug")
+    r = subprocess.run(launcher(lower, 2) + [str(LH / f"stasis-lh-{lower}"),
+                                             progs[("calls", lower)]],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    line = "stasis: lower half: requests tested by their completion word"
+    assert r.stderr.count(line) == (2 if lower == "openmpi" else 0), r.stderr
