@@ -58,10 +58,53 @@ uint64_t sts_out(int kind, uint32_t neutral);
 void sts_status_out(const struct sts_status *n, MPI_Status *s);
 int sts_err_class_out(int neutral_class);
 
+/* the neutral class of one of the ABI's error classes; -1 if none */
+int sts_err_class_in(int abi_class);
+#define sts_err_in sts_err_class_in   /* MPI_Error_string's code (gen_wrappers.py) */
+/* a neutral class's name in MPI ("MPI_ERR_RANK") */
+const char *sts_err_class_name(int neutral_class);
+
 static inline int sts_err_out(int neutral_class)
 {
 	return neutral_class == 0 ? MPI_SUCCESS : sts_err_class_out(neutral_class);
 }
+
+/* ---- errors raised on the program's error handlers (uh_err.c) ----
+ * A failed call's error (an ABI code) raised on the handler of the
+ * call's object: a communicator or file of kind, by neutral number (an
+ * invalid or null communicator: MPI_COMM_WORLD's; file 0: MPI_FILE_NULL's).
+ * Returns the code to return, if the handler returns. fn names the call. */
+int sts_raise(int kind, uint32_t obj, int code, const char *fn);
+
+static inline int sts_err_comm(int neutral_class, uint32_t comm, const char *fn)
+{
+	return __builtin_expect(neutral_class == 0, 1) ? MPI_SUCCESS :
+	       sts_raise(STS_COMM, comm, sts_err_class_out(neutral_class), fn);
+}
+
+static inline int sts_err_file(int neutral_class, uint32_t file, const char *fn)
+{
+	return __builtin_expect(neutral_class == 0, 1) ? MPI_SUCCESS :
+	       sts_raise(STS_FILE, file, sts_err_class_out(neutral_class), fn);
+}
+
+/* a call on no communicator or file (a request, a datatype): raised on
+ * MPI_COMM_WORLD, as MPI-3.1 8.3 says */
+static inline int sts_err_world(int neutral_class, const char *fn)
+{
+	return sts_err_comm(neutral_class, 1, fn);
+}
+
+/* an error the upper half found itself (an ABI code) */
+static inline int sts_fail(int code, uint32_t comm, const char *fn)
+{
+	return code == MPI_SUCCESS ? MPI_SUCCESS : sts_raise(STS_COMM, comm, code, fn);
+}
+
+/* a new communicator has its parent's handler; a file opened, the one
+ * of MPI_FILE_NULL */
+void sts_comm_made(uint32_t parent, uint32_t comm);
+void sts_file_made(uint32_t file);
 
 static inline void *sts_buf_in(const void *p)
 {
@@ -99,5 +142,8 @@ int sts_attr_finalize(void);
 /* A function the split process does not support yet: one line naming it
  * on stderr, then the job is aborted. */
 void sts_unsupported(const char *name) __attribute__((noreturn));
+
+/* msg (n bytes, one line) on stderr, then the job is aborted with code */
+void sts_die(const char *msg, int n, int code) __attribute__((noreturn));
 
 #endif

@@ -128,3 +128,23 @@ int sts_err_class_out(int n)
 		setup();
 	return n > 0 && n < STS_NERRORS && errors_out[n] ? errors_out[n] : MPI_ERR_OTHER;
 }
+
+int sts_err_class_in(int c)
+{
+	if (!ready)
+		setup();
+	if (c == MPI_SUCCESS)
+		return 0;
+	for (int n = 1; n < STS_NERRORS; n++)
+		if (errors_out[n] == c)
+			return n;
+	return -1;
+}
+
+const char *sts_err_class_name(int n)
+{
+	for (unsigned i = 0; i < sizeof(sts_predef_error) / sizeof(sts_predef_error[0]); i++)
+		if ((int)sts_predef_error[i].neutral == n)
+			return sts_predef_error[i].name;
+	return "";
+}

@@ -389,27 +389,31 @@ static void forget_names(int kind, uint32_t obj);
 int PMPI_Comm_create_keyval(MPI_Comm_copy_attr_function *copy, MPI_Comm_delete_attr_function *del,
 			    int *keyval, void *extra)
 {
-	return create_keyval(STS_COMM, (void *)copy, (void *)del, keyval, extra);
+	return sts_fail(create_keyval(STS_COMM, (void *)copy, (void *)del, keyval, extra), 1,
+			"MPI_Comm_create_keyval");
 }
 
 int PMPI_Comm_free_keyval(int *keyval)
 {
-	return free_keyval(STS_COMM, keyval);
+	return sts_fail(free_keyval(STS_COMM, keyval), 1, "MPI_Comm_free_keyval");
 }
 
 int PMPI_Comm_set_attr(MPI_Comm comm, int keyval, void *val)
 {
-	return set_attr(STS_COMM, STS_HVAL(comm), keyval, val);
+	return sts_fail(set_attr(STS_COMM, STS_HVAL(comm), keyval, val),
+			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_set_attr");
 }
 
 int PMPI_Comm_get_attr(MPI_Comm comm, int keyval, void *val, int *flag)
 {
-	return get_attr(STS_COMM, STS_HVAL(comm), keyval, val, flag);
+	return sts_fail(get_attr(STS_COMM, STS_HVAL(comm), keyval, val, flag),
+			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_get_attr");
 }
 
 int PMPI_Comm_delete_attr(MPI_Comm comm, int keyval)
 {
-	return delete_attr(STS_COMM, STS_HVAL(comm), keyval);
+	return sts_fail(delete_attr(STS_COMM, STS_HVAL(comm), keyval),
+			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_delete_attr");
 }
 
 int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
@@ -423,7 +427,7 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 		delete_all(STS_COMM, STS_HVAL(*newcomm));
 		sts_gen_Comm_free(newcomm);
 	}
-	return ret;
+	return sts_fail(ret, sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_dup");
 }
 
 int PMPI_Comm_free(MPI_Comm *comm)
@@ -434,7 +438,7 @@ int PMPI_Comm_free(MPI_Comm *comm)
 	if (n && n >= STS_FIRST_USER) {
 		ret = delete_all(STS_COMM, STS_HVAL(*comm));
 		if (ret != MPI_SUCCESS)
-			return ret;
+			return sts_fail(ret, n, "MPI_Comm_free");
 	}
 	ret = sts_gen_Comm_free(comm);
 	if (ret == MPI_SUCCESS)
@@ -480,27 +484,29 @@ int sts_attr_finalize(void)
 int PMPI_Type_create_keyval(MPI_Type_copy_attr_function *copy, MPI_Type_delete_attr_function *del,
 			    int *keyval, void *extra)
 {
-	return create_keyval(STS_DATATYPE, (void *)copy, (void *)del, keyval, extra);
+	return sts_fail(create_keyval(STS_DATATYPE, (void *)copy, (void *)del, keyval, extra), 1,
+			"MPI_Type_create_keyval");
 }
 
 int PMPI_Type_free_keyval(int *keyval)
 {
-	return free_keyval(STS_DATATYPE, keyval);
+	return sts_fail(free_keyval(STS_DATATYPE, keyval), 1, "MPI_Type_free_keyval");
 }
 
 int PMPI_Type_set_attr(MPI_Datatype type, int keyval, void *val)
 {
-	return set_attr(STS_DATATYPE, STS_HVAL(type), keyval, val);
+	return sts_fail(set_attr(STS_DATATYPE, STS_HVAL(type), keyval, val), 1, "MPI_Type_set_attr");
 }
 
 int PMPI_Type_get_attr(MPI_Datatype type, int keyval, void *val, int *flag)
 {
-	return get_attr(STS_DATATYPE, STS_HVAL(type), keyval, val, flag);
+	return sts_fail(get_attr(STS_DATATYPE, STS_HVAL(type), keyval, val, flag), 1,
+			"MPI_Type_get_attr");
 }
 
 int PMPI_Type_delete_attr(MPI_Datatype type, int keyval)
 {
-	return delete_attr(STS_DATATYPE, STS_HVAL(type), keyval);
+	return sts_fail(delete_attr(STS_DATATYPE, STS_HVAL(type), keyval), 1, "MPI_Type_delete_attr");
 }
 
 int PMPI_Type_dup(MPI_Datatype type, MPI_Datatype *newtype)
@@ -593,22 +599,24 @@ static int get_name(int kind, uint64_t abi_obj, char *text, int *len)
 
 int PMPI_Comm_set_name(MPI_Comm comm, const char *text)
 {
-	return set_name(STS_COMM, STS_HVAL(comm), text);
+	return sts_fail(set_name(STS_COMM, STS_HVAL(comm), text),
+			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_set_name");
 }
 
 int PMPI_Comm_get_name(MPI_Comm comm, char *text, int *len)
 {
-	return get_name(STS_COMM, STS_HVAL(comm), text, len);
+	return sts_fail(get_name(STS_COMM, STS_HVAL(comm), text, len),
+			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_get_name");
 }
 
 int PMPI_Type_set_name(MPI_Datatype type, const char *text)
 {
-	return set_name(STS_DATATYPE, STS_HVAL(type), text);
+	return sts_fail(set_name(STS_DATATYPE, STS_HVAL(type), text), 1, "MPI_Type_set_name");
 }
 
 int PMPI_Type_get_name(MPI_Datatype type, char *text, int *len)
 {
-	return get_name(STS_DATATYPE, STS_HVAL(type), text, len);
+	return sts_fail(get_name(STS_DATATYPE, STS_HVAL(type), text, len), 1, "MPI_Type_get_name");
 }
 
 /* ---- memory: the program's own malloc, saved with the upper half ---- */

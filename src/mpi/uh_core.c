@@ -71,19 +71,24 @@ static void stderr_drained(void)
 	nanosleep(&ts, NULL);
 }
 
+void sts_die(const char *msg, int n, int code)
+{
+	if (n > 0 && write(2, msg, (size_t)n) < 0) {
+		/* nothing else to do */
+	}
+	stderr_drained();
+	check_lower();
+	STS_LOWER(sts_lh->hand.abort(1 /* world */, code));
+	_exit(code ? code : 1);
+}
+
 void sts_unsupported(const char *name)
 {
 	char msg[256];
 	int n = snprintf(msg, sizeof(msg), "stasis: %s is not supported by the split process yet "
 			 "(docs/split.md); aborting the job\n", name);
 
-	if (n > 0 && write(2, msg, (size_t)n) < 0) {
-		/* nothing else to do */
-	}
-	stderr_drained();
-	check_lower();
-	STS_LOWER(sts_lh->hand.abort(1 /* world */, 1));
-	_exit(1);
+	sts_die(msg, n, 1);
 }
 
 /* ---- user reduction operations: called back from the lower half ---- */
@@ -106,15 +111,15 @@ int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 
 	for (slot = 0; slot < STS_OP_SLOTS && op_fn[slot]; slot++)
 		;
-	if (slot == STS_OP_SLOTS)
-		return MPI_ERR_OTHER;   /* TODO reuse slots of freed operations */
+	if (slot == STS_OP_SLOTS)   /* TODO reuse slots of freed operations */
+		return sts_fail(MPI_ERR_OTHER, 1, "MPI_Op_create");
 	op_fn[slot] = fn;
 	STS_LOWER(ret = sts_lh->hand.op_create(slot, commute, &n));
 	if (ret == 0)
 		*op = (MPI_Op)(STS_HCAST)sts_out(STS_OP, n);
 	else
 		op_fn[slot] = NULL;
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Op_create");
 }
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 	__attribute__((weak, alias("PMPI_Op_create")));
@@ -140,7 +145,7 @@ int stasis_mpix_checkpoint(int *state)
 	do
 		STS_LOWER(ret = sts_lh->hand.mpix_wait(ticket, state));
 	while (ret == STS_AGAIN);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPIX_Checkpoint");
 }
 
 /* ---- initialization: the lower half initialized the real MPI already ---- */
@@ -215,7 +220,7 @@ int PMPI_Finalize(void)
 		STS_LOWER(ret = sts_lh->hand.finalize());
 	while (ret == STS_AGAIN);
 	finalized = 1;
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Finalize");
 }
 int MPI_Finalize(void) __attribute__((weak, alias("PMPI_Finalize")));
 
@@ -279,7 +284,7 @@ int PMPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count)
 
 	STS_LOWER(ret = sts_lh->gen.Type_size(t, &size));
 	if (ret)
-		return sts_err_out(ret);
+		return sts_err_world(ret, "MPI_Get_count");
 	if (size == 0)
 		*count = bytes == 0 ? 0 : MPI_UNDEFINED;
 	else
@@ -345,12 +350,12 @@ int PMPI_Waitall(int n, MPI_Request reqs[], MPI_Status st[])
 	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
 
 	if (ret)
-		return ret;
+		return sts_fail(ret, 1, "MPI_Waitall");
 	do
 		STS_LOWER(ret = sts_lh->hand.waitall(n, q.r, q.st));
 	while (ret == STS_AGAIN);
 	reqs_out(&q, n, reqs, st == MPI_STATUSES_IGNORE ? NULL : st, -1);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Waitall");
 }
 int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status st[]) __attribute__((weak, alias("PMPI_Waitall")));
 
@@ -360,10 +365,10 @@ int PMPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status st[])
 	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
 
 	if (ret)
-		return ret;
+		return sts_fail(ret, 1, "MPI_Testall");
 	STS_LOWER(ret = sts_lh->hand.testall(n, q.r, flag, q.st));
 	reqs_out(&q, n, reqs, st == MPI_STATUSES_IGNORE || !*flag ? NULL : st, -1);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Testall");
 }
 int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status st[])
 	__attribute__((weak, alias("PMPI_Testall")));
@@ -374,13 +379,13 @@ int PMPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 	int ret = reqs_in(&q, n, reqs, st != MPI_STATUS_IGNORE);
 
 	if (ret)
-		return ret;
+		return sts_fail(ret, 1, "MPI_Waitany");
 	do
 		STS_LOWER(ret = sts_lh->hand.waitany(n, q.r, index, q.st));
 	while (ret == STS_AGAIN);
 	reqs_out(&q, n, reqs, st == MPI_STATUS_IGNORE || *index == MPI_UNDEFINED ? NULL : st,
 		 *index == MPI_UNDEFINED ? n : *index);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Waitany");
 }
 int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st)
 	__attribute__((weak, alias("PMPI_Waitany")));
@@ -391,23 +396,24 @@ int PMPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *s
 	int ret = reqs_in(&q, n, reqs, st != MPI_STATUS_IGNORE);
 
 	if (ret)
-		return ret;
+		return sts_fail(ret, 1, "MPI_Testany");
 	STS_LOWER(ret = sts_lh->hand.testany(n, q.r, index, flag, q.st));
 	reqs_out(&q, n, reqs,
 		 st == MPI_STATUS_IGNORE || !*flag || *index == MPI_UNDEFINED ? NULL : st,
 		 *flag && *index != MPI_UNDEFINED ? *index : n);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Testany");
 }
 int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st)
 	__attribute__((weak, alias("PMPI_Testany")));
 
-static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
+static int some(int wait, const char *name, int n, MPI_Request reqs[], int *outcount, int indices[],
+		MPI_Status st[])
 {
 	struct reqs q;
 	int ret = reqs_in(&q, n, reqs, st != MPI_STATUSES_IGNORE);
 
 	if (ret)
-		return ret;
+		return sts_fail(ret, 1, name);
 	do
 		STS_LOWER(ret = wait ? sts_lh->hand.waitsome(n, q.r, outcount, indices, q.st)
 				     : sts_lh->hand.testsome(n, q.r, outcount, indices, q.st));
@@ -423,19 +429,19 @@ static int some(int wait, int n, MPI_Request reqs[], int *outcount, int indices[
 		free(q.r);
 		free(q.st);
 	}
-	return sts_err_out(ret);
+	return sts_err_world(ret, name);
 }
 
 int PMPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
 {
-	return some(1, n, reqs, outcount, indices, st);
+	return some(1, "MPI_Waitsome", n, reqs, outcount, indices, st);
 }
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
 	__attribute__((weak, alias("PMPI_Waitsome")));
 
 int PMPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
 {
-	return some(0, n, reqs, outcount, indices, st);
+	return some(0, "MPI_Testsome", n, reqs, outcount, indices, st);
 }
 int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[])
 	__attribute__((weak, alias("PMPI_Testsome")));
@@ -448,7 +454,7 @@ int PMPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 	int ret;
 
 	if (!t)
-		return MPI_ERR_NO_MEM;
+		return sts_fail(MPI_ERR_NO_MEM, 1, "MPI_Type_create_struct");
 	for (int i = 0; i < n; i++)
 		t[i] = sts_in(STS_DATATYPE, STS_HVAL(types[i]));
 	STS_LOWER(ret = sts_lh->hand.type_create_struct(n, bl, displs, t, &out));
@@ -456,7 +462,7 @@ int PMPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 		*newtype = (MPI_Datatype)(STS_HCAST)sts_out(STS_DATATYPE, out);
 	if (t != small)
 		free(t);
-	return sts_err_out(ret);
+	return sts_err_world(ret, "MPI_Type_create_struct");
 }
 int MPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 			   const MPI_Datatype types[], MPI_Datatype *newtype)

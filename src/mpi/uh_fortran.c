@@ -95,6 +95,7 @@ static MPI_Fint c2f(int kind, uint64_t c)
 #define TYPE(f) ((MPI_Datatype)(STS_HCAST)f2c(STS_DATATYPE, f))
 #define OP(f) ((MPI_Op)(STS_HCAST)f2c(STS_OP, f))
 #define REQ(f) ((MPI_Request)(STS_HCAST)f2c(STS_REQUEST, f))
+#define ERRH(f) ((MPI_Errhandler)(STS_HCAST)f2c(STS_ERRHANDLER, f))
 #define F(kind, c) c2f(kind, STS_HVAL(c))
 
 /* ---- sentinels ---- */
@@ -204,6 +205,24 @@ void mpi_comm_dup_(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
 		*newcomm = F(STS_COMM, c);
 }
 PMPI_ALIAS(mpi_comm_dup);
+
+/* error handlers: the predefined ones (a Fortran program's own handler is
+ * not supported: MPI_Comm_create_errhandler names itself) */
+void mpi_comm_set_errhandler_(MPI_Fint *comm, MPI_Fint *errhandler, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Comm_set_errhandler(COMM(*comm), ERRH(*errhandler));
+}
+PMPI_ALIAS(mpi_comm_set_errhandler);
+
+void mpi_comm_get_errhandler_(MPI_Fint *comm, MPI_Fint *errhandler, MPI_Fint *ierr)
+{
+	MPI_Errhandler e = MPI_ERRHANDLER_NULL;
+
+	*ierr = PMPI_Comm_get_errhandler(COMM(*comm), &e);
+	if (*ierr == MPI_SUCCESS)
+		*errhandler = F(STS_ERRHANDLER, e);
+}
+PMPI_ALIAS(mpi_comm_get_errhandler);
 
 void mpi_comm_split_(MPI_Fint *comm, MPI_Fint *color, MPI_Fint *key, MPI_Fint *newcomm,
 		     MPI_Fint *ierr)

@@ -41,6 +41,10 @@ static inline int lh_err(int real_code)
 	return real_code == MPI_SUCCESS ? 0 : lh_err_class(real_code);
 }
 
+/* a neutral error class as the real MPI's (MPI_ERR_UNKNOWN if it has none) */
+int lh_err_in(int neutral_class);
+#define lh_err_out lh_err   /* MPI_Error_class's answer (gen_wrappers.py) */
+
 static inline void *lh_buf(const void *p)
 {
 	return p == STS_IN_PLACE ? MPI_IN_PLACE : (void *)p;

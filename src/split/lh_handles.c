@@ -17,6 +17,7 @@
 #include "predef.c"
 
 static int errors_in[512];   /* real class -> neutral */
+static int errors_real[STS_NERRORS];   /* neutral class -> real */
 
 static int grow(struct lh_table *t, uint32_t need)
 {
@@ -53,9 +54,11 @@ void lh_handles_init(int restored)
 		for (unsigned i = 0; i < pk->n; i++)
 			t->slot[pk->v[i].neutral].real = pk->v[i].value;
 	}
-	for (unsigned i = 0; i < sizeof(sts_predef_error) / sizeof(sts_predef_error[0]); i++)
+	for (unsigned i = 0; i < sizeof(sts_predef_error) / sizeof(sts_predef_error[0]); i++) {
 		if (sts_predef_error[i].value < 512)
 			errors_in[sts_predef_error[i].value] = (int)sts_predef_error[i].neutral;
+		errors_real[sts_predef_error[i].neutral] = (int)sts_predef_error[i].value;
+	}
 }
 
 
@@ -168,6 +171,13 @@ unsigned lh_live(int kind)
 	const struct lh_table *t = &lh_lg->tables[kind];
 
 	return t->next - STS_FIRST_USER - t->nfree;
+}
+
+int lh_err_in(int n)
+{
+	if (n == 0)
+		return MPI_SUCCESS;
+	return n > 0 && n < STS_NERRORS && errors_real[n] ? errors_real[n] : MPI_ERR_UNKNOWN;
 }
 
 int lh_err_class(int code)

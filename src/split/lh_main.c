@@ -497,6 +497,11 @@ int main(int argc, char **argv, char **envp)
 		early_start(&early, restore);
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		die("MPI_Init_thread failed");
+	/* errors come back to the upper half, which raises them on the
+	 * program's handlers (src/mpi/uh_err.c); every communicator made
+	 * later inherits this, files return errors by default */
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
 
 	stage("table");
 	page = mmap((void *)STS_LH_INFO_ADDR, (sizeof(*lh_info) + PAGE - 1) & ~(PAGE - 1),

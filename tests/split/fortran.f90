@@ -4,13 +4,15 @@
 !
 ! Any number of ranks >= 2. Built with mpif.h and MPI_Init; compiled with
 ! -cpp -DUSE_MPI_MODULE it uses the mpi module and MPI_Init_thread. Before the loop it
-! duplicates MPI_COMM_WORLD (ring) and splits it by rank parity (half),
-! so that created handles cross every checkpoint. Every iteration rank 0
+! duplicates MPI_COMM_WORLD (ring), sets MPI_ERRORS_RETURN on ring, and
+! splits WORLD by rank parity (half), so that created handles cross every
+! checkpoint. Every iteration rank 0
 ! prints "rank 0 iteration I", then every rank
 !
 !  a. posts MPI_Irecv of NI integers (tag 1) and ND doubles (tag 2, over the
 !     eager limits) from its left neighbour on ring, MPI_Isend's its own to
-!     the right, sleeps SLEEP_MS and completes the four requests with one
+!     the right, sleeps SLEEP_MS, checks that ring still has MPI_ERRORS_RETURN
+!     (a send to rank N returns an error) and completes the four requests with one
 !     MPI_Waitall; it checks both messages' contents (they depend on the
 !     sender, the iteration and the index) and their statuses (MPI_SOURCE,
 !     MPI_TAG, MPI_Get_count): 4 checks;
@@ -51,7 +53,7 @@ program fortran
   integer :: isend(NI), irecv(NI), iv(NS), isum(NS), ip(NS)
   double precision :: dsend(ND), drecv(ND), x, xsum
   integer(8) :: csum, want
-  integer :: checks, sr(NS), bval, t1, t2, t3, polls
+  integer :: checks, sr(NS), bval, t1, t2, t3, polls, eh
   logical :: flag
   character(len=32) :: arg
 
@@ -77,6 +79,8 @@ program fortran
   call MPI_Comm_size(MPI_COMM_WORLD, nranks, ierr)
   call MPI_Comm_dup(MPI_COMM_WORLD, ring, ierr)
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), rank, half, ierr)
+  call MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN, ierr)
+  if (ierr /= MPI_SUCCESS) call fail('MPI_Comm_set_errhandler', ierr)
   left = mod(rank - 1 + nranks, nranks)
   right = mod(rank + 1, nranks)
   checks = 0
@@ -101,6 +105,11 @@ program fortran
     call MPI_Isend(isend, NI, MPI_INTEGER, right, 1, ring, reqs(3), ierr)
     call MPI_Isend(dsend, ND, MPI_DOUBLE_PRECISION, right, 2, ring, reqs(4), ierr)
     ierr = usleep(int(sleep_ms * 1000, c_int))
+    ! ring returns errors, after every restart too
+    call MPI_Comm_get_errhandler(ring, eh, ierr)
+    if (ierr /= MPI_SUCCESS .or. eh /= MPI_ERRORS_RETURN) call fail('errhandler of ring', eh)
+    call MPI_Send(isend, 1, MPI_INTEGER, nranks, 9, ring, ierr)
+    if (ierr == MPI_SUCCESS) call fail('a send to rank nranks succeeded', it)
     call MPI_Waitall(4, reqs, st, ierr)
     if (ierr /= MPI_SUCCESS) call fail('MPI_Waitall failed', ierr)
     do k = 1, 4

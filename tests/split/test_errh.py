@@ -1,0 +1,50 @@
+"""Error handlers (docs/split.md, "Errors"): the program's handlers and
+MPI_ERRORS_RETURN, set on communicators and files, inherited by the
+communicators made from them, called with the program's own handles; and
+the same after every kill and restart, on a fresh MPI of either library;
+MPI_ERRORS_ARE_FATAL ends the job with one line naming the call
+(tests/split/errh.c).
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import subprocess
+
+import pytest
+
+from split_common import ENV, LH, TIMEOUT, build_program, launcher
+from test_ckpt import MpiJob, cycles
+
+ITERS = 30
+SLEEP_MS = 100
+
+
+@pytest.fixture(scope="module")
+def errh(tmp_path_factory):
+    return build_program(tmp_path_factory, "errh")
+
+
+@pytest.mark.parametrize("lower,restart_under", [("openmpi", "openmpi"), ("mpich", "mpich"),
+                                                 ("openmpi", "mpich")])
+def test_error_handlers_survive_restarts(errh, lower, restart_under, tmp_path):
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), errh[lower], ITERS, SLEEP_MS)
+    cycles(job, restart_args=["--launcher", " ".join(launcher(restart_under, 2))])
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks=2 iterations={ITERS} calls={2 * 2 * ITERS}" in out, out + err
+    assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_fatal_error_names_the_call(errh, lower, tmp_path):
+    """Natively the send to a rank that does not exist ends the job; under
+    Stasis too, with one line that names the call, the error and the
+    handler."""
+    for cmd in ([errh[lower], "fatal"], [str(LH / f"stasis-lh-{lower}"), errh[lower], "fatal"]):
+        r = subprocess.run(launcher(lower, 2) + cmd, cwd=tmp_path, env=ENV, capture_output=True,
+                           text=True, timeout=TIMEOUT, errors="replace")
+        assert r.returncode != 0, r
+        assert "survived" not in r.stdout, r.stdout
+    text = "invalid rank" if lower == "openmpi" else "Invalid rank"
+    assert (f"stasis: rank 1: MPI_Send failed: MPI_ERR_RANK: {text} (the error handler of its "
+            "communicator is MPI_ERRORS_ARE_FATAL); aborting the job") in r.stderr.splitlines(), \
+        r.stderr
