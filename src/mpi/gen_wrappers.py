@@ -41,6 +41,14 @@ COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gat
                "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
                "Reduce_scatter", "Reduce_scatter_block"}
 
+# Collectives with no non-blocking form, which keep the thread inside the
+# lower half until every member called them: while a checkpoint lets a rank
+# run on, they hold at their entry (lh_coll_blocking); on a communicator,
+# or on a file (the lower half does not know its communicator).
+BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_create", "Cart_create", "Cart_sub"}
+BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",
+                    "File_read_all", "File_write_all", "File_sync"}
+
 # Predefined handles, by kind; index = the neutral handle (0 = the null one).
 PREDEF = {
     "Comm": ["MPI_COMM_NULL", "MPI_COMM_WORLD", "MPI_COMM_SELF"],
@@ -357,6 +365,9 @@ def lower(funcs):
             continue
         if f.short[0] == "I" and f.short[1:].capitalize() in COLLECTIVES:
             out.append(f"\tint held = lh_coll_enter({comm});\n\n\tif (held)\n\t\treturn held;")
+        elif f.short in BLOCKING_ON_COMM | BLOCKING_ON_FILE:
+            on = comm if f.short in BLOCKING_ON_COMM else "LH_BLOCKING_NONE"
+            out.append(f"\tint held = lh_coll_blocking({on});\n\n\tif (held)\n\t\treturn held;")
         out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
         if post:
             out.append("\tif (ret == MPI_SUCCESS) {")

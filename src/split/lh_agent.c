@@ -377,7 +377,7 @@ static int coll_quiesce(void)
 	int ret, release_ms = RELEASE_MS;
 
 	coll_failed = coll_stuck = 0;
-	lh_lg->held = 0;
+	lh_lg->held = lh_lg->held_blocking = lh_lg->go_blocking = 0;
 	while ((ret = on_main(coll_round)) > 0) {
 		uint64_t now = lh_now_ms();
 		int left = now < deadline ? (int)(deadline - now) : 1, parked;
@@ -386,10 +386,15 @@ static int coll_quiesce(void)
 		if (ret == LH_ROUND_AGAIN)
 			continue;
 		lh_lg->advancing = ret == LH_ROUND_RELEASE ? LH_RUN_RELEASE : LH_RUN_ADVANCE;
-		parked = run_until_parked(release_ms < left ? release_ms : left) == 0;
+		/* a blocking collective that every member starts now ends when
+		 * they all are in it: until then this thread cannot park */
+		parked = run_until_parked(release_ms < left && !lh_lg->go_blocking ? release_ms
+											: left) == 0;
 		lh_lg->advancing = 0;
-		/* not stopped again (on_main will say why), or out of time */
-		if (!parked && (!parked_main || lh_now_ms() >= deadline))
+		/* out of time (ranks held at blocking collectives park every
+		 * round without getting anywhere), or not stopped again (on_main
+		 * will say why) */
+		if (lh_now_ms() >= deadline || (!parked && !parked_main))
 			coll_failed = 1;
 		else if (!parked && ret == LH_ROUND_ADVANCE)
 			coll_stuck = 1;

@@ -107,6 +107,24 @@ int lh_coll_enter(uint32_t comm)
 	return 0;
 }
 
+int lh_coll_blocking(uint32_t comm)
+{
+	if (!lh_lg->advancing || comm == 2)   /* MPI_COMM_SELF's never waits */
+		return 0;
+	if (comm != LH_BLOCKING_NONE && lh_lg->go_blocking == comm + 1) {
+		/* every member was held here: all start it now, then park */
+		lh_lg->go_blocking = lh_lg->held_blocking = 0;
+		lh_info->ckpt_pending = 1;
+		return 0;
+	}
+	/* the other members are stopped: inside, this thread would wait for
+	 * them with no way out to park */
+	lh_lg->held_blocking = comm == LH_BLOCKING_NONE ? comm : comm + 1;
+	lh_lg->held = 0;
+	lh_info->ckpt_pending = 1;
+	return STS_AGAIN;
+}
+
 void lh_coll_comm_made(uint32_t comm)
 {
 	MPI_Comm sh = MPI_COMM_NULL;
@@ -145,9 +163,10 @@ void lh_coll_comm_gone(uint32_t comm)
 
 /* The targets of every communicator this rank belongs to, retired ones
  * included (a member that freed one takes part with its final count, so
- * every member takes part in every round on it); *held[c]: some member
- * still holds communicator c. */
-static uint64_t (*io)[2];   /* per communicator: count, held */
+ * every member takes part in every round on it); io[c][1]: some member
+ * still holds communicator c; io[c][2] == 0: every member is held at the
+ * entry of a blocking collective on c. */
+static uint64_t (*io)[3];   /* per communicator: count, held, not blocked */
 static uint32_t io_cap;
 
 static int targets(MPI_Comm ctl)
@@ -174,7 +193,8 @@ static int targets(MPI_Comm ctl)
 			continue;
 		io[c][0] = lh_lg->coll_seq[c];
 		io[c][1] = !lh_lg->retired[c];
-		ret = MPI_Iallreduce(MPI_IN_PLACE, io[c], 2, MPI_UINT64_T, MPI_MAX, sh, &r[n++]);
+		io[c][2] = lh_lg->held_blocking != c + 1;
+		ret = MPI_Iallreduce(MPI_IN_PLACE, io[c], 3, MPI_UINT64_T, MPI_MAX, sh, &r[n++]);
 	}
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
@@ -194,20 +214,36 @@ static void purge(void)
 			lh_release_now(STS_COMM, c);
 }
 
+/* this rank is held at a blocking collective that every member of its
+ * communicator is held at: they go together */
+static int go_together(void)
+{
+	uint32_t c = lh_lg->held_blocking - 1;
+
+	if (lh_lg->held_blocking == 0 || lh_lg->held_blocking == LH_BLOCKING_NONE ||
+	    c >= lh_lg->coll_cap || c >= io_cap || io[c][2])
+		return 0;
+	lh_lg->go_blocking = lh_lg->held_blocking;
+	return 1;
+}
+
 int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 {
-	int mine[3], all[3];
+	int mine[3], all[3], go;
 
 	if (ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
 		*failed = 1;
-	mine[0] = !*failed && behind();
+	go = !*failed && go_together();
+	mine[0] = !*failed && (go || behind());
 	mine[1] = *failed;
-	mine[2] = stuck;
+	/* held at a blocking collective while behind: it cannot get there
+	 * before the others come to that collective too (a release) */
+	mine[2] = stuck || (!*failed && lh_lg->held_blocking && !go && behind());
 	if (MPI_Allreduce(mine, all, 3, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS)
 		all[1] = 1;
 	if (!all[1] && all[0])
 		return all[2] ? LH_ROUND_RELEASE : mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
-	lh_lg->held = 0;
+	lh_lg->held = lh_lg->held_blocking = lh_lg->go_blocking = 0;
 	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
 	if (all[1])
 		return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "

@@ -109,9 +109,12 @@ int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint
 {
 	MPI_File f;
 	struct lh_slot *s;
-	int ret = MPI_File_open((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), name, amode,
-				(MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
+	int ret = lh_coll_blocking(comm);
 
+	if (ret)
+		return ret;
+	ret = MPI_File_open((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), name, amode,
+			    (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
 	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
 	*fh = lh_new(STS_FILE, LH_HVAL(f));
@@ -124,8 +127,11 @@ int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint
 int lh_File_close(uint32_t *fh)
 {
 	MPI_File f = real_file(*fh);
-	int ret = MPI_File_close(&f);
+	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
 
+	if (ret)
+		return ret;
+	ret = MPI_File_close(&f);
 	if (ret == MPI_SUCCESS)
 		*fh = lh_update(STS_FILE, *fh, LH_HVAL(f));
 	return lh_err(ret);
@@ -137,9 +143,12 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 	MPI_Datatype e = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, etype);
 	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, ftype);
 	struct rec_file *r = rec_of(fh);
-	int ret = MPI_File_set_view(real_file(fh), disp, e, t, datarep,
-				    (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info));
+	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
 
+	if (ret)
+		return ret;
+	ret = MPI_File_set_view(real_file(fh), disp, e, t, datarep,
+				(MPI_Info)(LH_HCAST)lh_real(STS_INFO, info));
 	if (ret != MPI_SUCCESS || !r)
 		return lh_err(ret);
 	forget_view(r);
@@ -154,8 +163,11 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 int lh_File_set_atomicity(uint32_t fh, int flag)
 {
 	struct rec_file *r = rec_of(fh);
-	int ret = MPI_File_set_atomicity(real_file(fh), flag);
+	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
 
+	if (ret)
+		return ret;
+	ret = MPI_File_set_atomicity(real_file(fh), flag);
 	if (ret == MPI_SUCCESS && r)
 		r->atomic = flag;
 	return lh_err(ret);

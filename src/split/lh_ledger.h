@@ -26,7 +26,7 @@
 #include "sts_mpi.h"
 
 #define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
-#define LG_VERSION 3
+#define LG_VERSION 4
 #define LG_CLASSES 40
 
 /* One neutral handle of a kind. */
@@ -86,6 +86,10 @@ struct lh_ledger {
 	uint32_t advancing;              /* LH_RUN_*: how it runs during the rounds */
 	uint32_t held;                   /* 1 + the communicator at whose
 					  * collective's entry it was held */
+	/* 1 + the communicator at the entry of whose blocking collective it
+	 * is held (LH_BLOCKING_NONE: one of a file), and 1 + the one whose
+	 * members, all held there, start it together (lh_coll_blocking) */
+	uint32_t held_blocking, go_blocking;
 	/* checkpoints this rank saw end (MPIX_Checkpoint waits for the next) */
 	uint32_t mpix_gen, mpix_ok;
 };
@@ -175,6 +179,13 @@ void lh_release_now(int kind, uint32_t n);
 /* lh_coll.c: a collective is about to start on comm: 0 (counted), or
  * STS_AGAIN (a checkpoint holds it) */
 int lh_coll_enter(uint32_t comm);
+/* lh_coll.c: a collective with no non-blocking form (a communicator
+ * made, collective MPI-IO; comm LH_BLOCKING_NONE when it is on a file) is
+ * about to start: 0, or STS_AGAIN while a checkpoint lets this rank run
+ * (held at its entry until every member is: docs/protocol.md, "Blocking
+ * collectives") */
+#define LH_BLOCKING_NONE UINT32_MAX
+int lh_coll_blocking(uint32_t comm);
 /* a new communicator's duplicate (collective over its members), and its
  * end; lh_state.c calls them */
 void lh_coll_comm_made(uint32_t comm);
@@ -189,11 +200,14 @@ int lh_coll_retired(uint32_t comm);
  * LH_ROUND_RELEASE (every rank) when a rank that ran on did not get to its
  * targets in the time given (stuck): every rank runs for a while, the ones
  * held at a collective's entry start it (docs/protocol.md, "Release rule"),
+ * ranks held at the entry of a blocking collective on a communicator
+ * whose every member is held there get LH_ROUND_ADVANCE and start it,
  * LH_ROUND_DONE when none is behind (every target met: the next is the
  * drain), or a negative errno with err_msg() when a rank failed.
  * *failed: this rank failed (past the deadline; set by the round when it
  * cannot take part), told to every rank in the next round; stuck: it ran
- * on in the last ADVANCE and did not park by itself. */
+ * on in the last ADVANCE and did not park by itself (or parked held at a
+ * blocking collective while behind). */
 #define LH_QUIESCE_TIMEOUT_MS 30000
 enum { LH_ROUND_DONE, LH_ROUND_AGAIN, LH_ROUND_ADVANCE, LH_ROUND_RELEASE };
 /* lh_ledger.advancing: 0 the program runs normally (no checkpoint, or

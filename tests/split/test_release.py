@@ -52,3 +52,23 @@ def test_released_rank_stops_at_finalize(release_fin, lower, tmp_path):
     assert rc == 0, out + err
     for r, v in ((0, 4242), (1, 4242), (2, 0)):
         assert f"rank {r} done {v}" in out, out + err
+
+
+@pytest.fixture(scope="module")
+def blocking_coll(tmp_path_factory):
+    return build_program(tmp_path_factory, "blocking_coll")
+
+
+@pytest.mark.parametrize("lower,n", [("openmpi", 2), ("mpich", 2), ("openmpi", 3)])
+def test_blocking_collective_goes_together(blocking_coll, lower, n, tmp_path):
+    """Ranks behind rank 0 on a communicator must first pass an
+    MPI_Comm_dup of WORLD, which has no non-blocking form: they are held at
+    its entry until rank 0 comes to it too, then all start it together;
+    every checkpoint completes and the restarted job goes on right."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), blocking_coll[lower], 12, 300)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations=12" in out, out + err
+    assert "FAIL" not in out
