@@ -221,8 +221,8 @@ static int go_together(void)
 	uint32_t c = lh_lg->held_blocking - 1;
 
 	if (lh_lg->held_blocking == 0 || lh_lg->held_blocking == LH_BLOCKING_NONE ||
-	    c >= lh_lg->coll_cap || c >= io_cap || io[c][2])
-		return 0;
+	    c >= lh_lg->coll_cap || c >= io_cap || (c != 1 && !lh_lg->shadow[c]) || io[c][2])
+		return 0;   /* (no duplicate: no round on it, io[c] is not this one's) */
 	lh_lg->go_blocking = lh_lg->held_blocking;
 	return 1;
 }
