@@ -369,8 +369,8 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
  * 0.55 s to read cold, 0.3 s to launch and initialize) and need different
  * things, and the upper half's range is Stasis's alone whether MPI is up or
  * not. The rank and size are the launcher's word for them (Open MPI,
- * MPICH's Hydra, PMIx); checked against MPI's once it is up. Without them
- * the image is read after MPI_Init. */
+ * MPICH's Hydra, PMIx); checked against MPI's once it is up. Without them,
+ * or with STASIS_RESTORE_EARLY=0, the image is read after MPI_Init. */
 struct early {
 	pthread_t th;
 	int started, rank, size, ret;
@@ -403,6 +403,10 @@ static void early_start(struct early *e, const char *dir)
 	static const char *const rank[3] = { "OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK" };
 	static const char *const size[3] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE" };
 
+	const char *want = getenv("STASIS_RESTORE_EARLY");
+
+	if (want && !strcmp(want, "0"))
+		return;   /* the launcher's variables are not to be trusted */
 	e->rank = launcher_int(rank);
 	e->size = launcher_int(size);
 	if (e->rank < 0 || e->size <= 0)
@@ -439,6 +443,9 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 			die("rank %d of %d: the launcher said rank %d of %d, and read that rank's image",
 			    lh_info->world_rank, lh_info->world_size, e->rank, e->size);
 	} else {
+		if (verbose)
+			fprintf(stderr, "stasis: lower half: rank %d reads its image after MPI_Init\n",
+				lh_info->world_rank);
 		snprintf(e->path, sizeof(e->path), "%s/" SPLIT_IMAGE_FMT, dir, lh_info->world_rank);
 		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
 			die("rank %d: %s", lh_info->world_rank, err_msg());

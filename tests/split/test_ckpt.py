@@ -117,6 +117,26 @@ def test_checkpoint_stop_then_restart(hello, tmp_path):
     assert rc == 0 and "PASS ranks=2 iterations=40" in out, out + err
 
 
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_restart_reads_the_image_after_init(hello, lower, tmp_path):
+    """STASIS_RESTORE_EARLY=0: no rank reads its image while MPI initializes
+    (the launcher's rank variables are not used); each reads it after
+    MPI_Init, under MPI's rank, and the job goes on."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS)
+    before = iteration(job.lines_until(r"rank 0 iteration \d+"))
+    job.checkpoint()
+    job.kill()
+    job.seen = []
+    job._start(["restart", "--dir", job.ck], env=dict(STASIS_RESTORE_EARLY="0",
+                                                      STASIS_LOG="debug"))
+    assert iteration(job.lines_until(r"rank 0 iteration \d+")) >= before
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    for r in (0, 1):
+        assert f"stasis: lower half: rank {r} reads its image after MPI_Init" in err, err
+
+
 def test_rank_killed_during_checkpoint(hello, tmp_path):
     """Rank 1 dies while it writes its image of the second checkpoint: that
     checkpoint fails, the first stays established, and the job restarts from
