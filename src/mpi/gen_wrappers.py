@@ -218,9 +218,9 @@ def made_objects(f):
         if p.ptr == 1 and not p.array and f.inout != p.name:
             if p.kind() == "Comm":
                 parent = handle_arg(f, "Comm", inout=False)
-                return f"sts_comm_made({'a%d' % parent if parent is not None else 0}, a{i});"
+                return f"\tsts_comm_made({'a%d' % parent if parent is not None else 0}, a{i});"
             if p.kind() == "File":
-                return f"sts_file_made(a{i});"
+                return f"\tsts_file_made(a{i});"
     return None
 
 
