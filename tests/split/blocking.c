@@ -18,18 +18,13 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "fail.h"
+
 #define BIG (64 * 1024 / 8)
 
 static uint64_t word(int rank, int it, int i)
 {
 	return ((uint64_t)rank << 48) ^ ((uint64_t)it << 24) ^ (uint64_t)i;
-}
-
-static void fail(int rank, int it, const char *what)
-{
-	printf("FAIL rank %d iteration %d: %s\n", rank, it, what);
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 int main(int argc, char **argv)

@@ -30,16 +30,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fail.h"
+
 static int rank, size, it = -1;
 static int calls, file_calls;
 static MPI_Comm user_comm, sub, expect_comm;
 static int expect_code;
 
-static void fail(const char *what)
+static void bad(const char *what)
 {
-	printf("FAIL rank %d iteration %d: %s\n", rank, it, what);
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 1);
+	fail(rank, it, what);
 }
 
 static int class_of(int code);
@@ -47,9 +47,9 @@ static int class_of(int code);
 static void on_error(MPI_Comm *c, int *code, ...)
 {
 	if (*c != expect_comm)
-		fail("the handler was called with another communicator");
+		bad("the handler was called with another communicator");
 	if (class_of(*code) != expect_code)   /* MPICH passes a code of the class */
-		fail("the handler was called with another error class");
+		bad("the handler was called with another error class");
 	calls++;
 }
 
@@ -60,7 +60,7 @@ static void on_file_error(MPI_File *f, int *code, ...)
 	(void)f;
 	MPI_Error_class(*code, &cls);
 	if (cls == MPI_SUCCESS)
-		fail("the file handler was called with MPI_SUCCESS");
+		bad("the file handler was called with MPI_SUCCESS");
 	file_calls++;
 }
 
@@ -69,7 +69,7 @@ static int class_of(int code)
 	int cls = -1;
 
 	if (MPI_Error_class(code, &cls) != MPI_SUCCESS)
-		fail("MPI_Error_class");
+		bad("MPI_Error_class");
 	return cls;
 }
 
@@ -80,10 +80,10 @@ static void send_to_nobody(MPI_Comm c)
 	int len = 0;
 
 	if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_RANK)
-		fail("a send to rank SIZE did not return MPI_ERR_RANK");
+		bad("a send to rank SIZE did not return MPI_ERR_RANK");
 	if (MPI_Error_string(ret, text, &len) != MPI_SUCCESS || len <= 0 ||
 	    (int)strlen(text) != len)
-		fail("MPI_Error_string");
+		bad("MPI_Error_string");
 }
 
 static void truncated(void)
@@ -99,14 +99,14 @@ static void truncated(void)
 	} else if (rank == 1) {
 		ret = MPI_Recv(two, 2, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_TRUNCATE)
-			fail("MPI_Recv of 4 ints into 2 did not return MPI_ERR_TRUNCATE");
+			bad("MPI_Recv of 4 ints into 2 did not return MPI_ERR_TRUNCATE");
 		MPI_Irecv(two, 2, MPI_INT, 0, 5, MPI_COMM_WORLD, &r);
 		ret = MPI_Wait(&r, MPI_STATUS_IGNORE);
 		if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_TRUNCATE)
-			fail("MPI_Wait of 4 ints into 2 did not return MPI_ERR_TRUNCATE");
+			bad("MPI_Wait of 4 ints into 2 did not return MPI_ERR_TRUNCATE");
 		if (MPI_Recv(whole, 4, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
 		    whole[0] != it * 10 + 2 || whole[3] != 4)
-			fail("the message after the truncated ones");
+			bad("the message after the truncated ones");
 	}
 }
 
@@ -118,16 +118,16 @@ static void file_error(MPI_Errhandler feh, const char *path)
 
 	if (MPI_File_open(MPI_COMM_SELF, path, MPI_MODE_WRONLY | MPI_MODE_CREATE, MPI_INFO_NULL,
 			  &f) != MPI_SUCCESS)
-		fail("MPI_File_open");
+		bad("MPI_File_open");
 	MPI_File_get_errhandler(f, &got);
 	if (got != feh)
-		fail("an opened file does not have MPI_FILE_NULL's handler");
+		bad("an opened file does not have MPI_FILE_NULL's handler");
 	/* not freed: MPICH 4.0's MPI_File_get_errhandler takes no reference,
 	 * and its MPI_File_close then fails an assertion */
 	if (MPI_File_read_at(f, 0, &v, 1, MPI_INT, MPI_STATUS_IGNORE) == MPI_SUCCESS)
-		fail("reading a write-only file succeeded");
+		bad("reading a write-only file succeeded");
 	if (file_calls != before + 1)
-		fail("the file handler was not called");
+		bad("the file handler was not called");
 	MPI_File_close(&f);
 }
 
@@ -140,10 +140,10 @@ static void iteration(MPI_Comm dup, MPI_Errhandler eh, MPI_Errhandler feh, const
 	send_to_nobody(dup);
 	MPI_Comm_get_errhandler(dup, &got);
 	if (got != MPI_ERRORS_RETURN)
-		fail("DUP does not have MPI_ERRORS_RETURN");
+		bad("DUP does not have MPI_ERRORS_RETURN");
 	MPI_Comm_get_errhandler(sub, &got);
 	if (got != eh)
-		fail("SUB does not have the program's handler");
+		bad("SUB does not have the program's handler");
 	MPI_Errhandler_free(&got);
 
 	expect_comm = user_comm;
@@ -154,11 +154,11 @@ static void iteration(MPI_Comm dup, MPI_Errhandler eh, MPI_Errhandler feh, const
 		ret = MPI_Send(&v, 1, MPI_INT, size, 0, user_comm);
 	}
 	if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_RANK || calls != before + 1)
-		fail("a send on USER did not call its handler");
+		bad("a send on USER did not call its handler");
 	expect_comm = sub;
 	expect_code = MPI_ERR_OTHER;
 	if (MPI_Comm_call_errhandler(sub, MPI_ERR_OTHER) != MPI_SUCCESS || calls != before + 2)
-		fail("MPI_Comm_call_errhandler on SUB");
+		bad("MPI_Comm_call_errhandler on SUB");
 	expect_comm = MPI_COMM_NULL;
 
 	file_error(feh, path);
@@ -213,7 +213,7 @@ int main(int argc, char **argv)
 		nanosleep(&ts, NULL);
 	}
 	if (calls != 2 * iters || file_calls != iters)
-		fail("handler calls");
+		bad("handler calls");
 	MPI_Allreduce(&calls, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d calls=%d\n", size, iters, total);

@@ -21,12 +21,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-static void fail(int rank, int it, const char *what)
-{
-	printf("FAIL rank %d iteration %d: %s\n", rank, it, what);
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 1);
-}
+#include "fail.h"
 
 int main(int argc, char **argv)
 {
