@@ -23,6 +23,10 @@
 
 extern struct sts_lh_info *lh_info;
 
+/* "stasis: lower half: ..." on stderr in one write, then exit status 1
+ * (lh_main.c) */
+void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
 /* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */
 /* a new real handle: its neutral number (predefined ones keep theirs) */
 uint32_t lh_new(int kind, uint64_t real);

@@ -61,9 +61,15 @@ static struct store *store;
 static struct lh_ckpt_state st;
 static pid_t lower_tids[256];
 static unsigned nlower;
+/* the threads this parking step signaled (the checkpoint thread's) */
+static pid_t signaled[LH_MAX_THREADS + 8];
+static unsigned nsignaled;
 
-/* written by the handler, read by the checkpoint thread */
-static uint32_t parked_n, lower_n, inlower_n, slots_n;
+/* written by the handler, read by the checkpoint thread: parked threads take
+ * a slot of st.threads, count themselves in parked_n once it is written;
+ * lower-half threads answer in answered[]; both count in answers_n */
+static uint32_t parked_n, inlower_n, slots_n, answers_n, main_in, lower_n;
+static pid_t answered[64];
 static uint32_t resume_gen;
 
 static inline long rsys(long n, long a, long b, long c, long d)
@@ -108,6 +114,12 @@ static void __attribute__((no_stack_protector)) run_job(uint32_t job, uint64_t u
 	rsys(SYS_futex, (long)&job_done, FUTEX_WAKE, 1, 0);
 }
 
+static void answer(void)
+{
+	__atomic_add_fetch(&answers_n, 1, __ATOMIC_SEQ_CST);
+	rsys(SYS_futex, (long)&answers_n, FUTEX_WAKE, 1, 0);
+}
+
 static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, void *uc)
 {
 	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
@@ -118,11 +130,16 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 	(void)sig;
 	(void)si;
 	if (fs == lh_info->lh_fs) {
+		/* inside an MPI call: it parks when it leaves (sts_leave) */
 		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
 		return;
 	}
+	tid = rsys(SYS_gettid, 0, 0, 0, 0);
 	if (fs < STS_UPPER_LO || fs >= STS_UPPER_HI) {
-		__atomic_add_fetch(&lower_n, 1, __ATOMIC_SEQ_CST);
+		i = __atomic_fetch_add(&lower_n, 1, __ATOMIC_SEQ_CST);
+		if (i < sizeof(answered) / sizeof(answered[0]))
+			__atomic_store_n(&answered[i], (pid_t)tid, __ATOMIC_SEQ_CST);
+		answer();
 		return;
 	}
 	/* the generation first: a resume between these two loads is seen by
@@ -130,7 +147,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
 	if (!lh_info->ckpt_pending)
 		return;
-	tid = rsys(SYS_gettid, 0, 0, 0, 0);
+	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
 	if (i < LH_MAX_THREADS) {
 		struct split_thread *t = &st.threads[i];
@@ -142,12 +159,13 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		t->robust_head = head;
 		t->robust_len = len;
 		t->tid = (int32_t)tid;
-		t->main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
+		t->main = (uint32_t)is_main;
 	}
-	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
+	if (is_main)
+		__atomic_store_n(&main_in, 1, __ATOMIC_SEQ_CST);
 	__atomic_add_fetch(&parked_n, 1, __ATOMIC_SEQ_CST);
-	rsys(SYS_futex, (long)&parked_n, FUTEX_WAKE, 1, 0);
+	answer();
 	for (;;) {
 		uint32_t w = __atomic_load_n(&wake_gen, __ATOMIC_SEQ_CST);
 
@@ -212,74 +230,174 @@ static int on_main(int (*fn)(void))
 	}
 }
 
-/* Wait until the signaled threads parked or said they are the lower half's;
- * then check what the image needs of them. */
-static int await_parked(unsigned signaled, int timeout_ms)
+static void reset_parking(void)
 {
-	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
+	memset(st.threads, 0, sizeof(st.threads));
+	parked_n = inlower_n = slots_n = main_in = lower_n = 0;
+	nsignaled = 0;
+}
 
-	for (;;) {
-		uint32_t p = __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST);
-		struct timespec ts = { 0, 20 * 1000 * 1000 };
+/* tid has parked in this step (a slot being written reads as not yet) */
+static int is_parked(pid_t tid)
+{
+	uint32_t n = __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST);
 
-		if (p + __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST) >= signaled)
-			break;
-		if (lh_now_ms() > deadline)
-			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
-				       "within %d s (inside an MPI call that waits for a stopped rank?)",
-				       lh_info->world_rank, signaled - p - lower_n, timeout_ms / 1000);
-		syscall(SYS_futex, &parked_n, FUTEX_WAIT, p, &ts, NULL, 0);
-	}
-	st.nthreads = parked_n < LH_MAX_THREADS ? parked_n : LH_MAX_THREADS;
-	if (parked_n != 1 || !st.threads[0].main)
+	for (uint32_t i = 0; i < n && i < LH_MAX_THREADS; i++)
+		if (__atomic_load_n(&st.threads[i].tid, __ATOMIC_SEQ_CST) == tid)
+			return 1;
+	return 0;
+}
+
+static int answered_lower(pid_t tid)
+{
+	uint32_t n = __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST);
+
+	for (uint32_t i = 0; i < n && i < sizeof(answered) / sizeof(answered[0]); i++)
+		if (__atomic_load_n(&answered[i], __ATOMIC_SEQ_CST) == tid)
+			return 1;
+	return 0;
+}
+
+static int thread_gone(pid_t tid)
+{
+	char path[64];
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
+	return access(path, F_OK) != 0;
+}
+
+/* Every thread parked: the main thread first in st.threads, and what the
+ * image needs of each one there. */
+static int check_parked(void)
+{
+	uint32_t n = __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST);
+	int main = -1;
+
+	if (n > LH_MAX_THREADS)
 		return err_set(-ENOTSUP, "rank %d: the program runs %u threads; the split process "
-			       "checkpoints single-threaded ranks only, for now (docs/split.md)",
-			       lh_info->world_rank, parked_n);
-	if (*(int32_t *)(uintptr_t)(st.threads[0].fs + TID_OFFSET) != st.threads[0].tid)
-		return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread ids where "
-			       "Stasis does not expect them (glibc 2.36 is supported)",
+			       "checkpoints at most %d per rank", lh_info->world_rank, n,
+			       LH_MAX_THREADS);
+	for (uint32_t i = 0; i < n; i++)
+		if (st.threads[i].main)
+			main = (int)i;
+	if (main < 0)
+		return err_set(-EDEADLK, "rank %d: the program's main thread did not stop",
 			       lh_info->world_rank);
+	/* the checkpoint's MPI calls are made on the main thread, between the
+	 * program's own: only right if no other thread makes any */
+	if (n > 1 && lh_info->thread_provided > MPI_THREAD_FUNNELED)
+		return err_set(-ENOTSUP, "rank %d: the program runs %u threads at "
+			       "MPI_THREAD_%s; threaded ranks are checkpointed at funneled only "
+			       "(STASIS_MPI_THREAD_LEVEL=funneled)", lh_info->world_rank, n,
+			       lh_info->thread_provided == MPI_THREAD_MULTIPLE ? "MULTIPLE"
+									: "SERIALIZED");
+	if (main > 0) {
+		struct split_thread t = st.threads[0];
+
+		st.threads[0] = st.threads[main];
+		st.threads[main] = t;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		if (*(int32_t *)(uintptr_t)(st.threads[i].fs + TID_OFFSET) != st.threads[i].tid)
+			return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread "
+				       "ids where Stasis does not expect them (glibc 2.36 is "
+				       "supported)", lh_info->world_rank);
+	st.nthreads = n;
 	st.tid_offset = TID_OFFSET;
 	parked_main = 1;
 	return 0;
 }
 
-/* Signal every thread that may be the upper half's and wait until each has
+/* Wait until every signaled thread has parked, said it is the lower half's,
+ * or ended; then check what the image needs of them. */
+static int await_parked(int timeout_ms)
+{
+	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
+
+	parked_main = 0;
+	for (;;) {
+		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		unsigned left = 0;
+
+		for (unsigned i = 0; i < nsignaled; i++)
+			if (!is_parked(signaled[i]) && !answered_lower(signaled[i]) &&
+			    !thread_gone(signaled[i]))
+				left++;
+		if (!left && __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) ==
+			     __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
+			break;
+		if (lh_now_ms() > deadline)
+			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
+				       "within %d s (inside an MPI call that waits for a stopped rank?)",
+				       lh_info->world_rank, left, timeout_ms / 1000);
+		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
+	}
+	/* threads of the lower half started after this one: never signaled again */
+	for (uint32_t i = 0; i < lower_n && i < sizeof(answered) / sizeof(answered[0]); i++)
+		if (!is_lower(answered[i]) && nlower < sizeof(lower_tids) / sizeof(lower_tids[0]))
+			lower_tids[nlower++] = answered[i];
+	return check_parked();
+}
+
+/* Signal every thread that may be the upper half's and has not parked yet
+ * (the main thread may have, at its targets), and wait until each has
  * parked or said it is the lower half's. */
 static int park_all(void)
 {
 	pid_t pid = getpid(), self = (pid_t)syscall(SYS_gettid);
-	unsigned signaled = 0;
 	DIR *d;
 	struct dirent *e;
 
-	parked_n = lower_n = inlower_n = slots_n = 0;
 	lh_info->ckpt_pending = 1;
+	/* a thread that took a slot writes its id before it counts itself */
+	while (__atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) !=
+	       __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
+		sched_yield();
+	nsignaled = 0;
 	d = opendir("/proc/self/task");
 	if (!d)
 		return err_set(-errno, "cannot list /proc/self/task: %s", strerror(errno));
 	while ((e = readdir(d)) != NULL) {
 		pid_t tid = (pid_t)atoi(e->d_name);
 
-		if (tid <= 0 || tid == self || is_lower(tid))
+		if (tid <= 0 || tid == self || is_lower(tid) || is_parked(tid))
 			continue;
+		if (nsignaled == sizeof(signaled) / sizeof(signaled[0])) {
+			closedir(d);
+			return err_set(-ENOTSUP, "rank %d: the program runs more than %d threads; "
+				       "the split process checkpoints at most %d per rank",
+				       lh_info->world_rank, LH_MAX_THREADS, LH_MAX_THREADS);
+		}
 		if (syscall(SYS_tgkill, pid, tid, LH_CKPT_SIGNAL) == 0)
-			signaled++;
+			signaled[nsignaled++] = tid;
 	}
 	closedir(d);
-	return await_parked(signaled, PARK_TIMEOUT_MS);
+	return await_parked(PARK_TIMEOUT_MS);
 }
 
-/* A rank behind a collective target (lh_coll.c): its thread runs on until
- * it parks itself at its targets; parked by force after timeout_ms. */
+/* A rank behind a collective target (lh_coll.c): its threads run on until
+ * the main thread parks itself at its targets (or is parked by force after
+ * timeout_ms); then the others are stopped again. */
 static int run_until_parked(int timeout_ms)
 {
-	parked_n = lower_n = inlower_n = slots_n = 0;
+	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
+	int ret;
+
+	reset_parking();
 	resume();
-	if (await_parked(1, timeout_ms) == 0)
-		return 0;
-	park_all();
-	return -ETIMEDOUT;
+	while (!__atomic_load_n(&main_in, __ATOMIC_SEQ_CST) && lh_now_ms() < deadline) {
+		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
+		struct timespec ts = { 0, 20 * 1000 * 1000 };
+
+		if (__atomic_load_n(&main_in, __ATOMIC_SEQ_CST))
+			break;
+		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
+	}
+	if (__atomic_load_n(&main_in, __ATOMIC_SEQ_CST))
+		return park_all();
+	ret = park_all();
+	return ret ? ret : -ETIMEDOUT;
 }
 
 static int write_image(const char *name, struct lh_dump_info *info)
@@ -440,6 +558,7 @@ static void checkpoint(const char *name)
 	int ret;
 
 	err_clear();
+	reset_parking();
 	ret = park_all();
 	if (ret)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
@@ -614,9 +733,48 @@ void lh_agent_start(uint32_t restarts)
 	pthread_detach(th);
 }
 
+/* Start a restored thread of the upper half: a thread of this process on
+ * its own TLS (CLONE_SETTLS) and its own stack, right at the signal frame
+ * the checkpoint left there; glibc's struct pthread gets the new thread id
+ * (CLONE_CHILD_SETTID) and the kernel clears it when the thread ends, as
+ * pthread_join expects (CLONE_CHILD_CLEARTID). The child sets its robust
+ * list and returns from the signal with rt_sigreturn: registers, signal mask
+ * and extended state as they were. It touches no memory before that, so it
+ * needs none of its own. */
+static long start_thread(const struct split_thread *t, uint32_t tid_offset)
+{
+	const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
+				    CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
+				    CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+	register long r10 __asm__("r10") = (long)(t->fs + tid_offset);
+	register long r8 __asm__("r8") = (long)t->fs;
+	register long r12 __asm__("r12") = (long)t->robust_head;
+	register long r13 __asm__("r13") = (long)t->robust_len;
+	long ret;
+
+	__asm__ volatile("syscall\n\t"
+			 "test %%rax, %%rax\n\t"
+			 "jnz 1f\n\t"
+			 "mov %%r12, %%rdi\n\t"
+			 "mov %%r13, %%rsi\n\t"
+			 "mov %[robust], %%eax\n\t"
+			 "syscall\n\t"
+			 "mov %[sigreturn], %%eax\n\t"
+			 "syscall\n\t"
+			 "ud2\n"
+			 "1:"
+			 : "=a"(ret)
+			 : "0"((long)SYS_clone), "D"(flags), "S"(t->frame), "d"(0L), "r"(r10),
+			   "r"(r8), "r"(r12), "r"(r13), [robust] "i"(SYS_set_robust_list),
+			   [sigreturn] "i"(SYS_rt_sigreturn)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
 void lh_enter_upper(const struct lh_restored *r)
 {
 	const struct split_thread *t = &r->threads[0];
+	uint64_t all = ~0ULL;
 	long tid;
 
 	for (unsigned i = 0; i < r->nsigs; i++) {
@@ -624,6 +782,16 @@ void lh_enter_upper(const struct lh_restored *r)
 		uint64_t k[4] = { s->handler, s->flags, s->restorer, s->mask };
 
 		rsys(SYS_rt_sigaction, s->signo, (long)k, 0, 8);
+	}
+	/* the other threads first, with every signal blocked until their own
+	 * mask comes back with their frame */
+	rsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, 8);
+	for (unsigned i = 0; i < r->nthreads; i++) {
+		if (r->threads[i].main)
+			t = &r->threads[i];
+		else if ((tid = start_thread(&r->threads[i], r->tid_offset)) < 0)
+			lh_die("rank %d: cannot start thread %u of the program again: %s",
+			    lh_info->world_rank, i, strerror((int)-tid));
 	}
 	rsys(SYS_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0, 0);
 	tid = rsys(SYS_set_tid_address, (long)(t->fs + r->tid_offset), 0, 0, 0);

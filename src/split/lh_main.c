@@ -48,7 +48,7 @@
 struct sts_lh_info *lh_info;
 static int verbose;
 
-static void __attribute__((noreturn, format(printf, 1, 2))) die(const char *fmt, ...)
+void lh_die(const char *fmt, ...)
 {
 	char msg[600] = "stasis: lower half: ";
 	va_list ap;
@@ -93,7 +93,7 @@ static int thread_level(void)
 		return MPI_THREAD_FUNNELED;
 	if (!strcmp(v, "multiple"))
 		return MPI_THREAD_MULTIPLE;
-	die("STASIS_MPI_THREAD_LEVEL=%s: expected single, funneled, serialized or multiple", v);
+	lh_die("STASIS_MPI_THREAD_LEVEL=%s: expected single, funneled, serialized or multiple", v);
 }
 
 /* PROGRAM as execvp would find it */
@@ -104,7 +104,7 @@ static void find_program(const char *name, char *out, size_t len)
 	if (strchr(name, '/')) {
 		snprintf(out, len, "%s", name);
 		if (access(out, X_OK) != 0)
-			die("cannot execute %s: %s", name, strerror(errno));
+			lh_die("cannot execute %s: %s", name, strerror(errno));
 		return;
 	}
 	for (const char *p = path ? path : "/usr/bin:/bin"; *p;) {
@@ -116,7 +116,7 @@ static void find_program(const char *name, char *out, size_t len)
 			return;
 		p += n + (e ? 1 : 0);
 	}
-	die("cannot execute %s: not found in PATH", name);
+	lh_die("cannot execute %s: not found in PATH", name);
 }
 
 static void read_at(int fd, void *buf, size_t len, off_t off, const char *what)
@@ -124,7 +124,7 @@ static void read_at(int fd, void *buf, size_t len, off_t off, const char *what)
 	ssize_t n = pread(fd, buf, len, off);
 
 	if (n != (ssize_t)len)
-		die("%s: cannot read its ELF headers", what);
+		lh_die("%s: cannot read its ELF headers", what);
 }
 
 /* The PT_INTERP of the program. */
@@ -135,23 +135,23 @@ static void program_interp(const char *prog, char *out, size_t len)
 	int fd = open(prog, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		die("cannot open %s: %s", prog, strerror(errno));
+		lh_die("cannot open %s: %s", prog, strerror(errno));
 	read_at(fd, &eh, sizeof(eh), 0, prog);
 	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
 	    eh.e_machine != EM_X86_64)
-		die("%s is not an x86-64 ELF program", prog);
+		lh_die("%s is not an x86-64 ELF program", prog);
 	for (int i = 0; i < eh.e_phnum; i++) {
 		read_at(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + (uint64_t)i * eh.e_phentsize), prog);
 		if (ph.p_type == PT_INTERP) {
 			if (ph.p_filesz == 0 || ph.p_filesz >= len)
-				die("%s: bad PT_INTERP", prog);
+				lh_die("%s: bad PT_INTERP", prog);
 			read_at(fd, out, ph.p_filesz, (off_t)ph.p_offset, prog);
 			out[ph.p_filesz] = 0;
 			close(fd);
 			return;
 		}
 	}
-	die("%s is statically linked: the split process needs a dynamically linked MPI program",
+	lh_die("%s is statically linked: the split process needs a dynamically linked MPI program",
 	    prog);
 }
 
@@ -175,11 +175,11 @@ static struct loaded load_interp(const char *path, uint64_t base)
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 	if (fd < 0)
-		die("cannot open the program's interpreter %s: %s", path, strerror(errno));
+		lh_die("cannot open the program's interpreter %s: %s", path, strerror(errno));
 	read_at(fd, &eh, sizeof(eh), 0, path);
 	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_type != ET_DYN || eh.e_phnum > 32 ||
 	    eh.e_phentsize != sizeof(Elf64_Phdr))
-		die("%s is not a loadable ELF interpreter", path);
+		lh_die("%s is not a loadable ELF interpreter", path);
 	read_at(fd, ph, eh.e_phnum * sizeof(ph[0]), (off_t)eh.e_phoff, path);
 	for (int i = 0; i < eh.e_phnum; i++) {
 		if (ph[i].p_type != PT_LOAD)
@@ -190,11 +190,11 @@ static struct loaded load_interp(const char *path, uint64_t base)
 			hi = ph[i].p_vaddr + ph[i].p_memsz;
 	}
 	if (lo != 0 || hi == 0)
-		die("%s: unexpected segment layout", path);
+		lh_die("%s: unexpected segment layout", path);
 	hi = (hi + PAGE - 1) & ~(PAGE - 1);
 	if (mmap((void *)base, hi, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1,
 		 0) != (void *)base)
-		die("cannot reserve %#lx..%#lx for the upper half's ld.so: %s", (unsigned long)base,
+		lh_die("cannot reserve %#lx..%#lx for the upper half's ld.so: %s", (unsigned long)base,
 		    (unsigned long)(base + hi), strerror(errno));
 	for (int i = 0; i < eh.e_phnum; i++) {
 		const Elf64_Phdr *p = &ph[i];
@@ -210,14 +210,14 @@ static struct loaded load_interp(const char *path, uint64_t base)
 		if (p->p_filesz &&
 		    mmap((void *)start, p->p_filesz + skip, prot, MAP_PRIVATE | MAP_FIXED, fd,
 			 (off_t)(p->p_offset - skip)) == MAP_FAILED)
-			die("cannot map %s: %s", path, strerror(errno));
+			lh_die("cannot map %s: %s", path, strerror(errno));
 		if (p->p_memsz > p->p_filesz) {
 			if (page_end > file_end && (prot & PROT_WRITE))
 				memset((void *)file_end, 0, page_end - file_end);
 			if (mem_end > page_end &&
 			    mmap((void *)page_end, mem_end - page_end, prot,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-				die("cannot map the bss of %s: %s", path, strerror(errno));
+				lh_die("cannot map the bss of %s: %s", path, strerror(errno));
 		}
 	}
 	close(fd);
@@ -238,7 +238,7 @@ static uint64_t push_str(struct stack *s, const char *v)
 
 	s->str -= n;
 	if (s->str < s->lo + (1 << 20))
-		die("the program's arguments and environment do not fit its stack");
+		lh_die("the program's arguments and environment do not fit its stack");
 	memcpy(s->str, v, n);
 	return (uint64_t)(uintptr_t)s->str;
 }
@@ -254,7 +254,7 @@ static char *uh_libdir(void)
 		return (char *)env;
 	n = readlink("/proc/self/exe", dir, sizeof(dir) - 8);
 	if (n <= 0)
-		die("cannot read /proc/self/exe");
+		lh_die("cannot read /proc/self/exe");
 	dir[n] = 0;
 	slash = strrchr(dir, '/');
 	strcpy(slash + 1, "uh");
@@ -283,14 +283,14 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	s.lo = mmap((void *)(STS_UH_STACK_TOP - size), size, PROT_READ | PROT_WRITE,
 		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0);
 	if (s.lo != (char *)(STS_UH_STACK_TOP - size))
-		die("cannot map the upper half's stack: %s", strerror(errno));
+		lh_die("cannot map the upper half's stack: %s", strerror(errno));
 	if (mmap(s.lo - PAGE, PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
 		 -1, 0) == MAP_FAILED)
-		die("cannot map the upper half's stack guard: %s", strerror(errno));
+		lh_die("cannot map the upper half's stack guard: %s", strerror(errno));
 	s.top = s.str = s.lo + size;
 
 	if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
-		die("getrandom: %s", strerror(errno));
+		lh_die("getrandom: %s", strerror(errno));
 	s.str -= 16;
 	memcpy(s.str, rnd, 16);
 	rnd_at = (uint64_t)(uintptr_t)s.str;
@@ -301,7 +301,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	old = getenv("LD_LIBRARY_PATH");
 	ldpath = malloc(strlen(uh_libdir()) + (old ? strlen(old) : 0) + 32);
 	if (!ldpath)
-		die("out of memory");
+		lh_die("out of memory");
 	sprintf(ldpath, "LD_LIBRARY_PATH=%s%s%s", uh_libdir(), old && *old ? ":" : "",
 		old ? old : "");
 	for (char **e = envp; *e; e++)
@@ -311,7 +311,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	int ne = 0;
 
 	if (!envv || !argvv)
-		die("out of memory");
+		lh_die("out of memory");
 	envv[ne++] = push_str(&s, ldpath);
 	for (char **e = envp; *e; e++)
 		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)
@@ -438,9 +438,9 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 	if (e->started) {
 		pthread_join(e->th, NULL);
 		if (e->ret)
-			die("rank %d: %s", lh_info->world_rank, e->msg);
+			lh_die("rank %d: %s", lh_info->world_rank, e->msg);
 		if (e->rank != lh_info->world_rank || e->size != lh_info->world_size)
-			die("rank %d of %d: the launcher said rank %d of %d, and read that rank's image",
+			lh_die("rank %d of %d: the launcher said rank %d of %d, and read that rank's image",
 			    lh_info->world_rank, lh_info->world_size, e->rank, e->size);
 	} else {
 		if (verbose)
@@ -448,10 +448,10 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 				lh_info->world_rank);
 		snprintf(e->path, sizeof(e->path), "%s/" SPLIT_IMAGE_FMT, dir, lh_info->world_rank);
 		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
-			die("rank %d: %s", lh_info->world_rank, err_msg());
+			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	}
 	if (r->vdso != getauxval(AT_SYSINFO_EHDR))
-		die("rank %d: the kernel's vdso is at %#lx, it was at %#lx at the checkpoint: "
+		lh_die("rank %d: the kernel's vdso is at %#lx, it was at %#lx at the checkpoint: "
 		    "restart on a machine with the same kernel", lh_info->world_rank,
 		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r->vdso);
 	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r->uh_callbacks;
@@ -460,11 +460,11 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 	 * every object the program holds, its pending receives posted again */
 	stage("rebuild");
 	if (lh_ledger_attach(lh_info->world_rank, lh_info->world_size) != 0)
-		die("rank %d: %s", lh_info->world_rank, err_msg());
+		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	lh_lg->restarts = r->restarts + 1;
 	lh_handles_init(1);
 	if (lh_state_rebuild() != 0)
-		die("rank %d: %s", lh_info->world_rank, err_msg());
+		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
 	fflush(NULL);
@@ -485,14 +485,14 @@ int main(int argc, char **argv, char **envp)
 	stage("aslr");
 	if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE)) {
 		if (personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
-			die("cannot turn address randomization off: %s", strerror(errno));
+			lh_die("cannot turn address randomization off: %s", strerror(errno));
 		execv("/proc/self/exe", argv);
-		die("cannot execute itself again: %s", strerror(errno));
+		lh_die("cannot execute itself again: %s", strerror(errno));
 	}
 	if (argc > 1 && !strcmp(argv[1], "--"))
 		argv++, argc--;
 	if (argc < 2 || argv[1][0] == '-')
-		die("usage: %s [--] PROGRAM ARGS...", argv[0]);
+		lh_die("usage: %s [--] PROGRAM ARGS...", argv[0]);
 	argv++, argc--;   /* argv[0] is now PROGRAM */
 	find_program(argv[0], prog, sizeof(prog));
 	program_interp(prog, interp, sizeof(interp));
@@ -503,7 +503,7 @@ int main(int argc, char **argv, char **envp)
 	if (restore && *restore)
 		early_start(&early, restore);
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
-		die("MPI_Init_thread failed");
+		lh_die("MPI_Init_thread failed");
 	/* errors come back to the upper half, which raises them on the
 	 * program's handlers (src/mpi/uh_err.c); every communicator made
 	 * later inherits this, files return errors by default */
@@ -514,7 +514,7 @@ int main(int argc, char **argv, char **envp)
 	page = mmap((void *)STS_LH_INFO_ADDR, (sizeof(*lh_info) + PAGE - 1) & ~(PAGE - 1),
 		    PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
 	if (page != (void *)STS_LH_INFO_ADDR)
-		die("cannot map the table at %#llx: %s", STS_LH_INFO_ADDR, strerror(errno));
+		lh_die("cannot map the table at %#llx: %s", STS_LH_INFO_ADDR, strerror(errno));
 	lh_info = page;
 	lh_info->magic = STS_LH_MAGIC;
 	lh_info->version = STS_LH_VERSION;
@@ -535,7 +535,7 @@ int main(int argc, char **argv, char **envp)
 	if (restore && *restore)
 		restart(restore, &early);
 	if (lh_ledger_create(lh_info->world_rank, lh_info->world_size) != 0)
-		die("%s", err_msg());
+		lh_die("%s", err_msg());
 	lh_handles_init(0);
 	lh_agent_start(0);
 
@@ -546,7 +546,7 @@ int main(int argc, char **argv, char **envp)
 	brk0 = ((uint64_t)(uintptr_t)sbrk(0) + PAGE - 1) & ~(PAGE - 1);
 	if (mmap((void *)brk0, 16u << 20, PROT_NONE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0) == MAP_FAILED)
-		die("cannot place the guard at the program break: %s", strerror(errno));
+		lh_die("cannot place the guard at the program break: %s", strerror(errno));
 
 	stage("stack");
 	sp = build_stack(interp, &l, prog, argc, argv, envp);

@@ -23,6 +23,10 @@ def launcher(lower, n):
     return ["mpiexec.mpich", "-n", str(n)]
 
 
+# what a program needs beyond the MPI compiler's defaults
+FLAGS = {"threads": ["-fopenmp", "-pthread"]}
+
+
 def build_programs(tmp_path_factory, names):
     """Each tests/split/<name>.c built with both MPIs: {(name, abi): path}."""
     d = tmp_path_factory.mktemp("split-progs")
@@ -30,8 +34,8 @@ def build_programs(tmp_path_factory, names):
     for abi, cc in MPICC.items():
         for name in names:
             exe = d / f"{name}.{abi}"
-            subprocess.run([cc, "-O1", "-o", str(exe), str(HERE / f"{name}.c")], check=True,
-                           capture_output=True)
+            subprocess.run([cc, "-O1", *FLAGS.get(name, []), "-o", str(exe),
+                            str(HERE / f"{name}.c")], check=True, capture_output=True)
             out[(name, abi)] = str(exe)
     return out
 

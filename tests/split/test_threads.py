@@ -1,0 +1,67 @@
+"""Threaded ranks (docs/split.md, "Threaded ranks"): a hybrid program whose
+ranks run OpenMP threads and pthreads beside the MPI calls of their main
+thread (MPI_THREAD_FUNNELED) is checkpointed with every thread stopped,
+killed and restarted: each thread goes on from where it was, with its
+registers, stack, TLS and thread id (tests/split/threads.c checks them
+every iteration and joins its threads at the end).
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import re
+
+import pytest
+
+from split_common import build_program, launcher
+from test_ckpt import MpiJob, cycles
+
+ITERS = 24
+SLEEP_MS = 250
+# libgomp's idle threads sleep instead of spinning: 2 ranks of 3 threads
+# share 2 CPUs
+OMP = {"OMP_WAIT_POLICY": "passive"}
+
+
+@pytest.fixture(scope="module")
+def threads(tmp_path_factory):
+    return build_program(tmp_path_factory, "threads")
+
+
+def threaded_job(tmp_path, **env):
+    job = MpiJob(tmp_path)
+    job.env.update(OMP, **env)
+    return job
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_threaded_ranks_three_cycles(threads, lower, tmp_path):
+    job = threaded_job(tmp_path)
+    job.start(*launcher(lower, 2), threads[lower], ITERS, SLEEP_MS)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert "FAIL" not in out
+
+
+def test_threaded_ranks_restart_under_the_other_mpi(threads, tmp_path):
+    job = threaded_job(tmp_path)
+    job.start(*launcher("openmpi", 2), threads["openmpi"], ITERS, SLEEP_MS)
+    cycles(job, n=1, restart_args=["--launcher", " ".join(launcher("mpich", 2))])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+
+
+def test_threads_above_funneled_are_refused(threads, tmp_path):
+    """At MPI_THREAD_MULTIPLE any thread may be inside MPI when the
+    checkpoint's own calls run on the main thread: refused in one line,
+    and the job runs on."""
+    job = threaded_job(tmp_path, STASIS_MPI_THREAD_LEVEL="multiple")
+    job.start(*launcher("openmpi", 2), threads["openmpi"], 12, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration [2-9]")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode != 0, r
+    assert re.search(r"checkpoint failed: rank [01]: the program runs \d+ threads at ",
+                     r.stderr), r.stderr
+    assert (" threads at MPI_THREAD_MULTIPLE; threaded ranks are checkpointed at funneled "
+            "only (STASIS_MPI_THREAD_LEVEL=funneled)\n") in r.stderr, r.stderr
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=12" in out, out + err
