@@ -14,10 +14,13 @@
  *              broadcasts the next iteration number;
  *   OpenMP     a team of 3 (libgomp's pool) for a parallel loop every
  *              iteration.
- * Each iteration the main thread checks the ticker's published x against
- * its own computation from the last pair (the ticker must still run), the
- * waiter's count, the SIGUSR1 count, and an MPI_Allreduce of the OpenMP
- * sums; rank 0 prints "rank 0 iteration I" and sleeps SLEEP_MS. At the end
+ * Each iteration rank 0 starts an MPI_Ibarrier, prints "rank 0 iteration I"
+ * and sleeps SLEEP_MS; the others sleep, run the OpenMP loop and only then
+ * start theirs: a checkpoint in the sleep finds them behind rank 0, and they
+ * need their OpenMP threads to get there. Then every main thread checks an
+ * MPI_Allreduce of the OpenMP sums, the ticker's published x against its
+ * own computation from the last pair (the ticker must still run), the
+ * waiter's count and the SIGUSR1 count. At the end
  * both pthreads are stopped and joined (pthread_join waits for the thread
  * id that the kernel clears). Rank 0 prints "PASS ranks=N iterations=I",
  * anything wrong a FAIL line. */
@@ -166,7 +169,14 @@ int main(int argc, char **argv)
 		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 		double s = 0, all = 0, want = 0;
 		int team = 0;
+		MPI_Request r;
 
+		if (rank == 0) {
+			MPI_Ibarrier(MPI_COMM_WORLD, &r);
+			printf("rank 0 iteration %d\n", it);
+			fflush(stdout);
+		}
+		nanosleep(&ts, NULL);
 #pragma omp parallel for num_threads(3) reduction(+ : s) reduction(max : team)
 		for (int i = 0; i < N; i++) {
 			s += data[i] * (it + 1);
@@ -174,6 +184,9 @@ int main(int argc, char **argv)
 		}
 		if (team != 3)
 			fail(rank, it, "the OpenMP team is not 3 threads");
+		if (rank != 0)
+			MPI_Ibarrier(MPI_COMM_WORLD, &r);
+		MPI_Wait(&r, MPI_STATUS_IGNORE);
 		MPI_Allreduce(&s, &all, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
 		for (int r = 0; r < size; r++)
 			for (int i = 0; i < N; i++)
@@ -189,11 +202,6 @@ int main(int argc, char **argv)
 			fail(rank, it, "the waiter did not wake");
 		if (pthread_kill(tick, SIGUSR1) != 0 || !settles((volatile int *)&usr1, it + 1))
 			fail(rank, it, "SIGUSR1 did not reach the ticker");
-		if (rank == 0) {
-			printf("rank 0 iteration %d\n", it);
-			fflush(stdout);
-		}
-		nanosleep(&ts, NULL);
 	}
 	pthread_mutex_lock(&mu);
 	stop = 1;
