@@ -6,8 +6,10 @@
  * on each turn, where its own MPI_Wait spins on the request's completion
  * word and opal_progress() alone: on an 8-byte ping-pong those fences were
  * a quarter of the receiver's time. With Open MPI, lh_test therefore reads
- * the completion word itself and calls MPI_Test only once it is set (or the
- * request is not an active one), which fences and frees as usual.
+ * the completion word itself and, once it is set, calls MPI_Wait, which
+ * returns at once and frees the request without MPI_Test's fence (as Open
+ * MPI's MPI_Wait does after its own spin); a request that is not an
+ * active one goes to MPI_Test.
  *
  * The word's place is what Open MPI 4's ompi_request_t puts after its free
  * list item, its type and its status; lh_poll_init checks it on a request of
@@ -36,15 +38,17 @@ static inline void *word(MPI_Request r, size_t off)
 
 int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
 {
-	if (*(volatile int *)((char *)*r + REQ_STATE_OFF) == REQ_ACTIVE &&
-	    word(*r, REQ_COMPLETE_OFF) != (void *)1) {
+	if (*(volatile int *)((char *)*r + REQ_STATE_OFF) != REQ_ACTIVE)
+		return MPI_Test(r, flag, st);
+	if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
 		opal_progress();
 		if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
 			*flag = 0;
 			return MPI_SUCCESS;
 		}
 	}
-	return MPI_Test(r, flag, st);
+	*flag = 1;
+	return MPI_Wait(r, st);
 }
 
 int lh_poll_init(void)
