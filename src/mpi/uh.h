@@ -38,7 +38,7 @@ void sts_park_pending(void);
 static inline uint64_t sts_enter(void)
 {
 	int g = (int)sts_lh->fsgsbase;
-	uint64_t fs = sts_rdfs(g);
+	uint64_t fs = sts_tp();
 
 	sts_lh->uh_fs = fs;
 	sts_wrfs(g, sts_lh->lh_fs);
