@@ -427,6 +427,16 @@ static int blk_test(struct blk *b, struct sts_status *st, int *err)
 		b->kind = 0;
 		return 1;
 	}
+	if (!st && b->peer >= 0) {   /* the source known, the status not wanted */
+		ret = lh_test(&b->r, &flag, MPI_STATUS_IGNORE);
+		if (ret == MPI_SUCCESS && !flag)
+			return 0;
+		/* in error too: truncated, the message was taken */
+		count(lh_lg->recv_from, b->comm, b->peer, 1);
+		*err = lh_err(ret);
+		b->kind = 0;
+		return 1;
+	}
 	memset(&rs, 0, sizeof(rs));
 	ret = lh_test(&b->r, &flag, &rs);
 	if (ret == MPI_SUCCESS && !flag)
