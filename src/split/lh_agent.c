@@ -320,6 +320,11 @@ static int await_parked(int timeout_ms)
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
 		unsigned left = 0;
 
+		/* more threads than the table holds: refused below, at once */
+		if (__atomic_load_n(&slots_n, __ATOMIC_SEQ_CST) > LH_MAX_THREADS &&
+		    __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) ==
+			    __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
+			break;
 		for (unsigned i = 0; i < nsignaled; i++)
 			if (!is_parked(signaled[i]) && !answered_lower(signaled[i]) &&
 			    !thread_gone(signaled[i]))
