@@ -387,22 +387,21 @@ static int park_all(void)
 static int run_until_parked(int timeout_ms)
 {
 	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
-	int ret;
+	int ret, parked;
 
 	reset_parking();
 	resume();
-	while (!__atomic_load_n(&main_in, __ATOMIC_SEQ_CST) && lh_now_ms() < deadline) {
+	for (;;) {
 		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
 		struct timespec ts = { 0, 20 * 1000 * 1000 };
 
-		if (__atomic_load_n(&main_in, __ATOMIC_SEQ_CST))
+		parked = (int)__atomic_load_n(&main_in, __ATOMIC_SEQ_CST);
+		if (parked || lh_now_ms() >= deadline)
 			break;
 		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
 	}
-	if (__atomic_load_n(&main_in, __ATOMIC_SEQ_CST))
-		return park_all();
 	ret = park_all();
-	return ret ? ret : -ETIMEDOUT;
+	return ret ? ret : parked ? 0 : -ETIMEDOUT;
 }
 
 static int write_image(const char *name, struct lh_dump_info *info)
