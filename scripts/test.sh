@@ -4,8 +4,9 @@
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer, and the
 #      threaded unit tests (library with its progress thread, image writer,
 #      store, index, redundancy) under ThreadSanitizer;
-#   3. the libFuzzer target over the image reader and manifest parser, 60 s.
-# STASIS_TEST_QUICK=1 skips 2 and 3.
+#   3. a Release (-O3) build, whose warnings are errors as everywhere;
+#   4. the libFuzzer target over the image reader and manifest parser, 60 s.
+# STASIS_TEST_QUICK=1 skips 2 to 4.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -36,6 +37,9 @@ scripts/build.sh build-asan -DCMAKE_BUILD_TYPE=Debug -DSTASIS_SANITIZE=ON
 export ASAN_OPTIONS=abort_on_error=0:detect_leaks=1:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 run_suite build-asan
+
+echo "== build with -O3 (Release): its warnings are errors too"
+scripts/build.sh build-release -DCMAKE_BUILD_TYPE=Release
 
 echo "== build with ThreadSanitizer; threaded unit tests"
 scripts/build.sh build-tsan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS=-fsanitize=thread \

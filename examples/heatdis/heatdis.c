@@ -158,7 +158,7 @@ static int par_gather(const struct grid *g, double *all)
 
 /* ---- errors ---- */
 
-static _Noreturn void die_stasis(const char *call, int ret)
+static void report_stasis(const char *call, int ret)
 {
 	const char *msg = stasis_strerror(ret);
 
@@ -167,7 +167,22 @@ static _Noreturn void die_stasis(const char *call, int ret)
 		fprintf(stderr, "heatdis: rank %d: %s\n", my_rank, msg);
 	else
 		fprintf(stderr, "heatdis: rank %d: %s: %s\n", my_rank, call, msg);
+}
+
+static _Noreturn void die_stasis(const char *call, int ret)
+{
+	report_stasis(call, ret);
 	par_abort(1);
+}
+
+/* For a failure every rank gets alike (a checkpoint's outcome is agreed):
+ * end together. MPI_Abort would let the launcher kill the job before it
+ * forwards the ranks' messages (MPICH's Hydra can lose every one). */
+static _Noreturn void die_stasis_together(const char *call, int ret)
+{
+	report_stasis(call, ret);
+	par_finalize();
+	exit(1);
 }
 
 /* ---- options ---- */
@@ -483,7 +498,7 @@ int main(int argc, char **argv)
 		if (o.every > 0 && step % o.every == 0 && step < o.iterations) {
 			ret = stasis_checkpoint(o.level);
 			if (ret < 0)
-				die_stasis("stasis_checkpoint", ret);
+				die_stasis_together("stasis_checkpoint", ret);
 		}
 	}
 

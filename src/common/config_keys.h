@@ -65,3 +65,6 @@ CONFIG_KEY(COORD_ADDRESS,  "coord_address",  STRING, "127.0.0.1", 0, 0, "",
 	   "every rank on this node; a cluster interface's address otherwise)")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")
+CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",
+	   "`stasis restart` of an MPI job reads the files the job mapped and the rank images "
+	   "ahead while the launcher starts (off: the ranks read them when they need them)")

@@ -371,7 +371,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct store_ckpt *ck = NULL;
 	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0;
-	int ret;
+	int ret, files = 0;
 
 	/* ranks still starting (or restarting) are waited for */
 	for (uint64_t end = now_ms() + HELLO_TIMEOUT_MS; (!c->nranks || c->nranks < c->size);) {
@@ -400,10 +400,15 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		ret = collect_ranks(c, "PARKED", &parked_us, &ignored);
 		if (!ret) {
 			send_ranks(c, "WRITE");
+			/* while the ranks write: what a restart reads ahead (a
+			 * restart without it reads the files when it needs them) */
+			files = job_files_write(ck, (int)c->child) == 0;
+			if (!files)
+				log_warn("checkpoint %s: the job's file list: %s", name, err_msg());
 			ret = collect_ranks(c, "DONE", &ignored, &pages);
 		}
 	}
-	ret = seal(c, ck, ret, c->nranks + 1);
+	ret = seal(c, ck, ret, c->nranks + 1 + (unsigned)files);
 	if (!ret) {
 		/* coordination: until the slowest rank had its program stopped */
 		log_info("checkpoint %s: %u ranks, %llu pages, coordination %.1f ms, established "
@@ -905,6 +910,12 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	if (ret == 0) {
 		/* an MPI job: its launcher again, each rank from its image */
 		ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
+		if (!ret) {
+			int ahead = job_prefetch(path);
+
+			if (ahead)
+				log_debug("reading %d files and rank images ahead", ahead);
+		}
 		ret = ret ? ret : job_spawn(&c, launch, path);
 		if (!ret) {
 			snprintf(c.last, sizeof(c.last), "%s", name);
@@ -985,7 +996,7 @@ out:
 
 int coord_alive(const char *job_dir)
 {
-	int fd;
+	int fd = -1;
 
 	if (connect_job(job_dir, &fd) != 0)
 		return 0;

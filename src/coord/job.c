@@ -2,17 +2,22 @@
  * environment (job.h). */
 #include "coord/job.h"
 
+#include "common/config.h"
 #include "common/err.h"
 #include "store/store.h"
 
+#include <dirent.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #ifndef STASIS_SPLIT_BUILD_DIR
@@ -238,4 +243,247 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	else
 		unsetenv("STASIS_RESTORE_DIR");
 	return 0;
+}
+
+/* ---- reading a restart's images ahead (job_prefetch) ---- */
+
+#define PREFETCH_STEP (512l << 10)
+#define PREFETCH_MAX 256
+
+/* filesystems on a local block device: images there are read by ranks of
+ * this node (on a shared one they may be read elsewhere) */
+static int local_fs(long type)
+{
+	return type == EXT4_SUPER_MAGIC || type == XFS_SUPER_MAGIC ||
+	       type == BTRFS_SUPER_MAGIC || type == 0x2011BAB0 /* exfat */ ||
+	       type == F2FS_SUPER_MAGIC;
+}
+
+static long long mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "r");
+	char line[128];
+	long long kb = -1;
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb * 1024;
+}
+
+#define FILES_MAGIC "stasis-files 1\n"
+#define FILES_MAX 1024
+#define FILES_BYTES (256ll << 20)
+
+/* the images a restart reads ahead, by name in dir (opened one at a time:
+ * the coordinator's descriptors are for its ranks) */
+struct prefetch {
+	char dir[PATH_MAX];
+	int n;
+	char name[][32];
+};
+
+/* the paths of a process's file mappings not yet in list (n of them) */
+static void maps_of(int pid, char **list, int *n)
+{
+	char path[64], line[PATH_MAX + 256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f) && *n < FILES_MAX) {
+		char *p = strchr(line, '/'), perms[8] = "";
+		size_t len;
+		int seen = 0;
+
+		/* shared mappings are the job's own segments, gone at a restart */
+		if (!p || sscanf(line, "%*s %7s", perms) != 1 || perms[3] == 's' ||
+		    strncmp(p, "/dev/", 5) == 0 || strncmp(p, "/proc/", 6) == 0 ||
+		    strncmp(p, "/sys/", 5) == 0)
+			continue;
+		len = strcspn(p, "\n");
+		if (len > 10 && !strncmp(p + len - 10, " (deleted)", 10))
+			continue;
+		p[len] = 0;
+		for (int i = *n - 1; i >= 0 && !seen; i--)
+			seen = !strcmp(list[i], p);
+		if (!seen && (list[*n] = strdup(p)) != NULL)
+			(*n)++;
+	}
+	fclose(f);
+}
+
+/* the children of every thread of pid, appended to pids */
+static void children_of(int pid, int *pids, int *n, int max)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *e;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", pid);
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		FILE *f;
+		int c;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.16s/children", pid, e->d_name);
+		f = fopen(path, "re");
+		while (f && *n < max && fscanf(f, "%d", &c) == 1)
+			pids[(*n)++] = c;
+		if (f)
+			fclose(f);
+	}
+	closedir(d);
+}
+
+int job_files_write(struct store_ckpt *ck, int launcher_pid)
+{
+	struct store_file *f = NULL;
+	int pids[256], np = 0, n = 0, ret;
+	char **list = calloc(FILES_MAX, sizeof(*list));
+
+	if (!list)
+		return err_set(-ENOMEM, "out of memory");
+	pids[np++] = launcher_pid;
+	for (int i = 0; i < np; i++) {
+		maps_of(pids[i], list, &n);
+		children_of(pids[i], pids, &np, (int)(sizeof(pids) / sizeof(pids[0])));
+	}
+	ret = store_file_create(ck, JOB_FILES_FILE, &f);
+	ret = ret ? ret : store_file_write(f, FILES_MAGIC, strlen(FILES_MAGIC));
+	for (int i = 0; !ret && i < n; i++) {
+		ret = store_file_write(f, list[i], strlen(list[i]));
+		ret = ret ? ret : store_file_write(f, "\n", 1);
+	}
+	ret = ret ? ret : store_file_commit(f);
+	store_file_free(&f);
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+	return ret;
+}
+
+/* JOB_FILES_FILE's files: all their reads started now (queued before the
+ * images' then); returns how many */
+static int files_ahead(const char *dir)
+{
+	char path[PATH_MAX + 16], line[PATH_MAX + 2];
+	long long bytes = 0;
+	int n = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/" JOB_FILES_FILE, dir);
+	f = fopen(path, "re");
+	if (!f || !fgets(line, sizeof(line), f) || strcmp(line, FILES_MAGIC)) {
+		if (f)
+			fclose(f);
+		return 0;
+	}
+	while (n < FILES_MAX && fgets(line, sizeof(line), f)) {
+		struct stat st;
+		int fd;
+
+		line[strcspn(line, "\n")] = 0;
+		fd = open(line, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && bytes + st.st_size <= FILES_BYTES &&
+		    posix_fadvise(fd, 0, 0, POSIX_FADV_WILLNEED) == 0) {
+			bytes += st.st_size;
+			n++;
+		}
+		close(fd);
+	}
+	fclose(f);
+	return n;
+}
+
+/* the images one after the other, in steps of PREFETCH_STEP, each waited
+ * for before the next (WILLNEED starts a step's reads, a one-byte read at
+ * its end waits for them) */
+static void *prefetch_run(void *arg)
+{
+	struct prefetch *p = arg;
+	char c;
+
+	for (int i = 0; i < p->n; i++) {
+		char path[PATH_MAX + 40];
+		struct stat st;
+		int fd;
+
+		snprintf(path, sizeof(path), "%s/%s", p->dir, p->name[i]);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0) {
+			posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+			for (off_t o = 0; o < st.st_size; o += PREFETCH_STEP)
+				if (posix_fadvise(fd, o, PREFETCH_STEP, POSIX_FADV_WILLNEED) != 0 ||
+				    pread(fd, &c, 1, o + PREFETCH_STEP - 1) < 0)
+					break;
+		}
+		close(fd);
+	}
+	free(p);
+	return NULL;
+}
+
+int job_prefetch(const char *dir)
+{
+	long long bytes = 0, avail;
+	struct prefetch *p;
+	struct statfs sf;
+	struct dirent *e;
+	pthread_attr_t a;
+	pthread_t t;
+	DIR *d;
+	int files, ok;
+
+	if (strcmp(cfg_str(CFG_PREFETCH), "on") != 0)
+		return 0;
+	files = files_ahead(dir);
+	if (statfs(dir, &sf) != 0 || !local_fs((long)sf.f_type) || (avail = mem_available()) < 0)
+		return files;
+	p = malloc(sizeof(*p) + PREFETCH_MAX * sizeof(p->name[0]));
+	d = p ? opendir(dir) : NULL;
+	if (!d) {
+		free(p);
+		return files;
+	}
+	snprintf(p->dir, sizeof(p->dir), "%s", dir);
+	p->n = 0;
+	while ((e = readdir(d)) != NULL && p->n < PREFETCH_MAX) {
+		int rank, len = 0;
+		struct stat st;
+
+		if (sscanf(e->d_name, "rank-%d.img%n", &rank, &len) != 1 || e->d_name[len] ||
+		    strlen(e->d_name) >= sizeof(p->name[0]) ||
+		    fstatat(dirfd(d), e->d_name, &st, 0) != 0)
+			continue;
+		bytes += st.st_size;
+		memcpy(p->name[p->n++], e->d_name, strlen(e->d_name) + 1);   /* fits: checked */
+	}
+	closedir(d);
+	ok = p->n > 0 && bytes <= avail / 2 && pthread_attr_init(&a) == 0;   /* else the ranks read them */
+	if (ok) {
+		int n = p->n;   /* p is the thread's once it runs */
+
+		pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+		pthread_attr_setstacksize(&a, 64 << 10);
+		ok = pthread_create(&t, &a, prefetch_run, p) == 0;
+		pthread_attr_destroy(&a);
+		if (ok)
+			return files + n;
+	}
+	free(p);
+	return files;
 }

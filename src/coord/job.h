@@ -16,6 +16,7 @@ struct store_ckpt;
 struct store;
 
 #define JOB_LAUNCH_FILE "launch"
+#define JOB_FILES_FILE "files"
 
 /* Whether argv[0] is an MPI launcher (mpirun, mpiexec, orterun, prterun,
  * srun, with any suffix such as mpirun.openmpi). */
@@ -37,5 +38,24 @@ int job_launch_read(const struct store *s, const char *ckpt, const char *launche
  * forked child, before exec. */
 int job_child_env(const char *addr, const char *job_dir, const char *root, const char *tier,
 		  const char *job, const char *restore_dir);
+
+/* Store in a checkpoint the files that the launcher's process tree maps
+ * (the launcher, its daemons, the ranks of this node: their programs, MPI
+ * and its components), one path a line: a restart reads them ahead
+ * (job_prefetch). */
+int job_files_write(struct store_ckpt *ck, int launcher_pid);
+
+/* Start reading the rank images of checkpoint directory dir into the page
+ * cache while the launcher starts the ranks. First the files the job
+ * mapped (JOB_FILES_FILE, if the checkpoint has it), all at once: the
+ * launch and MPI_Init then read a few hundred pieces of them from memory
+ * instead of one after the other from the disk. Then, on a thread, the
+ * images one after the other, a step of 512 KiB at a time: the few reads
+ * of the launch still left queue behind one step at most. Images only on
+ * a node-local filesystem (the ranks that read them run here) and when
+ * they fit twice in the available memory; the key `prefetch` = off turns it
+ * all off. Never fails: what it cannot do it leaves to the ranks. Returns the
+ * number of files and images it reads ahead. */
+int job_prefetch(const char *dir);
 
 #endif

@@ -189,7 +189,7 @@ static int parse_top(struct parse *p, json_t *root)
 	uint8_t id[16];
 	const char *s;
 	json_t *v;
-	uint64_t cs;
+	uint64_t cs = 0;
 	int ret;
 
 	if (!json_is_object(root))
@@ -251,7 +251,7 @@ static int parse_section(struct parse *p, json_t *js, unsigned i, uint64_t *pos)
 {
 	struct img_manifest_section *s = &p->m->sec[i];
 	uint64_t cs = p->m->chunk_size, end = p->frame->data_end;
-	uint64_t index, size, stored, offset, chunks, want;
+	uint64_t index = 0, size = 0, stored = 0, offset = 0, chunks = 0, want;
 	const char *name, *kind;
 	int ret;
 
@@ -339,7 +339,7 @@ static int check_unique_names(struct parse *p)
 
 static int check_totals(struct parse *p, json_t *root)
 {
-	uint64_t size = 0, stored = 0, chunks = 0, t;
+	uint64_t size = 0, stored = 0, chunks = 0, t = 0;
 	json_t *tot = json_object_get(root, "totals");
 	int ret;
 

@@ -30,7 +30,8 @@ RANKS_OUT = {"rank_source", "rank_dest"}
 ENUMS_OUT = {("Topo_test", "status"): "topo", ("Error_class", "errorclass"): "err"}
 # int arguments whose values differ between the ABIs: the same, the other
 # way (sts_<t>_in in the upper half, lh_<t>_in in the lower)
-ENUMS_IN = {("Error_class", "errorcode"): "err", ("Error_string", "errorcode"): "err"}
+ENUMS_IN = {("Error_class", "errorcode"): "err", ("Error_string", "errorcode"): "err",
+            ("Comm_split_type", "split_type"): "splittype"}
 NEUTRAL_SCALARS = {"MPI_Aint": "sts_aint", "MPI_Offset": "sts_offset", "MPI_Count": "sts_count",
                    "MPI_Fint": "int"}
 
@@ -45,7 +46,8 @@ COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gat
 # lower half until every member called them: while a checkpoint lets a rank
 # run on, they hold at their entry (lh_coll_blocking); on a communicator,
 # or on a file (the lower half does not know its communicator).
-BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_create", "Cart_create", "Cart_sub"}
+BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", "Cart_create",
+                    "Cart_sub"}
 BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",
                     "File_read_all", "File_write_all", "File_sync"}
 
@@ -208,7 +210,22 @@ def raise_on(f):
     i = handle_arg(f, "File")
     if i is not None:
         return f'sts_err_file(ret, a{i}, "{f.name}")'
+    if handle_arg(f, "Request") is not None:   # Wait, Test, ...: the request's
+        return f'sts_err_req(ret, "{f.name}")'
     return f'sts_err_world(ret, "{f.name}")'
+
+
+def raised_on_object(f):
+    """The lower half's expression of the object whose error handler an
+    error of a request f makes is raised on: its communicator, or
+    STS_ERRH_FILE | its file (None: MPI_COMM_WORLD's)."""
+    i = handle_arg(f, "Comm")
+    if i is not None:
+        return f.params[i].name
+    i = handle_arg(f, "File")
+    if i is not None:
+        return f"STS_ERRH_FILE | {f.params[i].name}"
+    return None
 
 
 def made_objects(f):
@@ -331,6 +348,9 @@ def lower(funcs):
                     post.append(f"\t*{p.name} = lh_update(STS_{k.upper()}, *{p.name}, LH_HVAL(r{i}));")
                 else:
                     post.append(f"\t*{p.name} = lh_new(STS_{k.upper()}, LH_HVAL(r{i}));")
+                    on = raised_on_object(f)
+                    if k == "Request" and on:
+                        post.append(f"\tlh_req_raises_on(*{p.name}, {on});")
             elif p.base == "MPI_Status":
                 pre.append(f"\tMPI_Status r{i} = {{ 0 }};")
                 args.append(f"{p.name} ? &r{i} : MPI_STATUS_IGNORE")

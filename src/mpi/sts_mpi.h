@@ -51,6 +51,11 @@ struct sts_predef_kind {
 #define STS_TOPO_CART 1
 #define STS_TOPO_GRAPH 2
 #define STS_TOPO_DIST_GRAPH 3
+/* MPI_Comm_split_type's split_type (MPI_COMM_TYPE_SHARED is 0 in Open
+ * MPI's ABI, 1 in MPICH's); any other value an invalid one */
+#define STS_SPLIT_UNDEFINED (-32766)   /* MPI_UNDEFINED in both */
+#define STS_SPLIT_SHARED 1
+#define STS_SPLIT_INVALID (-77)
 
 struct sts_status {
 	int source;
@@ -140,7 +145,13 @@ struct sts_lh_info {
 	/* called by the upper half once its libc's mmap is patched: the
 	 * reservations above STS_UH_STACK_TOP go (lh_mem.c) */
 	void (*mem_unfill)(void);
+	/* set by the lower half when a request completes in error: the
+	 * communicator (neutral), or STS_ERRH_FILE | the file, whose error
+	 * handler the upper half raises it on (MPI-3.1 8.3) */
+	volatile uint32_t err_on;
 };
+
+#define STS_ERRH_FILE 0x80000000u
 
 /* FS base switches: wrfsbase where the kernel allows it (FSGSBASE,
  * Linux >= 5.9), arch_prctl otherwise. Raw instructions and system calls:

@@ -22,7 +22,9 @@
 #define STS_HCAST uintptr_t
 #define STS_STATUS_IGNORED(s) ((s) == MPI_STATUS_IGNORE)
 
-extern struct sts_lh_info *const sts_lh;
+/* the lower half's table, at its fixed address: a constant, so a call
+ * loads its fields without first loading a pointer from the GOT */
+#define sts_lh ((struct sts_lh_info *)STS_LH_INFO_ADDR)
 
 /* Run stmt in the lower half: its TLS in place, ours back after. */
 #define STS_LOWER(stmt)                                          \
@@ -95,11 +97,29 @@ static inline int sts_err_world(int neutral_class, const char *fn)
 	return sts_err_comm(neutral_class, 1, fn);
 }
 
+/* an error of a request's completion (Wait, Test, ...): raised on the
+ * handler of the request's communicator or file, which the lower half
+ * left in sts_lh->err_on (MPI_COMM_WORLD's for an invalid request) */
+int sts_raise_req(int code, const char *fn);
+
+static inline int sts_err_req(int neutral_class, const char *fn)
+{
+	return __builtin_expect(neutral_class == 0, 1) ? MPI_SUCCESS :
+	       sts_raise_req(sts_err_class_out(neutral_class), fn);
+}
+
 /* an error the upper half found itself (an ABI code) */
 static inline int sts_fail(int code, uint32_t comm, const char *fn)
 {
 	return code == MPI_SUCCESS ? MPI_SUCCESS : sts_raise(STS_COMM, comm, code, fn);
 }
+
+/* A handler made through another language's binding (uh_fortran.c):
+ * raising an error calls call(fn, the object's ABI handle, &code) instead
+ * of fn with the C signature. kind: STS_COMM or STS_FILE. */
+typedef void sts_errh_caller(void (*fn)(void), uint64_t obj, int *code);
+int sts_errhandler_create(int kind, void (*fn)(void), sts_errh_caller *call, MPI_Errhandler *out,
+			  const char *name);
 
 /* a new communicator has its parent's handler; a file opened, the one
  * of MPI_FILE_NULL */
@@ -125,6 +145,12 @@ static inline int sts_rank_out(int r)
 		return r;
 	return r == STS_ANY_SOURCE ? MPI_ANY_SOURCE : r == STS_PROC_NULL ? MPI_PROC_NULL :
 	       r == STS_ROOT ? MPI_ROOT : r;
+}
+
+static inline int sts_splittype_in(int t)
+{
+	return t == MPI_COMM_TYPE_SHARED ? STS_SPLIT_SHARED : t == MPI_UNDEFINED ? STS_SPLIT_UNDEFINED :
+	       STS_SPLIT_INVALID;
 }
 
 static inline int sts_topo_out(int t)

@@ -29,6 +29,7 @@ enum { EH_NULL, EH_FATAL, EH_RETURN };
 struct handler {
 	int kind;               /* STS_COMM or STS_FILE: what it may be set on */
 	void (*fn)(void);       /* the program's function */
+	sts_errh_caller *call;  /* how to call it if not as C (Fortran); NULL: C */
 };
 
 static struct handler *handlers;
@@ -135,7 +136,10 @@ int sts_raise(int kind, uint32_t obj, int code, const char *fn)
 		return code;
 	if (eh == EH_FATAL || eh < STS_FIRST_USER || eh - STS_FIRST_USER >= nhandlers)
 		fatal(kind, obj, code, fn);
-	if (kind == STS_FILE) {
+	if (handlers[eh - STS_FIRST_USER].call) {
+		handlers[eh - STS_FIRST_USER].call(handlers[eh - STS_FIRST_USER].fn,
+						   sts_out(kind, obj), &code);
+	} else if (kind == STS_FILE) {
 		MPI_File f = (MPI_File)(STS_HCAST)sts_out(STS_FILE, obj);
 
 		((MPI_File_errhandler_function *)handlers[eh - STS_FIRST_USER].fn)(&f, &code);
@@ -147,9 +151,20 @@ int sts_raise(int kind, uint32_t obj, int code, const char *fn)
 	return code;
 }
 
+int sts_raise_req(int code, const char *fn)
+{
+	uint32_t on = sts_lh->err_on;
+
+	sts_lh->err_on = 1;
+	if (on & STS_ERRH_FILE)
+		return sts_raise(STS_FILE, on & ~STS_ERRH_FILE, code, fn);
+	return sts_raise(STS_COMM, on, code, fn);
+}
+
 /* ---- the functions ---- */
 
-static int create(int kind, void (*fn)(void), MPI_Errhandler *out, const char *name)
+int sts_errhandler_create(int kind, void (*fn)(void), sts_errh_caller *call, MPI_Errhandler *out,
+			  const char *name)
 {
 	if (!fn || !out)
 		return sts_raise(STS_COMM, 1, MPI_ERR_ARG, name);
@@ -162,7 +177,7 @@ static int create(int kind, void (*fn)(void), MPI_Errhandler *out, const char *n
 		handlers = h;
 		handlers_cap = cap;
 	}
-	handlers[nhandlers] = (struct handler){ kind, fn };
+	handlers[nhandlers] = (struct handler){ kind, fn, call };
 	*out = (MPI_Errhandler)(STS_HCAST)sts_out(STS_ERRHANDLER, STS_FIRST_USER + nhandlers++);
 	return MPI_SUCCESS;
 }
@@ -234,7 +249,8 @@ static int call_handler(int kind, uint64_t abi, int code, const char *fn)
 	int PMPI_##Kind##_create_errhandler(MPI_##Kind##_errhandler_function *fn,              \
 					    MPI_Errhandler *e)                                 \
 	{                                                                                      \
-		return create(KIND, (void (*)(void))fn, e, "MPI_" #Kind "_create_errhandler"); \
+		return sts_errhandler_create(KIND, (void (*)(void))fn, NULL, e,                \
+					     "MPI_" #Kind "_create_errhandler");               \
 	}                                                                                      \
 	int MPI_##Kind##_create_errhandler(MPI_##Kind##_errhandler_function *fn,               \
 					   MPI_Errhandler *e)                                  \

@@ -17,13 +17,20 @@
  *  - MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS(ES)_IGNORE: addresses in COMMON
  *    blocks the program defines (the generated definitions here are
  *    interposed by the program's);
- *  - LOGICAL: gfortran's .TRUE. is 1.
+ *  - LOGICAL: gfortran's .TRUE. is 1;
+ *  - CHARACTER arguments: gfortran passes each one's length after the
+ *    others (size_t); a string going in loses its trailing blanks, one
+ *    coming out is padded with blanks (fstr_in, fstr_out).
  *
- * Every other MPI function is generated as one that names itself
+ * The functions here are those whose translation is not mechanical or
+ * that came first; every other one is generated from its C prototype by
+ * gen_fortran.py (included at the end), or, when it takes what no rule
+ * translates (a callback, an attribute, MPI's memory), names itself
  * ("MPI_X (Fortran)") and aborts the job (docs/split.md, "Fortran").
  */
 #include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "uh.h"
 
@@ -117,6 +124,38 @@ static __attribute__((noinline)) MPI_Status *statuses(MPI_Fint *s)
 	return (void *)s == STS_F_STATUSES_IGNORE ? MPI_STATUSES_IGNORE : (MPI_Status *)(void *)s;
 }
 
+/* a Fortran string going in: a copy without its trailing blanks (NULL: no memory) */
+static char *fstr_in(const char *f, size_t len)
+{
+	char *c;
+
+	while (len > 0 && f[len - 1] == ' ')
+		len--;
+	c = malloc(len + 1);
+	if (c) {
+		memcpy(c, f, len);
+		c[len] = 0;
+	}
+	return c;
+}
+
+/* room for a string coming out (a C stand-in writes at most the ABI's
+ * MPI_MAX_* of it, the terminating NUL included) */
+#define FSTR_OUT 8192
+_Static_assert(MPI_MAX_LIBRARY_VERSION_STRING <= FSTR_OUT && MPI_MAX_PROCESSOR_NAME <= FSTR_OUT &&
+	       MPI_MAX_ERROR_STRING <= FSTR_OUT && MPI_MAX_OBJECT_NAME <= FSTR_OUT,
+	       "a string coming out may not fit");
+
+/* a C string coming out into a Fortran one of len characters: cut, or
+ * padded with blanks */
+static void fstr_out(char *f, size_t len, const char *c)
+{
+	size_t n = strnlen(c, len);
+
+	memcpy(f, c, n);
+	memset(f + n, ' ', len - n);
+}
+
 /* ---- initialization ---- */
 
 void mpi_init_(MPI_Fint *ierr)
@@ -206,8 +245,43 @@ void mpi_comm_dup_(MPI_Fint *comm, MPI_Fint *newcomm, MPI_Fint *ierr)
 }
 PMPI_ALIAS(mpi_comm_dup);
 
-/* error handlers: the predefined ones (a Fortran program's own handler is
- * not supported: MPI_Comm_create_errhandler names itself) */
+/* error handlers: a Fortran program's own is called as
+ * SUBROUTINE HANDLER(COMM, CODE) with the Fortran handle of its
+ * communicator and the code, both INTEGER by reference (uh_err.c raises
+ * it; files have no Fortran binding here, nor their handlers) */
+static void comm_caller(void (*fn)(void), uint64_t obj, int *code)
+{
+	MPI_Fint c = c2f(STS_COMM, obj), e = *code;
+
+	((void (*)(MPI_Fint *, MPI_Fint *))fn)(&c, &e);
+}
+
+void mpi_comm_create_errhandler_(void (*fn)(void), MPI_Fint *errhandler, MPI_Fint *ierr)
+{
+	MPI_Errhandler e = MPI_ERRHANDLER_NULL;
+
+	*ierr = sts_errhandler_create(STS_COMM, fn, comm_caller, &e, "MPI_Comm_create_errhandler");
+	if (*ierr == MPI_SUCCESS)
+		*errhandler = F(STS_ERRHANDLER, e);
+}
+PMPI_ALIAS(mpi_comm_create_errhandler);
+
+void mpi_comm_call_errhandler_(MPI_Fint *comm, MPI_Fint *code, MPI_Fint *ierr)
+{
+	*ierr = PMPI_Comm_call_errhandler(COMM(*comm), *code);
+}
+PMPI_ALIAS(mpi_comm_call_errhandler);
+
+void mpi_errhandler_free_(MPI_Fint *errhandler, MPI_Fint *ierr)
+{
+	MPI_Errhandler e = ERRH(*errhandler);
+
+	*ierr = PMPI_Errhandler_free(&e);
+	if (*ierr == MPI_SUCCESS)
+		*errhandler = F(STS_ERRHANDLER, e);
+}
+PMPI_ALIAS(mpi_errhandler_free);
+
 void mpi_comm_set_errhandler_(MPI_Fint *comm, MPI_Fint *errhandler, MPI_Fint *ierr)
 {
 	*ierr = PMPI_Comm_set_errhandler(COMM(*comm), ERRH(*errhandler));
@@ -370,3 +444,8 @@ void mpi_allreduce_(void *sb, void *rb, MPI_Fint *count, MPI_Fint *type, MPI_Fin
 	*ierr = PMPI_Allreduce(buf(sb), buf(rb), *count, TYPE(*type), OP(*op), COMM(*comm));
 }
 PMPI_ALIAS(mpi_allreduce);
+
+/* ---- every other function, generated (gen_fortran.py) ---- */
+
+#define STS_F_FUNCTIONS
+#include "uh_fortran_abi.c"

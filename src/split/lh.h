@@ -30,6 +30,9 @@ void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 /* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */
 /* a new real handle: its neutral number (predefined ones keep theirs) */
 uint32_t lh_new(int kind, uint64_t real);
+/* the communicator (neutral), or STS_ERRH_FILE | the file, on whose error
+ * handler an error of request req is raised (lh_info->err_on) */
+void lh_req_raises_on(uint32_t req, uint32_t obj);
 /* n after a call that may have changed or freed its real handle */
 uint32_t lh_update(int kind, uint32_t n, uint64_t real);
 void lh_handles_init(int restored);
@@ -70,6 +73,12 @@ static inline int lh_rank_out(int r)
 	       r == MPI_ROOT ? STS_ROOT : r;
 }
 
+static inline int lh_splittype_in(int t)
+{
+	return t == STS_SPLIT_SHARED ? MPI_COMM_TYPE_SHARED : t == STS_SPLIT_UNDEFINED ? MPI_UNDEFINED :
+	       STS_SPLIT_INVALID;
+}
+
 static inline int lh_topo_out(int t)
 {
 	return t == MPI_CART ? STS_TOPO_CART : t == MPI_GRAPH ? STS_TOPO_GRAPH :
@@ -105,6 +114,12 @@ static inline int lh_test(MPI_Request *r, int *flag, MPI_Status *st)
 #endif
 	return MPI_Test(r, flag, st);
 }
+
+/* lh_test with the status ignored, of a request the caller forgets once it
+ * completed: with Open MPI one that completed without error is freed only
+ * at the next lh_done_free (blocking receives, lh_p2p.c) */
+int lh_test_done(MPI_Request *r, int *flag);
+void lh_done_free(void);
 
 static inline int lh_sent_at_once(MPI_Request r)
 {

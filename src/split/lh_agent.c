@@ -540,6 +540,9 @@ static int quiesce(void)
 	if (ret != MPI_SUCCESS)
 		return err_set(-EIO, "rank %d: cannot read a file's position (MPI error %d)",
 			       lh_info->world_rank, ret);
+	ret = lh_info_save();
+	if (ret)
+		return ret;
 	lh_state_unsupported(why, sizeof(why));
 	if (*why)
 		return err_set(-ENOTSUP, "rank %d: %s: the split process cannot restore it yet "

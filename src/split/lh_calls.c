@@ -37,6 +37,7 @@ static int lh_finalize(void)
 		return STS_AGAIN;
 	}
 	lh_info->finalized = 1;
+	lh_done_free();
 	return lh_err(MPI_Finalize());
 }
 

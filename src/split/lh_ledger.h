@@ -26,7 +26,7 @@
 #include "sts_mpi.h"
 
 #define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
-#define LG_VERSION 4
+#define LG_VERSION 5
 #define LG_CLASSES 40
 
 /* One neutral handle of a kind. */
@@ -99,11 +99,15 @@ enum lh_req_kind { REQ_OTHER, REQ_SEND, REQ_RECV };
 enum lh_req_state {
 	REQ_PENDING,            /* the real request is active */
 	REQ_DONE,               /* completed in MPI (or from the drain buffer): status kept */
+	REQ_INACTIVE,           /* a persistent request not started (or seen complete) */
 };
 struct lh_req {
 	uint32_t kind, state;
 	uint32_t detached;      /* freed by the program while active: the drain completes it */
-	uint32_t pad;
+	uint32_t persist;       /* persistent (MPI_Send_init, ...): 1 + the send mode (0
+				 * standard, 1 synchronous, 2 ready); a receive's 1; else 0 */
+	uint32_t errh;          /* its error's handler: the communicator's or STS_ERRH_FILE |
+				 * the file's (lh_req_raises_on); 0: comm's, of a send or receive */
 	uint64_t seq;           /* posting order: restart re-posts receives in it */
 	void *buf;
 	int count;
@@ -161,6 +165,9 @@ void lh_type_forget(void *rec);
  * an MPI error code); what of a file cannot be restored, or NULL; the
  * file opened again at restart; its record dropped. */
 int lh_io_save(void);
+/* every MPI_Info the program created: its pairs read into its record
+ * (lh_state.c), which a restart builds it again from; 0 or -errno */
+int lh_info_save(void);
 const char *lh_io_unsupported(const void *rec);
 int lh_io_rebuild(struct lh_slot *s);
 void lh_io_forget(void *rec);

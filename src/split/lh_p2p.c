@@ -36,7 +36,7 @@
 
 #define ANY_TAG (-1)            /* MPI_ANY_TAG in both ABIs */
 
-enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_COLL };
+enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_COLL, OP_WAITALL };
 
 static inline MPI_Comm rcomm(uint32_t c)
 {
@@ -189,6 +189,14 @@ static int progress(struct lh_slot *s)
 	return 1;
 }
 
+/* whose handler raises request q's error (lh_info->err_on): its record's
+ * errh, else its communicator (a send's or receive's), else (no such
+ * request) MPI_COMM_WORLD */
+static uint32_t errh_of(const struct lh_req *q)
+{
+	return !q ? 1 : q->errh ? q->errh : q->comm;
+}
+
 /* Is request *pn complete? 1: yes, its status in *st (when st), its error
  * class in *err, and unless keep it is freed (*pn = 0); 0: not yet. */
 static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
@@ -203,18 +211,58 @@ static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
 	}
 	if (!q) {
 		*err = lh_err(MPI_ERR_REQUEST);
+		lh_info->err_on = errh_of(q);
 		return 1;
 	}
-	if (q->state != REQ_DONE && !progress(s))
+	if (q->state == REQ_PENDING && !progress(s))
 		return 0;
+	if (q->state == REQ_INACTIVE) {   /* as a null request */
+		status_set(st, STS_ANY_SOURCE, ANY_TAG, 0, 0);
+		return 1;
+	}
 	if (st)
 		*st = q->status;
 	*err = q->status.error;
-	if (!keep) {
+	if (__builtin_expect(*err != 0, 0))
+		lh_info->err_on = errh_of(q);
+	if (!keep && q->persist) {
+		/* seen complete: inactive again, under the same handle */
+		q->state = REQ_INACTIVE;
+		s->real = lh_lg->tables[STS_REQUEST].slot[0].real;
+	} else if (!keep) {
 		lh_release(STS_REQUEST, *pn);
 		*pn = 0;
 	}
 	return 1;
+}
+
+/* an active request: not null, not a persistent one at rest (MPI-3.1
+ * 3.7.5: Waitany, Testany, Waitsome, Testsome skip the others) */
+static int req_active(uint32_t n)
+{
+	struct lh_req *q = n ? req_rec(n, NULL) : NULL;
+
+	return n && (!q || q->state != REQ_INACTIVE);
+}
+
+void lh_req_raises_on(uint32_t req, uint32_t obj)
+{
+	struct lh_req *q = req_rec(req, NULL);
+
+	if (q)
+		q->errh = obj;
+}
+
+/* what a receive (or a persistent request) is posted with */
+static void req_envelope(struct lh_req *q, void *buf, int cnt, uint32_t dt, int peer, int tag,
+			 uint32_t comm)
+{
+	q->buf = buf;
+	q->count = cnt;
+	q->datatype = dt;
+	q->peer = peer;
+	q->tag = tag;
+	q->comm = comm;
 }
 
 /* a receive's request (r: the real one, or null) into the ledger: its
@@ -232,12 +280,7 @@ static uint32_t recv_track(MPI_Request r, void *buf, int cnt, uint32_t dt, int s
 		}
 		return 0;
 	}
-	q->buf = buf;
-	q->count = cnt;
-	q->datatype = dt;
-	q->peer = src;
-	q->tag = tag;
-	q->comm = comm;
+	req_envelope(q, buf, cnt, dt, src, tag, comm);
 	q->seq = lh_slot_of(STS_REQUEST, n)->seq;
 	return n;
 }
@@ -268,9 +311,11 @@ static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t
 	return MPI_SUCCESS;
 }
 
-/* mode: 0 standard, 1 synchronous, 2 ready; counted as sent */
-static int send_start(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
-		      uint32_t comm, MPI_Request *r)
+/* mode: 0 standard, 1 synchronous, 2 ready; counted as sent. Inline, as
+ * send_blocking: on the way from a blocking send's call to its message */
+static inline __attribute__((always_inline))
+int send_start(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
+	       uint32_t comm, MPI_Request *r)
 {
 	int d = lh_rank_in(dest), ret;
 
@@ -396,6 +441,113 @@ int lh_Irecv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, u
 	return lh_err(post_recv(buf, cnt, dt, src, tag, comm, req));
 }
 
+/* ---- persistent requests ----
+ * MPI_Send_init and the others make a record (a send's or a receive's,
+ * persist set) and no real request: it is inactive. MPI_Start posts its
+ * operation as MPI_Isend or MPI_Irecv would (a receive the drain buffer can
+ * satisfy completes from it), the real request under the same neutral
+ * handle; once the program has seen it complete (Wait, Test, ...) it is
+ * inactive again. At a checkpoint an active one is a pending send or
+ * receive like any other; a restart posts an active receive again and has
+ * nothing to do for an inactive one (docs/split.md, "Messages in flight"). */
+
+/* mode: as send_start's; the arguments checked by the real MPI's own
+ * init, whose request is freed at once */
+static int init_req(uint32_t kind, int mode, const void *buf, int cnt, uint32_t dt, int peer,
+		    int tag, uint32_t comm, uint32_t *req)
+{
+	MPI_Datatype t = rtype(dt);
+	MPI_Comm c = rcomm(comm);
+	int p = lh_rank_in(peer), ret;
+	MPI_Request r;
+	struct lh_req *q;
+
+	ret = kind == REQ_RECV ? MPI_Recv_init((void *)buf, cnt, t, p, tag, c, &r) :
+	      mode == 1 ? MPI_Ssend_init(buf, cnt, t, p, tag, c, &r) :
+	      mode == 2 ? MPI_Rsend_init(buf, cnt, t, p, tag, c, &r) :
+			  MPI_Send_init(buf, cnt, t, p, tag, c, &r);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	MPI_Request_free(&r);
+	*req = req_new(MPI_REQUEST_NULL, kind);
+	q = req_rec(*req, NULL);
+	if (!q)
+		return MPI_ERR_NO_MEM;
+	q->persist = 1 + (uint32_t)mode;
+	q->state = REQ_INACTIVE;
+	req_envelope(q, (void *)buf, cnt, dt, peer, tag, comm);
+	return MPI_SUCCESS;
+}
+
+int lh_Send_init(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm,
+		 uint32_t *req)
+{
+	return lh_err(init_req(REQ_SEND, 0, buf, cnt, dt, dest, tag, comm, req));
+}
+
+int lh_Ssend_init(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm,
+		  uint32_t *req)
+{
+	return lh_err(init_req(REQ_SEND, 1, buf, cnt, dt, dest, tag, comm, req));
+}
+
+int lh_Rsend_init(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm,
+		  uint32_t *req)
+{
+	return lh_err(init_req(REQ_SEND, 2, buf, cnt, dt, dest, tag, comm, req));
+}
+
+int lh_Recv_init(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
+{
+	return lh_err(init_req(REQ_RECV, 0, buf, cnt, dt, src, tag, comm, req));
+}
+
+int lh_Start(uint32_t *req)
+{
+	struct lh_slot *s;
+	struct lh_req *q = req_rec(*req, &s);
+	struct lh_msg *m, *prev = NULL;
+	MPI_Request r = MPI_REQUEST_NULL;
+	int ret;
+
+	lh_info->err_on = errh_of(q);
+	if (!q || !q->persist || q->state != REQ_INACTIVE)
+		return lh_err(MPI_ERR_REQUEST);   /* not persistent, or already active */
+	/* posted now: a restart posts active receives again in this order */
+	s->seq = ++lh_lg->seq;
+	q->seq = s->seq;
+	status_set(&q->status, STS_ANY_SOURCE, ANY_TAG, 0, 0);
+	if (q->kind == REQ_SEND) {
+		ret = send_start((int)q->persist - 1, q->buf, q->count, rtype(q->datatype), q->peer,
+				 q->tag, q->comm, &r);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+		s->real = LH_HVAL(r);
+		q->state = REQ_PENDING;
+		return 0;
+	}
+	if (q->peer == STS_PROC_NULL) {   /* complete at once, as in MPI */
+		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
+		q->state = REQ_DONE;
+		return 0;
+	}
+	m = lh_lg->drain_head ? drain_find(q->comm, q->peer, q->tag, &prev) : NULL;
+	if (m) {   /* from the drain buffer: complete at once, counted when drained */
+		deliver(m, q->buf, q->count, q->datatype, &q->status);
+		drain_unlink(m, prev);
+		lg_free(m);
+		q->state = REQ_DONE;
+		return 0;
+	}
+	ret = MPI_Irecv(q->buf, q->count, rtype(q->datatype), lh_rank_in(q->peer), q->tag,
+			rcomm(q->comm), &r);
+	if (ret != MPI_SUCCESS)
+		return lh_err(ret);
+	s->real = LH_HVAL(r);
+	q->state = REQ_PENDING;
+	return 0;
+}
+
 /* ---- blocking calls ----
  * A blocking send or receive starts its non-blocking form and tests the real
  * request itself: no ledger record, no continuation key, unless a checkpoint
@@ -428,7 +580,7 @@ static int blk_test(struct blk *b, struct sts_status *st, int *err)
 		return 1;
 	}
 	if (!st && b->peer >= 0) {   /* the source known, the status not wanted */
-		ret = lh_test(&b->r, &flag, MPI_STATUS_IGNORE);
+		ret = lh_test_done(&b->r, &flag);
 		if (ret == MPI_SUCCESS && !flag)
 			return 0;
 		/* in error too: truncated, the message was taken */
@@ -500,7 +652,10 @@ static inline void blk_send(struct blk *b, int dest, int tag, uint32_t comm)
 
 static int blk_recv(struct blk *b, void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm)
 {
-	int ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &b->r);
+	int ret;
+
+	lh_done_free();
+	ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &b->r);
 
 	b->kind = ret == MPI_SUCCESS ? REQ_RECV : 0;
 	b->buf = buf;
@@ -544,8 +699,9 @@ static uint64_t send_key(const void *p)
 		      ((uint64_t)(uint32_t)a->dest << 32) | (uint32_t)a->stag, a->comm);
 }
 
-static int send_blocking(int mode, const void *buf, int cnt, uint32_t dt, int dest, int tag,
-			 uint32_t comm)
+static inline __attribute__((always_inline))
+int send_blocking(int mode, const void *buf, int cnt, uint32_t dt, int dest, int tag,
+		  uint32_t comm)
 {
 	struct p2p_args a = { .sbuf = buf, .scnt = cnt, .stype = dt, .dest = dest, .stag = tag,
 			      .comm = comm, .mode = (uint32_t)mode };
@@ -861,9 +1017,10 @@ int lh_Request_free(uint32_t *req)
 	struct lh_slot *s;
 	struct lh_req *q = req_rec(*req, &s);
 
+	lh_info->err_on = errh_of(q);
 	if (!q)
 		return lh_err(MPI_ERR_REQUEST);
-	if (q->state == REQ_DONE)
+	if (q->state != REQ_PENDING)
 		lh_release(STS_REQUEST, *req);
 	else
 		q->detached = 1;   /* MPI finishes it; the drain lets it go */
@@ -877,9 +1034,10 @@ int lh_Cancel(uint32_t *req)
 	struct lh_req *q = req_rec(*req, &s);
 	MPI_Request r;
 
+	lh_info->err_on = errh_of(q);
 	if (!q)
 		return lh_err(MPI_ERR_REQUEST);
-	if (q->state == REQ_DONE)
+	if (q->state != REQ_PENDING)
 		return 0;
 	r = (MPI_Request)(LH_HCAST)s->real;
 	return lh_err(MPI_Cancel(&r));
@@ -918,33 +1076,51 @@ int lh_coll_wait(uint64_t key, uint32_t *req)
 	}
 }
 
-/* ---- arrays of requests (sts_hand_ops); a null request's status is left
- * as the upper half set it (empty), a completed one's written once ---- */
+/* ---- arrays of requests (sts_hand_ops); a null or inactive request's
+ * status is left as the upper half set it (empty), a completed one's
+ * written once ---- */
 
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
 {
+	uint64_t key = key_of(OP_WAITALL, (uint64_t)(uintptr_t)reqs, (uint64_t)n, 0, 0);
+	uint32_t kept[2] = { 0, 1 }, on;
 	unsigned polls = 0;
-	int err = 0, e, left;
+	int err, e, left;
 
+	/* an error of a request it completed before a checkpoint stopped it:
+	 * kept in the ledger, which the restart brings back */
+	cont_take(OP_WAITALL, key, kept, NULL);
+	err = (int)kept[0];
+	on = kept[1];
 	for (;;) {
 		left = 0;
 		for (int i = 0; i < n; i++) {
-			if (!reqs[i])
+			/* a persistent request this call (or the one a checkpoint
+			 * stopped) completed is inactive now: its status stays */
+			if (!req_active(reqs[i]))
 				continue;
-			if (req_test(&reqs[i], st ? &st[i] : NULL, 0, &e))
-				err = err ? err : e;
-			else
+			if (!req_test(&reqs[i], st ? &st[i] : NULL, 0, &e))
 				left++;
+			else if (e && !err) {
+				err = e;
+				on = lh_info->err_on;
+			}
 		}
-		if (!left)
+		if (!left) {
+			lh_info->err_on = on;
 			return err;
-		if (idle(&polls))
-			return STS_AGAIN;
+		}
+		if (idle(&polls)) {
+			kept[0] = (uint32_t)err;
+			kept[1] = on;
+			return err ? cont_park(OP_WAITALL, key, kept, NULL) : STS_AGAIN;
+		}
 	}
 }
 
 int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
 {
+	uint32_t on = 1;
 	int err = 0, e;
 
 	/* MPI: either every request completes here, or none is touched */
@@ -955,8 +1131,11 @@ int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
 	if (!*flag)
 		return 0;
 	for (int i = 0; i < n; i++)
-		if (reqs[i] && req_test(&reqs[i], st ? &st[i] : NULL, 0, &e))
-			err = err ? err : e;
+		if (req_active(reqs[i]) && req_test(&reqs[i], st ? &st[i] : NULL, 0, &e) && e && !err) {
+			err = e;
+			on = lh_info->err_on;
+		}
+	lh_info->err_on = on;
 	return err;
 }
 
@@ -967,7 +1146,7 @@ static int any(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *
 	*flag = 0;
 	*index = MPI_UNDEFINED;
 	for (int i = 0; i < n; i++) {
-		if (!reqs[i])
+		if (!req_active(reqs[i]))
 			continue;
 		active++;
 		if (req_test(&reqs[i], st, 0, &e)) {
@@ -1002,20 +1181,25 @@ int lh_testany(int n, uint32_t *reqs, int *index, int *flag, struct sts_status *
 
 static int some(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st)
 {
+	uint32_t on = 1;
 	int active = 0, err = 0, e;
 
 	*outcount = 0;
 	for (int i = 0; i < n; i++) {
-		if (!reqs[i])
+		if (!req_active(reqs[i]))
 			continue;
 		active++;
 		if (req_test(&reqs[i], st ? &st[*outcount] : NULL, 0, &e)) {
 			indices[(*outcount)++] = i;
-			err = err ? err : e;
+			if (e && !err) {
+				err = e;
+				on = lh_info->err_on;
+			}
 		}
 	}
 	if (!active)
 		*outcount = MPI_UNDEFINED;
+	lh_info->err_on = on;
 	return err;
 }
 
@@ -1105,7 +1289,7 @@ int lh_p2p_drain(MPI_Comm ctl, int timeout_ms)
 			struct lh_slot *s = &reqs->slot[n];
 			struct lh_req *q = s->rec;
 
-			if (!q || q->state == REQ_DONE)
+			if (!q || q->state != REQ_PENDING)
 				continue;
 			if (progress(s)) {
 				if (q->detached)

@@ -387,6 +387,92 @@ void lh_state_freed(int kind, uint32_t n)
 	s->rec = NULL;
 }
 
+/* ---- info objects: their pairs, read again at every checkpoint ---- */
+
+struct rec_info {
+	int n;                  /* pairs */
+	char kv[];              /* n times: key, NUL, value, NUL */
+};
+
+/* one info object's pairs into a new record; NULL on an MPI error or
+ * without memory */
+static struct rec_info *record_info(MPI_Info info)
+{
+	char key[MPI_MAX_INFO_KEY + 1], *p;
+	struct rec_info *r;
+	size_t bytes = 0;
+	int n = 0, len, flag;
+
+	if (MPI_Info_get_nkeys(info, &n) != MPI_SUCCESS)
+		return NULL;
+	for (int i = 0; i < n; i++) {
+		if (MPI_Info_get_nthkey(info, i, key) != MPI_SUCCESS ||
+		    MPI_Info_get_valuelen(info, key, &len, &flag) != MPI_SUCCESS || !flag)
+			return NULL;
+		bytes += strlen(key) + 1 + (size_t)len + 1;
+	}
+	r = lg_calloc(sizeof(*r) + bytes);
+	if (!r)
+		return NULL;
+	r->n = n;
+	p = r->kv;
+	for (int i = 0; i < n; i++) {
+		size_t k;
+
+		MPI_Info_get_nthkey(info, i, key);
+		MPI_Info_get_valuelen(info, key, &len, &flag);
+		k = strlen(key) + 1;
+		memcpy(p, key, k);
+		p += k;
+		/* len characters and a NUL: counted above */
+		if (MPI_Info_get(info, key, len, p, &flag) != MPI_SUCCESS || !flag) {
+			lg_free(r);
+			return NULL;
+		}
+		p[len] = 0;
+		p += len + 1;
+	}
+	return r;
+}
+
+int lh_info_save(void)
+{
+	struct lh_table *t = &lh_lg->tables[STS_INFO];
+
+	for (uint32_t n = STS_FIRST_USER; n < t->next; n++) {
+		struct lh_slot *s = &t->slot[n];
+		struct rec_info *r;
+
+		if (s->real == t->slot[0].real)
+			continue;   /* free */
+		r = record_info((MPI_Info)(LH_HCAST)s->real);
+		if (!r)
+			return err_set(-EIO, "rank %d: cannot read the keys of an MPI_Info it created",
+				       lh_lg->world_rank);
+		lg_free(s->rec);
+		s->rec = r;
+	}
+	return 0;
+}
+
+static int rebuild_info(struct lh_slot *s)
+{
+	const struct rec_info *r = s->rec;
+	const char *p = r->kv;
+	MPI_Info info;
+	int ret = MPI_Info_create(&info);
+
+	for (int i = 0; i < r->n && ret == MPI_SUCCESS; i++) {
+		const char *v = p + strlen(p) + 1;
+
+		ret = MPI_Info_set(info, p, v);
+		p = v + strlen(v) + 1;
+	}
+	if (ret == MPI_SUCCESS)
+		s->real = LH_HVAL(info);
+	return ret;
+}
+
 void lh_state_op(uint32_t n, int slot, int commute)
 {
 	struct lh_slot *s = lh_slot_of(STS_OP, n);
@@ -427,7 +513,7 @@ void lh_state_unsupported(char *why, size_t len)
 
 			if (s->real == t->slot[0].real && !s->rec)
 				continue;   /* free */
-			if (k == STS_ERRHANDLER || k == STS_INFO || k == STS_WIN) {
+			if (k == STS_ERRHANDLER || k == STS_WIN || (k == STS_INFO && !s->rec)) {
 				snprintf(why, len, "it holds an MPI_%s it created", kind_names[k]);
 			} else if (!s->rec) {
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
@@ -445,7 +531,7 @@ void lh_state_unsupported(char *why, size_t len)
 			} else if (k == STS_REQUEST) {
 				const struct lh_req *q = s->rec;
 
-				if (q->state != REQ_DONE && q->kind != REQ_RECV)
+				if (q->state == REQ_PENDING && q->kind != REQ_RECV)
 					snprintf(why, len, "a non-blocking %s is still in progress",
 						 q->kind == REQ_SEND ? "send" : "collective");
 			}
@@ -495,7 +581,7 @@ static int repost(struct lh_slot *s)
 	MPI_Request r;
 	int ret;
 
-	if (q->state == REQ_DONE)
+	if (q->state != REQ_PENDING)
 		return MPI_SUCCESS;
 	if (q->kind != REQ_RECV)
 		return MPI_ERR_REQUEST;   /* refused at the checkpoint: cannot happen */
@@ -567,6 +653,8 @@ int lh_state_rebuild(void)
 				s->real = LH_HVAL(t);
 		} else if (k == STS_FILE) {
 			ret = lh_io_rebuild(s);
+		} else if (k == STS_INFO) {
+			ret = rebuild_info(s);
 		} else if (k == STS_OP) {
 			const struct rec_op *r = s->rec;
 

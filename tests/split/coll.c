@@ -11,8 +11,12 @@
  * Scatter, Scatterv, Allgather, Allgatherv, Alltoall, Alltoallv,
  * Reduce_scatter_block on MPI_COMM_WORLD; Allreduce and Bcast on an
  * even/odd MPI_Comm_split, a MPI_Comm_dup and a MPI_Comm_create of the
- * first half, interleaved so that they overlap; an Ibarrier and an Ibcast
- * completed with Test loops and Wait around a sleep. Every result is
+ * first half, interleaved so that they overlap; an Allreduce on the
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) communicator, ranked in
+ * reverse; an Ibarrier and an Ibcast
+ * completed with Test loops and Wait around a sleep; the twelve other
+ * non-blocking collectives of MPI_COMM_WORLD, started in two sixes with a
+ * sleep between and after, completed by one MPI_Waitall. Every result is
  * checked against what it must be; rank 0 prints "rank 0 iteration I"
  * and at the end "PASS ranks=N iterations=I checks=K". */
 #include <mpi.h>
@@ -41,12 +45,99 @@ static void nap(long ms)
 	nanosleep(&ts, NULL);
 }
 
+/* The other non-blocking collectives: six started, a nap, six more, a nap
+ * (a checkpoint may come with every one outstanding), one MPI_Waitall;
+ * every rank checks each result once (where only a root gets one, the
+ * others check nothing in that CHECK). counts/displs: rank r's r + 1 ints
+ * at n(r) in a vector of n. */
+#define NB_MAX 2100   /* n for 64 ranks */
+
+static void nonblocking(int rank, int size, int it, long sleep_ms, const int *counts,
+			const int *displs, int n)
+{
+	static int g1[64], g2[NB_MAX], s3[64], r3[64], s4[64], r4[64], g5[64], g6[NB_MAX];
+	static int s7[64], s8[NB_MAX], b8[64], s9[64], s10[64], one[64], sd[64], rd[64];
+	int x1 = rank * 7 + it, b2[64], x5 = rank * 3 + it, b6[64], y7 = -1, y9 = -1, y10 = -1;
+	int x11 = rank + 1, y11 = -1, y12 = -1, ok;
+	MPI_Request q[12];
+	MPI_Status qs[12];
+
+	for (int r = 0; r < size; r++) {
+		s3[r] = s4[r] = rank * 1000 + r + it;
+		s7[r] = r * 5 + it;
+		s9[r] = s10[r] = r + rank + it;
+		one[r] = 1;
+		sd[r] = r;
+		rd[r] = size - 1 - r;
+	}
+	for (int i = 0; i <= rank; i++)
+		b2[i] = b6[i] = rank * 10 + i + it;
+	for (int i = 0; i < n; i++)
+		s8[i] = i * 2 + it;
+	memset(g1, -1, sizeof(g1));
+	memset(g2, -1, sizeof(g2));
+	memset(r3, -1, sizeof(r3));
+	memset(r4, -1, sizeof(r4));
+	memset(g5, -1, sizeof(g5));
+	memset(g6, -1, sizeof(g6));
+	memset(b8, -1, sizeof(b8));
+	MPI_Iallgather(&x1, 1, MPI_INT, g1, 1, MPI_INT, MPI_COMM_WORLD, &q[0]);
+	MPI_Iallgatherv(b2, rank + 1, MPI_INT, g2, counts, displs, MPI_INT, MPI_COMM_WORLD, &q[1]);
+	MPI_Ialltoall(s3, 1, MPI_INT, r3, 1, MPI_INT, MPI_COMM_WORLD, &q[2]);
+	MPI_Ialltoallv(s4, one, sd, MPI_INT, r4, one, rd, MPI_INT, MPI_COMM_WORLD, &q[3]);
+	MPI_Igather(&x5, 1, MPI_INT, g5, 1, MPI_INT, 0, MPI_COMM_WORLD, &q[4]);
+	MPI_Igatherv(b6, rank + 1, MPI_INT, g6, counts, displs, MPI_INT, size - 1, MPI_COMM_WORLD,
+		     &q[5]);
+	/* ranks came here at different times (the Ibcast's nap): a checkpoint
+	 * now finds some with six started that others have not started */
+	nap((size - rank) * sleep_ms / size / 2);
+	MPI_Iscatter(s7, 1, MPI_INT, &y7, 1, MPI_INT, 0, MPI_COMM_WORLD, &q[6]);
+	MPI_Iscatterv(s8, counts, displs, MPI_INT, b8, rank + 1, MPI_INT, 0, MPI_COMM_WORLD, &q[7]);
+	MPI_Ireduce_scatter(s9, &y9, one, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[8]);
+	MPI_Ireduce_scatter_block(s10, &y10, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[9]);
+	MPI_Iscan(&x11, &y11, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[10]);
+	MPI_Iexscan(&x11, &y12, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD, &q[11]);
+	nap((rank + 1) * sleep_ms / size / 2);
+	CHECK(MPI_Waitall(12, q, qs) == MPI_SUCCESS);
+	ok = 1;
+	for (int r = 0; r < size; r++)
+		ok = ok && g1[r] == r * 7 + it;
+	CHECK(ok);
+	ok = 1;
+	for (int r = 0; r < size; r++)
+		for (int i = 0; i <= r; i++)
+			ok = ok && g2[displs[r] + i] == r * 10 + i + it;
+	CHECK(ok);
+	ok = 1;
+	for (int r = 0; r < size; r++)
+		ok = ok && r3[r] == r * 1000 + rank + it && r4[size - 1 - r] == r * 1000 + rank + it;
+	CHECK(ok);
+	ok = 1;
+	for (int r = 0; rank == 0 && r < size; r++)
+		ok = ok && g5[r] == r * 3 + it;
+	CHECK(ok);
+	ok = 1;
+	for (int r = 0; rank == size - 1 && r < size; r++)
+		for (int i = 0; i <= r; i++)
+			ok = ok && g6[displs[r] + i] == r * 10 + i + it;
+	CHECK(ok);
+	CHECK(y7 == rank * 5 + it);
+	ok = 1;
+	for (int i = 0; i <= rank; i++)
+		ok = ok && b8[i] == (displs[rank] + i) * 2 + it;
+	CHECK(ok);
+	CHECK(y9 == rank * size + size * (size - 1) / 2 + size * it);
+	CHECK(y10 == rank * size + size * (size - 1) / 2 + size * it);
+	CHECK(y11 == (rank + 1) * (rank + 2) / 2);
+	CHECK(rank == 0 || y12 == rank * (rank + 1) / 2);
+}
+
 int main(int argc, char **argv)
 {
 	int rank, size, iters = argc > 1 ? atoi(argv[1]) : 10, it = -1;
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 50, total = 0;
 	int skew = argc > 3 && !strcmp(argv[3], "skew");
-	MPI_Comm split, dup, half;
+	MPI_Comm split, dup, half, node, none;
 	MPI_Group world_g, half_g;
 	int *a, *b, *counts, *displs, half_n;
 
@@ -64,6 +155,14 @@ int main(int argc, char **argv)
 		MPI_Comm_group(MPI_COMM_WORLD, &world_g);
 		MPI_Group_incl(world_g, half_n, r, &half_g);
 		MPI_Comm_create(MPI_COMM_WORLD, half_g, &half);
+	}
+	/* this machine is one node: every rank shares memory with every other */
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, size - rank, MPI_INFO_NULL, &node);
+	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_UNDEFINED, 0, MPI_INFO_NULL, &none);
+	if (none != MPI_COMM_NULL) {
+		printf("FAIL rank %d: MPI_Comm_split_type(MPI_UNDEFINED) made a communicator\n", rank);
+		fflush(stdout);
+		MPI_Abort(MPI_COMM_WORLD, 3);
 	}
 	a = calloc((size_t)size * 4, sizeof(int));
 	b = calloc((size_t)size * 4, sizeof(int));
@@ -105,6 +204,12 @@ int main(int argc, char **argv)
 				expect += r;
 			CHECK(y == expect);
 		}
+		/* the node communicator, its ranks in reverse (key size - rank) */
+		x = -1;
+		MPI_Comm_rank(node, &x);
+		y = -1;
+		MPI_Allreduce(&rank, &y, 1, MPI_INT, MPI_MAX, node);
+		CHECK(x == size - 1 - rank && y == size - 1);
 		if (half != MPI_COMM_NULL) {
 			x = rank == 0 ? it * 7 : 0;
 			MPI_Bcast(&x, 1, MPI_INT, 0, half);
@@ -187,6 +292,7 @@ int main(int argc, char **argv)
 		nap((size - rank) * sleep_ms / size / 2);
 		MPI_Wait(&req, MPI_STATUS_IGNORE);
 		CHECK(x == 77 + it);
+		nonblocking(rank, size, it, sleep_ms, counts, displs, n);
 	}
 	MPI_Allreduce(&checks, &total, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
@@ -195,6 +301,7 @@ int main(int argc, char **argv)
 		MPI_Comm_free(&half);
 	MPI_Comm_free(&split);
 	MPI_Comm_free(&dup);
+	MPI_Comm_free(&node);
 	MPI_Group_free(&half_g);
 	MPI_Group_free(&world_g);
 	MPI_Finalize();

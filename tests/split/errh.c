@@ -13,10 +13,15 @@
  *       has it: reading a file opened write-only calls it;
  *     - rank 1 receives rank 0's 4 ints into room for 2, by MPI_Recv and by
  *       MPI_Irecv + MPI_Wait: MPI_ERR_TRUNCATE, then the next message is
- *       whole;
+ *       whole; by MPI_Irecv on USER + MPI_Wait: USER's handler is called
+ *       (a request's error is raised on its communicator's handler, not
+ *       WORLD's); by MPI_Waitall of a whole and a truncated receive:
+ *       MPI_ERR_IN_STATUS, the statuses' MPI_ERROR MPI_SUCCESS and
+ *       MPI_ERR_TRUNCATE;
  *     then rank 0 prints "rank 0 iteration I" and every rank sleeps
  *     SLEEP_MS (checkpoints are taken there). At the end rank 0 prints
- *     "PASS ranks=N iterations=I calls=C", C the handler calls of all ranks;
+ *     "PASS ranks=N iterations=I calls=C", C the handler calls of all ranks
+ *     (2 an iteration on each, 3 on rank 1);
  *     anything wrong: a FAIL line and MPI_Abort.
  *   errh fatal                   rank 1 sends to rank SIZE on a duplicate
  *                                of WORLD, whose handler is still
@@ -96,7 +101,14 @@ static void truncated(void)
 			four[0] = it * 10 + k;
 			MPI_Send(four, 4, MPI_INT, 1, 5, MPI_COMM_WORLD);
 		}
+		MPI_Send(four, 4, MPI_INT, 1, 6, user_comm);
+		MPI_Send(four, 4, MPI_INT, 1, 7, MPI_COMM_WORLD);
+		MPI_Send(four, 4, MPI_INT, 1, 8, MPI_COMM_WORLD);
 	} else if (rank == 1) {
+		MPI_Request rs[2];
+		MPI_Status st[2];
+		int before = calls;
+
 		ret = MPI_Recv(two, 2, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_TRUNCATE)
 			bad("MPI_Recv of 4 ints into 2 did not return MPI_ERR_TRUNCATE");
@@ -107,6 +119,23 @@ static void truncated(void)
 		if (MPI_Recv(whole, 4, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS ||
 		    whole[0] != it * 10 + 2 || whole[3] != 4)
 			bad("the message after the truncated ones");
+
+		expect_comm = user_comm;
+		expect_code = MPI_ERR_TRUNCATE;
+		MPI_Irecv(two, 2, MPI_INT, 0, 6, user_comm, &r);
+		ret = MPI_Wait(&r, MPI_STATUS_IGNORE);
+		if (ret == MPI_SUCCESS || class_of(ret) != MPI_ERR_TRUNCATE || calls != before + 1)
+			bad("MPI_Wait of a truncated receive on USER did not call USER's handler");
+		expect_comm = MPI_COMM_NULL;
+
+		MPI_Irecv(whole, 4, MPI_INT, 0, 7, MPI_COMM_WORLD, &rs[0]);
+		MPI_Irecv(two, 2, MPI_INT, 0, 8, MPI_COMM_WORLD, &rs[1]);
+		st[0].MPI_ERROR = st[1].MPI_ERROR = -1;
+		ret = MPI_Waitall(2, rs, st);
+		if (ret != MPI_ERR_IN_STATUS || st[0].MPI_ERROR != MPI_SUCCESS ||
+		    class_of(st[1].MPI_ERROR) != MPI_ERR_TRUNCATE ||
+		    rs[0] != MPI_REQUEST_NULL || rs[1] != MPI_REQUEST_NULL)
+			bad("MPI_Waitall of a whole and a truncated receive");
 	}
 }
 
@@ -212,7 +241,7 @@ int main(int argc, char **argv)
 		}
 		nanosleep(&ts, NULL);
 	}
-	if (calls != 2 * iters || file_calls != iters)
+	if (calls != (rank == 1 ? 3 : 2) * iters || file_calls != iters)
 		bad("handler calls");
 	MPI_Allreduce(&calls, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)

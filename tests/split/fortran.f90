@@ -6,7 +6,8 @@
 ! -cpp -DUSE_MPI_MODULE it uses the mpi module and MPI_Init_thread. Before the loop it
 ! duplicates MPI_COMM_WORLD (ring), sets MPI_ERRORS_RETURN on ring, and
 ! splits WORLD by rank parity (half), so that created handles cross every
-! checkpoint. Every iteration rank 0
+! checkpoint, and sets on half a handler of its own (on_error, made with
+! MPI_Comm_create_errhandler, then freed: half keeps it). Every iteration rank 0
 ! prints "rank 0 iteration I", then every rank
 !
 !  a. posts MPI_Irecv of NI integers (tag 1) and ND doubles (tag 2, over the
@@ -24,13 +25,15 @@
 !     MPI_Irecv completed by polling MPI_Test and one completed by MPI_Wait
 !     (contents and statuses) after MPI_Send's to the right, MPI_Send and
 !     MPI_Recv with MPI_STATUS_IGNORE, then MPI_Barrier: 5 checks;
-!  d. folds what it received and the sums into a running checksum.
+!  d. sends to rank N on half: on_error must have been called once, with
+!     half and a code that is not MPI_SUCCESS: 1 check;
+!  e. folds what it received and the sums into a running checksum.
 !
 ! Before the loop it checks MPI_Initialized, MPI_Wtime and MPI_Wtick. At
 ! the end each rank recomputes the checksum from the closed forms of every
 ! iteration (an iteration lost or run twice across a restart changes it),
 ! MPI_Reduce sums the checks to rank 0, which prints
-! "PASS ranks=N iterations=I checks=C" with C = 13 * N * I. Any mismatch
+! "PASS ranks=N iterations=I checks=C" with C = 14 * N * I. Any mismatch
 ! prints a FAIL line and calls MPI_Abort.
 program fortran
 #ifdef USE_MPI_MODULE
@@ -53,7 +56,10 @@ program fortran
   integer :: isend(NI), irecv(NI), iv(NS), isum(NS), ip(NS)
   double precision :: dsend(ND), drecv(ND), x, xsum
   integer(8) :: csum, want
-  integer :: checks, sr(NS), bval, t1, t2, t3, polls, eh
+  integer :: checks, sr(NS), bval, t1, t2, t3, polls, eh, myeh, before
+  integer :: hcalls, hcomm, hcode
+  common /errh/ hcalls, hcomm, hcode
+  external :: on_error
   logical :: flag
   character(len=32) :: arg
 
@@ -81,6 +87,13 @@ program fortran
   call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), rank, half, ierr)
   call MPI_Comm_set_errhandler(ring, MPI_ERRORS_RETURN, ierr)
   if (ierr /= MPI_SUCCESS) call fail('MPI_Comm_set_errhandler', ierr)
+  hcalls = 0
+  call MPI_Comm_create_errhandler(on_error, myeh, ierr)
+  if (ierr /= MPI_SUCCESS) call fail('MPI_Comm_create_errhandler', ierr)
+  call MPI_Comm_set_errhandler(half, myeh, ierr)
+  if (ierr /= MPI_SUCCESS) call fail('MPI_Comm_set_errhandler of half', ierr)
+  call MPI_Errhandler_free(myeh, ierr)
+  if (ierr /= MPI_SUCCESS .or. myeh /= MPI_ERRHANDLER_NULL) call fail('MPI_Errhandler_free', myeh)
   left = mod(rank - 1 + nranks, nranks)
   right = mod(rank + 1, nranks)
   checks = 0
@@ -203,7 +216,16 @@ program fortran
     checks = checks + 1
     call MPI_Barrier(ring, ierr)
 
-    ! d. the running checksum
+    ! d. half's own handler, after every restart too
+    before = hcalls
+    hcomm = -1
+    hcode = MPI_SUCCESS
+    call MPI_Send(isend, 1, MPI_INTEGER, nranks, 9, half, ierr)
+    if (ierr == MPI_SUCCESS .or. hcalls /= before + 1 .or. hcomm /= half .or. &
+        hcode == MPI_SUCCESS) call fail('the handler of half', hcalls - before)
+    checks = checks + 1
+
+    ! e. the running checksum
     csum = fold(csum, irecv(1), irecv(NI), int(drecv(ND)), isum(NS), ip(1) + t3)
   end do
 
@@ -217,7 +239,7 @@ program fortran
 
   call MPI_Reduce(checks, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) then
-    if (total /= 13 * nranks * iters) call fail('checks counted', total)
+    if (total /= 14 * nranks * iters) call fail('checks counted', total)
     write (*, '(A,I0,A,I0,A,I0)') 'PASS ranks=', nranks, ' iterations=', iters, ' checks=', total
     flush (6)
   end if
@@ -255,3 +277,14 @@ contains
   end subroutine fail
 
 end program fortran
+
+! half's error handler (MPI_Comm_create_errhandler): what it was called with
+subroutine on_error(comm, code)
+  implicit none
+  integer :: comm, code
+  integer :: hcalls, hcomm, hcode
+  common /errh/ hcalls, hcomm, hcode
+  hcalls = hcalls + 1
+  hcomm = comm
+  hcode = code
+end subroutine on_error

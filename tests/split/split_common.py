@@ -44,3 +44,18 @@ def build_program(tmp_path_factory, name):
     """tests/split/<name>.c built with both MPIs: {abi: path}."""
     built = build_programs(tmp_path_factory, (name,))
     return {abi: built[(name, abi)] for abi in MPICC}
+
+
+def run_on(prog, lower, n, args, cwd):
+    """prog (built with either MPI) on n ranks launched by lower's launcher:
+    natively when lower is None (prog's own MPI: abi_of), else above
+    lower's lower half, without a checkpoint. The CompletedProcess."""
+    lh = [str(LH / f"stasis-lh-{lower}")] if lower else []
+    return subprocess.run(launcher(lower or abi_of(prog), n) + lh + [prog, *args], cwd=cwd,
+                          env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def abi_of(prog):
+    """The MPI a program of build_programs was built with (its suffix)."""
+    return pathlib.Path(prog).suffix[1:]
+

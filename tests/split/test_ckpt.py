@@ -64,6 +64,19 @@ def iteration(line):
     return int(line.split()[-1])
 
 
+def cycled(tmp_path, lower, n, prog, *args, other=None):
+    """prog on n ranks of lower under `stasis run` through three checkpoint,
+    SIGKILL and restart cycles, or, with other, one whose restart is under
+    the other MPI's launcher; (rc, stdout, stderr) of the job's end."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), prog, *args)
+    if other:
+        cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(other, n))])
+    else:
+        cycles(job)
+    return job.finish_job()
+
+
 def cycles(job, n=3, restart_args=()):
     """n times: checkpoint once rank 0 made progress, kill the job, restart
     it; the restarted job goes on from where the checkpoint was."""
@@ -88,7 +101,7 @@ def test_hello_three_cycles(hello, lower, n, tmp_path):
     assert f"PASS ranks={n} iterations={ITERS} total=" in out, out + err
     assert "FAIL" not in out
     ls = job.stasis("ls", "--dir", job.ck).stdout
-    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 1) + " ", ls)) == 3, ls
+    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 2) + " ", ls)) == 3, ls
 
 
 @pytest.mark.parametrize("first,second", [("openmpi", "mpich"), ("mpich", "openmpi")])
@@ -197,3 +210,42 @@ def test_restart_refuses_a_changed_program(hello, tmp_path):
         assert (f"stasis: lower half: rank {rank}: {prog} changed since the checkpoint (size or "
                 "modification time): the restart needs the files the program had mapped\n"
                 ) in err, err
+
+
+def test_restart_reads_the_job_files_ahead(hello, tmp_path):
+    """A checkpoint records the files the job maps (the launcher's, the
+    lower halves', the program's: its record "files"); a restart reads them
+    and the images ahead while the launcher starts (docs/split.md,
+    "Restart"); with prefetch=off it reads nothing ahead and restarts the
+    same."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration [2-9]")
+    name = job.checkpoint()
+    job.kill()
+    lines = next(job.ck.glob(f"*/{name}/files")).read_text().splitlines()
+    assert lines[0] == "stasis-files 1", lines
+    paths = lines[1:]
+    assert hello["openmpi"] in paths, paths
+    assert any(p.endswith("/stasis-lh-openmpi") for p in paths), paths
+    assert any(re.search(r"/libmpi\.so\.40(\.\d+)*$", p) and "/uh/" not in p for p in paths), paths
+    assert any(p.endswith("/orterun") for p in paths), paths
+    # no shared segments of the job (Open MPI's session directory, gone
+    # with the job unless it was killed), nothing twice
+    assert not [p for p in paths if "/ompi." in p or not os.path.isfile(p)], paths
+    assert len(set(paths)) == len(paths), paths
+
+    job.env["STASIS_LOG"] = "debug"
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    job.lines_until(r"rank 0 iteration \d+")
+    _, err = job.kill()
+    ahead = re.search(r"reading (\d+) files and rank images ahead", err)
+    assert ahead and int(ahead.group(1)) >= len(paths), err
+
+    job.env["STASIS_PREFETCH"] = "off"
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert "rank images ahead" not in err, err

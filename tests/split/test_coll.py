@@ -1,15 +1,18 @@
 """Collectives across checkpoints (docs/split.md, "Collectives at a
 checkpoint"): coll.c runs every blocking collective, overlapping
-collectives on communicators from Comm_split, Comm_dup and Comm_create, and
-an Ibarrier and an Ibcast around naps, with ranks arriving at different
+collectives on communicators from Comm_split, Comm_dup, Comm_create and
+Comm_split_type, and every non-blocking collective around naps, with ranks
+arriving at different
 times, so that each checkpoint finds some ranks inside a collective and
 others before it. Three checkpoint, SIGKILL and restart cycles; the program
 checks every result.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import subprocess
+
 import pytest
 
-from split_common import build_program, build_programs, launcher
+from split_common import ENV, LH, TIMEOUT, build_program, build_programs, launcher
 from test_ckpt import MpiJob, cycles
 
 ITERS = 40
@@ -20,7 +23,7 @@ def expected_checks(size, iters):
     """What coll.c counts: its CHECKs, summed over ranks and iterations."""
     t = size * (size + 1) // 2
     return iters * (9 * size + 1 + (size + 1) // 2 + (size - 1) + size + 2 * t + 3 * size * size
-                    + size * t)
+                    + size * t + 12 * size + size)
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +41,18 @@ def test_collectives_three_cycles(coll, lower, n, tmp_path):
     assert f"PASS ranks={n} iterations={ITERS} checks={expected_checks(n, ITERS)}\n" in out, \
         out + err
     assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("abi,lower", [("openmpi", "mpich"), ("mpich", "openmpi")])
+def test_collectives_above_the_other_lower_half(coll, abi, lower, tmp_path):
+    """A program built with one MPI above the other's lower half, without a
+    checkpoint: the values that differ between the ABIs (MPI_COMM_TYPE_SHARED
+    is 0 in Open MPI's, 1 in MPICH's) mean the same."""
+    r = subprocess.run(launcher(lower, 3) + [str(LH / f"stasis-lh-{lower}"), coll[abi], "3", "20"],
+                       cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"PASS ranks=3 iterations=3 checks={expected_checks(3, 3)}\n" in r.stdout, \
+        r.stdout + r.stderr
 
 
 def test_collectives_restart_under_the_other_mpi(coll, tmp_path):

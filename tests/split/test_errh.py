@@ -30,7 +30,7 @@ def test_error_handlers_survive_restarts(errh, lower, restart_under, tmp_path):
     cycles(job, restart_args=["--launcher", " ".join(launcher(restart_under, 2))])
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
-    assert f"PASS ranks=2 iterations={ITERS} calls={2 * 2 * ITERS}" in out, out + err
+    assert f"PASS ranks=2 iterations={ITERS} calls={5 * ITERS}" in out, out + err
     assert "FAIL" not in out
 
 
@@ -48,3 +48,25 @@ def test_fatal_error_names_the_call(errh, lower, tmp_path):
     assert (f"stasis: rank 1: MPI_Send failed: MPI_ERR_RANK: {text} (the error handler of its "
             "communicator is MPI_ERRORS_ARE_FATAL); aborting the job") in r.stderr.splitlines(), \
         r.stderr
+
+
+@pytest.fixture(scope="module")
+def waitall_err(tmp_path_factory):
+    return build_program(tmp_path_factory, "waitall_err")
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_waitall_error_survives_a_checkpoint_inside_it(waitall_err, lower, tmp_path):
+    """One of MPI_Waitall's requests fails at once, the other completes
+    only after a checkpoint taken inside the call, a kill and a restart:
+    MPI_Waitall still returns MPI_ERR_IN_STATUS (waitall_err.c)."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), waitall_err[lower])
+    job.lines_until(r"in waitall")
+    job.checkpoint()
+    job.kill()
+    job.seen = []
+    job._start(["restart", "--dir", job.ck])
+    (job.work / "go").touch()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS" in out and "FAIL" not in out, out + err

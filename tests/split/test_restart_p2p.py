@@ -58,7 +58,7 @@ def objects_checks(n, iters):
 
 def assert_checkpoints(job, n, count=3):
     ls = job.stasis("ls", "--dir", job.ck).stdout
-    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 1) + " ", ls)) == count, ls
+    assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s+" + str(n + 2) + " ", ls)) == count, ls
 
 
 @pytest.mark.parametrize("abi", ["openmpi", "mpich"])

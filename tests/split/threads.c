@@ -2,7 +2,7 @@
  * calls of the main thread (MPI_THREAD_FUNNELED; docs/split.md, "Threaded
  * ranks"; tests/split/test_threads.py). 2 ranks or more.
  *
- *   threads ITERATIONS SLEEP_MS
+ *   threads ITERATIONS SLEEP_MS [SLEEPERS]
  *
  * Besides the main thread each rank runs
  *   a ticker   a pthread that steps x = lcg(x) for ever, keeping x and its
@@ -13,7 +13,9 @@
  *   a waiter   a pthread blocked in pthread_cond_wait until the main thread
  *              broadcasts the next iteration number;
  *   OpenMP     a team of 3 (libgomp's pool) for a parallel loop every
- *              iteration.
+ *              iteration;
+ *   sleepers   SLEEPERS more pthreads (default 0), each counting its naps
+ *              of 1 ms; every iteration each count must have moved.
  * Each iteration rank 0 starts an MPI_Ibarrier, prints "rank 0 iteration I"
  * and sleeps SLEEP_MS; the others sleep, run the OpenMP loop and only then
  * start theirs: a checkpoint in the sleep finds them behind rank 0, and they
@@ -46,6 +48,8 @@ static volatile sig_atomic_t usr1;  /* SIGUSR1 handled on the ticker */
 static __thread uint64_t tls_steps;
 static __thread int is_ticker;
 static double data[N];
+static volatile uint64_t naps[128];   /* the sleepers' */
+static volatile int sleepers_stop;
 
 static uint64_t lcg(uint64_t x)
 {
@@ -103,6 +107,35 @@ static void *waiter(void *arg)
 	return (void *)(intptr_t)seen;
 }
 
+static void *sleeper(void *arg)
+{
+	volatile uint64_t *mine = &naps[(uintptr_t)arg];
+	struct timespec ts = { 0, 1000000 };
+
+	while (!sleepers_stop) {
+		nanosleep(&ts, NULL);
+		++*mine;
+	}
+	return (void *)(uintptr_t)*mine;
+}
+
+/* every sleeper naps again within 5 s of *last */
+static void sleepers_moved(int rank, int it, int n, uint64_t *last)
+{
+	for (int i = 0; i < n; i++) {
+		int tries = 0;
+
+		for (; naps[i] == last[i] && tries < 5000; tries++) {
+			struct timespec ts = { 0, 1000000 };
+
+			nanosleep(&ts, NULL);
+		}
+		if (tries == 5000)
+			fail(rank, it, "a sleeper does not run");
+		last[i] = naps[i];
+	}
+}
+
 /* *v (read under mu) reaches want within 5 s */
 static int settles(volatile int *v, int want)
 {
@@ -150,8 +183,9 @@ int main(int argc, char **argv)
 {
 	int rank, size, provided, iters = argc > 1 ? atoi(argv[1]) : 10;
 	int ms = argc > 2 ? atoi(argv[2]) : 300;
-	uint64_t seed, x, n = 0;
-	pthread_t tick, wait;
+	int nsleep = argc > 3 ? atoi(argv[3]) : 0;
+	uint64_t seed, x, n = 0, last[128] = { 0 };
+	pthread_t tick, wait, sleepers[128];
 	void *ret;
 
 	MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
@@ -165,6 +199,11 @@ int main(int argc, char **argv)
 	seed = x = 1000003ull * (uint64_t)(rank + 1);
 	pthread_create(&tick, NULL, ticker, (void *)(uintptr_t)seed);
 	pthread_create(&wait, NULL, waiter, NULL);
+	if (nsleep < 0 || nsleep > 128)
+		fail(rank, -1, "SLEEPERS is 0 to 128");
+	for (int i = 0; i < nsleep; i++)
+		if (pthread_create(&sleepers[i], NULL, sleeper, (void *)(uintptr_t)i) != 0)
+			fail(rank, -1, "pthread_create of a sleeper");
 	for (int it = 0; it < iters; it++) {
 		struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
 		double s = 0, all = 0, want = 0;
@@ -194,6 +233,7 @@ int main(int argc, char **argv)
 		if (all != want)
 			fail(rank, it, "the sum of the OpenMP sums");
 		ticker_moved(rank, it, &x, &n);
+		sleepers_moved(rank, it, nsleep, last);
 		pthread_mutex_lock(&mu);
 		announced++;
 		pthread_cond_broadcast(&cv);
@@ -211,6 +251,10 @@ int main(int argc, char **argv)
 		fail(rank, iters, "joining the ticker");
 	if (pthread_join(wait, &ret) != 0 || (intptr_t)ret != iters)
 		fail(rank, iters, "joining the waiter: it did not see every iteration");
+	sleepers_stop = 1;
+	for (int i = 0; i < nsleep; i++)
+		if (pthread_join(sleepers[i], &ret) != 0 || (uintptr_t)ret < last[i])
+			fail(rank, iters, "joining a sleeper");
 	MPI_Barrier(MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d\n", size, iters);
