@@ -603,6 +603,8 @@ int lh_state_rebuild(void)
 		struct lh_table *t = &lh_lg->tables[k];
 
 		for (uint32_t i = STS_FIRST_USER; i < t->next; i++) {
+			/* free slots too: they held the other MPI's null handle */
+			t->slot[i].real = t->slot[0].real;
 			if (!t->slot[i].rec)
 				continue;
 			if (n == cap) {
@@ -615,7 +617,6 @@ int lh_state_rebuild(void)
 				v = w;
 			}
 			v[n++] = (struct live){ &t->slot[i], k, i };
-			t->slot[i].real = t->slot[0].real;
 		}
 	}
 	qsort(v, n, sizeof(*v), cmp_seq);
