@@ -43,9 +43,10 @@ COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gat
                "Reduce_scatter", "Reduce_scatter_block"}
 
 # Collectives with no non-blocking form, which keep the thread inside the
-# lower half until every member called them: while a checkpoint lets a rank
-# run on, they hold at their entry (lh_coll_blocking); on a communicator,
-# or on a file (the lower half does not know its communicator).
+# lower half until every member called them (lh_coll_blocking): on a
+# communicator they pass an entry barrier first, which parks; on a file
+# (the lower half does not know its communicator) they hold at their entry
+# while a checkpoint lets a rank run on.
 BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", "Cart_create",
                     "Cart_sub"}
 BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",

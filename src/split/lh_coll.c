@@ -4,7 +4,8 @@
  * Every rank counts the collectives it starts on each communicator
  * (lh_coll_enter, called by every collective's lower side before it
  * starts; blocking collectives run as their non-blocking form and a wait
- * that returns STS_AGAIN, so no thread is ever stuck inside one). Once
+ * that returns STS_AGAIN, so no thread is ever stuck inside one, and those
+ * with no non-blocking form pass a counted entry barrier first). Once
  * every rank is parked, the ranks run rounds (lh_coll_round, on each
  * rank's parked thread at its checkpoint thread's bidding): each
  * communicator's target is the largest count among its members (an
@@ -109,17 +110,32 @@ int lh_coll_enter(uint32_t comm)
 
 int lh_coll_blocking(uint32_t comm)
 {
-	if (!lh_lg->advancing || comm == 2)   /* MPI_COMM_SELF's never waits */
+	if (comm == 2)   /* MPI_COMM_SELF's never waits */
 		return 0;
-	if (comm != LH_BLOCKING_NONE && lh_lg->go_blocking == comm + 1) {
-		/* every member was held here: all start it now, then park */
+	if (comm != LH_BLOCKING_NONE)
+		return lh_coll_entry(comm);
+	if (!lh_lg->advancing)
+		return 0;
+	/* one on a file while the other members are stopped: inside, this
+	 * thread would wait for them with no way out to park */
+	lh_lg->held_blocking = LH_BLOCKING_NONE;
+	lh_lg->held = 0;
+	lh_info->ckpt_pending = 1;
+	return STS_AGAIN;
+}
+
+int lh_coll_passed(uint32_t comm)
+{
+	if (!lh_lg->advancing)
+		return 0;   /* no checkpoint, or not yet parked: every member goes in */
+	if (lh_lg->go_blocking == comm + 1) {
+		/* every member is held past the barrier: all go in now, then park */
 		lh_lg->go_blocking = lh_lg->held_blocking = 0;
 		lh_info->ckpt_pending = 1;
 		return 0;
 	}
-	/* the other members are stopped: inside, this thread would wait for
-	 * them with no way out to park */
-	lh_lg->held_blocking = comm == LH_BLOCKING_NONE ? comm : comm + 1;
+	/* the others may be stopped: held here until they all are */
+	lh_lg->held_blocking = comm + 1;
 	lh_lg->held = 0;
 	lh_info->ckpt_pending = 1;
 	return STS_AGAIN;
@@ -164,8 +180,8 @@ void lh_coll_comm_gone(uint32_t comm)
 /* The targets of every communicator this rank belongs to, retired ones
  * included (a member that freed one takes part with its final count, so
  * every member takes part in every round on it); io[c][1]: some member
- * still holds communicator c; io[c][2] == 0: every member is held at the
- * entry of a blocking collective on c. */
+ * still holds communicator c; io[c][2] == 0: every member is held past the
+ * entry barrier of a blocking collective on c. */
 static uint64_t (*io)[3];   /* per communicator: count, held, not blocked */
 static uint32_t io_cap;
 
@@ -214,8 +230,8 @@ static void purge(void)
 			lh_release_now(STS_COMM, c);
 }
 
-/* this rank is held at a blocking collective that every member of its
- * communicator is held at: they go together */
+/* this rank is held past the entry barrier of a blocking collective, and
+ * so is every member of its communicator: they go in together */
 static int go_together(void)
 {
 	uint32_t c = lh_lg->held_blocking - 1;

@@ -86,9 +86,9 @@ struct lh_ledger {
 	uint32_t advancing;              /* LH_RUN_*: how it runs during the rounds */
 	uint32_t held;                   /* 1 + the communicator at whose
 					  * collective's entry it was held */
-	/* 1 + the communicator at the entry of whose blocking collective it
-	 * is held (LH_BLOCKING_NONE: one of a file), and 1 + the one whose
-	 * members, all held there, start it together (lh_coll_blocking) */
+	/* 1 + the communicator past whose blocking collective's entry barrier
+	 * it is held (LH_BLOCKING_NONE: at one of a file), and 1 + the one
+	 * whose members, all held there, go in together (lh_coll_passed) */
 	uint32_t held_blocking, go_blocking;
 	/* checkpoints this rank saw end (MPIX_Checkpoint waits for the next) */
 	uint32_t mpix_gen, mpix_ok;
@@ -187,12 +187,17 @@ void lh_release_now(int kind, uint32_t n);
  * STS_AGAIN (a checkpoint holds it) */
 int lh_coll_enter(uint32_t comm);
 /* lh_coll.c: a collective with no non-blocking form (a communicator
- * made, collective MPI-IO; comm LH_BLOCKING_NONE when it is on a file) is
- * about to start: 0, or STS_AGAIN while a checkpoint lets this rank run
- * (held at its entry until every member is: docs/protocol.md, "Blocking
- * collectives") */
+ * made, a file opened, collective MPI-IO; comm LH_BLOCKING_NONE when it is
+ * on a file) is about to start: 0 (go in), or STS_AGAIN (parks, and is
+ * called again). On a communicator: the entry barrier (lh_coll_entry in
+ * lh_p2p.c), then lh_coll_passed: 0, or STS_AGAIN while a checkpoint lets
+ * this rank run and the other members may be stopped (held past the
+ * barrier until every member is). On a file: STS_AGAIN while a checkpoint
+ * lets this rank run. docs/protocol.md, "Blocking collectives". */
 #define LH_BLOCKING_NONE UINT32_MAX
 int lh_coll_blocking(uint32_t comm);
+int lh_coll_entry(uint32_t comm);
+int lh_coll_passed(uint32_t comm);
 /* a new communicator's duplicate (collective over its members), and its
  * end; lh_state.c calls them */
 void lh_coll_comm_made(uint32_t comm);

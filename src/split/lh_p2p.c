@@ -36,7 +36,7 @@
 
 #define ANY_TAG (-1)            /* MPI_ANY_TAG in both ABIs */
 
-enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_COLL, OP_WAITALL };
+enum { OP_RECV = 1, OP_SEND, OP_SENDRECV, OP_REPLACE, OP_COLL, OP_WAITALL, OP_ENTRY };
 
 static inline MPI_Comm rcomm(uint32_t c)
 {
@@ -1074,6 +1074,52 @@ int lh_coll_wait(uint64_t key, uint32_t *req)
 		if (idle(&polls))
 			return cont_park(OP_COLL, key, r, NULL);
 	}
+}
+
+/* A collective with no non-blocking form on comm (a communicator made, a
+ * file opened) starts only once every member is at its entry: first an
+ * MPI_Ibarrier on comm, counted and waited for like a blocking collective
+ * (it parks). Past it, every member has come to the call, so none may park
+ * before going in: one that did would leave the others waiting inside the
+ * real call, where they cannot park (docs/protocol.md, "Blocking
+ * collectives"). So a checkpoint that finds this rank waiting for the
+ * barrier gives it ENTRY_GRACE_MS to see it complete before it parks (a
+ * member that saw it complete went in), and lh_coll_passed decides what a
+ * rank past it does while a checkpoint lets it run. r[1]: past it. */
+#define ENTRY_GRACE_MS 200
+
+int lh_coll_entry(uint32_t comm)
+{
+	uint64_t key = key_of(OP_ENTRY, comm, 0, 0, 0), since = 0;
+	uint32_t r[2] = { 0, 0 };
+	unsigned polls = 0;
+	int err = 0, ret;
+
+	if (!cont_take(OP_ENTRY, key, r, NULL)) {
+		MPI_Request q;
+
+		ret = lh_coll_enter(comm);
+		if (ret)
+			return ret;
+		ret = MPI_Ibarrier((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), &q);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+		r[0] = req_new(q, REQ_OTHER);
+	}
+	while (!r[1]) {
+		if (req_test(&r[0], NULL, 0, &err)) {
+			if (err)
+				return err;
+			r[1] = 1;
+		} else if (idle(&polls)) {
+			uint64_t now = lh_now_ms();
+
+			if (lh_lg->advancing || (since && now - since >= ENTRY_GRACE_MS))
+				return cont_park(OP_ENTRY, key, r, NULL);
+			since = since ? since : now;
+		}
+	}
+	return lh_coll_passed(comm) ? cont_park(OP_ENTRY, key, r, NULL) : 0;
 }
 
 /* ---- arrays of requests (sts_hand_ops); a null or inactive request's

@@ -2,7 +2,7 @@
  * with no non-blocking form (docs/protocol.md, "Blocking collectives";
  * tests/split/test_blocking.py). 2 ranks or more.
  *
- *   blocking_coll ITERATIONS SLEEP_MS
+ *   blocking_coll ITERATIONS SLEEP_MS [inside]
  *
  * D is a duplicate of MPI_COMM_WORLD. Each iteration I:
  *   rank 0   starts MPI_Ibarrier(D), prints "rank 0 iteration I", sleeps
@@ -12,8 +12,13 @@
  *            MPI_Comm_free, and only then MPI_Ibarrier(D) and its wait.
  * A checkpoint in the sleeps finds the others behind rank 0 on D, with an
  * MPI_Comm_dup to pass first: inside it they would wait for rank 0, which
- * is stopped. Each rank checks the Allreduce; at the end rank 0 prints
+ * is stopped. With "inside", the others do not sleep first: they come to
+ * the MPI_Comm_dup at once and wait in it for rank 0, so a checkpoint in
+ * rank 0's sleep finds them there (before the entry barrier, inside the
+ * real call, where no thread can stop: the checkpoint failed after 10 s).
+ * Each rank checks the Allreduce; at the end rank 0 prints
  * "PASS ranks=N iterations=I", anything wrong a FAIL line. */
+#include <string.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +41,7 @@ static void with_new_comm(int rank, int size, int it)
 int main(int argc, char **argv)
 {
 	int rank, size, iters = argc > 1 ? atoi(argv[1]) : 10, ms = argc > 2 ? atoi(argv[2]) : 300;
+	int inside = argc > 3 && !strcmp(argv[3], "inside");
 	MPI_Comm d;
 	MPI_Request r;
 
@@ -53,7 +59,8 @@ int main(int argc, char **argv)
 			nanosleep(&ts, NULL);
 			with_new_comm(rank, size, it);
 		} else {
-			nanosleep(&ts, NULL);
+			if (!inside)
+				nanosleep(&ts, NULL);
 			with_new_comm(rank, size, it);
 			MPI_Ibarrier(d, &r);
 		}

@@ -72,3 +72,19 @@ def test_blocking_collective_goes_together(blocking_coll, lower, n, tmp_path):
     assert rc == 0, out + err
     assert f"PASS ranks={n} iterations=12" in out, out + err
     assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("lower,n", [("openmpi", 2), ("mpich", 2), ("openmpi", 3)])
+def test_checkpoint_while_ranks_wait_in_a_blocking_collective(blocking_coll, lower, n, tmp_path):
+    """The other ranks wait in MPI_Comm_dup for rank 0, which sleeps before
+    it, when the checkpoint comes: they wait in its entry barrier, which
+    parks, never inside the real call (there the checkpoint failed after
+    10 s: 'thread(s) of the program did not stop'); every checkpoint
+    completes and the restarted job goes on right."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), blocking_coll[lower], 12, 300, "inside")
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations=12" in out, out + err
+    assert "FAIL" not in out
