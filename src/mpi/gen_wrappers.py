@@ -43,10 +43,9 @@ COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gat
                "Reduce_scatter", "Reduce_scatter_block"}
 
 # Collectives with no non-blocking form, which keep the thread inside the
-# lower half until every member called them (lh_coll_blocking): on a
-# communicator they pass an entry barrier first, which parks; on a file
-# (the lower half does not know its communicator) they hold at their entry
-# while a checkpoint lets a rank run on.
+# lower half until every member called them: they pass an entry barrier
+# first, which parks (lh_coll_blocking), on their communicator or on the
+# one the lower half made for the file (lh_io_blocking).
 BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", "Cart_create",
                     "Cart_sub"}
 BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",
@@ -387,8 +386,9 @@ def lower(funcs):
         if f.short[0] == "I" and f.short[1:].capitalize() in COLLECTIVES:
             out.append(f"\tint held = lh_coll_enter({comm});\n\n\tif (held)\n\t\treturn held;")
         elif f.short in BLOCKING_ON_COMM | BLOCKING_ON_FILE:
-            on = comm if f.short in BLOCKING_ON_COMM else "LH_BLOCKING_NONE"
-            out.append(f"\tint held = lh_coll_blocking({on});\n\n\tif (held)\n\t\treturn held;")
+            fh = next((p.name for p in f.params if p.kind() == "File" and p.ptr == 0), None)
+            on = f"lh_coll_blocking({comm})" if f.short in BLOCKING_ON_COMM else f"lh_io_blocking({fh})"
+            out.append(f"\tint held = {on};\n\n\tif (held)\n\t\treturn held;")
         out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
         if post:
             out.append("\tif (ret == MPI_SUCCESS) {")

@@ -13,6 +13,14 @@
  * MPI_MODE_CREATE and MPI_MODE_EXCL, its view and atomicity are set again
  * and the file pointer is put back. The file's contents are the file
  * system's: Stasis does not save them (docs/split.md says why).
+ *
+ * A file opened by more than one rank also gets a communicator of its own,
+ * a duplicate of the one it was opened on that the program never sees:
+ * its collectives with no non-blocking form pass their entry barrier and
+ * are counted on it (lh_coll.c), whether or not the program still holds
+ * the communicator it opened the file on. It is a communicator like the
+ * program's (a record, rebuilt at restart before the file), let go of
+ * when the file is closed.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -32,6 +40,7 @@ struct rec_file {
 	uint32_t etype_pre, ftype_pre;   /* predefined: the neutral number */
 	void *etype, *ftype;    /* otherwise their constructions (lh_state.c) */
 	long long pos;          /* the individual file pointer at the checkpoint */
+	uint32_t comm;          /* its own communicator (2: MPI_COMM_SELF) */
 	char *path;
 	int n;                  /* members of the communicator */
 	int ranks[];            /* their world ranks */
@@ -105,35 +114,73 @@ void lh_io_forget(void *rec)
 	lg_free(r);
 }
 
+/* the file's own communicator (lh_io.c's header) goes */
+static void comm_gone(uint32_t comm)
+{
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
+
+	if (comm <= 2)
+		return;
+	MPI_Comm_free(&c);
+	lh_release(STS_COMM, comm);
+}
+
 int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint32_t *fh)
 {
+	MPI_Comm real = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), own;
+	uint32_t mine = 2;
 	MPI_File f;
 	struct lh_slot *s;
-	int ret = lh_coll_blocking(comm);
+	int ret = lh_coll_blocking(comm), size = 1;
 
 	if (ret)
 		return ret;
-	ret = MPI_File_open((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), name, amode,
-			    (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
-	if (ret != MPI_SUCCESS)
+	/* every member is here (past the entry barrier): its own communicator
+	 * first, so that a restart builds it before the file */
+	MPI_Comm_size(real, &size);
+	if (size > 1) {
+		ret = MPI_Comm_dup(real, &own);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+		mine = lh_new(STS_COMM, LH_HVAL(own));
+	}
+	ret = MPI_File_open(real, name, amode, (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
+	if (ret != MPI_SUCCESS) {
+		comm_gone(mine);
 		return lh_err(ret);
+	}
 	*fh = lh_new(STS_FILE, LH_HVAL(f));
 	s = lh_slot_of(STS_FILE, *fh);
 	if (s)   /* no record: the next checkpoint says so (lh_state.c) */
 		s->rec = record_file(comm, name, amode);
+	if (s && s->rec)
+		((struct rec_file *)s->rec)->comm = mine;
+	else
+		comm_gone(mine);
 	return 0;
+}
+
+int lh_io_blocking(uint32_t fh)
+{
+	const struct rec_file *r = rec_of(fh);
+
+	return lh_coll_blocking(r ? r->comm : LH_BLOCKING_NONE);
 }
 
 int lh_File_close(uint32_t *fh)
 {
 	MPI_File f = real_file(*fh);
-	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
+	const struct rec_file *r = rec_of(*fh);
+	uint32_t mine = r ? r->comm : 2;
+	int ret = lh_io_blocking(*fh);
 
 	if (ret)
 		return ret;
 	ret = MPI_File_close(&f);
-	if (ret == MPI_SUCCESS)
+	if (ret == MPI_SUCCESS) {
 		*fh = lh_update(STS_FILE, *fh, LH_HVAL(f));
+		comm_gone(mine);
+	}
 	return lh_err(ret);
 }
 
@@ -143,7 +190,7 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 	MPI_Datatype e = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, etype);
 	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, ftype);
 	struct rec_file *r = rec_of(fh);
-	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
+	int ret = lh_io_blocking(fh);
 
 	if (ret)
 		return ret;
@@ -163,7 +210,7 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 int lh_File_set_atomicity(uint32_t fh, int flag)
 {
 	struct rec_file *r = rec_of(fh);
-	int ret = lh_coll_blocking(LH_BLOCKING_NONE);
+	int ret = lh_io_blocking(fh);
 
 	if (ret)
 		return ret;

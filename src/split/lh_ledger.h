@@ -171,6 +171,9 @@ int lh_info_save(void);
 const char *lh_io_unsupported(const void *rec);
 int lh_io_rebuild(struct lh_slot *s);
 void lh_io_forget(void *rec);
+/* a collective with no non-blocking form on file fh is about to start: as
+ * lh_coll_blocking, on the file's own communicator */
+int lh_io_blocking(uint32_t fh);
 
 /* lh_handles.c */
 struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */
@@ -187,13 +190,14 @@ void lh_release_now(int kind, uint32_t n);
  * STS_AGAIN (a checkpoint holds it) */
 int lh_coll_enter(uint32_t comm);
 /* lh_coll.c: a collective with no non-blocking form (a communicator
- * made, a file opened, collective MPI-IO; comm LH_BLOCKING_NONE when it is
- * on a file) is about to start: 0 (go in), or STS_AGAIN (parks, and is
- * called again). On a communicator: the entry barrier (lh_coll_entry in
- * lh_p2p.c), then lh_coll_passed: 0, or STS_AGAIN while a checkpoint lets
- * this rank run and the other members may be stopped (held past the
- * barrier until every member is). On a file: STS_AGAIN while a checkpoint
- * lets this rank run. docs/protocol.md, "Blocking collectives". */
+ * made, a file opened, collective MPI-IO on the file's own communicator;
+ * LH_BLOCKING_NONE: on a file with no record) is about to start: 0 (go
+ * in), or STS_AGAIN (parks, and is called again). On a communicator: the
+ * entry barrier (lh_coll_entry in lh_p2p.c), then lh_coll_passed: 0, or
+ * STS_AGAIN while a checkpoint lets this rank run and the other members
+ * may be stopped (held past the barrier until every member is). With
+ * LH_BLOCKING_NONE: STS_AGAIN while a checkpoint lets this rank run.
+ * docs/protocol.md, "Blocking collectives". */
 #define LH_BLOCKING_NONE UINT32_MAX
 int lh_coll_blocking(uint32_t comm);
 int lh_coll_entry(uint32_t comm);

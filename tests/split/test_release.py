@@ -88,3 +88,21 @@ def test_checkpoint_while_ranks_wait_in_a_blocking_collective(blocking_coll, low
     assert rc == 0, out + err
     assert f"PASS ranks={n} iterations=12" in out, out + err
     assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("mode", ["behind", "inside"])
+@pytest.mark.parametrize("lower,n", [("openmpi", 2), ("mpich", 2), ("openmpi", 3)])
+def test_blocking_collective_on_a_file(blocking_coll, lower, n, mode, tmp_path):
+    """The same with MPI_File_write_at_all: the file's own communicator
+    (docs/split.md, "Files") carries its entry barrier. behind: ranks behind
+    rank 0 on a communicator must pass the collective write first (before,
+    the checkpoint failed after 30 s); inside: they wait in it when the
+    checkpoint comes (before, it failed after 10 s). Every value written
+    before and after the restarts is in the file."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, n), blocking_coll[lower], 12, 300, mode, str(tmp_path / "f.dat"))
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert f"PASS ranks={n} iterations=12" in out, out + err
+    assert "FAIL" not in out
