@@ -146,6 +146,9 @@ static void hole_carve(uint64_t lo, uint64_t hi)
  * returns the lowest one's start (below lo if it begins there, not below
  * ARENA_LO), hi if none, lo if the file cannot be read (the whole window
  * then counts as taken). */
+static long scan_err;            /* why scan last returned lo: -errno */
+static uint64_t scan_first[2];   /* or the mapping that meets lo */
+
 static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 {
 	char buf[2048];
@@ -155,8 +158,11 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 		      0);
 	long n;
 
-	if (IS_ERR(fd))
+	scan_err = 0;
+	if (IS_ERR(fd)) {
+		scan_err = fd;
 		return lo;
+	}
 	while ((n = sys(SYS_read, fd, (long)buf, sizeof(buf), 0, 0, 0)) > 0) {
 		for (long i = 0; i < n; i++) {
 			char c = buf[i];
@@ -176,8 +182,11 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 					continue;
 				if (s > prev && (bottom || lowest != hi))
 					hole_add(prev, s);
-				if (lowest == hi)
+				if (lowest == hi) {
 					lowest = v[0] > ARENA_LO ? v[0] : ARENA_LO;
+					scan_first[0] = v[0];
+					scan_first[1] = v[1];
+				}
 				if (e > prev)
 					prev = e;
 			} else {
@@ -186,8 +195,10 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 		}
 	}
 	sys(SYS_close, fd, 0, 0, 0, 0, 0);
-	if (n < 0)
+	if (n < 0) {
+		scan_err = n;
 		return lo;
+	}
 	if (lowest == hi && bottom)
 		hole_add(lo, hi);
 	else if (lowest != hi && prev < hi)
@@ -470,9 +481,20 @@ __attribute__((constructor(101))) static void uh_mem_init(void)
 	    sts_lh->version != STS_LH_VERSION)
 		return;
 	mem.next = ARENA_LO;
-	mem.next = scan(ARENA_LO, ARENA_HI, 0);
-	if (mem.next == ARENA_LO)
-		refuse("/proc/self/maps", "cannot be read");
+	/* an open that failed added no hole: try again */
+	for (int i = 0; i < 3 && (mem.next = scan(ARENA_LO, ARENA_HI, 0)) == ARENA_LO &&
+			    scan_err && !scan_first[1]; i++)
+		usleep(10000);
+	if (mem.next == ARENA_LO) {
+		char what[128];
+
+		if (scan_err)
+			snprintf(what, sizeof(what), "cannot be read (error %ld)", -scan_err);
+		else
+			snprintf(what, sizeof(what), "shows %#llx-%#llx at the range's start",
+				 (unsigned long long)scan_first[0], (unsigned long long)scan_first[1]);
+		refuse("/proc/self/maps", what);
+	}
 	libc = dlopen("libc.so.6", RTLD_NOLOAD | RTLD_LAZY);
 	if (!libc)
 		refuse("libc.so.6", "is not loaded");
