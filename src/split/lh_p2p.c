@@ -285,30 +285,53 @@ static uint32_t recv_track(MPI_Request r, void *buf, int cnt, uint32_t dt, int s
 	return n;
 }
 
+/* Post receive q (its envelope set) of slot s: from MPI_PROC_NULL it
+ * completes at once, as in MPI; a message the drain buffer holds completes
+ * it at once (counted when drained); otherwise MPI_Irecv. */
+static int recv_start(struct lh_slot *s, struct lh_req *q)
+{
+	struct lh_msg *prev = NULL, *m;
+	MPI_Request r;
+	int ret;
+
+	if (q->peer == STS_PROC_NULL) {
+		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
+		q->state = REQ_DONE;
+		return MPI_SUCCESS;
+	}
+	m = lh_lg->drain_head ? drain_find(q->comm, q->peer, q->tag, &prev) : NULL;
+	if (m) {
+		deliver(m, q->buf, q->count, q->datatype, &q->status);
+		drain_unlink(m, prev);
+		lg_free(m);
+		q->state = REQ_DONE;
+		return MPI_SUCCESS;
+	}
+	ret = MPI_Irecv(q->buf, q->count, rtype(q->datatype), lh_rank_in(q->peer), q->tag,
+			rcomm(q->comm), &r);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	s->real = LH_HVAL(r);
+	q->state = REQ_PENDING;
+	return MPI_SUCCESS;
+}
+
 static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
 {
-	struct lh_msg *prev = NULL, *m = lh_lg->drain_head ? drain_find(comm, src, tag, &prev) : NULL;
-	MPI_Request r = MPI_REQUEST_NULL;
+	struct lh_slot *s;
 	struct lh_req *q;
 	int ret;
 
-	if (!m && src != STS_PROC_NULL &&
-	    (ret = MPI_Irecv(buf, cnt, rtype(dt), lh_rank_in(src), tag, rcomm(comm), &r)) != MPI_SUCCESS)
-		return ret;
-	*req = recv_track(r, buf, cnt, dt, src, tag, comm);
-	if (!*req)
+	*req = recv_track(MPI_REQUEST_NULL, buf, cnt, dt, src, tag, comm);
+	q = req_rec(*req, &s);
+	if (!q)
 		return MPI_ERR_NO_MEM;
-	q = req_rec(*req, NULL);
-	if (src == STS_PROC_NULL) {   /* complete at once, as in MPI */
-		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
-		q->state = REQ_DONE;
-	} else if (m) {   /* from the drain buffer: complete at once, counted when drained */
-		deliver(m, buf, cnt, dt, &q->status);
-		q->state = REQ_DONE;
-		drain_unlink(m, prev);
-		lg_free(m);
+	ret = recv_start(s, q);
+	if (ret != MPI_SUCCESS) {
+		lh_release(STS_REQUEST, *req);
+		*req = 0;
 	}
-	return MPI_SUCCESS;
+	return ret;
 }
 
 /* mode: 0 standard, 1 synchronous, 2 ready; counted as sent. Inline, as
@@ -506,7 +529,6 @@ int lh_Start(uint32_t *req)
 {
 	struct lh_slot *s;
 	struct lh_req *q = req_rec(*req, &s);
-	struct lh_msg *m, *prev = NULL;
 	MPI_Request r = MPI_REQUEST_NULL;
 	int ret;
 
@@ -526,26 +548,7 @@ int lh_Start(uint32_t *req)
 		q->state = REQ_PENDING;
 		return 0;
 	}
-	if (q->peer == STS_PROC_NULL) {   /* complete at once, as in MPI */
-		status_set(&q->status, STS_PROC_NULL, ANY_TAG, 0, 0);
-		q->state = REQ_DONE;
-		return 0;
-	}
-	m = lh_lg->drain_head ? drain_find(q->comm, q->peer, q->tag, &prev) : NULL;
-	if (m) {   /* from the drain buffer: complete at once, counted when drained */
-		deliver(m, q->buf, q->count, q->datatype, &q->status);
-		drain_unlink(m, prev);
-		lg_free(m);
-		q->state = REQ_DONE;
-		return 0;
-	}
-	ret = MPI_Irecv(q->buf, q->count, rtype(q->datatype), lh_rank_in(q->peer), q->tag,
-			rcomm(q->comm), &r);
-	if (ret != MPI_SUCCESS)
-		return lh_err(ret);
-	s->real = LH_HVAL(r);
-	q->state = REQ_PENDING;
-	return 0;
+	return lh_err(recv_start(s, q));
 }
 
 /* ---- blocking calls ----
