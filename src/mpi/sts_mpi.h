@@ -46,14 +46,15 @@ struct sts_predef_kind {
 #define STS_ANY_SOURCE (-1)
 #define STS_PROC_NULL (-2)
 #define STS_ROOT (-4)
-/* MPI_Topo_test's answers (MPI_CART and MPI_GRAPH differ between the ABIs) */
-#define STS_TOPO_NONE (-32766)  /* MPI_UNDEFINED in both */
+#define STS_UNDEFINED (-32766)   /* MPI_UNDEFINED in both */
+/* MPI_Topo_test's answers (MPI_CART and MPI_GRAPH differ between the ABIs);
+ * no topology: STS_UNDEFINED */
 #define STS_TOPO_CART 1
 #define STS_TOPO_GRAPH 2
 #define STS_TOPO_DIST_GRAPH 3
 /* MPI_Comm_split_type's split_type (MPI_COMM_TYPE_SHARED is 0 in Open
- * MPI's ABI, 1 in MPICH's); any other value an invalid one */
-#define STS_SPLIT_UNDEFINED (-32766)   /* MPI_UNDEFINED in both */
+ * MPI's ABI, 1 in MPICH's), or STS_UNDEFINED; any other value an invalid
+ * one */
 #define STS_SPLIT_SHARED 1
 #define STS_SPLIT_INVALID (-77)
 

@@ -149,7 +149,7 @@ static inline int sts_rank_out(int r)
 
 static inline int sts_splittype_in(int t)
 {
-	return t == MPI_COMM_TYPE_SHARED ? STS_SPLIT_SHARED : t == MPI_UNDEFINED ? STS_SPLIT_UNDEFINED :
+	return t == MPI_COMM_TYPE_SHARED ? STS_SPLIT_SHARED : t == MPI_UNDEFINED ? STS_UNDEFINED :
 	       STS_SPLIT_INVALID;
 }
 

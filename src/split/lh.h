@@ -75,14 +75,14 @@ static inline int lh_rank_out(int r)
 
 static inline int lh_splittype_in(int t)
 {
-	return t == STS_SPLIT_SHARED ? MPI_COMM_TYPE_SHARED : t == STS_SPLIT_UNDEFINED ? MPI_UNDEFINED :
+	return t == STS_SPLIT_SHARED ? MPI_COMM_TYPE_SHARED : t == STS_UNDEFINED ? MPI_UNDEFINED :
 	       STS_SPLIT_INVALID;
 }
 
 static inline int lh_topo_out(int t)
 {
 	return t == MPI_CART ? STS_TOPO_CART : t == MPI_GRAPH ? STS_TOPO_GRAPH :
-	       t == MPI_DIST_GRAPH ? STS_TOPO_DIST_GRAPH : STS_TOPO_NONE;
+	       t == MPI_DIST_GRAPH ? STS_TOPO_DIST_GRAPH : STS_UNDEFINED;
 }
 
 static inline uint64_t lh_now_ms(void)
