@@ -1080,7 +1080,8 @@ int lh_coll_wait(uint64_t key, uint32_t *req)
 }
 
 /* A collective with no non-blocking form on comm (a communicator made, a
- * file opened) starts only once every member is at its entry: first an
+ * file opened, collective MPI-IO on the file's own communicator: lh_io.c)
+ * starts only once every member is at its entry: first an
  * MPI_Ibarrier on comm, counted and waited for like a blocking collective
  * (it parks). Past it, every member has come to the call, so none may park
  * before going in: one that did would leave the others waiting inside the
