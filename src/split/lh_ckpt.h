@@ -15,6 +15,7 @@
 #include "split_format.h"
 
 struct img_writer;
+struct img_reader;
 
 #define LH_MAX_THREADS 64
 #define LH_CKPT_SIGNAL 62       /* the process checkpointer's signal (proc_format.h) */
@@ -50,6 +51,22 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
  * table (it runs while MPI initializes). Dies on nothing: returns a
  * negative errno and err_msg(). */
 int lh_restore(const char *path, int rank, int size, struct lh_restored *out);
+
+/* Lazy restore (lh_lazy.c): pieces of the upper half, mapped and empty,
+ * filled from section sec of img (npages pages long) by a thread of the
+ * lower half, the pages the rank touches first. 0, and img is the lazy
+ * restore's (closed when done); or -errno with err_msg() (no userfaultfd
+ * for this user, ...) and nothing changed. */
+struct lh_lazy_piece {
+	uint64_t addr, npages, off;   /* off: the bytes' offset in the section */
+};
+int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int rank,
+		  const struct lh_lazy_piece *v, unsigned n);
+/* Start reading the pieces in order; until then only the pages touched
+ * are read (the rank's restart has the CPUs). */
+void lh_lazy_go(void);
+/* Wait until every page of the pieces is in (or let go of by the program). */
+void lh_lazy_wait(void);
 
 /* Register with the job's coordinator when the rank runs under `stasis run`
  * or `stasis restart` (STASIS_COORD_ADDR set) and start the checkpoint

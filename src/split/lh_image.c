@@ -214,6 +214,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	int ret, mem_fd = -1;
 	char *bounce = NULL;
 
+	lh_lazy_wait();   /* the pagemap shows only pages that are in */
 	ret = scan(&l);
 	for (int s = 1; !ret && s <= 64; s++) {
 		struct kact k;
@@ -349,11 +350,51 @@ static int map_region(const struct split_region *r, const char *path)
 	return 0;
 }
 
+/* Runs of at least this many bytes of a plain read-write anonymous mapping
+ * are read lazily (lh_lazy.c), unless STASIS_RESTORE_LAZY=0. */
+#define LAZY_MIN (1ul << 20)
+
+static int lazy_wanted(const struct split_region *r, uint64_t len)
+{
+	const char *v = getenv("STASIS_RESTORE_LAZY");
+
+	return len >= LAZY_MIN && !(r->flags & (SPLIT_FILE | SPLIT_SHARED)) &&
+	       r->prot == (PROT_READ | PROT_WRITE) && !(v && !strcmp(v, "0"));
+}
+
+/* The pieces to read lazily: to the lazy restore, or read here if it cannot
+ * start (no userfaultfd for this user, ...). *img is the restore's then. */
+static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
+			const struct lh_lazy_piece *v, unsigned n)
+{
+	struct img_section_info si;
+
+	if (n == 0)
+		return 0;
+	if (img_section_get(*img, pages, &si) == 0 &&
+	    lh_lazy_start(*img, pages, si.size / PAGE, rank, v, n) == 0) {
+		*img = NULL;
+		return 0;
+	}
+	if (getenv("STASIS_LOG") && !strcmp(getenv("STASIS_LOG"), "debug"))
+		fprintf(stderr, "stasis: lower half: rank %d: no lazy restore (%s), reading it all\n",
+			rank, err_msg());
+	for (unsigned i = 0; i < n; i++) {
+		size_t len = v[i].npages * PAGE;
+
+		if (img_read(*img, pages, v[i].off, (void *)(uintptr_t)v[i].addr, len) != (ssize_t)len)
+			return -EBADMSG;
+	}
+	return 0;
+}
+
 int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 {
 	struct img_reader *img = NULL;
 	struct img_section_info si;
 	struct split_header h;
+	struct lh_lazy_piece *lazy = NULL;
+	unsigned nlazy = 0;
 	char *buf = NULL;
 	const char *p, *end;
 	int ret, sec, pages;
@@ -444,7 +485,16 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 				ret = err_set(-EBADMSG, "%s: bad run in region %u", path, i);
 				break;
 			}
-			if (img_read(img, (unsigned)pages, off, (void *)(uintptr_t)run.addr, len) !=
+			if (lazy_wanted(&r, len)) {
+				struct lh_lazy_piece *v = realloc(lazy, (nlazy + 1) * sizeof(*v));
+
+				if (!v) {
+					ret = err_set(-ENOMEM, "out of memory");
+					break;
+				}
+				lazy = v;
+				lazy[nlazy++] = (struct lh_lazy_piece){ run.addr, run.npages, off };
+			} else if (img_read(img, (unsigned)pages, off, (void *)(uintptr_t)run.addr, len) !=
 			    (ssize_t)len) {
 				ret = *err_msg() ? -EBADMSG
 						 : err_set(-EBADMSG, "%s: the pages section is short", path);
@@ -459,7 +509,11 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 			goto out;
 		out->regions++;
 	}
+	ret = lazy_or_read(&img, (unsigned)pages, rank, lazy, nlazy);
+	if (ret && !*err_msg())
+		ret = err_set(-EBADMSG, "%s: the pages section is short", path);
 out:
+	free(lazy);
 	free(buf);
 	img_close(&img);
 	return ret;

@@ -467,6 +467,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
+	lh_lazy_go();
 	fflush(NULL);
 	lh_enter_upper(r);
 }

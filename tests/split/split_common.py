@@ -24,7 +24,7 @@ def launcher(lower, n):
 
 
 # what a program needs beyond the MPI compiler's defaults
-FLAGS = {"threads": ["-fopenmp", "-pthread"]}
+FLAGS = {"threads": ["-fopenmp", "-pthread"], "lazy": ["-I", str(ROOT / "include")]}
 
 
 def build_programs(tmp_path_factory, names):
