@@ -376,7 +376,8 @@ static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
 		*img = NULL;
 		return 0;
 	}
-	if (getenv("STASIS_LOG") && !strcmp(getenv("STASIS_LOG"), "debug"))
+	if (getenv("STASIS_LOG") && (!strcmp(getenv("STASIS_LOG"), "info") ||
+				     !strcmp(getenv("STASIS_LOG"), "debug")))
 		fprintf(stderr, "stasis: lower half: rank %d: no lazy restore (%s), reading it all\n",
 			rank, err_msg());
 	for (unsigned i = 0; i < n; i++) {

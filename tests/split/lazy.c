@@ -8,6 +8,8 @@
  * sleeps of SLEEP_MS, then "rank R iteration I". A rank that finds its pid
  * changed after a sleep was restarted, and at once, while most of its pages
  * are not in yet:
+ *   - the first 8 MiB of A go to rank ^ 1 (2 ranks) in one message, and
+ *     the peer's come back: its MPI reads pages that are not in yet;
  *   - madvise(MADV_DONTNEED) of a hole in B: reads back as zeros;
  *   - munmap of a hole in C, mapped again: zeros;
  *   - mremap of D to another address: all of D's words there;
@@ -37,18 +39,24 @@
 #define WORDS (LEN / 8)
 #define HOLE_AT (WORDS / 2)             /* the holes: 4 MiB from the middle on */
 #define HOLE_WORDS ((size_t)(4 << 20) / 8)
+#define XCHG ((size_t)8 << 20)           /* A's first 8 MiB go to rank ^ 1 */
 
 static int rank;
-static uint64_t *reg[5];
+static uint64_t *reg[5], got[XCHG / 8];
 
-static uint64_t word(unsigned r, uint64_t i)
+static uint64_t word_of(int rk, unsigned r, uint64_t i)
 {
-	uint64_t z = ((uint64_t)rank << 48 | (uint64_t)r << 40 | i) + 0x9e3779b97f4a7c15ull;
+	uint64_t z = ((uint64_t)rk << 48 | (uint64_t)r << 40 | i) + 0x9e3779b97f4a7c15ull;
 
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 	z ^= z >> 31;
 	return z ? z : 1;
+}
+
+static uint64_t word(unsigned r, uint64_t i)
+{
+	return word_of(rank, r, i);
 }
 
 static void fail(const char *what, unsigned r, size_t i, uint64_t got)
@@ -114,7 +122,19 @@ static void restarted(int mpix, pid_t *pid)
 		}
 		*pid = getpid();
 	}
-	/* while the image comes in */
+	/* while the image comes in: the peer's MPI reads A (a large message:
+	 * single copy from this process, process_vm_readv, where the MPI does) */
+	if (MPI_Sendrecv(reg[0], (int)(XCHG / 8), MPI_UINT64_T, rank ^ 1, 7, got, (int)(XCHG / 8),
+			 MPI_UINT64_T, rank ^ 1, 7, MPI_COMM_WORLD, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+		printf("rank %d: FAIL MPI_Sendrecv\n", rank);
+		_exit(1);
+	}
+	for (size_t i = 0; i < XCHG / 8; i++)
+		if (got[i] != word_of(rank ^ 1, 0, i)) {
+			printf("rank %d: FAIL word %zu of rank %d's region A is %#llx\n", rank, i,
+			       rank ^ 1, (unsigned long long)got[i]);
+			_exit(1);
+		}
 	if (madvise(reg[1] + HOLE_AT, HOLE_WORDS * 8, MADV_DONTNEED) != 0 ||
 	    munmap(reg[2] + HOLE_AT, HOLE_WORDS * 8) != 0 ||
 	    mmap(reg[2] + HOLE_AT, HOLE_WORDS * 8, PROT_READ | PROT_WRITE,
