@@ -39,16 +39,28 @@ static inline void *word(MPI_Request r, size_t off)
 	return *(void *volatile *)((char *)r + off);
 }
 
+enum { NOT_ACTIVE, PENDING, COMPLETE };
+
+/* an active request's completion word, after one turn of progress if it
+ * was not set */
+static inline int word_state(MPI_Request r)
+{
+	if (*(volatile int *)((char *)r + REQ_STATE_OFF) != REQ_ACTIVE)
+		return NOT_ACTIVE;
+	if (word(r, REQ_COMPLETE_OFF) == (void *)1)
+		return COMPLETE;
+	opal_progress();
+	return word(r, REQ_COMPLETE_OFF) == (void *)1 ? COMPLETE : PENDING;
+}
+
 int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
 {
-	if (*(volatile int *)((char *)*r + REQ_STATE_OFF) != REQ_ACTIVE)
+	switch (word_state(*r)) {
+	case NOT_ACTIVE:
 		return MPI_Test(r, flag, st);
-	if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
-		opal_progress();
-		if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
-			*flag = 0;
-			return MPI_SUCCESS;
-		}
+	case PENDING:
+		*flag = 0;
+		return MPI_SUCCESS;
 	}
 	*flag = 1;
 	return MPI_Wait(r, st);
@@ -66,14 +78,12 @@ int lh_test_done(MPI_Request *r, int *flag)
 {
 	if (!done_ok)
 		return lh_test(r, flag, MPI_STATUS_IGNORE);
-	if (*(volatile int *)((char *)*r + REQ_STATE_OFF) != REQ_ACTIVE)
+	switch (word_state(*r)) {
+	case NOT_ACTIVE:
 		return MPI_Test(r, flag, MPI_STATUS_IGNORE);
-	if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
-		opal_progress();
-		if (word(*r, REQ_COMPLETE_OFF) != (void *)1) {
-			*flag = 0;
-			return MPI_SUCCESS;
-		}
+	case PENDING:
+		*flag = 0;
+		return MPI_SUCCESS;
 	}
 	*flag = 1;
 	if (*(volatile int *)((char *)*r + REQ_ERROR_OFF) != MPI_SUCCESS)
