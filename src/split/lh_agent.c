@@ -266,6 +266,28 @@ static int thread_gone(pid_t tid)
 	return access(path, F_OK) != 0;
 }
 
+/* The signals pending in /proc/self[/task/TID]/status's field (SigPnd:
+ * the thread's, ShdPnd: the process's), but the checkpoint's own. */
+static uint64_t pending(pid_t tid, const char *field)
+{
+	char path[64], line[128];
+	unsigned long long v = 0;
+	size_t len = strlen(field);
+	FILE *f;
+
+	if (tid)
+		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/status");
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, len) && sscanf(line + len, " %llx", &v) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return v & ~(1ull << (LH_CKPT_SIGNAL - 1));
+}
+
 /* Every thread parked: the main thread first in st.threads, and what the
  * image needs of each one there. */
 static int check_parked(void)
@@ -302,6 +324,11 @@ static int check_parked(void)
 			return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread "
 				       "ids where Stasis does not expect them (glibc 2.36 is "
 				       "supported)", lh_info->world_rank);
+	/* signals sent while the threads were blocking them, or during the
+	 * checkpoint (its handler blocks every one): sent again at a restart */
+	for (uint32_t i = 0; i < n; i++)
+		st.threads[i].pending = pending(st.threads[i].tid, "SigPnd:");
+	st.shared_pending = pending(0, "ShdPnd:");
 	st.nthreads = n;
 	st.tid_offset = TID_OFFSET;
 	parked_main = 1;
@@ -665,6 +692,7 @@ void lh_agent_start(uint32_t restarts)
 	const char *addr = getenv("STASIS_COORD_ADDR"), *dir = getenv("STASIS_JOB_DIR");
 	char path[PATH_MAX], secret[64] = "", host[128] = "?", line[256];
 	struct sigaction sa;
+	sigset_t all, old;
 	pthread_t th;
 	DIR *d;
 	struct dirent *e;
@@ -731,7 +759,13 @@ void lh_agent_start(uint32_t restarts)
 	sigfillset(&sa.sa_mask);
 	sigaction(LH_CKPT_SIGNAL, &sa, NULL);
 	lh_info->ckpt_signal = LH_CKPT_SIGNAL;
-	if (pthread_create(&th, NULL, agent, NULL) != 0) {
+	/* the program's process-directed signals are not for this thread: its
+	 * handlers would run on the lower half's TLS */
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	ret = pthread_create(&th, NULL, agent, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret != 0) {
 		warn("cannot start the checkpoint thread");
 		close(coord_fd);
 		coord_fd = -1;
@@ -778,6 +812,20 @@ static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 	return ret;
 }
 
+/* Send the signals of set to thread tid, or to the process (tid 0). */
+static void raise_pending(long tid, uint64_t set)
+{
+	long pid = rsys(SYS_getpid, 0, 0, 0, 0);
+
+	for (int s = 1; s <= 64; s++)
+		if (set & (1ull << (s - 1))) {
+			if (tid)
+				rsys(SYS_tgkill, pid, tid, s, 0);
+			else
+				rsys(SYS_kill, pid, s, 0, 0);
+		}
+}
+
 void lh_enter_upper(const struct lh_restored *r)
 {
 	const struct split_thread *t = &r->threads[0];
@@ -799,10 +847,17 @@ void lh_enter_upper(const struct lh_restored *r)
 		else if ((tid = start_thread(&r->threads[i], r->tid_offset)) < 0)
 			lh_die("rank %d: cannot start thread %u of the program again: %s",
 			    lh_info->world_rank, i, strerror((int)-tid));
+		else
+			raise_pending(tid, r->threads[i].pending);
 	}
 	rsys(SYS_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0, 0);
 	tid = rsys(SYS_set_tid_address, (long)(t->fs + r->tid_offset), 0, 0, 0);
 	*(int32_t *)(uintptr_t)(t->fs + r->tid_offset) = (int32_t)tid;
+	/* the pending signals again, each thread still blocking them until
+	 * its frame gives back its mask: once each (a real-time signal queued
+	 * several times comes back once, without its sigqueue value) */
+	raise_pending(tid, t->pending);
+	raise_pending(0, r->shared_pending);
 	sts_wrfs((int)lh_info->fsgsbase, t->fs);
 	/* rt_sigreturn from the frame the checkpoint signal left on its stack:
 	 * registers, signal mask and extended state come back as they were */

@@ -27,6 +27,7 @@ struct lh_ckpt_state {
 	uint64_t vdso;
 	uint32_t tid_offset;
 	uint32_t restarts;
+	uint64_t shared_pending;       /* signals pending for the process */
 };
 
 struct lh_dump_info {
@@ -41,6 +42,7 @@ struct lh_restored {
 	unsigned nsigs;
 	uint64_t uh_callbacks, vdso, bytes;
 	uint32_t tid_offset, restarts;
+	uint64_t shared_pending;
 	unsigned regions;
 };
 

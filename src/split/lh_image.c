@@ -236,6 +236,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	h.stored_pages = l.pages;
 	h.tid_offset = st->tid_offset;
 	h.restarts = st->restarts;
+	h.shared_pending = st->shared_pending;
 	ret = ret ? ret : img_section_begin(w, "split", "split");
 	ret = ret ? ret : put(w, &h, sizeof(h));
 	ret = ret ? ret : put(w, st->threads, st->nthreads * sizeof(st->threads[0]));
@@ -453,6 +454,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	out->vdso = h.vdso;
 	out->tid_offset = h.tid_offset;
 	out->restarts = h.restarts;
+	out->shared_pending = h.shared_pending;
 	/* map and fill, region by region */
 	for (unsigned i = 0; i < h.nregions; i++) {
 		struct split_region r;

@@ -28,6 +28,7 @@
 #include <linux/userfaultfd.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -480,9 +481,19 @@ int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int ran
 	free(seed.settled);
 	free(seed.v);
 	clock_gettime(CLOCK_MONOTONIC, &L.t0);
-	if (!ret && (ret = -pthread_create(&L.th, NULL, run, NULL)) == 0) {
-		L.running = 1;
-		return 0;
+	if (!ret) {
+		sigset_t all, old;
+
+		/* no signal of the program's may run its handler here, on the
+		 * lower half's TLS: the thread starts with every one blocked */
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		ret = -pthread_create(&L.th, NULL, run, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		if (!ret) {
+			L.running = 1;
+			return 0;
+		}
 	}
 	free(L.buf);
 	if (L.nmm) {

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -479,6 +480,7 @@ int main(int argc, char **argv, char **envp)
 	struct loaded l;
 	uint64_t sp, brk0;
 	const char *restore;
+	sigset_t all, mask;
 	static struct early early;
 	void *page;
 
@@ -501,10 +503,17 @@ int main(int argc, char **argv, char **envp)
 	stage("mpi");
 	level = thread_level();
 	restore = getenv("STASIS_RESTORE_DIR");
+	/* the threads started from here to the end of MPI_Init (MPI's own,
+	 * the image's readers) block every signal: a signal sent to the
+	 * process runs the program's handler, and on one of them it would run
+	 * on the lower half's TLS. The main thread's mask comes back after. */
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &mask);
 	if (restore && *restore)
 		early_start(&early, restore);
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		lh_die("MPI_Init_thread failed");
+	sigprocmask(SIG_SETMASK, &mask, NULL);
 	/* errors come back to the upper half, which raises them on the
 	 * program's handlers (src/mpi/uh_err.c); every communicator made
 	 * later inherits this, files return errors by default */

@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#define SPLIT_FORMAT_VERSION 2
+#define SPLIT_FORMAT_VERSION 3
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
 
 struct split_header {
@@ -34,6 +34,7 @@ struct split_header {
 	uint64_t stored_pages;
 	uint32_t tid_offset;        /* of the thread id in glibc's struct pthread */
 	uint32_t restarts;          /* restarts the job went through before this image */
+	uint64_t shared_pending;    /* signals pending for the process (bit s-1: signal s) */
 };
 
 /* A parked upper thread. */
@@ -43,6 +44,7 @@ struct split_thread {
 	uint64_t robust_head, robust_len;
 	int32_t tid;
 	uint32_t main;              /* the process's main thread */
+	uint64_t pending;           /* signals pending for this thread (bit s-1: signal s) */
 };
 
 /* A signal handler of the upper half (one whose handler lies in its range):
