@@ -762,6 +762,7 @@ void lh_agent_start(uint32_t restarts)
 	/* the program's process-directed signals are not for this thread: its
 	 * handlers would run on the lower half's TLS */
 	sigfillset(&all);
+	sigdelset(&all, LH_CKPT_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	ret = pthread_create(&th, NULL, agent, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);

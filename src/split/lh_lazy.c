@@ -487,6 +487,7 @@ int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int ran
 		/* no signal of the program's may run its handler here, on the
 		 * lower half's TLS: the thread starts with every one blocked */
 		sigfillset(&all);
+		sigdelset(&all, LH_CKPT_SIGNAL);   /* answered as the lower half's */
 		pthread_sigmask(SIG_BLOCK, &all, &old);
 		ret = -pthread_create(&L.th, NULL, run, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);

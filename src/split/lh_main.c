@@ -504,10 +504,13 @@ int main(int argc, char **argv, char **envp)
 	level = thread_level();
 	restore = getenv("STASIS_RESTORE_DIR");
 	/* the threads started from here to the end of MPI_Init (MPI's own,
-	 * the image's readers) block every signal: a signal sent to the
-	 * process runs the program's handler, and on one of them it would run
-	 * on the lower half's TLS. The main thread's mask comes back after. */
+	 * the image's readers) block every signal but the checkpoint's (sent
+	 * to each thread, which answers it is the lower half's): a signal sent
+	 * to the process runs the program's handler, and on one of them it
+	 * would run on the lower half's TLS. The main thread's mask comes back
+	 * after. Threads MPI starts later from these inherit their mask. */
 	sigfillset(&all);
+	sigdelset(&all, LH_CKPT_SIGNAL);
 	sigprocmask(SIG_BLOCK, &all, &mask);
 	if (restore && *restore)
 		early_start(&early, restore);

@@ -5,6 +5,7 @@ run in the same pytest session with conftests of their own.)"""
 import os
 import pathlib
 import subprocess
+import uuid
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
@@ -15,6 +16,14 @@ MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
 MPI_ENV = dict(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
                OMPI_MCA_rmaps_base_oversubscribe="1")
 ENV = {k: v for k, v in dict(os.environ, **MPI_ENV).items() if not k.startswith("STASIS_")}
+
+
+def data_file(tmp_path):
+    """A file for a program's MPI-IO, by a name no other job uses: Open MPI's
+    OMPIO names a POSIX semaphore after the file's base name, and one left
+    behind by a rank killed while it held it would hang the next job that
+    opens a file of that name."""
+    return str(tmp_path / f"f-{uuid.uuid4().hex[:12]}.dat")
 
 
 def launcher(lower, n):

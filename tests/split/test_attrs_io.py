@@ -19,7 +19,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from split_common import ENV, TIMEOUT, build_programs, launcher  # noqa: E402
+from split_common import ENV, TIMEOUT, build_programs, data_file, launcher  # noqa: E402
 from test_ckpt import MpiJob, cycles  # noqa: E402
 
 ITERS = 50          # about 0.1 s each
@@ -49,7 +49,7 @@ def assert_passed(rc, out, err, n, iters):
 @pytest.mark.parametrize("abi", ["openmpi", "mpich"])
 def test_attrs_io_passes_natively(progs, abi, tmp_path):
     r = subprocess.run(launcher(abi, 2) + [progs[("attrs_io", abi)], "3", "10",
-                                           str(tmp_path / "f.dat")],
+                                           data_file(tmp_path)],
                        cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=TIMEOUT,
                        errors="replace")
     assert_passed(r.returncode, r.stdout, r.stderr, 2, 3)
@@ -59,7 +59,7 @@ def test_attrs_io_passes_natively(progs, abi, tmp_path):
 def test_attrs_io_three_cycles(progs, lower, n, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, n), progs[("attrs_io", lower)], ITERS, SLEEP_MS,
-              str(tmp_path / "f.dat"))
+              data_file(tmp_path))
     cycles(job)
     rc, out, err = job.finish_job()
     assert_passed(rc, out, err, n, ITERS)
@@ -73,7 +73,7 @@ def test_attrs_io_under_the_other_mpi(progs, first, second, tmp_path):
     MPI's MPI-IO (ROMIO or OMPIO); attributes live in the upper half."""
     job = MpiJob(tmp_path)
     job.start(*launcher(first, 2), progs[("attrs_io", first)], ITERS, SLEEP_MS,
-              str(tmp_path / "f.dat"))
+              data_file(tmp_path))
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
     rc, out, err = job.finish_job()
     assert_passed(rc, out, err, 2, ITERS)

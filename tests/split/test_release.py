@@ -8,7 +8,7 @@ program goes on with the right values (tests/split/release.c).
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, launcher
+from split_common import build_program, data_file, launcher
 from test_ckpt import MpiJob, cycles
 
 ITERS = 10
@@ -100,7 +100,7 @@ def test_blocking_collective_on_a_file(blocking_coll, lower, n, mode, tmp_path):
     checkpoint comes (before, it failed after 10 s). Every value written
     before and after the restarts is in the file."""
     job = MpiJob(tmp_path)
-    job.start(*launcher(lower, n), blocking_coll[lower], 12, 300, mode, str(tmp_path / "f.dat"))
+    job.start(*launcher(lower, n), blocking_coll[lower], 12, 300, mode, data_file(tmp_path))
     cycles(job)
     rc, out, err = job.finish_job()
     assert rc == 0, out + err

@@ -21,7 +21,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
-from split_common import ENV, LH, TIMEOUT, launcher  # noqa: E402
+from split_common import ENV, LH, TIMEOUT, data_file, launcher  # noqa: E402
 from test_ckpt import MpiJob, cycles  # noqa: E402
 from test_restart_p2p import assert_checkpoints  # noqa: E402
 
@@ -148,7 +148,7 @@ def test_calls_pass_natively(progs, variant, abi, tmp_path):
     """What the program expects is what each MPI's own binding does
     ("strict" but for MPICH's MPI_Waitany of no request: see the program)."""
     strict = ["strict"] if abi == "openmpi" else []
-    r = run(launcher(abi, 3) + [progs[(variant, abi)], "3", "5", str(tmp_path / "f.dat"), *strict],
+    r = run(launcher(abi, 3) + [progs[(variant, abi)], "3", "5", data_file(tmp_path), *strict],
             tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"PASS ranks=3 iterations=3 checks={calls_checks(3, 3)}\n" in r.stdout, \
@@ -159,7 +159,7 @@ def test_calls_pass_natively(progs, variant, abi, tmp_path):
                                        ("openmpi", "mpich"), ("mpich", "openmpi")])
 def test_calls_under_the_lower_half(progs, abi, lower, tmp_path):
     r = run(launcher(lower, 3) + [str(LH / f"stasis-lh-{lower}"), progs[("calls", abi)], "3", "5",
-                                  str(tmp_path / "f.dat"), "strict"], tmp_path)
+                                  data_file(tmp_path), "strict"], tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"PASS ranks=3 iterations=3 checks={calls_checks(3, 3)}\n" in r.stdout, \
         r.stdout + r.stderr
@@ -172,7 +172,7 @@ def test_calls_three_cycles(progs, lower, n, tmp_path):
     job = MpiJob(tmp_path)
     variant = "calls-module" if n == 4 else "calls"
     job.start(*launcher(lower, n), progs[(variant, lower)], ITERS, SLEEP_MS,
-              str(tmp_path / "f.dat"), "strict")
+              data_file(tmp_path), "strict")
     cycles(job)
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
@@ -183,7 +183,7 @@ def test_calls_three_cycles(progs, lower, n, tmp_path):
 def test_calls_restart_under_the_other_mpi(progs, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher("mpich", 2), progs[("calls", "mpich")], ITERS, SLEEP_MS,
-              str(tmp_path / "f.dat"), "strict")
+              data_file(tmp_path), "strict")
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher("openmpi", 2))])
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
