@@ -147,6 +147,7 @@ static void hole_carve(uint64_t lo, uint64_t hi)
  * ARENA_LO), hi if none, lo if the file cannot be read (the whole window
  * then counts as taken). */
 static long scan_err;            /* why scan last returned lo: -errno */
+static long scan_fd;             /* with scan_err: the descriptor read, or -1 if the open failed */
 static uint64_t scan_first[2];   /* or the mapping that meets lo */
 
 static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
@@ -159,6 +160,7 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 	long n;
 
 	scan_err = 0;
+	scan_fd = -1;
 	if (IS_ERR(fd)) {
 		scan_err = fd;
 		return lo;
@@ -197,6 +199,7 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 	sys(SYS_close, fd, 0, 0, 0, 0, 0);
 	if (n < 0) {
 		scan_err = n;
+		scan_fd = fd;
 		return lo;
 	}
 	if (lowest == hi && bottom)
@@ -481,15 +484,19 @@ __attribute__((constructor(101))) static void uh_mem_init(void)
 	    sts_lh->version != STS_LH_VERSION)
 		return;
 	mem.next = ARENA_LO;
-	/* an open that failed added no hole: try again */
-	for (int i = 0; i < 3 && (mem.next = scan(ARENA_LO, ARENA_HI, 0)) == ARENA_LO &&
+	/* an open or read that failed added no hole: try again, for up to
+	 * 0.5 s (a read once failed with EBADF three times 10 ms apart) */
+	for (int i = 0; i < 25 && (mem.next = scan(ARENA_LO, ARENA_HI, 0)) == ARENA_LO &&
 			    scan_err && !scan_first[1]; i++)
-		usleep(10000);
+		usleep(20000);
 	if (mem.next == ARENA_LO) {
 		char what[128];
 
-		if (scan_err)
-			snprintf(what, sizeof(what), "cannot be read (error %ld)", -scan_err);
+		if (scan_err && scan_fd >= 0)
+			snprintf(what, sizeof(what), "cannot be read (error %ld reading descriptor %ld, "
+				 "25 tries)", -scan_err, scan_fd);
+		else if (scan_err)
+			snprintf(what, sizeof(what), "cannot be opened (error %ld, 25 tries)", -scan_err);
 		else
 			snprintf(what, sizeof(what), "shows %#llx-%#llx at the range's start",
 				 (unsigned long long)scan_first[0], (unsigned long long)scan_first[1]);
