@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <link.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -150,7 +151,7 @@ static long scan_err;            /* why scan last returned lo: -errno */
 static long scan_fd;             /* with scan_err: the descriptor read, or -1 if the open failed */
 static uint64_t scan_first[2];   /* or the mapping that meets lo */
 
-static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
+static uint64_t scan_maps(uint64_t lo, uint64_t hi, int bottom)
 {
 	char buf[2048];
 	uint64_t v[2] = { 0, 0 }, prev = lo, lowest = hi;
@@ -207,6 +208,23 @@ static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
 	else if (lowest != hi && prev < hi)
 		hole_add(prev, hi);
 	return lowest;
+}
+
+/* scan_maps with the checkpoint's signal blocked: a thread parked between
+ * its open and its last read would come back, at a restart, to a
+ * descriptor the new process does not have (EBADF; a checkpoint taken while
+ * a rank was still starting did that) */
+static uint64_t scan(uint64_t lo, uint64_t hi, int bottom)
+{
+	uint32_t sig = sts_lh->ckpt_signal;
+	uint64_t set = sig ? 1ull << (sig - 1) : 0, old = 0, r;
+
+	if (set)
+		sys(SYS_rt_sigprocmask, SIG_BLOCK, (long)&set, (long)&old, 8, 0, 0);
+	r = scan_maps(lo, hi, bottom);
+	if (set)
+		sys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&old, 0, 8, 0, 0);
+	return r;
 }
 
 /* mmap at exactly a, never over anything: 0, -EEXIST or another error */
@@ -484,8 +502,7 @@ __attribute__((constructor(101))) static void uh_mem_init(void)
 	    sts_lh->version != STS_LH_VERSION)
 		return;
 	mem.next = ARENA_LO;
-	/* an open or read that failed added no hole: try again, for up to
-	 * 0.5 s (a read once failed with EBADF three times 10 ms apart) */
+	/* an open that failed added no hole: try again, for up to 0.5 s */
 	for (int i = 0; i < 25 && (mem.next = scan(ARENA_LO, ARENA_HI, 0)) == ARENA_LO &&
 			    scan_err && !scan_first[1]; i++)
 		usleep(20000);

@@ -134,6 +134,14 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
 		return;
 	}
+	if (!lh_info->uh && fs >= STS_UPPER_LO && fs < STS_UPPER_HI) {
+		/* the upper half is still starting (its ld.so, its libraries'
+		 * constructors, its main before MPI_Init): it holds descriptors
+		 * and half-built state no restart gives back. It parks when its
+		 * MPI_Init leaves the lower half, as from any call (sts_leave) */
+		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
+		return;
+	}
 	tid = rsys(SYS_gettid, 0, 0, 0, 0);
 	if (fs < STS_UPPER_LO || fs >= STS_UPPER_HI) {
 		i = __atomic_fetch_add(&lower_n, 1, __ATOMIC_SEQ_CST);
@@ -359,6 +367,10 @@ static int await_parked(int timeout_ms)
 		if (!left && __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) ==
 			     __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
 			break;
+		if (lh_now_ms() > deadline && !lh_info->uh)
+			return err_set(-ETIMEDOUT, "rank %d: the program did not call MPI_Init within "
+				       "%d s; a checkpoint waits for that", lh_info->world_rank,
+				       timeout_ms / 1000);
 		if (lh_now_ms() > deadline)
 			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
 				       "within %d s (inside an MPI call that waits for a stopped rank?)",
