@@ -790,8 +790,10 @@ void lh_agent_start(uint32_t restarts)
 /* Start a restored thread of the upper half: a thread of this process on
  * its own TLS (CLONE_SETTLS) and its own stack, right at the signal frame
  * the checkpoint left there; glibc's struct pthread gets the new thread id
- * (CLONE_CHILD_SETTID) and the kernel clears it when the thread ends, as
- * pthread_join expects (CLONE_CHILD_CLEARTID). The child sets its robust
+ * before clone returns here (CLONE_PARENT_SETTID: with CLONE_CHILD_SETTID
+ * alone it is written only once the child first runs, and until then the
+ * other threads' pthread_kill would use the old id) and the kernel clears
+ * it when the thread ends, as pthread_join expects (CLONE_CHILD_CLEARTID). The child sets its robust
  * list and returns from the signal with rt_sigreturn: registers, signal mask
  * and extended state as they were. It touches no memory before that, so it
  * needs none of its own. */
@@ -799,7 +801,8 @@ static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 {
 	const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
 				    CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
-				    CLONE_CHILD_SETTID | CLONE_CHILD_CLEARTID;
+				    CLONE_PARENT_SETTID | CLONE_CHILD_SETTID |
+				    CLONE_CHILD_CLEARTID;
 	register long r10 __asm__("r10") = (long)(t->fs + tid_offset);
 	register long r8 __asm__("r8") = (long)t->fs;
 	register long r12 __asm__("r12") = (long)t->robust_head;
@@ -818,7 +821,7 @@ static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 			 "ud2\n"
 			 "1:"
 			 : "=a"(ret)
-			 : "0"((long)SYS_clone), "D"(flags), "S"(t->frame), "d"(0L), "r"(r10),
+			 : "0"((long)SYS_clone), "D"(flags), "S"(t->frame), "d"((long)(t->fs + tid_offset)), "r"(r10),
 			   "r"(r8), "r"(r12), "r"(r13), [robust] "i"(SYS_set_robust_list),
 			   [sigreturn] "i"(SYS_rt_sigreturn)
 			 : "rcx", "r11", "memory");
@@ -860,6 +863,9 @@ void lh_enter_upper(const struct lh_restored *r)
 		else if ((tid = start_thread(&r->threads[i], r->tid_offset)) < 0)
 			lh_die("rank %d: cannot start thread %u of the program again: %s",
 			    lh_info->world_rank, i, strerror((int)-tid));
+		else if (*(int32_t *)(uintptr_t)(r->threads[i].fs + r->tid_offset) != (int32_t)tid)
+			lh_die("rank %d: thread %u of the program started again without its "
+			       "new thread id in its struct pthread", lh_info->world_rank, i);
 		else
 			raise_pending(tid, r->threads[i].pending);
 	}

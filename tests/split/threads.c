@@ -216,6 +216,12 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 		nanosleep(&ts, NULL);
+		/* pthread_kill finds every thread by the id in its struct pthread */
+		if (pthread_kill(tick, 0) != 0 || pthread_kill(wait, 0) != 0)
+			fail(rank, it, "pthread_kill(0) does not find a thread");
+		for (int i = 0; i < nsleep; i++)
+			if (pthread_kill(sleepers[i], 0) != 0)
+				fail(rank, it, "pthread_kill(0) does not find a sleeper");
 #pragma omp parallel for num_threads(3) reduction(+ : s) reduction(max : team)
 		for (int i = 0; i < N; i++) {
 			s += data[i] * (it + 1);
