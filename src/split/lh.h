@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "common/log.h"
 #include "sts_mpi.h"
 
 /* A handle's value as a number, whatever the ABI makes handles (pointers in
@@ -23,9 +24,14 @@
 
 extern struct sts_lh_info *lh_info;
 
-/* "stasis: lower half: ..." on stderr in one write, then exit status 1
+/* "stasis: lower half: ..." on stderr in one write, then exit status 127
  * (lh_main.c) */
 void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+/* the same line, without exiting, when STASIS_LOG is level or more verbose
+ * (LOG_INFO or LOG_DEBUG of common/log.h); lh_log_on(level) says whether
+ * it would be written */
+void lh_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int lh_log_on(int level);
 
 /* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */
 /* a new real handle: its neutral number (predefined ones keep theirs) */

@@ -377,10 +377,7 @@ static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
 		*img = NULL;
 		return 0;
 	}
-	if (getenv("STASIS_LOG") && (!strcmp(getenv("STASIS_LOG"), "info") ||
-				     !strcmp(getenv("STASIS_LOG"), "debug")))
-		fprintf(stderr, "stasis: lower half: rank %d: no lazy restore (%s), reading it all\n",
-			rank, err_msg());
+	lh_log(LOG_INFO, "rank %d: no lazy restore (%s), reading it all", rank, err_msg());
 	for (unsigned i = 0; i < n; i++) {
 		size_t len = v[i].npages * PAGE;
 
@@ -396,7 +393,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	struct img_section_info si;
 	struct split_header h;
 	struct lh_lazy_piece *lazy = NULL;
-	unsigned nlazy = 0;
+	unsigned nlazy = 0, caplazy = 0;
 	char *buf = NULL;
 	const char *p, *end;
 	int ret, sec, pages;
@@ -489,13 +486,17 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 				break;
 			}
 			if (lazy_wanted(&r, len)) {
-				struct lh_lazy_piece *v = realloc(lazy, (nlazy + 1) * sizeof(*v));
+				if (nlazy == caplazy) {
+					unsigned cap = caplazy ? 2 * caplazy : 64;
+					struct lh_lazy_piece *v = realloc(lazy, cap * sizeof(*v));
 
-				if (!v) {
-					ret = err_set(-ENOMEM, "out of memory");
-					break;
+					if (!v) {
+						ret = err_set(-ENOMEM, "out of memory");
+						break;
+					}
+					lazy = v;
+					caplazy = cap;
 				}
-				lazy = v;
 				lazy[nlazy++] = (struct lh_lazy_piece){ run.addr, run.npages, off };
 			} else if (img_read(img, (unsigned)pages, off, (void *)(uintptr_t)run.addr, len) !=
 			    (ssize_t)len) {

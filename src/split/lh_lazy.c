@@ -54,7 +54,7 @@ struct piece {
 struct mm {
 	int fd;
 	struct piece *v;
-	unsigned n;
+	unsigned n, cap;
 	uint8_t *settled;               /* a bit per page of the pages section */
 	uint64_t left;                  /* pages of the pieces not settled */
 	uint64_t cursor;                /* the background fill's next page */
@@ -122,11 +122,15 @@ static void settle_range(struct mm *m, uint64_t a, uint64_t b)
 
 static int add_piece(struct mm *m, struct piece p)
 {
-	struct piece *v = realloc(m->v, (m->n + 1) * sizeof(*v));
+	if (m->n == m->cap) {
+		unsigned cap = m->cap ? 2 * m->cap : 16;
+		struct piece *v = realloc(m->v, cap * sizeof(*v));
 
-	if (!v)
-		return -ENOMEM;
-	m->v = v;
+		if (!v)
+			return -ENOMEM;
+		m->v = v;
+		m->cap = cap;
+	}
 	m->v[m->n++] = p;
 	return 0;
 }
@@ -269,7 +273,8 @@ static int add_mm(int fd, const struct mm *from)
 	memset(m, 0, sizeof(*m));
 	m->fd = fd;
 	m->settled = malloc(bits);
-	m->v = malloc((from->n ? from->n : 1) * sizeof(*m->v));
+	m->cap = from->n ? from->n : 1;
+	m->v = malloc(m->cap * sizeof(*m->v));
 	if (!m->settled || !m->v) {
 		free(m->settled);
 		free(m->v);
@@ -306,9 +311,7 @@ static void events(struct mm *m)
 				}
 				m->faults[m->nfaults++] = g->arg.pagefault.address & ~(PAGE - 1);
 				break;
-			case UFFD_EVENT_REMOVE:
-				settle_range(m, g->arg.remove.start, g->arg.remove.end);
-				break;
+			case UFFD_EVENT_REMOVE:   /* both fill arg.remove */
 			case UFFD_EVENT_UNMAP:
 				settle_range(m, g->arg.remove.start, g->arg.remove.end);
 				break;
@@ -410,10 +413,8 @@ static void *run(void *arg)
 		free(L.mm[i].settled);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	if (getenv("STASIS_LOG") && (!strcmp(getenv("STASIS_LOG"), "info") ||
-				     !strcmp(getenv("STASIS_LOG"), "debug")))
-		fprintf(stderr, "stasis: lower half: rank %d: lazy restore done, %llu MiB in %.3f s, "
-			"%llu touched pages served first\n", L.rank,
+	lh_log(LOG_INFO, "rank %d: lazy restore done, %llu MiB in %.3f s, "
+	       "%llu touched pages served first", L.rank,
 			(unsigned long long)(L.bytes >> 20),
 			(double)(t1.tv_sec - L.t0.tv_sec) + (t1.tv_nsec - L.t0.tv_nsec) * 1e-9,
 			(unsigned long long)L.served);

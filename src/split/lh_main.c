@@ -47,18 +47,14 @@
 #define PAGE 4096ul
 
 struct sts_lh_info *lh_info;
-static int verbose;
 
-void lh_die(const char *fmt, ...)
+/* "stasis: lower half: " and the message, one line in one write: the ranks
+ * of a job share the launcher's stderr */
+static void lh_vline(const char *fmt, va_list ap)
 {
 	char msg[600] = "stasis: lower half: ";
-	va_list ap;
-	int n;
+	int n = vsnprintf(msg + 20, sizeof(msg) - 22, fmt, ap);
 
-	/* one write: the ranks of a job share the launcher's stderr */
-	va_start(ap, fmt);
-	n = vsnprintf(msg + 20, sizeof(msg) - 22, fmt, ap);
-	va_end(ap);
 	if (n < 0)
 		n = 0;
 	if (n > (int)sizeof(msg) - 22)
@@ -68,18 +64,55 @@ void lh_die(const char *fmt, ...)
 	if (write(2, msg, (size_t)n) < 0) {
 		/* nothing else to do */
 	}
+}
+
+void lh_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	lh_vline(fmt, ap);
+	va_end(ap);
 	_exit(127);
+}
+
+/* STASIS_LOG's level, read once: the lower half does not load the
+ * configuration, the launcher passes the key down in the environment */
+int lh_log_on(int level)
+{
+	static int current = -1;
+
+	if (current < 0) {
+		const char *v = getenv("STASIS_LOG");
+		enum log_level l = LOG_WARN;
+
+		if (v)
+			(void)log_level_parse(v, &l);
+		current = (int)l;
+	}
+	return level <= current;
+}
+
+void lh_log(int level, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!lh_log_on(level))
+		return;
+	va_start(ap, fmt);
+	lh_vline(fmt, ap);
+	va_end(ap);
 }
 
 static void stage(const char *name)
 {
 	struct timespec ts;
 
-	if (!verbose)
+	if (!lh_log_on(LOG_DEBUG))
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	fprintf(stderr, "stasis: lower half: stage %s (%lld.%03ld)\n", name,
-		(long long)ts.tv_sec, ts.tv_nsec / 1000000);
+	lh_log(LOG_DEBUG, "stage %s (%lld.%03ld)", name, (long long)ts.tv_sec,
+	       ts.tv_nsec / 1000000);
 }
 
 static int thread_level(void)
@@ -444,9 +477,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 			lh_die("rank %d of %d: the launcher said rank %d of %d, and read that rank's image",
 			    lh_info->world_rank, lh_info->world_size, e->rank, e->size);
 	} else {
-		if (verbose)
-			fprintf(stderr, "stasis: lower half: rank %d reads its image after MPI_Init\n",
-				lh_info->world_rank);
+		lh_log(LOG_DEBUG, "rank %d reads its image after MPI_Init", lh_info->world_rank);
 		snprintf(e->path, sizeof(e->path), "%s/" SPLIT_IMAGE_FMT, dir, lh_info->world_rank);
 		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
 			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
@@ -484,7 +515,6 @@ int main(int argc, char **argv, char **envp)
 	static struct early early;
 	void *page;
 
-	verbose = getenv("STASIS_LOG") && !strcmp(getenv("STASIS_LOG"), "debug");
 	stage("aslr");
 	if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE)) {
 		if (personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
@@ -542,8 +572,8 @@ int main(int argc, char **argv, char **envp)
 	sts_gen_ops_fill(&lh_info->gen);
 	lh_hand_ops_fill(&lh_info->hand);
 	lh_info->mem_unfill = lh_mem_unfill;
-	if (lh_poll_init() && verbose)
-		fprintf(stderr, "stasis: lower half: requests tested by their completion word\n");
+	if (lh_poll_init())
+		lh_log(LOG_DEBUG, "requests tested by their completion word");
 
 	if (restore && *restore)
 		restart(restore, &early);
