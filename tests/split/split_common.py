@@ -7,6 +7,8 @@ import pathlib
 import subprocess
 import uuid
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 HERE = pathlib.Path(__file__).resolve().parent
 BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build"))).resolve()
@@ -53,6 +55,16 @@ def build_program(tmp_path_factory, name):
     """tests/split/<name>.c built with both MPIs: {abi: path}."""
     built = build_programs(tmp_path_factory, (name,))
     return {abi: built[(name, abi)] for abi in MPICC}
+
+
+def program_fixture(name):
+    """A module's fixture of tests/split/<name>.c built with both MPIs
+    ({abi: path}, build_program), once per module: `hello =
+    program_fixture("hello")` (the fixture is named after the variable)."""
+    @pytest.fixture(scope="module")
+    def built(tmp_path_factory):
+        return build_program(tmp_path_factory, name)
+    return built
 
 
 def run_on(prog, lower, n, args, cwd):

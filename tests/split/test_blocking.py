@@ -7,16 +7,14 @@ the right data and statuses (tests/split/blocking.c).
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, launcher
+from split_common import launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 12
 SLEEP_MS = 400
 
 
-@pytest.fixture(scope="module")
-def blocking(tmp_path_factory):
-    return build_program(tmp_path_factory, "blocking")
+blocking = program_fixture("blocking")
 
 
 @pytest.mark.parametrize("lower,n", [("openmpi", 3), ("mpich", 3)])

@@ -17,15 +17,13 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
 from proc_harness import Job  # noqa: E402
-from split_common import MPI_ENV, build_program, launcher  # noqa: E402
+from split_common import MPI_ENV, launcher, program_fixture# noqa: E402
 
 ITERS = 60
 SLEEP_MS = 100
 
 
-@pytest.fixture(scope="module")
-def hello(tmp_path_factory):
-    return build_program(tmp_path_factory, "hello")
+hello = program_fixture("hello")
 
 
 class MpiJob(Job):

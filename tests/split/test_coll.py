@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from split_common import ENV, LH, TIMEOUT, build_program, build_programs, launcher
+from split_common import ENV, LH, TIMEOUT, build_programs, launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 40
@@ -26,9 +26,7 @@ def expected_checks(size, iters):
                     + size * t + 12 * size + size)
 
 
-@pytest.fixture(scope="module")
-def coll(tmp_path_factory):
-    return build_program(tmp_path_factory, "coll")
+coll = program_fixture("coll")
 
 
 @pytest.mark.parametrize("lower,n", [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)])

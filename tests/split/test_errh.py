@@ -10,16 +10,14 @@ import subprocess
 
 import pytest
 
-from split_common import ENV, LH, TIMEOUT, build_program, launcher
+from split_common import ENV, LH, TIMEOUT, launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 30
 SLEEP_MS = 100
 
 
-@pytest.fixture(scope="module")
-def errh(tmp_path_factory):
-    return build_program(tmp_path_factory, "errh")
+errh = program_fixture("errh")
 
 
 @pytest.mark.parametrize("lower,restart_under", [("openmpi", "openmpi"), ("mpich", "mpich"),
@@ -50,9 +48,7 @@ def test_fatal_error_names_the_call(errh, lower, tmp_path):
         r.stderr
 
 
-@pytest.fixture(scope="module")
-def waitall_err(tmp_path_factory):
-    return build_program(tmp_path_factory, "waitall_err")
+waitall_err = program_fixture("waitall_err")
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])

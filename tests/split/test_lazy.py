@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from split_common import build_program, launcher
+from split_common import launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 150
@@ -21,9 +21,7 @@ SLEEP_MS = 5
 DONE = r"rank \d: lazy restore done, (\d+) MiB in \S+ s, (\d+) touched pages served first"
 
 
-@pytest.fixture(scope="module")
-def lazy(tmp_path_factory):
-    return build_program(tmp_path_factory, "lazy")
+lazy = program_fixture("lazy")
 
 
 def job_of(tmp_path, lower, prog, *args, **env):

@@ -10,7 +10,7 @@ and restarted under the other MPI. The program checks every result.
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, run_on
+from split_common import program_fixture, run_on
 from test_ckpt import cycled
 
 ITERS = 30
@@ -20,9 +20,7 @@ ABOVE = [("openmpi", None), ("mpich", None), ("openmpi", "openmpi"), ("mpich", "
          ("openmpi", "mpich"), ("mpich", "openmpi")]
 
 
-@pytest.fixture(scope="module")
-def local(tmp_path_factory):
-    return build_program(tmp_path_factory, "local")
+local = program_fixture("local")
 
 
 def passed(n, iters):

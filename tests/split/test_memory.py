@@ -9,12 +9,10 @@ import subprocess
 
 import pytest
 
-from split_common import ENV, LH, TIMEOUT, build_program, launcher
+from split_common import ENV, LH, TIMEOUT, launcher, program_fixture
 
 
-@pytest.fixture(scope="module")
-def progs(tmp_path_factory):
-    return build_program(tmp_path_factory, "memory")
+progs = program_fixture("memory")
 
 
 def run(cmd, cwd, env=ENV):

@@ -11,14 +11,12 @@ and restarted under the other MPI.
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, run_on
+from split_common import program_fixture, run_on
 from test_ckpt import cycled
 from test_local import ABOVE, ITERS, MATRIX, SLEEP_MS
 
 
-@pytest.fixture(scope="module")
-def persist(tmp_path_factory):
-    return build_program(tmp_path_factory, "persist")
+persist = program_fixture("persist")
 
 
 def passed(n, iters):

@@ -8,16 +8,14 @@ program goes on with the right values (tests/split/release.c).
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, data_file, launcher
+from split_common import data_file, launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 10
 SLEEP_MS = 500
 
 
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    return build_program(tmp_path_factory, "release")
+release = program_fixture("release")
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
@@ -31,9 +29,7 @@ def test_release_unblocks_the_checkpoint(release, lower, tmp_path):
     assert "FAIL" not in out
 
 
-@pytest.fixture(scope="module")
-def release_fin(tmp_path_factory):
-    return build_program(tmp_path_factory, "release_fin")
+release_fin = program_fixture("release_fin")
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
@@ -54,9 +50,7 @@ def test_released_rank_stops_at_finalize(release_fin, lower, tmp_path):
         assert f"rank {r} done {v}" in out, out + err
 
 
-@pytest.fixture(scope="module")
-def blocking_coll(tmp_path_factory):
-    return build_program(tmp_path_factory, "blocking_coll")
+blocking_coll = program_fixture("blocking_coll")
 
 
 @pytest.mark.parametrize("lower,n", [("openmpi", 2), ("mpich", 2), ("openmpi", 3)])

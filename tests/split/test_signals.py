@@ -9,16 +9,14 @@ cycles, on both MPIs.
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program
+from split_common import program_fixture
 from test_ckpt import cycled
 
 ITERS = 40
 SLEEP_MS = 100
 
 
-@pytest.fixture(scope="module")
-def signals(tmp_path_factory):
-    return build_program(tmp_path_factory, "signals")
+signals = program_fixture("signals")
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])

@@ -8,15 +8,13 @@ in about one run in four of test_local). The restarted job must pass.
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import build_program, launcher
+from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
 
 ITERS = 20
 
 
-@pytest.fixture(scope="module")
-def startup(tmp_path_factory):
-    return build_program(tmp_path_factory, "startup")
+startup = program_fixture("startup")
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])

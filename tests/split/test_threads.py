@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from split_common import build_program, launcher
+from split_common import launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
 ITERS = 24
@@ -20,9 +20,7 @@ SLEEP_MS = 250
 OMP = {"OMP_WAIT_POLICY": "passive"}
 
 
-@pytest.fixture(scope="module")
-def threads(tmp_path_factory):
-    return build_program(tmp_path_factory, "threads")
+threads = program_fixture("threads")
 
 
 def threaded_job(tmp_path, **env):
