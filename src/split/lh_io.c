@@ -22,10 +22,13 @@
  * program's (a record, rebuilt at restart before the file), let go of
  * when the file is closed.
  */
+#include <errno.h>
 #include <limits.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "lh.h"
@@ -125,19 +128,63 @@ static void comm_gone(uint32_t comm)
 	lh_release(STS_COMM, comm);
 }
 
+/* Open MPI's OMPIO (its shared file pointer component "sm") keeps a POSIX
+ * semaphore named after the file's base name, /dev/shm/sem.OMPIO_<name>,
+ * and MPI_File_open takes it. A rank killed while it held it leaves it
+ * taken, and every later open of a file of that base name on the node
+ * waits for good; after a kill is when Stasis restarts jobs. So one member
+ * of the opening communicator, before any other can open the file, waits
+ * a second for it; one still taken then is removed (the open makes a new
+ * one) and said. With MPICH (ROMIO) there is none. */
+static void ompio_unstick(const char *path)
+{
+#ifdef OPEN_MPI
+	const char *base = strrchr(path, '/');
+	char name[NAME_MAX + 1];
+	struct timespec ts;
+	sem_t *s;
+	int ret;
+
+	base = base ? base + 1 : path;
+	if (snprintf(name, sizeof(name), "/OMPIO_%s", base) >= (int)sizeof(name))
+		return;
+	s = sem_open(name, 0);
+	if (s == SEM_FAILED)
+		return;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 1;
+	while ((ret = sem_timedwait(s, &ts)) != 0 && errno == EINTR)
+		;
+	if (ret == 0)
+		sem_post(s);
+	else if (errno == ETIMEDOUT && sem_unlink(name) == 0)
+		lh_log(LOG_WARN, "rank %d: %s: removed /dev/shm/sem.%s, Open MPI's lock "
+		       "for that file name, left taken by a killed rank (opening the file "
+		       "would wait for good)", lh_info->world_rank, path, name + 1);
+	sem_close(s);
+#else
+	(void)path;
+#endif
+}
+
 int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint32_t *fh)
 {
 	MPI_Comm real = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), own;
 	uint32_t mine = 2;
 	MPI_File f;
 	struct lh_slot *s;
-	int ret = lh_coll_blocking(comm), size = 1;
+	int ret = lh_coll_blocking(comm), size = 1, me = 0;
 
 	if (ret)
 		return ret;
-	/* every member is here (past the entry barrier): its own communicator
-	 * first, so that a restart builds it before the file */
+	/* every member is here (past the entry barrier), and none opens the
+	 * file before the first one's ompio_unstick: MPI_Comm_dup returns on
+	 * none before all called it. Its own communicator first, so that a
+	 * restart builds it before the file */
 	MPI_Comm_size(real, &size);
+	MPI_Comm_rank(real, &me);
+	if (me == 0)
+		ompio_unstick(name);
 	if (size > 1) {
 		ret = MPI_Comm_dup(real, &own);
 		if (ret != MPI_SUCCESS)
@@ -276,6 +323,10 @@ int lh_io_rebuild(struct lh_slot *s)
 	MPI_File f;
 	int ret;
 
+	/* before MPI_Comm_create_group, which returns on no member before all
+	 * called it */
+	if (r->ranks[0] == lh_info->world_rank)
+		ompio_unstick(r->path);
 	MPI_Comm_group(MPI_COMM_WORLD, &wg);
 	ret = MPI_Group_incl(wg, r->n, r->ranks, &g);
 	MPI_Group_free(&wg);

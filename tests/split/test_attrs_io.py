@@ -77,3 +77,45 @@ def test_attrs_io_under_the_other_mpi(progs, first, second, tmp_path):
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
     rc, out, err = job.finish_job()
     assert_passed(rc, out, err, 2, ITERS)
+
+
+def stale_ompio_lock(path):
+    """What an Open MPI rank killed inside MPI_File_open leaves: OMPIO's
+    semaphore for the file's base name, taken (a glibc semaphore of value 0
+    is 32 zero bytes)."""
+    sem = pathlib.Path("/dev/shm") / f"sem.OMPIO_{pathlib.Path(path).name}"
+    sem.write_bytes(bytes(32))
+    return sem
+
+
+def test_stale_open_mpi_file_lock_is_removed(progs, tmp_path):
+    """A job killed while a rank held Open MPI's lock for a file name would
+    hang the next open of that name for good (natively too: see the
+    native run below). Under Stasis the first opener waits a second, then
+    removes it and says so: at the first open of `stasis run` and at the
+    reopening of `stasis restart`."""
+    path = data_file(tmp_path)
+    sem = stale_ompio_lock(path)
+    try:
+        with pytest.raises(subprocess.TimeoutExpired):
+            subprocess.run(launcher("openmpi", 2) + [progs[("attrs_io", "openmpi")], "3", "10",
+                                                     path],
+                           cwd=tmp_path, env=ENV, capture_output=True, timeout=6)
+        subprocess.run(["pkill", "-9", "-f", progs[("attrs_io", "openmpi")]])
+        said = f"stasis: lower half: rank 0: {path}: removed {sem}, Open MPI's lock for that " \
+               "file name, left taken by a killed rank (opening the file would wait for good)"
+        job = MpiJob(tmp_path)
+        job.start(*launcher("openmpi", 2), progs[("attrs_io", "openmpi")], ITERS, SLEEP_MS, path)
+        job.lines_until(r"rank 0 iteration [1-9]\d*")
+        job.checkpoint()
+        _, err = job.kill()
+        assert said in err, err
+        stale_ompio_lock(path)
+        job.seen = []
+        job._start(["restart", "--dir", job.ck])
+        rc, out, err = job.finish_job()
+        assert_passed(rc, out, err, 2, ITERS)
+        assert said in err, err
+    finally:
+        subprocess.run(["pkill", "-9", "-f", progs[("attrs_io", "openmpi")]])
+        sem.unlink(missing_ok=True)

@@ -17,7 +17,7 @@ import pytest
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
 from proc_harness import Job  # noqa: E402
-from split_common import MPI_ENV, launcher, program_fixture# noqa: E402
+from split_common import MPI_ENV, launcher, program_fixture  # noqa: E402
 
 ITERS = 60
 SLEEP_MS = 100
