@@ -9,6 +9,13 @@
  * it meanwhile (the program has no other thread: MPI's, the checkpoint
  * thread and the lazy restore's are the lower half's and block every
  * signal), then unblocks it: the handler runs at once, on the main thread.
+ * Then it arms a 500 us ITIMER_REAL whose SIGALRM handler (installed with
+ * signal()) checks the address of a __thread variable against the main
+ * thread's, and loops on MPI_Allreduce for 30 ms: most alarms arrive while
+ * the thread is inside MPI, on the lower half's FS base, and the handler
+ * must still find the program's TLS (uh_signal.c). At the end at least
+ * half the iterations must have seen an alarm (a restart does not bring
+ * the timer back: the iteration it was armed in may see none).
  * It prints "rank R iteration I"; a failed check prints "rank R: FAIL ..."
  * and exits with status 1. At the end rank 0 prints
  * "PASS ranks=N iterations=I". */
@@ -18,11 +25,33 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
 static volatile sig_atomic_t taken;
 static volatile long taken_by;
+static __thread long tls_word;
+static long *volatile main_tls;       /* &tls_word on the main thread */
+static volatile sig_atomic_t alarms, off_tls;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	if (&tls_word != main_tls)
+		off_tls++;
+	else
+		tls_word++;
+	alarms++;
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (double)t.tv_sec + t.tv_nsec * 1e-9;
+}
 
 static void on_usr1(int sig)
 {
@@ -46,6 +75,8 @@ int main(int argc, char **argv)
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 	struct sigaction sa = { .sa_handler = on_usr1 };
 	sigset_t usr1;
+	struct itimerval on = { { 0, 500 }, { 0, 500 } }, off = { { 0, 0 }, { 0, 0 } };
+	int alarmed = 0;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -54,6 +85,8 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &sa, NULL);
 	sigemptyset(&usr1);
 	sigaddset(&usr1, SIGUSR1);
+	main_tls = &tls_word;
+	signal(SIGALRM, on_alarm);
 	for (int it = 0; it < iters; it++) {
 		taken = 0;
 		sigprocmask(SIG_BLOCK, &usr1, NULL);
@@ -66,9 +99,24 @@ int main(int argc, char **argv)
 		if (taken != 1 || taken_by != getpid())
 			fail(rank, it, "SIGUSR1 did not run its handler on the main thread", taken_by);
 		MPI_Barrier(MPI_COMM_WORLD);
+		alarms = 0;
+		setitimer(ITIMER_REAL, &on, NULL);
+		for (double end = now() + 0.03;;) {
+			int mine = now() > end, all = 0;
+
+			MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+			if (all)
+				break;
+		}
+		setitimer(ITIMER_REAL, &off, NULL);
+		if (off_tls)
+			fail(rank, it, "SIGALRM's handler ran on a TLS not the program's", (long)off_tls);
+		alarmed += alarms > 0;
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
 	}
+	if (alarmed < iters / 2)
+		fail(rank, iters, "SIGALRM was seen in fewer than half the iterations", alarmed);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d\n", size, iters);
 	MPI_Finalize();
