@@ -88,9 +88,13 @@ struct sts_hand_ops {
 	int (*op_create)(int slot, int commute, uint32_t *op);
 	int (*waitsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
 	int (*testsome)(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_status *st);
-	/* MPIX_Checkpoint (stasis_mpix.h): the request (1: no coordinator),
-	 * then the wait for its outcome, an MPIX_CR_state_t */
-	int (*mpix_request)(uint64_t *ticket);
+	/* MPIX_Checkpoint (stasis_mpix.h): the ticket, taken before the
+	 * program's barrier, so that the checkpoint rank 0 asks for after it
+	 * is later than every rank's ticket; the request (1: no coordinator,
+	 * 2: wait 2 s in the upper half and ask again, fault point
+	 * split.mpix.late); then the wait for its outcome, an MPIX_CR_state_t */
+	void (*mpix_ticket)(uint64_t *ticket);
+	int (*mpix_request)(void);
 	int (*mpix_wait)(uint64_t ticket, int *state);
 	/* a predefined attribute of MPI_COMM_WORLD (STS_ATTR_*) as the real
 	 * MPI has it; ranks neutral */

@@ -132,10 +132,18 @@ int stasis_mpix_checkpoint(int *state)
 
 	*state = 3;   /* MPIX_CR_STATE_ERROR */
 	check_lower();
+	STS_LOWER(sts_lh->hand.mpix_ticket(&ticket));
 	ret = PMPI_Barrier(MPI_COMM_WORLD);
 	if (ret != MPI_SUCCESS)
 		return ret;
-	STS_LOWER(ret = sts_lh->hand.mpix_request(&ticket));
+	STS_LOWER(ret = sts_lh->hand.mpix_request());
+	if (ret == 2) {
+		struct timespec late = { 2, 0 };
+
+		while (nanosleep(&late, &late) != 0 && errno == EINTR)
+			;
+		STS_LOWER(ret = sts_lh->hand.mpix_request());
+	}
 	if (ret == 1) {
 		*state = 0;   /* MPIX_CR_STATE_IGNORE: no coordinator */
 		return MPI_SUCCESS;

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/fault.h"
 #include "lh.h"
 #include "lh_ledger.h"
 
@@ -130,12 +131,23 @@ int lh_op_build(int slot, int commute, uint64_t *real)
 	return ret;
 }
 
-/* ---- MPIX_Checkpoint (include/stasis_mpix.h): after a barrier of the
- * program's, rank 0 asks the coordinator; every rank waits for the end of
- * the next checkpoint it sees, or for a restart from it ---- */
-static int lh_mpix_request(uint64_t *ticket)
+/* ---- MPIX_Checkpoint (include/stasis_mpix.h): every rank takes a ticket,
+ * then after a barrier of the program's rank 0 asks the coordinator; every
+ * rank waits for the end of the first checkpoint after its ticket, or for a
+ * restart from it. A ticket taken after the barrier could come after that
+ * checkpoint (a rank descheduled on leaving the barrier is stopped and
+ * checkpointed there) and wait for good. ---- */
+static void lh_mpix_ticket(uint64_t *ticket)
 {
 	*ticket = ((uint64_t)lh_lg->restarts << 32) | lh_lg->mpix_gen;
+}
+
+static int lh_mpix_request(void)
+{
+	const char *only = getenv("STASIS_FAULT_RANK");
+
+	if ((!only || atoi(only) == lh_info->world_rank) && FAULT(SPLIT_MPIX_LATE))
+		return 2;   /* the upper half waits, then asks again */
 	if (!getenv("STASIS_COORD_ADDR"))
 		return 1;
 	if (lh_info->world_rank == 0 && lh_agent_request() != 0)
@@ -192,6 +204,7 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops)
 	ops->testany = lh_testany;
 	ops->waitsome = lh_waitsome;
 	ops->testsome = lh_testsome;
+	ops->mpix_ticket = lh_mpix_ticket;
 	ops->mpix_request = lh_mpix_request;
 	ops->mpix_wait = lh_mpix_wait;
 	ops->type_create_struct = lh_type_create_struct;
