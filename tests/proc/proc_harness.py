@@ -133,9 +133,20 @@ class Job:
         self.proc = None
         return out, err
 
+    def communicate(self, timeout):
+        """The job's (out, err) once it ends. Past timeout it is killed with
+        all it started (a hung job left running would spin on the CPUs the
+        next tests need) and the test fails saying so."""
+        try:
+            return self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out, err = self.kill() or ("", "")
+            raise AssertionError(f"the job did not end within {timeout} s: {out}\n{err}") \
+                from None
+
     def finish(self, timeout=120):
         (self.work / "stop").touch()
-        out, err = self.proc.communicate(timeout=timeout)
+        out, err = self.communicate(timeout)
         rc = self.proc.returncode
         self.proc = None
         for m in CRASH_MARKERS:

@@ -52,7 +52,7 @@ class MpiJob(Job):
         self._start(["run", "--dir", self.ck, *extra, "--", *cmd])
 
     def finish_job(self, timeout=180):
-        out, err = self.proc.communicate(timeout=timeout)
+        out, err = self.communicate(timeout)
         rc = self.proc.returncode
         self.proc = None
         return rc, "".join(self.seen) + out, err
