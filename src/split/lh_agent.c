@@ -793,9 +793,9 @@ void lh_agent_start(uint32_t restarts)
  * before clone returns here (CLONE_PARENT_SETTID: with CLONE_CHILD_SETTID
  * alone it is written only once the child first runs, and until then the
  * other threads' pthread_kill would use the old id) and the kernel clears
- * it when the thread ends, as pthread_join expects (CLONE_CHILD_CLEARTID). The child sets its robust
- * list and returns from the signal with rt_sigreturn: registers, signal mask
- * and extended state as they were. It touches no memory before that, so it
+ * it when the thread ends, as pthread_join expects (CLONE_CHILD_CLEARTID).
+ * The child sets its robust list and returns from the signal with
+ * rt_sigreturn: registers, signal mask and extended state as they were. It touches no memory before that, so it
  * needs none of its own. */
 static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 {

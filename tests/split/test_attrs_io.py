@@ -111,8 +111,7 @@ def test_stale_open_mpi_file_lock_is_removed(progs, tmp_path):
         _, err = job.kill()
         assert said in err, err
         stale_ompio_lock(path)
-        job.seen = []
-        job._start(["restart", "--dir", job.ck])
+        job.restart()
         rc, out, err = job.finish_job()
         assert_passed(rc, out, err, 2, ITERS)
         assert said in err, err

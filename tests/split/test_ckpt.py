@@ -51,6 +51,19 @@ class MpiJob(Job):
     def start(self, *cmd, extra=()):
         self._start(["run", "--dir", self.ck, *extra, "--", *cmd])
 
+    def restart(self, *args, env=None):
+        """`stasis restart` of this job's directory; the output seen so far
+        is forgotten."""
+        self.seen = []
+        self._start(["restart", "--dir", self.ck, *args], env)
+
+    def checkpoint_kill_restart(self, *args, env=None):
+        """Checkpoint the job, SIGKILL it, restart it; the checkpoint's name."""
+        name = self.checkpoint()
+        self.kill()
+        self.restart(*args, env=env)
+        return name
+
     def finish_job(self, timeout=180):
         out, err = self.communicate(timeout)
         rc = self.proc.returncode
@@ -80,10 +93,7 @@ def cycles(job, n=3, restart_args=()):
     it; the restarted job goes on from where the checkpoint was."""
     for _ in range(n):
         before = iteration(job.lines_until(r"rank 0 iteration \d+"))
-        name = job.checkpoint()
-        job.kill()
-        job.seen = []
-        job._start(["restart", "--dir", job.ck, *restart_args])
+        name = job.checkpoint_kill_restart(*restart_args)
         after = iteration(job.lines_until(r"rank 0 iteration \d+"))
         # the checkpoint was taken at or after `before`: no restart from scratch
         assert after >= before, (name, before, after)
@@ -122,8 +132,7 @@ def test_checkpoint_stop_then_restart(hello, tmp_path):
     rc, out, err = job.finish_job(timeout=60)
     assert rc == 0, err
     assert "PASS" not in out
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=2 iterations=40" in out, out + err
 
@@ -136,11 +145,7 @@ def test_restart_reads_the_image_after_init(hello, lower, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS)
     before = iteration(job.lines_until(r"rank 0 iteration \d+"))
-    job.checkpoint()
-    job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck], env=dict(STASIS_RESTORE_EARLY="0",
-                                                      STASIS_LOG="debug"))
+    job.checkpoint_kill_restart(env=dict(STASIS_RESTORE_EARLY="0", STASIS_LOG="debug"))
     assert iteration(job.lines_until(r"rank 0 iteration \d+")) >= before
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
@@ -163,8 +168,7 @@ def test_rank_killed_during_checkpoint(hello, tmp_path):
     assert "ended during the checkpoint" in r.stderr, r.stderr
     job.kill()
     del job.env["STASIS_FAULT"]
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     ls = job.stasis("ls", "--dir", job.ck).stdout
@@ -234,16 +238,14 @@ def test_restart_reads_the_job_files_ahead(hello, tmp_path):
     assert len(set(paths)) == len(paths), paths
 
     job.env["STASIS_LOG"] = "debug"
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     job.lines_until(r"rank 0 iteration \d+")
     _, err = job.kill()
     ahead = re.search(r"reading (\d+) files and rank images ahead", err)
     assert ahead and int(ahead.group(1)) >= len(paths), err
 
     job.env["STASIS_PREFETCH"] = "off"
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     assert "rank images ahead" not in err, err

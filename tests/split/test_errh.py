@@ -59,10 +59,7 @@ def test_waitall_error_survives_a_checkpoint_inside_it(waitall_err, lower, tmp_p
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, 2), waitall_err[lower])
     job.lines_until(r"in waitall")
-    job.checkpoint()
-    job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.checkpoint_kill_restart()
     (job.work / "go").touch()
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS" in out and "FAIL" not in out, out + err

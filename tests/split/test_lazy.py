@@ -50,15 +50,11 @@ def test_mpix_checkpoint_during_the_lazy_restore(lazy, lower, tmp_path):
     pages still to come: a restart from it has every word."""
     job = job_of(tmp_path, lower, lazy[lower], "mpix")
     job.lines_until(r"rank 0 iteration 2")
-    job.checkpoint()
-    job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.checkpoint_kill_restart()
     job.lines_until(r"rank 0 restarted 1")
     job.lines_until(r"rank 0 iteration \d+")   # MPIX_Checkpoint returned on every rank
     job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=2" in out and "FAIL" not in out, out + err
     assert "rank 0 mpix restart ok" in out and "rank 1 mpix restart ok" in out, out

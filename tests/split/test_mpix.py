@@ -55,8 +55,7 @@ def test_checkpoint_then_restart(mpix, lower, n, tmp_path):
     ls = job.stasis("ls", "--dir", job.ck).stdout
     assert len(re.findall(r"ckpt-\d+\s+(CURRENT|COMPLETE)\s", ls)) >= 3, ls
     seen = job.seen
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     before, after = states("".join(seen)), states(out)

@@ -40,10 +40,7 @@ def test_released_rank_stops_at_finalize(release_fin, lower, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, 3), release_fin[lower], 3000)
     job.lines_until(r"rank 0 ready")
-    job.checkpoint()
-    job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.checkpoint_kill_restart()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     for r, v in ((0, 4242), (1, 4242), (2, 0)):

@@ -22,9 +22,6 @@ def test_checkpoint_during_startup_waits_for_mpi_init(startup, lower, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, 2), startup[lower], ITERS, 100)
     job.lines_until(r"starting")
-    job.checkpoint()
-    job.kill()
-    job.seen = []
-    job._start(["restart", "--dir", job.ck])
+    job.checkpoint_kill_restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out and "FAIL" not in out, out + err
