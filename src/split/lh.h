@@ -145,4 +145,9 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops);
 void lh_mem_fill(void);
 void lh_mem_unfill(void);
 
+/* The guard that keeps the program break from moving (lh_main.c): 0 at a
+ * checkpoint if it held, else -ENOTSUP with the message in err_msg() */
+#define LH_BRK_GUARD (16ul << 20)
+int lh_brk_check(void);
+
 #endif

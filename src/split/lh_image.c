@@ -215,7 +215,8 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	char *bounce = NULL;
 
 	lh_lazy_wait();   /* the pagemap shows only pages that are in */
-	ret = scan(&l);
+	ret = lh_brk_check();
+	ret = ret ? ret : scan(&l);
 	for (int s = 1; !ret && s <= 64; s++) {
 		struct kact k;
 

@@ -5,13 +5,15 @@
  * Stages (docs/split.md):
  *   1. aslr    turn address randomization off and execute ourselves again,
  *              so that the lower half lands at the same addresses every time
- *   2. mpi     the real MPI_Init_thread, here, before any application code
- *   3. table   the sts_lh_info table at STS_LH_INFO_ADDR: FS base, rank,
+ *   2. brk     a guard at the program break, before MPI starts, on every
+ *              launch and restart: the kernel's brk belongs to no half,
+ *              both mallocs use mmap
+ *   3. mpi     the real MPI_Init_thread, here, before any application code
+ *   4. table   the sts_lh_info table at STS_LH_INFO_ADDR: FS base, rank,
  *              library, the generated and hand-written calls
- *   4. interp  the application's ELF interpreter (its ld.so) mapped at
+ *   (a restart goes its own way from here: restart() below)
+ *   5. interp  the application's ELF interpreter (its ld.so) mapped at
  *              STS_UH_INTERP, as the kernel would map a program
- *   5. brk     a guard at the program break: the kernel's brk belongs to
- *              no half, both mallocs use mmap
  *   6. stack   a new stack for the upper half: argv (ld.so, PROGRAM, ARGS),
  *              the environment with Stasis's MPI library first on
  *              LD_LIBRARY_PATH, an auxiliary vector describing ld.so
@@ -36,6 +38,7 @@
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -113,6 +116,37 @@ static void stage(const char *name)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	lh_log(LOG_DEBUG, "stage %s (%lld.%03ld)", name, (long long)ts.tv_sec,
 	       ts.tv_nsec / 1000000);
+}
+
+/* The kernel keeps one program break per process, and two libcs share this
+ * one: each would grow it from where it last saw it, over the other's
+ * chunks, and what the upper half got there would lie outside its range,
+ * unsaved. So neither may have it: a PROT_NONE guard right at the break,
+ * placed before MPI or the program allocates anything, on a fresh launch
+ * and at every restart alike, makes every brk() that grows fail (glibc's
+ * malloc then takes its memory with mmap, which keeps the upper half's in
+ * its range). lh_brk_check says at a checkpoint that it held. */
+static uint64_t brk_at;
+
+static void brk_guard(void)
+{
+	brk_at = (uint64_t)syscall(SYS_brk, 0);
+	if (brk_at & (PAGE - 1) ||
+	    mmap((void *)brk_at, LH_BRK_GUARD, PROT_NONE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0) != (void *)brk_at)
+		lh_die("cannot place the guard at the program break %#lx: %s", (unsigned long)brk_at,
+		    strerror(errno));
+}
+
+int lh_brk_check(void)
+{
+	uint64_t now = (uint64_t)syscall(SYS_brk, 0);
+
+	if (now != brk_at)
+		return err_set(-ENOTSUP, "the program break moved from %#lx to %#lx: heap memory outside "
+			       "the upper half's range would not be saved", (unsigned long)brk_at,
+			       (unsigned long)now);
+	return 0;
 }
 
 static int thread_level(void)
@@ -509,7 +543,7 @@ int main(int argc, char **argv, char **envp)
 	int pers = personality(0xffffffff), provided = 0, level, len = 0;
 	char prog[PATH_MAX], interp[PATH_MAX], lib[MPI_MAX_LIBRARY_VERSION_STRING];
 	struct loaded l;
-	uint64_t sp, brk0;
+	uint64_t sp;
 	const char *restore;
 	sigset_t all, mask;
 	static struct early early;
@@ -529,6 +563,9 @@ int main(int argc, char **argv, char **envp)
 	argv++, argc--;   /* argv[0] is now PROGRAM */
 	find_program(argv[0], prog, sizeof(prog));
 	program_interp(prog, interp, sizeof(interp));
+
+	stage("brk");
+	brk_guard();
 
 	stage("mpi");
 	level = thread_level();
@@ -584,12 +621,6 @@ int main(int argc, char **argv, char **envp)
 
 	stage("interp");
 	l = load_interp(interp, STS_UH_INTERP);
-
-	stage("brk");
-	brk0 = ((uint64_t)(uintptr_t)sbrk(0) + PAGE - 1) & ~(PAGE - 1);
-	if (mmap((void *)brk0, 16u << 20, PROT_NONE,
-		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE | MAP_NORESERVE, -1, 0) == MAP_FAILED)
-		lh_die("cannot place the guard at the program break: %s", strerror(errno));
 
 	stage("stack");
 	sp = build_stack(interp, &l, prog, argc, argv, envp);

@@ -1,0 +1,219 @@
+/* appstate.c - state a real application acquires after MPI_Init, checked
+ * across restarts (issue 20, docs/split.md "Upper-half memory" and "The
+ * upper half's descriptors").
+ *
+ *   appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen LIB_A LIB_B] [files]
+ *
+ * heap    every iteration allocates 64 blocks of 4000 bytes (below malloc's
+ *         mmap threshold: the heap grows by small allocations, before and
+ *         after every restart) and checks every block allocated so far;
+ * dlopen  LIB_A is dlopen()ed after MPI_Init and LIB_B after the first
+ *         restart; each iteration calls their step function, which keeps a
+ *         running sum in the library's own data and returns it;
+ * files   rank 0 writes one line per iteration to DIR/log.txt (fopen "w",
+ *         fflush'ed) and every rank appends one line per iteration to
+ *         DIR/append-R.txt (open with O_APPEND, write).
+ *
+ * A restart is seen as a change of pid: "rank R restarted K". Each
+ * iteration rank 0 prints "rank 0 iteration I"; at the end "PASS ranks=N
+ * iterations=I". A failed check prints "FAIL ..." and exits with 1. The
+ * files' contents depend only on the iterations: a run checkpointed,
+ * killed and restarted must leave them equal to an uninterrupted run's. */
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define BLOCK 4000
+#define PER_ITER 64
+
+static int rank;
+
+static void fail(const char *fmt, long a, long b)
+{
+	printf("rank %d: FAIL ", rank);
+	printf(fmt, a, b);
+	printf("\n");
+	fflush(stdout);
+	_exit(1);
+}
+
+struct block {
+	struct block *next;
+	uint32_t it, i;
+	unsigned char fill[BLOCK - 16];
+};
+
+static struct block *blocks;
+static long nblocks;
+
+static unsigned char byte_of(const struct block *b, size_t k)
+{
+	return (unsigned char)(b->it * 131u + b->i * 7u + k + (unsigned)rank);
+}
+
+static void heap_step(int it)
+{
+	long n = 0;
+
+	for (const struct block *b = blocks; b; b = b->next, n++)
+		for (size_t k = 0; k < sizeof(b->fill); k++)
+			if (b->fill[k] != byte_of(b, k))
+				fail("block of iteration %ld: byte %ld changed", (long)b->it, (long)k);
+	if (n != nblocks)
+		fail("%ld blocks found, %ld allocated", n, nblocks);
+	for (unsigned i = 0; i < PER_ITER; i++) {
+		struct block *b = malloc(sizeof(*b));
+
+		if (!b)
+			fail("malloc returned NULL at block %ld%ld", nblocks, 0);
+		b->it = (uint32_t)it;
+		b->i = i;
+		for (size_t k = 0; k < sizeof(b->fill); k++)
+			b->fill[k] = byte_of(b, k);
+		b->next = blocks;
+		blocks = b;
+		nblocks++;
+	}
+}
+
+typedef long (*step_fn)(long);
+
+struct lib {
+	const char *path;
+	step_fn step;
+	long expect;
+};
+
+static struct lib libs[2];
+
+static void lib_open(struct lib *l)
+{
+	void *h = dlopen(l->path, RTLD_NOW | RTLD_LOCAL);
+
+	if (!h) {
+		printf("rank %d: FAIL dlopen: %s\n", rank, dlerror());
+		fflush(stdout);
+		_exit(1);
+	}
+	l->step = (step_fn)(uintptr_t)dlsym(h, "plugin_step");
+	if (!l->step)
+		fail("plugin_step not found in library %ld%ld", (long)(l - libs), 0);
+}
+
+static void lib_step(int it)
+{
+	for (unsigned i = 0; i < 2; i++) {
+		struct lib *l = &libs[i];
+
+		if (!l->step)
+			continue;
+		l->expect += it + 1 + (long)i * 1000;
+		long got = l->step(it + 1 + (long)i * 1000);
+
+		if (got != l->expect)
+			fail("the dlopen()ed library's sum is %ld, expected %ld", got, l->expect);
+	}
+}
+
+static FILE *logf;
+static int appfd = -1;
+
+static void files_open(const char *dir)
+{
+	char path[4096];
+
+	if (rank == 0) {
+		snprintf(path, sizeof(path), "%s/log.txt", dir);
+		logf = fopen(path, "w");
+		if (!logf)
+			fail("cannot create log.txt%ld%ld", 0, 0);
+	}
+	snprintf(path, sizeof(path), "%s/append-%d.txt", dir, rank);
+	appfd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_TRUNC, 0644);
+	if (appfd < 0)
+		fail("cannot create append-%ld.txt%ld", rank, 0);
+}
+
+static void files_step(int it)
+{
+	char line[128];
+	int n = snprintf(line, sizeof(line), "rank %d appends line %d of %ld blocks\n", rank, it,
+			 nblocks);
+
+	if (logf) {
+		if (fprintf(logf, "iteration %d: %ld blocks, sum %ld\n", it, nblocks,
+			    libs[0].expect) < 0 || fflush(logf) != 0)
+			fail("cannot write log.txt at iteration %ld%ld", it, 0);
+	}
+	if (appfd >= 0 && write(appfd, line, (size_t)n) != n)
+		fail("cannot append at iteration %ld%ld", it, 0);
+}
+
+int main(int argc, char **argv)
+{
+	int size, iters, heap = 0, files = 0, restarts = 0;
+	long ms;
+	pid_t pid = getpid();
+	struct timespec ts;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc < 4)
+		fail("usage: appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen A B] [files]%ld%ld", 0, 0);
+	iters = atoi(argv[1]);
+	ms = atol(argv[2]);
+	ts = (struct timespec){ ms / 1000, (ms % 1000) * 1000000 };
+	for (int a = 4; a < argc; a++) {
+		if (!strcmp(argv[a], "heap")) {
+			heap = 1;
+		} else if (!strcmp(argv[a], "files")) {
+			files = 1;
+		} else if (!strcmp(argv[a], "dlopen") && a + 2 < argc) {
+			libs[0].path = argv[++a];
+			libs[1].path = argv[++a];
+			lib_open(&libs[0]);
+		} else {
+			fail("unknown argument %ld%ld", a, 0);
+		}
+	}
+	if (files)
+		files_open(argv[3]);
+	for (int it = 0; it < iters; it++) {
+		if (getpid() != pid) {
+			pid = getpid();
+			restarts++;
+			if (libs[1].path && !libs[1].step)
+				lib_open(&libs[1]);
+			printf("rank %d restarted %d\n", rank, restarts);
+			fflush(stdout);
+		}
+		if (heap)
+			heap_step(it);
+		lib_step(it);
+		if (files)
+			files_step(it);
+		MPI_Barrier(MPI_COMM_WORLD);
+		if (rank == 0) {
+			printf("rank 0 iteration %d\n", it);
+			fflush(stdout);
+		}
+		nanosleep(&ts, NULL);
+	}
+	if (logf && fclose(logf) != 0)
+		fail("cannot close log.txt%ld%ld", 0, 0);
+	if (appfd >= 0 && close(appfd) != 0)
+		fail("cannot close the appended file%ld%ld", 0, 0);
+	MPI_Barrier(MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("PASS ranks=%d iterations=%d blocks=%ld\n", size, iters, nblocks);
+	fflush(stdout);
+	MPI_Finalize();
+	return 0;
+}

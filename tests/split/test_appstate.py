@@ -1,0 +1,76 @@
+"""State a real application acquires after MPI_Init survives checkpoint,
+SIGKILL and restart (issue 20; docs/split.md "Upper-half memory" and "The
+upper half's descriptors"): appstate.c grows its heap by small allocations
+before and after every restart and checks every block, calls a library it
+dlopen()ed after MPI_Init and another it dlopen()ed after the first
+restart, and writes a log with fopen and an O_APPEND file per rank. After
+three cycles the files must equal those of an uninterrupted run.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import subprocess
+
+import pytest
+
+from split_common import launcher, program_fixture, run_on
+from test_ckpt import MpiJob, cycles
+
+ITERS = 40
+SLEEP_MS = 60
+
+
+appstate = program_fixture("appstate")
+
+
+@pytest.fixture(scope="module")
+def plugins(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plugins")
+    src = str(__import__("pathlib").Path(__file__).resolve().parent / "plugin.c")
+    out = []
+    for name in ("plugin_a", "plugin_b"):
+        so = d / f"{name}.so"
+        subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(so), src], check=True)
+        out.append(str(so))
+    return out
+
+
+def files_of(d, n):
+    names = ["log.txt"] + [f"append-{r}.txt" for r in range(n)]
+    return {name: (d / name).read_text() for name in names}
+
+
+def args_of(d, plugins, modes):
+    a = [str(ITERS), str(SLEEP_MS), str(d)]
+    if "heap" in modes:
+        a.append("heap")
+    if "dlopen" in modes:
+        a += ["dlopen", *plugins]
+    if "files" in modes:
+        a.append("files")
+    return a
+
+
+def three_cycles(prog, plugins, lower, tmp_path, modes):
+    """prog with modes through three checkpoint, SIGKILL and restart cycles
+    on 2 ranks of lower; the directory its files went to, and (for files)
+    the one of an uninterrupted run of the same."""
+    native = tmp_path / "native"
+    native.mkdir()
+    if "files" in modes:
+        r = run_on(prog, None, 2, args_of(native, plugins, modes), tmp_path)
+        assert r.returncode == 0 and "PASS ranks=2" in r.stdout, r.stdout + r.stderr
+    run = tmp_path / "run"
+    run.mkdir()
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), prog, *args_of(run, plugins, modes))
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS} blocks=" in out, out + err
+    assert "FAIL" not in out
+    assert "rank 0 restarted 3" in out and "rank 1 restarted 3" in out, out
+    return run, native, out
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_heap_grown_by_small_blocks_across_restarts(appstate, plugins, lower, tmp_path):
+    _, _, out = three_cycles(appstate[lower], plugins, lower, tmp_path, ("heap",))
+    assert f"blocks={ITERS * 64}" in out
