@@ -178,6 +178,43 @@ def test_a_socket_fails_the_checkpoint_and_the_program_runs_on(job):
     assert rc == 0 and out.strip().endswith("PASS"), err
 
 
+def test_a_child_process_fails_the_checkpoint_and_the_program_runs_on(job):
+    """The image holds one process: a child, running or a zombie not yet
+    waited for, fails the checkpoint in one line naming it; the program and
+    its child run on and the previous checkpoint stays established. A child
+    already waited for is no obstacle (tests/proc/children.c). The child is
+    started after a restart: the restarted program has its own PID namespace
+    and /proc, the message the pids the program sees."""
+    job.run(program("children"))        # its first child came and went
+    assert job.checkpoint() == "ckpt-000001"
+    job.kill()
+    job.restart()
+    (job.work / "fork").touch()
+    job.wait_line("CHILD")
+    parent, kid = map(int, (job.work / "pids").read_text().split())
+    expected = (f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {parent} "
+                f"has a child process {kid} (kid); process trees are not supported yet")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert one_line_error(r, rc=1) == expected
+    assert job.proc.poll() is None
+    os.kill(parent, 0)
+    os.kill(kid, 0)
+    assert established(job) == ["ckpt-000001"]
+    (job.work / "zombie").touch()       # the program answers: it runs on
+    job.wait_line("ZOMBIE")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert one_line_error(r, rc=1) == expected
+    assert established(job) == ["ckpt-000001"]
+    (job.work / "reap").touch()
+    job.wait_line("REAPED")
+    name = job.checkpoint()
+    assert established(job) == ["ckpt-000001", name]
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS") and "FAIL" not in out, f"{out}\n{err}"
+
+
 def test_a_file_that_grew_restarts_one_that_shrank_or_vanished_is_refused(job):
     job.run(program("socket"))          # appends to log.txt every 10 ms
     job.checkpoint()
