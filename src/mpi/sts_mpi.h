@@ -70,6 +70,9 @@ struct sts_status {
  * user reduction operations run in the upper half, with its TLS. */
 struct sts_uh_callbacks {
 	void (*op_call)(int slot, void *in, void *inout, int *len, uint32_t datatype);
+	/* the upper ld.so's struct r_debug: a checkpoint checks that every
+	 * object loaded above lies in the upper range (lh_image.c) */
+	const void *r_debug;
 };
 
 #define STS_OP_SLOTS 64         /* user-defined operations at once */
@@ -127,7 +130,7 @@ enum { STS_ATTR_TAG_UB, STS_ATTR_HOST, STS_ATTR_IO, STS_ATTR_UNIVERSE_SIZE, STS_
 
 #define STS_LH_INFO_ADDR 0x3ff1f0000000ull   /* in Stasis's window: never saved */
 #define STS_LH_MAGIC 0x53545348414c4631ull   /* "1FLAHSTS" */
-#define STS_LH_VERSION 1
+#define STS_LH_VERSION 2
 
 struct sts_lh_info {
 	uint64_t magic;

@@ -1,5 +1,6 @@
 /* uh_core.c - the upper half's hand-written MPI functions (functions.list:
  * hand) and the switch into the lower half. */
+#include <link.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -100,7 +101,7 @@ static void op_call(int slot, void *in, void *inout, int *len, uint32_t dt)
 	op_fn[slot](in, inout, len, &t);
 }
 
-static const struct sts_uh_callbacks callbacks = { op_call };
+static const struct sts_uh_callbacks callbacks = { op_call, &_r_debug };
 
 int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 {

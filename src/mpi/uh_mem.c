@@ -20,8 +20,8 @@
  * The state is this library's .bss, inside the range: it is saved and
  * restored with the upper half. System calls are raw (no libc call that
  * could come back here), errno is the upper libc's (this code runs with
- * the upper TLS). An upper dlopen after startup maps with ld.so's own mmap,
- * which is not patched (docs/split.md).
+ * the upper TLS). A dlopen after startup maps with ld.so's own copy of mmap
+ * and munmap, which are patched the same way (patch_ldso).
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -462,21 +462,13 @@ static const unsigned char mremap_entry[] = {
 	0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0, 0, 0,    /* mov %fs:0x28,%rax */
 };
 
-static void patch(void *libc, const char *name, void *to, const unsigned char *entry, size_t n)
+/* Overwrite the entry of f with an absolute jump to to. */
+static void patch_at(unsigned char *f, const char *name, void *to)
 {
-	unsigned char *f = dlsym(libc, name), jmp[13] = { 0x49, 0xbb };   /* movabs $to,%r11 */
+	unsigned char jmp[13] = { 0x49, 0xbb };   /* movabs $to,%r11 */
 	uint64_t target = (uint64_t)(uintptr_t)to;
-	const ElfW(Sym) *sym = NULL;
 	uintptr_t lo, hi;
-	Dl_info info;
 
-	if (!f)
-		refuse(name, "is missing from libc.so.6");
-	if (!dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != f ||
-	    sym->st_size < sizeof(jmp))
-		refuse(name, "is shorter than the 13-byte jump");
-	if (memcmp(f, entry, n) != 0)
-		refuse(name, "does not begin with the instructions of glibc 2.36's");
 	memcpy(jmp + 2, &target, 8);
 	jmp[10] = 0x41, jmp[11] = 0xff, jmp[12] = 0xe3;   /* jmp *%r11 */
 	lo = (uintptr_t)f & ~(uintptr_t)(PAGE - 1);
@@ -486,6 +478,59 @@ static void patch(void *libc, const char *name, void *to, const unsigned char *e
 	memcpy(f, jmp, sizeof(jmp));
 	if (mprotect((void *)lo, hi - lo, PROT_READ | PROT_EXEC) != 0)
 		refuse(name, "cannot be made read-only again");
+}
+
+static void patch(void *libc, const char *name, void *to, const unsigned char *entry, size_t n)
+{
+	unsigned char *f = dlsym(libc, name);
+	const ElfW(Sym) *sym = NULL;
+	Dl_info info;
+
+	if (!f)
+		refuse(name, "is missing from libc.so.6");
+	if (!dladdr1(f, &info, (void **)&sym, RTLD_DL_SYMENT) || !sym || info.dli_saddr != f ||
+	    sym->st_size < 13)
+		refuse(name, "is shorter than the 13-byte jump");
+	if (memcmp(f, entry, n) != 0)
+		refuse(name, "does not begin with the instructions of glibc 2.36's");
+	patch_at(f, name, to);
+}
+
+/* ld.so maps the libraries a dlopen() loads with its own copy of mmap, not
+ * libc's, and exports no symbol for it: it is found in ld.so's text by its
+ * first instructions, which must occur there exactly once (they do in
+ * glibc 2.36's ld.so, the same code as libc's mmap and munmap: objdump),
+ * and patched like libc's. Without it a library loaded after startup would
+ * land near the top of the address space, outside the range. */
+static void patch_ldso(const char *name, void *to, const unsigned char *entry, size_t n)
+{
+	Dl_info info;
+	const ElfW(Ehdr) *eh;
+	const ElfW(Phdr) *ph;
+	unsigned char *found = NULL;
+	int count = 0;
+
+	if (!dladdr((void *)&_r_debug, &info) || !info.dli_fbase)
+		refuse(name, "of ld.so: ld.so is not found");
+	eh = info.dli_fbase;
+	ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++) {
+		unsigned char *lo, *hi;
+
+		if (ph[i].p_type != PT_LOAD || !(ph[i].p_flags & PF_X))
+			continue;
+		lo = (unsigned char *)eh + ph[i].p_vaddr;
+		hi = lo + ph[i].p_filesz;
+		for (unsigned char *p = lo; p + n <= hi; p++)
+			if (p[0] == entry[0] && memcmp(p, entry, n) == 0) {
+				found = p;
+				count++;
+			}
+	}
+	if (count != 1)
+		refuse(name, count ? "of ld.so: its first instructions occur more than once"
+				   : "of ld.so: its first instructions (glibc 2.36's) are not found");
+	patch_at(found, name, to);
 }
 
 static void mem_child(void)
@@ -527,6 +572,8 @@ __attribute__((constructor(101))) static void uh_mem_init(void)
 		patch(libc, "mmap64", (void *)uh_mmap, mmap_entry, sizeof(mmap_entry));
 	patch(libc, "munmap", (void *)uh_munmap, munmap_entry, sizeof(munmap_entry));
 	patch(libc, "mremap", (void *)uh_mremap, mremap_entry, sizeof(mremap_entry));
+	patch_ldso("mmap", (void *)uh_mmap, mmap_entry, sizeof(mmap_entry));
+	patch_ldso("munmap", (void *)uh_munmap, munmap_entry, sizeof(munmap_entry));
 	pthread_atfork(NULL, NULL, mem_child);
 	if (sts_lh->mem_unfill)
 		STS_LOWER(sts_lh->mem_unfill());

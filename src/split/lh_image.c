@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +201,28 @@ static int scan(struct layout *l)
 	return ret;
 }
 
+/* Every object the upper ld.so loaded lies in the range: a library mapped
+ * outside it (by a path that escaped the arena) would be left out of the
+ * image without a word. Its dynamic section is the address checked. */
+static int check_objects(uint64_t vdso)
+{
+	const struct r_debug *r = lh_info->uh ? lh_info->uh->r_debug : NULL;
+	unsigned n = 0;
+
+	if (!r)
+		return 0;
+	for (const struct link_map *m = r->r_map; m && n < 100000; m = m->l_next, n++) {
+		uint64_t ld = (uint64_t)(uintptr_t)m->l_ld;
+
+		if (!ld || (ld >= STS_UPPER_LO && ld < STS_UPPER_HI) || (ld >= vdso && ld < vdso + (64 << 10)))
+			continue;
+		return err_set(-ENOTSUP, "the upper half's %s lies at %#lx, outside its range: it "
+			       "would not be saved", m->l_name && *m->l_name ? m->l_name : "program",
+			       (unsigned long)ld);
+	}
+	return 0;
+}
+
 static int put(struct img_writer *w, const void *p, size_t n)
 {
 	return img_write(w, p, n);
@@ -216,6 +239,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 
 	lh_lazy_wait();   /* the pagemap shows only pages that are in */
 	ret = lh_brk_check();
+	ret = ret ? ret : check_objects(st->vdso);
 	ret = ret ? ret : scan(&l);
 	for (int s = 1; !ret && s <= 64; s++) {
 		struct kact k;

@@ -74,3 +74,8 @@ def three_cycles(prog, plugins, lower, tmp_path, modes):
 def test_heap_grown_by_small_blocks_across_restarts(appstate, plugins, lower, tmp_path):
     _, _, out = three_cycles(appstate[lower], plugins, lower, tmp_path, ("heap",))
     assert f"blocks={ITERS * 64}" in out
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_libraries_dlopened_after_init_and_after_a_restart(appstate, plugins, lower, tmp_path):
+    three_cycles(appstate[lower], plugins, lower, tmp_path, ("dlopen",))
