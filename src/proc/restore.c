@@ -10,6 +10,7 @@
  * The coordinator then writes the restore stream into the restorer's pipe.
  */
 #include "proc/proc.h"
+#include "proc/fds.h"
 #include "proc/proc_format.h"
 #include "proc/proc_internal.h"
 
@@ -115,15 +116,10 @@ struct image_region {
 	int section;
 };
 
-struct image_fd {
-	struct proc_fd rec;
-	char *path;
-	void *data;
-};
 
 struct image {
 	struct img_reader *img;
-	struct image_fd *fds;
+	struct proc_fd_entry *fds;
 	uint64_t nfds;
 	struct proc_header header;
 	char *cwd;
@@ -247,7 +243,7 @@ static int load_fds(struct image *im)
 	if (!im->fds)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < im->nfds; i++) {
-		struct image_fd *f = &im->fds[i];
+		struct proc_fd_entry *f = &im->fds[i];
 
 		ret = take(im, &f->rec, sizeof(f->rec));
 		if (ret)
@@ -276,26 +272,6 @@ static int load_fds(struct image *im)
 			return (int)got;
 		if ((uint64_t)got != f->rec.data_len)
 			return err_set(-EBADMSG, "section %s is truncated", name);
-	}
-	return 0;
-}
-
-/* Files the program has open must still be there, and not shorter: a file
- * that grew because the program kept writing after the checkpoint is fine. */
-static int check_fds(const struct image *im)
-{
-	for (uint64_t i = 0; i < im->nfds; i++) {
-		const struct image_fd *f = &im->fds[i];
-		struct stat st;
-
-		if (f->rec.kind != PROC_FD_FILE && f->rec.kind != PROC_FD_DIR && f->rec.kind != PROC_FD_CHAR)
-			continue;
-		if (stat(f->path, &st) != 0)
-			return err_set(-ENOENT, "file %s (fd %d) is missing", f->path, f->rec.fd);
-		if (f->rec.kind == PROC_FD_FILE && (uint64_t)st.st_size < f->rec.size)
-			return err_set(-ESTALE, "file %s (fd %d) shrank since the checkpoint (%llu < %llu bytes)",
-				       f->path, f->rec.fd, (unsigned long long)st.st_size,
-				       (unsigned long long)f->rec.size);
 	}
 	return 0;
 }
@@ -366,253 +342,32 @@ static void keep_caps(void)
 		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, caps[i], 0, 0);
 }
 
-/* Move fd above every descriptor the program will have. */
-static int move_high(int fd, int floor)
-{
-	int n = fcntl(fd, F_DUPFD, floor);
-
-	if (n < 0)
-		child_fail(-1, "cannot move a descriptor out of the way", errno);
-	close(fd);
-	return n;
-}
-
-static void place(int from, int to, const struct proc_fd *r)
-{
-	if (from != to) {
-		if (dup2(from, to) < 0)
-			child_fail(-1, "dup2", errno);
-		close(from);
-	}
-	if ((r->kind == PROC_FD_FILE || r->kind == PROC_FD_UNLINKED || r->kind == PROC_FD_DIR) &&
-	    lseek(to, (off_t)r->offset, SEEK_SET) < 0)
-		child_fail(-1, "cannot seek a reopened file", errno);
-}
-
-static void fd_fail(const struct image_fd *f, const char *what, int err)
-{
-	char msg[PATH_MAX + 64];
-
-	snprintf(msg, sizeof(msg), "%s %s (fd %d)", what, f->path, f->rec.fd);
-	child_fail(-1, msg, err);
-}
-
-/* An unlinked file again: an O_TMPFILE in its directory with its bytes. */
-static int reopen_unlinked(const struct image_fd *f, int floor)
-{
-	char dir[PATH_MAX], self[64];
-	char *slash, *del;
-	int fd, acc = (int)(f->rec.flags & O_ACCMODE), ret;
-
-	snprintf(dir, sizeof(dir), "%s", f->path);
-	del = strstr(dir, " (deleted)");
-	if (del)
-		*del = 0;
-	slash = strrchr(dir, '/');
-	if (slash)
-		*(slash == dir ? slash + 1 : slash) = 0;
-	fd = open(dir, O_TMPFILE | O_RDWR, f->rec.mode & 07777);
-	if (fd < 0)
-		fd_fail(f, "cannot recreate the unlinked file", errno);
-	fd = move_high(fd, floor);
-	for (uint64_t off = 0; off < f->rec.data_len;) {
-		ssize_t n = pwrite(fd, (const char *)f->data + off, f->rec.data_len - off, (off_t)off);
-
-		if (n <= 0)
-			fd_fail(f, "cannot write the unlinked file", errno);
-		off += (uint64_t)n;
-	}
-	if (acc == O_RDWR)
-		ret = fd;
-	else {
-		snprintf(self, sizeof(self), "/proc/self/fd/%d", fd);
-		ret = open(self, acc | (int)(f->rec.flags & (O_APPEND | O_NONBLOCK)));
-		if (ret < 0)
-			fd_fail(f, "cannot reopen the unlinked file", errno);
-		close(fd);
-		ret = move_high(ret, floor);
-	}
-	return ret;
-}
-
-/* The value of "key:" in an fdinfo text, or NULL. */
-static const char *fdinfo_field(const struct image_fd *f, const char *key)
-{
-	const char *text = f->data;
-	size_t klen = strlen(key);
-
-	for (const char *l = text; l && l < text + f->rec.data_len;) {
-		if ((size_t)(text + f->rec.data_len - l) > klen && strncmp(l, key, klen) == 0)
-			return l + klen;
-		l = memchr(l, '\n', (size_t)(text + f->rec.data_len - l));
-		if (l)
-			l++;
-	}
-	return NULL;
-}
-
-static int reopen_eventfd(const struct image_fd *f)
-{
-	const char *c = fdinfo_field(f, "eventfd-count:");
-	const char *sem = fdinfo_field(f, "eventfd-semaphore:");
-	unsigned long long count = c ? strtoull(c, NULL, 16) : 0;
-	int flags = (int)(f->rec.flags & O_NONBLOCK ? EFD_NONBLOCK : 0);
-	int fd;
-
-	if (sem && strtol(sem, NULL, 10) == 1)
-		flags |= EFD_SEMAPHORE;
-	fd = eventfd(0, flags);
-	if (fd < 0)
-		fd_fail(f, "cannot recreate eventfd", errno);
-	if (count) {
-		uint64_t v = count;
-
-		if (write(fd, &v, sizeof(v)) != sizeof(v))
-			fd_fail(f, "cannot set the eventfd's count", errno);
-	}
-	return fd;
-}
-
-static int reopen_timerfd(const struct image_fd *f)
-{
-	const char *clk = fdinfo_field(f, "clockid:");
-	const char *val = fdinfo_field(f, "it_value:");
-	const char *ivl = fdinfo_field(f, "it_interval:");
-	struct itimerspec its = { { 0, 0 }, { 0, 0 } };
-	long long vs = 0, vn = 0, is = 0, in = 0;
-	int fd;
-
-	if (!clk || !val || !ivl || sscanf(val, " (%lld, %lld)", &vs, &vn) != 2 ||
-	    sscanf(ivl, " (%lld, %lld)", &is, &in) != 2)
-		fd_fail(f, "cannot read the saved state of timerfd", EINVAL);
-	fd = timerfd_create((int)strtol(clk, NULL, 10), f->rec.flags & O_NONBLOCK ? TFD_NONBLOCK : 0);
-	if (fd < 0)
-		fd_fail(f, "cannot recreate timerfd", errno);
-	its.it_value.tv_sec = vs;
-	its.it_value.tv_nsec = vn;
-	its.it_interval.tv_sec = is;
-	its.it_interval.tv_nsec = in;
-	if (!vs && !vn && (is || in))
-		its.it_value.tv_nsec = 1;   /* a periodic timer that just expired is still running */
-	if (timerfd_settime(fd, 0, &its, NULL) != 0)
-		fd_fail(f, "cannot set timerfd", errno);
-	return fd;
-}
-
-/* After every other descriptor is in place: the watches of an epoll set. */
-static void fill_epoll(const struct image_fd *f)
-{
-	const char *text = f->data, *end = text + f->rec.data_len;
-
-	for (const char *l = text; l && l < end;) {
-		int tfd;
-		unsigned events;
-		unsigned long long data;
-
-		if (sscanf(l, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3) {
-			struct epoll_event ev = { events & ~(unsigned)EPOLLWAKEUP, { .u64 = data } };
-
-			if (epoll_ctl(f->rec.fd, EPOLL_CTL_ADD, tfd, &ev) != 0)
-				fd_fail(f, "cannot add a watch to epoll", errno);
-		}
-		l = memchr(l, '\n', (size_t)(end - l));
-		if (l)
-			l++;
-	}
-}
-
 /* Runs in the restored program's process, before exec of the restorer:
  * every descriptor of the image at its number. Our own two move above them. */
 static void setup_fds(const struct image *im, int *stream_fd, int *channel, int *image_fd)
 {
-	int floor = 3;
+	int floor = 3, *own[3] = { stream_fd, channel, image_fd };
 
 	for (uint64_t i = 0; i < im->nfds; i++)
 		if (im->fds[i].rec.fd + 1 > floor)
 			floor = im->fds[i].rec.fd + 1;
-	*stream_fd = move_high(*stream_fd, floor);
-	*channel = move_high(*channel, floor);
-	*image_fd = move_high(*image_fd, floor);
-	floor += 3;
-	for (uint64_t i = 0; i < im->nfds; i++) {
-		const struct image_fd *f = &im->fds[i];
-		int flags = (int)(f->rec.flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
-		int fd;
+	for (int i = 0; i < 3; i++) {
+		int n = fcntl(*own[i], F_DUPFD, floor);
 
-		switch (f->rec.kind) {
-		case PROC_FD_FILE:
-		case PROC_FD_DIR:
-		case PROC_FD_CHAR:
-			fd = open(f->path, flags | O_NOCTTY);
-			if (fd < 0)
-				fd_fail(f, "cannot reopen", errno);
-			place(move_high(fd, floor), f->rec.fd, &f->rec);
-			break;
-		case PROC_FD_UNLINKED:
-			place(reopen_unlinked(f, floor), f->rec.fd, &f->rec);
-			break;
-		case PROC_FD_EVENTFD:
-			place(move_high(reopen_eventfd(f), floor), f->rec.fd, &f->rec);
-			break;
-		case PROC_FD_TIMERFD:
-			place(move_high(reopen_timerfd(f), floor), f->rec.fd, &f->rec);
-			break;
-		case PROC_FD_EPOLL:
-			fd = epoll_create1(0);
-			if (fd < 0)
-				fd_fail(f, "cannot recreate epoll", errno);
-			place(move_high(fd, floor), f->rec.fd, &f->rec);
-			break;
-		case PROC_FD_PIPE_READ:
-		case PROC_FD_PIPE_WRITE: {
-			int p[2];
-			int first = 1;
-
-			/* one pipe per inode, made at its first descriptor */
-			for (uint64_t k = 0; k < i; k++)
-				if ((im->fds[k].rec.kind == PROC_FD_PIPE_READ ||
-				     im->fds[k].rec.kind == PROC_FD_PIPE_WRITE) &&
-				    im->fds[k].rec.ino == f->rec.ino)
-					first = 0;
-			if (!first)
-				break;
-			if (pipe(p) != 0)
-				fd_fail(f, "cannot recreate pipe", errno);
-			p[0] = move_high(p[0], floor);
-			p[1] = move_high(p[1], floor);
-			if (f->rec.pipe_size > 65536)
-				fcntl(p[1], F_SETPIPE_SZ, (int)f->rec.pipe_size);
-			for (uint64_t k = i; k < im->nfds; k++) {
-				const struct image_fd *g = &im->fds[k];
-
-				if ((g->rec.kind == PROC_FD_PIPE_READ || g->rec.kind == PROC_FD_PIPE_WRITE) &&
-				    g->rec.ino == f->rec.ino && g->data && g->rec.data_len &&
-				    write(p[1], g->data, g->rec.data_len) != (ssize_t)g->rec.data_len)
-					fd_fail(g, "cannot refill pipe", errno);
-			}
-			for (uint64_t k = i; k < im->nfds; k++) {
-				const struct image_fd *g = &im->fds[k];
-				int end;
-
-				if ((g->rec.kind != PROC_FD_PIPE_READ && g->rec.kind != PROC_FD_PIPE_WRITE) ||
-				    g->rec.ino != f->rec.ino)
-					continue;
-				end = g->rec.kind == PROC_FD_PIPE_READ ? p[0] : p[1];
-				if (dup2(end, g->rec.fd) < 0)
-					fd_fail(g, "cannot place pipe", errno);
-				fcntl(g->rec.fd, F_SETFL, (int)(g->rec.flags & O_NONBLOCK));
-			}
-			close(p[0]);
-			close(p[1]);
-			break;
-		}
-		default:
-			break;   /* stdio: the restart's own */
-		}
+		if (n < 0)
+			child_fail(-1, "cannot move a descriptor out of the way", errno);
+		close(*own[i]);
+		*own[i] = n;
 	}
-	for (uint64_t i = 0; i < im->nfds; i++)
-		if (im->fds[i].rec.kind == PROC_FD_EPOLL)
-			fill_epoll(&im->fds[i]);
+	if (proc_fds_reopen(im->fds, im->nfds, floor + 3) != 0) {
+		char msg[512];
+		int n = snprintf(msg, sizeof(msg), "stasis: restart: %s\n", err_msg());
+
+		if (n > 0 && write(2, msg, (size_t)n) < 0) {
+			/* nowhere else to say it */
+		}
+		_exit(42);
+	}
 }
 
 struct clone_args3 {
@@ -996,7 +751,7 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 	if (!ret)
 		ret = check_files(&im);
 	if (!ret)
-		ret = check_fds(&im);
+		ret = proc_fds_check(im.fds, im.nfds);
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
 			      proc_restorer_path());

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 
+#include "lh_fds.h"
 #include "split_format.h"
 
 struct img_writer;
@@ -44,6 +45,8 @@ struct lh_restored {
 	uint32_t tid_offset, restarts;
 	uint64_t shared_pending;
 	unsigned regions;
+	struct proc_fd_entry *fds;   /* the program's descriptors (lh_fds.h) */
+	size_t nfds;
 };
 
 /* The upper half's sections of a rank's image (lh_image.c). */

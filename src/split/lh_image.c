@@ -304,6 +304,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 		}
 	}
 	ret = ret ? ret : img_section_end(w);
+	ret = ret ? ret : lh_fds_dump(w, NULL);
 	if (info) {
 		info->regions = l.n;
 		info->pages = l.pages;
@@ -538,6 +539,9 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 			goto out;
 		out->regions++;
 	}
+	ret = lh_fds_read(img, &out->fds, &out->nfds);
+	if (ret)
+		goto out;
 	ret = lazy_or_read(&img, (unsigned)pages, rank, lazy, nlazy);
 	if (ret && !*err_msg())
 		ret = err_set(-EBADMSG, "%s: the pages section is short", path);

@@ -40,6 +40,7 @@
 #include "common/err.h"
 #include "image/image.h"
 #include "lh.h"
+#include "lh_fds.h"
 #include "lh_ckpt.h"
 
 #define PAGE 4096ul
@@ -438,6 +439,7 @@ int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int ran
 		return -EBUSY;
 	/* not UFFD_USER_MODE_ONLY: the kernel's own touches must wait too */
 	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
+	lh_fd_mine(fd);
 	if (fd < 0)
 		return err_set(-errno, "userfaultfd: %s", strerror(errno));
 	if (ioctl(fd, UFFDIO_API, &api) != 0) {

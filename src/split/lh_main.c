@@ -45,6 +45,7 @@
 #include "common/err.h"
 #include "lh.h"
 #include "lh_ckpt.h"
+#include "lh_fds.h"
 #include "lh_ledger.h"
 
 #define PAGE 4096ul
@@ -533,6 +534,9 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
+	if (lh_fds_place(r->fds, r->nfds) != 0)
+		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+	lh_fds_entering(r->fds, r->nfds);
 	lh_lazy_go();
 	fflush(NULL);
 	lh_enter_upper(r);
@@ -566,6 +570,7 @@ int main(int argc, char **argv, char **envp)
 
 	stage("brk");
 	brk_guard();
+	lh_fds_start();
 
 	stage("mpi");
 	level = thread_level();
@@ -629,6 +634,7 @@ int main(int argc, char **argv, char **envp)
 	lh_mem_fill();
 
 	stage("jump");
+	lh_fds_entering(NULL, 0);
 	fflush(NULL);
 	/* fixed registers: with "r" the compiler may choose rdx or rbp, which
 	 * are cleared here (it did at -O0, and the jump went to 0) */

@@ -11,6 +11,10 @@
  *                          struct split_region, its path (path_len bytes,
  *                          NUL included) and nruns struct split_run
  *   "pages" (kind memory)  the stored pages of every run, in the order above
+ *   "fds" (kind fds)       the program's descriptors: uint64_t n, then per
+ *                          descriptor struct proc_fd (src/proc/proc_format.h),
+ *                          its path (path_len bytes, NUL included) and
+ *                          data_len bytes of data (src/proc/fds.h)
  *
  * Little-endian fixed-size records; SPLIT_FORMAT_VERSION is checked at
  * restart. Meta: producer "stasis split", job, rank, size, library.
@@ -20,7 +24,7 @@
 
 #include <stdint.h>
 
-#define SPLIT_FORMAT_VERSION 3
+#define SPLIT_FORMAT_VERSION 4
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
 
 struct split_header {

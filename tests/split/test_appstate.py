@@ -79,3 +79,13 @@ def test_heap_grown_by_small_blocks_across_restarts(appstate, plugins, lower, tm
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_libraries_dlopened_after_init_and_after_a_restart(appstate, plugins, lower, tmp_path):
     three_cycles(appstate[lower], plugins, lower, tmp_path, ("dlopen",))
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_path):
+    """rank 0's fopen()ed log and every rank's O_APPEND file: lines written
+    between a checkpoint and the kill are written again after the restart,
+    over the same bytes (the log's offset) or after the file was cut back
+    to its length at the checkpoint (the appended ones)."""
+    run, native, _ = three_cycles(appstate[lower], plugins, lower, tmp_path, ("files",))
+    assert files_of(run, 2) == files_of(native, 2)

@@ -1,0 +1,76 @@
+/* fds.h - a process's descriptors: described at a checkpoint, opened again
+ * at their numbers at a restart (docs/transparent.md, "Descriptors").
+ *
+ * One table of struct proc_fd records (proc_format.h) serves both process
+ * checkpointers: the single-process mode's agent streams them and
+ * restore.c sets them up before the restorer runs; the split process's
+ * lower half writes its upper half's into the rank image and sets them up
+ * before the upper half resumes (src/split/lh_fds.c). The rules are the
+ * same: regular files by path, flags and offset (the contents of one
+ * unlinked while open), directories and character devices by path, pipes
+ * whose ends are all in the process recreated and refilled, eventfd,
+ * timerfd and epoll from their fdinfo text, stdio (0, 1, 2) taken over
+ * from the restart; anything else is refused at the checkpoint with one
+ * line naming the descriptor and its kind.
+ *
+ * Functions return 0 or a negative errno with a one-line message in
+ * err_msg() (common/err.h), unless said otherwise.
+ */
+#ifndef STASIS_PROC_FDS_H
+#define STASIS_PROC_FDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+
+#include "proc/proc_format.h"
+
+/* One descriptor of a table: the record, its path (link text of
+ * /proc/self/fd/N, NUL-terminated) and data_len bytes of data. The table
+ * owns path and data (malloc'ed). */
+struct proc_fd_entry {
+	struct proc_fd rec;
+	char *path;
+	void *data;
+};
+
+/* The kind of descriptor fd (enum proc_fd_kind) from its stat mode, its
+ * link text and its F_GETFL flags; 0 for a kind no restart can give back
+ * (a socket, a block device, an anonymous inode other than eventfd,
+ * timerfd and epoll). A pipe is only supported when both its ends are in
+ * the table (proc_fds_pipes_paired). */
+uint32_t proc_fd_kind(mode_t mode, const char *target, int flags);
+
+/* "a socket", "a pipe or FIFO shared with another process", ...: what a
+ * refusal says the descriptor is. */
+const char *proc_fd_kind_name(mode_t mode, const char *target);
+
+/* Fill e for descriptor fd of the calling process, kind included (0 for
+ * an unsupported one: the caller refuses it), with its data: a pipe's
+ * buffered bytes for the first read end of its pipe in v[0..n), the fdinfo
+ * text of an eventfd, timerfd or epoll, the contents of an unlinked file.
+ * Descriptors 0-2 are PROC_FD_STDIO. -EBADF if fd is not open. */
+int proc_fd_describe(int fd, struct proc_fd_entry *e, const struct proc_fd_entry *v, size_t n);
+
+/* The first descriptor of v whose kind is 0, or a pipe end whose other
+ * end is not in v; -1 if there is none. */
+int proc_fds_unsupported(const struct proc_fd_entry *v, size_t n);
+
+/* Before a restart: every file still exists and is not shorter than it
+ * was (it may have grown: proc_fds_reopen sets a written one back). */
+int proc_fds_check(const struct proc_fd_entry *v, size_t n);
+
+/* Open every descriptor of v again at its number, with its flags and
+ * offset, open across exec (the caller sets close-on-exec from
+ * rec.cloexec where it wants it); what the process has at those numbers now is
+ * replaced. Working descriptors go at floor or above on the way. A
+ * regular file open for writing that grew after the checkpoint is cut
+ * back to its size then: what the program wrote after the checkpoint it
+ * will write again. Stdio records are left to the restart. On an error the
+ * descriptors placed so far stay. */
+int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor);
+
+/* Free the paths and data of v[0..n) and v. */
+void proc_fds_free(struct proc_fd_entry *v, size_t n);
+
+#endif
