@@ -13,7 +13,8 @@ PACKAGES=(
 	openmpi-bin libopenmpi-dev    # libstasis for Open MPI, MPI tests
 	mpich libmpich-dev            # libstasis for MPICH, MPI tests
 	gfortran                      # Fortran binding
-	python3-numpy python3-mpi4py  # Python binding
+	python3-numpy python3-mpi4py  # Python binding, mpi4py programs under the split process
+	hpcc                          # HPC Challenge: a real application under the split process (tests/split)
 	spin                          # model check of the MPI checkpoint protocol (model/)
 )
 

@@ -72,7 +72,7 @@ void lh_fd_mine(int fd)
 
 /* fd at LH_FD_BASE or above if there is room below 1024; the number it
  * ends at, remembered as the lower half's */
-static int lower_fd(int fd)
+int lh_fd_take(int fd)
 {
 	int flags, n;
 
@@ -123,7 +123,7 @@ static mode_t mode_arg(int flags, va_list ap)
 		va_start(ap, flags);                                        \
 		mode = mode_arg(flags, ap);                                 \
 		va_end(ap);                                                 \
-		return lower_fd(real(path, flags, mode));                   \
+		return lh_fd_take(real(path, flags, mode));                   \
 	}
 OPEN_LIKE(open, "open")
 OPEN_LIKE(open64, "open64")
@@ -137,7 +137,7 @@ OPEN_LIKE(open64, "open64")
 		va_start(ap, flags);                                        \
 		mode = mode_arg(flags, ap);                                 \
 		va_end(ap);                                                 \
-		return lower_fd(real(dir, path, flags, mode));              \
+		return lh_fd_take(real(dir, path, flags, mode));              \
 	}
 OPENAT_LIKE(openat, "openat")
 OPENAT_LIKE(openat64, "openat64")
@@ -145,44 +145,44 @@ OPENAT_LIKE(openat64, "openat64")
 int __open_2(const char *path, int flags)
 {
 	REAL("__open_2", __open_2);
-	return lower_fd(real(path, flags));
+	return lh_fd_take(real(path, flags));
 }
 
 int __open64_2(const char *path, int flags)
 {
 	REAL("__open64_2", __open64_2);
-	return lower_fd(real(path, flags));
+	return lh_fd_take(real(path, flags));
 }
 
 int creat(const char *path, mode_t mode)
 {
 	REAL("creat", creat);
-	return lower_fd(real(path, mode));
+	return lh_fd_take(real(path, mode));
 }
 
 int socket(int domain, int type, int protocol)
 {
 	REAL("socket", socket);
-	return lower_fd(real(domain, type, protocol));
+	return lh_fd_take(real(domain, type, protocol));
 }
 
 int accept(int s, struct sockaddr *a, socklen_t *len)
 {
 	REAL("accept", accept);
-	return lower_fd(real(s, a, len));
+	return lh_fd_take(real(s, a, len));
 }
 
 int accept4(int s, struct sockaddr *a, socklen_t *len, int flags)
 {
 	REAL("accept4", accept4);
-	return lower_fd(real(s, a, len, flags));
+	return lh_fd_take(real(s, a, len, flags));
 }
 
 static int pair(int r, int v[2])
 {
 	if (r == 0) {
-		v[0] = lower_fd(v[0]);
-		v[1] = lower_fd(v[1]);
+		v[0] = lh_fd_take(v[0]);
+		v[1] = lh_fd_take(v[1]);
 	}
 	return r;
 }
@@ -208,49 +208,49 @@ int pipe2(int v[2], int flags)
 int eventfd(unsigned int count, int flags)
 {
 	REAL("eventfd", eventfd);
-	return lower_fd(real(count, flags));
+	return lh_fd_take(real(count, flags));
 }
 
 int epoll_create(int size)
 {
 	REAL("epoll_create", epoll_create);
-	return lower_fd(real(size));
+	return lh_fd_take(real(size));
 }
 
 int epoll_create1(int flags)
 {
 	REAL("epoll_create1", epoll_create1);
-	return lower_fd(real(flags));
+	return lh_fd_take(real(flags));
 }
 
 int timerfd_create(int clock, int flags)
 {
 	REAL("timerfd_create", timerfd_create);
-	return lower_fd(real(clock, flags));
+	return lh_fd_take(real(clock, flags));
 }
 
 int inotify_init1(int flags)
 {
 	REAL("inotify_init1", inotify_init1);
-	return lower_fd(real(flags));
+	return lh_fd_take(real(flags));
 }
 
 int shm_open(const char *name, int flags, mode_t mode)
 {
 	REAL("shm_open", shm_open);
-	return lower_fd(real(name, flags, mode));
+	return lh_fd_take(real(name, flags, mode));
 }
 
 int mkstemp(char *tmpl)
 {
 	REAL("mkstemp", mkstemp);
-	return lower_fd(real(tmpl));
+	return lh_fd_take(real(tmpl));
 }
 
 int dup(int fd)
 {
 	REAL("dup", dup);
-	return lower_fd(real(fd));
+	return lh_fd_take(real(fd));
 }
 
 /* dup2 and dup3 name their number: remembered, not moved */
@@ -413,7 +413,7 @@ void lh_fds_start(void)
 	int n = list_fds(v, 4096);
 
 	for (int i = 0; i < n; i++) {
-		int to = lower_fd(v[i]);
+		int to = lh_fd_take(v[i]);
 
 		if (to != v[i])
 			follow_env(v[i], to);

@@ -23,7 +23,10 @@ struct img_reader;
 /* At start, before MPI: the descriptors the launcher left move up (PMI_FD
  * and HYDI_CONTROL_FD follow them) and are the lower half's. */
 void lh_fds_start(void);
-/* fd (made by a system call of the lower half's own) is the lower half's */
+/* fd (made by a system call of the lower half's own) is the lower half's:
+ * lh_fd_take moves it to LH_FD_BASE or above first and returns where it
+ * is, lh_fd_mine leaves it where it is */
+int lh_fd_take(int fd);
 void lh_fd_mine(int fd);
 /* Entering the upper half: every open descriptor but upper[0..n) is the
  * lower half's. */

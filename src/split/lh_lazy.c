@@ -438,8 +438,7 @@ int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int ran
 	if (L.running || n == 0)
 		return -EBUSY;
 	/* not UFFD_USER_MODE_ONLY: the kernel's own touches must wait too */
-	fd = (int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK);
-	lh_fd_mine(fd);
+	fd = lh_fd_take((int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
 	if (fd < 0)
 		return err_set(-errno, "userfaultfd: %s", strerror(errno));
 	if (ioctl(fd, UFFDIO_API, &api) != 0) {
