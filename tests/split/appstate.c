@@ -3,6 +3,7 @@
  * upper half's descriptors").
  *
  *   appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen LIB_A LIB_B] [files]
+ *            [shm] [thread] [memfd]
  *
  * heap    every iteration allocates 64 blocks of 4000 bytes (below malloc's
  *         mmap threshold: the heap grows by small allocations, before and
@@ -12,7 +13,14 @@
  *         running sum in the library's own data and returns it;
  * files   rank 0 writes one line per iteration to DIR/log.txt (fopen "w",
  *         fflush'ed) and every rank appends one line per iteration to
- *         DIR/append-R.txt (open with O_APPEND, write).
+ *         DIR/append-R.txt (open with O_APPEND, write);
+ * shm     a POSIX shared memory object (shm_open, named after DIR and the
+ *         rank), mapped shared and its descriptor closed: one word per
+ *         iteration, all of them checked every iteration;
+ * thread  at start and after every restart, a thread that lives on: it
+ *         checks an array on its own stack, a __thread variable and a
+ *         block it allocated, every 5 ms, across the later restarts;
+ * memfd   a memfd mapped shared: a checkpoint must refuse it.
  *
  * A restart is seen as a change of pid: "rank R restarted K". Each
  * iteration rank 0 prints "rank 0 iteration I"; at the end "PASS ranks=N
@@ -20,6 +28,8 @@
  * files' contents depend only on the iterations: a run checkpointed,
  * killed and restarted must leave them equal to an uninterrupted run's. */
 #include <dlfcn.h>
+#include <pthread.h>
+#include <sys/mman.h>
 #include <fcntl.h>
 #include <mpi.h>
 #include <stdint.h>
@@ -155,9 +165,88 @@ static void files_step(int it)
 		fail("cannot append at iteration %ld%ld", it, 0);
 }
 
+static uint64_t *shm;
+static char shm_name[64];
+
+static void shm_open_map(const char *dir)
+{
+	unsigned h = 5381;
+	int fd;
+
+	for (const char *p = dir; *p; p++)
+		h = h * 33 + (unsigned char)*p;
+	snprintf(shm_name, sizeof(shm_name), "/appstate-%08x-%d", h, rank);
+	fd = shm_open(shm_name, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (fd < 0 || ftruncate(fd, 1 << 20) != 0)
+		fail("shm_open %ld%ld", fd, 0);
+	shm = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (shm == MAP_FAILED)
+		fail("mmap of the shared memory object%ld%ld", 0, 0);
+	close(fd);
+}
+
+static void shm_step(int it)
+{
+	for (int i = 0; i < it; i++)
+		if (shm[i] != 0x5348000000000000ull + (uint64_t)i * 977 + (uint64_t)rank)
+			fail("shared memory word %ld is %ld", i, (long)shm[i]);
+	shm[it] = 0x5348000000000000ull + (uint64_t)it * 977 + (uint64_t)rank;
+}
+
+/* threads that live on across restarts: each checks its own state */
+static __thread long tls_word;
+static volatile int thread_bad, nthreads_live;
+static volatile long thread_turns[64];
+
+static void *thread_main(void *arg)
+{
+	long id = (long)(intptr_t)arg;
+	uint64_t local[512];
+	uint64_t *blk = malloc(64 << 10);
+	struct timespec ts = { 0, 5 * 1000000 };
+
+	if (!blk)
+		thread_bad = 1;
+	for (unsigned i = 0; i < 512; i++)
+		local[i] = 0x7468000000000000ull ^ ((uint64_t)id << 32) ^ i;
+	for (unsigned i = 0; blk && i < (64 << 10) / 8; i++)
+		blk[i] = (uint64_t)id * 31 + i;
+	for (long turn = 0;; turn++) {
+		tls_word = id * 1000003 + turn;
+		nanosleep(&ts, NULL);
+		for (unsigned i = 0; i < 512; i++)
+			if (local[i] != (0x7468000000000000ull ^ ((uint64_t)id << 32) ^ i))
+				thread_bad = 1;
+		for (unsigned i = 0; blk && i < (64 << 10) / 8; i++)
+			if (blk[i] != (uint64_t)id * 31 + i)
+				thread_bad = 1;
+		if (tls_word != id * 1000003 + turn)
+			thread_bad = 1;
+		thread_turns[id] = turn;
+	}
+	return NULL;
+}
+
+static void thread_start(void)
+{
+	pthread_t t;
+
+	if (nthreads_live == 64 ||
+	    pthread_create(&t, NULL, thread_main, (void *)(intptr_t)nthreads_live) != 0)
+		fail("cannot start thread %ld%ld", nthreads_live, 0);
+	pthread_detach(t);
+	nthreads_live++;
+}
+
+static void thread_step(void)
+{
+	if (thread_bad)
+		fail("a thread found its stack, TLS or heap changed (%ld threads)%ld", nthreads_live, 0);
+}
+
 int main(int argc, char **argv)
 {
-	int size, iters, heap = 0, files = 0, restarts = 0;
+	int size, iters, heap = 0, files = 0, restarts = 0, shared = 0, threads = 0;
 	long ms;
 	pid_t pid = getpid();
 	struct timespec ts;
@@ -175,6 +264,18 @@ int main(int argc, char **argv)
 			heap = 1;
 		} else if (!strcmp(argv[a], "files")) {
 			files = 1;
+		} else if (!strcmp(argv[a], "shm")) {
+			shared = 1;
+			shm_open_map(argv[3]);
+		} else if (!strcmp(argv[a], "thread")) {
+			threads = 1;
+			thread_start();
+		} else if (!strcmp(argv[a], "memfd")) {
+			int fd = memfd_create("appstate", 0);
+
+			if (fd < 0 || ftruncate(fd, 1 << 16) != 0 ||
+			    mmap(NULL, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) == MAP_FAILED)
+				fail("memfd %ld%ld", fd, 0);
 		} else if (!strcmp(argv[a], "dlopen") && a + 2 < argc) {
 			libs[0].path = argv[++a];
 			libs[1].path = argv[++a];
@@ -191,6 +292,8 @@ int main(int argc, char **argv)
 			restarts++;
 			if (libs[1].path && !libs[1].step)
 				lib_open(&libs[1]);
+			if (threads)
+				thread_start();
 			printf("rank %d restarted %d\n", rank, restarts);
 			fflush(stdout);
 		}
@@ -199,6 +302,10 @@ int main(int argc, char **argv)
 		lib_step(it);
 		if (files)
 			files_step(it);
+		if (shared)
+			shm_step(it);
+		if (threads)
+			thread_step();
 		MPI_Barrier(MPI_COMM_WORLD);
 		if (rank == 0) {
 			printf("rank 0 iteration %d\n", it);
@@ -206,6 +313,11 @@ int main(int argc, char **argv)
 		}
 		nanosleep(&ts, NULL);
 	}
+	for (int i = 0; i < nthreads_live; i++)
+		if (thread_turns[i] < 1)
+			fail("thread %ld did not run%ld", i, 0);
+	if (shm && shm_unlink(shm_name) != 0)
+		fail("shm_unlink%ld%ld", 0, 0);
 	if (logf && fclose(logf) != 0)
 		fail("cannot close log.txt%ld%ld", 0, 0);
 	if (appfd >= 0 && close(appfd) != 0)

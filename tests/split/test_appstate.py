@@ -3,8 +3,11 @@ SIGKILL and restart (issue 20; docs/split.md "Upper-half memory" and "The
 upper half's descriptors"): appstate.c grows its heap by small allocations
 before and after every restart and checks every block, calls a library it
 dlopen()ed after MPI_Init and another it dlopen()ed after the first
-restart, and writes a log with fopen and an O_APPEND file per rank. After
-three cycles the files must equal those of an uninterrupted run.
+restart, writes a log with fopen and an O_APPEND file per rank (after
+three cycles the files must equal those of an uninterrupted run), keeps a
+POSIX shared memory object mapped, and starts a thread after every
+restart that lives on through the later ones. A memfd mapped shared is
+refused in one line.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import subprocess
@@ -44,8 +47,7 @@ def args_of(d, plugins, modes):
         a.append("heap")
     if "dlopen" in modes:
         a += ["dlopen", *plugins]
-    if "files" in modes:
-        a.append("files")
+    a += [m for m in modes if m in ("files", "shm", "thread", "memfd")]
     return a
 
 
@@ -89,3 +91,24 @@ def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_pa
     to its length at the checkpoint (the appended ones)."""
     run, native, _ = three_cycles(appstate[lower], plugins, lower, tmp_path, ("files",))
     assert files_of(run, 2) == files_of(native, 2)
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_shared_memory_object_and_threads_started_after_restarts(appstate, plugins, lower,
+                                                                  tmp_path):
+    three_cycles(appstate[lower], plugins, lower, tmp_path, ("shm", "thread"))
+
+
+def test_memfd_mapping_is_refused_and_the_job_runs_on(appstate, plugins, tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, ("memfd",)))
+    job.lines_until(r"rank 0 iteration 2")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode != 0, r.stdout
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "the upper half maps /memfd:appstate (deleted) shared at" in lines[0] \
+        and "memfd, SysV and deleted shared files are not supported" in lines[0], r.stderr
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
