@@ -57,6 +57,18 @@ struct sts_predef_kind {
  * one */
 #define STS_SPLIT_SHARED 1
 #define STS_SPLIT_INVALID (-77)
+/* MPI_Type_create_subarray's and _darray's order, _darray's distributions
+ * and default distribution argument: every one differs between the ABIs
+ * (MPI_ORDER_C is 0 in Open MPI's, 56 in MPICH's; MPI_DISTRIBUTE_BLOCK 0
+ * and 121; MPI_DISTRIBUTE_DFLT_DARG -1 and -49767). A value that is none
+ * of them crosses as STS_ENUM_INVALID, which neither MPI accepts. */
+#define STS_ORDER_C 0
+#define STS_ORDER_FORTRAN 1
+#define STS_DISTRIBUTE_BLOCK 0
+#define STS_DISTRIBUTE_CYCLIC 1
+#define STS_DISTRIBUTE_NONE 2
+#define STS_DISTRIBUTE_DFLT_DARG (-1)
+#define STS_ENUM_INVALID (-77)
 
 struct sts_status {
 	int source;

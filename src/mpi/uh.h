@@ -153,6 +153,29 @@ static inline int sts_splittype_in(int t)
 	       STS_SPLIT_INVALID;
 }
 
+/* subarray and darray arguments (sts_mpi.h) */
+static inline int sts_order_in(int o)
+{
+	return o == MPI_ORDER_C ? STS_ORDER_C : o == MPI_ORDER_FORTRAN ? STS_ORDER_FORTRAN :
+	       STS_ENUM_INVALID;
+}
+
+static inline int sts_distrib_in(int d)
+{
+	return d == MPI_DISTRIBUTE_BLOCK ? STS_DISTRIBUTE_BLOCK :
+	       d == MPI_DISTRIBUTE_CYCLIC ? STS_DISTRIBUTE_CYCLIC :
+	       d == MPI_DISTRIBUTE_NONE ? STS_DISTRIBUTE_NONE : STS_ENUM_INVALID;
+}
+
+static inline int sts_darg_in(int a)
+{
+	return a >= 0 ? a : a == MPI_DISTRIBUTE_DFLT_DARG ? STS_DISTRIBUTE_DFLT_DARG : STS_ENUM_INVALID;
+}
+
+/* n ints of v, each through tr, in new memory (free() it); NULL without
+ * memory. n <= 0: an empty array, not NULL (uh_conv.c) */
+int *sts_ints_in(const int *v, int n, int (*tr)(int));
+
 static inline int sts_topo_out(int t)
 {
 	return t == STS_TOPO_CART ? MPI_CART : t == STS_TOPO_GRAPH ? MPI_GRAPH :

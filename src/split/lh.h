@@ -85,6 +85,49 @@ static inline int lh_splittype_in(int t)
 	       STS_SPLIT_INVALID;
 }
 
+/* subarray and darray arguments (sts_mpi.h): neutral to this MPI's (_in)
+ * and back (_out), for the calls and for a datatype's record */
+static inline int lh_order_in(int o)
+{
+	return o == STS_ORDER_C ? MPI_ORDER_C : o == STS_ORDER_FORTRAN ? MPI_ORDER_FORTRAN :
+	       STS_ENUM_INVALID;
+}
+
+static inline int lh_order_out(int o)
+{
+	return o == MPI_ORDER_C ? STS_ORDER_C : o == MPI_ORDER_FORTRAN ? STS_ORDER_FORTRAN :
+	       STS_ENUM_INVALID;
+}
+
+static inline int lh_distrib_in(int d)
+{
+	return d == STS_DISTRIBUTE_BLOCK ? MPI_DISTRIBUTE_BLOCK :
+	       d == STS_DISTRIBUTE_CYCLIC ? MPI_DISTRIBUTE_CYCLIC :
+	       d == STS_DISTRIBUTE_NONE ? MPI_DISTRIBUTE_NONE : STS_ENUM_INVALID;
+}
+
+static inline int lh_distrib_out(int d)
+{
+	return d == MPI_DISTRIBUTE_BLOCK ? STS_DISTRIBUTE_BLOCK :
+	       d == MPI_DISTRIBUTE_CYCLIC ? STS_DISTRIBUTE_CYCLIC :
+	       d == MPI_DISTRIBUTE_NONE ? STS_DISTRIBUTE_NONE : STS_ENUM_INVALID;
+}
+
+/* a positive distribution argument is a number, the same in both */
+static inline int lh_darg_in(int a)
+{
+	return a >= 0 ? a : a == STS_DISTRIBUTE_DFLT_DARG ? MPI_DISTRIBUTE_DFLT_DARG : STS_ENUM_INVALID;
+}
+
+static inline int lh_darg_out(int a)
+{
+	return a >= 0 ? a : a == MPI_DISTRIBUTE_DFLT_DARG ? STS_DISTRIBUTE_DFLT_DARG : STS_ENUM_INVALID;
+}
+
+/* n ints of v, each through tr, in new memory (free() it); NULL without
+ * memory. n <= 0: an empty array, not NULL */
+int *lh_ints_in(const int *v, int n, int (*tr)(int));
+
 static inline int lh_topo_out(int t)
 {
 	return t == MPI_CART ? STS_TOPO_CART : t == MPI_GRAPH ? STS_TOPO_GRAPH :

@@ -462,9 +462,9 @@ int lh_fds_dump(struct img_writer *w, unsigned *count)
 	}
 	bad = ret ? -1 : proc_fds_unsupported(t, (size_t)nt);
 	if (bad >= 0)
-		ret = err_set(-ENOTSUP, "the program's fd %d is %s (%s): the split process saves "
-			      "files, directories, devices, pipes within the process, eventfd, timerfd "
-			      "and epoll", t[bad].rec.fd, proc_fd_kind_name(t[bad].rec.mode, t[bad].path),
+		ret = err_set(-ENOTSUP, "rank %d: the program's fd %d is %s (%s): the split process "
+			      "saves files, directories, devices, pipes within the process, eventfd, "
+			      "timerfd and epoll", lh_info->world_rank, t[bad].rec.fd, proc_fd_kind_name(t[bad].rec.mode, t[bad].path),
 			      t[bad].path);
 	total = (uint64_t)nt;
 	ret = ret ? ret : img_section_begin(w, "fds", "fds");

@@ -186,9 +186,9 @@ static int scan(struct layout *l)
 				g->r.file_ino = (uint64_t)fst.st_ino;
 			}
 		} else if (ino != 0 && (g->r.flags & SPLIT_SHARED)) {
-			ret = err_set(-ENOTSUP, "the upper half maps %s shared at %#lx: memfd, SysV and "
-				      "deleted shared files are not supported by the split process yet",
-				      g->path, start);
+			ret = err_set(-ENOTSUP, "rank %d: the upper half maps %s shared at %#lx: memfd, "
+				      "SysV and deleted shared files are not supported by the split "
+				      "process yet", lh_info->world_rank, g->path, start);
 			break;
 		}
 		g->r.path_len = (uint32_t)strlen(g->path) + 1;
@@ -216,8 +216,8 @@ static int check_objects(uint64_t vdso)
 
 		if (!ld || (ld >= STS_UPPER_LO && ld < STS_UPPER_HI) || (ld >= vdso && ld < vdso + (64 << 10)))
 			continue;
-		return err_set(-ENOTSUP, "the upper half's %s lies at %#lx, outside its range: it "
-			       "would not be saved", m->l_name && *m->l_name ? m->l_name : "program",
+		return err_set(-ENOTSUP, "rank %d: the upper half's %s lies at %#lx, outside its "
+			       "range: it would not be saved", lh_info->world_rank, m->l_name && *m->l_name ? m->l_name : "program",
 			       (unsigned long)ld);
 	}
 	return 0;

@@ -144,8 +144,9 @@ int lh_brk_check(void)
 	uint64_t now = (uint64_t)syscall(SYS_brk, 0);
 
 	if (now != brk_at)
-		return err_set(-ENOTSUP, "the program break moved from %#lx to %#lx: heap memory outside "
-			       "the upper half's range would not be saved", (unsigned long)brk_at,
+		return err_set(-ENOTSUP, "rank %d: the program break moved from %#lx to %#lx: heap "
+			       "memory outside the upper half's range would not be saved",
+			       lh_info->world_rank, (unsigned long)brk_at,
 			       (unsigned long)now);
 	return 0;
 }

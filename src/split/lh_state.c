@@ -12,7 +12,10 @@
  *   datatype      its construction, decoded with MPI_Type_get_envelope and
  *                 MPI_Type_get_contents down to predefined types (a tree:
  *                 types the program freed since stay inside the ones built
- *                 from them); rebuilt bottom up and committed
+ *                 from them), the values of a subarray's or darray's that
+ *                 differ between the ABIs made neutral; rebuilt bottom up
+ *                 and committed (MPI_Type_create_f90_*'s, predefined, made
+ *                 again only)
  *   operation     its trampoline slot and commutativity; MPI_Op_create
  *   file          path, mode, members, view (lh_io.c); opened again
  *   request       its record (lh_p2p.c): pending receives are posted again
@@ -40,14 +43,19 @@ struct rec_group {
 	int v[];
 };
 
+/* (new ones at the end: a ledger saved before them keeps its meaning) */
 enum comb { C_BAD, C_DUP, C_CONTIGUOUS, C_VECTOR, C_HVECTOR, C_INDEXED, C_HINDEXED,
-	    C_INDEXED_BLOCK, C_HINDEXED_BLOCK, C_STRUCT, C_RESIZED };
+	    C_INDEXED_BLOCK, C_HINDEXED_BLOCK, C_STRUCT, C_RESIZED, C_SUBARRAY, C_DARRAY,
+	    C_F90_REAL, C_F90_COMPLEX, C_F90_INTEGER };
 
 struct rec_type {
 	int comb;               /* enum comb; C_BAD: cannot be rebuilt */
 	int real_comb;          /* the MPI's combiner, for the error */
 	int ni, na, nd;
-	int *ints;
+	int *ints;              /* as MPI_Type_get_contents gives them, but the
+				 * values that differ between the ABIs (subarray's
+				 * and darray's order, darray's distributions and
+				 * default argument): neutral (sts_mpi.h) */
 	MPI_Aint *aints;
 	struct rec_type **kids; /* NULL entry: predefined, neutral number in kid_pre */
 	uint32_t *kid_pre;
@@ -165,7 +173,55 @@ static int comb_of(int c)
 	       c == MPI_COMBINER_INDEXED ? C_INDEXED : c == MPI_COMBINER_HINDEXED ? C_HINDEXED :
 	       c == MPI_COMBINER_INDEXED_BLOCK ? C_INDEXED_BLOCK :
 	       c == MPI_COMBINER_HINDEXED_BLOCK ? C_HINDEXED_BLOCK :
-	       c == MPI_COMBINER_STRUCT ? C_STRUCT : c == MPI_COMBINER_RESIZED ? C_RESIZED : C_BAD;
+	       c == MPI_COMBINER_STRUCT ? C_STRUCT : c == MPI_COMBINER_RESIZED ? C_RESIZED :
+	       c == MPI_COMBINER_SUBARRAY ? C_SUBARRAY : c == MPI_COMBINER_DARRAY ? C_DARRAY :
+	       c == MPI_COMBINER_F90_REAL ? C_F90_REAL : c == MPI_COMBINER_F90_COMPLEX ? C_F90_COMPLEX :
+	       c == MPI_COMBINER_F90_INTEGER ? C_F90_INTEGER : C_BAD;
+}
+
+/* MPI_Type_create_f90_*'s types are predefined ones (MPI-3.1 17.1.9): never
+ * freed, and what MPI_Type_get_contents gives of them neither */
+static int f90(int comb)
+{
+	return comb == C_F90_REAL || comb == C_F90_COMPLEX || comb == C_F90_INTEGER;
+}
+
+int *lh_ints_in(const int *v, int n, int (*tr)(int))
+{
+	int *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(int));
+
+	if (out)
+		for (int i = 0; i < n; i++)
+			out[i] = tr(v[i]);
+	return out;
+}
+
+/* The values of a subarray's or darray's contents that differ between the
+ * ABIs, through tr_order, tr_distrib and tr_darg (to neutral ones when
+ * recorded, back to this MPI's when built): 0, or -1 when the counts are
+ * not those of the constructor. */
+static int translate_ints(int comb, int *I, int ni, int (*tr_order)(int),
+			  int (*tr_distrib)(int), int (*tr_darg)(int))
+{
+	if (comb == C_SUBARRAY) {
+		int n = ni > 0 ? I[0] : -1;   /* ndims, sizes, subsizes, starts, order */
+
+		if (n < 0 || ni != 3 * n + 2)
+			return -1;
+		I[3 * n + 1] = tr_order(I[3 * n + 1]);
+	} else if (comb == C_DARRAY) {
+		/* size, rank, ndims, gsizes, distribs, dargs, psizes, order */
+		int n = ni > 2 ? I[2] : -1;
+
+		if (n < 0 || ni != 4 * n + 4)
+			return -1;
+		for (int i = 0; i < n; i++) {
+			I[3 + n + i] = tr_distrib(I[3 + n + i]);
+			I[3 + 2 * n + i] = tr_darg(I[3 + 2 * n + i]);
+		}
+		I[3 + 4 * n] = tr_order(I[3 + 4 * n]);
+	}
+	return 0;
 }
 
 static void type_free_rec(struct rec_type *r)
@@ -218,6 +274,8 @@ static struct rec_type *record_type(MPI_Datatype t)
 		return NULL;
 	}
 	MPI_Type_get_contents(t, ni, na, nd, r->ints, r->aints, types);
+	if (translate_ints(r->comb, r->ints, ni, lh_order_out, lh_distrib_out, lh_darg_out) != 0)
+		r->comb = C_BAD;
 	for (int i = 0; i < nd; i++) {
 		int ki, ka, kd, kc;
 
@@ -229,7 +287,8 @@ static struct rec_type *record_type(MPI_Datatype t)
 			continue;
 		}
 		r->kids[i] = record_type(types[i]);
-		MPI_Type_free(&types[i]);
+		if (!f90(comb_of(kc)))
+			MPI_Type_free(&types[i]);
 		if (!r->kids[i] || r->kids[i]->comb == C_BAD)
 			r->comb = C_BAD;
 	}
@@ -250,8 +309,32 @@ static int kid(const struct rec_type *r, int i, MPI_Datatype *t)
 
 static void kid_done(const struct rec_type *r, int i, MPI_Datatype *t)
 {
-	if (r->kids[i])
+	if (r->kids[i] && !f90(r->kids[i]->comb))
 		MPI_Type_free(t);
+}
+
+/* a subarray or darray, its contents back in this MPI's values */
+static int build_array(const struct rec_type *r, MPI_Datatype k, MPI_Datatype *out)
+{
+	int *I = malloc((size_t)(r->ni + 1) * sizeof(int)), n, ret;
+
+	if (!I)
+		return MPI_ERR_NO_MEM;
+	memcpy(I, r->ints, (size_t)r->ni * sizeof(int));
+	if (translate_ints(r->comb, I, r->ni, lh_order_in, lh_distrib_in, lh_darg_in) != 0) {
+		free(I);
+		return MPI_ERR_TYPE;
+	}
+	if (r->comb == C_SUBARRAY) {
+		n = I[0];
+		ret = MPI_Type_create_subarray(n, I + 1, I + 1 + n, I + 1 + 2 * n, I[1 + 3 * n], k, out);
+	} else {
+		n = I[2];
+		ret = MPI_Type_create_darray(I[0], I[1], n, I + 3, I + 3 + n, I + 3 + 2 * n,
+					     I + 3 + 3 * n, I[3 + 4 * n], k, out);
+	}
+	free(I);
+	return ret;
 }
 
 static int build_type(const struct rec_type *r, MPI_Datatype *out)
@@ -278,6 +361,13 @@ static int build_type(const struct rec_type *r, MPI_Datatype *out)
 		free(ks);
 		return ret;
 	}
+	switch (r->comb) {   /* no datatype inside */
+	case C_F90_REAL: return r->ni == 2 ? MPI_Type_create_f90_real(I[0], I[1], out) : MPI_ERR_TYPE;
+	case C_F90_COMPLEX:
+		return r->ni == 2 ? MPI_Type_create_f90_complex(I[0], I[1], out) : MPI_ERR_TYPE;
+	case C_F90_INTEGER: return r->ni == 1 ? MPI_Type_create_f90_integer(I[0], out) : MPI_ERR_TYPE;
+	default: break;
+	}
 	if (r->nd != 1 || (ret = kid(r, 0, &k)) != MPI_SUCCESS)
 		return r->nd != 1 ? MPI_ERR_TYPE : ret;
 	switch (r->comb) {
@@ -290,6 +380,8 @@ static int build_type(const struct rec_type *r, MPI_Datatype *out)
 	case C_INDEXED_BLOCK: ret = MPI_Type_create_indexed_block(I[0], I[1], I + 2, k, out); break;
 	case C_HINDEXED_BLOCK: ret = MPI_Type_create_hindexed_block(I[0], I[1], A, k, out); break;
 	case C_RESIZED: ret = MPI_Type_create_resized(k, A[0], A[1], out); break;
+	case C_SUBARRAY:
+	case C_DARRAY: ret = build_array(r, k, out); break;
 	default: ret = MPI_ERR_TYPE; break;
 	}
 	kid_done(r, 0, &k);
@@ -320,7 +412,7 @@ int lh_type_build(const void *rec, MPI_Datatype *out)
 {
 	int ret = build_type(rec, out);
 
-	if (ret == MPI_SUCCESS)
+	if (ret == MPI_SUCCESS && !f90(((const struct rec_type *)rec)->comb))
 		ret = MPI_Type_commit(out);
 	return ret;
 }
@@ -489,8 +581,9 @@ static const char *const kind_names[] = STS_KIND_NAMES;
 static const char *comb_name(int c)
 {
 	return c == MPI_COMBINER_NAMED ? "a predefined type Stasis does not know" :
-	       c == MPI_COMBINER_SUBARRAY ? "MPI_Type_create_subarray" :
-	       c == MPI_COMBINER_DARRAY ? "MPI_Type_create_darray" : "an unsupported constructor";
+	       c == MPI_COMBINER_SUBARRAY ? "MPI_Type_create_subarray (contents it cannot read)" :
+	       c == MPI_COMBINER_DARRAY ? "MPI_Type_create_darray (contents it cannot read)" :
+	       "an unsupported constructor";
 }
 
 static const struct rec_type *bad_part(const struct rec_type *r)
@@ -647,9 +740,7 @@ int lh_state_rebuild(void)
 		} else if (k == STS_DATATYPE) {
 			MPI_Datatype t;
 
-			ret = build_type(s->rec, &t);
-			if (ret == MPI_SUCCESS)
-				ret = MPI_Type_commit(&t);
+			ret = lh_type_build(s->rec, &t);
 			if (ret == MPI_SUCCESS)
 				s->real = LH_HVAL(t);
 		} else if (k == STS_FILE) {

@@ -3,7 +3,7 @@
  * upper half's descriptors").
  *
  *   appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen LIB_A LIB_B] [files]
- *            [shm] [thread] [memfd]
+ *            [shm] [thread] [unlinked] [memfd] [socket]
  *
  * heap    every iteration allocates 64 blocks of 4000 bytes (below malloc's
  *         mmap threshold: the heap grows by small allocations, before and
@@ -20,13 +20,17 @@
  * thread  at start and after every restart, a thread that lives on: it
  *         checks an array on its own stack, a __thread variable and a
  *         block it allocated, every 5 ms, across the later restarts;
- * memfd   a memfd mapped shared: a checkpoint must refuse it.
+ * unlinked  a file unlinked while open, one line appended per iteration,
+ *         all of them read back and checked every iteration;
+ * memfd   a memfd mapped shared: a checkpoint must refuse it;
+ * socket  a UDP socket kept open: a checkpoint must refuse it.
  *
  * A restart is seen as a change of pid: "rank R restarted K". Each
  * iteration rank 0 prints "rank 0 iteration I"; at the end "PASS ranks=N
  * iterations=I". A failed check prints "FAIL ..." and exits with 1. The
  * files' contents depend only on the iterations: a run checkpointed,
  * killed and restarted must leave them equal to an uninterrupted run's. */
+#define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -37,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #define BLOCK 4000
@@ -244,9 +249,37 @@ static void thread_step(void)
 		fail("a thread found its stack, TLS or heap changed (%ld threads)%ld", nthreads_live, 0);
 }
 
+static int unl = -1;
+
+static void unlinked_open(const char *dir)
+{
+	char path[4096];
+
+	snprintf(path, sizeof(path), "%s/unlinked-%d.txt", dir, rank);
+	unl = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (unl < 0 || unlink(path) != 0)
+		fail("cannot make the unlinked file%ld%ld", unl, 0);
+}
+
+static void unlinked_step(int it)
+{
+	char want[64], got[64];
+
+	for (int i = 0; i < it; i++) {
+		int n = snprintf(want, sizeof(want), "line %05d\n", i);
+
+		if (pread(unl, got, (size_t)n, (off_t)i * n) != n || memcmp(got, want, (size_t)n))
+			fail("line %ld of the unlinked file is lost (of %ld)", i, it);
+	}
+	int n = snprintf(want, sizeof(want), "line %05d\n", it);
+
+	if (lseek(unl, (off_t)it * n, SEEK_SET) < 0 || write(unl, want, (size_t)n) != n)
+		fail("cannot write the unlinked file at %ld%ld", it, 0);
+}
+
 int main(int argc, char **argv)
 {
-	int size, iters, heap = 0, files = 0, restarts = 0, shared = 0, threads = 0;
+	int size, iters, heap = 0, files = 0, restarts = 0, shared = 0, threads = 0, unlinked = 0;
 	long ms;
 	pid_t pid = getpid();
 	struct timespec ts;
@@ -267,6 +300,12 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[a], "shm")) {
 			shared = 1;
 			shm_open_map(argv[3]);
+		} else if (!strcmp(argv[a], "unlinked")) {
+			unlinked = 1;
+			unlinked_open(argv[3]);
+		} else if (!strcmp(argv[a], "socket")) {
+			if (socket(AF_INET, SOCK_DGRAM, 0) < 0)
+				fail("socket%ld%ld", 0, 0);
 		} else if (!strcmp(argv[a], "thread")) {
 			threads = 1;
 			thread_start();
@@ -304,6 +343,8 @@ int main(int argc, char **argv)
 			files_step(it);
 		if (shared)
 			shm_step(it);
+		if (unlinked)
+			unlinked_step(it);
 		if (threads)
 			thread_step();
 		MPI_Barrier(MPI_COMM_WORLD);

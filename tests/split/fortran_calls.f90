@@ -39,10 +39,13 @@
 !     right, MPI_Recv_init from the left) started with MPI_Startall and
 !     completed with MPI_Waitall: the message, and both handles still
 !     there (1);
-! then sleeps SLEEP_MS: 22 checks. At the end each rank reads every record
+!  n. a subarray made before the loop (MPI_Type_create_subarray: the 2x2
+!     block at (1, 1) of a 4x3 integer array, MPI_ORDER_FORTRAN) to the
+!     right (MPI_Sendrecv): every element, the ones outside untouched (1);
+! then sleeps SLEEP_MS: 23 checks. At the end each rank reads every record
 ! back (1 check), MPI_File_close, the types and requests freed; rank 0
 ! sums the checks (MPI_Reduce) and prints "PASS ranks=N iterations=I
-! checks=C" with C = N * (6 + 22 * I). A wrong value prints a FAIL line and
+! checks=C" with C = N * (6 + 23 * I). A wrong value prints a FAIL line and
 ! aborts.
 program fortran_calls
 #ifdef USE_MPI_MODULE
@@ -67,6 +70,7 @@ program fortran_calls
   integer :: outcount, indices(2), done, polls, cnt, vbuf(12), msg(8), ibuf(4), res
   integer :: fh, recbuf(REC), left, right, nlen, namelen, sv(3)
   integer :: preq(2), psts(MPI_STATUS_SIZE, 2)
+  integer :: satype, sasizes(2), sasub(2), sastart(2), sa(4, 3), sb(4, 3)
   ! what MPI reads and writes between MPI_Startall and MPI_Waitall, through
   ! addresses the compiler does not see passed there
   integer, asynchronous :: psend(4), precv(4)
@@ -132,6 +136,13 @@ program fortran_calls
   call MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE + MPI_MODE_RDWR, MPI_INFO_NULL, fh, ierr)
   if (ierr /= MPI_SUCCESS) call fail('MPI_File_open', ierr)
   call MPI_Send_init(psend, 4, MPI_INTEGER, right, 12, cart, preq(1), ierr)
+  sasizes = (/ 4, 3 /)
+  sasub = (/ 2, 2 /)
+  sastart = (/ 1, 1 /)
+  call MPI_Type_create_subarray(2, sasizes, sasub, sastart, MPI_ORDER_FORTRAN, MPI_INTEGER, &
+                                satype, ierr)
+  if (ierr /= MPI_SUCCESS) call fail('MPI_Type_create_subarray', ierr)
+  call MPI_Type_commit(satype, ierr)
   call MPI_Recv_init(precv, 4, MPI_INTEGER, left, 12, cart, preq(2), ierr)
 
   do it = 1, iters
@@ -351,6 +362,26 @@ program fortran_calls
         preq(2) == MPI_REQUEST_NULL) call fail('persistent requests', precv(4))
     checks = checks + 1
 
+    ! n. a subarray
+    do k = 1, 3
+      do j = 1, 4
+        sa(j, k) = val(rank, it, 500 + 10 * k + j)
+      end do
+    end do
+    sb = -7
+    call MPI_Sendrecv(sa, 1, satype, right, 13, sb, 1, satype, left, 13, cart, &
+                      MPI_STATUS_IGNORE, ierr)
+    do k = 1, 3
+      do j = 1, 4
+        if (j >= 2 .and. j <= 3 .and. k >= 2) then
+          if (sb(j, k) /= val(left, it, 500 + 10 * k + j)) call fail('subarray element', 10 * k + j)
+        else if (sb(j, k) /= -7) then
+          call fail('subarray outside', 10 * k + j)
+        end if
+      end do
+    end do
+    checks = checks + 1
+
     ierr = usleep(int(sleep_ms * 1000, c_int))
   end do
 
@@ -373,11 +404,12 @@ program fortran_calls
   call MPI_Type_free(vtype, ierr)
   call MPI_Type_free(ctype, ierr)
   call MPI_Type_free(stype, ierr)
+  call MPI_Type_free(satype, ierr)
   if (stype /= MPI_DATATYPE_NULL) call fail('MPI_Type_free', stype)
 
   call MPI_Reduce(checks, total, 1, MPI_INTEGER, MPI_SUM, 0, MPI_COMM_WORLD, ierr)
   if (rank == 0) then
-    if (total /= n * (6 + 22 * iters)) call fail('checks counted', total)
+    if (total /= n * (6 + 23 * iters)) call fail('checks counted', total)
     write (*, '(A,I0,A,I0,A,I0)') 'PASS ranks=', n, ' iterations=', iters, ' checks=', total
     flush (6)
   end if

@@ -10,6 +10,7 @@ restart that lives on through the later ones. A memfd mapped shared is
 refused in one line.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import re
 import subprocess
 
 import pytest
@@ -47,7 +48,7 @@ def args_of(d, plugins, modes):
         a.append("heap")
     if "dlopen" in modes:
         a += ["dlopen", *plugins]
-    a += [m for m in modes if m in ("files", "shm", "thread", "memfd")]
+    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "memfd", "socket")]
     return a
 
 
@@ -68,7 +69,7 @@ def three_cycles(prog, plugins, lower, tmp_path, modes):
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS} blocks=" in out, out + err
     assert "FAIL" not in out
-    assert "rank 0 restarted 3" in out and "rank 1 restarted 3" in out, out
+    assert "rank 0 restarted 3" in out and "rank 1 restarted 3" in out, out + err
     return run, native, out
 
 
@@ -96,19 +97,34 @@ def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_pa
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_shared_memory_object_and_threads_started_after_restarts(appstate, plugins, lower,
                                                                   tmp_path):
-    three_cycles(appstate[lower], plugins, lower, tmp_path, ("shm", "thread"))
+    three_cycles(appstate[lower], plugins, lower, tmp_path, ("shm", "thread", "unlinked"))
 
 
-def test_memfd_mapping_is_refused_and_the_job_runs_on(appstate, plugins, tmp_path):
+def refused(appstate, plugins, tmp_path, mode):
+    """appstate with mode under `stasis run`: the checkpoint's one line of
+    refusal; the job runs on to its end."""
     run = tmp_path / "run"
     run.mkdir()
     job = MpiJob(tmp_path)
-    job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, ("memfd",)))
+    job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, (mode,)))
     job.lines_until(r"rank 0 iteration 2")
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     assert r.returncode != 0, r.stdout
     lines = r.stderr.strip().splitlines()
-    assert len(lines) == 1 and "the upper half maps /memfd:appstate (deleted) shared at" in lines[0] \
-        and "memfd, SysV and deleted shared files are not supported" in lines[0], r.stderr
+    assert len(lines) == 1, r.stderr
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    return lines[0]
+
+
+def test_memfd_mapping_is_refused_and_the_job_runs_on(appstate, plugins, tmp_path):
+    line = refused(appstate, plugins, tmp_path, "memfd")
+    assert re.search(r"rank [01]: the upper half maps /memfd:appstate \(deleted\) shared at", line) \
+        and "memfd, SysV and deleted shared files are not supported" in line, line
+
+
+def test_socket_is_refused_naming_the_descriptor(appstate, plugins, tmp_path):
+    line = refused(appstate, plugins, tmp_path, "socket")
+    assert re.search(r"rank [01]: the program's fd 3 is a socket \(socket:\[\d+\]\): the split "
+                     r"process saves files, directories, devices, pipes within the process, "
+                     r"eventfd, timerfd and epoll$", line), line

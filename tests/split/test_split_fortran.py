@@ -6,10 +6,10 @@ three times under `stasis run`, under Open MPI and MPICH, on 2 and 4 ranks,
 and restarted once under the other MPI; it checks every message, status and
 reduction itself and counts its checks. fortran_calls.f90 does the same
 with the calls gen_fortran.py generates from their C prototypes
-(collectives, Waitany's and Testsome's 1-based indices, derived types,
-Cartesian topology, probes, MPI-IO with a file name and names read back as
-Fortran strings, persistent requests). A Fortran function the stand-in does not implement names
-itself and ends the job.
+(collectives, Waitany's and Testsome's 1-based indices, derived types and
+a subarray, Cartesian topology, probes, MPI-IO with a file name and names
+read back as Fortran strings, persistent requests). A Fortran function the
+stand-in does not implement names itself and ends the job.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pathlib
@@ -60,9 +60,9 @@ def checks(n, iters):
 
 
 def calls_checks(n, iters):
-    """fortran_calls.f90's count: 5 before the loop, 22 per iteration, 1 at
+    """fortran_calls.f90's count: 5 before the loop, 23 per iteration, 1 at
     the end, per rank."""
-    return n * (6 + 22 * iters)
+    return n * (6 + 23 * iters)
 
 
 def run(cmd, cwd):
