@@ -68,3 +68,7 @@ CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",
 	   "`stasis restart` of an MPI job reads the files the job mapped and the rank images "
 	   "ahead while the launcher starts (off: the ranks read them when they need them)")
+CONFIG_KEY(SPLIT_PROGRAMS, "split_programs", STRING, "python*", 0, 0, "",
+	   "programs that load MPI only once they run (mpi4py's Python) and go above a lower "
+	   "half as ranks of `stasis run -- mpirun ...` all the same: comma-separated shell "
+	   "patterns of the executable's name (or path, with a slash); empty: none")

@@ -49,6 +49,21 @@ struct rank_conn {
 	char host[64];
 };
 
+/* What is known of a rank that may not be registered, the latest note of
+ * each kind a rank: a process of it runs without a lower half and said why
+ * (UNSPLIT from the launch library: it links no MPI, or it loads MPI later
+ * but another process of the rank started it), or its lower half
+ * registered and ended. A checkpoint that finds the rank missing says the
+ * weightiest (the last kind first). */
+enum note_kind { NOTE_NOMPI, NOTE_LATE, NOTE_ENDED };
+#define NOTES_MAX 4096
+struct rank_note {
+	int rank, size, pid;
+	enum note_kind kind;
+	char host[64];
+	char why[320];
+};
+
 struct coord {
 	const struct coord_opts *o;
 	struct store *store;
@@ -70,6 +85,8 @@ struct coord {
 	char addr[128];          /* host:port the ranks reach */
 	struct rank_conn *ranks;
 	unsigned nranks, size;
+	struct rank_note *notes;
+	unsigned nnotes;
 	char *const *launch;     /* the job's command, for the launch record */
 };
 
@@ -244,13 +261,129 @@ static int tcp_listen(struct coord *c)
 	return 0;
 }
 
+/* Remember what is known of rank (of size, pid on host): its note of that
+ * kind, replaced if it has one */
+static void note_add(struct coord *c, int rank, int size, int pid, const char *host,
+		     enum note_kind kind, const char *why)
+{
+	struct rank_note *n = NULL;
+
+	for (unsigned i = 0; i < c->nnotes && !n; i++)
+		if (c->notes[i].rank == rank && c->notes[i].kind == kind)
+			n = &c->notes[i];
+	if (!n) {
+		if (c->nnotes == NOTES_MAX)
+			return;
+		if (!c->notes && !(c->notes = calloc(NOTES_MAX, sizeof(*c->notes))))
+			return;
+		n = &c->notes[c->nnotes++];
+	}
+	n->rank = rank;
+	n->size = size;
+	n->pid = pid;
+	n->kind = kind;
+	snprintf(n->host, sizeof(n->host), "%s", host);
+	snprintf(n->why, sizeof(n->why), "%s", why);
+}
+
 static void rank_drop(struct coord *c, unsigned i)
 {
 	close(c->ranks[i].fd);
 	c->ranks[i] = c->ranks[--c->nranks];
 }
 
-/* RANK 1 <secret> <rank> <size> <pid> <host> <restarts> */
+/* A registered rank's connection closed outside a checkpoint: it ended */
+static void rank_ended(struct coord *c, unsigned i)
+{
+	note_add(c, c->ranks[i].rank, c->ranks[i].size, c->ranks[i].pid, c->ranks[i].host,
+		 NOTE_ENDED, "registered above its lower half, then ended");
+	rank_drop(c, i);
+}
+
+/* UNSPLIT 1 <secret> <rank> <size> <pid> <host> nompi|late <why...>: a
+ * process of a rank that runs without a lower half, and why (launch.c). No
+ * answer. */
+static void unsplit(struct coord *c, const char *line)
+{
+	char secret[128], host[64], kind[16];
+	unsigned version;
+	int rank, size, pid, pos = 0;
+
+	if (sscanf(line, "UNSPLIT %u %127s %d %d %d %63s %15s %n", &version, secret, &rank, &size,
+		   &pid, host, kind, &pos) != 7 || !pos || version != COORD_PROTOCOL_VERSION ||
+	    !secret_equal(secret, c->secret) || rank < 0 || (size > 0 && rank >= size))
+		return;
+	log_info("rank %d (pid %d on %s) runs without a lower half: %s", rank, pid, host, line + pos);
+	note_add(c, rank, size, pid, host, strcmp(kind, "late") ? NOTE_NOMPI : NOTE_LATE,
+		 line + pos);
+}
+
+/* The message of a checkpoint that finds ranks of the job unregistered:
+ * the counts, then what is known of each missing rank (its weightiest
+ * note), ranks with the same reason together; within err.c's 512 bytes. */
+static int unregistered(struct coord *c)
+{
+	unsigned size = c->size, shown = 0, silent = 0;
+	const struct rank_note **best;
+	char msg[512], *reg;
+	size_t n = 0;
+
+#define ADD(...) \
+	(n += n < sizeof(msg) ? (size_t)snprintf(msg + n, sizeof(msg) - n, __VA_ARGS__) : 0)
+	if (!c->nranks)
+		for (unsigned i = 0; i < c->nnotes; i++)
+			if (c->notes[i].size > 0 && (unsigned)c->notes[i].size > size)
+				size = (unsigned)c->notes[i].size;
+	if (!size)
+		size = 1;
+	ADD("%u of %u ranks of the job are registered", c->nranks, size);
+	best = calloc(size, sizeof(*best));
+	reg = calloc(size, 1);
+	for (unsigned i = 0; reg && i < c->nranks; i++)
+		if ((unsigned)c->ranks[i].rank < size)
+			reg[c->ranks[i].rank] = 1;
+	for (unsigned i = 0; best && reg && i < c->nnotes; i++) {
+		const struct rank_note *o = &c->notes[i];
+
+		if ((unsigned)o->rank < size && !reg[o->rank] &&
+		    (!best[o->rank] || o->kind > best[o->rank]->kind))
+			best[o->rank] = o;
+	}
+	for (unsigned r = 0; best && reg && r < size; r++)
+		silent += !best[r] && !reg[r];
+	for (unsigned r = 0; best && reg && r < size; r++) {
+		const struct rank_note *o = best[r];
+		unsigned k = 0;
+
+		if (!o || n >= sizeof(msg))
+			continue;
+		ADD("; rank");
+		for (unsigned q = r; q < size; q++) {
+			const struct rank_note *p = best[q];
+
+			if (!p || strcmp(p->why, o->why))
+				continue;
+			best[q] = NULL;
+			if (k++ < 4)
+				ADD("%s %d (pid %d on %s)", k > 1 ? "," : "", p->rank, p->pid, p->host);
+			else if (k == 5)
+				ADD(", ...");
+		}
+		ADD(": %s", o->why);
+		shown++;
+	}
+	free(best);
+	free(reg);
+	if (!shown)
+		ADD(" (not started yet, or ended)");
+	else if (silent)
+		ADD("; no word from %u other rank%s (not started yet, or ended)", silent,
+		    silent > 1 ? "s" : "");
+#undef ADD
+	return err_set(-ENOTCONN, "%s", msg);
+}
+
+/* RANK 1 <secret> <rank> <size> <pid> <host> <restarts>, or UNSPLIT */
 static void accept_rank(struct coord *c)
 {
 	struct rank_conn r = { .fd = -1 };
@@ -260,8 +393,14 @@ static void accept_rank(struct coord *c)
 
 	if (fd < 0)
 		return;
-	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0 ||
-	    sscanf(line, "RANK %u %127s %d %d %d %63s %u", &version, secret, &r.rank, &r.size, &r.pid,
+	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
+		line[0] = 0;
+	if (!strncmp(line, "UNSPLIT ", 8)) {
+		unsplit(c, line);
+		close(fd);
+		return;
+	}
+	if (sscanf(line, "RANK %u %127s %d %d %d %63s %u", &version, secret, &r.rank, &r.size, &r.pid,
 		   r.host, &r.restarts) != 7) {
 		reply(fd, "ERR expected RANK <version> <secret> <rank> <size> <pid> <host> <restarts>");
 		close(fd);
@@ -383,8 +522,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		accept_rank(c);
 	}
 	if (!c->nranks || c->nranks < c->size)
-		return err_set(-ENOTCONN, "%u of %u ranks of the job are registered (not started yet, "
-			       "or ended)", c->nranks, c->size ? c->size : 1);
+		return unregistered(c);
 	ret = store_ckpt_begin(c->store, &ck);
 	if (ret)
 		return ret;
@@ -708,7 +846,7 @@ static void serve(struct coord *c)
 				continue;
 			if (read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0 ||
 			    strcmp(line, "REQUEST") != 0) {
-				rank_drop(c, i);
+				rank_ended(c, i);
 				continue;
 			}
 			log_info("rank %d asks for a checkpoint (MPIX_Checkpoint)", c->ranks[i].rank);
@@ -770,6 +908,7 @@ static void coord_fini(struct coord *c)
 	while (c->nranks)
 		rank_drop(c, c->nranks - 1);
 	free(c->ranks);
+	free(c->notes);
 	if (c->tcp_fd >= 0)
 		close(c->tcp_fd);
 	store_close(&c->store);

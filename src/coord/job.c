@@ -234,7 +234,8 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	if (setenv("LD_PRELOAD", preload, 1) || setenv("STASIS_LAUNCH_LIB", lib, 1) ||
 	    setenv("STASIS_LH_DIR", dir, 1) || setenv("STASIS_COORD_ADDR", addr, 1) ||
 	    setenv("STASIS_JOB_DIR", job_dir, 1) || setenv("STASIS_STORE_ROOT", root, 1) ||
-	    setenv("STASIS_STORE_TIER", tier ? tier : "", 1) || setenv("STASIS_JOB_NAME", job, 1))
+	    setenv("STASIS_STORE_TIER", tier ? tier : "", 1) || setenv("STASIS_JOB_NAME", job, 1) ||
+	    setenv("STASIS_SPLIT_PROGRAMS", cfg_str(CFG_SPLIT_PROGRAMS), 1))
 		return err_set(-ENOMEM, "cannot set the job's environment");
 	unsetenv("STASIS_LH_ACTIVE");
 	unsetenv("STASIS_COORD_FD");
