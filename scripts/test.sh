@@ -19,7 +19,7 @@ run_suite() {  # build dir
 	echo "== pytest ($dir)"
 	STASIS_BIN="$root/$dir/src/cli/stasis" STASIS_BUILD="$root/$dir" \
 		/usr/bin/python3 -m pytest -q -p no:cacheprovider tests/cli tests/mpi \
-		tests/proc tests/split \
+		tests/proc tests/split tests/cluster \
 		$( [ -d tests/bindings ] && echo tests/bindings )
 }
 

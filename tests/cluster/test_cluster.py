@@ -1,0 +1,73 @@
+"""scripts/cluster.sh (docs/cluster.md): nodes with their own hostname,
+address, /dev/shm and node-local directory, one shared global directory, a
+real Slurm across them, ssh-like exec, a node killed whole (and wiped) and
+started again, and nothing left behind by down.
+
+Needs root."""
+import pathlib
+import re
+import subprocess
+
+from cluster_common import BASE, SCRIPT, Cluster, cluster, sh  # noqa: F401
+
+
+def test_nodes_are_separate_hosts(cluster):
+    for n in ["head"] + cluster.nodes:
+        assert cluster.exec(n, "hostname").stdout.strip() == n
+    assert cluster.exec("n1", "ssh -x n2 hostname").stdout.strip() == "n2"
+    assert cluster.exec("n1", "ip route get 192.0.2.2", check=False).returncode != 0
+    cluster.exec("n1", "echo x > /dev/shm/sts-probe")
+    assert cluster.exec("n2", "test -e /dev/shm/sts-probe", check=False).returncode != 0
+    cluster.exec("n1", "rm /dev/shm/sts-probe")
+
+
+def test_node_local_and_global_directories(cluster):
+    cluster.exec("n2", f"echo n2 > {BASE}/local/probe && echo all > {BASE}/global/probe")
+    assert (cluster.local("n2") / "probe").read_text() == "n2\n"
+    assert cluster.exec("n3", f"test -e {BASE}/local/probe", check=False).returncode != 0
+    assert cluster.exec("n3", f"cat {BASE}/global/probe").stdout == "all\n"
+    df = cluster.exec("n2", f"stat -f -c %T {BASE}/local").stdout.strip()
+    assert df == "tmpfs", df
+
+
+def test_slurm_runs_across_the_nodes(cluster):
+    out = cluster.exec("head", "srun -N4 hostname | sort | paste -sd,").stdout.strip()
+    assert out == "n1,n2,n3,n4"
+    states = cluster.exec("head", "sinfo -h -N -o '%N %T'").stdout.split("\n")
+    assert sorted(s for s in states if s) == [f"n{i} idle" for i in range(1, 5)]
+
+
+def test_kill_node_wipe_and_start_node(cluster):
+    (cluster.local("n3") / "img").write_text("staged")
+    sh("kill-node", "n3", "--wipe")
+    pids = subprocess.run(["ip", "netns", "pids", "sts-n3"], capture_output=True, text=True).stdout
+    assert pids.strip() == ""
+    assert list(cluster.local("n3").iterdir()) == []
+    r = cluster.exec("n3", "true", check=False)
+    assert r.returncode == 255 and r.stderr.strip() == "nodeexec: n3: node is down", r.stderr
+    sh("start-node", "n3")
+    sh("wait-state", "n3", "^idle", 60, timeout=90)
+    assert cluster.exec("n3", "hostname").stdout.strip() == "n3"
+
+
+def test_bad_input_is_one_line():
+    r = sh("frobnicate", check=False)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "unknown command 'frobnicate'" in r.stderr
+    r = sh("kill-node", "n99", check=False)
+    assert r.returncode == 1 and r.stderr.strip() == "cluster: kill-node: no node 'n99'"
+
+
+def test_down_leaves_nothing(cluster):
+    sh("down")
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert not re.search(r"^sts-", netns, re.M), netns
+    procs = "\n".join(ln for ln in subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True,
+                      text=True).stdout.splitlines() if not ln.startswith("Z"))  # PID 1 reaps late
+    assert "sts-anchor" not in procs and "slurmd" not in procs and "munged" not in procs, procs
+    mounts = open("/proc/self/mounts").read()
+    assert str(BASE) not in mounts and "sts-local-" not in mounts, mounts
+    assert not any(pathlib.Path(p).exists() for p in ("/sys/fs/cgroup/stasis-cluster",
+                                                      "/sys/fs/cgroup/unified/stasis-cluster"))
+    sh("down")   # a second down is harmless
+    sh("up", 4, timeout=180)   # the module's fixture still owns a cluster
