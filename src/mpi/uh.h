@@ -176,6 +176,15 @@ static inline int sts_darg_in(int a)
  * memory. n <= 0: an empty array, not NULL (uh_conv.c) */
 int *sts_ints_in(const int *v, int n, int (*tr)(int));
 
+/* Fortran handles (uh_conv.c; MPI_X_c2f, MPI_X_f2c, and the Fortran
+ * stand-in's every handle): in MPICH's ABI the C handle itself; in Open
+ * MPI's, a predefined handle of mpif.h its PARAMETER, any other its
+ * neutral number plus STS_F_USER_OFFSET, so that a Fortran handle means
+ * the same object after a restart. sts_f2c of a value that is none: 0;
+ * sts_c2f of one: -1. */
+uint64_t sts_f2c(int kind, int f);
+int sts_c2f(int kind, uint64_t c);
+
 static inline int sts_topo_out(int t)
 {
 	return t == STS_TOPO_CART ? MPI_CART : t == STS_TOPO_GRAPH ? MPI_GRAPH :

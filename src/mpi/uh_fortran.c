@@ -10,8 +10,10 @@
  *
  *  - handles: in MPICH's ABI a Fortran handle is the C handle. In Open
  *    MPI's, predefined handles are the small integers of mpif-handles.h
- *    (sts_fhandles, generated); a handle the program created is its neutral
- *    number plus STS_F_USER_OFFSET, so it survives a restart like the C one;
+ *    (sts_fhandles, generated); any other handle is its neutral number
+ *    plus STS_F_USER_OFFSET, so it survives a restart like the C one. The
+ *    C stand-in translates (sts_f2c, sts_c2f in uh_conv.c), for its
+ *    MPI_X_c2f and MPI_X_f2c too;
  *  - statuses: a Fortran status is the C MPI_Status bit for bit (checked
  *    below at compile time);
  *  - MPI_BOTTOM, MPI_IN_PLACE, MPI_STATUS(ES)_IGNORE: addresses in COMMON
@@ -34,12 +36,6 @@
 
 #include "uh.h"
 
-struct sts_fhandle {
-	int kind;
-	MPI_Fint f;
-	uint64_t c;
-};
-
 #include "uh_fortran_abi.c"
 
 _Static_assert(sizeof(MPI_Status) == STS_F_STATUS_SIZE * sizeof(MPI_Fint),
@@ -53,50 +49,10 @@ _Static_assert(offsetof(MPI_Status, MPI_SOURCE) == STS_F_SOURCE * sizeof(MPI_Fin
 
 /* ---- handles ---- */
 
-#ifdef OPEN_MPI
-#define NO_HANDLE 0xfffffffeu
-
-static uint64_t f2c_tab[STS_KINDS][STS_F_USER_OFFSET];
-static int f2c_ready;
-
-static uint64_t f2c(int kind, MPI_Fint f)
-{
-	uint32_t u = (uint32_t)f;
-
-	if (u >= STS_F_USER_OFFSET + STS_FIRST_USER)
-		return sts_out(kind, u - STS_F_USER_OFFSET);
-	if (!f2c_ready) {
-		for (const struct sts_fhandle *h = sts_fhandles; h->kind >= 0; h++)
-			f2c_tab[h->kind][h->f] = h->c;
-		f2c_ready = 1;
-	}
-	return u < STS_F_USER_OFFSET ? f2c_tab[kind][u] : 0;   /* 0: no handle of Open MPI's */
-}
-
-static MPI_Fint c2f(int kind, uint64_t c)
-{
-	uint32_t n = sts_in(kind, c);
-
-	if (n >= STS_FIRST_USER && n != NO_HANDLE)
-		return (MPI_Fint)(n + STS_F_USER_OFFSET);
-	for (const struct sts_fhandle *h = sts_fhandles; h->kind >= 0; h++)
-		if (h->kind == kind && h->c == c)
-			return h->f;
-	return -1;
-}
-#else
-static uint64_t f2c(int kind, MPI_Fint f)
-{
-	(void)kind;
-	return (uint64_t)(uint32_t)f;
-}
-
-static MPI_Fint c2f(int kind, uint64_t c)
-{
-	(void)kind;
-	return (MPI_Fint)c;
-}
-#endif
+/* the C stand-in's (uh_conv.c), which MPI_X_c2f and MPI_X_f2c use too, so
+ * that a program mixing C and Fortran sees one numbering */
+#define f2c sts_f2c
+#define c2f sts_c2f
 
 #define COMM(f) ((MPI_Comm)(STS_HCAST)f2c(STS_COMM, f))
 #define TYPE(f) ((MPI_Datatype)(STS_HCAST)f2c(STS_DATATYPE, f))
