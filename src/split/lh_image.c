@@ -151,7 +151,7 @@ static int scan(struct layout *l)
 		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &start, &end, perms, &off, dev, &ino,
 			   &pos) < 6)
 			continue;
-		if (start < STS_UPPER_LO || start >= STS_UPPER_HI)
+		if (start < SPLIT_SAVED_LO || start >= STS_UPPER_HI)
 			continue;
 		if (end > STS_UPPER_HI)
 			end = STS_UPPER_HI;
@@ -214,7 +214,8 @@ static int check_objects(uint64_t vdso)
 	for (const struct link_map *m = r->r_map; m && n < 100000; m = m->l_next, n++) {
 		uint64_t ld = (uint64_t)(uintptr_t)m->l_ld;
 
-		if (!ld || (ld >= STS_UPPER_LO && ld < STS_UPPER_HI) || (ld >= vdso && ld < vdso + (64 << 10)))
+		if (!ld || (ld >= SPLIT_SAVED_LO && ld < STS_UPPER_HI) ||
+		    (ld >= vdso && ld < vdso + (64 << 10)))
 			continue;
 		return err_set(-ENOTSUP, "rank %d: the upper half's %s lies at %#lx, outside its "
 			       "range: it would not be saved", lh_info->world_rank, m->l_name && *m->l_name ? m->l_name : "program",
@@ -246,7 +247,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 
 		if (s == SIGKILL || s == SIGSTOP || syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
 			continue;
-		if (k.handler >= STS_UPPER_LO && k.handler < STS_UPPER_HI)
+		if (k.handler >= SPLIT_SAVED_LO && k.handler < STS_UPPER_HI)
 			sa[nsigs++] = (struct split_sigaction){ (uint32_t)s, 0, k.handler, k.flags,
 								k.restorer, k.mask };
 	}
@@ -492,7 +493,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		p += sizeof(r);
 		rpath = p;
 		if ((size_t)(end - p) < r.path_len + (uint64_t)r.nruns * sizeof(struct split_run) ||
-		    r.path_len == 0 || rpath[r.path_len - 1] != 0 || r.start < STS_UPPER_LO ||
+		    r.path_len == 0 || rpath[r.path_len - 1] != 0 || r.start < SPLIT_SAVED_LO ||
 		    r.end > STS_UPPER_HI || r.end <= r.start) {
 			ret = err_set(-EBADMSG, "%s: bad region record %u", path, i);
 			goto out;

@@ -25,6 +25,14 @@
 #include <stdint.h>
 
 #define SPLIT_FORMAT_VERSION 4
+
+/* What an image holds: every mapping in [SPLIT_SAVED_LO, STS_UPPER_HI).
+ * The upper half's arena starts at STS_UPPER_LO, but a program linked
+ * without PIE (Debian's python3: 0x400000) is mapped by its ld.so at its
+ * link address, below; the lower half (PIE, at 0x555555554000 with
+ * address randomization off, its libraries near the top) never maps
+ * below STS_UPPER_LO. */
+#define SPLIT_SAVED_LO 0x10000ull
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
 
 struct split_header {
