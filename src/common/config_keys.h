@@ -60,9 +60,9 @@ CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",
 	   "mean time between failures of the job, in seconds (Young/Daly interval)")
 CONFIG_KEY(DIRECT_IO,      "direct_io",      CHOICE, "on", 0, 0, "on|off",
 	   "write large checkpoint files with O_DIRECT where the file system allows it")
-CONFIG_KEY(COORD_ADDRESS,  "coord_address",  STRING, "127.0.0.1", 0, 0, "",
-	   "IPv4 address the coordinator of an MPI job listens on for its ranks (127.0.0.1: "
-	   "every rank on this node; a cluster interface's address otherwise)")
+CONFIG_KEY(COORD_ADDRESS,  "coord_address",  STRING, "auto", 0, 0, "",
+	   "IPv4 address the coordinator of an MPI job listens on for its ranks (auto: the "
+	   "address this host's name resolves to, 127.0.0.1 when that is a loopback one)")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")
 CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",

@@ -31,6 +31,7 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <time.h>
 #include <unistd.h>
@@ -238,12 +239,40 @@ static int read_line(int fd, char *buf, size_t len, int timeout_ms);
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int secret_equal(const char *a, const char *b);
 
+/* coord_address "auto": where every node reaches this one, the address
+ * its host name resolves to (a cluster's login or batch node: its cluster
+ * interface), or the loopback address when the name resolves to one (a
+ * workstation: every rank is here) */
+static const char *auto_address(char *buf, size_t len)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	char name[256];
+
+	snprintf(buf, len, "127.0.0.1");
+	if (gethostname(name, sizeof(name)) != 0 || getaddrinfo(name, NULL, &hints, &res) != 0)
+		return buf;
+	for (const struct addrinfo *a = res; a; a = a->ai_next) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)a->ai_addr;
+
+		if ((ntohl(in->sin_addr.s_addr) >> 24) != 127) {
+			inet_ntop(AF_INET, &in->sin_addr, buf, (socklen_t)len);
+			break;
+		}
+	}
+	freeaddrinfo(res);
+	return buf;
+}
+
 static int tcp_listen(struct coord *c)
 {
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	socklen_t len = sizeof(sa);
+	char chosen[INET_ADDRSTRLEN];
 	const char *host = cfg_str(CFG_COORD_ADDRESS);
 	int fd;
+
+	if (!strcmp(host, "auto"))
+		host = auto_address(chosen, sizeof(chosen));
 
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return err_set(-EINVAL, "coord_address '%s' is not an IPv4 address", host);

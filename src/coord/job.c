@@ -217,6 +217,49 @@ static const char *split_dir(void)
 	return STASIS_SPLIT_BUILD_DIR;
 }
 
+/* Hydra and srun give the ranks the launcher's environment; Open MPI's
+ * mpirun only its own variables and those it is told to forward, and on
+ * other nodes a rank would start without its lower half and without the
+ * coordinator's address. mca_base_env_list (';'-separated) tells it,
+ * in the launcher's environment, so that no command line changes; other
+ * launchers ignore it. The program's own list is kept. */
+static int listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+
+	for (const char *p = list; (p = strstr(p, name)); p += len)
+		if ((p == list || p[-1] == ';') && (p[len] == 0 || p[len] == ';' || p[len] == '='))
+			return 1;
+	return 0;
+}
+
+static int forward_env(void)
+{
+	static const char *const names[] = { "LD_PRELOAD", "STASIS_LAUNCH_LIB", "STASIS_LH_DIR",
+					     "STASIS_COORD_ADDR", "STASIS_JOB_DIR", "STASIS_STORE_ROOT",
+					     "STASIS_STORE_TIER", "STASIS_JOB_NAME",
+					     "STASIS_SPLIT_PROGRAMS", "STASIS_RESTORE_DIR", "STASIS_LOG",
+					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
+					     "STASIS_RESTORE_EARLY" };
+	const char *old = getenv("OMPI_MCA_mca_base_env_list");
+	char list[2048];
+	size_t n = 0;
+
+	list[0] = 0;
+	if (old && *old)
+		n = (size_t)snprintf(list, sizeof(list), "%s", old);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && n < sizeof(list); i++) {
+		if (!getenv(names[i]) || listed(list, names[i]))
+			continue;
+		n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", n ? ";" : "", names[i]);
+	}
+	if (n >= sizeof(list))
+		return err_set(-E2BIG, "OMPI_MCA_mca_base_env_list is too long to add the job's variables");
+	if (n && setenv("OMPI_MCA_mca_base_env_list", list, 1) != 0)
+		return err_set(-ENOMEM, "cannot set the job's environment");
+	return 0;
+}
+
 int job_child_env(const char *addr, const char *job_dir, const char *root, const char *tier,
 		  const char *job, const char *restore_dir)
 {
@@ -243,7 +286,7 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 		setenv("STASIS_RESTORE_DIR", restore_dir, 1);
 	else
 		unsetenv("STASIS_RESTORE_DIR");
-	return 0;
+	return forward_env();
 }
 
 /* ---- reading a restart's images ahead (job_prefetch) ---- */

@@ -55,3 +55,122 @@ def cluster():
         yield Cluster()
     finally:
         down()
+
+
+STASIS = os.environ.get("STASIS_BIN", str(ROOT / "build" / "src" / "cli" / "stasis"))
+BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build")))
+MPICC = {"openmpi": "mpicc.openmpi", "mpich": "mpicc.mpich"}
+ROOT_OK = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; "
+
+
+def build_in_global(names, sub="progs"):
+    """tests/split/<name>.c built with both MPIs into the global directory,
+    where every node sees them: {(name, abi): path}."""
+    d = BASE / "global" / sub
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for abi, cc in MPICC.items():
+        for name in names:
+            exe = d / f"{name}.{abi}"
+            subprocess.run([cc, "-O1", "-I", str(ROOT / "include"), "-o", str(exe),
+                            str(ROOT / "tests" / "split" / f"{name}.c")], check=True,
+                           capture_output=True)
+            out[(name, abi)] = str(exe)
+    return out
+
+
+def launcher(lower, hosts, n):
+    """The launcher's words for n ranks on hosts ("n1:2,n2:2" for Open MPI,
+    "n1,n2" for MPICH)."""
+    if lower == "openmpi":
+        return f"mpirun.openmpi --host {hosts} -np {n}"
+    return f"mpiexec.mpich -hosts {hosts} -n {n}"
+
+
+class ClusterJob:
+    """`stasis run` of an MPI launcher on head, its ranks on the compute
+    nodes, and what a test does to it: checkpoint, kill (SIGKILL of every
+    process of the job on every node), restart. Every step has a timeout;
+    kill() at the end of a test leaves nothing running."""
+
+    def __init__(self, cluster, tmp_path):
+        import uuid
+        self.c = cluster
+        self.dir = BASE / "global" / f"job-{uuid.uuid4().hex[:10]}"
+        self.dir.mkdir(parents=True)
+        self.ck = self.dir / "ck"
+        self.proc = None
+        self.seen = []
+
+    def _start(self, words):
+        cmd = f"cd {self.dir}; {ROOT_OK}exec {STASIS} {words}"
+        self.seen = []
+        self.proc = subprocess.Popen([str(SCRIPT), "exec", "head", cmd], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def start(self, launcher_words, prog, *args):
+        self._start(f"run --dir {self.ck} -- {launcher_words} {prog} {' '.join(map(str, args))}")
+
+    def restart(self, launcher_words=None):
+        self._start(f"restart --dir {self.ck}" +
+                    (f" --launcher '{launcher_words}'" if launcher_words else ""))
+
+    def stasis(self, *args, check=True, timeout=120):
+        r = self.c.exec("head", f"{ROOT_OK}{STASIS} " + " ".join(map(str, args)), check=False,
+                        timeout=timeout)
+        if check:
+            assert r.returncode == 0, f"stasis {args}: {r.stdout}\n{r.stderr}"
+        return r
+
+    def checkpoint(self):
+        r = self.stasis("checkpoint", "--dir", self.ck)
+        name = r.stdout.strip()
+        assert name.startswith("ckpt-"), r.stdout + r.stderr
+        return name
+
+    def lines_until(self, pattern, timeout=90):
+        import re
+        import select
+        import time
+        end = time.time() + timeout
+        while time.time() < end:
+            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
+            if not r:
+                continue
+            line = self.proc.stdout.readline()
+            if not line:
+                break
+            self.seen.append(line)
+            if re.fullmatch(pattern, line.strip()):
+                return line.strip()
+        out, err = self.kill()
+        raise AssertionError(f"no line like {pattern!r}: {self.seen[-5:]} {out} {err}")
+
+    def kill(self):
+        """SIGKILL every process of the job, on every node; (out, err) so far."""
+        import signal
+        subprocess.run(["pkill", "-9", "-f", str(self.dir)], capture_output=True)
+        out = err = ""
+        if self.proc:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            try:
+                out, err = self.proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            self.proc = None
+        subprocess.run(["pkill", "-9", "-f", str(self.dir)], capture_output=True)
+        return out, err
+
+    def finish(self, timeout=180):
+        try:
+            out, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out, err = self.kill()
+            raise AssertionError(f"the job did not end within {timeout} s: {out[-2000:]} "
+                                 f"{err[-2000:]}")
+        rc = self.proc.returncode
+        self.proc = None
+        return rc, "".join(self.seen) + out, err

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 static long checks;
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 	int skew = argc > 3 && !strcmp(argv[3], "skew");
 	MPI_Comm split, dup, half, node, none;
 	MPI_Group world_g, half_g;
-	int *a, *b, *counts, *displs, half_n;
+	int *a, *b, *counts, *displs, half_n, node_rank, node_max;
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -156,8 +157,25 @@ int main(int argc, char **argv)
 		MPI_Group_incl(world_g, half_n, r, &half_g);
 		MPI_Comm_create(MPI_COMM_WORLD, half_g, &half);
 	}
-	/* this machine is one node: every rank shares memory with every other */
+	/* the ranks that share this rank's node, in reverse (key size - rank):
+	 * its rank there is the number of them above it, the highest is the
+	 * node communicator's largest world rank. The communicator keeps these
+	 * members across a restart, wherever the ranks then run. */
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, size - rank, MPI_INFO_NULL, &node);
+	{
+		char (*hosts)[64] = calloc((size_t)size, 64);
+
+		gethostname(hosts[rank], 63);
+		MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, hosts, 64, MPI_CHAR, MPI_COMM_WORLD);
+		node_rank = 0;
+		node_max = rank;
+		for (int r = 0; r < size; r++)
+			if (r != rank && !strcmp(hosts[r], hosts[rank])) {
+				node_rank += r > rank;
+				node_max = r > node_max ? r : node_max;
+			}
+		free(hosts);
+	}
 	MPI_Comm_split_type(MPI_COMM_WORLD, MPI_UNDEFINED, 0, MPI_INFO_NULL, &none);
 	if (none != MPI_COMM_NULL) {
 		printf("FAIL rank %d: MPI_Comm_split_type(MPI_UNDEFINED) made a communicator\n", rank);
@@ -209,7 +227,7 @@ int main(int argc, char **argv)
 		MPI_Comm_rank(node, &x);
 		y = -1;
 		MPI_Allreduce(&rank, &y, 1, MPI_INT, MPI_MAX, node);
-		CHECK(x == size - 1 - rank && y == size - 1);
+		CHECK(x == node_rank && y == node_max);
 		if (half != MPI_COMM_NULL) {
 			x = rank == 0 ? it * 7 : 0;
 			MPI_Bcast(&x, 1, MPI_INT, 0, half);

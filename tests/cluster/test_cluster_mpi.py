@@ -1,0 +1,71 @@
+"""Transparent MPI jobs across the simulated cluster's nodes (issue 21,
+docs/cluster.md): `stasis run` on head of `mpirun.openmpi --host ...` or
+`mpiexec.mpich -hosts ...`, the ranks on the compute nodes, the
+coordinator reached at head's address (coord_address auto), Open MPI's
+ranks given the job's variables (mca_base_env_list); checkpoints, SIGKILL
+of the whole job, restarts on the same nodes, on a set where a spare
+replaces a node, and under the other MPI.
+
+MPICH over UCX/TCP sometimes hangs in MPI_Finalize with 3 or more ranks
+across nodes (docs/cluster.md): its jobs here have 2 ranks on 2 nodes.
+Needs root."""
+import pytest
+
+from cluster_common import ClusterJob, build_in_global, cluster, launcher  # noqa: F401
+
+ITERS = 40
+SLEEP_MS = 100
+
+
+@pytest.fixture(scope="module")
+def progs(cluster):
+    return build_in_global(["hello", "p2p", "coll", "objects"])
+
+
+def cycles(job, launchers):
+    """For each launcher: checkpoint once rank 0 made progress, kill the
+    job, restart it with that launcher (None: the stored one)."""
+    for words in launchers:
+        before = int(job.lines_until(r"rank 0 iteration \d+").split()[-1])
+        job.checkpoint()
+        job.kill()
+        job.restart(words)
+        after = int(job.lines_until(r"rank 0 iteration \d+").split()[-1])
+        assert after >= before
+
+
+@pytest.mark.parametrize("name,want", [("p2p", "messages="), ("coll", "checks="),
+                                       ("objects", "checks=")])
+def test_openmpi_four_nodes_two_cycles_and_a_spare(cluster, progs, name, want, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 4), progs[(name, "openmpi")],
+                  ITERS, SLEEP_MS)
+        # the second restart without n4, as after its loss: two ranks on n1
+        cycles(job, [None, launcher("openmpi", "n1:2,n2:1,n3:1", 4)])
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=4 iterations={ITERS} {want}" in out, out + err
+    finally:
+        job.kill()
+
+
+def test_mpich_across_nodes_then_open_mpi_elsewhere(cluster, progs, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        job.start(launcher("mpich", "n1,n2", 2), progs[("p2p", "mpich")], ITERS, SLEEP_MS)
+        cycles(job, [launcher("mpich", "n3,n4", 2), launcher("openmpi", "n2:1,n4:1", 2)])
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
+    finally:
+        job.kill()
+
+
+def test_ranks_are_on_the_nodes_named(cluster, progs, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        job.start(launcher("openmpi", "n2:1,n3:1", 2), progs[("hello", "openmpi")], 200, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 2")
+        st = job.stasis("status", "--dir", job.ck).stdout
+        assert "ranks=2/2" in st and "@n2" in st and "@n3" in st, st
+    finally:
+        job.kill()
