@@ -22,6 +22,10 @@
  * built with MPICH's mpicc runs above Open MPI's lower half when Open MPI's
  * mpirun starts it, which is how a job restarts under the other MPI.
  *
+ * A task of an srun step started without a PMI (no --mpi=pmix or pmi2, and
+ * no MpiDefault) that links MPI is refused in one line: its MPI would run
+ * as a singleton, as it would without Stasis.
+ *
  * A process of a rank that stays where it is tells the coordinator why
  * (UNSPLIT, docs/coordinator.md): the launcher's own process of the rank,
  * and a late-loading program started by something else. A checkpoint that
@@ -279,6 +283,21 @@ __attribute__((constructor)) static void launch(void)
 			size = getenv(sizes[i]);
 			kind = i < 2 ? "openmpi" : "mpich";
 		}
+	if (!kind && dir && !getenv("STASIS_LH_ACTIVE") && getenv("SLURM_PROCID") &&
+	    getenv("SLURM_STEP_ID")) {
+		/* a task of an srun step with no PMI: an MPI program there is a
+		 * singleton (natively too); say so, once, where it starts */
+		dl_iterate_phdr(scan_lib, &libs);
+		if (libs.mpi) {
+			if (strcmp(getenv("SLURM_PROCID"), "0"))
+				_exit(1);   /* task 0 says it for the job */
+			fprintf(stderr, "stasis: srun started the ranks without a process manager "
+				"interface MPI can use: run srun --mpi=pmix (Open MPI) or --mpi=pmi2 "
+				"(MPICH)\n");
+			_exit(1);
+		}
+		return;
+	}
 	if (!kind || !dir || getenv("STASIS_LH_ACTIVE"))
 		return;
 	dl_iterate_phdr(scan_lib, &libs);

@@ -102,18 +102,27 @@ class ClusterJob:
         self.proc = None
         self.seen = []
 
-    def _start(self, words):
-        cmd = f"cd {self.dir}; {ROOT_OK}exec {STASIS} {words}"
+    def _start(self, words, alloc=None):
+        """words of stasis on head; inside `salloc ALLOC` (an allocation of
+        its own, named after the job) when alloc is given"""
+        wrap = f"salloc -J {self.dir.name} {alloc} " if alloc else ""
+        cmd = f"cd {self.dir}; {ROOT_OK}exec {wrap}{STASIS} {words}"
         self.seen = []
         self.proc = subprocess.Popen([str(SCRIPT), "exec", "head", cmd], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
 
-    def start(self, launcher_words, prog, *args):
-        self._start(f"run --dir {self.ck} -- {launcher_words} {prog} {' '.join(map(str, args))}")
+    def start(self, launcher_words, prog, *args, alloc=None):
+        """prog, linked into the job's directory so that every process of
+        the job, on every node, names it (kill)"""
+        link = self.dir / pathlib.Path(prog).name
+        if not link.exists():
+            link.symlink_to(prog)
+        self._start(f"run --dir {self.ck} -- {launcher_words} {link} {' '.join(map(str, args))}",
+                    alloc)
 
-    def restart(self, launcher_words=None):
+    def restart(self, launcher_words=None, alloc=None):
         self._start(f"restart --dir {self.ck}" +
-                    (f" --launcher '{launcher_words}'" if launcher_words else ""))
+                    (f" --launcher '{launcher_words}'" if launcher_words else ""), alloc)
 
     def stasis(self, *args, check=True, timeout=120):
         r = self.c.exec("head", f"{ROOT_OK}{STASIS} " + " ".join(map(str, args)), check=False,
@@ -162,9 +171,25 @@ class ClusterJob:
                 pass
             self.proc = None
         subprocess.run(["pkill", "-9", "-f", str(self.dir)], capture_output=True)
+        self.c.exec("head", f"scancel -n {self.dir.name}", check=False)
         return out, err
 
-    def finish(self, timeout=180):
+    def finish(self, timeout=180, done=None):
+        """(rc, out, err) once the job ends. With done (a pattern): once a
+        line like it came, the job gets 20 s more, then it is killed and rc
+        is None: MPICH over UCX/TCP sometimes hangs in MPI_Finalize across
+        nodes, natively too (docs/cluster.md)."""
+        if done:
+            self.lines_until(done, timeout=timeout)
+            timeout = 20
+            try:
+                out, err = self.proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                out, err = self.kill()
+                return None, "".join(self.seen) + out, err
+            rc = self.proc.returncode
+            self.proc = None
+            return rc, "".join(self.seen) + out, err
         try:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

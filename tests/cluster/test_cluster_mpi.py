@@ -69,3 +69,37 @@ def test_ranks_are_on_the_nodes_named(cluster, progs, tmp_path):
         assert "ranks=2/2" in st and "@n2" in st and "@n3" in st, st
     finally:
         job.kill()
+
+
+@pytest.mark.parametrize("lower,mpi,n", [("openmpi", "pmix", 4), ("mpich", "pmi2", 2)])
+def test_srun_job_restarted_in_another_allocation(cluster, progs, lower, mpi, n, tmp_path):
+    """stasis run -- srun inside an allocation; the allocation ends (the
+    job killed with it); the job restarts in a new allocation on other
+    nodes, with the stored srun command."""
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        job.start(f"srun --mpi={mpi} -n {n}", progs[("p2p", lower)], ITERS, SLEEP_MS,
+                  alloc=f"-N2 -n{n} -w n1,n2")
+        job.lines_until(r"rank 0 iteration 3")
+        job.checkpoint()
+        job.kill()
+        job.restart(alloc=f"-N2 -n{n} -w n3,n4")
+        rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
+        assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
+        assert f"PASS ranks={n} iterations={ITERS} messages=" in out, out + err
+        assert "rank 0 iteration 0\n" not in out, out   # from the checkpoint, not from scratch
+    finally:
+        job.kill()
+
+
+def test_srun_without_a_pmi_is_refused_in_one_line(cluster, progs, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        job.start("srun -n 2", progs[("hello", "openmpi")], 5, 10, alloc="-N2 -n2")
+        rc, out, err = job.finish(timeout=60)
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis:")]
+        assert rc != 0 and lines == ["stasis: srun started the ranks without a process manager "
+                                     "interface MPI can use: run srun --mpi=pmix (Open MPI) or "
+                                     "--mpi=pmi2 (MPICH)"], err
+    finally:
+        job.kill()
