@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "common/config.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "coord/coord.h"
 #include "coord/job.h"
 #include "store/store.h"
@@ -17,7 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER };
+enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME };
 
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
@@ -26,12 +27,13 @@ static const struct option proc_options[] = {
 	{ "stop", no_argument, NULL, OPT_STOP },
 	{ "no-signal-checkpoint", no_argument, NULL, OPT_NO_SIGNAL },
 	{ "launcher", required_argument, NULL, OPT_LAUNCHER },
+	{ "resume", no_argument, NULL, OPT_RESUME },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
 	const char *dir, *job, *interval, *launcher;
-	int stop, no_signal;
+	int stop, no_signal, resume;
 	int first_operand;
 };
 
@@ -54,6 +56,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_STOP: a->stop = 1; break;
 		case OPT_NO_SIGNAL: a->no_signal = 1; break;
 		case OPT_LAUNCHER: a->launcher = optarg; break;
+		case OPT_RESUME: a->resume = 1; break;
 		}
 	}
 	a->first_operand = optind;
@@ -99,6 +102,24 @@ static int exit_with(int ret, int status, const char *cmd)
 	return status;
 }
 
+/* --resume: the job has an established checkpoint to restart from (one
+ * line at info level says which way it goes) */
+static int resumable(const struct coord_opts *o)
+{
+	struct store *s = NULL;
+	char name[128];
+	int ok;
+
+	ok = store_open(o->tier, o->root, o->job, &s) == 0 && store_select(s, name, sizeof(name)) == 0;
+	if (s)
+		store_close(&s);
+	if (ok)
+		log_info("run --resume: job %s restarts from %s", o->job, name);
+	else
+		log_info("run --resume: job %s has no established checkpoint: starting it", o->job);
+	return ok;
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct coord_opts o;
@@ -107,8 +128,12 @@ int cmd_run(int argc, char **argv)
 	const char *root;
 	int status = 0, ret;
 
-	if ((ret = parse("run", argc, argv, &a, "abce")) != EXIT_OK)
+	if ((ret = parse("run", argc, argv, &a, "abcefg")) != EXIT_OK)
 		return ret;
+	if (a.launcher && !a.resume) {
+		cli_error("run", "--launcher goes with --resume (or `stasis restart`)");
+		return EXIT_USAGE;
+	}
 	if (a.first_operand >= argc) {
 		cli_error("run", "no program given (usage: stasis run [--dir D] [--interval T] -- PROGRAM ARGS...)");
 		return EXIT_USAGE;
@@ -143,6 +168,11 @@ int cmd_run(int argc, char **argv)
 	o.tier = cfg_str(CFG_TIER);
 	o.job = a.job;
 	o.signal_checkpoint = !a.no_signal;
+	if (a.resume && resumable(&o)) {
+		o.launcher = a.launcher;
+		ret = coord_restart(&o, NULL, &status);
+		return exit_with(ret, status, "run");
+	}
 	ret = coord_run(&o, argv + a.first_operand, &status);
 	return exit_with(ret, status, "run");
 }

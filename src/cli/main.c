@@ -41,12 +41,16 @@ static const struct cli_command commands[] = {
 	  "Write the bytes of SECTION of IMAGE to OUTPUT (- for stdout), checking\n"
 	  "every chunk's checksum.\n" },
 	{ "run", cmd_run, "run a program with transparent checkpoints",
-	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--no-signal-checkpoint] -- PROGRAM ARGS...\n"
+	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--no-signal-checkpoint]\n"
+	  "                  [--resume [--launcher \"WORDS\"]] -- PROGRAM ARGS...\n"
 	  "Run PROGRAM in the foreground under Stasis (LD_PRELOAD agent, docs/transparent.md)\n"
 	  "and exit with its exit status (128+N if killed by signal N, 0 after\n"
 	  "`stasis checkpoint --stop`). Checkpoints go to job NAME (default: the configured\n"
 	  "`job`, else PROGRAM's file name) under D.\n"
 	  "  --interval T   checkpoint every T (seconds, or with suffix s, m, h)\n"
+	  "  --resume       if job NAME has an established checkpoint, restart it instead\n"
+	  "                 (as `stasis restart`; --launcher as there): one batch script\n"
+	  "                 then survives requeues and time limits\n"
 	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
 	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",

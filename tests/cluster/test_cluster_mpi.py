@@ -11,6 +11,7 @@ across nodes (docs/cluster.md): its jobs here have 2 ranks on 2 nodes.
 Needs root."""
 import pytest
 
+from cluster_common import STASIS as STASIS_BIN
 from cluster_common import ClusterJob, build_in_global, cluster, launcher  # noqa: F401
 
 ITERS = 40
@@ -102,4 +103,48 @@ def test_srun_without_a_pmi_is_refused_in_one_line(cluster, progs, tmp_path):
                                      "interface MPI can use: run srun --mpi=pmix (Open MPI) or "
                                      "--mpi=pmi2 (MPICH)"], err
     finally:
+        job.kill()
+
+
+def test_batch_script_signal_checkpoint_then_requeue_resumes(cluster, progs, tmp_path):
+    """One batch script, `exec stasis run --resume -- srun ...`: a USR1 to the
+    batch shell (what `sbatch --signal=B:USR1@T` sends before the time
+    limit; here sent at once with `scancel -b -s USR1`) takes a checkpoint
+    and the job runs on; `scontrol requeue` kills it and Slurm starts the
+    script again, which restarts the job from that checkpoint."""
+    import re
+    import time
+    job = ClusterJob(cluster, tmp_path)
+    link = job.dir / "p2p"
+    link.symlink_to(progs[("p2p", "openmpi")])
+    out = job.dir / "slurm.out"
+    script = job.dir / "job.sh"
+    script.write_text(f"""#!/bin/bash
+#SBATCH -J {job.dir.name} -N2 -n2 --requeue --open-mode=append -o {out}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STASIS_LOG=info
+exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 60 100
+""")
+
+    def wait_for(pattern, timeout=90):
+        end = time.time() + timeout
+        while time.time() < end:
+            text = out.read_text() if out.exists() else ""
+            if re.search(pattern, text, re.M):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"no {pattern!r} in the job's output: {text[-3000:]}")
+
+    try:
+        jid = cluster.exec("head", f"cd {job.dir}; sbatch --parsable {script}").stdout.strip()
+        wait_for(r"^rank 0 iteration 3$")
+        cluster.exec("head", f"scancel -b -s USR1 {jid}")
+        wait_for(r"^stasis: checkpoint ckpt-000001 taken on SIGUSR1$")
+        cluster.exec("head", f"scontrol requeue {jid}")
+        text = wait_for(r"^PASS ranks=2 iterations=60 messages=", timeout=150)
+        assert "run --resume: job p2p has no established checkpoint: starting it" in text, text
+        assert "run --resume: job p2p restarts from ckpt-000001" in text, text
+        second = text.split("restarts from ckpt-000001")[1]
+        assert "rank 0 iteration 0\n" not in second, text   # not from scratch
+    finally:
+        cluster.exec("head", f"scancel -n {job.dir.name}", check=False)
         job.kill()

@@ -35,6 +35,26 @@ def test_stop_ends_the_program_and_restart_continues(job):
     assert rc == 0 and out.strip() == "PASS", err
 
 
+def test_resume_starts_then_restarts(job):
+    """`run --resume` starts the program when the job has no checkpoint,
+    and restarts the latest established one when it has (a batch script's
+    one line, requeued)."""
+    job.run(program("heap"), extra=["--resume"], env={"STASIS_LOG": "info"})
+    assert job.checkpoint("--stop") == "ckpt-000001"
+    out, err = job.proc.communicate(timeout=60)
+    assert job.proc.returncode == 0 and "PASS" not in out, err
+    assert "run --resume: job heap has no established checkpoint: starting it" in err, err
+    job.proc = None
+    job._start(["run", "--dir", job.ck, "--resume", "--", program("heap")],
+               {"STASIS_LOG": "info"})
+    job.wait_running()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
+    assert "run --resume: job heap restarts from ckpt-000001" in err, err
+    r = job.stasis("run", "--dir", job.ck, "--launcher", "x", "--", program("heap"), check=False)
+    assert one_line_error(r, rc=2) == "stasis: run: --launcher goes with --resume (or `stasis restart`)"
+
+
 def test_interval(job):
     job.run(program("threads"), extra=["--interval", "1"])
     deadline = time.time() + 60
