@@ -68,6 +68,12 @@ CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",
 	   "`stasis restart` of an MPI job reads the files the job mapped and the rank images "
 	   "ahead while the launcher starts (off: the ranks read them when they need them)")
+CONFIG_KEY(STAGING,        "staging",        CHOICE, "off", 0, 0, "off|on",
+	   "transparent MPI jobs write each rank's image into its node's local_dir and resume; "
+	   "the ranks then copy them to the global tier at idle priority (docs/split.md, "
+	   "\"Node-local staging\")")
+CONFIG_KEY(STAGE_COPIES,   "stage_copies",   UINT,   "1", 1, 64, "",
+	   "images a node copies to the global tier at once, per job (staging = on)")
 CONFIG_KEY(SPLIT_PROGRAMS, "split_programs", STRING, "python*", 0, 0, "",
 	   "programs that load MPI only once they run (mpi4py's Python) and go above a lower "
 	   "half as ranks of `stasis run -- mpirun ...` all the same: comma-separated shell "

@@ -20,5 +20,6 @@ FAULT_POINT(API_CKPT_COMMIT,     "api.ckpt.commit",     "before rank 0 establish
 FAULT_POINT(API_UPGRADE_BEGIN,   "api.upgrade.begin",   "before a progress thread starts an established checkpoint's upgrade (partner, rs, flush)")
 FAULT_POINT(API_UPGRADE_LEVEL,   "api.upgrade.level",   "before rank 0 records the level an upgrade reached")
 FAULT_POINT(SPLIT_RANK_WRITE,    "split.rank.write",    "before a rank of an MPI job writes its image (with STASIS_FAULT_RANK=R: rank R only)")
+FAULT_POINT(SPLIT_STAGE_COPY,     "split.stage.copy",    "before each 4 MiB a rank copies of its staged image into the global tier (n-th piece; :kill ends the rank mid-copy)")
 FAULT_POINT(SPLIT_MPIX_LATE,      "split.mpix.late",     "after MPIX_Checkpoint's barrier, before its request; with :fail the rank stays 2 s in the program there, stoppable, as a descheduled rank would (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

@@ -65,6 +65,8 @@ struct rank_note {
 	char why[320];
 };
 
+#define STAGED_MAX 8             /* staged checkpoints followed at once */
+
 struct coord {
 	const struct coord_opts *o;
 	struct store *store;
@@ -89,6 +91,13 @@ struct coord {
 	struct rank_note *notes;
 	unsigned nnotes;
 	char *const *launch;     /* the job's command, for the launch record */
+	/* staging: checkpoints established at level local whose copies to the
+	 * global tier are under way (COPIED from each rank) */
+	int staged;
+	struct {
+		char name[64];
+		unsigned copied;
+	} copying[STAGED_MAX];
 };
 
 static uint64_t now_ms(void)
@@ -468,6 +477,42 @@ static void accept_rank(struct coord *c)
 	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
 }
 
+/* A rank's image of a staged checkpoint is in the global tier (COPIED
+ * <name>): once every rank's is, the checkpoint reaches level global. */
+static void copied(struct coord *c, const char *name)
+{
+	for (unsigned i = 0; i < STAGED_MAX; i++) {
+		if (strcmp(c->copying[i].name, name) != 0)
+			continue;
+		if (++c->copying[i].copied < c->size)
+			return;
+		if (store_ckpt_level(c->store, name, "global", NULL) != 0)
+			log_warn("checkpoint %s: %s", name, err_msg());
+		else
+			log_info("checkpoint %s: every rank's image is in the global tier: level global",
+				 name);
+		c->copying[i].name[0] = 0;
+		return;
+	}
+}
+
+/* A staged checkpoint was established: follow its copies (the oldest one
+ * followed makes room; it stays at level local) */
+static void staged(struct coord *c, const char *name)
+{
+	unsigned slot = 0;
+
+	for (unsigned i = 0; i < STAGED_MAX; i++)
+		if (!c->copying[i].name[0]) {
+			slot = i;
+			break;
+		} else if (strcmp(c->copying[i].name, c->copying[slot].name) < 0) {
+			slot = i;
+		}
+	snprintf(c->copying[slot].name, sizeof(c->copying[slot].name), "%s", name);
+	c->copying[slot].copied = 0;
+}
+
 static void send_ranks(struct coord *c, const char *line)
 {
 	for (unsigned i = 0; i < c->nranks; i++)
@@ -514,6 +559,10 @@ static int collect_ranks(struct coord *c, const char *word, uint64_t *max, uint6
 			rl = read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
 			if (rl == 0 && !strcmp(line, "REQUEST"))
 				continue;   /* MPIX_Checkpoint: this checkpoint answers it */
+			if (rl == 0 && !strncmp(line, "COPIED ", 7)) {
+				copied(c, line + 7);   /* an earlier checkpoint's */
+				continue;
+			}
 			done[i] = 1;
 			left--;
 			if (rl != 0) {
@@ -575,7 +624,15 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			ret = collect_ranks(c, "DONE", &ignored, &pages);
 		}
 	}
-	ret = seal(c, ck, ret, c->nranks + 1 + (unsigned)files);
+	/* staged: the images are on the nodes, the launch record and the file
+	 * list here; established at level local */
+	ret = seal(c, ck, ret, c->staged ? 1 + (unsigned)files : c->nranks + 1 + (unsigned)files);
+	if (!ret && c->staged) {
+		if (store_ckpt_level(c->store, name, "local", NULL) == 0)
+			staged(c, name);
+		else
+			log_warn("checkpoint %s: %s", name, err_msg());
+	}
 	if (!ret) {
 		/* coordination: until the slowest rank had its program stopped */
 		log_info("checkpoint %s: %u ranks, %llu pages, coordination %.1f ms, established "
@@ -869,12 +926,17 @@ static void serve(struct coord *c)
 		/* a rank speaks only when asked, or to ask for a checkpoint
 		 * (MPIX_Checkpoint); anything else is its end */
 		for (unsigned i = nr; i-- > 0;) {
-			char line[64];
+			char line[128];
+			int rl;
 
 			if (!p[irank + (int)i].revents)
 				continue;
-			if (read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0 ||
-			    strcmp(line, "REQUEST") != 0) {
+			rl = read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+			if (rl == 0 && !strncmp(line, "COPIED ", 7)) {
+				copied(c, line + 7);   /* a staged image reached the global tier */
+				continue;
+			}
+			if (rl != 0 || strcmp(line, "REQUEST") != 0) {
 				rank_ended(c, i);
 				continue;
 			}
@@ -964,6 +1026,7 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	int ret;
 
 	c->job = 1;
+	c->staged = !strcmp(cfg_str(CFG_STAGING), "on");
 	c->launch = argv;
 	/* the ranks may run elsewhere: absolute paths */
 	if (!realpath(c->o->root, root) || !realpath(c->dir, jdir) ||

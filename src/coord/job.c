@@ -240,7 +240,8 @@ static int forward_env(void)
 					     "STASIS_STORE_TIER", "STASIS_JOB_NAME",
 					     "STASIS_SPLIT_PROGRAMS", "STASIS_RESTORE_DIR", "STASIS_LOG",
 					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
-					     "STASIS_RESTORE_EARLY" };
+					     "STASIS_RESTORE_EARLY", "STASIS_STAGE_DIR",
+					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP" };
 	const char *old = getenv("OMPI_MCA_mca_base_env_list");
 	char list[2048];
 	size_t n = 0;
@@ -286,6 +287,22 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 		setenv("STASIS_RESTORE_DIR", restore_dir, 1);
 	else
 		unsetenv("STASIS_RESTORE_DIR");
+	/* staging: the ranks write into their node's local_dir (and a restart
+	 * looks there first); without it, never, even for a restart of a
+	 * checkpoint that was staged (its global copies, if any) */
+	if (!strcmp(cfg_str(CFG_STAGING), "on")) {
+		char copies[16];
+
+		snprintf(copies, sizeof(copies), "%llu", (unsigned long long)cfg_u64(CFG_STAGE_COPIES));
+		char keep[16];
+
+		snprintf(keep, sizeof(keep), "%llu", (unsigned long long)cfg_u64(CFG_CACHE_KEEP));
+		if (setenv("STASIS_STAGE_DIR", cfg_str(CFG_LOCAL_DIR), 1) ||
+		    setenv("STASIS_STAGE_COPIES", copies, 1) || setenv("STASIS_CACHE_KEEP", keep, 1))
+			return err_set(-ENOMEM, "cannot set the job's environment");
+	} else {
+		unsetenv("STASIS_STAGE_DIR");
+	}
 	return forward_env();
 }
 

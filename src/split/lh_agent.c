@@ -49,6 +49,7 @@
 #include "lh.h"
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
+#include "lh_stage.h"
 #include "store/store.h"
 
 #define PARK_TIMEOUT_MS 10000
@@ -443,8 +444,11 @@ static int run_until_parked(int timeout_ms)
 	return ret ? ret : parked ? 0 : -ETIMEDOUT;
 }
 
+/* The rank's image of checkpoint name: into its node's local directory
+ * with staging on (lh_stage.c), else into the global tier */
 static int write_image(const char *name, struct lh_dump_info *info)
 {
+	struct store *to = lh_stage_on() ? lh_stage_store() : NULL;
 	struct store_ckpt *ck = NULL;
 	struct store_file *f = NULL;
 	struct img_writer *w = NULL;
@@ -457,8 +461,12 @@ static int write_image(const char *name, struct lh_dump_info *info)
 	ret = 0;
 	if (!getenv("STASIS_FAULT_RANK") || atoi(getenv("STASIS_FAULT_RANK")) == lh_info->world_rank)
 		ret = FAULT(SPLIT_RANK_WRITE);
-	ret = ret ? err_set(ret, "rank %d: fault point split.rank.write", lh_info->world_rank)
-		  : store_ckpt_join(store, name, &ck);
+	if (ret)
+		ret = err_set(ret, "rank %d: fault point split.rank.write", lh_info->world_rank);
+	else if (lh_stage_on() && !to)
+		ret = err_set(-EIO, "rank %d: cannot open the node-local directory %s: %s",
+			      lh_info->world_rank, getenv("STASIS_STAGE_DIR"), err_msg());
+	ret = ret ? ret : to ? store_ckpt_begin_named(to, name, &ck) : store_ckpt_join(store, name, &ck);
 	ret = ret ? ret : store_file_create(ck, file, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
 	ret = ret ? ret : img_writer_meta(w, "producer", "stasis split");
@@ -474,15 +482,19 @@ static int write_image(const char *name, struct lh_dump_info *info)
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
+	if (!ret && to)
+		lh_stage_written(name);
 	return ret;
 }
 
 static int send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int send_line(const char *fmt, ...)
 {
+	/* the checkpoint thread and the staging mover (COPIED) both speak */
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	char buf[512];
 	va_list ap;
-	int n;
+	int n, ret;
 
 	va_start(ap, fmt);
 	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
@@ -495,7 +507,22 @@ static int send_line(const char *fmt, ...)
 		if (buf[i] == '\n')
 			buf[i] = ' ';
 	buf[n++] = '\n';
-	return send(coord_fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
+	pthread_mutex_lock(&lock);
+	ret = coord_fd >= 0 && send(coord_fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
+	pthread_mutex_unlock(&lock);
+	return ret;
+}
+
+static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void say(const char *fmt, ...)
+{
+	char buf[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	send_line("%s", buf);
 }
 
 static int read_line(char *buf, size_t len)
@@ -635,6 +662,8 @@ static void checkpoint(const char *name)
 	}
 	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says) */
 	lh_lg->mpix_ok = !strcmp(line, "RESUME");
+	if (lh_lg->mpix_ok && lh_stage_on())
+		lh_stage_copy(name, store, lh_info->world_rank, say);
 	lh_lg->mpix_gen++;
 	resume();
 	return;

@@ -46,6 +46,7 @@
 #include "lh.h"
 #include "lh_ckpt.h"
 #include "lh_fds.h"
+#include "lh_stage.h"
 #include "lh_ledger.h"
 
 #define PAGE 4096ul
@@ -481,7 +482,8 @@ static void early_start(struct early *e, const char *dir)
 	e->size = launcher_int(size);
 	if (e->rank < 0 || e->size <= 0)
 		return;
-	snprintf(e->path, sizeof(e->path), "%s/" SPLIT_IMAGE_FMT, dir, e->rank);
+	if (lh_stage_image(dir, e->rank, e->path, sizeof(e->path)) != 0)
+		return;   /* said after MPI_Init, with the rank MPI gives */
 	e->started = pthread_create(&e->th, NULL, early_run, e) == 0;
 }
 
@@ -514,8 +516,8 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 			    lh_info->world_rank, lh_info->world_size, e->rank, e->size);
 	} else {
 		lh_log(LOG_DEBUG, "rank %d reads its image after MPI_Init", lh_info->world_rank);
-		snprintf(e->path, sizeof(e->path), "%s/" SPLIT_IMAGE_FMT, dir, lh_info->world_rank);
-		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
+		if (lh_stage_image(dir, lh_info->world_rank, e->path, sizeof(e->path)) != 0 ||
+		    lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
 			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	}
 	if (r->vdso != getauxval(AT_SYSINFO_EHDR))

@@ -1,0 +1,28 @@
+/* lh_stage.h - node-local staging of a rank's image (lh_stage.c,
+ * docs/split.md "Node-local staging"). Everything is off unless the job
+ * runs with staging on (STASIS_STAGE_DIR in the rank's environment). */
+#ifndef STS_LH_STAGE_H
+#define STS_LH_STAGE_H
+
+#include <stddef.h>
+
+struct store;
+
+/* Staging is on for this rank */
+int lh_stage_on(void);
+/* The node-local store the rank writes its image into (NULL: staging off,
+ * or the local directory cannot be opened: the global tier then) */
+struct store *lh_stage_store(void);
+/* The image of checkpoint name is durable in the node-local store: older
+ * ones of this rank beyond cache_keep go */
+void lh_stage_written(const char *name);
+/* Checkpoint name was established at level local: copy this rank's image
+ * into the global store at idle priority, then say("COPIED <name>") */
+void lh_stage_copy(const char *name, struct store *global, int rank,
+		   void (*say)(const char *fmt, ...));
+/* At a restart from restore_dir (the checkpoint's directory in the global
+ * tier): the image the rank reads, its node-local copy when there is one
+ * (said at info level); -ENOENT and a message when there is none at all */
+int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len);
+
+#endif
