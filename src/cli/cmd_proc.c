@@ -18,7 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME };
+enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
+       OPT_WAIT };
 
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
@@ -28,11 +29,12 @@ static const struct option proc_options[] = {
 	{ "no-signal-checkpoint", no_argument, NULL, OPT_NO_SIGNAL },
 	{ "launcher", required_argument, NULL, OPT_LAUNCHER },
 	{ "resume", no_argument, NULL, OPT_RESUME },
+	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
-	const char *dir, *job, *interval, *launcher;
+	const char *dir, *job, *interval, *launcher, *wait;
 	int stop, no_signal, resume;
 	int first_operand;
 };
@@ -57,6 +59,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_NO_SIGNAL: a->no_signal = 1; break;
 		case OPT_LAUNCHER: a->launcher = optarg; break;
 		case OPT_RESUME: a->resume = 1; break;
+		case OPT_WAIT: a->wait = optarg; break;
 		}
 	}
 	a->first_operand = optind;
@@ -198,6 +201,39 @@ static int running_jobs(const char *root, char ***names, size_t *count, size_t *
 	return 0;
 }
 
+/* --wait global: until checkpoint name of job reached level global (a
+ * checkpoint that was not staged is there at once), or the job is gone */
+static int wait_global(const char *root, const char *job, const char *name)
+{
+	char dir[PATH_MAX], reply[256];
+
+	snprintf(dir, sizeof(dir), "%s/%s", root, job);
+	for (;;) {
+		struct store *s = NULL;
+		struct store_ckpt_info *list = NULL;
+		size_t count = 0;
+		int found = 0, global = 0;
+
+		if (store_open(NULL, root, job, &s) == 0 && store_list(s, &list, &count, NULL) == 0)
+			for (size_t i = 0; i < count; i++)
+				if (!strcmp(list[i].name, name)) {
+					found = 1;
+					global = strcmp(list[i].level, "local") != 0;
+				}
+		free(list);
+		if (s)
+			store_close(&s);
+		if (!found)
+			return err_set(-ENOENT, "%s is not in job %s's index", name, job);
+		if (global)
+			return 0;
+		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) != 0)
+			return err_set(-EIO, "%s stays at level local: the job ended before every rank's "
+				       "image was in the global tier", name);
+		usleep(100 * 1000);
+	}
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
 	struct proc_args a;
@@ -206,8 +242,12 @@ int cmd_checkpoint(int argc, char **argv)
 	size_t count = 0, running = 0;
 	int ret;
 
-	if ((ret = parse("checkpoint", argc, argv, &a, "ad")) != EXIT_OK)
+	if ((ret = parse("checkpoint", argc, argv, &a, "adh")) != EXIT_OK)
 		return ret;
+	if (a.wait && strcmp(a.wait, "local") != 0 && strcmp(a.wait, "global") != 0) {
+		cli_error("checkpoint", "bad --wait '%s' (local or global)", a.wait);
+		return EXIT_USAGE;
+	}
 	root = cli_root(a.dir);
 	if (a.first_operand + 1 < argc) {
 		cli_error("checkpoint", "too many operands (usage: stasis checkpoint [--dir D] [JOB] [--stop])");
@@ -240,6 +280,10 @@ int cmd_checkpoint(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	if (ret) {
+		cli_error("checkpoint", "%s", err_msg());
+		return EXIT_FAIL;
+	}
+	if (a.wait && !strcmp(a.wait, "global") && wait_global(root, job, reply) != 0) {
 		cli_error("checkpoint", "%s", err_msg());
 		return EXIT_FAIL;
 	}

@@ -22,11 +22,13 @@ static const struct cli_command commands[] = {
 	  "directory (<root>/<job>). Reads every chunk and checks every checksum; exits 1\n"
 	  "on the first problem, naming the file, the section and the offset.\n" },
 	{ "ls", cmd_ls, "list checkpoints with state, size and time",
-	  "usage: stasis ls [--dir D] [JOB]\n"
+	  "usage: stasis ls [--dir D] [--json] [JOB]\n"
 	  "List the checkpoints of JOB (of every job if JOB is not given) under the\n"
 	  "checkpoint root D (default: the configured tier's directory).\n"
 	  "States: CURRENT (the one a restart picks), COMPLETE, FAILED, PARTIAL (begun,\n"
-	  "never committed: being written or abandoned; never used for restart).\n" },
+	  "never committed: being written or abandoned; never used for restart).\n"
+	  "  --json   one JSON document: jobs, their checkpoints, level, size, time\n"
+	  "           (keys: docs/cli.md)\n" },
 	{ "prune", cmd_prune, "remove old checkpoints",
 	  "usage: stasis prune [--dir D] [JOB] --keep N\n"
 	  "Keep the newest N complete checkpoints of JOB (and the current one); remove\n"
@@ -54,10 +56,12 @@ static const struct cli_command commands[] = {
 	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
 	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",
-	  "usage: stasis checkpoint [--dir D] [JOB] [--stop]\n"
+	  "usage: stasis checkpoint [--dir D] [JOB] [--stop] [--wait local|global]\n"
 	  "Ask JOB's coordinator (the only running job under D if JOB is not given) for a\n"
 	  "checkpoint; print its name once it is established.\n"
-	  "  --stop   then end the program\n" },
+	  "  --stop          then end the program\n"
+	  "  --wait global   with staging on, return only once every rank's image is in the\n"
+	  "                  global tier (local: as soon as it is established, the default)\n" },
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint] [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
@@ -65,9 +69,10 @@ static const struct cli_command commands[] = {
 	  "where the program keeps its pid and thread ids; exit with the program's status.\n"
 	  "The restarted program is coordinated as under `stasis run`.\n" },
 	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
-	  "usage: stasis status [--dir D]\n"
+	  "usage: stasis status [--dir D] [--json]\n"
 	  "One line per job under D: running, busy (a checkpoint or a restore is under\n"
-	  "way) or stopped, its established checkpoints and the one a restart would pick.\n" },
+	  "way) or stopped, its established checkpoints and the one a restart would pick.\n"
+	  "  --json   one JSON document, the coordinator's answer in fields (docs/cli.md)\n" },
 	{ "config", cmd_config, "show the configuration",
 	  "usage: stasis config --list\n"
 	  "       stasis config KEY\n"

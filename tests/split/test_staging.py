@@ -1,0 +1,98 @@
+"""Node-local staging (docs/split.md, "Node-local staging"), on one host:
+with staging on, a checkpoint is established at level local once every
+rank's image is in local_dir, then reaches level global when every rank's
+mover copied it; a restart reads the node-local copies, the global one of
+a rank whose local copy is gone, and says which; a rank killed mid-copy
+(fault point split.stage.copy) leaves the checkpoint at level local and
+no global copy selected, and the job restarts from the local copies.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import re
+import time
+
+import pytest
+
+from split_common import launcher, program_fixture
+from test_ckpt import MpiJob
+
+ITERS = 60
+SLEEP_MS = 100
+
+hello = program_fixture("hello")
+
+
+def staged_job(tmp_path, **env):
+    job = MpiJob(tmp_path)
+    job.local = tmp_path / "local"
+    job.env.update(STASIS_STAGING="on", STASIS_LOCAL_DIR=str(job.local), STASIS_LOG="info", **env)
+    return job
+
+
+def level(job, name):
+    for line in job.stasis("ls", "--dir", job.ck).stdout.splitlines():
+        if line.split()[:1] == [name]:
+            m = re.search(r"level (\w+)", line)
+            return m.group(1) if m else None
+    return None
+
+
+def images(root, name):
+    return sorted(p.name for p in root.glob(f"*/{name}/rank-*.img"))
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
+    job = staged_job(tmp_path)
+    job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 3")
+    r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
+    name = r.stdout.strip()
+    assert name == "ckpt-000001", r.stdout + r.stderr
+    assert level(job, name) == "global"
+    assert images(job.local, name) == ["rank-00000.img", "rank-00001.img"]
+    assert images(job.ck, name) == ["rank-00000.img", "rank-00001.img"]
+    jobname = hello[lower].rsplit("/", 1)[1]
+    for rank in (0, 1):   # the copy is the image, byte for byte
+        assert (job.local / jobname / name / f"rank-0000{rank}.img").read_bytes() == \
+            (job.ck / jobname / name / f"rank-0000{rank}.img").read_bytes()
+    job.kill()
+    (job.local / jobname / name / "rank-00001.img").unlink()
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert re.search(r"rank 0 reads its node-local copy \S+/local/hello\.\w+/ckpt-000001/"
+                     r"rank-00000\.img", err), err
+    assert re.search(r"rank 1 reads the global copy \S+/ck/hello\.\w+/ckpt-000001/rank-00001\.img",
+                     err), err
+
+
+def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
+    """The job dies while the ranks copy (right after `stasis checkpoint`
+    returned): the checkpoint stays at level local, nothing of the global
+    copy counts, and the restart reads the node-local copies."""
+    job = staged_job(tmp_path, STASIS_FAULT="split.stage.copy:kill")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 3")
+    name = job.checkpoint()
+    rc, out, err = job.finish_job()   # the fault kills a rank: the job ends
+    assert rc != 0, out + err
+    assert level(job, name) == "local"
+    assert images(job.ck, name) == []   # a .tmp at most: never committed
+    job.env.pop("STASIS_FAULT")
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert err.count("reads its node-local copy") == 2, err
+
+
+def test_wait_global_fails_in_one_line_when_the_job_ends_first(hello, tmp_path):
+    job = staged_job(tmp_path, STASIS_FAULT="split.stage.copy:kill")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 3")
+    r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stderr.strip() == ("stasis: checkpoint: ckpt-000001 stays at level local: the job "
+                                "ended before every rank's image was in the global tier"), r.stderr
+    job.finish_job()
