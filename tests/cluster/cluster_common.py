@@ -101,12 +101,17 @@ class ClusterJob:
         self.ck = self.dir / "ck"
         self.proc = None
         self.seen = []
+        self.env = {}   # STASIS_* settings of every stasis command of the job
+
+    def _envs(self):
+        return "".join(f"{k}={v} " for k, v in self.env.items())
 
     def _start(self, words, alloc=None):
         """words of stasis on head; inside `salloc ALLOC` (an allocation of
         its own, named after the job) when alloc is given"""
         wrap = f"salloc -J {self.dir.name} {alloc} " if alloc else ""
-        cmd = f"cd {self.dir}; {ROOT_OK}exec {wrap}{STASIS} {words}"
+        cmd = f"cd {self.dir}; {ROOT_OK}{'export ' + self._envs() + '; ' if self.env else ''}" \
+              f"exec {wrap}{STASIS} {words}"
         self.seen = []
         self.proc = subprocess.Popen([str(SCRIPT), "exec", "head", cmd], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -125,8 +130,8 @@ class ClusterJob:
                     (f" --launcher '{launcher_words}'" if launcher_words else ""), alloc)
 
     def stasis(self, *args, check=True, timeout=120):
-        r = self.c.exec("head", f"{ROOT_OK}{STASIS} " + " ".join(map(str, args)), check=False,
-                        timeout=timeout)
+        r = self.c.exec("head", f"{ROOT_OK}{self._envs()}{STASIS} " + " ".join(map(str, args)),
+                        check=False, timeout=timeout)
         if check:
             assert r.returncode == 0, f"stasis {args}: {r.stdout}\n{r.stderr}"
         return r

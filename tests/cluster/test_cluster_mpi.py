@@ -148,3 +148,37 @@ exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 60 
     finally:
         cluster.exec("head", f"scancel -n {job.dir.name}", check=False)
         job.kill()
+
+
+def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
+    """Staging on 4 nodes: images in each node's local tmpfs, then copied to
+    the global directory (--wait global); the job killed; n2 killed with its
+    local directory wiped and booted again; the restart on the same nodes
+    reads three node-local copies and n2's rank's global copy."""
+    import re
+    from cluster_common import BASE, sh
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local", "STASIS_LOG": "info"}
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 4), progs[("p2p", "openmpi")], ITERS,
+                  SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 3")
+        r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
+        name = r.stdout.strip()
+        assert name == "ckpt-000001", r.stdout + r.stderr
+        on = {n: sorted(p.name for p in cluster.local(n).glob(f"*/{name}/rank-*.img"))
+              for n in cluster.nodes}
+        assert sum(len(v) for v in on.values()) == 4 and all(len(v) == 1 for v in on.values()), on
+        job.kill()
+        sh("kill-node", "n2", "--wipe")
+        sh("start-node", "n2")
+        sh("wait-state", "n2", "^idle", 60, timeout=90)
+        job.restart()
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=4 iterations={ITERS} messages=" in out, out + err
+        n2 = on["n2"][0]
+        rank = int(n2[5:10])
+        assert re.search(rf"rank {rank} reads the global copy \S+/{name}/{n2}", err), err
+        assert len(re.findall(r"reads its node-local copy", err)) == 3, err
+    finally:
+        job.kill()
