@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <libgen.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,8 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* parse()'s `allowed` names options by letter: a for OPT_DIR, b for the next... */
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
-       OPT_WAIT };
+       OPT_WAIT, OPT_JSON };
 
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
@@ -30,12 +32,13 @@ static const struct option proc_options[] = {
 	{ "launcher", required_argument, NULL, OPT_LAUNCHER },
 	{ "resume", no_argument, NULL, OPT_RESUME },
 	{ "wait", required_argument, NULL, OPT_WAIT },
+	{ "json", no_argument, NULL, OPT_JSON },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
 	const char *dir, *job, *interval, *launcher, *wait;
-	int stop, no_signal, resume;
+	int stop, no_signal, resume, json;
 	int first_operand;
 };
 
@@ -60,6 +63,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_LAUNCHER: a->launcher = optarg; break;
 		case OPT_RESUME: a->resume = 1; break;
 		case OPT_WAIT: a->wait = optarg; break;
+		case OPT_JSON: a->json = 1; break;
 		}
 	}
 	a->first_operand = optind;
@@ -369,18 +373,110 @@ int cmd_restart(int argc, char **argv)
 	return exit_with(ret, status, "restart");
 }
 
+static json_t *int_or_null(const char *v)
+{
+	char *end;
+	long long n;
+
+	if (!v)
+		return json_null();
+	errno = 0;
+	n = strtoll(v, &end, 10);
+	return errno || end == v || *end ? json_null() : json_integer(n);
+}
+
+/* The coordinator's STATUS answer (docs/coordinator.md), a line of
+ * key=value words, as the "coordinator" object of `status --json`:
+ *   job=J pid=P agent=yes|no checkpoints=N last=L                    (a process)
+ *   job=J launcher=P ranks=R/S checkpoints=N last=L ranks=r:p@h,...  (an MPI job)
+ * Every key is present; those of the other kind are null. */
+static json_t *status_json(const char *reply)
+{
+	const char *pid = NULL, *agent = NULL, *launcher = NULL, *taken = NULL, *last = NULL;
+	char buf[1024], *save = NULL, *w;
+	json_t *o = json_object(), *registered = json_null(), *size = json_null(), *ranks = json_null();
+
+	snprintf(buf, sizeof(buf), "%s", reply);
+	for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+		char *v = strchr(w, '=');
+
+		if (!v)
+			continue;
+		*v++ = 0;
+		if (strcmp(w, "pid") == 0)
+			pid = v;
+		else if (strcmp(w, "agent") == 0)
+			agent = v;
+		else if (strcmp(w, "launcher") == 0)
+			launcher = v;
+		else if (strcmp(w, "checkpoints") == 0)
+			taken = v;
+		else if (strcmp(w, "last") == 0)
+			last = v;
+		else if (strcmp(w, "ranks") == 0 && strchr(v, '/')) {
+			/* registered/size */
+			char *slash = strchr(v, '/');
+
+			*slash = 0;
+			json_decref(registered);
+			json_decref(size);
+			registered = int_or_null(v);
+			size = int_or_null(slash + 1);
+		} else if (strcmp(w, "ranks") == 0) {
+			/* rank:pid@host,... ("-": none registered) */
+			char *rsave = NULL, *r;
+
+			json_decref(ranks);
+			ranks = json_array();
+			for (r = strtok_r(v, ",", &rsave); r; r = strtok_r(NULL, ",", &rsave)) {
+				char *colon = strchr(r, ':'), *at = colon ? strchr(colon, '@') : NULL;
+				json_t *e;
+
+				if (!colon || !at)
+					continue;
+				*colon = *at = 0;
+				e = json_object();
+				json_object_set_new(e, "rank", int_or_null(r));
+				json_object_set_new(e, "pid", int_or_null(colon + 1));
+				json_object_set_new(e, "host", json_string(at + 1));
+				json_array_append_new(ranks, e);
+			}
+		}
+	}
+	if (!launcher) {   /* a process: no ranks */
+		json_decref(registered);
+		json_decref(size);
+		json_decref(ranks);
+		registered = json_null();
+		size = json_null();
+		ranks = json_null();
+	}
+	json_object_set_new(o, "kind", json_string(launcher ? "mpi" : "process"));
+	json_object_set_new(o, "pid", int_or_null(launcher ? NULL : pid));
+	json_object_set_new(o, "agent", launcher || !agent ? json_null()
+				  : json_boolean(strcmp(agent, "yes") == 0));
+	json_object_set_new(o, "launcher_pid", int_or_null(launcher));
+	json_object_set_new(o, "ranks_registered", registered);
+	json_object_set_new(o, "ranks_size", size);
+	json_object_set_new(o, "ranks", ranks);
+	json_object_set_new(o, "checkpoints", int_or_null(taken));
+	json_object_set_new(o, "last", last && strcmp(last, "-") != 0 ? json_string(last) : json_null());
+	return o;
+}
+
 int cmd_status(int argc, char **argv)
 {
 	struct proc_args a;
 	char **names = NULL, reply[1024], dir[PATH_MAX], latest[64];
 	const char *root;
 	size_t count = 0;
+	json_t *doc = NULL, *jobs = NULL;
 	int ret;
 
-	if ((ret = parse("status", argc, argv, &a, "a")) != EXIT_OK)
+	if ((ret = parse("status", argc, argv, &a, "ai")) != EXIT_OK)
 		return ret;
 	if (a.first_operand < argc) {
-		cli_error("status", "unexpected operand '%s' (usage: stasis status [--dir D])",
+		cli_error("status", "unexpected operand '%s' (usage: stasis status [--dir D] [--json])",
 			  argv[a.first_operand]);
 		return EXIT_USAGE;
 	}
@@ -393,13 +489,21 @@ int cmd_status(int argc, char **argv)
 		cli_error("status", "%s", err_msg());
 		return EXIT_FAIL;
 	}
+	if (a.json) {
+		doc = json_object();
+		jobs = json_array();
+		json_object_set_new(doc, "root", json_string(root));
+		json_object_set_new(doc, "jobs", jobs);
+	}
 	for (size_t i = 0; i < count; i++) {
 		struct store *s = NULL;
 		struct store_ckpt_info *list = NULL;
 		size_t n = 0, complete = 0;
+		const char *state;
+		int running = 0;
 
 		snprintf(dir, sizeof(dir), "%s/%s", root, names[i]);
-		snprintf(latest, sizeof(latest), "-");
+		latest[0] = 0;
 		if (store_open(cfg_str(CFG_TIER), root, names[i], &s) == 0) {
 			if (store_list(s, &list, &n, NULL) == 0)
 				for (size_t k = 0; k < n; k++)
@@ -412,12 +516,36 @@ int cmd_status(int argc, char **argv)
 			store_close(&s);
 		}
 		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) == 0)
-			printf("%s  running  %s  established=%zu latest=%s\n", names[i], reply, complete, latest);
+			running = 1, state = "running";
 		else if (coord_alive(dir))
 			/* it answers between checkpoints and restores: one is under way */
-			printf("%s  busy  established=%zu latest=%s\n", names[i], complete, latest);
+			state = "busy";
 		else
-			printf("%s  stopped  established=%zu latest=%s\n", names[i], complete, latest);
+			state = "stopped";
+		if (jobs) {
+			json_t *o = json_object();
+
+			json_object_set_new(o, "name", json_string(names[i]));
+			json_object_set_new(o, "state", json_string(state));
+			json_object_set_new(o, "established", json_integer((json_int_t)complete));
+			json_object_set_new(o, "latest", latest[0] ? json_string(latest) : json_null());
+			json_object_set_new(o, "coordinator", running ? status_json(reply) : json_null());
+			json_array_append_new(jobs, o);
+		} else if (running) {
+			printf("%s  running  %s  established=%zu latest=%s\n", names[i], reply, complete,
+			       latest[0] ? latest : "-");
+		} else {
+			printf("%s  %s  established=%zu latest=%s\n", names[i], state, complete,
+			       latest[0] ? latest : "-");
+		}
+	}
+	if (doc) {
+		char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+		if (text)
+			printf("%s\n", text);
+		free(text);
+		json_decref(doc);
 	}
 	store_names_free(names, count);
 	return EXIT_OK;

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,12 +16,13 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OPT_DIR = 1000, OPT_KEEP, OPT_JOB };
+enum { OPT_DIR = 1000, OPT_KEEP, OPT_JOB, OPT_JSON };
 
 static const struct option store_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
 	{ "keep", required_argument, NULL, OPT_KEEP },
 	{ "job", required_argument, NULL, OPT_JOB },
+	{ "json", no_argument, NULL, OPT_JSON },
 	{ NULL, 0, NULL, 0 },
 };
 
@@ -28,6 +30,7 @@ struct store_args {
 	const char *dir;
 	const char *job;
 	const char *keep;
+	int json;
 	int first_operand;
 };
 
@@ -44,6 +47,12 @@ static int parse_args(const char *cmd, int argc, char **argv, struct store_args 
 		case OPT_DIR: a->dir = optarg; break;
 		case OPT_KEEP: a->keep = optarg; break;
 		case OPT_JOB: a->job = optarg; break;
+		case OPT_JSON:
+			if (strcmp(cmd, "ls") == 0) {   /* only ls has --json */
+				a->json = 1;
+				break;
+			}
+			__attribute__((fallthrough));
 		default:
 			cli_error(cmd, "unknown option '%s'", argv[optind - 1]);
 			return cli_usage(cli_find(cmd), 1);
@@ -64,13 +73,63 @@ static void format_time(int64_t t, char *buf, size_t len)
 		strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
 }
 
-static int list_job(const char *root, const char *job)
+/* "2026-11-22T10:03:54Z", or "" for no time */
+static void iso_time(int64_t t, char *buf, size_t len)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	buf[0] = 0;
+	if (t > 0 && gmtime_r(&tt, &tm))
+		strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static json_t *str_or_null(const char *s)
+{
+	return s && s[0] ? json_string(s) : json_null();
+}
+
+static json_t *time_or_null(int64_t t)
+{
+	return t > 0 ? json_integer(t) : json_null();
+}
+
+/* One checkpoint for `ls --json` (keys: docs/cli.md). */
+static json_t *ckpt_json(const struct store_ckpt_info *c)
+{
+	int64_t t = c->end_time ? c->end_time : c->begin_time;
+	char size[32], when[32];
+	json_t *o = json_object();
+
+	cli_human_size(c->bytes, size, sizeof(size));
+	iso_time(t, when, sizeof(when));
+	json_object_set_new(o, "name", json_string(c->name));
+	json_object_set_new(o, "state", json_string(c->current ? "CURRENT" : store_state_name(c->state)));
+	json_object_set_new(o, "current", json_boolean(c->current));
+	json_object_set_new(o, "files", json_integer(c->files));
+	json_object_set_new(o, "bytes", json_integer((json_int_t)c->bytes));
+	json_object_set_new(o, "size", json_string(size));
+	json_object_set_new(o, "time", str_or_null(when));
+	json_object_set_new(o, "epoch", time_or_null(t));
+	json_object_set_new(o, "begin_epoch", time_or_null(c->begin_time));
+	json_object_set_new(o, "end_epoch", time_or_null(c->end_time));
+	json_object_set_new(o, "level", str_or_null(c->state == STORE_COMPLETE ? c->level : NULL));
+	json_object_set_new(o, "level_reason",
+			    str_or_null(c->state == STORE_COMPLETE ? c->level_reason : NULL));
+	json_object_set_new(o, "reason", str_or_null(c->state == STORE_FAILED ? c->reason : NULL));
+	return o;
+}
+
+/* List one job: as text on stdout, or (jobs != NULL) as one more object of
+ * the jobs array of `ls --json`. */
+static int list_job(const char *root, const char *job, json_t *jobs)
 {
 	struct store_ckpt_info *list = NULL;
 	struct store *s = NULL;
 	size_t count = 0;
 	unsigned bad = 0;
 	char size[32], when[32];
+	json_t *ckpts = NULL;
 
 	if (cli_open_job("ls", root, job, &s))
 		return EXIT_FAIL;
@@ -79,9 +138,20 @@ static int list_job(const char *root, const char *job)
 		store_close(&s);
 		return EXIT_FAIL;
 	}
-	printf("job %s (%s)\n", job, store_job_dir(s));
-	printf("  %-12s %-9s %6s %11s  %-19s  %s\n", "CHECKPOINT", "STATE", "FILES", "SIZE",
-	       "TIME", "NOTE");
+	if (jobs) {
+		json_t *o = json_object();
+
+		ckpts = json_array();
+		json_object_set_new(o, "name", json_string(job));
+		json_object_set_new(o, "dir", json_string(store_job_dir(s)));
+		json_object_set_new(o, "damaged_records", json_integer(bad));
+		json_object_set_new(o, "checkpoints", ckpts);
+		json_array_append_new(jobs, o);
+	} else {
+		printf("job %s (%s)\n", job, store_job_dir(s));
+		printf("  %-12s %-9s %6s %11s  %-19s  %s\n", "CHECKPOINT", "STATE", "FILES", "SIZE",
+		       "TIME", "NOTE");
+	}
 	for (size_t i = 0; i < count; i++) {
 		const struct store_ckpt_info *c = &list[i];
 		const char *note = c->state == STORE_PARTIAL ? "never committed; not used for restart"
@@ -96,17 +166,32 @@ static int list_job(const char *root, const char *job)
 
 		if (c->state == STORE_PRUNED)
 			continue;
+		if (ckpts) {
+			json_array_append_new(ckpts, ckpt_json(c));
+			continue;
+		}
 		cli_human_size(c->bytes, size, sizeof(size));
 		format_time(c->end_time ? c->end_time : c->begin_time, when, sizeof(when));
 		printf("  %-12s %-9s %6u %11s  %-19s  %s\n", c->name,
 		       c->current ? "CURRENT" : store_state_name(c->state), c->files, size, when, note);
 	}
-	if (bad)
+	/* (the store logged each damaged record on stderr already) */
+	if (bad && !jobs)
 		printf("  warning: %u damaged index record(s) skipped (see `stasis verify %s`)\n",
 		       bad, store_job_dir(s));
 	free(list);
 	store_close(&s);
 	return bad ? EXIT_FAIL : EXIT_OK;
+}
+
+/* Print a JSON document on stdout, indented, keys in the order set. */
+static void print_json(json_t *doc)
+{
+	char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+
+	if (text)
+		printf("%s\n", text);
+	free(text);
 }
 
 int cmd_ls(int argc, char **argv)
@@ -116,6 +201,7 @@ int cmd_ls(int argc, char **argv)
 	size_t count = 0;
 	const char *root;
 	struct stat st;
+	json_t *doc = NULL, *arr = NULL;
 	int ret;
 
 	ret = parse_args("ls", argc, argv, &a);
@@ -124,24 +210,40 @@ int cmd_ls(int argc, char **argv)
 	if (argc - a.first_operand > 1)
 		return cli_usage(cli_find("ls"), 1);
 	root = cli_root(a.dir);
-	if (a.first_operand < argc)
-		return list_job(root, argv[a.first_operand]);
+	if (a.json) {
+		doc = json_object();
+		arr = json_array();
+		json_object_set_new(doc, "root", json_string(root));
+		json_object_set_new(doc, "jobs", arr);
+	}
+	if (a.first_operand < argc) {
+		ret = list_job(root, argv[a.first_operand], arr);
+		if (doc && json_array_size(arr))
+			print_json(doc);
+		json_decref(doc);
+		return ret;
+	}
 	if (stat(root, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		cli_error("ls", "no checkpoint directory %s", root);
+		json_decref(doc);
 		return EXIT_USAGE;
 	}
 	if (store_jobs(cfg_str(CFG_TIER), root, &jobs, &count)) {
 		cli_error("ls", "%s", err_msg());
+		json_decref(doc);
 		return EXIT_FAIL;
 	}
-	if (count == 0)
+	if (count == 0 && !doc)
 		printf("no jobs in %s\n", root);
 	for (size_t i = 0; i < count; i++) {
-		int r = list_job(root, jobs[i]);
+		int r = list_job(root, jobs[i], arr);
 
 		if (r)
 			ret = r;
 	}
+	if (doc)
+		print_json(doc);
+	json_decref(doc);
 	store_names_free(jobs, count);
 	return ret;
 }
