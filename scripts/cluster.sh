@@ -23,7 +23,7 @@
 # on the host there is no slurm.conf and Slurm would look its controller up in DNS.
 #
 # Environment: STS_CLUSTER (/var/tmp/stasis-cluster)  STS_CLUSTER_CPUS (2 per node)
-#   STS_CLUSTER_LOCAL (256m: size of each node-local tmpfs)  STS_CLUSTER_SLURMD_TIMEOUT (10)
+#   STS_CLUSTER_LOCAL (1g: size limit of each node-local tmpfs)  STS_CLUSTER_SLURMD_TIMEOUT (10)
 #   STS_CLUSTER_MSG_TIMEOUT (3)  STS_CLUSTER_CRED_EXPIRE (10)  STS_CLUSTER_WAIT (60)
 # Needs (scripts/deps.sh): iproute2, util-linux, munge, slurmctld, slurmd, slurm-client.
 set -u
@@ -31,7 +31,7 @@ BASE=${STS_CLUSTER:-/var/tmp/stasis-cluster}
 NNODES=$(cat "$BASE/nnodes" 2>/dev/null || echo 4)
 CPUS=${STS_CLUSTER_CPUS:-2}
 SHM=1g
-LOCAL=${STS_CLUSTER_LOCAL:-256m}
+LOCAL=${STS_CLUSTER_LOCAL:-1g}
 WITH_SLURM=1
 SLURMD_TIMEOUT=${STS_CLUSTER_SLURMD_TIMEOUT:-10}
 MSG_TIMEOUT=${STS_CLUSTER_MSG_TIMEOUT:-3}
@@ -67,8 +67,11 @@ write_files() {
   local n
   for n in $(allnodes); do
     mkdir -p "$BASE/nodes/$n/local"
-    mountpoint -q "$BASE/nodes/$n/local" ||
+    if mountpoint -q "$BASE/nodes/$n/local"; then
+      mount -o "remount,size=$LOCAL" "$BASE/nodes/$n/local" || die "node-local tmpfs of $n"
+    else
       mount -t tmpfs -o "size=$LOCAL,mode=755" sts-local-$n "$BASE/nodes/$n/local" || die "node-local tmpfs of $n"
+    fi
   done
 
   # nodeexec: "ssh" into a node; usable as plm_rsh_agent / -launcher-exec, from the host or from any node

@@ -7,6 +7,7 @@
 #include "store/store.h"
 
 #include <dirent.h>
+#include <sys/random.h>
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -241,7 +242,8 @@ static int forward_env(void)
 					     "STASIS_SPLIT_PROGRAMS", "STASIS_RESTORE_DIR", "STASIS_LOG",
 					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
 					     "STASIS_RESTORE_EARLY", "STASIS_STAGE_DIR",
-					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP" };
+					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP",
+					     "STASIS_STAGE_ID" };
 	const char *old = getenv("OMPI_MCA_mca_base_env_list");
 	char list[2048];
 	size_t n = 0;
@@ -259,6 +261,39 @@ static int forward_env(void)
 	if (n && setenv("OMPI_MCA_mca_base_env_list", list, 1) != 0)
 		return err_set(-ENOMEM, "cannot set the job's environment");
 	return 0;
+}
+
+/* <root>/<job>/stage.id: 16 hex digits made at the job's first staged
+ * launch, read back at its restarts (lh_stage.c names the node-local
+ * directory after it) */
+static int stage_id(const char *root, const char *job, char id[17])
+{
+	char path[PATH_MAX];
+	unsigned char r[8];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/%s/stage.id", root, job);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		ssize_t n = read(fd, id, 16);
+
+		close(fd);
+		id[n == 16 ? 16 : 0] = 0;
+		if (n == 16)
+			return 0;
+	}
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return -1;
+	for (int i = 0; i < 8; i++)
+		snprintf(id + 2 * i, 3, "%02x", r[i]);
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return errno == EEXIST ? stage_id(root, job, id) : -1;
+	if (write(fd, id, 16) != 16 || fsync(fd) != 0) {
+		close(fd);
+		return -1;
+	}
+	return close(fd);
 }
 
 int job_child_env(const char *addr, const char *job_dir, const char *root, const char *tier,
@@ -291,8 +326,11 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	 * looks there first); without it, never, even for a restart of a
 	 * checkpoint that was staged (its global copies, if any) */
 	if (!strcmp(cfg_str(CFG_STAGING), "on")) {
-		char copies[16];
+		char copies[16], id[17];
 
+		if (stage_id(root, job, id) != 0 || setenv("STASIS_STAGE_ID", id, 1) != 0)
+			return err_set(-EIO, "cannot keep the job's staging id in %s/%s: %s", root, job,
+				       strerror(errno));
 		snprintf(copies, sizeof(copies), "%llu", (unsigned long long)cfg_u64(CFG_STAGE_COPIES));
 		char keep[16];
 

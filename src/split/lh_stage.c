@@ -58,6 +58,20 @@ static struct {
 	void (*say)(const char *fmt, ...);
 } st = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
+/* The job's name in the node-local directory: <job>.<stage id>, the id
+ * kept in the global job directory (job.c), so that a new job of the same
+ * name in another global directory, or after it was removed, never meets
+ * an old one's images (same checkpoint names) */
+static const char *local_job(void)
+{
+	static char name[256];
+
+	if (!name[0])
+		snprintf(name, sizeof(name), "%s.%s", getenv("STASIS_JOB_NAME"),
+			 getenv("STASIS_STAGE_ID") ? getenv("STASIS_STAGE_ID") : "0");
+	return name;
+}
+
 static const char *stage_dir(void)
 {
 	const char *d = getenv("STASIS_STAGE_DIR");
@@ -73,7 +87,7 @@ int lh_stage_on(void)
 struct store *lh_stage_store(void)
 {
 	if (!st.local && stage_dir() &&
-	    store_open("local", stage_dir(), getenv("STASIS_JOB_NAME"), &st.local) != 0)
+	    store_open("local", stage_dir(), local_job(), &st.local) != 0)
 		st.local = NULL;
 	return st.local;
 }
@@ -85,7 +99,7 @@ static int local_path(const char *name, int rank, char *out, size_t len)
 	int n;
 
 	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, rank);
-	n = snprintf(out, len, "%s/%s/%s/%s", stage_dir(), getenv("STASIS_JOB_NAME"), name, file);
+	n = snprintf(out, len, "%s/%s/%s/%s", stage_dir(), local_job(), name, file);
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
@@ -99,7 +113,7 @@ static void keep_last(int rank, unsigned keep)
 	struct dirent *e;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/%s", stage_dir(), getenv("STASIS_JOB_NAME"));
+	snprintf(dir, sizeof(dir), "%s/%s", stage_dir(), local_job());
 	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, rank);
 	d = opendir(dir);
 	if (!d)
@@ -156,7 +170,7 @@ static int take_slot(void)
 			int fd;
 
 			snprintf(path, sizeof(path), "%s/%s/.copy-slot-%u", stage_dir(),
-				 getenv("STASIS_JOB_NAME"), k);
+				 local_job(), k);
 			fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 			if (fd < 0)
 				return -1;   /* no slots to be had: copy anyway */
@@ -279,7 +293,7 @@ int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len)
 		gethostname(host, sizeof(host) - 1);
 		return err_set(-ENOENT, "rank %d: no copy of its image of %s: not in %s's local "
 			       "directory (%s/%s/%s) and not (yet) in the global tier (%s)", rank,
-			       name, host, stage_dir(), getenv("STASIS_JOB_NAME"), name, global);
+			       name, host, stage_dir(), local_job(), name, global);
 	}
 	snprintf(out, len, "%s", global);
 	if (stage_dir())

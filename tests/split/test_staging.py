@@ -52,16 +52,17 @@ def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
     assert images(job.local, name) == ["rank-00000.img", "rank-00001.img"]
     assert images(job.ck, name) == ["rank-00000.img", "rank-00001.img"]
     jobname = hello[lower].rsplit("/", 1)[1]
+    [local] = job.local.glob(f"{jobname}.*")   # <job>.<stage id>
     for rank in (0, 1):   # the copy is the image, byte for byte
-        assert (job.local / jobname / name / f"rank-0000{rank}.img").read_bytes() == \
+        assert (local / name / f"rank-0000{rank}.img").read_bytes() == \
             (job.ck / jobname / name / f"rank-0000{rank}.img").read_bytes()
     job.kill()
-    (job.local / jobname / name / "rank-00001.img").unlink()
+    (local / name / "rank-00001.img").unlink()
     job.restart()
     job.lines_until(r"rank 0 iteration \d+")
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
-    assert re.search(r"rank 0 reads its node-local copy \S+/local/hello\.\w+/ckpt-000001/"
+    assert re.search(r"rank 0 reads its node-local copy \S+/local/hello\.\w+\.[0-9a-f]{16}/ckpt-000001/"
                      r"rank-00000\.img", err), err
     assert re.search(r"rank 1 reads the global copy \S+/ck/hello\.\w+/ckpt-000001/rank-00001\.img",
                      err), err
@@ -96,3 +97,21 @@ def test_wait_global_fails_in_one_line_when_the_job_ends_first(hello, tmp_path):
     assert r.stderr.strip() == ("stasis: checkpoint: ckpt-000001 stays at level local: the job "
                                 "ended before every rank's image was in the global tier"), r.stderr
     job.finish_job()
+
+
+def test_a_new_job_of_the_same_name_never_meets_an_old_ones_images(hello, tmp_path):
+    """Two jobs of one name with their own global directories and one
+    node-local directory: each numbers its checkpoints from ckpt-000001,
+    and the second's must not collide with the first's staged images
+    (it did: 'ckpt-000001/rank-00000.img: already committed')."""
+    local = tmp_path / "local"
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        job = staged_job(tmp_path / run)
+        job.local = local
+        job.env["STASIS_LOCAL_DIR"] = str(local)
+        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 2")
+        assert job.checkpoint() == "ckpt-000001"
+        job.kill()
+    assert len(list(local.glob("hello.openmpi.*/ckpt-000001"))) == 2

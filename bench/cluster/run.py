@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""bench/cluster: a transparent MPI job on the simulated cluster
+(scripts/cluster.sh, docs/cluster.md) with node-local staging, each
+figure against its floor measured in the same run. Not a timed test.
+
+4 nodes x 1 rank (bench/mpi/ckptmem.c under Open MPI, n1..n4), MIB MiB
+of incompressible data a rank (256 by default), staging on: each node's
+local directory is its tmpfs, the global tier a directory on this
+machine's disk shared by the nodes.
+
+  ckpt_block_vs_memcpy     the time the program is stopped by a staged
+                           checkpoint (the coordinator's "established
+                           after" at STASIS_LOG=info: from the request to
+                           the ranks to the verdict that lets them resume)
+                           / the 4 ranks' memcpy of the same bytes into
+                           fresh memory, at once, one a node (numpy's
+                           copy; the slowest one's own time)
+  global_established_vs_dd `stasis checkpoint --wait global` from the
+                           request until level global / `dd conv=fsync`
+                           of the same bytes into the global directory
+  restart_local_vs_read    `stasis restart` (from the node-local copies)
+                           until every rank printed RESUMED / reading
+                           those copies (cat to /dev/null, the 4 nodes at
+                           once)
+  launch_overhead_s        `stasis run -- srun --mpi=pmix -n4 prog` against
+                           plain `srun ...`, both steps of one allocation
+                           (a batch job holding the 4 nodes): time to the
+                           first line of the program's output, difference
+                           of medians
+  coord_ms                 the coordinator's "coordination X ms": from the
+                           request until every rank stopped its program
+
+Medians of --rounds rounds. Needs root; brings the cluster up if it is
+not, and leaves it up.
+
+usage: bench/cluster/run.py [--build DIR] [--mib N] [--rounds N]
+The last line of output is one JSON object."""
+import argparse
+import json
+import os
+import pathlib
+import re
+import select
+import statistics
+import subprocess
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CLUSTER = ROOT / "scripts" / "cluster.sh"
+BASE = pathlib.Path(os.environ.get("STS_CLUSTER", "/var/tmp/stasis-cluster"))
+NODES = ["n1", "n2", "n3", "n4"]
+OK = "export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; "
+
+
+def on(node, cmd, check=True, timeout=600):
+    r = subprocess.run([str(CLUSTER), "exec", node, cmd], capture_output=True, text=True,
+                       timeout=timeout)
+    if check and r.returncode != 0:
+        raise SystemExit(f"bench/cluster: on {node}: {cmd}: {r.stdout[-500:]} {r.stderr[-500:]}")
+    return r
+
+
+def parallel(cmds):
+    """every (node, cmd) at once; the wall time until the last ends"""
+    t = time.perf_counter()
+    ps = [subprocess.Popen([str(CLUSTER), "exec", n, c], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL) for n, c in cmds]
+    for p in ps:
+        p.wait(600)
+    return time.perf_counter() - t
+
+
+class Job:
+    """a command on head; its output lines collected by two reader threads"""
+
+    def __init__(self, cmd):
+        import threading
+        self.proc = subprocess.Popen([str(CLUSTER), "exec", "head", cmd], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.out, self.err = [], []
+        for f, seen in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
+            threading.Thread(target=self._read, args=(f, seen), daemon=True).start()
+
+    @staticmethod
+    def _read(f, seen):
+        for line in f:
+            seen.append((time.perf_counter(), line))
+
+    def wait_for(self, pattern, count=1, stream="out", timeout=300):
+        """until count lines like pattern came; the time the last came"""
+        seen = self.out if stream == "out" else self.err
+        end = time.time() + timeout
+        while time.time() < end:
+            hits = [t for t, ln in list(seen) if re.search(pattern, ln)]
+            if len(hits) >= count:
+                return hits[count - 1]
+            time.sleep(0.01)
+        raise SystemExit(f"bench/cluster: no {pattern!r}: {[ln for _, ln in self.out[-5:]]} "
+                         f"{[ln for _, ln in self.err[-5:]]}")
+
+    def text(self, stream="err"):
+        return "".join(ln for _, ln in (self.out if stream == "out" else self.err))
+
+    def kill(self, tag):
+        subprocess.run(["pkill", "-9", "-f", tag], capture_output=True)
+        try:
+            os.killpg(self.proc.pid, 9)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(30)
+        subprocess.run(["pkill", "-9", "-f", tag], capture_output=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--rounds", type=int, default=3)
+    a = ap.parse_args()
+    stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
+    subprocess.run([str(CLUSTER), "up"], check=True, capture_output=True)
+    work = BASE / "global" / f"bench-{os.getpid()}"
+    work.mkdir(parents=True)
+    prog = work / "ckptmem"
+    subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog), str(ROOT / "bench/mpi/ckptmem.c")],
+                   check=True)
+    total = 4 * a.mib << 20
+    env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info "
+           f"STASIS_CACHE_KEEP=1 ")
+    hosts = ",".join(f"{n}:1" for n in NODES)
+    fig = {k: [] for k in ("memcpy_s", "block_s", "dd_s", "global_s", "read_s", "restart_s",
+                           "coord_ms", "srun_s", "stasis_srun_s")}
+    py = ("import numpy, time; a = numpy.ones({n}, dtype=numpy.uint8); t = time.perf_counter(); "
+          "b = a.copy(); print(time.perf_counter() - t)")
+    for rnd in range(a.rounds):
+        ck = work / f"ck{rnd}"
+        job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} -- mpirun.openmpi "
+                  f"--host {hosts} -np 4 {prog} {a.mib}")
+        job.wait_for(r"^READY")
+        # floor: 4 memcpys at once, one a node (the nodes share this
+        # machine's CPUs); each times its own copy, the slowest counts
+        ps = [subprocess.Popen([str(CLUSTER), "exec", n,
+                                f"/usr/bin/python3 -c '{py.format(n=a.mib << 20)}'"],
+                               stdout=subprocess.PIPE, text=True) for n in NODES]
+        fig["memcpy_s"].append(max(float(p.communicate(timeout=300)[0]) for p in ps))
+        t0 = time.perf_counter()
+        r = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global")
+        fig["global_s"].append(time.perf_counter() - t0)
+        name = r.stdout.strip()
+        job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
+        m = re.search(rf"checkpoint {name}: .*coordination ([\d.]+) ms, established after (\d+) ms",
+                      job.text())
+        fig["coord_ms"].append(float(m.group(1)))
+        fig["block_s"].append(int(m.group(2)) / 1000)
+        # floor: the same bytes (incompressible, from memory) into the global
+        # directory with dd conv=fsync
+        dd = work / "dd.out"
+        on("head", f"head -c {total} /dev/urandom > /dev/shm/bench-dd.src")
+        t = time.perf_counter()
+        on("head", f"dd if=/dev/shm/bench-dd.src of={dd} bs=4M conv=fsync status=none")
+        fig["dd_s"].append(time.perf_counter() - t)
+        on("head", "rm -f /dev/shm/bench-dd.src")
+        dd.unlink()
+        job.kill(str(prog))
+        # floor: the 4 nodes read their local copies at once
+        fig["read_s"].append(parallel([(n, f"cat {BASE}/local/ckptmem.*/{name}/rank-*.img > /dev/null")
+                                       for n in NODES]))
+        job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck}")
+        t0 = time.perf_counter()
+        t1 = job.wait_for(r"^RESUMED rank", count=4)
+        fig["restart_s"].append(t1 - t0)
+        job.kill(str(prog))
+        # launch through srun, with and without stasis, as steps of one
+        # allocation (a batch job holding the nodes): until the first line
+        jid = on("head", f"cd {work}; sbatch --parsable -N4 -n4 -J bench-alloc -o /dev/null "
+                 f"--wrap 'sleep 600'").stdout.strip()
+        for i in range(200):
+            if on("head", f"squeue -h -j {jid} -o %T").stdout.strip() == "RUNNING":
+                break
+            time.sleep(0.1)
+        for key, pre in (("srun_s", ""), ("stasis_srun_s", f"{stasis} run --dir {ck}s -- ")):
+            job = Job(f"cd {work}; {OK}exec {pre}srun --jobid={jid} --overlap --mpi=pmix -n 4 "
+                      f"{prog} 16")
+            t0 = time.perf_counter()
+            fig[key].append(job.wait_for(r"^READY") - t0)
+            job.kill(str(prog))
+        on("head", f"scancel {jid}", check=False)
+    med = {k: statistics.median(v) for k, v in fig.items()}
+    out = {
+        "ckpt_block_vs_memcpy": round(med["block_s"] / med["memcpy_s"], 3),
+        "global_established_vs_dd": round(med["global_s"] / med["dd_s"], 3),
+        "restart_local_vs_read": round(med["restart_s"] / med["read_s"], 3),
+        "launch_overhead_s": round(med["stasis_srun_s"] - med["srun_s"], 3),
+        "coord_ms": round(med["coord_ms"], 2),
+        "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
+    }
+    out.update({k: round(v, 3) for k, v in med.items()})
+    subprocess.run(["rm", "-rf", str(work)] + [str(p) for n in NODES
+                                               for p in (BASE / "nodes" / n / "local").glob("ckptmem.*")])
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
