@@ -17,38 +17,6 @@
 
 #define PIPE_PEEK_MAX (1u << 20)
 
-uint32_t proc_fd_kind(mode_t mode, const char *target, int flags)
-{
-	if (S_ISREG(mode))
-		return PROC_FD_FILE;
-	if (S_ISDIR(mode))
-		return PROC_FD_DIR;
-	if (S_ISCHR(mode))
-		return PROC_FD_CHAR;
-	if (S_ISFIFO(mode))
-		return (flags & O_ACCMODE) == O_RDONLY ? PROC_FD_PIPE_READ : PROC_FD_PIPE_WRITE;
-	if (!strcmp(target, "anon_inode:[eventfd]"))
-		return PROC_FD_EVENTFD;
-	if (!strcmp(target, "anon_inode:[timerfd]"))
-		return PROC_FD_TIMERFD;
-	if (!strcmp(target, "anon_inode:[eventpoll]"))
-		return PROC_FD_EPOLL;
-	return 0;
-}
-
-const char *proc_fd_kind_name(mode_t mode, const char *target)
-{
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISFIFO(mode))
-		return "a pipe or FIFO shared with another process";
-	if (strncmp(target, "anon_inode:", 11) == 0)
-		return target + 11;
-	if (S_ISBLK(mode))
-		return "a block device";
-	return "of a kind Stasis cannot save";
-}
-
 static int is_pipe(uint32_t kind)
 {
 	return kind == PROC_FD_PIPE_READ || kind == PROC_FD_PIPE_WRITE;

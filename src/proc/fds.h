@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/stat.h>
 
+#include "proc/fd_kind.h"
 #include "proc/proc_format.h"
 
 /* One descriptor of a table: the record, its path (link text of
@@ -33,17 +34,6 @@ struct proc_fd_entry {
 	char *path;
 	void *data;
 };
-
-/* The kind of descriptor fd (enum proc_fd_kind) from its stat mode, its
- * link text and its F_GETFL flags; 0 for a kind no restart can give back
- * (a socket, a block device, an anonymous inode other than eventfd,
- * timerfd and epoll). A pipe is only supported when both its ends are in
- * the table (proc_fds_pipes_paired). */
-uint32_t proc_fd_kind(mode_t mode, const char *target, int flags);
-
-/* "a socket", "a pipe or FIFO shared with another process", ...: what a
- * refusal says the descriptor is. */
-const char *proc_fd_kind_name(mode_t mode, const char *target);
 
 /* Fill e for descriptor fd of the calling process, kind included (0 for
  * an unsupported one: the caller refuses it), with its data: a pipe's

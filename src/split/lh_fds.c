@@ -142,41 +142,19 @@ OPEN_LIKE(open64, "open64")
 OPENAT_LIKE(openat, "openat")
 OPENAT_LIKE(openat64, "openat64")
 
-int __open_2(const char *path, int flags)
-{
-	REAL("__open_2", __open_2);
-	return lh_fd_take(real(path, flags));
-}
-
-int __open64_2(const char *path, int flags)
-{
-	REAL("__open64_2", __open64_2);
-	return lh_fd_take(real(path, flags));
-}
-
-int creat(const char *path, mode_t mode)
-{
-	REAL("creat", creat);
-	return lh_fd_take(real(path, mode));
-}
-
-int socket(int domain, int type, int protocol)
-{
-	REAL("socket", socket);
-	return lh_fd_take(real(domain, type, protocol));
-}
-
-int accept(int s, struct sockaddr *a, socklen_t *len)
-{
-	REAL("accept", accept);
-	return lh_fd_take(real(s, a, len));
-}
-
-int accept4(int s, struct sockaddr *a, socklen_t *len, int flags)
-{
-	REAL("accept4", accept4);
-	return lh_fd_take(real(s, a, len, flags));
-}
+/* fn(ARGS) returning a new descriptor: libc's, then moved and remembered */
+#define TAKES_ONE(fn, params, args)                                         \
+	int fn params                                                       \
+	{                                                                   \
+		REAL(#fn, fn);                                              \
+		return lh_fd_take(real args);                               \
+	}
+TAKES_ONE(__open_2, (const char *path, int flags), (path, flags))
+TAKES_ONE(__open64_2, (const char *path, int flags), (path, flags))
+TAKES_ONE(creat, (const char *path, mode_t mode), (path, mode))
+TAKES_ONE(socket, (int domain, int type, int protocol), (domain, type, protocol))
+TAKES_ONE(accept, (int s, struct sockaddr *a, socklen_t *len), (s, a, len))
+TAKES_ONE(accept4, (int s, struct sockaddr *a, socklen_t *len, int flags), (s, a, len, flags))
 
 static int pair(int r, int v[2])
 {
@@ -205,53 +183,14 @@ int pipe2(int v[2], int flags)
 	return pair(real(v, flags), v);
 }
 
-int eventfd(unsigned int count, int flags)
-{
-	REAL("eventfd", eventfd);
-	return lh_fd_take(real(count, flags));
-}
-
-int epoll_create(int size)
-{
-	REAL("epoll_create", epoll_create);
-	return lh_fd_take(real(size));
-}
-
-int epoll_create1(int flags)
-{
-	REAL("epoll_create1", epoll_create1);
-	return lh_fd_take(real(flags));
-}
-
-int timerfd_create(int clock, int flags)
-{
-	REAL("timerfd_create", timerfd_create);
-	return lh_fd_take(real(clock, flags));
-}
-
-int inotify_init1(int flags)
-{
-	REAL("inotify_init1", inotify_init1);
-	return lh_fd_take(real(flags));
-}
-
-int shm_open(const char *name, int flags, mode_t mode)
-{
-	REAL("shm_open", shm_open);
-	return lh_fd_take(real(name, flags, mode));
-}
-
-int mkstemp(char *tmpl)
-{
-	REAL("mkstemp", mkstemp);
-	return lh_fd_take(real(tmpl));
-}
-
-int dup(int fd)
-{
-	REAL("dup", dup);
-	return lh_fd_take(real(fd));
-}
+TAKES_ONE(eventfd, (unsigned int count, int flags), (count, flags))
+TAKES_ONE(epoll_create, (int size), (size))
+TAKES_ONE(epoll_create1, (int flags), (flags))
+TAKES_ONE(timerfd_create, (int clock, int flags), (clock, flags))
+TAKES_ONE(inotify_init1, (int flags), (flags))
+TAKES_ONE(shm_open, (const char *name, int flags, mode_t mode), (name, flags, mode))
+TAKES_ONE(mkstemp, (char *tmpl), (tmpl))
+TAKES_ONE(dup, (int fd), (fd))
 
 /* dup2 and dup3 name their number: remembered, not moved */
 int dup2(int from, int to)

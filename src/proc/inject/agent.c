@@ -21,6 +21,7 @@
  * library requires the ASan runtime to be loaded first into the program,
  * which an unmodified program does not do.
  */
+#include "proc/fd_kind.h"
 #include "proc/proc_format.h"
 
 #include <dirent.h>
@@ -905,19 +906,6 @@ static int fdent_find_pipe(const struct fdent *t, unsigned n, uint64_t ino, uint
 	return -1;
 }
 
-static const char *fd_kind_name(mode_t mode, const char *target)
-{
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISFIFO(mode))
-		return "a pipe or FIFO shared with another process";
-	if (strncmp(target, "anon_inode:", 11) == 0)
-		return target + 11;
-	if (S_ISBLK(mode))
-		return "a block device";
-	return "of a kind Stasis cannot save";
-}
-
 static void send_fd_error(int fd, mode_t mode, const char *target)
 {
 	char what[96], num[16];
@@ -935,7 +923,7 @@ static void send_fd_error(int fd, mode_t mode, const char *target)
 		what[n++] = *p;
 	for (const char *p = " is "; *p; p++)
 		what[n++] = *p;
-	for (const char *p = fd_kind_name(mode, target); *p && n + 1 < sizeof(what); p++)
+	for (const char *p = proc_fd_kind_name(mode, target); *p && n + 1 < sizeof(what); p++)
 		what[n++] = *p;
 	what[n] = 0;
 	send_error("cannot checkpoint", what, 0);
@@ -952,13 +940,7 @@ static uint32_t anon_kind(int dirfd, const char *name)
 	if (n <= 0)
 		return 0;
 	target[n] = 0;
-	if (strcmp(target, "anon_inode:[eventfd]") == 0)
-		return PROC_FD_EVENTFD;
-	if (strcmp(target, "anon_inode:[timerfd]") == 0)
-		return PROC_FD_TIMERFD;
-	if (strcmp(target, "anon_inode:[eventpoll]") == 0)
-		return PROC_FD_EPOLL;
-	return 0;
+	return proc_fd_kind(0, target, 0);
 }
 
 /* The fdinfo text of fd into d->copy; its length. */
