@@ -155,12 +155,16 @@ int cmd_inspect(int argc, char **argv)
 static int verify_image(const char *path)
 {
 	struct img_reader *r = NULL;
+	struct cli_progress *progress;
 	char a[32], b[32];
 	int ret = open_image("verify", path, &r);
 
 	if (ret)
 		return ret;
-	if (img_verify(r)) {
+	progress = cli_progress_bytes("verify", path, 0, NULL);
+	ret = img_verify(r);
+	cli_progress_stop(&progress);
+	if (ret) {
 		cli_error("verify", "%s", err_msg());
 		img_close(&r);
 		return EXIT_FAIL;
@@ -173,7 +177,11 @@ static int verify_image(const char *path)
 
 static int verify_ckpt(struct store *s, const char *name)
 {
-	if (store_verify(s, name)) {
+	struct cli_progress *progress = cli_progress_bytes("verify", name, 0, NULL);
+	int ret = store_verify(s, name);
+
+	cli_progress_stop(&progress);
+	if (ret) {
 		cli_error("verify", "%s", err_msg());
 		return EXIT_FAIL;
 	}
@@ -296,6 +304,7 @@ int cmd_extract(int argc, char **argv)
 {
 	struct img_reader *r = NULL;
 	struct img_section_info info;
+	struct cli_progress *progress = NULL;
 	static char buf[1 << 20];
 	uint64_t off = 0;
 	int idx, fd, ret = EXIT_OK;
@@ -318,19 +327,27 @@ int cmd_extract(int argc, char **argv)
 		img_close(&r);
 		return EXIT_FAIL;
 	}
+	/* not while writing to stdout: the bytes may be going to the terminal */
+	if (fd != STDOUT_FILENO)
+		progress = cli_progress_bytes("extract", argv[2], info.size, &off);
 	while (off < info.size && ret == EXIT_OK) {
 		size_t want = info.size - off < sizeof(buf) ? (size_t)(info.size - off) : sizeof(buf);
 		ssize_t n = img_read(r, (unsigned)idx, off, buf, want);
 
 		if (n <= 0) {
+			cli_progress_stop(&progress);
 			cli_error("extract", "%s", n < 0 ? err_msg() : "unexpected end of section");
 			ret = EXIT_FAIL;
 		} else if (write(fd, buf, (size_t)n) != n) {
-			cli_error("extract", "%s: %s", argv[3], strerror(errno));
+			int e = errno;
+
+			cli_progress_stop(&progress);
+			cli_error("extract", "%s: %s", argv[3], strerror(e));
 			ret = EXIT_FAIL;
 		}
-		off += n > 0 ? (uint64_t)n : 0;
+		__atomic_store_n(&off, off + (n > 0 ? (uint64_t)n : 0), __ATOMIC_RELAXED);
 	}
+	cli_progress_stop(&progress);
 	if (fd != STDOUT_FILENO && close(fd) != 0 && ret == EXIT_OK) {
 		cli_error("extract", "%s: %s", argv[3], strerror(errno));
 		ret = EXIT_FAIL;

@@ -109,6 +109,17 @@ static int exit_with(int ret, int status, const char *cmd)
 	return status;
 }
 
+/* coord_restart with a progress line on a terminal until every rank runs
+ * again (the line is gone before the restart's own messages at its end) */
+static int restart(const struct coord_opts *o, const char *ckpt, int *status)
+{
+	struct cli_progress *progress = cli_progress_restart(o->root, o->job, ckpt);
+	int ret = coord_restart(o, ckpt, status);
+
+	cli_progress_stop(&progress);
+	return ret;
+}
+
 /* --resume: the job has an established checkpoint to restart from (one
  * line at info level says which way it goes) */
 static int resumable(const struct coord_opts *o)
@@ -177,7 +188,7 @@ int cmd_run(int argc, char **argv)
 	o.signal_checkpoint = !a.no_signal;
 	if (a.resume && resumable(&o)) {
 		o.launcher = a.launcher;
-		ret = coord_restart(&o, NULL, &status);
+		ret = restart(&o, NULL, &status);
 		return exit_with(ret, status, "run");
 	}
 	ret = coord_run(&o, argv + a.first_operand, &status);
@@ -240,6 +251,7 @@ static int wait_global(const char *root, const char *job, const char *name)
 
 int cmd_checkpoint(int argc, char **argv)
 {
+	struct cli_progress *progress;
 	struct proc_args a;
 	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], **names = NULL;
 	const char *root;
@@ -277,8 +289,10 @@ int cmd_checkpoint(int argc, char **argv)
 		return EXIT_USAGE;
 	}
 	snprintf(dir, sizeof(dir), "%s/%s", root, job);
+	progress = cli_progress_checkpoint(root, job);
 	ret = coord_request(dir, a.stop ? "CHECKPOINT stop" : "CHECKPOINT", 24 * 3600 * 1000,
 			    reply, sizeof(reply));
+	cli_progress_stop(&progress);
 	if (ret == -EREMOTEIO) {
 		cli_error("checkpoint", "%s", reply);
 		return EXIT_FAIL;
@@ -369,7 +383,7 @@ int cmd_restart(int argc, char **argv)
 	o.job = job;
 	o.signal_checkpoint = !a.no_signal;
 	o.launcher = a.launcher;
-	ret = coord_restart(&o, ckpt[0] ? ckpt : NULL, &status);
+	ret = restart(&o, ckpt[0] ? ckpt : NULL, &status);
 	return exit_with(ret, status, "restart");
 }
 

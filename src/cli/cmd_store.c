@@ -289,8 +289,9 @@ int cmd_prune(int argc, char **argv)
 	return ret;
 }
 
-/* Copy one file into the open image as a "file" section. */
-static int save_file(struct img_writer *w, const char *path)
+/* Copy one file into the open image as a "file" section, adding the bytes
+ * read to *done (read by the progress line). */
+static int save_file(struct img_writer *w, const char *path, uint64_t *done)
 {
 	static char buf[1 << 20];
 	struct stat st;
@@ -313,6 +314,7 @@ static int save_file(struct img_writer *w, const char *path)
 			ret = err_set(-errno, "%s: %s", path, strerror(errno));
 		else
 			ret = img_write(w, buf, (size_t)n);
+		__atomic_store_n(done, *done + (uint64_t)(n > 0 ? n : 0), __ATOMIC_RELAXED);
 	}
 	if (!ret)
 		ret = img_section_end(w);
@@ -330,8 +332,9 @@ int cmd_save(int argc, char **argv)
 	struct store *s = NULL;
 	struct store_ckpt *c = NULL;
 	struct store_file *f = NULL;
+	struct cli_progress *progress = NULL;
 	const char *job, *root;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, total = 0, done = 0;
 	char size[32];
 	int ret;
 
@@ -354,14 +357,24 @@ int cmd_save(int argc, char **argv)
 		ret = img_writer_meta(w, "producer", "stasis save");
 	if (!ret)
 		ret = img_writer_meta(w, "job", job);
+	if (!ret) {
+		for (int i = a.first_operand; i < argc; i++) {
+			struct stat st;
+
+			if (stat(argv[i], &st) == 0 && S_ISREG(st.st_mode))
+				total += (uint64_t)st.st_size;
+		}
+		progress = cli_progress_bytes("save", store_ckpt_name(c), total, &done);
+	}
 	for (int i = a.first_operand; !ret && i < argc; i++)
-		ret = save_file(w, argv[i]);
+		ret = save_file(w, argv[i], &done);
 	if (!ret)
 		ret = img_writer_finish(w, &bytes);
 	if (!ret)
 		ret = store_file_commit(f);
 	if (!ret)
 		ret = store_ckpt_commit(c, 1);
+	cli_progress_stop(&progress);
 	if (ret) {
 		cli_error("save", "%s", err_msg());
 		if (c)
