@@ -18,8 +18,13 @@ import time
 
 import pytest
 
-from conftest import BIN, CRASH_MARKERS
 from fakecoord import FakeCoordinator
+
+# (not from conftest: in a session with tests/mpi, "conftest" may be theirs)
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BIN = os.environ.get("STASIS_BIN", str(ROOT / "build" / "src" / "cli" / "stasis"))
+CRASH_MARKERS = ("AddressSanitizer", "runtime error:", "LeakSanitizer", "Segmentation fault",
+                 "Traceback", "core dumped", "Aborted")
 
 RATE = r"(-|\d+(\.\d)? (B|KiB|MiB|GiB)/s)"
 
