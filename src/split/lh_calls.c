@@ -210,3 +210,50 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops)
 	ops->type_create_struct = lh_type_create_struct;
 	ops->op_create = lh_op_create;
 }
+
+/* Strings into the program's buffers: sized by the program's mpi.h, which
+ * may be the other MPI's. Open MPI's MPI_MAX_LIBRARY_VERSION_STRING is
+ * 256, MPICH's 8192; MPI_MAX_ERROR_STRING 256 and 1024;
+ * MPI_MAX_PROCESSOR_NAME 256 and 128. The real MPI writes into a buffer of
+ * its own size, and the program gets at most the smaller of the two ABIs'
+ * sizes (a program built with Open MPI above MPICH had its stack
+ * overwritten by MPICH's 2019-byte version string). */
+#define STS_MAX_LIBRARY_VERSION_STRING 256
+#define STS_MAX_ERROR_STRING 256
+#define STS_MAX_PROCESSOR_NAME 128
+
+static void copy_out(char *to, int *len, const char *from, int max)
+{
+	int n = (int)strnlen(from, (size_t)max - 1);
+
+	memcpy(to, from, (size_t)n);
+	to[n] = 0;
+	*len = n;
+}
+
+int lh_Get_library_version(char *version, int *resultlen)
+{
+	char buf[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+	int n = 0, ret = MPI_Get_library_version(buf, &n);
+
+	copy_out(version, resultlen, buf, STS_MAX_LIBRARY_VERSION_STRING);
+	return lh_err(ret);
+}
+
+int lh_Get_processor_name(char *name, int *resultlen)
+{
+	char buf[MPI_MAX_PROCESSOR_NAME] = "";
+	int n = 0, ret = MPI_Get_processor_name(buf, &n);
+
+	copy_out(name, resultlen, buf, STS_MAX_PROCESSOR_NAME);
+	return lh_err(ret);
+}
+
+int lh_Error_string(int errorcode, char *string, int *resultlen)
+{
+	char buf[MPI_MAX_ERROR_STRING] = "";
+	int n = 0, ret = MPI_Error_string(lh_err_in(errorcode), buf, &n);
+
+	copy_out(string, resultlen, buf, STS_MAX_ERROR_STRING);
+	return lh_err(ret);
+}

@@ -3,7 +3,8 @@
  * MPI_IN_PLACE, point-to-point with arrays of requests, probes, the
  * collectives, communicators from split/dup/create, non-blocking
  * collectives, derived datatypes, a Cartesian topology and a user-defined
- * reduction. Built with either MPI's mpicc, run natively or under either
+ * reduction, strings MPI writes into the program's buffers. Built with
+ * either MPI's mpicc, run natively or under either
  * lower half; rank 0 prints "PASS ranks=N" when every rank agrees, else
  * the failed checks. Any number of ranks >= 2. */
 #include <mpi.h>
@@ -329,6 +330,40 @@ static void user_op(void)
 	CHECK(op == MPI_OP_NULL);
 }
 
+/* Strings MPI writes into the program's buffers stay inside them, with
+ * the sizes of the program's own mpi.h, whatever MPI is below: a canary
+ * after each buffer must be intact (MPICH's 2019-byte version string once
+ * ran over Open MPI's 256 bytes of a program built with Open MPI). */
+static void strings(void)
+{
+	struct {
+		char v[MPI_MAX_LIBRARY_VERSION_STRING];
+		char canary[64];
+	} lib;
+	struct {
+		char v[MPI_MAX_PROCESSOR_NAME];
+		char canary[64];
+	} host;
+	struct {
+		char v[MPI_MAX_ERROR_STRING];
+		char canary[64];
+	} err;
+	int len = -1;
+
+	memset(&lib, 0x5a, sizeof(lib));
+	memset(&host, 0x5a, sizeof(host));
+	memset(&err, 0x5a, sizeof(err));
+	CHECK(MPI_Get_library_version(lib.v, &len) == MPI_SUCCESS);
+	/* Open MPI counts the NUL, MPICH does not */
+	CHECK(len > 0 && len <= MPI_MAX_LIBRARY_VERSION_STRING && strlen(lib.v) <= (size_t)len);
+	CHECK(MPI_Get_processor_name(host.v, &len) == MPI_SUCCESS);
+	CHECK(len > 0 && len <= MPI_MAX_PROCESSOR_NAME && strlen(host.v) <= (size_t)len);
+	CHECK(MPI_Error_string(MPI_ERR_TRUNCATE, err.v, &len) == MPI_SUCCESS);
+	CHECK(len > 0 && len <= MPI_MAX_ERROR_STRING && strlen(err.v) <= (size_t)len);
+	for (unsigned i = 0; i < 64; i++)
+		CHECK(lib.canary[i] == 0x5a && host.canary[i] == 0x5a && err.canary[i] == 0x5a);
+}
+
 int main(int argc, char **argv)
 {
 	int provided = -1, flag = 0, total = 0;
@@ -350,6 +385,7 @@ int main(int argc, char **argv)
 	datatypes();
 	topology();
 	user_op();
+	strings();
 	CHECK(MPI_Wtime() >= t0);
 	MPI_Allreduce(&fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
 	if (rank == 0)
