@@ -44,12 +44,15 @@ struct proc_args {
 
 static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, const char *allowed)
 {
+	/* run stops at its program's name; the others take options anywhere
+	 * (`stasis restart --dir D JOB --launcher "..."`) */
+	const char *order = strcmp(cmd, "run") ? "" : "+";
 	int c;
 
 	memset(a, 0, sizeof(*a));
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+", proc_options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, order, proc_options, NULL)) != -1) {
 		if (c == '?' || !strchr(allowed, c - OPT_DIR + 'a')) {
 			cli_error(cmd, "unknown option '%s' (see `stasis %s --help`)", argv[optind - 1], cmd);
 			return EXIT_USAGE;

@@ -63,11 +63,15 @@ static const struct cli_command commands[] = {
 	  "  --wait global   with staging on, return only once every rank's image is in the\n"
 	  "                  global tier (local: as soon as it is established, the default)\n" },
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
-	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint] [CKPT]\n"
+	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
+	  "                      [--launcher \"WORDS\"] [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"
 	  "where the program keeps its pid and thread ids; exit with the program's status.\n"
-	  "The restarted program is coordinated as under `stasis run`.\n" },
+	  "The restarted program is coordinated as under `stasis run`.\n"
+	  "  --launcher W   an MPI job: start it with these launcher words instead of the\n"
+	  "                 stored ones (\"mpiexec.mpich -hosts n3,n4 -n 4\": other nodes,\n"
+	  "                 the other MPI), followed by the stored program and arguments\n" },
 	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
 	  "usage: stasis status [--dir D] [--json]\n"
 	  "One line per job under D: running, busy (a checkpoint or a restore is under\n"

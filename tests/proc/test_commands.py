@@ -216,9 +216,9 @@ def test_a_child_process_fails_the_checkpoint_and_the_program_runs_on(job):
                 f"has a child process {kid} (kid); process trees are not supported yet")
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     assert one_line_error(r, rc=1) == expected
+    # both run on: the program answers below (the pids are its namespace's,
+    # not the host's: os.kill on them hit other processes or none)
     assert job.proc.poll() is None
-    os.kill(parent, 0)
-    os.kill(kid, 0)
     assert established(job) == ["ckpt-000001"]
     (job.work / "zombie").touch()       # the program answers: it runs on
     job.wait_line("ZOMBIE")
