@@ -884,8 +884,16 @@ static int open_own(const char *ckpt, const struct ckpt_info *info, int only_id,
 	return open_in(api.local, ckpt, only_id, r);
 }
 
-/* A copy of rank s's image that this node's cache holds for it: its partner
- * copy, or its own image when s ran on this node before and not now. */
+/* ---- copies on other nodes ----
+ *
+ * A restart need not put every rank back on the node it ran on: a spare
+ * replaces a lost node, and a launcher given the nodes in another order
+ * (srun in a new allocation, mpirun --host) shifts ranks by one node or
+ * more. A rank's files then sit in the cache of a node it left: the node
+ * leaders there offer them. */
+
+/* Rank s's partner copy in this node's cache, or its own image when s ran
+ * on this node before and not now. */
 static int held_copy(const char *ckpt, int s, char *path, size_t len)
 {
 	char file[32];
@@ -898,16 +906,55 @@ static int held_copy(const char *ckpt, int s, char *path, size_t len)
 	       store_ckpt_path(api.local, ckpt, file, path, len) == 0 && access(path, R_OK) == 0;
 }
 
-static char fetched[PATH_MAX];  /* a copy received from another rank, removed after use */
+/* A file of rank s's left in this node's cache when s ran here and runs
+ * elsewhere now. */
+static int held_moved(const char *ckpt, const char *file, int s, char *path, size_t len)
+{
+	return strcmp(api.nodes[s], api.node) != 0 &&
+	       store_ckpt_path(api.local, ckpt, file, path, len) == 0 && access(path, R_OK) == 0;
+}
 
-/* Collective: every rank that has no good copy of its own (need) gets one
- * from a rank whose node holds it, verified like its own. */
-static int fetch_copies(const char *ckpt, int need, int only_id, struct img_reader **r)
+static int held_moved_image(const char *ckpt, int s, char *path, size_t len)
+{
+	char file[32];
+
+	rank_file(file, sizeof(file), s);
+	return held_moved(ckpt, file, s, path, len);
+}
+
+static int held_moved_rs(const char *ckpt, int s, char *path, size_t len)
+{
+	char file[32];
+
+	snprintf(file, sizeof(file), "rs-%05d.img", s);
+	return held_moved(ckpt, file, s, path, len);
+}
+
+static char fetched[PATH_MAX];  /* a copy received from another rank, removed after use */
+static char fetched_rs[PATH_MAX];       /* the same for a moved rs parity file */
+
+static void drop_fetched(void)
+{
+	if (fetched[0])
+		unlink(fetched);
+	if (fetched_rs[0])
+		unlink(fetched_rs);
+	fetched[0] = fetched_rs[0] = '\0';
+}
+
+/* Collective: every rank that needs one gets the file of its that a node's
+ * cache holds (held(ckpt, s, ...), asked of each node's leader, and of the
+ * rank itself for its own node): the holder sends it into dst, kept in
+ * keep (fetched or fetched_rs) to be removed after use. Returns 1 with path
+ * naming the file (dst, or the rank's own node's copy), 0 when no node
+ * holds one, or a negative errno. */
+static int fetch_held(const char *ckpt, int need, int (*held)(const char *, int, char *, size_t),
+		      const char *what, const char *dst, char keep[PATH_MAX], char *path, size_t len)
 {
 	int64_t *needs = calloc((size_t)api.size, sizeof(int64_t));
 	int64_t *holder = calloc((size_t)api.size, sizeof(int64_t));
-	char path[PATH_MAX];
-	int ret = 0, any = 0;
+	char mine[PATH_MAX];
+	int ret = 0, sent = 0, any = 0;
 
 	if (!needs || !holder) {
 		free(needs);
@@ -917,65 +964,125 @@ static int fetch_copies(const char *ckpt, int need, int only_id, struct img_read
 	needs[api.rank] = need;
 	api_allreduce(needs, (size_t)api.size, API_MAX);
 	for (int s = 0; s < api.size; s++) {
-		holder[s] = needs[s] && s != api.rank && api.node_leader &&
-			    held_copy(ckpt, s, path, sizeof(path)) ? api.rank : INT64_MAX;
+		/* -1: the rank's own node holds it, nothing to move */
+		holder[s] = !needs[s] ? INT64_MAX :
+			    s == api.rank ? (held(ckpt, s, mine, sizeof(mine)) ? -1 : INT64_MAX) :
+			    api.node_leader && held(ckpt, s, mine, sizeof(mine)) ? api.rank : INT64_MAX;
 		any |= needs[s] != 0;
 	}
 	if (any)
 		api_allreduce(holder, (size_t)api.size, API_MIN);
 	for (int s = 0; any && s < api.size; s++) {
-		if (!needs[s])
+		if (!needs[s] || holder[s] == INT64_MAX)
 			continue;
-		if (holder[s] == INT64_MAX) {
-			if (api.rank == s)
-				ret = err_set(-ENOENT, "%s: no copy of rank %d's data: not in node %s's "
-					      "cache, and no partner copy survives", ckpt, s, api.node);
+		if (holder[s] < 0) {
+			if (api.rank == s) {
+				held(ckpt, s, path, len);
+				ret = 1;
+				log_info("rank %d: found its %s in this node's cache", s, what);
+			}
 		} else if (api.rank == holder[s]) {
-			held_copy(ckpt, s, path, sizeof(path));
-			ret = send_file(path, s) ?: ret;
+			held(ckpt, s, mine, sizeof(mine));
+			sent = send_file(mine, s) ?: sent;
 		} else if (api.rank == s) {
-			FILE *f;
+			FILE *f = fopen(dst, "wb");
 
-			snprintf(fetched, sizeof(fetched), "%s/.fetched-%05d.img",
-				 store_job_dir(api.local), s);
-			f = fopen(fetched, "wb");
-			ret = f ? 0 : err_set(-errno, "%s: %s", fetched, strerror(errno));
+			snprintf(keep, PATH_MAX, "%s", dst);
+			ret = f ? 0 : err_set(-errno, "%s: %s", dst, strerror(errno));
 			ret = recv_file((int)holder[s], put_fd, f, ret);
 			if (f && fclose(f) && !ret)
-				ret = err_set(-EIO, "%s: cannot write", fetched);
-			if (!ret)
-				ret = open_verified(ckpt, fetched, only_id, r);
-			log_info("rank %d: fetched its data from rank %d's node", s, (int)holder[s]);
+				ret = err_set(-EIO, "%s: cannot write", dst);
+			if (!ret) {
+				snprintf(path, len, "%s", dst);
+				ret = 1;
+				log_info("rank %d: fetched its %s from rank %d's node", s, what,
+					 (int)holder[s]);
+			}
 		}
 	}
 	free(needs);
 	free(holder);
+	return ret < 0 ? ret : sent ? sent : ret;
+}
+
+/* Collective: every rank that has no good copy of its own (need) gets one
+ * from a rank whose node holds it, verified like its own. */
+static int fetch_copies(const char *ckpt, int need, int only_id, struct img_reader **r)
+{
+	char dst[PATH_MAX], path[PATH_MAX];
+	int ret;
+
+	snprintf(dst, sizeof(dst), "%s/.fetched-%05d.img", store_job_dir(api.local), api.rank);
+	ret = fetch_held(ckpt, need, held_copy, "data", dst, fetched, path, sizeof(path));
+	if (ret > 0)
+		return open_verified(ckpt, path, only_id, r);
+	if (ret == 0 && need)
+		ret = err_set(-ENOENT, "%s: no copy of rank %d's data: not in node %s's cache, and no "
+			      "partner copy survives", ckpt, api.rank, api.node);
+	return ret;
+}
+
+/* Collective: ranks whose image is not in their node's cache get it from
+ * the node they ran on when it was taken (SINGLE and GLOBAL; PARTNER's
+ * fetch_copies and RS's rebuild_rs look there too). why: the error of
+ * looking in this node's cache, kept when no node has it. */
+static int fetch_moved(const char *ckpt, int need, int only_id, struct img_reader **r)
+{
+	char dst[PATH_MAX], path[PATH_MAX], why[API_MSG_LEN];
+	int ret;
+
+	snprintf(why, sizeof(why), "%s", err_msg());
+	snprintf(dst, sizeof(dst), "%s/.fetched-%05d.img", store_job_dir(api.local), api.rank);
+	ret = fetch_held(ckpt, need, held_moved_image, "image", dst, fetched, path, sizeof(path));
+	if (ret > 0)
+		return open_verified(ckpt, path, only_id, r);
+	if (ret == 0 && need)
+		ret = err_set(-ENOENT, "%s", why);
 	return ret;
 }
 
 /* Collective: ranks without a good image get it rebuilt from their rs
- * group (rs.c), then verified like their own. */
+ * group (rs.c), then verified like their own. A rank that runs on another
+ * node than when the checkpoint was taken first gets its image and its
+ * parity from that node, so that only the files of lost nodes count as
+ * missing. */
 static int rebuild_rs(const char *ckpt, const struct ckpt_info *info, int have_own, int only_id,
 		      struct img_reader **r)
 {
-	char own[PATH_MAX], rs[PATH_MAX], file[32];
+	char own[PATH_MAX], rs[PATH_MAX], path[PATH_MAX], dst[PATH_MAX], why[API_MSG_LEN];
+	char file[32];
 	int ret;
 
-	if (!have_own)
-		log_info("rank %d: %s; rebuilding from its rs group", api.rank, err_msg());
+	snprintf(why, sizeof(why), "%s", err_msg());
 	rank_file(file, sizeof(file), api.rank);
 	store_ckpt_path(api.local, ckpt, file, own, sizeof(own));
 	snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
 	store_ckpt_path(api.local, ckpt, file, rs, sizeof(rs));
-	snprintf(fetched, sizeof(fetched), "%s/.rebuilt-%05d.img", store_job_dir(api.local), api.rank);
+	/* a fetch that fails leaves the file missing: the rebuild covers it */
+	snprintf(dst, sizeof(dst), "%s/.fetched-%05d.img", store_job_dir(api.local), api.rank);
+	if (fetch_held(ckpt, !have_own, held_moved_image, "image", dst, fetched, path,
+		       sizeof(path)) > 0 && open_verified(ckpt, path, only_id, r) == 0) {
+		snprintf(own, sizeof(own), "%s", path);
+		have_own = 1;
+	} else if (fetched[0]) {
+		unlink(fetched);
+		fetched[0] = '\0';
+	}
+	snprintf(dst, sizeof(dst), "%s/.fetched-rs-%05d.img", store_job_dir(api.local), api.rank);
+	if (fetch_held(ckpt, access(rs, R_OK) != 0, held_moved_rs, "rs parity", dst, fetched_rs, path,
+		       sizeof(path)) > 0)
+		snprintf(rs, sizeof(rs), "%s", path);
+	if (!have_own)
+		log_info("rank %d: %s; rebuilding from its rs group", api.rank, why);
+	snprintf(dst, sizeof(dst), "%s/.rebuilt-%05d.img", store_job_dir(api.local), api.rank);
+	if (!have_own)
+		snprintf(fetched, sizeof(fetched), "%s", dst);
 	ret = api_rs_rebuild(ckpt, (const char (*)[API_NAME_LEN])info->nodes, info->sizes,
 			     (unsigned)info->group_size, (unsigned)info->rs_parity, own, have_own,
-			     access(rs, R_OK) == 0 ? rs : NULL, fetched);
-	if (have_own) {
-		fetched[0] = '\0';
-		return ret == 0 ? 0 : ret;
-	}
-	return ret ? ret : open_verified(ckpt, fetched, only_id, r);
+			     access(rs, R_OK) == 0 ? rs : NULL, dst);
+	if (have_own)
+		return ret;
+	return ret ? ret : open_verified(ckpt, dst, only_id, r);
 }
 
 /* ---- restart on another number of ranks ---- */
@@ -1173,6 +1280,8 @@ int api_ckpt_recover(int only_id)
 				ret = fetch_copies(names[c], ret != 0, only_id, &r);
 			} else if (info.level == STASIS_LEVEL_RS && info.ranks == api.size) {
 				ret = rebuild_rs(names[c], &info, ret == 0, only_id, &r);
+			} else if (info.ranks == api.size) {
+				ret = fetch_moved(names[c], ret != 0, only_id, &r);
 			}
 			/* the most expensive place last */
 			if (ret && info.ranks == api.size &&
@@ -1193,10 +1302,7 @@ int api_ckpt_recover(int only_id)
 		}
 		if (bad < api.size) {
 			img_close(&r);
-			if (fetched[0]) {
-				unlink(fetched);
-				fetched[0] = '\0';
-			}
+			drop_fetched();
 			if (!first_why[0])
 				snprintf(first_why, sizeof(first_why), "rank %d: %s", bad, msg);
 			if (api.rank == 0)
@@ -1206,10 +1312,7 @@ int api_ckpt_recover(int only_id)
 		}
 		ret = load(r, only_id);
 		img_close(&r);
-		if (fetched[0]) {
-			unlink(fetched);
-			fetched[0] = '\0';
-		}
+		drop_fetched();
 		bad = api_agree(ret == 0, msg);
 		if (bad < api.size)
 			return err_set(-EIO, "stasis_recover: loading %s failed: rank %d: %s", names[c],
