@@ -235,8 +235,9 @@ int api_init_common(const char *config)
 		ret = api_progress_start();
 		bad = api_agree(ret == 0, msg);
 		if (bad < api.size) {
+			/* the message names the rank that failed (link.c, progress.c) */
 			api_progress_stop();
-			ret = err_set(ret ? ret : -EIO, "stasis_init: rank %d: %s", bad, msg);
+			ret = err_set(ret ? ret : -EIO, "stasis_init: %s", msg);
 			goto fail;
 		}
 	}

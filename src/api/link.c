@@ -444,31 +444,87 @@ const struct api_comm_ops api_comm_link = {
 
 /* ---- setup ---- */
 
-/* The address other ranks reach this one at: the key link_address, else
- * the first IPv4 address of an interface that is up and not loopback (the
- * hostname often resolves to 127.0.1.1 on Debian-style hosts), else
- * loopback (one node). */
-static void my_address(struct link_endpoint *me)
+/* Whether addr is the IPv4 address of one of this host's interfaces that
+ * is up: an address the host's name resolves to may be another host's (a
+ * stale /etc/hosts) or a loopback one (Debian's 127.0.1.1). */
+static int is_mine(const struct ifaddrs *ifs, struct in_addr addr)
+{
+	for (const struct ifaddrs *i = ifs; i; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET && (i->ifa_flags & IFF_UP) &&
+		    !(i->ifa_flags & IFF_LOOPBACK) &&
+		    ((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr.s_addr ==
+			    addr.s_addr)
+			return 1;
+	return 0;
+}
+
+/* The address the host's name resolves to, if it is one of its interfaces':
+ * on a cluster, the name the other nodes know this one by. */
+static int by_hostname(const struct ifaddrs *ifs, struct link_endpoint *me)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	char name[256] = "";
+	int found = 0;
+
+	if (gethostname(name, sizeof(name) - 1) != 0 || getaddrinfo(name, NULL, &hints, &res) != 0)
+		return 0;
+	for (const struct addrinfo *a = res; a && !found; a = a->ai_next) {
+		struct in_addr in = ((const struct sockaddr_in *)(const void *)a->ai_addr)->sin_addr;
+
+		if (is_mine(ifs, in)) {
+			inet_ntop(AF_INET, &in, me->addr, sizeof(me->addr));
+			found = 1;
+		}
+	}
+	freeaddrinfo(res);
+	return found;
+}
+
+/* The address other ranks reach this one at. The key link_address names an
+ * IPv4 address or an interface (ib0: each node's own address on it, so one
+ * configuration serves every node). Else the address the host's name
+ * resolves to, when it is one of the host's (the cluster network, as for
+ * coord_address auto); else the first IPv4 address of an interface that is
+ * up and not loopback; else loopback (one node). */
+static int my_address(struct link_endpoint *me)
 {
 	const char *conf = cfg_str(CFG_LINK_ADDRESS);
 	struct ifaddrs *ifs = NULL;
+	struct in_addr in;
 
 	snprintf(me->addr, sizeof(me->addr), "127.0.0.1");
-	if (conf && *conf) {
+	if (conf && *conf && inet_pton(AF_INET, conf, &in) == 1) {
 		snprintf(me->addr, sizeof(me->addr), "%s", conf);
-		return;
+		return 0;
 	}
 	if (getifaddrs(&ifs) != 0)
-		return;
-	for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
-		if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET || !(i->ifa_flags & IFF_UP) ||
-		    (i->ifa_flags & IFF_LOOPBACK))
-			continue;
-		inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, me->addr,
-			  sizeof(me->addr));
-		break;
+		return conf && *conf ? err_set(-errno, "link_address %s: cannot list the network "
+					       "interfaces: %s", conf, strerror(errno)) : 0;
+	if (conf && *conf) {
+		const struct ifaddrs *i;
+
+		for (i = ifs; i; i = i->ifa_next)
+			if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+			    strcmp(i->ifa_name, conf) == 0)
+				break;
+		if (i)
+			inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)i->ifa_addr)->sin_addr,
+				  me->addr, sizeof(me->addr));
+		freeifaddrs(ifs);
+		return i ? 0 : err_set(-EADDRNOTAVAIL, "link_address %s: neither an IPv4 address nor "
+				       "an interface of this node with one", conf);
 	}
+	if (!by_hostname(ifs, me))
+		for (struct ifaddrs *i = ifs; i; i = i->ifa_next) {
+			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
+			    !(i->ifa_flags & IFF_UP) || (i->ifa_flags & IFF_LOOPBACK))
+				continue;
+			inet_ntop(AF_INET, &((struct sockaddr_in *)i->ifa_addr)->sin_addr, me->addr,
+				  sizeof(me->addr));
+			break;
+		}
 	freeifaddrs(ifs);
+	return 0;
 }
 
 static int listen_any(struct link *l, struct link_endpoint *me)
@@ -506,10 +562,8 @@ int api_link_open(void **out)
 		l->fd[r] = -1;
 	if (!ret && api.rank == 0 && getrandom(l->secret, SECRET_LEN, 0) != SECRET_LEN)
 		ret = err_set(-errno, "link: no random bytes for the job secret: %s", strerror(errno));
-	if (!ret) {
-		my_address(&me);
-		ret = listen_any(l, &me);
-	}
+	ret = ret ? ret : my_address(&me);
+	ret = ret ? ret : listen_any(l, &me);
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
 		link_free(l);

@@ -136,7 +136,8 @@ int api_progress_start(void)
 		if (pg.link.ops)
 			pg.link.ops->free(pg.link.h);
 		pg.link.ops = NULL;
-		return err_set(-ret, "cannot start the progress thread: %s", strerror(ret));
+		return err_set(-ret, "rank %d: cannot start the progress thread: %s", api.rank,
+			       strerror(ret));
 	}
 	pthread_mutex_lock(&pg.lock);
 	pg.running = 1;

@@ -46,8 +46,9 @@ CONFIG_KEY(PROGRESS_PRIORITY, "progress_priority", CHOICE, "idle", 0, 0, "idle|n
 	   "scheduling of the progress thread: idle (SCHED_IDLE, only cycles the application "
 	   "leaves) or normal")
 CONFIG_KEY(LINK_ADDRESS,   "link_address",   STRING, "", 0, 0, "",
-	   "address other ranks reach this one at for progress traffic (default: the first "
-	   "IPv4 address of an interface that is up and not loopback)")
+	   "address other ranks reach this one at for progress traffic: an IPv4 address or "
+	   "an interface name (default: the hostname's address if it is this host's, else "
+	   "the first IPv4 address of an interface that is up and not loopback)")
 CONFIG_KEY(LINK_TIMEOUT,   "link_timeout",   UINT,   "600", 1, 86400, "",
 	   "seconds a progress thread waits for another rank to connect before giving up")
 CONFIG_KEY(RECYCLE,        "recycle",        CHOICE, "on", 0, 0, "on|off",
