@@ -1,4 +1,4 @@
-"""An mpi4py + numpy rank for tests/split/test_python.py: an array that
+"""An mpi4py + numpy rank for tests/split/test_mpi4py.py: an array that
 evolves by an Allreduce every iteration.
 
     python3 evolve.py ITERATIONS SLEEP_MS
