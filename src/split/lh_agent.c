@@ -483,7 +483,7 @@ static int write_image(const char *name, struct lh_dump_info *info)
 	store_file_free(&f);
 	store_ckpt_free(&ck);
 	if (!ret && to)
-		lh_stage_written(name);
+		lh_stage_written(name, lh_info->world_rank);
 	return ret;
 }
 

@@ -150,11 +150,10 @@ static void keep_last(int rank, unsigned keep)
 	free(names);
 }
 
-void lh_stage_written(const char *name)
+void lh_stage_written(const char *name, int rank)
 {
 	(void)name;
-	keep_last(st.rank, getenv("STASIS_CACHE_KEEP") ? (unsigned)atoi(getenv("STASIS_CACHE_KEEP"))
-						       : 2);
+	keep_last(rank, getenv("STASIS_CACHE_KEEP") ? (unsigned)atoi(getenv("STASIS_CACHE_KEEP")) : 2);
 }
 
 /* One of the node's copy slots for the job: a lock file held while copying */

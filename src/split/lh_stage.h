@@ -15,7 +15,7 @@ int lh_stage_on(void);
 struct store *lh_stage_store(void);
 /* The image of checkpoint name is durable in the node-local store: older
  * ones of this rank beyond cache_keep go */
-void lh_stage_written(const char *name);
+void lh_stage_written(const char *name, int rank);
 /* Checkpoint name was established at level local: copy this rank's image
  * into the global store at idle priority, then say("COPIED <name>") */
 void lh_stage_copy(const char *name, struct store *global, int rank,

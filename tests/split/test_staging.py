@@ -115,3 +115,20 @@ def test_a_new_job_of_the_same_name_never_meets_an_old_ones_images(hello, tmp_pa
         assert job.checkpoint() == "ckpt-000001"
         job.kill()
     assert len(list(local.glob("hello.openmpi.*/ckpt-000001"))) == 2
+
+
+def test_each_node_keeps_the_last_cache_keep_images_of_every_rank(hello, tmp_path):
+    """cache_keep = 1: after two checkpoints the node-local directory holds
+    the second's image of every rank and none of the first's."""
+    job = staged_job(tmp_path, STASIS_CACHE_KEEP="1")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 2")
+    assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
+        "ckpt-000001"
+    job.lines_until(r"rank 0 iteration 5")
+    assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
+        "ckpt-000002"
+    job.kill()
+    kept = sorted(str(p.relative_to(job.local)).split("/", 1)[1]
+                  for p in job.local.glob("*/ckpt-*/rank-*.img"))
+    assert kept == ["ckpt-000002/rank-00000.img", "ckpt-000002/rank-00001.img"], kept
