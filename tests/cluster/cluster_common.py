@@ -143,16 +143,29 @@ class ClusterJob:
         return name
 
     def lines_until(self, pattern, timeout=90):
+        """Read the job's output until a line matches pattern; return it.
+        A reader thread takes the lines: select() on a text stream misses
+        lines already in its buffer (a job that says PASS and then hangs in
+        MPI_Finalize would never be seen to have said it)."""
+        import queue
         import re
-        import select
+        if getattr(self, "_q_proc", None) is not self.proc:
+            import threading
+            self._q_proc, self._q = self.proc, queue.Queue()
+
+            def read(f, q):
+                for line in f:
+                    q.put(line)
+                q.put(None)
+            threading.Thread(target=read, args=(self.proc.stdout, self._q), daemon=True).start()
         import time
         end = time.time() + timeout
         while time.time() < end:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if not r:
+            try:
+                line = self._q.get(timeout=0.2)
+            except queue.Empty:
                 continue
-            line = self.proc.stdout.readline()
-            if not line:
+            if line is None:
                 break
             self.seen.append(line)
             if re.fullmatch(pattern, line.strip()):
@@ -171,7 +184,11 @@ class ClusterJob:
             except ProcessLookupError:
                 pass
             try:
-                out, err = self.proc.communicate(timeout=10)
+                if getattr(self, "_q_proc", None) is self.proc:
+                    self.proc.wait(timeout=10)   # stdout is the reader thread's
+                    err = self.proc.stderr.read()
+                else:
+                    out, err = self.proc.communicate(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
             self.proc = None
@@ -186,15 +203,39 @@ class ClusterJob:
         nodes, natively too (docs/cluster.md)."""
         if done:
             self.lines_until(done, timeout=timeout)
-            timeout = 20
+            try:   # the reader thread has stdout: read the rest through it
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                pass
+            rc = self.proc.returncode
+            rest = []
+            while True:
+                try:
+                    line = self._q.get(timeout=1 if rc is not None else 0.1)
+                except Exception:
+                    break
+                if line is None:
+                    break
+                rest.append(line)
+            if rc is None:
+                _, err = self.kill()
+            else:
+                err = self.proc.stderr.read()
+                self.proc = None
+            return rc, "".join(self.seen + rest), err
+        if getattr(self, "_q_proc", None) is self.proc:
+            # a reader thread has stdout: the end of the job through it
             try:
-                out, err = self.proc.communicate(timeout=timeout)
+                self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 out, err = self.kill()
-                return None, "".join(self.seen) + out, err
-            rc = self.proc.returncode
+                raise AssertionError(f"the job did not end within {timeout} s: {err[-2000:]}")
+            rest = []
+            while (line := self._q.get(timeout=10)) is not None:
+                rest.append(line)
+            rc, err = self.proc.returncode, self.proc.stderr.read()
             self.proc = None
-            return rc, "".join(self.seen) + out, err
+            return rc, "".join(self.seen + rest), err
         try:
             out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
