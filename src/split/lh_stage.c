@@ -107,7 +107,7 @@ static int local_path(const char *name, int rank, char *out, size_t len)
  * names: ckpt-NNNNNN sort by age) */
 static void keep_last(int rank, unsigned keep)
 {
-	char dir[PATH_MAX], path[PATH_MAX + 160], file[64];
+	char dir[PATH_MAX], path[PATH_MAX + 512], file[64];
 	char (*names)[64] = NULL;
 	unsigned n = 0, cap = 0;
 	struct dirent *e;
@@ -132,7 +132,7 @@ static void keep_last(int rank, unsigned keep)
 			names = v;
 			cap = cap ? cap * 2 : 16;
 		}
-		snprintf(names[n++], 64, "%s", e->d_name);
+		memcpy(names[n++], e->d_name, strlen(e->d_name) + 1);   /* < 64: checked above */
 	}
 	closedir(d);
 	for (unsigned i = 0; i < n; i++) {
