@@ -270,31 +270,31 @@ DIR *opendir(const char *path)
 	return d;
 }
 
+/* fd is being closed by the lower half: no longer its own */
+static void forget(int fd)
+{
+	if (fd >= 0 && fd < MAX_FD)
+		__atomic_store_n(&is_lower[fd], 0, __ATOMIC_RELEASE);
+}
+
 int close(int fd)
 {
 	resolve();
-	if (fd >= 0 && fd < MAX_FD)
-		__atomic_store_n(&is_lower[fd], 0, __ATOMIC_RELEASE);
+	forget(fd);
 	return real_close(fd);
 }
 
 int fclose(FILE *f)
 {
 	REAL("fclose", fclose);
-	int fd = fileno(f);
-
-	if (fd >= 0 && fd < MAX_FD)
-		__atomic_store_n(&is_lower[fd], 0, __ATOMIC_RELEASE);
+	forget(fileno(f));
 	return real(f);
 }
 
 int closedir(DIR *d)
 {
 	REAL("closedir", closedir);
-	int fd = dirfd(d);
-
-	if (fd >= 0 && fd < MAX_FD)
-		__atomic_store_n(&is_lower[fd], 0, __ATOMIC_RELEASE);
+	forget(dirfd(d));
 	return real(d);
 }
 
@@ -370,7 +370,7 @@ void lh_fds_entering(const struct proc_fd_entry *upper, size_t nupper)
 		while (k < nupper && upper[k].rec.fd != v[i])
 			k++;
 		if (k < nupper)   /* reopened by the lower half's code: not its own */
-			__atomic_store_n(&is_lower[v[i]], 0, __ATOMIC_RELEASE);
+			forget(v[i]);
 		else if (!lh_fd_lower(v[i]))
 			lh_fd_mine(v[i]);
 	}
