@@ -18,7 +18,9 @@
 
 #include <stdint.h>
 
-#define PROC_FORMAT_VERSION 1
+/* 2: PROC_FD_EXTERNAL and struct proc_fd's origin (version 1 images, which
+ * have neither, are still read) */
+#define PROC_FORMAT_VERSION 2
 #define PROC_MSG_MAGIC      0x50535453u   /* "STSP" */
 #define PROC_PAGE_SIZE      4096u
 
@@ -179,6 +181,9 @@ enum proc_fd_kind {
 	PROC_FD_EVENTFD,        /* data: its /proc/self/fdinfo text (count, semaphore) */
 	PROC_FD_TIMERFD,        /* data: fdinfo text (clock, it_value, it_interval) */
 	PROC_FD_EPOLL,          /* data: fdinfo text (one tfd/events/data line per watch) */
+	PROC_FD_EXTERNAL,       /* a pipe, socket or terminal the program inherited at launch
+				 * (docs/transparent.md): at a restart, the descriptor
+				 * `stasis restart` inherited at number origin, else /dev/null */
 };
 
 struct proc_fd {
@@ -192,7 +197,7 @@ struct proc_fd {
 	uint32_t mode;              /* st_mode */
 	uint32_t pipe_size;         /* F_GETPIPE_SZ */
 	uint32_t path_len;          /* bytes of path that follow, with its NUL */
-	uint32_t pad;
+	int32_t origin;             /* PROC_FD_EXTERNAL: its number at launch; else 0 */
 	uint64_t data_len;          /* bytes of data after the path */
 };
 

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "image/image.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -175,9 +176,11 @@ static int image_load(struct img_reader *img, struct image *im)
 	ret = take(im, h, sizeof(*h));
 	if (ret)
 		return ret;
-	if (h->version != PROC_FORMAT_VERSION)
+	/* version 1 records are version 2's without external descriptors */
+	if (h->version != PROC_FORMAT_VERSION && h->version != 1)
 		return err_set(-EPROTO, "the image's process records have version %u, this stasis "
-			       "reads %u", h->version, PROC_FORMAT_VERSION);
+			       "reads 1 to %u", h->version, PROC_FORMAT_VERSION);
+	h->version = PROC_FORMAT_VERSION;   /* what the restorer checks */
 	if (h->cwd_len == 0 || h->cwd_len > 2 * PATH_MAX + 2 || h->nthreads == 0 || h->nthreads > 65536 ||
 	    h->nregions > 1000000)
 		return err_set(-EBADMSG, "the image's process header is damaged");
@@ -342,15 +345,75 @@ static void keep_caps(void)
 		prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, caps[i], 0, 0);
 }
 
+/* ---- descriptors from outside the job ---- */
+
+/* The descriptors this stasis inherited, open before main(): `stasis
+ * restart` gives the one of number N to the program's external descriptors
+ * (PROC_FD_EXTERNAL) whose launch number was N, as it gives its 0, 1, 2. */
+#define INHERITED_MAX 65536
+static uint64_t inherited[INHERITED_MAX / 64];
+
+__attribute__((constructor)) static void note_inherited(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) != NULL) {
+		int fd = atoi(e->d_name);
+
+		if (e->d_name[0] >= '0' && e->d_name[0] <= '9' && fd > 2 && fd < INHERITED_MAX &&
+		    fd != dirfd(d))
+			inherited[fd / 64] |= 1ull << (fd % 64);
+	}
+	if (d)
+		closedir(d);
+}
+
+/* Does the restart hold the descriptor of number origin it inherited? */
+static int have_inherited(int origin)
+{
+	return origin > 2 && origin < INHERITED_MAX && (inherited[origin / 64] >> (origin % 64) & 1) &&
+	       fcntl(origin, F_GETFD) >= 0;
+}
+
+static const char *external_what(const struct proc_fd_entry *f)
+{
+	if (S_ISSOCK(f->rec.mode))
+		return "a socket";
+	if (S_ISCHR(f->rec.mode))
+		return "a terminal";
+	return strncmp(f->path, "pipe:", 5) == 0 ? "a pipe" : "a FIFO";
+}
+
+/* One warning line for each external descriptor the restart cannot give. */
+static void warn_externals(const struct image *im)
+{
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		const struct proc_fd_entry *f = &im->fds[i];
+
+		if (f->rec.kind == PROC_FD_EXTERNAL && !have_inherited(f->rec.origin))
+			log_warn("fd %d is %s from outside the job and stasis restart has no fd %d: "
+				 "the program gets /dev/null there", f->rec.fd, external_what(f),
+				 f->rec.origin);
+	}
+}
+
 /* Runs in the restored program's process, before exec of the restorer:
- * every descriptor of the image at its number. Our own two move above them. */
+ * every descriptor of the image at its number. Our own three and the
+ * inherited sources of external ones move above them first. */
 static void setup_fds(const struct image *im, int *stream_fd, int *channel, int *image_fd)
 {
 	int floor = 3, *own[3] = { stream_fd, channel, image_fd };
+	int *src = calloc(im->nfds ? im->nfds : 1, sizeof(*src));
 
-	for (uint64_t i = 0; i < im->nfds; i++)
+	if (!src)
+		child_fail(-1, "cannot set up the descriptors", ENOMEM);
+	for (uint64_t i = 0; i < im->nfds; i++) {
 		if (im->fds[i].rec.fd + 1 > floor)
 			floor = im->fds[i].rec.fd + 1;
+		if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && im->fds[i].rec.origin + 1 > floor)
+			floor = im->fds[i].rec.origin + 1;
+	}
 	for (int i = 0; i < 3; i++) {
 		int n = fcntl(*own[i], F_DUPFD, floor);
 
@@ -358,6 +421,19 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 			child_fail(-1, "cannot move a descriptor out of the way", errno);
 		close(*own[i]);
 		*own[i] = n;
+	}
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		const struct proc_fd *r = &im->fds[i].rec;
+		int fd;
+
+		src[i] = -1;
+		if (r->kind != PROC_FD_EXTERNAL)
+			continue;
+		fd = have_inherited(r->origin) ? dup(r->origin)
+					       : open("/dev/null", (int)(r->flags & O_ACCMODE) | O_CLOEXEC);
+		if (fd < 0 || (src[i] = fcntl(fd, F_DUPFD_CLOEXEC, floor)) < 0)
+			child_fail(-1, "cannot take a descriptor from outside the job", errno);
+		close(fd);
 	}
 	if (proc_fds_reopen(im->fds, im->nfds, floor + 3) != 0) {
 		char msg[512];
@@ -368,6 +444,13 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 		}
 		_exit(42);
 	}
+	for (uint64_t i = 0; i < im->nfds; i++)
+		if (src[i] >= 0) {
+			if (dup2(src[i], im->fds[i].rec.fd) < 0)
+				child_fail(-1, "cannot place a descriptor from outside the job", errno);
+			close(src[i]);
+		}
+	free(src);
 }
 
 struct clone_args3 {
@@ -410,27 +493,38 @@ static void forward_sigterm(pid_t to)
 }
 
 /* The coordinator's descriptors (its listening socket above all) must not
- * outlive it in the namespace's processes. */
-static void close_other_fds(int a, int b, int c, int d)
+ * outlive it in the namespace's processes; those it inherited for the
+ * program's external descriptors go on down. */
+static void close_other_fds(const struct image *im, int a, int b, int c, int d)
 {
-	int keep[4] = { a, b, c, d };
-
-	for (int i = 0; i < 4; i++)
-		for (int j = i + 1; j < 4; j++)
-			if (keep[j] < keep[i]) {
-				int t = keep[i];
-
-				keep[i] = keep[j];
-				keep[j] = t;
-			}
+	int *keep = calloc(im->nfds + 4, sizeof(*keep));
+	size_t n = 0;
 	unsigned lo = 3;
 
-	for (int i = 0; i < 4; i++) {
+	if (!keep)
+		child_fail(-1, "cannot set up the descriptors", ENOMEM);
+	keep[n++] = a;
+	keep[n++] = b;
+	keep[n++] = c;
+	keep[n++] = d;
+	for (uint64_t i = 0; i < im->nfds; i++)
+		if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && have_inherited(im->fds[i].rec.origin))
+			keep[n++] = im->fds[i].rec.origin;
+	for (size_t i = 1; i < n; i++)
+		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
+			int t = keep[j];
+
+			keep[j] = keep[j - 1];
+			keep[j - 1] = t;
+		}
+	for (size_t i = 0; i < n; i++) {
 		if ((unsigned)keep[i] > lo)
 			close_range(lo, (unsigned)keep[i] - 1, 0);
-		lo = (unsigned)keep[i] + 1;
+		if ((unsigned)keep[i] + 1 > lo)
+			lo = (unsigned)keep[i] + 1;
 	}
 	close_range(lo, ~0u, 0);
+	free(keep);
 }
 
 /* pid 1 of the new namespace. */
@@ -493,7 +587,7 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	int status, ret;
 
 	ignore_job_signals();
-	close_other_fds(stream_fd, channel, image_fd, status_fd);
+	close_other_fds(im, stream_fd, channel, image_fd, status_fd);
 	if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0)
 		child_fail(status_fd, "cannot create user, PID and mount namespaces", errno);
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -752,6 +846,8 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 		ret = check_files(&im);
 	if (!ret)
 		ret = proc_fds_check(im.fds, im.nfds);
+	if (!ret)
+		warn_externals(&im);
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
 			      proc_restorer_path());

@@ -48,6 +48,8 @@
 #include <sys/sendfile.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <sys/ioctl.h>
+#include <termios.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -892,10 +894,98 @@ static int dump_memory(struct dump *d)
 
 #define MAX_FDS 65536
 
+/* Descriptors inherited at launch: open when the agent first started in
+ * the job's program (stasis run's launch), other than 0-2 and the channel,
+ * with what they were then. One of them that is still the same pipe, FIFO,
+ * socket or terminal at a checkpoint points outside the job: it is saved as
+ * PROC_FD_EXTERNAL, and a restart gives it the descriptor of its launch
+ * number that `stasis restart` inherited. */
+#define MAX_LAUNCH_FDS 64
+struct launch_fd {
+	int32_t fd;
+	uint64_t dev, ino;
+};
+static struct launch_fd g_launch[MAX_LAUNCH_FDS];
+static unsigned g_nlaunch;
+
+/* The external descriptors of the last checkpoint: a restart gives them
+ * other objects (the restart's own), which then are what was inherited. */
+#define MAX_EXTERNAL 256
+static struct {
+	int32_t fd, origin;
+} g_external[MAX_EXTERNAL];
+static unsigned g_nexternal;
+
+static void launch_after_restart(void)
+{
+	for (unsigned i = 0; i < g_nexternal; i++) {
+		struct stat st;
+
+		if (fstat(g_external[i].fd, &st) != 0)
+			continue;
+		for (unsigned k = 0; k < g_nlaunch; k++)
+			if (g_launch[k].fd == g_external[i].origin) {
+				g_launch[k].dev = st.st_dev;
+				g_launch[k].ino = st.st_ino;
+			}
+	}
+}
+
+/* The launch number of the object fd is (st), if it is one inherited at
+ * launch and of a kind that points outside the job; else -1. */
+static int launch_origin(int fd, const struct stat *st)
+{
+	struct termios tio;
+
+	if (!S_ISFIFO(st->st_mode) && !S_ISSOCK(st->st_mode) &&
+	    !(S_ISCHR(st->st_mode) && ioctl(fd, TCGETS, &tio) == 0))
+		return -1;
+	for (unsigned i = 0; i < g_nlaunch; i++)
+		if (g_launch[i].dev == (uint64_t)st->st_dev && g_launch[i].ino == (uint64_t)st->st_ino)
+			return g_launch[i].fd;
+	return -1;
+}
+
+static void launch_add(int fd, uint64_t dev, uint64_t ino)
+{
+	if (g_nlaunch < MAX_LAUNCH_FDS)
+		g_launch[g_nlaunch++] = (struct launch_fd){ fd, dev, ino };
+}
+
+/* At the first start: every descriptor open now but 0-2 and the channel. */
+static void launch_scan(int channel)
+{
+	char buf[4096];
+	int dirfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+	while (dirfd >= 0) {
+		long got = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
+
+		if (got <= 0)
+			break;
+		for (long off = 0; off < got;) {
+			struct dirent64 *e = (struct dirent64 *)(buf + off);
+			const char *p = e->d_name;
+			struct stat st;
+			int fd;
+
+			off += e->d_reclen;
+			if (*p < '0' || *p > '9')
+				continue;
+			fd = (int)parse_dec(&p);
+			if (fd > 2 && fd != channel && fd != dirfd && fstat(fd, &st) == 0)
+				launch_add(fd, st.st_dev, st.st_ino);
+		}
+	}
+	if (dirfd >= 0)
+		close(dirfd);
+}
+
 struct fdent {
 	int32_t fd;
 	uint32_t kind;
 	uint64_t ino;
+	int32_t origin;     /* PROC_FD_EXTERNAL: its number at launch */
 };
 
 static int fdent_find_pipe(const struct fdent *t, unsigned n, uint64_t ino, uint32_t kind)
@@ -1028,6 +1118,8 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 	r.kind = t[i].kind;
 	if (fd <= 2) {
 		r.kind = PROC_FD_STDIO;
+	} else if (r.kind == PROC_FD_EXTERNAL) {
+		r.origin = t[i].origin;
 	} else if (r.kind == PROC_FD_FILE || r.kind == PROC_FD_DIR) {
 		off_t off = lseek(fd, 0, SEEK_CUR);
 
@@ -1103,6 +1195,7 @@ static int dump_fds(struct dump *d)
 
 	if (!t)
 		return -ENOMEM;
+	g_nexternal = 0;
 	dirfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dirfd < 0) {
 		send_error("cannot list", "/proc/self/fd", errno);
@@ -1128,7 +1221,14 @@ static int dump_fds(struct dump *d)
 				continue;
 			t[n].fd = fd;
 			t[n].ino = st.st_ino;
-			if (S_ISREG(st.st_mode))
+			t[n].origin = fd > 2 ? launch_origin(fd, &st) : -1;
+			if (t[n].origin >= 0 && g_nexternal < MAX_EXTERNAL) {
+				g_external[g_nexternal].fd = fd;
+				g_external[g_nexternal++].origin = t[n].origin;
+			}
+			if (t[n].origin >= 0)
+				t[n].kind = PROC_FD_EXTERNAL;
+			else if (S_ISREG(st.st_mode))
 				t[n].kind = PROC_FD_FILE;
 			else if (S_ISDIR(st.st_mode))
 				t[n].kind = PROC_FD_DIR;
@@ -1432,6 +1532,7 @@ static void after_restart(void)
 
 	g_seen_restarts = stasis_agent_state.restarts;
 	g_channel = stasis_agent_state.channel_fd;
+	launch_after_restart();
 	atomic_store(&g_overflow, 0);
 	atomic_store(&g_nstopped, 0);
 	atomic_store(&g_next_slot, 0);
@@ -1538,6 +1639,7 @@ __attribute__((constructor)) static void agent_init(void)
 	fd = atoi(env);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
 		return;
+	launch_scan(fd);
 	/* close-on-exec: a program that execs another ends its checkpoints at
 	 * once (the coordinator sees the channel close) instead of leaving the
 	 * coordinator talking to a descriptor nobody reads */
