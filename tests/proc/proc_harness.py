@@ -74,7 +74,37 @@ class Job:
         self.proc = subprocess.Popen([BIN, *map(str, args)], cwd=self.work, env=e,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      errors="replace")
+        self._pending = b""
         return self.proc
+
+    def read_line(self, timeout):
+        """The job's next line of output, "" at its end, None when none came
+        within timeout seconds. Read from the descriptor, never through
+        self.proc.stdout: communicate() reads the descriptor too, so lines
+        the file object had read ahead were lost to it (a line a restarted
+        rank printed right after rank 0's went missing so)."""
+        fd = self.proc.stdout.fileno()
+        end = time.time() + timeout
+        while b"\n" not in self._pending:
+            left = end - time.time()
+            if left <= 0:
+                return None
+            r, _, _ = select.select([fd], [], [], min(left, 0.2))
+            if not r:
+                continue
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                line, self._pending = self._pending, b""
+                return line.decode(errors="replace")
+            self._pending += chunk
+        line, _, self._pending = self._pending.partition(b"\n")
+        return line.decode(errors="replace") + "\n"
+
+    def _unread(self, out):
+        """out after what read_line took from the descriptor but did not
+        return yet."""
+        pending, self._pending = self._pending.decode(errors="replace"), b""
+        return pending + (out or "")
 
     def run(self, *prog, extra=(), env=None):
         self._start(["run", "--dir", self.ck, *extra, "--", *prog], env)
@@ -102,14 +132,14 @@ class Job:
         end = time.time() + timeout
         got = []
         while time.time() < end:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if r:
-                line = self.proc.stdout.readline()
-                if not line:
-                    break
-                got.append(line)
-                if line.strip() == text:
-                    return
+            line = self.read_line(end - time.time())
+            if line is None:
+                continue
+            if not line:
+                break
+            got.append(line)
+            if line.strip() == text:
+                return
         self.kill()
         raise AssertionError(f"no {text!r} from the program: {got} {self.proc.stderr.read()}")
 
@@ -131,14 +161,15 @@ class Job:
         out, err = self.proc.communicate(timeout=30)
         self.logs.append(err)
         self.proc = None
-        return out, err
+        return self._unread(out), err
 
     def communicate(self, timeout):
         """The job's (out, err) once it ends. Past timeout it is killed with
         all it started (a hung job left running would spin on the CPUs the
         next tests need) and the test fails saying so."""
         try:
-            return self.proc.communicate(timeout=timeout)
+            out, err = self.proc.communicate(timeout=timeout)
+            return self._unread(out), err
         except subprocess.TimeoutExpired:
             out, err = self.kill() or ("", "")
             raise AssertionError(f"the job did not end within {timeout} s: {out}\n{err}") \

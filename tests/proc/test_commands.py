@@ -26,7 +26,7 @@ def one_line_error(r, rc=None):
 def test_stop_ends_the_program_and_restart_continues(job):
     job.run(program("heap"))
     assert job.checkpoint("--stop") == "ckpt-000001"
-    out, err = job.proc.communicate(timeout=60)
+    out, err = job.communicate(60)
     assert job.proc.returncode == 0, err
     assert "PASS" not in out
     job.proc = None
@@ -41,7 +41,7 @@ def test_resume_starts_then_restarts(job):
     one line, requeued)."""
     job.run(program("heap"), extra=["--resume"], env={"STASIS_LOG": "info"})
     assert job.checkpoint("--stop") == "ckpt-000001"
-    out, err = job.proc.communicate(timeout=60)
+    out, err = job.communicate(60)
     assert job.proc.returncode == 0 and "PASS" not in out, err
     assert "run --resume: job heap has no established checkpoint: starting it" in err, err
     job.proc = None
@@ -68,7 +68,7 @@ def test_interval(job):
 def test_sigterm_checkpoints_then_ends(job):
     job.run(program("heap"))
     job.proc.send_signal(signal.SIGTERM)
-    out, err = job.proc.communicate(timeout=60)
+    out, err = job.communicate(60)
     assert job.proc.returncode == 0, err
     assert "checkpoint ckpt-000001 taken on SIGTERM" in err
     job.proc = None
@@ -283,12 +283,12 @@ def test_no_signal_checkpoint_passes_sigterm_on(job):
     job.run(program("heap"), extra=["--no-signal-checkpoint"])
     job.checkpoint()
     job.proc.send_signal(signal.SIGTERM)
-    job.proc.communicate(timeout=60)
+    job.communicate(60)
     assert job.proc.returncode == 128 + signal.SIGTERM
     job.proc = None
     job.restart("--no-signal-checkpoint")
     job.proc.send_signal(signal.SIGTERM)
-    job.proc.communicate(timeout=60)
+    job.communicate(60)
     assert job.proc.returncode == 128 + signal.SIGTERM
     job.proc = None
     assert established(job) == ["ckpt-000001"]

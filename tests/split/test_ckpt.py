@@ -8,7 +8,6 @@ Environment: STASIS_BIN, STASIS_BUILD."""
 import os
 import pathlib
 import re
-import select
 import sys
 import time
 
@@ -36,10 +35,9 @@ class MpiJob(Job):
         """Read the job's output until a line matches pattern; return it."""
         end = time.time() + timeout
         while time.time() < end:
-            r, _, _ = select.select([self.proc.stdout], [], [], 0.2)
-            if not r:
+            line = self.read_line(end - time.time())
+            if line is None:
                 continue
-            line = self.proc.stdout.readline()
             if not line:
                 break
             self.seen.append(line)
