@@ -1609,3 +1609,146 @@ int store_prune(struct store *s, unsigned keep, unsigned *removed)
 		*removed = done;
 	return ret;
 }
+
+/* ---- reading, and scratch files ---- */
+
+struct store_io {
+	const struct store_tier_ops *ops;
+	int fd;
+	char path[PATH_MAX];
+};
+
+static int io_path(const struct store *s, const char *ckpt, const char *name, char *buf, size_t len)
+{
+	if (ckpt)
+		return store_ckpt_path(s, ckpt, name, buf, len);
+	if (!name || name[0] != '.' || !plain_name(name, NAME_LEN))
+		return err_set(-EINVAL, "scratch file name '%s' is not valid: a plain name starting "
+			       "with '.' is needed", name ? name : "");
+	return join_path(buf, len, s->dir, name, NULL);
+}
+
+static int io_new(struct store *s, const char *ckpt, const char *name, struct store_io **out)
+{
+	struct store_io *io = calloc(1, sizeof(*io));
+	int ret;
+
+	*out = NULL;
+	if (!io)
+		return err_set(-ENOMEM, "out of memory");
+	io->ops = s->ops;
+	io->fd = -1;
+	ret = io_path(s, ckpt, name, io->path, sizeof(io->path));
+	if (ret) {
+		free(io);
+		return ret;
+	}
+	*out = io;
+	return 0;
+}
+
+int store_io_open(struct store *s, const char *ckpt, const char *name, struct store_io **out)
+{
+	int ret = io_new(s, ckpt, name, out);
+
+	if (ret)
+		return ret;
+	ret = s->ops->open_read((*out)->path, &(*out)->fd);
+	if (ret) {
+		ret = err_set(ret, "%s: %s", (*out)->path, strerror(-ret));
+		store_io_close(out);
+	}
+	return ret;
+}
+
+int store_scratch_create(struct store *s, const char *name, struct store_io **out)
+{
+	int ret = io_new(s, NULL, name, out);
+
+	if (ret)
+		return ret;
+	ret = s->ops->unlink((*out)->path);
+	ret = ret == -ENOENT ? 0 : ret;
+	ret = ret ? ret : s->ops->create((*out)->path, &(*out)->fd);
+	if (ret) {
+		ret = err_set(ret, "%s: %s", (*out)->path, strerror(-ret));
+		store_io_close(out);
+	}
+	return ret;
+}
+
+int store_io_exists(struct store *s, const char *ckpt, const char *name)
+{
+	struct store_stat st;
+	char path[PATH_MAX];
+
+	return io_path(s, ckpt, name, path, sizeof(path)) == 0 && s->ops->stat(path, &st) == 0 &&
+	       st.is_file;
+}
+
+uint64_t store_io_size(const struct store_io *io)
+{
+	struct store_stat st;
+
+	return io->ops->fstat(io->fd, &st) == 0 ? st.size : 0;
+}
+
+const char *store_io_path(const struct store_io *io)
+{
+	return io->path;
+}
+
+int store_io_fd(const struct store_io *io)
+{
+	return io->fd;
+}
+
+int store_io_read(struct store_io *io, void *buf, size_t len, uint64_t off)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = io->ops->pread(io->fd, (char *)buf + got, len - got, off + got);
+
+		if (n <= 0)
+			return err_set(n < 0 ? (int)n : -EIO, "%s: cannot read %zu bytes at %" PRIu64 "%s%s",
+				       io->path, len, off, n < 0 ? ": " : " (it is shorter)",
+				       n < 0 ? strerror((int)-n) : "");
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+int store_io_write(struct store_io *io, const void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = io->ops->pwrite(io->fd, (const char *)buf + done, len - done, off + done);
+
+		if (n <= 0)
+			return err_set(n < 0 ? (int)n : -EIO, "%s: cannot write: %s", io->path,
+				       strerror(n < 0 ? (int)-n : EIO));
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+void store_io_close(struct store_io **io)
+{
+	if (!io || !*io)
+		return;
+	if ((*io)->fd >= 0)
+		(*io)->ops->close((*io)->fd);
+	free(*io);
+	*io = NULL;
+}
+
+int store_scratch_remove(struct store *s, const char *name)
+{
+	char path[PATH_MAX];
+	int ret = io_path(s, NULL, name, path, sizeof(path));
+
+	ret = ret ? ret : s->ops->unlink(path);
+	return ret == -ENOENT ? 0 : ret;
+}

@@ -156,6 +156,35 @@ int store_spare_reserve(struct store *s, const char *name, uint64_t size);
 /* Remove every spare file (the job is done with this cache). */
 int store_spares_drop(struct store *s);
 
+/* Reading and scratch files, through the tier's operations (not by path):
+ * what redundancy (src/redundancy) and restart read, and the transient files
+ * they write. A handle names a committed file of checkpoint ckpt, or, with
+ * ckpt NULL, a scratch file in the job directory (a copy fetched from
+ * another node, a rebuilt image): scratch files are never listed, selected
+ * or verified, and their names start with '.'.
+ * store_io_open: an existing file, read only (-ENOENT with a message if it
+ * is missing). store_scratch_create: a new scratch file, replacing one of
+ * that name, write only (reopen it with store_io_open to read it).
+ * out: *out, freed with store_io_close. */
+struct store_io;
+int store_io_open(struct store *s, const char *ckpt, const char *name, struct store_io **out);
+int store_scratch_create(struct store *s, const char *name, struct store_io **out);
+/* 1 if the file exists (a regular file), 0 if not. */
+int store_io_exists(struct store *s, const char *ckpt, const char *name);
+/* Size now (the file may grow while written); its path, for messages; its
+ * descriptor, for img_open_fd (owned by the handle). */
+uint64_t store_io_size(const struct store_io *io);
+const char *store_io_path(const struct store_io *io);
+int store_io_fd(const struct store_io *io);
+/* Read exactly len bytes at off (-EIO with a message on a short read), write
+ * exactly len bytes at off (scratch files). */
+int store_io_read(struct store_io *io, void *buf, size_t len, uint64_t off);
+int store_io_write(struct store_io *io, const void *buf, size_t len, uint64_t off);
+/* Close; sets *io to NULL. NULL and *io == NULL are fine. */
+void store_io_close(struct store_io **io);
+/* Remove a scratch file; a missing one is fine. */
+int store_scratch_remove(struct store *s, const char *name);
+
 /* Path of a checkpoint's directory or of a file in it. */
 int store_ckpt_path(const struct store *s, const char *ckpt, const char *file, char *buf, size_t len);
 
