@@ -42,13 +42,23 @@
 #define IMAGE_NAME "process.img"
 #define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
 
-/* A rank of an MPI job, registered over TCP (docs/coordinator.md). */
+/* A rank of an MPI job, registered through its node's agent
+ * (docs/coordinator.md, "Node agents"). */
 struct rank_conn {
-	int fd;
+	int node;                /* the id of its node agent */
 	int rank, size, pid;
 	unsigned restarts;
 	char host[64];
 };
+
+/* A node agent: one per node of the job, speaking for the node's ranks */
+struct node_conn {
+	int fd, id, pid;
+	int in_ckpt;             /* has ranks in the checkpoint under way */
+	int dead;                /* closed during a checkpoint: removed after it */
+	char host[64];
+};
+#define NODES_MAX 4096
 
 /* What is known of a rank that may not be registered, the latest note of
  * each kind a rank: a process of it runs without a lower half and said why
@@ -56,7 +66,7 @@ struct rank_conn {
  * but another process of the rank started it), or its lower half
  * registered and ended. A checkpoint that finds the rank missing says the
  * weightiest (the last kind first). */
-enum note_kind { NOTE_NOMPI, NOTE_LATE, NOTE_ENDED };
+enum note_kind { NOTE_NOMPI, NOTE_LATE, NOTE_ENDED, NOTE_DIED };
 #define NOTES_MAX 4096
 struct rank_note {
 	int rank, size, pid;
@@ -88,6 +98,11 @@ struct coord {
 	char addr[128];          /* host:port the ranks reach */
 	struct rank_conn *ranks;
 	unsigned nranks, size;
+	struct node_conn *nodes;
+	unsigned nnodes;
+	int next_node;
+	unsigned sent, received;  /* lines to and from node agents, this checkpoint */
+	char run_id[17];          /* STASIS_RUN_ID: names the node agents' sockets */
 	struct rank_note *notes;
 	unsigned nnotes;
 	char *const *launch;     /* the job's command, for the launch record */
@@ -326,16 +341,55 @@ static void note_add(struct coord *c, int rank, int size, int pid, const char *h
 
 static void rank_drop(struct coord *c, unsigned i)
 {
-	close(c->ranks[i].fd);
 	c->ranks[i] = c->ranks[--c->nranks];
 }
 
-/* A registered rank's connection closed outside a checkpoint: it ended */
-static void rank_ended(struct coord *c, unsigned i)
+static int rank_index(struct coord *c, int rank)
 {
-	note_add(c, c->ranks[i].rank, c->ranks[i].size, c->ranks[i].pid, c->ranks[i].host,
-		 NOTE_ENDED, "registered above its lower half, then ended");
+	for (unsigned i = 0; i < c->nranks; i++)
+		if (c->ranks[i].rank == rank)
+			return (int)i;
+	return -1;
+}
+
+/* Rank i ended (BYE from its node agent: MPI_Finalize), or died (why) */
+static void rank_ended(struct coord *c, unsigned i, const char *why)
+{
+	const struct rank_conn *r = &c->ranks[i];
+
+	if (why)
+		log_warn("rank %d (pid %d on %s) %s", r->rank, r->pid, r->host, why);
+	note_add(c, r->rank, r->size, r->pid, r->host, why ? NOTE_DIED : NOTE_ENDED,
+		 why ? why : "registered above its lower half, then ended");
 	rank_drop(c, i);
+}
+
+/* The ranks of node n, "2, 3" */
+static void node_ranks(struct coord *c, const struct node_conn *n, char *out, size_t len)
+{
+	size_t k = 0;
+
+	out[0] = 0;
+	for (unsigned i = 0; i < c->nranks && k + 16 < len; i++)
+		if (c->ranks[i].node == n->id)
+			k += (size_t)snprintf(out + k, len - k, "%s%d", k ? ", " : "",
+					      c->ranks[i].rank);
+}
+
+/* Node agent ni's connection closed: its ranks are lost with it */
+static void node_gone(struct coord *c, unsigned ni)
+{
+	struct node_conn *n = &c->nodes[ni];
+	char why[160];
+
+	snprintf(why, sizeof(why), "died with its node agent on %s (pid %d), whose connection "
+		 "closed", n->host, n->pid);
+	for (unsigned i = c->nranks; i-- > 0;)
+		if (c->ranks[i].node == n->id)
+			rank_ended(c, i, why);
+	log_info("the node agent on %s (pid %d) is gone", n->host, n->pid);
+	close(n->fd);
+	c->nodes[ni] = c->nodes[--c->nnodes];
 }
 
 /* UNSPLIT 1 <secret> <rank> <size> <pid> <host> nompi|late <why...>: a
@@ -421,10 +475,45 @@ static int unregistered(struct coord *c)
 	return err_set(-ENOTCONN, "%s", msg);
 }
 
-/* RANK 1 <secret> <rank> <size> <pid> <host> <restarts>, or UNSPLIT */
-static void accept_rank(struct coord *c)
+/* RANK <rank> <size> <pid> <host> <restarts> from node agent n, for one of
+ * its ranks: OK <rank> | ERR <rank> <why> */
+static void register_rank(struct coord *c, struct node_conn *n, const char *line)
 {
-	struct rank_conn r = { .fd = -1 };
+	struct rank_conn r = { .node = n->id };
+
+	if (sscanf(line, "RANK %d %d %d %63s %u", &r.rank, &r.size, &r.pid, r.host,
+		   &r.restarts) != 5) {
+		reply(n->fd, "ERR -1 expected RANK <rank> <size> <pid> <host> <restarts>");
+		return;
+	}
+	if (r.size <= 0 || r.rank < 0 || r.rank >= r.size || (c->nranks && (unsigned)r.size != c->size)) {
+		reply(n->fd, "ERR %d rank %d of %d does not belong to this job of %u ranks", r.rank,
+		      r.rank, r.size, c->size);
+		return;
+	}
+	if (rank_index(c, r.rank) >= 0) {
+		reply(n->fd, "ERR %d rank %d is registered already", r.rank, r.rank);
+		return;
+	}
+	if (!c->nranks) {
+		free(c->ranks);
+		c->ranks = calloc((size_t)r.size, sizeof(*c->ranks));
+		if (!c->ranks) {
+			reply(n->fd, "ERR %d out of memory", r.rank);
+			return;
+		}
+		c->size = (unsigned)r.size;
+	}
+	c->ranks[c->nranks++] = r;
+	reply(n->fd, "OK %d", r.rank);
+	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
+}
+
+/* A connection on the job's TCP port: NODE 2 <secret> <host> <pid> (a
+ * node agent, which stays), or UNSPLIT (one line) */
+static void accept_conn(struct coord *c)
+{
+	struct node_conn n = { .fd = -1 };
 	char line[512], secret[128];
 	unsigned version;
 	int fd = accept4(c->tcp_fd, NULL, NULL, SOCK_CLOEXEC);
@@ -438,9 +527,8 @@ static void accept_rank(struct coord *c)
 		close(fd);
 		return;
 	}
-	if (sscanf(line, "RANK %u %127s %d %d %d %63s %u", &version, secret, &r.rank, &r.size, &r.pid,
-		   r.host, &r.restarts) != 7) {
-		reply(fd, "ERR expected RANK <version> <secret> <rank> <size> <pid> <host> <restarts>");
+	if (sscanf(line, "NODE %u %127s %63s %d", &version, secret, n.host, &n.pid) != 4) {
+		reply(fd, "ERR expected NODE <version> <secret> <host> <pid>");
 		close(fd);
 		return;
 	}
@@ -450,41 +538,33 @@ static void accept_rank(struct coord *c)
 		close(fd);
 		return;
 	}
-	if (r.size <= 0 || r.rank < 0 || r.rank >= r.size || (c->nranks && (unsigned)r.size != c->size)) {
-		reply(fd, "ERR rank %d of %d does not belong to this job of %u ranks", r.rank, r.size,
-		      c->size);
+	if (c->nnodes == NODES_MAX || (!c->nodes && !(c->nodes = calloc(NODES_MAX, sizeof(*c->nodes))))) {
+		reply(fd, "ERR too many node agents");
 		close(fd);
 		return;
 	}
-	for (unsigned i = 0; i < c->nranks; i++)
-		if (c->ranks[i].rank == r.rank) {
-			reply(fd, "ERR rank %d is registered already", r.rank);
-			close(fd);
-			return;
-		}
-	if (!c->nranks) {
-		free(c->ranks);
-		c->ranks = calloc((size_t)r.size, sizeof(*c->ranks));
-		if (!c->ranks) {
-			close(fd);
-			return;
-		}
-		c->size = (unsigned)r.size;
-	}
-	r.fd = fd;
-	c->ranks[c->nranks++] = r;
+	n.fd = fd;
+	n.id = ++c->next_node;
+	c->nodes[c->nnodes++] = n;
 	reply(fd, "OK");
-	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
+	log_info("node agent on %s (pid %d) connected", n.host, n.pid);
 }
 
-/* A rank's image of a staged checkpoint is in the global tier (COPIED
- * <name>): once every rank's is, the checkpoint reaches level global. */
-static void copied(struct coord *c, const char *name)
+/* A node's images of a staged checkpoint are in the global tier (COPIED
+ * <name> <ranks>): once every rank's is, the checkpoint reaches level
+ * global. */
+static void copied(struct coord *c, const char *args)
 {
+	char name[64];
+	unsigned n = 0;
+
+	if (sscanf(args, "%63s %u", name, &n) != 2)
+		return;
 	for (unsigned i = 0; i < STAGED_MAX; i++) {
 		if (strcmp(c->copying[i].name, name) != 0)
 			continue;
-		if (++c->copying[i].copied < c->size)
+		c->copying[i].copied += n;
+		if (c->copying[i].copied < c->size)
 			return;
 		if (store_ckpt_level(c->store, name, "global", NULL) != 0)
 			log_warn("checkpoint %s: %s", name, err_msg());
@@ -513,75 +593,176 @@ static void staged(struct coord *c, const char *name)
 	c->copying[slot].copied = 0;
 }
 
-static void send_ranks(struct coord *c, const char *line)
+/* A line of node agent n outside a phase's answer: a registration, a
+ * node's copies done, a rank that ended or died. Returns 1 for REQUEST
+ * (MPIX_Checkpoint asks for a checkpoint), 2 when a rank was lost (*why
+ * says which), else 0. */
+static int node_line(struct coord *c, struct node_conn *n, const char *line, char *why, size_t len)
 {
-	for (unsigned i = 0; i < c->nranks; i++)
-		reply(c->ranks[i].fd, "%s", line);
+	int rank, pos = 0, i;
+
+	if (!strncmp(line, "RANK ", 5)) {
+		register_rank(c, n, line);
+	} else if (!strncmp(line, "COPIED ", 7)) {
+		copied(c, line + 7);
+	} else if (!strcmp(line, "REQUEST")) {
+		return 1;
+	} else if (sscanf(line, "BYE %d", &rank) == 1 && (i = rank_index(c, rank)) >= 0) {
+		rank_ended(c, (unsigned)i, NULL);
+	} else if (sscanf(line, "LOST %d %n", &rank, &pos) == 1 && pos &&
+		   (i = rank_index(c, rank)) >= 0) {
+		if (why)
+			snprintf(why, len, "rank %d (pid %d on %s) ended during the checkpoint: %s",
+				 rank, c->ranks[i].pid, c->ranks[i].host, line + pos);
+		{
+			char died[400];
+
+			snprintf(died, sizeof(died), "died: %.300s", line + pos);
+			rank_ended(c, (unsigned)i, died);
+		}
+		return 2;
+	} else {
+		log_warn("node agent on %s: unexpected line '%.64s'", n->host, line);
+	}
+	return 0;
 }
 
-/* Every rank's answer: "<word> <n>" (PARKED <us>, DONE <regions> <pages>),
- * or FAILED <why>; a rank that ends or stays silent fails the checkpoint.
- * *max gets the largest first number, *sum the sum of the last. */
-static int collect_ranks(struct coord *c, const char *word, uint64_t *max, uint64_t *sum)
+static void send_nodes(struct coord *c, const char *line)
+{
+	for (unsigned i = 0; i < c->nnodes; i++)
+		if (c->nodes[i].in_ckpt && !c->nodes[i].dead) {
+			reply(c->nodes[i].fd, "%s", line);
+			c->sent++;
+		}
+}
+
+/* Every node agent's answer for its ranks: "<word> <n> [<n>] <ranks>"
+ * (PARKED <max us> <ranks>, DONE <regions> <pages> <ranks>), or FAILED
+ * <why>; a node agent that closes or stays silent, or a rank it reports
+ * dead, fails the checkpoint. *max gets the largest first number, *sum the
+ * sum of the second. */
+static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint64_t *sum)
 {
 	uint64_t deadline = now_ms() + RANK_TIMEOUT_MS;
-	unsigned left = c->nranks;
-	char *done = calloc(c->nranks, 1);
+	unsigned left = 0, nn = c->nnodes;
+	char *done = calloc(nn ? nn : 1, 1);
 	size_t wl = strlen(word);
 	int ret = 0;
 
 	if (!done)
 		return err_set(-ENOMEM, "out of memory");
+	for (unsigned i = 0; i < nn; i++) {
+		done[i] = !c->nodes[i].in_ckpt || c->nodes[i].dead;
+		left += !done[i];
+	}
 	while (left) {
-		struct pollfd p[c->nranks];
+		struct pollfd p[nn];
 		uint64_t t = now_ms();
 		int n;
 
-		for (unsigned i = 0; i < c->nranks; i++)
-			p[i] = (struct pollfd){ done[i] ? -1 : c->ranks[i].fd, POLLIN, 0 };
-		n = poll(p, c->nranks, t < deadline ? (int)(deadline - t) : 0);
+		for (unsigned i = 0; i < nn; i++)
+			p[i] = (struct pollfd){ done[i] ? -1 : c->nodes[i].fd, POLLIN, 0 };
+		n = poll(p, nn, t < deadline ? (int)(deadline - t) : 0);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			for (unsigned i = 0; i < c->nranks && !ret; i++)
-				if (!done[i])
-					ret = err_set(-ETIMEDOUT, "rank %d did not answer within %d s",
-						      c->ranks[i].rank, RANK_TIMEOUT_MS / 1000);
+			for (unsigned i = 0; i < nn && !ret; i++)
+				if (!done[i]) {
+					char ranks[200];
+
+					node_ranks(c, &c->nodes[i], ranks, sizeof(ranks));
+					ret = err_set(-ETIMEDOUT, "the node agent on %s (ranks %s) did not "
+						      "answer within %d s", c->nodes[i].host, ranks,
+						      RANK_TIMEOUT_MS / 1000);
+				}
 			break;
 		}
-		for (unsigned i = 0; i < c->nranks; i++) {
-			char line[512];
+		for (unsigned i = 0; i < nn; i++) {
+			struct node_conn *nd = &c->nodes[i];
+			char line[512], why[400];
 			unsigned long long a = 0, b = 0;
-			int k, rl;
+			int rl;
 
 			if (done[i] || !p[i].revents)
 				continue;
-			rl = read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
-			if (rl == 0 && !strcmp(line, "REQUEST"))
-				continue;   /* MPIX_Checkpoint: this checkpoint answers it */
-			if (rl == 0 && !strncmp(line, "COPIED ", 7)) {
-				copied(c, line + 7);   /* an earlier checkpoint's */
-				continue;
+			rl = read_line(nd->fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+			if (rl == 0)
+				c->received++;
+			if (rl != 0) {
+				char ranks[200];
+
+				node_ranks(c, nd, ranks, sizeof(ranks));
+				if (!ret)
+					ret = err_set(-EPIPE, "the node agent on %s (pid %d; ranks %s) "
+						      "ended during the checkpoint", nd->host, nd->pid,
+						      ranks);
+				nd->dead = 1;
+			} else if (!strncmp(line, word, wl) && line[wl] == ' ' &&
+				   sscanf(line + wl, "%llu %llu", &a, &b) >= 1) {
+				if (a > *max)
+					*max = a;
+				*sum += b;
+			} else if (!strncmp(line, "FAILED ", 7)) {
+				if (!ret)
+					ret = err_set(-EIO, "%s", line + 7);
+			} else {
+				if (node_line(c, nd, line, why, sizeof(why)) == 2 && !ret)
+					ret = err_set(-EPIPE, "%s", why);
+				continue;   /* its answer is still to come */
 			}
 			done[i] = 1;
 			left--;
-			if (rl != 0) {
-				if (!ret)
-					ret = err_set(-EPIPE, "rank %d (pid %d on %s) ended during the "
-						      "checkpoint", c->ranks[i].rank, c->ranks[i].pid,
-						      c->ranks[i].host);
-			} else if (!strncmp(line, word, wl) && line[wl] == ' ' &&
-				   (k = sscanf(line + wl, "%llu %llu", &a, &b)) >= 1) {
-				if (a > *max)
-					*max = a;
-				*sum += k == 2 ? b : a;
-			} else if (!ret) {
-				ret = err_set(-EIO, "%s", strncmp(line, "FAILED ", 7) ? line : line + 7);
-			}
 		}
 	}
 	free(done);
 	return ret;
+}
+
+/* Node agents that closed during a checkpoint go, their ranks with them */
+static void reap_nodes(struct coord *c)
+{
+	for (unsigned i = c->nnodes; i-- > 0;)
+		if (c->nodes[i].dead)
+			node_gone(c, i);
+}
+
+/* Some rank the job still lacks died, or went with its node agent: no
+ * use waiting for it */
+static int missing_died(struct coord *c)
+{
+	for (unsigned i = 0; i < c->nnotes; i++)
+		if (c->notes[i].kind == NOTE_DIED && rank_index(c, c->notes[i].rank) < 0)
+			return 1;
+	return 0;
+}
+
+/* One round of the node agents' traffic outside a checkpoint (new
+ * connections, registrations, ends), for at most timeout_ms. Returns 1
+ * when a node agent said REQUEST. */
+static int serve_nodes(struct coord *c, int timeout_ms)
+{
+	unsigned nn = c->nnodes;
+	struct pollfd p[nn + 1];
+	int request = 0;
+
+	p[0] = (struct pollfd){ c->tcp_fd, POLLIN, 0 };
+	for (unsigned i = 0; i < nn; i++)
+		p[1 + i] = (struct pollfd){ c->nodes[i].fd, POLLIN, 0 };
+	if (poll(p, nn + 1, timeout_ms) <= 0)
+		return 0;
+	for (unsigned i = nn; i-- > 0;) {
+		char line[512];
+
+		if (!p[1 + i].revents)
+			continue;
+		if (read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
+			node_gone(c, i);   /* moves the last node into i: visited already */
+		else if (node_line(c, &c->nodes[i], line, NULL, 0) == 1)
+			request = 1;
+	}
+	if (p[0].revents)
+		accept_conn(c);
+	return request;
 }
 
 static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
@@ -590,17 +771,24 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0;
 	int ret, files = 0;
 
-	/* ranks still starting (or restarting) are waited for */
-	for (uint64_t end = now_ms() + HELLO_TIMEOUT_MS; (!c->nranks || c->nranks < c->size);) {
-		struct pollfd p = { c->tcp_fd, POLLIN, 0 };
+	/* ranks still starting (or restarting) are waited for, not those that
+	 * died */
+	for (uint64_t end = now_ms() + HELLO_TIMEOUT_MS;
+	     (!c->nranks || c->nranks < c->size) && !missing_died(c);) {
 		uint64_t t = now_ms();
 
-		if (t >= end || poll(&p, 1, (int)(end - t)) <= 0)
+		if (t >= end)
 			break;
-		accept_rank(c);
+		serve_nodes(c, (int)(end - t));   /* a REQUEST: this checkpoint answers it */
 	}
 	if (!c->nranks || c->nranks < c->size)
 		return unregistered(c);
+	c->sent = c->received = 0;
+	for (unsigned i = 0; i < c->nnodes; i++) {
+		c->nodes[i].in_ckpt = 0;
+		for (unsigned k = 0; k < c->nranks && !c->nodes[i].in_ckpt; k++)
+			c->nodes[i].in_ckpt = c->ranks[k].node == c->nodes[i].id;
+	}
 	ret = store_ckpt_begin(c->store, &ck);
 	if (ret)
 		return ret;
@@ -612,36 +800,43 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		snprintf(line, sizeof(line), "CHECKPOINT %s", name);
 		/* two phases: every rank stopped, then every rank written */
 		t0 = now_ms();
-		send_ranks(c, line);
-		ret = collect_ranks(c, "PARKED", &parked_us, &ignored);
+		send_nodes(c, line);
+		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
 		if (!ret) {
-			send_ranks(c, "WRITE");
+			send_nodes(c, "WRITE");
 			/* while the ranks write: what a restart reads ahead (a
 			 * restart without it reads the files when it needs them) */
 			files = job_files_write(ck, (int)c->child) == 0;
 			if (!files)
 				log_warn("checkpoint %s: the job's file list: %s", name, err_msg());
-			ret = collect_ranks(c, "DONE", &ignored, &pages);
+			ret = collect_nodes(c, "DONE", &ignored, &pages);
 		}
 	}
 	/* staged: the images are on the nodes, the launch record and the file
 	 * list here; established at level local */
-	ret = seal(c, ck, ret, c->staged ? 1 + (unsigned)files : c->nranks + 1 + (unsigned)files);
+	ret = seal(c, ck, ret, c->staged ? 1 + (unsigned)files : c->size + 1 + (unsigned)files);
 	if (!ret && c->staged) {
 		if (store_ckpt_level(c->store, name, "local", NULL) == 0)
 			staged(c, name);
 		else
 			log_warn("checkpoint %s: %s", name, err_msg());
 	}
-	if (!ret) {
-		/* coordination: until the slowest rank had its program stopped */
-		log_info("checkpoint %s: %u ranks, %llu pages, coordination %.1f ms, established "
-			 "after %llu ms", name, c->nranks, (unsigned long long)pages,
-			 (double)parked_us / 1000.0, (unsigned long long)(now_ms() - t0));
-	}
 	store_ckpt_free(&ck);
 	/* ranks wait parked for this verdict: all resume together */
-	send_ranks(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
+	send_nodes(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
+	if (!ret) {
+		unsigned nodes = 0;
+
+		for (unsigned i = 0; i < c->nnodes; i++)
+			nodes += c->nodes[i].in_ckpt;
+		/* coordination: until the slowest rank had its program stopped;
+		 * the messages grow with the nodes, not the ranks */
+		log_info("checkpoint %s: %u ranks on %u nodes, %llu pages, coordination %.1f ms, "
+			 "established after %llu ms, messages to node agents %u, from them %u",
+			 name, c->nranks, nodes, (unsigned long long)pages, (double)parked_us / 1000.0,
+			 (unsigned long long)(now_ms() - t0), c->sent, c->received);
+	}
+	reap_nodes(c);
 	if (stop && !ret)
 		c->stopped = 1;
 	if (c->o->interval_ms)
@@ -649,15 +844,35 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	return ret;
 }
 
+/* ranks=<rank>:<pid>@<host>,... nodes=<host>:<agent pid>,...
+ * lost=<rank>:<pid>@<host>,... (ranks that died, alone or with their
+ * node agent, and did not register again); "-" for none */
 static int job_status(struct coord *c, char *out, size_t len)
 {
-	size_t n = 0;
+	size_t n = 0, k;
 
+#define ADD(...) (n += n < len ? (size_t)snprintf(out + n, len - n, __VA_ARGS__) : 0)
+	ADD("ranks=");
+	k = n;
 	for (unsigned i = 0; i < c->nranks && n + 80 < len; i++)
-		n += (size_t)snprintf(out + n, len - n, "%s%d:%d@%s", i ? "," : "", c->ranks[i].rank,
-				      c->ranks[i].pid, c->ranks[i].host);
-	if (!c->nranks)
-		snprintf(out, len, "-");
+		ADD("%s%d:%d@%s", i ? "," : "", c->ranks[i].rank, c->ranks[i].pid, c->ranks[i].host);
+	if (n == k)
+		ADD("-");
+	ADD(" nodes=");
+	k = n;
+	for (unsigned i = 0; i < c->nnodes && n + 80 < len; i++)
+		ADD("%s%s:%d", i ? "," : "", c->nodes[i].host, c->nodes[i].pid);
+	if (n == k)
+		ADD("-");
+	ADD(" lost=");
+	k = n;
+	for (unsigned i = 0; i < c->nnotes && n + 80 < len; i++)
+		if (c->notes[i].kind == NOTE_DIED && rank_index(c, c->notes[i].rank) < 0)
+			ADD("%s%d:%d@%s", n > k ? "," : "", c->notes[i].rank, c->notes[i].pid,
+			    c->notes[i].host);
+	if (n == k)
+		ADD("-");
+#undef ADD
 	return 0;
 }
 
@@ -814,7 +1029,7 @@ static void serve_client(struct coord *c)
 		char ranks[900];
 
 		job_status(c, ranks, sizeof(ranks));
-		reply(fd, "OK job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s ranks=%s", c->o->job,
+		reply(fd, "OK job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s %s", c->o->job,
 		      (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", ranks);
 	} else if (strcmp(line, "STATUS") == 0) {
 		reply(fd, "OK job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
@@ -881,9 +1096,9 @@ static void serve(struct coord *c)
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	while (!c->done) {
-		struct pollfd p[5 + c->nranks];
-		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, irank = -1;
-		unsigned nr = c->nranks;
+		struct pollfd p[5 + c->nnodes];
+		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, inode = -1;
+		unsigned nn = c->nnodes;
 
 		p[n++] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c->sig_fd, POLLIN, 0 };
@@ -899,9 +1114,9 @@ static void serve(struct coord *c)
 			itcp = n;
 			p[n++] = (struct pollfd){ c->tcp_fd, POLLIN, 0 };
 		}
-		irank = n;
-		for (unsigned i = 0; i < nr; i++)
-			p[n++] = (struct pollfd){ c->ranks[i].fd, POLLIN, 0 };
+		inode = n;
+		for (unsigned i = 0; i < nn; i++)
+			p[n++] = (struct pollfd){ c->nodes[i].fd, POLLIN, 0 };
 		if (c->o->interval_ms && (c->channel >= 0 || c->nranks)) {
 			uint64_t t = now_ms();
 
@@ -923,31 +1138,28 @@ static void serve(struct coord *c)
 			close(c->channel);
 			c->channel = -1;
 		}
-		/* a rank speaks only when asked, or to ask for a checkpoint
-		 * (MPIX_Checkpoint); anything else is its end */
-		for (unsigned i = nr; i-- > 0;) {
-			char line[128];
-			int rl;
+		/* node agents: registrations, copies done, ranks that ended or
+		 * died, a checkpoint asked for (MPIX_Checkpoint) */
+		for (unsigned i = nn; i-- > 0;) {
+			char line[512];
 
-			if (!p[irank + (int)i].revents)
+			if (!p[inode + (int)i].revents)
 				continue;
-			rl = read_line(c->ranks[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
-			if (rl == 0 && !strncmp(line, "COPIED ", 7)) {
-				copied(c, line + 7);   /* a staged image reached the global tier */
-				continue;
-			}
-			if (rl != 0 || strcmp(line, "REQUEST") != 0) {
-				rank_ended(c, i);
+			if (read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+				node_gone(c, i);   /* moves the last node into i: visited already */
 				continue;
 			}
-			log_info("rank %d asks for a checkpoint (MPIX_Checkpoint)", c->ranks[i].rank);
+			if (node_line(c, &c->nodes[i], line, NULL, 0) != 1)
+				continue;
+			log_info("the program asks for a checkpoint (MPIX_Checkpoint, through the node "
+				 "agent on %s)", c->nodes[i].host);
 			if (checkpoint(c, 0, name, sizeof(name)) != 0)
 				fprintf(stderr, "stasis: checkpoint asked for by the program failed: %s\n",
 					err_msg());
-			break;   /* the ranks' array may have changed */
+			break;   /* the nodes' array may have changed */
 		}
 		if (itcp >= 0 && p[itcp].revents)
-			accept_rank(c);
+			accept_conn(c);
 		if (p[0].revents)
 			serve_client(c);
 		if (c->o->interval_ms && (c->channel >= 0 || c->nranks) && now_ms() >= c->next_ckpt_ms &&
@@ -996,8 +1208,9 @@ static void coord_fini(struct coord *c)
 		close(c->channel);
 	if (c->sig_fd >= 0)
 		close(c->sig_fd);
-	while (c->nranks)
-		rank_drop(c, c->nranks - 1);
+	for (unsigned i = 0; i < c->nnodes; i++)
+		close(c->nodes[i].fd);
+	free(c->nodes);
 	free(c->ranks);
 	free(c->notes);
 	if (c->tcp_fd >= 0)
@@ -1038,12 +1251,22 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	ret = tcp_listen(c);
 	if (ret)
 		return ret;
+	{
+		unsigned char r[8];
+
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return err_set(-EIO, "cannot get random bytes for the run's id");
+		for (int i = 0; i < 8; i++)
+			snprintf(c->run_id + 2 * i, 3, "%02x", r[i]);
+	}
 	c->child = fork();
 	if (c->child < 0)
 		return err_set(-errno, "fork: %s", strerror(errno));
 	if (c->child == 0) {
 		child_reset();
-		if (job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
+		/* before job_child_env, which passes it on to Open MPI's ranks */
+		if (setenv("STASIS_RUN_ID", c->run_id, 1) != 0 ||
+		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
 				  restore_dir ? rdir : NULL) != 0) {
 			fprintf(stderr, "stasis: %s\n", err_msg());
 			_exit(127);

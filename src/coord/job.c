@@ -243,7 +243,7 @@ static int forward_env(void)
 					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
 					     "STASIS_RESTORE_EARLY", "STASIS_STAGE_DIR",
 					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP",
-					     "STASIS_STAGE_ID" };
+					     "STASIS_STAGE_ID", "STASIS_RUN_ID" };
 	const char *old = getenv("OMPI_MCA_mca_base_env_list");
 	char list[2048];
 	size_t n = 0;

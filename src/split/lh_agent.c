@@ -3,13 +3,18 @@
  * The thread belongs to the lower half (its libc, its TLS) and is never
  * stopped: it can use malloc, stdio and the store while every upper thread
  * is parked, whatever locks of the upper libc those hold. Conversation with
- * the coordinator (docs/coordinator.md, "Ranks"): text lines over TCP.
+ * the node's agent (src/node, docs/coordinator.md "Node agents"), which
+ * speaks for the node's ranks to the coordinator: text lines over a Unix
+ * socket.
  *
- *   rank:  RANK 1 <secret> <rank> <size> <pid> <host> <restarts>
- *   coord: OK | ERR <why>
- *   coord: CHECKPOINT <name>
+ *   rank:  RANK 2 <secret> <rank> <size> <pid> <host> <restarts>
+ *   agent: OK | ERR <why>
+ *   agent: CHECKPOINT <name>
+ *   rank:  PARKED <us> | FAILED <why>
+ *   agent: WRITE | RESUME failed
  *   rank:  DONE <regions> <pages> | FAILED <why>
- *   coord: RESUME | EXIT
+ *   agent: RESUME | RESUME failed | EXIT
+ *   rank:  REQUEST (MPIX_Checkpoint), BYE (MPI_Finalize: it ends)
  *
  * The thread never calls MPI: the checkpoint's MPI calls are jobs it posts
  * to the parked main thread (on_main, below).
@@ -50,6 +55,7 @@
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
 #include "lh_stage.h"
+#include "node/node.h"
 #include "store/store.h"
 
 #define PARK_TIMEOUT_MS 10000
@@ -490,7 +496,7 @@ static int write_image(const char *name, struct lh_dump_info *info)
 static int send_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int send_line(const char *fmt, ...)
 {
-	/* the checkpoint thread and the staging mover (COPIED) both speak */
+	/* the checkpoint thread and the main thread (BYE, REQUEST) both speak */
 	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 	char buf[512];
 	va_list ap;
@@ -511,18 +517,6 @@ static int send_line(const char *fmt, ...)
 	ret = coord_fd >= 0 && send(coord_fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
 	pthread_mutex_unlock(&lock);
 	return ret;
-}
-
-static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void say(const char *fmt, ...)
-{
-	char buf[256];
-	va_list ap;
-
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	send_line("%s", buf);
 }
 
 static int read_line(char *buf, size_t len)
@@ -658,12 +652,12 @@ static void checkpoint(const char *name)
 	if (!strcmp(line, "EXIT")) {
 		/* checkpoint --stop: end the whole job cleanly */
 		on_main(finalize);
+		send_line("BYE");
 		_exit(0);
 	}
-	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says) */
+	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says).
+	 * The node agent copies a staged image to the global tier. */
 	lh_lg->mpix_ok = !strcmp(line, "RESUME");
-	if (lh_lg->mpix_ok && lh_stage_on())
-		lh_stage_copy(name, store, lh_info->world_rank, say);
 	lh_lg->mpix_gen++;
 	resume();
 	return;
@@ -697,29 +691,11 @@ int lh_agent_request(void)
 	return coord_fd >= 0 && send_line("REQUEST") == 0 ? 0 : -1;
 }
 
-static int connect_coord(const char *addr)
+void lh_agent_bye(void)
 {
-	char host[256], *colon;
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
-	int fd = -1;
-
-	snprintf(host, sizeof(host), "%s", addr);
-	colon = strrchr(host, ':');
-	if (!colon)
-		return -EINVAL;
-	*colon = 0;
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
-		return -EHOSTUNREACH;
-	for (a = res; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			break;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	return fd >= 0 ? fd : -ECONNREFUSED;
+	/* the node agent then knows the rank ends, and did not die */
+	if (coord_fd >= 0)
+		send_line("BYE");
 }
 
 static void warn(const char *what)
@@ -731,6 +707,7 @@ static void warn(const char *what)
 void lh_agent_start(uint32_t restarts)
 {
 	const char *addr = getenv("STASIS_COORD_ADDR"), *dir = getenv("STASIS_JOB_DIR");
+	char why[400];
 	char path[PATH_MAX], secret[64] = "", host[128] = "?", line[256];
 	struct sigaction sa;
 	sigset_t all, old;
@@ -780,16 +757,18 @@ void lh_agent_start(uint32_t restarts)
 		warn(err_msg());
 		return;
 	}
-	coord_fd = connect_coord(addr);
-	if (coord_fd < 0) {
-		warn("cannot reach the job's coordinator");
+	/* started before MPI_Init (lh_main.c), by this rank or another of the node */
+	if (node_agent_connect(&coord_fd) != 0) {
+		snprintf(why, sizeof(why), "%s", err_msg());
+		coord_fd = -1;
+		warn(why);
 		return;
 	}
 	gethostname(host, sizeof(host) - 1);
-	send_line("RANK 1 %s %d %d %d %s %u", secret, lh_info->world_rank, lh_info->world_size,
-		  (int)getpid(), host, restarts);
+	send_line("RANK %d %s %d %d %d %s %u", NODE_PROTOCOL_VERSION, secret, lh_info->world_rank,
+		  lh_info->world_size, (int)getpid(), host, restarts);
 	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "OK") != 0) {
-		warn(line[0] ? line : "the coordinator did not answer");
+		warn(line[0] ? line : "the node agent did not answer");
 		close(coord_fd);
 		coord_fd = -1;
 		return;

@@ -39,6 +39,7 @@ static int lh_finalize(void)
 	}
 	lh_info->finalized = 1;
 	lh_done_free();
+	lh_agent_bye();
 	return lh_err(MPI_Finalize());
 }
 

@@ -241,6 +241,9 @@ int lh_coll_wait(uint64_t key, uint32_t *req);
 /* lh_agent.c: ask the job's coordinator for a checkpoint; -1 when the
  * rank has none */
 int lh_agent_request(void);
+/* The program ends (MPI_Finalize): tell the node agent, which otherwise
+ * reports the rank dead when its connection closes */
+void lh_agent_bye(void);
 
 /* lh_p2p.c: arrays of requests (sts_hand_ops) */
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st);

@@ -47,6 +47,7 @@
 #include "lh_ckpt.h"
 #include "lh_fds.h"
 #include "lh_stage.h"
+#include "node/node.h"
 #include "lh_ledger.h"
 
 #define PAGE 4096ul
@@ -576,6 +577,10 @@ int main(int argc, char **argv, char **envp)
 	lh_fds_start();
 
 	stage("mpi");
+	/* the node's agent for the job, started by the node's first rank now,
+	 * before MPI_Init: a fork after it can upset MPI's transports */
+	if (getenv("STASIS_COORD_ADDR") && getenv("STASIS_RUN_ID") && node_agent_ensure() != 0)
+		lh_log(LOG_WARN, "%s; the rank runs without checkpoints", err_msg());
 	level = thread_level();
 	restore = getenv("STASIS_RESTORE_DIR");
 	/* the threads started from here to the end of MPI_Init (MPI's own,

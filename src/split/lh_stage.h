@@ -16,10 +16,6 @@ struct store *lh_stage_store(void);
 /* The image of checkpoint name is durable in the node-local store: older
  * ones of this rank beyond cache_keep go */
 void lh_stage_written(const char *name, int rank);
-/* Checkpoint name was established at level local: copy this rank's image
- * into the global store at idle priority, then say("COPIED <name>") */
-void lh_stage_copy(const char *name, struct store *global, int rank,
-		   void (*say)(const char *fmt, ...));
 /* At a restart from restore_dir (the checkpoint's directory in the global
  * tier): the image the rank reads, its node-local copy when there is one
  * (said at info level); -ENOENT and a message when there is none at all */

@@ -1,10 +1,12 @@
 """Node-local staging (docs/split.md, "Node-local staging"), on one host:
 with staging on, a checkpoint is established at level local once every
-rank's image is in local_dir, then reaches level global when every rank's
-mover copied it; a restart reads the node-local copies, the global one of
-a rank whose local copy is gone, and says which; a rank killed mid-copy
-(fault point split.stage.copy) leaves the checkpoint at level local and
-no global copy selected, and the job restarts from the local copies.
+rank's image is in local_dir, then reaches level global when the node
+agent copied them all; a restart reads the node-local copies, the global
+one of a rank whose local copy is gone, and says which; the node agent
+killed mid-copy (fault point node.copy) leaves the checkpoint at level
+local and no global copy selected, and the job restarts from the local
+copies; a chunk damaged on its way (node.copy.corrupt:fail) is caught by the
+CRC check and never committed.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import re
@@ -69,15 +71,17 @@ def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
 
 
 def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
-    """The job dies while the ranks copy (right after `stasis checkpoint`
+    """The node agent dies while it copies (right after `stasis checkpoint`
     returned): the checkpoint stays at level local, nothing of the global
-    copy counts, and the restart reads the node-local copies."""
-    job = staged_job(tmp_path, STASIS_FAULT="split.stage.copy:kill")
+    copy counts, and the restart reads the node-local copies. The ranks
+    run on to their end, without checkpoints."""
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 3")
     name = job.checkpoint()
-    rc, out, err = job.finish_job()   # the fault kills a rank: the job ends
-    assert rc != 0, out + err
+    rc, out, err = job.finish_job()   # the fault kills the node agent
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert re.search(r"the node agent on \S+ \(pid \d+\) is gone", err), err
     assert level(job, name) == "local"
     assert images(job.ck, name) == []   # a .tmp at most: never committed
     job.env.pop("STASIS_FAULT")
@@ -89,7 +93,7 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
 
 
 def test_wait_global_fails_in_one_line_when_the_job_ends_first(hello, tmp_path):
-    job = staged_job(tmp_path, STASIS_FAULT="split.stage.copy:kill")
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 3")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
@@ -132,3 +136,23 @@ def test_each_node_keeps_the_last_cache_keep_images_of_every_rank(hello, tmp_pat
     kept = sorted(str(p.relative_to(job.local)).split("/", 1)[1]
                   for p in job.local.glob("*/ckpt-*/rank-*.img"))
     assert kept == ["ckpt-000002/rank-00000.img", "ckpt-000002/rank-00001.img"], kept
+
+
+def test_a_chunk_damaged_while_copied_is_never_committed(hello, tmp_path):
+    """node.copy.corrupt:fail flips a byte of the first piece the node agent
+    copies: the chunk's CRC32C no longer matches, the copy is dropped (its
+    .tmp removed), the checkpoint stays at level local, and the agent says
+    why in its log; the next checkpoint reaches level global."""
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy.corrupt:fail")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 2")
+    first = job.checkpoint()
+    second = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip()
+    logs = "".join(p.read_text() for p in job.local.glob("stasis-node.*/*.log"))
+    job.kill()
+    assert (first, second) == ("ckpt-000001", "ckpt-000002")
+    assert re.search(r"rank \d's image of ckpt-000001 stays at level local: \S+rank-0000\d\.img: "
+                     r"section \d+, chunk \d+ \(payload at byte \d+\): CRC32C mismatch", logs), logs
+    assert level(job, first) == "local" and level(job, second) == "global"
+    assert len(images(job.ck, first)) == 1   # the other rank's copy, undamaged
+    assert not list(job.ck.glob(f"*/{first}/*.tmp"))

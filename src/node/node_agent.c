@@ -1,0 +1,751 @@
+/* node_agent.c - the node agent's loop (node.h, docs/coordinator.md "Node
+ * agents"). One thread serves the node's ranks of the job and the
+ * coordinator, in one poll loop; mover threads (stage_copies of them, at
+ * idle CPU and I/O priority) copy the staged images to the global tier.
+ *
+ * A checkpoint, as the agent sees it: CHECKPOINT from the coordinator goes
+ * to every registered rank; when each has said PARKED (or FAILED, or
+ * died) the agent says PARKED <max us> <ranks> (or FAILED <the first
+ * reason>) once; WRITE likewise gives DONE <regions> <pages> <ranks>; the
+ * verdict (RESUME, RESUME failed, EXIT) goes to every rank. Registrations
+ * that arrive during a checkpoint wait for its end.
+ */
+#include "node/node.h"
+
+#include "common/config.h"
+#include "common/err.h"
+#include "common/fault.h"
+#include "common/log.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LINE_MAX_LEN 1024
+#define FIRST_RANK_TIMEOUT_MS (300 * 1000)   /* no rank ever came: give up */
+#define MOVERS_MAX 16
+#define IOPRIO_CLASS_IDLE 3
+#define IOPRIO_WHO_PROCESS 1
+#define IMAGE_FMT "rank-%05d.img"             /* split_format.h's SPLIT_IMAGE_FMT */
+
+int node_sock_listen(const char *path, int *out);   /* node_client.c */
+
+struct conn {
+	int fd;
+	size_t len;
+	char in[LINE_MAX_LEN];
+};
+
+enum rank_state {
+	R_HELLO,    /* connected, RANK line not read yet */
+	R_QUEUED,   /* RANK read during a checkpoint: forwarded after it */
+	R_WAIT,     /* RANK forwarded, the coordinator's answer awaited */
+	R_REG,      /* registered */
+};
+
+struct rank {
+	struct conn c;
+	enum rank_state state;
+	int rank, size, pid;
+	unsigned restarts;
+	char host[64];
+	int in_ckpt, answered, written, leaving;
+};
+
+enum phase { IDLE, COLLECT, ANSWERED };
+
+static struct {
+	struct conn coord;
+	pthread_mutex_t send_lock;
+	int lfd;
+	struct rank **r;
+	unsigned n, cap;
+	int had_ranks;
+	char secret[33], host[64], sock[PATH_MAX];
+	/* the checkpoint under way */
+	enum phase phase;
+	const char *word;             /* PARKED or DONE */
+	char ckpt[64];
+	unsigned waiting, answers;
+	uint64_t max, sum1, sum2;
+	char failed[400];
+	/* staging */
+	struct store *global;
+	const char *stage_dir;
+	char local_job[256];
+} A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .coord = { .fd = -1 } };
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int secret_equal(const char *a, const char *b)
+{
+	unsigned diff = strlen(a) != strlen(b);
+
+	for (size_t i = 0; a[i] && b[i]; i++)
+		diff |= (unsigned)(a[i] ^ b[i]);
+	return diff == 0;
+}
+
+/* ---- lines ---- */
+
+static int send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int send_line(int fd, const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if (n > (int)sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	for (int i = 0; i < n; i++)
+		if (buf[i] == '\n')
+			buf[i] = ' ';
+	buf[n++] = '\n';
+	return fd >= 0 && send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
+}
+
+/* to the coordinator: the loop and the movers both speak */
+static void to_coord(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void to_coord(const char *fmt, ...)
+{
+	char buf[LINE_MAX_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&A.send_lock);
+	send_line(A.coord.fd, "%s", buf);
+	pthread_mutex_unlock(&A.send_lock);
+}
+
+/* What the peer sent: 0, or -EPIPE once it closed (lines read before stay) */
+static int conn_fill(struct conn *c)
+{
+	ssize_t r;
+
+	if (c->len == sizeof(c->in))
+		return -E2BIG;
+	r = read(c->fd, c->in + c->len, sizeof(c->in) - c->len);
+	if (r < 0 && (errno == EINTR || errno == EAGAIN))
+		return 0;
+	if (r <= 0)
+		return -EPIPE;
+	c->len += (size_t)r;
+	return 0;
+}
+
+/* The next whole line in out (1), or none yet (0) */
+static int conn_line(struct conn *c, char *out, size_t len)
+{
+	char *nl = memchr(c->in, '\n', c->len);
+	size_t n;
+
+	if (!nl)
+		return 0;
+	n = (size_t)(nl - c->in);
+	snprintf(out, len, "%.*s", (int)n, c->in);
+	memmove(c->in, nl + 1, c->len - n - 1);
+	c->len -= n + 1;
+	return 1;
+}
+
+/* A line from the coordinator, waiting at most timeout_ms (start-up only) */
+static int coord_line(char *out, size_t len, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+
+	while (!conn_line(&A.coord, out, len)) {
+		struct pollfd p = { A.coord.fd, POLLIN, 0 };
+		uint64_t t = now_ms();
+
+		if (t >= end || poll(&p, 1, (int)(end - t)) <= 0)
+			return -ETIMEDOUT;
+		if (conn_fill(&A.coord) != 0 && !memchr(A.coord.in, '\n', A.coord.len))
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* ---- copies to the global tier ---- */
+
+struct copy {
+	char name[64];
+	int rank;
+	unsigned batch;
+};
+struct batch {
+	char name[64];
+	unsigned left, ok;
+};
+#define COPIES_MAX 1024
+#define BATCHES_MAX 16
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct copy q[COPIES_MAX];
+	unsigned head, tail, busy, started;
+	struct batch b[BATCHES_MAX];
+	unsigned nb;
+} M = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static int copy_rank(struct store *global, const char *name, int rank)
+{
+	char path[PATH_MAX], file[64];
+
+	snprintf(file, sizeof(file), IMAGE_FMT, rank);
+	if (snprintf(path, sizeof(path), "%s/%s/%s/%s", A.stage_dir, A.local_job, name, file) >=
+	    (int)sizeof(path))
+		return err_set(-ENAMETOOLONG, "%s/%s: path too long", A.stage_dir, A.local_job);
+	return node_copy_image(global, path, name, file);
+}
+
+static void *mover(void *arg)
+{
+	const char *tier = getenv("STASIS_STORE_TIER");
+	struct sched_param sp = { 0 };
+	struct store *global = NULL;
+
+	(void)arg;
+	/* a store of its own: the movers commit at once */
+	if (store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"),
+		       getenv("STASIS_JOB_NAME"), &global) != 0)
+		global = NULL;
+	/* the ranks' CPU and I/O come first */
+	pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	syscall(SYS_ioprio_set, IOPRIO_WHO_PROCESS, (int)syscall(SYS_gettid), IOPRIO_CLASS_IDLE << 13);
+	for (;;) {
+		struct copy c;
+		struct batch *b;
+		int ret;
+
+		pthread_mutex_lock(&M.lock);
+		while (M.head == M.tail)
+			pthread_cond_wait(&M.cond, &M.lock);
+		c = M.q[M.head++ % COPIES_MAX];
+		M.busy++;
+		pthread_mutex_unlock(&M.lock);
+		err_clear();
+		ret = global ? copy_rank(global, c.name, c.rank)
+			     : err_set(-EIO, "cannot open the global tier");
+		if (ret)
+			log_warn("node agent on %s: rank %d's image of %s stays at level local: %s",
+				 A.host, c.rank, c.name, err_msg());
+		pthread_mutex_lock(&M.lock);
+		b = &M.b[c.batch];
+		b->ok += ret == 0;
+		/* the node's images of the checkpoint are all copied: one line */
+		if (--b->left == 0 && b->ok && !strcmp(b->name, c.name))
+			to_coord("COPIED %s %u", b->name, b->ok);
+		M.busy--;
+		pthread_cond_broadcast(&M.cond);
+		pthread_mutex_unlock(&M.lock);
+	}
+	return NULL;
+}
+
+static int movers_idle(void)
+{
+	int idle;
+
+	pthread_mutex_lock(&M.lock);
+	idle = M.head == M.tail && !M.busy;
+	pthread_mutex_unlock(&M.lock);
+	return idle;
+}
+
+/* Checkpoint A.ckpt is established at level local: copy the images of the
+ * ranks that wrote one here */
+static void copy_written(void)
+{
+	const char *env = getenv("STASIS_STAGE_COPIES");
+	unsigned movers = env ? (unsigned)atoi(env) : 1, k, n = 0;
+	struct batch *b;
+
+	for (unsigned i = 0; i < A.n; i++)
+		n += A.r[i]->written;
+	if (!n)
+		return;
+	if (!movers)
+		movers = 1;
+	if (movers > MOVERS_MAX)
+		movers = MOVERS_MAX;
+	pthread_mutex_lock(&M.lock);
+	while (M.started < movers) {
+		pthread_t th;
+		sigset_t all, old;
+
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		if (pthread_create(&th, NULL, mover, NULL) != 0) {
+			pthread_sigmask(SIG_SETMASK, &old, NULL);
+			break;
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		pthread_detach(th);
+		M.started++;
+	}
+	k = M.nb++ % BATCHES_MAX;
+	b = &M.b[k];
+	snprintf(b->name, sizeof(b->name), "%s", A.ckpt);
+	b->left = 0;
+	b->ok = 0;
+	for (unsigned i = 0; i < A.n; i++) {
+		if (!A.r[i]->written)
+			continue;
+		if (M.tail - M.head == COPIES_MAX) {
+			log_warn("node agent on %s: too many copies queued; %s stays at level local",
+				 A.host, A.ckpt);
+			break;
+		}
+		M.q[M.tail++ % COPIES_MAX] = (struct copy){ .rank = A.r[i]->rank, .batch = k };
+		snprintf(M.q[(M.tail - 1) % COPIES_MAX].name, 64, "%s", A.ckpt);
+		b->left++;
+	}
+	pthread_cond_broadcast(&M.cond);
+	pthread_mutex_unlock(&M.lock);
+}
+
+/* ---- the ranks ---- */
+
+static void rank_free(unsigned i)
+{
+	close(A.r[i]->c.fd);
+	free(A.r[i]);
+	A.r[i] = A.r[--A.n];
+}
+
+static struct rank *rank_by_number(int rank, enum rank_state state)
+{
+	for (unsigned i = 0; i < A.n; i++)
+		if (A.r[i]->rank == rank && A.r[i]->state == state)
+			return A.r[i];
+	return NULL;
+}
+
+static void phase_answer(void);
+
+/* One of this checkpoint's ranks will not answer */
+static void ckpt_miss(struct rank *r, const char *why)
+{
+	if (!r->in_ckpt)
+		return;
+	r->in_ckpt = 0;
+	if (A.phase != COLLECT || r->answered)
+		return;
+	if (!A.failed[0])
+		snprintf(A.failed, sizeof(A.failed), "rank %d (pid %d on %s) %s", r->rank, r->pid,
+			 r->host, why);
+	A.waiting--;
+	phase_answer();
+}
+
+/* Rank i's connection closed (bye: after BYE, or after EXIT) */
+static void rank_gone(unsigned i, int bye)
+{
+	struct rank *r = A.r[i];
+
+	if (r->state == R_REG || r->state == R_WAIT) {
+		if (bye) {
+			to_coord("BYE %d", r->rank);
+		} else {
+			/* at once: the coordinator fails a checkpoint under way, and
+			 * STATUS shows it */
+			log_warn("node agent on %s: rank %d (pid %d) died", A.host, r->rank, r->pid);
+			to_coord("LOST %d its connection to the node agent on %s closed without a "
+				 "goodbye (killed, or crashed)", r->rank, A.host);
+		}
+		ckpt_miss(r, bye ? "ended during the checkpoint" : "died during the checkpoint");
+	}
+	rank_free(i);
+}
+
+static void forward_rank(struct rank *r)
+{
+	r->state = R_WAIT;
+	to_coord("RANK %d %d %d %s %u", r->rank, r->size, r->pid, r->host, r->restarts);
+}
+
+/* RANK 2 <secret> <rank> <size> <pid> <host> <restarts> */
+static int rank_hello(struct rank *r, const char *line)
+{
+	char secret[128];
+	unsigned version;
+
+	if (sscanf(line, "RANK %u %127s %d %d %d %63s %u", &version, secret, &r->rank, &r->size,
+		   &r->pid, r->host, &r->restarts) != 7) {
+		send_line(r->c.fd, "ERR expected RANK <version> <secret> <rank> <size> <pid> <host> "
+			  "<restarts>");
+		return -EPROTO;
+	}
+	if (version != NODE_PROTOCOL_VERSION) {
+		send_line(r->c.fd, "ERR protocol version %u not supported (this node agent speaks %d)",
+			  version, NODE_PROTOCOL_VERSION);
+		return -EPROTO;
+	}
+	if (!secret_equal(secret, A.secret)) {
+		send_line(r->c.fd, "ERR wrong secret");
+		return -EACCES;
+	}
+	A.had_ranks = 1;
+	if (A.phase != IDLE)
+		r->state = R_QUEUED;
+	else
+		forward_rank(r);
+	return 0;
+}
+
+/* A line of rank i; -1 if the rank is to go */
+static int rank_said(unsigned i, const char *line)
+{
+	struct rank *r = A.r[i];
+	unsigned long long a = 0, b = 0;
+	size_t wl;
+	int k;
+
+	if (r->state == R_HELLO)
+		return rank_hello(r, line) ? -1 : 0;
+	if (!strcmp(line, "BYE")) {
+		rank_gone(i, 1);
+		return 1;
+	}
+	if (r->state != R_REG)
+		return 0;
+	if (!strcmp(line, "REQUEST")) {
+		/* MPIX_Checkpoint; during a checkpoint, that one answers it */
+		if (A.phase == IDLE)
+			to_coord("REQUEST");
+		return 0;
+	}
+	if (A.phase != COLLECT || !r->in_ckpt || r->answered)
+		return 0;
+	wl = strlen(A.word);
+	if (!strncmp(line, A.word, wl) && line[wl] == ' ' &&
+	    (k = sscanf(line + wl, "%llu %llu", &a, &b)) >= 1) {
+		if (a > A.max)
+			A.max = a;
+		A.sum1 += a;
+		A.sum2 += k == 2 ? b : 0;
+		r->written = !strcmp(A.word, "DONE");
+	} else if (!A.failed[0]) {
+		snprintf(A.failed, sizeof(A.failed), "%.399s",
+			 strncmp(line, "FAILED ", 7) ? line : line + 7);
+	}
+	r->answered = 1;
+	A.answers++;
+	A.waiting--;
+	phase_answer();
+	return 0;
+}
+
+/* Every rank of the checkpoint answered the phase: one line for them all */
+static void phase_answer(void)
+{
+	if (A.phase != COLLECT || A.waiting)
+		return;
+	A.phase = ANSWERED;
+	if (A.failed[0])
+		to_coord("FAILED %s", A.failed);
+	else if (!strcmp(A.word, "PARKED"))
+		to_coord("PARKED %llu %u", (unsigned long long)A.max, A.answers);
+	else
+		to_coord("DONE %llu %llu %u", (unsigned long long)A.sum1, (unsigned long long)A.sum2,
+			 A.answers);
+}
+
+/* Send line to the checkpoint's ranks and collect their answers (word) */
+static void phase_begin(const char *line, const char *word)
+{
+	A.phase = COLLECT;
+	A.word = word;
+	A.waiting = A.answers = 0;
+	A.max = A.sum1 = A.sum2 = 0;
+	for (unsigned i = 0; i < A.n; i++) {
+		struct rank *r = A.r[i];
+
+		if (!r->in_ckpt)
+			continue;
+		r->answered = 0;
+		if (send_line(r->c.fd, "%s", line) == 0)
+			A.waiting++;
+		else
+			ckpt_miss(r, "died during the checkpoint");
+	}
+	phase_answer();
+}
+
+/* ---- the coordinator ---- */
+
+static void coord_said(const char *line)
+{
+	int rank, pos = 0;
+	struct rank *r;
+
+	if (sscanf(line, "OK %d", &rank) == 1 && (r = rank_by_number(rank, R_WAIT))) {
+		r->state = R_REG;
+		send_line(r->c.fd, "OK");
+	} else if (sscanf(line, "ERR %d %n", &rank, &pos) == 1 && pos &&
+		   (r = rank_by_number(rank, R_WAIT))) {
+		send_line(r->c.fd, "ERR %s", line + pos);
+		for (unsigned i = 0; i < A.n; i++)
+			if (A.r[i] == r)
+				rank_free(i);
+	} else if (!strncmp(line, "CHECKPOINT ", 11)) {
+		char cmd[128];
+
+		FAULT(NODE_AGENT_CKPT);
+		snprintf(A.ckpt, sizeof(A.ckpt), "%.63s", line + 11);
+		A.failed[0] = 0;
+		for (unsigned i = 0; i < A.n; i++) {
+			A.r[i]->in_ckpt = A.r[i]->state == R_REG;
+			A.r[i]->written = 0;
+		}
+		snprintf(cmd, sizeof(cmd), "CHECKPOINT %s", A.ckpt);
+		phase_begin(cmd, "PARKED");
+	} else if (!strcmp(line, "WRITE")) {
+		phase_begin("WRITE", "DONE");
+	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
+		for (unsigned i = 0; i < A.n; i++) {
+			struct rank *q = A.r[i];
+
+			if (!q->in_ckpt)
+				continue;
+			send_line(q->c.fd, "%s", line);
+			/* after EXIT a rank ends without a goodbye of its own */
+			q->leaving = !strcmp(line, "EXIT");
+		}
+		A.phase = IDLE;
+		if (!strcmp(line, "RESUME") && A.stage_dir && A.global)
+			copy_written();
+		for (unsigned i = 0; i < A.n; i++) {
+			A.r[i]->in_ckpt = 0;
+			if (A.r[i]->state == R_QUEUED)
+				forward_rank(A.r[i]);
+		}
+	} else {
+		log_warn("node agent on %s: unexpected line from the coordinator: %.80s", A.host, line);
+	}
+}
+
+/* ---- start-up ---- */
+
+static int read_secret(void)
+{
+	const char *dir = getenv("STASIS_JOB_DIR");
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/coord.secret", dir ? dir : ".");
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, A.secret, 32) != 32) {
+		if (fd >= 0)
+			close(fd);
+		return err_set(-EACCES, "cannot read the job's secret %s", path);
+	}
+	close(fd);
+	A.secret[32] = 0;
+	return 0;
+}
+
+static int connect_coord(void)
+{
+	const char *addr = getenv("STASIS_COORD_ADDR");
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
+	char host[256], line[LINE_MAX_LEN], *colon;
+	int fd = -1, one = 1;
+
+	snprintf(host, sizeof(host), "%s", addr ? addr : "");
+	colon = strrchr(host, ':');
+	if (!colon)
+		return err_set(-EINVAL, "STASIS_COORD_ADDR '%s' is not host:port", host);
+	*colon = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+		return err_set(-EHOSTUNREACH, "cannot resolve the coordinator's address %s", addr);
+	for (a = res; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return err_set(-ECONNREFUSED, "cannot reach the job's coordinator at %s", addr);
+	setsockopt(fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+	A.coord.fd = fd;
+	send_line(fd, "NODE %d %s %s %d", NODE_PROTOCOL_VERSION, A.secret, A.host, (int)getpid());
+	if (coord_line(line, sizeof(line), 30000) != 0)
+		return err_set(-EPROTO, "the coordinator at %s did not answer", addr);
+	if (strcmp(line, "OK") != 0)
+		return err_set(-EPROTO, "the coordinator at %s refused the node agent: %s", addr,
+			       strncmp(line, "ERR ", 4) ? line : line + 4);
+	return 0;
+}
+
+static int start(void)
+{
+	const char *tier = getenv("STASIS_STORE_TIER");
+	int ret;
+
+	gethostname(A.host, sizeof(A.host) - 1);
+	A.stage_dir = getenv("STASIS_STAGE_DIR");
+	if (A.stage_dir && !*A.stage_dir)
+		A.stage_dir = NULL;
+	snprintf(A.local_job, sizeof(A.local_job), "%s.%s", getenv("STASIS_JOB_NAME"),
+		 getenv("STASIS_STAGE_ID") ? getenv("STASIS_STAGE_ID") : "0");
+	ret = read_secret();
+	ret = ret ? ret : node_sock_path(A.sock, sizeof(A.sock), NULL, 0);
+	if (!ret && A.stage_dir)
+		ret = store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"),
+				 getenv("STASIS_JOB_NAME"), &A.global);
+	ret = ret ? ret : connect_coord();
+	return ret ? ret : node_sock_listen(A.sock, &A.lfd);
+}
+
+static void accept_rank(void)
+{
+	int fd = accept4(A.lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct rank *r;
+
+	if (fd < 0)
+		return;
+	if (A.n == A.cap) {
+		void *v = realloc(A.r, (A.cap = A.cap ? A.cap * 2 : 16) * sizeof(*A.r));
+
+		if (!v) {
+			close(fd);
+			return;
+		}
+		A.r = v;
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r) {
+		close(fd);
+		return;
+	}
+	r->c.fd = fd;
+	r->state = R_HELLO;
+	A.r[A.n++] = r;
+}
+
+static void serve(void)
+{
+	uint64_t started = now_ms();
+
+	for (;;) {
+		struct pollfd p[2 + A.n];
+		unsigned n = A.n;
+		char line[LINE_MAX_LEN];
+		int cgone = 0;
+
+		/* every rank gone, every copy made: the agent's work is done */
+		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle())
+			return;
+		if (!A.had_ranks && now_ms() - started > FIRST_RANK_TIMEOUT_MS) {
+			log_warn("node agent on %s: no rank came in %d s", A.host,
+				 FIRST_RANK_TIMEOUT_MS / 1000);
+			return;
+		}
+		p[0] = (struct pollfd){ A.coord.fd, POLLIN, 0 };
+		p[1] = (struct pollfd){ A.lfd, POLLIN, 0 };
+		for (unsigned i = 0; i < n; i++)
+			p[2 + i] = (struct pollfd){ A.r[i]->c.fd, POLLIN, 0 };
+		if (poll(p, 2 + n, 1000) < 0 && errno != EINTR)
+			return;
+		if (p[0].revents)
+			cgone = conn_fill(&A.coord) != 0;
+		while (conn_line(&A.coord, line, sizeof(line)))
+			coord_said(line);
+		if (cgone) {
+			/* the job is over (or its coordinator died): the ranks run on
+			 * without checkpoints */
+			log_info("node agent on %s: the coordinator closed; %u rank(s) here", A.host, A.n);
+			return;
+		}
+		/* ranks from the last down: rank_free moves the last into a hole */
+		for (unsigned i = n; i-- > 0;) {
+			struct rank *r;
+			int gone, said = 0;
+
+			if (i >= A.n || !p[2 + i].revents)
+				continue;
+			r = A.r[i];
+			gone = conn_fill(&r->c) != 0;
+			while (i < A.n && A.r[i] == r && conn_line(&r->c, line, sizeof(line))) {
+				said = rank_said(i, line);
+				if (said < 0) {
+					rank_free(i);
+					break;
+				}
+				if (said > 0)
+					break;   /* BYE: freed */
+			}
+			if (gone && !said && i < A.n && A.r[i] == r)
+				rank_gone(i, r->leaving);
+		}
+		if (p[1].revents)
+			accept_rank();
+	}
+}
+
+int node_agent_main(int ready_fd)
+{
+	enum log_level level;
+	const char *lv = getenv("STASIS_LOG");
+	int ret;
+
+	signal(SIGPIPE, SIG_IGN);
+	if (lv && log_level_parse(lv, &level) == 0)
+		log_set_level(level);
+	if (cfg_load(NULL) != 0) {
+		fprintf(stderr, "stasis: node agent: %s\n", err_msg());
+		return 1;
+	}
+	ret = start();
+	if (ret) {
+		fprintf(stderr, "stasis: node agent: %s\n", err_msg());
+		return 1;
+	}
+	log_info("node agent on %s (pid %d) serves job %s at %s", A.host, (int)getpid(),
+		 getenv("STASIS_JOB_NAME"), A.sock);
+	if (ready_fd >= 0) {
+		if (write(ready_fd, "1", 1) != 1) {
+			/* the rank that started it gave up waiting: serve anyway */
+		}
+		close(ready_fd);
+	}
+	serve();
+	/* the copies under way stop with the process: their *.tmp never count */
+	unlink(A.sock);
+	close(A.lfd);
+	close(A.coord.fd);
+	return 0;
+}
