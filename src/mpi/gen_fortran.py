@@ -212,9 +212,12 @@ SCALARS = {"int", "MPI_Aint", "MPI_Offset", "MPI_Count"}
 # C functions whose Fortran binding is not the C one's by reference: memory
 # of MPI's, attribute values (address-sized in Fortran), callbacks with
 # Fortran signatures, a variadic one, and MPI_Info_get, whose valuelen
-# bounds its string (the generic rule's buffer would not)
+# bounds its string (the generic rule's buffer would not), and the
+# distributed graph's weights (MPI_UNWEIGHTED is a COMMON variable in
+# Fortran, which the generic rule would pass as an array of weights)
 NOT_MECHANICAL = re.compile(r"attr|keyval|_mem$|errhandler|Pcontrol|^MPI_Op_create$|^MPI_Aint_"
-                            r"|^MPI_Info_get$", re.I)
+                            r"|^MPI_Info_get$|^MPI_Dist_graph_create|^MPI_Dist_graph_neighbors$",
+                            re.I)
 # 0-based in C, 1-based in Fortran (MPI-3.1 17.1.x: the index arguments)
 INDEX_OUT = {("MPI_Waitany", "index"): "one", ("MPI_Testany", "index"): "one",
              ("MPI_Waitsome", "array_of_indices"): "outcount",

@@ -51,14 +51,21 @@ NEUTRAL_SCALARS = {"MPI_Aint": "sts_aint", "MPI_Offset": "sts_offset", "MPI_Coun
 # blocking or not, is counted on its communicator first (lh_coll.c).
 COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gather", "Gatherv",
                "Scatter", "Scatterv", "Allgather", "Allgatherv", "Alltoall", "Alltoallv",
-               "Reduce_scatter", "Reduce_scatter_block"}
+               "Reduce_scatter", "Reduce_scatter_block", "Alltoallw", "Neighbor_allgather",
+               "Neighbor_allgatherv", "Neighbor_alltoall", "Neighbor_alltoallv",
+               "Neighbor_alltoallw"}
 
 # Collectives with no non-blocking form, which keep the thread inside the
 # lower half until every member called them: they pass an entry barrier
 # first, which parks (lh_coll_blocking), on their communicator or on the
 # one the lower half made for the file (lh_io_blocking).
 BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", "Cart_create",
-                    "Cart_sub"}
+                    "Cart_sub", "Graph_create", "Dist_graph_create", "Dist_graph_create_adjacent"}
+
+# A distributed graph's weights: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY differ
+# between the ABIs (2 and 3 in Open MPI's, addresses of variables in
+# MPICH's): sts_weights_in in the upper half, lh_weights in the lower.
+WEIGHTS = {"weights", "sourceweights", "destweights"}
 BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",
                     "File_read_all", "File_write_all", "File_sync"}
 
@@ -168,6 +175,8 @@ def neutral(f, p):
         return "uint32_t"
     if k and p.ptr == 1 and not p.array:
         return "uint32_t *"
+    if k == "Datatype" and p.array and p.const and comm_param(f):
+        return "const uint32_t *"   # one per peer of a collective: type_array()
     if k:
         raise SystemExit(f"{f.name}: handle array {p.name} needs a hand-written wrapper")
     if p.base == "MPI_Status":
@@ -184,6 +193,19 @@ def neutral(f, p):
     if p.array:
         t += "*"
     return t.replace("*", " *").replace("  ", " ")
+
+
+def comm_param(f):
+    """The name of f's communicator argument (not one it makes), None if none."""
+    return next((p.name for p in f.params if p.kind() == "Comm" and p.ptr == 0), None)
+
+
+def type_array(f, p):
+    """The arguments of sts_coll_peers/lh_coll_peers counting a collective's
+    datatypes of array p (MPI_Alltoallw's: one per member of the group, or
+    of the remote group; the neighbourhood ones': one per out-neighbour
+    for those sent, per in-neighbour for those received)."""
+    return f'{1 if "eighbor" in f.short else 0}, {1 if p.name.startswith("send") else 0}'
 
 
 def ops_header(funcs):
@@ -278,7 +300,12 @@ def upper(funcs):
             pre, args, post, nomem = [], [], [], []
             for i, p in enumerate(f.params):
                 k = p.kind()
-                if k and p.ptr == 0:
+                if k == "Datatype" and p.array:
+                    pre.append(f"\tuint32_t *a{i} = sts_types_in({p.name}, "
+                               f"sts_coll_peers({comm_param(f)}, {type_array(f, p)}));")
+                    nomem.append(f"a{i}")
+                    args.append(f"a{i}")
+                elif k and p.ptr == 0:
                     pre.append(f"\tuint32_t a{i} = sts_in(STS_{k.upper()}, STS_HVAL({p.name}));")
                     args.append(f"a{i}")
                 elif k:
@@ -295,6 +322,8 @@ def upper(funcs):
                                 f"\t\tsts_status_out(&a{i}, {p.name});")
                 elif p.name in BUFFERS and p.ptr == 1:
                     args.append(f"sts_buf_in({p.name})")
+                elif p.name in WEIGHTS and p.ptr == 1:
+                    args.append(f"sts_weights_in({p.name})")
                 elif p.name in RANKS_IN and p.ptr == 0:
                     args.append(f"sts_rank_in({p.name})")
                 elif p.name in RANKS_OUT and p.ptr == 1:
@@ -355,10 +384,17 @@ def lower(funcs):
         names.append(f.short)
         ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
         out.append(f"static int lh_{f.short}({ps})\n{{")
-        pre, args, post, nomem = [], [], [], []
+        pre, args, post, nomem, kept = [], [], [], [], []
         for i, p in enumerate(f.params):
             k = p.kind()
-            if k and p.ptr == 0:
+            if k == "Datatype" and p.array:
+                # kept until the request is freed: the MPI may read them until
+                # the collective completes (lh_keep)
+                comm = comm_param(f)
+                kept.append((f"t{i}", f"\tMPI_Datatype *t{i} = lh_types_in({p.name}, lh_coll_peers("
+                             f"(MPI_Comm)(LH_HCAST)lh_real(STS_COMM, {comm}), {type_array(f, p)}));"))
+                args.append(f"t{i}")
+            elif k and p.ptr == 0:
                 args.append(f"({p.base})(LH_HCAST)lh_real(STS_{k.upper()}, {p.name})")
             elif k:
                 init = (f"({p.base})(LH_HCAST)lh_real(STS_{k.upper()}, *{p.name})"
@@ -382,6 +418,8 @@ def lower(funcs):
                 post.append(f"\tif ({p.name})\n\t\tlh_status_out(&r{i}, {p.name});")
             elif p.name in BUFFERS and p.ptr == 1:
                 args.append(f"lh_buf({p.name})")
+            elif p.name in WEIGHTS and p.ptr == 1:
+                args.append(f"lh_weights({p.name})")
             elif p.name in RANKS_IN and p.ptr == 0:
                 args.append(f"lh_rank_in({p.name})")
             elif p.name in RANKS_OUT and p.ptr == 1:
@@ -409,9 +447,16 @@ def lower(funcs):
             out.append(f"\tuint64_t key = {key};\n\tuint32_t req = 0;\n\tMPI_Request r;\n"
                        f"\tint ret = lh_coll_begin({comm}, key, &req);\n\n"
                        "\tif (ret == STS_AGAIN)\n\t\treturn ret;\n\tif (ret == 0) {\n"
+                       + "".join("\t" + line + "\n" for _, line in kept) +
+                       (f"\t\tif ({' || '.join('!' + t for t, _ in kept)}) {{\n"
+                        + "".join(f"\t\t\tfree({t});\n" for t, _ in kept) +
+                        "\t\t\treturn lh_err(MPI_ERR_NO_MEM);\n\t\t}\n" if kept else "") +
                        f"\t\tret = MPI_I{f.short.lower()}({', '.join(args + ['&r'])});\n"
+                       + "".join(f"\t\tif (ret != MPI_SUCCESS)\n\t\t\tfree({t});\n" for t, _ in kept) +
                        "\t\tif (ret != MPI_SUCCESS)\n\t\t\treturn lh_err(ret);\n"
-                       "\t\treq = lh_coll_started(r);\n\t}\n\treturn lh_coll_wait(key, &req);\n}\n")
+                       "\t\treq = lh_coll_started(r);\n"
+                       + "".join(f"\t\tlh_keep(req, {t});\n" for t, _ in kept) +
+                       "\t}\n\treturn lh_coll_wait(key, &req);\n}\n")
             continue
         if f.short[0] == "I" and f.short[1:].capitalize() in COLLECTIVES:
             out.append(f"\tint held = lh_coll_enter({comm});\n\n\tif (held)\n\t\treturn held;")
@@ -419,11 +464,18 @@ def lower(funcs):
             fh = next((p.name for p in f.params if p.kind() == "File" and p.ptr == 0), None)
             on = f"lh_coll_blocking({comm})" if f.short in BLOCKING_ON_COMM else f"lh_io_blocking({fh})"
             out.append(f"\tint held = {on};\n\n\tif (held)\n\t\treturn held;")
+        out += [line for _, line in kept]
+        nomem += [t for t, _ in kept]
         if nomem:
             out.append(f"\tif ({' || '.join('!' + a for a in nomem)}) {{")
             out += [f"\t\tfree({a});" for a in nomem]
             out.append("\t\treturn lh_err(MPI_ERR_NO_MEM);\n\t}")
         out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
+        req = next((p.name for p in f.params if p.kind() == "Request" and p.ptr == 1), None)
+        for t, _ in kept:   # a non-blocking one keeps them with its request
+            post.append(f"\tlh_keep(*{req}, {t});")
+            nomem.remove(t)
+            out.append(f"\tif (ret != MPI_SUCCESS)\n\t\tfree({t});")
         out += [f"\tfree({a});" for a in nomem]
         if post:
             out.append("\tif (ret == MPI_SUCCESS) {")

@@ -69,6 +69,10 @@ struct sts_predef_kind {
 #define STS_DISTRIBUTE_NONE 2
 #define STS_DISTRIBUTE_DFLT_DARG (-1)
 #define STS_ENUM_INVALID (-77)
+/* A distributed graph's weights: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY are
+ * 2 and 3 in Open MPI's ABI, addresses of variables in MPICH's */
+#define STS_UNWEIGHTED ((int *)2)
+#define STS_WEIGHTS_EMPTY ((int *)3)
 
 struct sts_status {
 	int source;

@@ -131,6 +131,18 @@ static inline void *sts_buf_in(const void *p)
 	return p == MPI_IN_PLACE ? STS_IN_PLACE : (void *)p;
 }
 
+static inline int *sts_weights_in(const int *w)
+{
+	return w == MPI_UNWEIGHTED ? STS_UNWEIGHTED : w == MPI_WEIGHTS_EMPTY ? STS_WEIGHTS_EMPTY :
+	       (int *)w;
+}
+
+/* The datatypes one per peer of MPI_Alltoallw or a neighbourhood
+ * collective on comm (uh_conv.c): how many (as lh_coll_peers), and their
+ * neutral handles in new memory (free() it; NULL without memory) */
+int sts_coll_peers(MPI_Comm comm, int neighbor, int out);
+uint32_t *sts_types_in(const MPI_Datatype *v, int n);
+
 static inline int sts_rank_in(int r)
 {
 	if (r >= 0)

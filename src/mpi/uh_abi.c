@@ -60,6 +60,13 @@ static void setup(void)
 #define USER_KIND(v) ((int)(((v) >> 32) & 0xffff))
 #define USER_VALUE(k, n) ((USER_TAG << 48) | ((uint64_t)(k) << 32) | (n))
 #else
+/* MPICH's sentinels of a distributed graph's weights are the addresses of
+ * variables of its library (mpi.h: extern int * const MPI_UNWEIGHTED);
+ * the stand-in has its own */
+static int unweighted, weights_empty;
+int *const MPI_UNWEIGHTED = &unweighted;
+int *const MPI_WEIGHTS_EMPTY = &weights_empty;
+
 #define IS_USER(v) (((v) & 0xf0000000u) == 0x30000000u)
 #define USER_KIND(v) ((int)(((v) >> 24) & 0xf))
 #define USER_VALUE(k, n) (0x30000000u | ((uint64_t)(k) << 24) | (n))

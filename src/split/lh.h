@@ -63,6 +63,22 @@ static inline void *lh_buf(const void *p)
 	return p == STS_IN_PLACE ? MPI_IN_PLACE : (void *)p;
 }
 
+static inline int *lh_weights(const int *w)
+{
+	return w == STS_UNWEIGHTED ? MPI_UNWEIGHTED : w == STS_WEIGHTS_EMPTY ? MPI_WEIGHTS_EMPTY :
+	       (int *)w;
+}
+
+/* The datatypes one per peer of MPI_Alltoallw or a neighbourhood
+ * collective on c (lh_state.c): how many (neighbor 0: the group's or the
+ * remote group's size; 1: out-neighbours when out, else in-neighbours),
+ * and the real ones of n neutral ones in new memory (NULL without it) */
+int lh_coll_peers(MPI_Comm c, int neighbor, int out);
+MPI_Datatype *lh_types_in(const uint32_t *v, int n);
+/* p (malloc'd) is freed with the request req (the arrays the MPI may read
+ * until a non-blocking collective completes) */
+void lh_keep(uint32_t req, void *p);
+
 static inline int lh_rank_in(int r)
 {
 	if (r >= 0)

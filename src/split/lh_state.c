@@ -5,9 +5,14 @@
  * What is recorded is what the real MPI says about the new object, in
  * neutral terms, so that either MPI can build it again:
  *   communicator  its members as world ranks (MPI_Group_translate_ranks),
- *                 and a Cartesian topology's dims and periods; rebuilt with
+ *                 and its topology: a Cartesian one's dims and periods, a
+ *                 graph's index and edges, a distributed graph's
+ *                 neighbours of this rank with their weights, in
+ *                 MPI_Dist_graph_neighbors' order (the order of the
+ *                 neighbourhood collectives); rebuilt with
  *                 MPI_Comm_create_group over MPI_COMM_WORLD (collective over
- *                 the members only) then MPI_Cart_create without reordering
+ *                 the members only) then MPI_Cart_create, MPI_Graph_create
+ *                 or MPI_Dist_graph_create_adjacent without reordering
  *   group         its members as world ranks; MPI_Group_incl
  *   datatype      its construction, decoded with MPI_Type_get_envelope and
  *                 MPI_Type_get_contents down to predefined types (a tree:
@@ -31,11 +36,18 @@
 #include "lh.h"
 #include "lh_ledger.h"
 
+enum { TOPO_NONE, TOPO_CART, TOPO_GRAPH, TOPO_DIST };
+
 struct rec_comm {
 	int n;                  /* members; -1: an intercommunicator */
-	int topo;               /* 0 none, 1 Cartesian, 2 another (graph) */
-	int ndims;
-	int v[];                /* world ranks [n], dims [ndims], periods [ndims] */
+	int topo;               /* TOPO_* */
+	int ndims;              /* Cartesian: dimensions; graph: nodes; distributed
+				 * graph: ints after the world ranks */
+	int v[];                /* world ranks [n], then
+				 * Cartesian: dims [ndims], periods [ndims], coords [ndims]
+				 * graph: index [ndims], edges [index[ndims - 1]]
+				 * distributed graph: indegree, outdegree, weighted,
+				 * sources, their weights, destinations, theirs */
 };
 
 struct rec_group {
@@ -95,11 +107,59 @@ static int *world_ranks(MPI_Group g, int *n)
 	return out;
 }
 
+/* a topology's ints after the world ranks (struct rec_comm) */
+static int topo_ints(MPI_Comm c, int topo, int *nd)
+{
+	int nedges = 0, in = 0, out = 0, weighted = 0;
+
+	*nd = 0;
+	if (topo == MPI_CART) {
+		MPI_Cartdim_get(c, nd);
+		return 3 * *nd;
+	}
+	if (topo == MPI_GRAPH) {
+		MPI_Graphdims_get(c, nd, &nedges);
+		return *nd + nedges;
+	}
+	if (topo == MPI_DIST_GRAPH) {
+		MPI_Dist_graph_neighbors_count(c, &in, &out, &weighted);
+		*nd = 3 + 2 * (in + out);
+		return *nd;
+	}
+	return 0;
+}
+
+static void topo_record(MPI_Comm c, int topo, struct rec_comm *r)
+{
+	int *t = r->v + r->n, nd = r->ndims;
+
+	if (topo == MPI_CART) {
+		r->topo = TOPO_CART;
+		MPI_Cart_get(c, nd, t, t + nd, t + 2 * nd);
+	} else if (topo == MPI_GRAPH) {
+		int nnodes, nedges;
+
+		r->topo = TOPO_GRAPH;
+		MPI_Graphdims_get(c, &nnodes, &nedges);
+		MPI_Graph_get(c, nnodes, nedges, t, t + nnodes);
+	} else if (topo == MPI_DIST_GRAPH) {
+		int in, out, w;
+
+		r->topo = TOPO_DIST;
+		MPI_Dist_graph_neighbors_count(c, &in, &out, &w);
+		t[0] = in;
+		t[1] = out;
+		t[2] = w;
+		MPI_Dist_graph_neighbors(c, in, t + 3, w ? t + 3 + in : MPI_UNWEIGHTED, out,
+					 t + 3 + 2 * in, w ? t + 3 + 2 * in + out : MPI_UNWEIGHTED);
+	}
+}
+
 static void *record_comm(MPI_Comm c)
 {
 	struct rec_comm *r;
 	MPI_Group g;
-	int inter = 0, n = 0, topo = MPI_UNDEFINED, nd = 0, *w;
+	int inter = 0, n = 0, topo = MPI_UNDEFINED, nd = 0, nt, *w;
 
 	MPI_Comm_test_inter(c, &inter);
 	if (inter) {
@@ -114,16 +174,13 @@ static void *record_comm(MPI_Comm c)
 	if (!w)
 		return NULL;
 	MPI_Topo_test(c, &topo);
-	if (topo == MPI_CART)
-		MPI_Cartdim_get(c, &nd);
-	r = lg_calloc(sizeof(*r) + (size_t)(n + 3 * nd) * sizeof(int));
+	nt = topo_ints(c, topo, &nd);
+	r = lg_calloc(sizeof(*r) + (size_t)(n + nt) * sizeof(int));
 	if (r) {
 		r->n = n;
-		r->topo = topo == MPI_CART ? 1 : topo == MPI_UNDEFINED ? 0 : 2;
 		r->ndims = nd;
 		memcpy(r->v, w, (size_t)n * sizeof(int));
-		if (nd)
-			MPI_Cart_get(c, nd, r->v + n, r->v + n + nd, r->v + n + 2 * nd);
+		topo_record(c, topo, r);
 	}
 	free(w);
 	return r;
@@ -422,6 +479,79 @@ void lh_type_forget(void *rec)
 	type_free_rec(rec);
 }
 
+/* ---- the datatypes of MPI_Alltoallw and MPI_Neighbor_alltoallw ---- */
+
+int lh_coll_peers(MPI_Comm c, int neighbor, int out)
+{
+	int n = 0, inter = 0, topo = MPI_UNDEFINED, in, o, w, rank;
+
+	if (!neighbor) {
+		MPI_Comm_test_inter(c, &inter);
+		if (inter)
+			MPI_Comm_remote_size(c, &n);
+		else
+			MPI_Comm_size(c, &n);
+		return n;
+	}
+	MPI_Topo_test(c, &topo);
+	if (topo == MPI_CART) {
+		MPI_Cartdim_get(c, &n);
+		return 2 * n;
+	}
+	if (topo == MPI_GRAPH) {
+		MPI_Comm_rank(c, &rank);
+		MPI_Graph_neighbors_count(c, rank, &n);
+		return n;
+	}
+	if (topo == MPI_DIST_GRAPH && MPI_Dist_graph_neighbors_count(c, &in, &o, &w) == MPI_SUCCESS)
+		return out ? o : in;
+	return 0;
+}
+
+MPI_Datatype *lh_types_in(const uint32_t *v, int n)
+{
+	MPI_Datatype *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(*out));
+
+	if (out)
+		for (int i = 0; i < n; i++)
+			out[i] = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, v[i]);
+	return out;
+}
+
+/* Arrays kept with a request until it is freed, in the lower half's own
+ * memory: a request still holding one at a checkpoint is completed by the
+ * drain, and the fresh lower half of a restart has none. */
+static struct kept {
+	uint32_t req;
+	void *p;
+} *kept;
+static size_t nkept, kept_cap;
+
+void lh_keep(uint32_t req, void *p)
+{
+	if (nkept == kept_cap) {
+		size_t cap = kept_cap ? 2 * kept_cap : 16;
+		struct kept *k = realloc(kept, cap * sizeof(*k));
+
+		if (!k) {
+			free(p);   /* both MPIs build their schedule at the call */
+			return;
+		}
+		kept = k;
+		kept_cap = cap;
+	}
+	kept[nkept++] = (struct kept){ req, p };
+}
+
+static void kept_free(uint32_t req)
+{
+	for (size_t i = 0; i < nkept; i++)
+		if (kept[i].req == req) {
+			free(kept[i].p);
+			kept[i--] = kept[--nkept];
+		}
+}
+
 /* ---- the hooks of lh_handles.c ---- */
 
 void lh_state_created(int kind, uint32_t n)
@@ -466,6 +596,8 @@ void lh_state_freed(int kind, uint32_t n)
 {
 	struct lh_slot *s = lh_slot_of(kind, n);
 
+	if (kind == STS_REQUEST && nkept)
+		kept_free(n);
 	if (!s || !s->rec)
 		return;
 	if (kind == STS_COMM)
@@ -614,8 +746,6 @@ void lh_state_unsupported(char *why, size_t len)
 				snprintf(why, len, "%s", lh_io_unsupported(s->rec));
 			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->n < 0) {
 				snprintf(why, len, "it holds an intercommunicator");
-			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->topo == 2) {
-				snprintf(why, len, "it holds a communicator with a graph topology");
 			} else if (k == STS_GROUP && ((struct rec_group *)s->rec)->n < 0) {
 				snprintf(why, len, "it holds a group with members outside MPI_COMM_WORLD");
 			} else if (k == STS_DATATYPE && ((struct rec_type *)s->rec)->comb == C_BAD) {
@@ -647,21 +777,44 @@ static int cmp_seq(const void *a, const void *b)
 	return x->s->seq < y->s->seq ? -1 : x->s->seq > y->s->seq;
 }
 
+/* c's topology again, without reordering: ranks stay those recorded */
+static int topo_build(const struct rec_comm *r, MPI_Comm c, MPI_Comm *out)
+{
+	const int *t = r->v + r->n, nd = r->ndims;
+
+	switch (r->topo) {
+	case TOPO_CART:
+		return MPI_Cart_create(c, nd, t, t + nd, 0, out);
+	case TOPO_GRAPH:
+		return MPI_Graph_create(c, nd, t, t + nd, 0, out);
+	case TOPO_DIST: {
+		int in = t[0], o = t[1], w = t[2];
+
+		return MPI_Dist_graph_create_adjacent(
+			c, in, t + 3, w ? (int *)t + 3 + in : MPI_UNWEIGHTED, o, t + 3 + 2 * in,
+			w ? (int *)t + 3 + 2 * in + o : MPI_UNWEIGHTED, MPI_INFO_NULL, 0, out);
+	}
+	default:
+		*out = c;
+		return MPI_SUCCESS;
+	}
+}
+
 static int rebuild_comm(struct lh_slot *s)
 {
 	const struct rec_comm *r = s->rec;
 	MPI_Group g;
-	MPI_Comm c, cart;
+	MPI_Comm c, topo;
 	int ret = MPI_Group_incl(world_group(), r->n, r->v, &g);
 
 	if (ret != MPI_SUCCESS)
 		return ret;
 	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5354, &c);
 	MPI_Group_free(&g);
-	if (ret == MPI_SUCCESS && r->topo == 1) {
-		ret = MPI_Cart_create(c, r->ndims, r->v + r->n, r->v + r->n + r->ndims, 0, &cart);
+	if (ret == MPI_SUCCESS && r->topo != TOPO_NONE) {
+		ret = topo_build(r, c, &topo);
 		MPI_Comm_free(&c);
-		c = cart;
+		c = topo;
 	}
 	if (ret == MPI_SUCCESS)
 		s->real = LH_HVAL(c);
