@@ -1,9 +1,5 @@
-/* api.c - libstasis state: initialisation, types, protected regions, errors.
- *
- * One process-wide state (struct api_state): an application has one job and
- * one set of protected regions. Calls are expected from one thread at a time,
- * as with MPI_THREAD_FUNNELED; the library's own threads never touch it.
- */
+/* api.c - libstasis's entry points: initialisation, types, protected
+ * regions, checkpoint and recover, finalize (the state is in state.c). */
 #include "api/api.h"
 #include "common/config.h"
 #include "common/err.h"
@@ -18,38 +14,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-struct api_state api;
-
-static _Thread_local int last_code;
-static _Thread_local char last_text[512];
-
-int api_fail(int code)
-{
-	last_code = code;
-	snprintf(last_text, sizeof(last_text), "%s", err_msg()[0] ? err_msg() : strerror(-code));
-	return code;
-}
-
-const char *stasis_strerror(int code)
-{
-	static _Thread_local char generic[128];
-
-	if (code == 0)
-		return "success";
-	if (code == last_code && last_text[0])
-		return last_text;
-	snprintf(generic, sizeof(generic), "%s", code < 0 ? strerror(-code) : "not an error code");
-	return generic;
-}
-
-double api_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int require_init(const char *fn)
 {
@@ -123,7 +87,7 @@ static int open_stores(void)
 		}
 		ok = ret == 0;
 		flag = ok;
-		api.comm->allreduce_i64(api.ch, &flag, 1, API_MIN);
+		api.comm.ops->allreduce_i64(api.comm.h, &flag, 1, REDUN_MIN);
 		if (!flag)
 			return ret ? ret : err_set(-EIO, "stasis_init: another rank could not open "
 						   "its checkpoint store (see its message)");
@@ -133,59 +97,26 @@ static int open_stores(void)
 	return 0;
 }
 
-/* The rank whose partner copy this rank keeps, if the partners form a
- * permutation (every rank keeps exactly one copy); -1 otherwise. */
-static int partner_permutation(void)
-{
-	int from = -1, kept;
-
-	for (int r = 0; r < api.size; r++) {
-		kept = 0;
-		for (int s = 0; s < api.size; s++) {
-			if (api.partner[s] < 0)
-				return -1;
-			kept += api.partner[s] == r;
-			if (api.partner[s] == r && r == api.rank)
-				from = s;
-		}
-		if (kept != 1)
-			return -1;
-	}
-	return from;
-}
-
 static int find_node_peers(void)
 {
 	api.nodes = calloc((size_t)api.size, sizeof(*api.nodes));
 	if (!api.nodes)
 		return err_set(-ENOMEM, "out of memory");
-	if (api.comm->allgather(api.ch, api.node, API_NAME_LEN, api.nodes))
+	if (api.comm.ops->allgather(api.comm.h, api.node, API_NAME_LEN, api.nodes))
 		return -EIO;
-	api.partner = calloc((size_t)api.size, sizeof(*api.partner));
-	if (!api.partner)
+	api.node_names = calloc((size_t)api.size, sizeof(*api.node_names));
+	if (!api.node_names)
 		return err_set(-ENOMEM, "out of memory");
-	{
-		const char **names = calloc((size_t)api.size, sizeof(*names));
-		int ret;
-
-		if (!names)
-			return err_set(-ENOMEM, "out of memory");
-		for (int r = 0; r < api.size; r++)
-			names[r] = api.nodes[r];
-		ret = redun_layout_partners(api.size, names, api.partner, &api.partner_alone);
-		free(names);
-		if (ret)
-			return ret;
-	}
-	api.partner_from = partner_permutation();
+	for (int r = 0; r < api.size; r++)
+		api.node_names[r] = api.nodes[r];
 	api.one_node = 1;
 	for (int r = 0; r < api.size; r++)
 		api.one_node &= strcmp(api.nodes[r], api.nodes[0]) == 0;
 	api.group_size = (int64_t)cfg_u64(CFG_GROUP_SIZE);
 	api.rs_parity = (int64_t)cfg_u64(CFG_RS_PARITY);
 	/* the rs layout must be the same on every rank: rank 0's */
-	api.comm->bcast(api.ch, &api.group_size, sizeof(api.group_size), 0);
-	api.comm->bcast(api.ch, &api.rs_parity, sizeof(api.rs_parity), 0);
+	api.comm.ops->bcast(api.comm.h, &api.group_size, sizeof(api.group_size), 0);
+	api.comm.ops->bcast(api.comm.h, &api.rs_parity, sizeof(api.rs_parity), 0);
 	api.node_leader = 1;
 	api.node_ranks = 0;
 	for (int r = 0; r < api.size; r++) {
@@ -198,13 +129,27 @@ static int find_node_peers(void)
 	return 0;
 }
 
+/* The progress thread, over its own TCP link between the ranks (the
+ * application's MPI may not be thread-safe); one rank needs no link. */
+static int start_progress(void)
+{
+	struct redun_comm link = { &redun_comm_serial, NULL };
+	int ret = api.size > 1 ? redun_link_open(&api.comm, &link) : 0;
+
+	if (ret)
+		return ret;
+	ret = redun_progress_start(&link, strcmp(cfg_str(CFG_PROGRESS_PRIORITY), "idle") == 0,
+				   &api.progress);
+	return ret ? err_set(ret, "rank %d: %s", api.rank, err_msg()) : 0;
+}
+
 int api_init_common(const char *config)
 {
 	char name[64], msg[API_MSG_LEN] = "";
 	int ret, bad;
 
-	api.rank = api.comm->rank(api.ch);
-	api.size = api.comm->size(api.ch);
+	api.rank = api.comm.ops->rank(api.comm.h);
+	api.size = api.comm.ops->size(api.comm.h);
 	ret = cfg_load(config);
 	/* a rank whose configuration is bad must not leave the others waiting
 	 * in a collective: every rank fails, naming it */
@@ -220,7 +165,7 @@ int api_init_common(const char *config)
 	sanitize(api.node);
 	derive_job(api.job);
 	/* every rank must file under rank 0's job name and use its layout */
-	ret = api.comm->bcast(api.ch, api.job, sizeof(api.job), 0);
+	ret = api.comm.ops->bcast(api.comm.h, api.job, sizeof(api.job), 0);
 	ret = ret ? ret : find_node_peers();
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
@@ -230,13 +175,12 @@ int api_init_common(const char *config)
 	ret = ret ? ret : open_stores();
 	if (ret)
 		goto fail;
-	api.async = strcmp(cfg_str(CFG_ASYNC), "on") == 0;
-	if (api.async) {
-		ret = api_progress_start();
+	if (strcmp(cfg_str(CFG_ASYNC), "on") == 0) {
+		ret = start_progress();
 		bad = api_agree(ret == 0, msg);
 		if (bad < api.size) {
 			/* the message names the rank that failed (link.c, progress.c) */
-			api_progress_stop();
+			redun_progress_stop(&api.progress);
 			ret = err_set(ret ? ret : -EIO, "stasis_init: %s", msg);
 			goto fail;
 		}
@@ -253,15 +197,14 @@ int api_init_common(const char *config)
 
 fail:
 	api.initialized = 0;
-	api_progress_stop();
+	redun_progress_stop(&api.progress);
 	store_close(&api.global);
 	store_close(&api.local);
 	free(api.nodes);
 	api.nodes = NULL;
-	free(api.partner);
-	api.partner = NULL;
-	api.comm->free(api.ch);
-	api.comm = NULL;
+	free(api.node_names);
+	api.node_names = NULL;
+	redun_comm_close(&api.comm);
 	return api_fail(ret);
 }
 
@@ -270,8 +213,8 @@ int stasis_init_serial(const char *config)
 	err_clear();
 	if (api.initialized)
 		return api_fail(err_set(-EALREADY, "stasis_init_serial: already initialized"));
-	api.comm = &api_comm_serial;
-	api.ch = NULL;
+	api.comm.ops = &redun_comm_serial;
+	api.comm.h = NULL;
 	return api_init_common(config);
 }
 
@@ -427,7 +370,7 @@ int stasis_recover(void)
 
 	if (ret)
 		return ret;
-	api_progress_wait(0, 0);        /* the caches hold what they will hold */
+	api_upgrades_wait(0, 0);        /* the caches hold what they will hold */
 	ret = api_ckpt_recover(-1);
 	return ret ? api_fail(ret) : 0;
 }
@@ -440,7 +383,7 @@ int stasis_recover_var(int id)
 		return ret;
 	if (!api_var_find(id))
 		return api_fail(err_set(-ENOENT, "stasis_recover_var: id %d is not protected", id));
-	api_progress_wait(0, 0);
+	api_upgrades_wait(0, 0);
 	ret = api_ckpt_recover(id);
 	return ret ? api_fail(ret) : 0;
 }
@@ -475,7 +418,7 @@ int stasis_checkpoint_wait(void)
 
 	if (ret)
 		return ret;
-	ret = api_progress_wait(0, 1);
+	ret = api_upgrades_wait(0, 1);
 	return ret ? api_fail(err_set(-EIO, "stasis_checkpoint_wait: %s", err_msg())) : 0;
 }
 
@@ -486,9 +429,9 @@ int stasis_finalize(void)
 	if (ret)
 		return ret;
 	/* every upgrade finishes first: the job's redundancy is what it promised */
-	if (api_progress_wait(0, 1))
+	if (api_upgrades_wait(0, 1))
 		log_warn("rank %d: %s", api.rank, err_msg());
-	api_progress_stop();
+	redun_progress_stop(&api.progress);
 	/* spare files are for this run's next checkpoints: give the memory
 	 * back. No rank of the node writes into the cache any more: every
 	 * write of a checkpoint or an upgrade precedes the agreement that ends
@@ -499,10 +442,10 @@ int stasis_finalize(void)
 	store_close(&api.global);
 	store_close(&api.local);
 	free(api.nodes);
-	free(api.partner);
+	free(api.node_names);
 	free(api.vars);
 	free(api.types);
-	api.comm->free(api.ch);
+	redun_comm_close(&api.comm);
 	memset(&api, 0, sizeof(api));
 	api.finalized = 1;
 	return 0;

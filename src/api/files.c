@@ -129,7 +129,7 @@ int stasis_start_output(const char *label)
 	{
 		int64_t lv = api_level_resolve(STASIS_LEVEL_AUTO);
 
-		api.comm->bcast(api.ch, &lv, sizeof(lv), 0);     /* rank 0's is everyone's */
+		api.comm.ops->bcast(api.comm.h, &lv, sizeof(lv), 0);     /* rank 0's is everyone's */
 		io.level = (int)lv;
 	}
 	if (io.level <= 0)
@@ -151,7 +151,7 @@ int stasis_start_output(const char *label)
 		reset();
 		return api_fail(err_set(-EIO, "stasis_start_output: %s", msg));
 	}
-	api.comm->bcast(api.ch, io.ckpt, sizeof(io.ckpt), 0);
+	api.comm.ops->bcast(api.comm.h, io.ckpt, sizeof(io.ckpt), 0);
 	if (io.where == api.global)
 		ret = api.rank == 0 ? 0 : store_ckpt_join(api.global, io.ckpt, &io.c);
 	else
@@ -231,12 +231,12 @@ int stasis_complete_output(int valid)
 			ret = err_set(ret, "routed file %s was not written", io.files[i].path);
 	}
 	ret = ret ? ret : write_list();
-	api.comm->allreduce_i64(api.ch, &valid_all, 1, API_MIN);
+	api.comm.ops->allreduce_i64(api.comm.h, &valid_all, 1, REDUN_MIN);
 	bad = api_agree(ret == 0 && valid, msg);
 	counts = calloc((size_t)api.size, sizeof(*counts));
 	count = (int64_t)io.n + 1;
 	if (counts)
-		api.comm->allgather(api.ch, &count, sizeof(count), counts);
+		api.comm.ops->allgather(api.comm.h, &count, sizeof(count), counts);
 	for (int r = 0; counts && r < api.size; r++) {
 		total += (unsigned)counts[r];
 		on_node += strcmp(api.nodes[r], api.node) == 0 ? (unsigned)counts[r] : 0;
@@ -268,7 +268,7 @@ fail:
 		store_ckpt_abort(io.c, msg);
 	if (api.rank == 0 && io.gc)
 		store_ckpt_abort(io.gc, msg);
-	api.comm->barrier(api.ch);      /* FAILED recorded before any rank returns */
+	api.comm.ops->barrier(api.comm.h);      /* FAILED recorded before any rank returns */
 	ret = err_set(valid_all ? -EIO : -ECANCELED, "output set %s (%s) failed: rank %d: %s",
 		      io.label, io.ckpt, bad, msg[0] ? msg : "invalid");
 	reset();
@@ -359,11 +359,11 @@ int stasis_start_restart(char *label, size_t len)
 			continue;
 		if (api.rank == 0)
 			is_output = output_info(names[c], io.label, &level);
-		api.comm->bcast(api.ch, &is_output, sizeof(is_output), 0);
+		api.comm.ops->bcast(api.comm.h, &is_output, sizeof(is_output), 0);
 		if (!is_output)
 			continue;
-		api.comm->bcast(api.ch, &level, sizeof(level), 0);
-		api.comm->bcast(api.ch, io.label, sizeof(io.label), 0);
+		api.comm.ops->bcast(api.comm.h, &level, sizeof(level), 0);
+		api.comm.ops->bcast(api.comm.h, io.label, sizeof(io.label), 0);
 		snprintf(io.ckpt, sizeof(io.ckpt), "%.63s", names[c]);
 		io.level = (int)level;
 		io.where = level == STASIS_LEVEL_GLOBAL ? api.global : api.local;

@@ -26,7 +26,7 @@ static double daly_interval(double cost, double mtbf)
 
 static int decide(int64_t *flag)
 {
-	int ret = api.comm->bcast(api.ch, flag, sizeof(*flag), 0);
+	int ret = api.comm.ops->bcast(api.comm.h, flag, sizeof(*flag), 0);
 
 	return ret ? api_fail(ret) : 0;
 }

@@ -1,5 +1,10 @@
-/* redundancy.h - redundancy schemes: parity over equal-length blocks in memory,
- * and where each rank's redundancy goes (groups, partners).
+/* redundancy.h - the redundancy engine: parity over equal-length blocks in
+ * memory, where each rank's redundancy goes (groups, partners), and the
+ * levels (single, partner, rs, global) applied to a set of files in the
+ * store's tiers, over a transport, by an idle-priority progress engine.
+ * The second half of this header (after "the engine") is the part callers
+ * other than libstasis use: a node agent holding a rank's image file in a
+ * tier asks for a level of that file set with redun_upgrade().
  *
  * A scheme is a table of operations chosen by name (redun_find): "xor" (k data
  * blocks + 1 parity block, the XOR of the data) and "rs" (k data + m parity,
@@ -90,5 +95,175 @@ int redun_layout_groups(int nranks, const char *const node[], unsigned group_siz
  * position p mod n on the next node, which has n ranks. A rank may therefore
  * hold several copies, or none. A pure function of its input. */
 int redun_layout_partners(int nranks, const char *const node[], int partner[], int *alone);
+
+/* ==== the engine: levels over a set of files (docs/redundancy.md) ====
+ *
+ * A file set has one member per rank of a communicator. Member r's file is
+ * REDUN_FILE (rank-<r>.img) in checkpoint `ckpt` of its node's tier, already
+ * committed and sealed there (the level adds redundancy to an established
+ * checkpoint, under the store's ANNEX records). Every call below is
+ * collective over the communicator: each member calls it with the same set
+ * description, and every member returns the same verdict (a member that
+ * fails still takes part in every exchange, so the others never wait for
+ * bytes that do not come). */
+
+#define REDUN_MSG_LEN 384
+#define REDUN_FILE "rank-%05d.img"        /* member r's file */
+#define REDUN_PARTNER_FILE "partner-%05d.img" /* the copy of member r's file on its partner's node */
+#define REDUN_RS_FILE "rs-%05d.img"       /* the parity member r holds */
+
+struct store;
+struct img_writer_opts;
+
+/* -- transport: a table of operations; the job's MPI (redun_comm_mpi), the
+ * TCP link (redun_link_open), one process (redun_comm_serial) -- */
+
+enum redun_op { REDUN_MIN, REDUN_MAX, REDUN_SUM };
+
+struct redun_comm_ops {
+	const char *name;
+	int (*rank)(void *h);
+	int (*size)(void *h);
+	int (*barrier)(void *h);
+	/* In place, element-wise over n values. */
+	int (*allreduce_i64)(void *h, int64_t *v, size_t n, enum redun_op op);
+	int (*bcast)(void *h, void *buf, size_t len, int root);
+	/* Every rank contributes len bytes; all receive size * len bytes. */
+	int (*allgather)(void *h, const void *mine, size_t len, void *all);
+	/* Blocking point to point; callers pair them in one global order. */
+	int (*send)(void *h, const void *buf, size_t len, int dest);
+	int (*recv)(void *h, void *buf, size_t len, int src);
+	/* Send to dest and receive from src at once. A length of 0 sends or
+	 * receives nothing at all (no empty message). */
+	int (*sendrecv)(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
+			int src);
+	void (*free)(void *h);
+};
+
+struct redun_comm {
+	const struct redun_comm_ops *ops;
+	void *h;                /* the backend's handle, owned by the comm */
+};
+
+extern const struct redun_comm_ops redun_comm_serial;   /* one rank, h NULL */
+
+#ifdef MPI_VERSION
+/* The MPI backend on a duplicate of comm (only for callers that include
+ * <mpi.h> first; built once per MPI library, as comm_mpi.c). */
+int redun_comm_mpi(MPI_Comm comm, struct redun_comm *out);
+#endif
+
+/* The TCP link: a transport of its own between the members of job (another
+ * communicator, used only here to exchange addresses and a secret), for
+ * threads that must not call the job's MPI. Collective over job.
+ * out: *out, released with redun_comm_close. Configuration: link_address,
+ * link_timeout. */
+int redun_link_open(const struct redun_comm *job, struct redun_comm *out);
+/* Free the backend's handle; *c becomes empty. */
+void redun_comm_close(struct redun_comm *c);
+
+/* Collective: the lowest rank whose ok is 0 (the communicator's size if
+ * none); msg gets that rank's err_msg(). A failing communicator counts as
+ * rank 0 failing, with its message. */
+int redun_agree(const struct redun_comm *c, int ok, char msg[REDUN_MSG_LEN]);
+
+/* -- levels -- */
+
+struct redun_set {
+	const char *ckpt;               /* the checkpoint's name, the same in every tier */
+	struct store *local;            /* this member's node tier: its file, copies, parity */
+	struct store *global;           /* the global tier (level global, flush); or NULL */
+	int nranks;                     /* the communicator's size */
+	const char *const *node;        /* node[nranks]: where each member runs now */
+	const char *const *node_then;   /* where each ran when the checkpoint was taken
+					 * (its layout); NULL: node */
+	const int64_t *size;            /* size[nranks]: each member's file */
+	unsigned group_size, rs_parity; /* rs: group size (2..255), parity per group */
+	const struct img_writer_opts *writer;   /* for parity images; NULL: defaults */
+	const char *producer;           /* the "producer" of parity images */
+};
+
+/* A level: "single", "partner", "rs" or "global" (a table of operations,
+ * one file each: level_*.c). NULL with a message naming them if unknown. */
+struct redun_level;
+const struct redun_level *redun_level_find(const char *name);
+const char *redun_level_name(const struct redun_level *level);
+
+/* Stages at which a caller's hook may fail this member (its fault points). */
+enum redun_stage {
+	REDUN_STAGE_BEGIN,              /* before the level's copies */
+	REDUN_STAGE_RECORD,             /* before rank 0 records the level (rank 0 only) */
+};
+
+struct redun_request {
+	const struct redun_level *level;
+	int flush;                      /* also copy every file to the global tier */
+	/* Optional: a nonzero return fails this member at that stage. */
+	int (*stage)(void *arg, enum redun_stage st);
+	void *arg;
+};
+
+/* Collective: bring checkpoint set->ckpt to req's level. The level's copies
+ * (partner copies, rs parity, the flush) are files of the checkpoint's annex
+ * in set->local (set->global for the flush); then rank 0 records the level
+ * reached in set->global's index (set->local's when there is no global
+ * tier). Partner and rs degrade, with a warning, where a member has no
+ * other node. Returns 0, or -EIO with "checkpoint C stays established at
+ * level L: why" on every member when some copy failed (what was reached is
+ * recorded all the same). Single without flush does nothing. */
+int redun_upgrade(const struct redun_set *set, const struct redun_comm *c,
+		  const struct redun_request *req);
+
+/* Where recovery found a member's file: in checkpoint ckpt of store s, or
+ * (ckpt "") in a scratch file of s's job directory. */
+struct redun_found {
+	struct store *s;
+	char ckpt[64];
+	char name[64];
+	char scratch[2][64];            /* scratch files to remove after use ("": none) */
+	struct store *scratch_in;       /* the store holding them */
+};
+
+/* The caller's check of a candidate file (chunk CRCs, image identity):
+ * 0 to take it, else a negative errno with a message. Called only on the
+ * member that needs the file. */
+typedef int (*redun_accept_fn)(void *arg, struct store *s, const char *ckpt, const char *name);
+
+/* Collective: every member without a good file of its own (have_own 0)
+ * gets one through the level: single and global fetch it from the node
+ * where it ran when the checkpoint was taken; partner from the node
+ * holding its partner copy; rs rebuilds it from its group's files and
+ * parity. With flushed (or level global), the global tier's copy is the
+ * last resort. Every candidate goes through accept; *found says where the
+ * accepted one is (remove its scratch files with redun_found_drop once
+ * read). Returns 0 (this member has a file: its own, or *found), or a
+ * negative errno with a message (each member its own: the caller agrees). */
+int redun_recover(const struct redun_level *level, const struct redun_set *set,
+		  const struct redun_comm *c, int have_own, int flushed, redun_accept_fn accept,
+		  void *arg, struct redun_found *found);
+void redun_found_drop(struct redun_found *found);
+
+/* -- the progress engine: upgrades on a thread at idle priority -- */
+
+/* A unit of work, run on the progress thread with its communicator. The
+ * engine calls free once run returned. */
+struct redun_task {
+	int (*run)(struct redun_task *t, const struct redun_comm *c);
+	void (*free)(struct redun_task *t);
+	struct redun_task *next;        /* the queue's */
+};
+
+struct redun_progress;
+/* Start the thread; it takes over comm (closed by redun_progress_stop).
+ * idle: run at SCHED_IDLE except while someone waits for it. */
+int redun_progress_start(struct redun_comm *comm, int idle, struct redun_progress **out);
+/* Queue a task (never fails: every member runs the same tasks in order). */
+void redun_progress_queue(struct redun_progress *p, struct redun_task *t);
+/* Wait until at most `pending` tasks are queued or running, at normal
+ * priority meanwhile. With report, returns (and forgets) the error of a task
+ * that failed since the last report, with its message. */
+int redun_progress_wait(struct redun_progress *p, unsigned pending, int report);
+/* Finish every task, stop the thread, close its comm; *p becomes NULL. */
+void redun_progress_stop(struct redun_progress **p);
 
 #endif

@@ -1,4 +1,4 @@
-/* rs.c - the RS level: Reed-Solomon parity across a group of ranks on
+/* level_rs.c - RS: Reed-Solomon parity across a group of members on
  * distinct nodes, and the rebuild of lost members.
  *
  * A group of n ranks (one per node, src/redundancy's layout) tolerates the
@@ -17,15 +17,13 @@
  * store's commit like any image. The sizes of all images and the layout
  * inputs are in checkpoint.json, so a rebuild needs nothing from a lost node.
  * Encoding moves cells in rounds of paired exchanges inside each group
- * (api_rs_encode); the rebuild in one global order, so blocking send and
+ * (rs_apply); the rebuild in one global order, so blocking send and
  * receive pair up.
  */
-#include "api/api.h"
-#include "api/rs.h"
+#include "redundancy/level.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "image/image.h"
-#include "redundancy/redundancy.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -88,22 +86,22 @@ static void plan_free(struct rs_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
-static int plan_make(int nranks, const char (*nodes)[API_NAME_LEN], const int64_t *sizes,
-		     unsigned group_size, unsigned parity, struct rs_plan *p)
+/* The layout of the checkpoint: where the members ran when it was taken. */
+static int plan_make(const struct redun_set *set, struct rs_plan *p)
 {
-	const char **names = calloc((size_t)nranks, sizeof(*names));
-	int alone = 0, ret;
+	const char *const *names = set->node_then ? set->node_then : set->node;
+	const int64_t *sizes = set->size;
+	unsigned parity = set->rs_parity;
+	int nranks = set->nranks, alone = 0, ret;
 
 	memset(p, 0, sizeof(*p));
 	p->group_of = calloc((size_t)nranks, sizeof(int));
 	p->index_of = calloc((size_t)nranks, sizeof(int));
-	if (!names || !p->group_of || !p->index_of) {
+	if (!p->group_of || !p->index_of) {
 		ret = err_set(-ENOMEM, "out of memory");
 		goto out;
 	}
-	for (int r = 0; r < nranks; r++)
-		names[r] = nodes[r];
-	ret = redun_layout_groups(nranks, names, group_size, p->group_of, &p->ngroups, &alone);
+	ret = redun_layout_groups(nranks, names, set->group_size, p->group_of, &p->ngroups, &alone);
 	if (ret)
 		goto out;
 	p->group = calloc((size_t)p->ngroups, sizeof(*p->group));
@@ -138,7 +136,6 @@ static int plan_make(int nranks, const char (*nodes)[API_NAME_LEN], const int64_
 		ret = redun_create(redun_find("rs"), (unsigned)g->k, (unsigned)g->m, &g->ctx);
 	}
 out:
-	free(names);
 	if (ret)
 		plan_free(p);
 	return ret;
@@ -160,62 +157,40 @@ static uint8_t *seg_alloc(uint64_t seg)
 	return malloc(len);
 }
 
-/* len bytes of this rank's image at offset off (zero past its end). */
-static int read_slice(const char *path, uint64_t size, uint64_t off, uint64_t len, uint8_t *buf)
+/* len bytes of this member's file at offset off (zero past its end). */
+static int read_slice(struct store_io *in, uint64_t size, uint64_t off, uint64_t len, uint8_t *buf)
 {
 	uint64_t n = off >= size ? 0 : size - off < len ? size - off : len;
-	ssize_t got = 0;
-	int fd;
 
 	memset(buf + n, 0, len - n);    /* only the padding */
 	if (!n)
 		return 0;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	while (fd >= 0 && (uint64_t)got < n) {
-		ssize_t r = pread(fd, buf + got, n - (uint64_t)got, (off_t)(off + (uint64_t)got));
-
-		if (r <= 0)
-			break;
-		got += r;
-	}
-	if (fd >= 0)
-		close(fd);
-	return (uint64_t)got == n ? 0 : err_set(-EIO, "%s: cannot read %" PRIu64 " bytes at %" PRIu64,
-						 path, n, off);
+	if (!in)
+		return err_set(-ENOENT, "rs: this member's file is not readable");
+	return store_io_read(in, buf, (size_t)n, off);
 }
 
-/* Segment q of this rank's image at path, zero-padded to seg bytes. */
-static int read_segment(const char *path, uint64_t size, uint64_t seg, int q, uint8_t *buf)
+/* Segment q of this member's file, zero-padded to seg bytes. */
+static int read_segment(struct store_io *in, uint64_t size, uint64_t seg, int q, uint8_t *buf)
 {
-	return read_slice(path, size, (uint64_t)q * seg, seg, buf);
-}
-
-static int send_status(int ok, int dest)
-{
-	int64_t v = ok;
-
-	return api_send(&v, sizeof(v), dest);
-}
-
-static int recv_status(int src, int64_t *ok)
-{
-	return api_recv(ok, sizeof(*ok), src);
+	return read_slice(in, size, (uint64_t)q * seg, seg, buf);
 }
 
 /* Send one cell (status, then seg bytes when ok) or receive it into buf. */
-static int move_cell(int from, int to, int ok, const uint8_t *src, uint8_t *dst, uint64_t seg,
-		     int64_t *got)
+static int move_cell(const struct redun_comm *c, int from, int to, int ok, const uint8_t *src,
+		     uint8_t *dst, uint64_t seg, int64_t *got)
 {
-	int ret = 0;
+	int64_t v = ok;
+	int ret = 0, me = redun_rank(c);
 
-	if (api.rank == from) {
-		ret = send_status(ok, to);
+	if (me == from) {
+		ret = c->ops->send(c->h, &v, sizeof(v), to);
 		if (!ret && ok)
-			ret = api_send(src, seg, to);
-	} else if (api.rank == to) {
-		ret = recv_status(from, got);
+			ret = c->ops->send(c->h, src, seg, to);
+	} else if (me == to) {
+		ret = c->ops->recv(c->h, got, sizeof(*got), from);
 		if (!ret && *got)
-			ret = api_recv(dst, seg, from);
+			ret = c->ops->recv(c->h, dst, seg, from);
 	}
 	return ret;
 }
@@ -244,13 +219,14 @@ static int parity_of(const struct rs_group *g, int col, int i)
  * has_send is 0) while it receives the next cell from src into dst (or
  * nothing). A status word goes first each way, so a member that cannot
  * read its image says so and nobody waits for bytes that never come. */
-static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, int src, int has_recv,
+static int exchange_cell(const struct redun_comm *c, int dest, int has_send, int ok, const uint8_t *cell, int src, int has_recv,
 			 uint8_t *dst, uint64_t seg, int64_t *got)
 {
 	int64_t out = ok, in = 0;
 	int ret;
 
-	ret = api_sendrecv(&out, has_send ? sizeof(out) : 0, dest, &in, has_recv ? sizeof(in) : 0, src);
+	ret = c->ops->sendrecv(c->h, &out, has_send ? sizeof(out) : 0, dest, &in,
+			       has_recv ? sizeof(in) : 0, src);
 	if (ret)
 		return ret;
 	*got = has_recv ? in : 1;
@@ -258,8 +234,8 @@ static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, in
 	for (uint64_t off = 0; !ret && off < seg; off += CELL_PIECE) {
 		size_t n = seg - off < CELL_PIECE ? (size_t)(seg - off) : CELL_PIECE;
 
-		ret = api_sendrecv(cell + off, has_send && ok ? n : 0, dest, dst ? dst + off : NULL,
-				   has_recv && in ? n : 0, src);
+		ret = c->ops->sendrecv(c->h, cell + off, has_send && ok ? n : 0, dest,
+				       dst ? dst + off : NULL, has_recv && in ? n : 0, src);
 	}
 	return ret;
 }
@@ -275,9 +251,13 @@ static int exchange_cell(int dest, int has_send, int ok, const uint8_t *cell, in
  * the others (rs_parity > 1) are kept whole until their turn. */
 #define RS_SLICE (8u << 20)
 
-int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
-		  const int64_t *sizes, int *degraded)
+static int rs_apply(const struct redun_set *set, const struct redun_comm *c, struct store_ckpt *lc,
+		    int *degraded)
 {
+	const int64_t *sizes = set->size;
+	const char *ckpt = set->ckpt;
+	struct store_io *own = NULL;
+	int rank = redun_rank(c), nranks = set->nranks;
 	struct rs_plan p;
 	struct rs_group *g;
 	struct img_writer_opts opts;
@@ -289,16 +269,15 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 	char file[32], name[32];
 	int ret, me, err = 0, nheld = 0;
 
-	ret = plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
-			(unsigned)api.group_size, (unsigned)api.rs_parity, &p);
+	ret = plan_make(set, &p);
 	if (ret) {
-		char msg[API_MSG_LEN];
+		char msg[REDUN_MSG_LEN];
 
-		api_agree(0, msg);      /* the others' agreement on their buffers, below */
+		redun_agree(c, 0, msg);      /* the others' agreement on their buffers, below */
 		return ret;
 	}
-	g = &p.group[p.group_of[api.rank]];
-	me = p.index_of[api.rank];
+	g = &p.group[p.group_of[rank]];
+	me = p.index_of[rank];
 	*degraded = g->n < 2;
 	if (!*degraded) {
 		/* held[h]: the h-th column where this member holds parity;
@@ -329,11 +308,17 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 			err = err_set(-ENOMEM, "out of memory");
 		for (int h = 0; ok && h < nheld; h++)
 			ok[h] = 1;
-		snprintf(file, sizeof(file), "rs-%05d.img", api.rank);
-		api_writer_opts(&opts);
+		redun_name(file, REDUN_RS_FILE, rank);
+		if (set->writer)
+			opts = *set->writer;
+		else
+			img_writer_opts_default(&opts);
+		redun_name(name, REDUN_FILE, rank);
+		if (store_io_open(set->local, ckpt, name, &own))
+			own = NULL;     /* read_slice says so, and the member sends "not ok" */
 		err = err ? err : store_file_create(lc, file, &f);
 		err = err ? err : img_writer_create(store_file_write, f, &opts, &w);
-		err = err ? err : img_writer_meta(w, "producer", "libstasis rs");
+		err = err ? err : img_writer_meta(w, "producer", set->producer ? set->producer : "rs");
 		err = err ? err : img_writer_meta(w, "checkpoint", ckpt);
 		snprintf(name, sizeof(name), "parity-%d", held ? held[0] : 0);
 		err = err ? err : img_section_begin(w, "parity", name);
@@ -341,10 +326,10 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 	}
 	/* a rank without its buffers would receive into nothing: stop together */
 	{
-		char msg[API_MSG_LEN] = "";
-		int bad = api_agree(err != -ENOMEM, msg);
+		char msg[REDUN_MSG_LEN] = "";
+		int bad = redun_agree(c, err != -ENOMEM, msg);
 
-		if (bad < api.size) {
+		if (bad < nranks) {
 			ret = err_set(-ENOMEM, "rs: rank %d: %s", bad, msg);
 			goto out;
 		}
@@ -364,7 +349,7 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 				int h = 0;
 
 				if (i < ns)
-					err = err ? err : read_slice(own_path, (uint64_t)sizes[api.rank],
+					err = err ? err : read_slice(own, (uint64_t)sizes[rank],
 								     (uint64_t)seg_of(g, scols[i], me) * g->seg + off,
 								     len, mybuf);
 				if (i < nr) {
@@ -372,7 +357,7 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 						h++;
 					dst = cells[h * g->k + data_pos(g, rcols[i], from)];
 				}
-				ret = exchange_cell(g->member[to], i < ns, !err, mybuf, g->member[from], i < nr,
+				ret = exchange_cell(c, g->member[to], i < ns, !err, mybuf, g->member[from], i < nr,
 						    dst, len, &got);
 				if (ret)
 					goto out;
@@ -412,6 +397,7 @@ int api_rs_encode(struct store_ckpt *lc, const char *ckpt, const char *own_path,
 out:
 	img_writer_free(&w);
 	store_file_free(&f);
+	store_io_close(&own);
 	for (int x = 0; cells && x < nheld * g->k; x++)
 		free(cells[x]);
 	for (int x = 0; parity && x < g->m; x++)
@@ -430,20 +416,6 @@ out:
 	return ret;
 }
 
-int api_rs_files(const int64_t *sizes)
-{
-	struct rs_plan p;
-	int n = 0;
-
-	if (plan_make(api.size, (const char (*)[API_NAME_LEN])api.nodes, sizes,
-		      (unsigned)api.group_size, (unsigned)api.rs_parity, &p))
-		return -1;
-	for (int r = 0; r < api.size; r++)
-		n += strcmp(api.nodes[r], api.node) == 0 && p.group[p.group_of[r]].n >= 2;
-	plan_free(&p);
-	return n;
-}
-
 /* Read parity cell `col` of this rank's rs image into buf. */
 static int read_parity(struct img_reader *rs, int col, uint8_t *buf, uint64_t seg)
 {
@@ -457,33 +429,40 @@ static int read_parity(struct img_reader *rs, int col, uint8_t *buf, uint64_t se
 	return img_read(rs, (unsigned)idx, 0, buf, seg) == (ssize_t)seg ? 0 : -EIO;
 }
 
-int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const int64_t *sizes,
-		   unsigned group_size, unsigned parity, const char *own_path, int have_own,
-		   const char *rs_path, const char *out_path)
+/* Collective: every member without a good file of its own (have_own 0)
+ * gets it rebuilt into the scratch file out_name from its group's files
+ * (own: this member's, NULL if it has none) and parity (rs_in: its rs
+ * image, NULL if it has none). */
+static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, int have_own,
+		      struct store_io *own, struct store_io *rs_in, const char *out_name)
 {
+	const char *ckpt = set->ckpt;
+	const int64_t *sizes = set->size;
+	int rank = redun_rank(c), nranks = set->nranks;
 	struct rs_plan p;
-	int64_t *own_ok = calloc((size_t)api.size, sizeof(int64_t));
-	int64_t *rs_ok = calloc((size_t)api.size, sizeof(int64_t));
+	int64_t *own_ok = calloc((size_t)nranks, sizeof(int64_t));
+	int64_t *rs_ok = calloc((size_t)nranks, sizeof(int64_t));
 	struct img_reader *rs = NULL;
 	uint8_t **blocks = NULL, *cell = NULL, *present = NULL;
-	FILE *out = NULL;
+	struct store_io *out = NULL;
 	int ret, err = 0;
 
-	ret = plan_make(api.size, nodes, sizes, group_size, parity, &p);
+	ret = plan_make(set, &p);
 	if (ret || !own_ok || !rs_ok) {
 		free(own_ok);
 		free(rs_ok);
 		return ret ? ret : err_set(-ENOMEM, "out of memory");
 	}
-	own_ok[api.rank] = have_own;
-	rs_ok[api.rank] = rs_path && img_open(rs_path, &rs) == 0 && img_verify(rs) == 0;
-	api_allreduce(own_ok, (size_t)api.size, API_MAX);
-	api_allreduce(rs_ok, (size_t)api.size, API_MAX);
-	/* every buffer first, agreed on, so no rank receives into nothing */
+	own_ok[rank] = have_own;
+	rs_ok[rank] = rs_in && img_open_fd(store_io_fd(rs_in), store_io_path(rs_in), &rs) == 0 &&
+		      img_verify(rs) == 0;
+	c->ops->allreduce_i64(c->h, own_ok, (size_t)nranks, REDUN_MAX);
+	c->ops->allreduce_i64(c->h, rs_ok, (size_t)nranks, REDUN_MAX);
+	/* every buffer first, agreed on, so no member receives into nothing */
 	{
-		struct rs_group *mine = &p.group[p.group_of[api.rank]];
+		struct rs_group *mine = &p.group[p.group_of[rank]];
 		uint64_t most = 0;
-		char msg[API_MSG_LEN] = "";
+		char msg[REDUN_MSG_LEN] = "";
 		int ok = 1;
 
 		for (int gi = 0; gi < p.ngroups; gi++) {
@@ -505,7 +484,7 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 		}
 		if (!ok)
 			err_set(-ENOMEM, "out of memory");
-		if (api_agree(ok, msg) < api.size) {
+		if (redun_agree(c, ok, msg) < nranks) {
 			ret = err_set(-ENOMEM, "rs rebuild: %s", msg);
 			goto out;
 		}
@@ -523,13 +502,12 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 
 			if (own_ok[rt])
 				continue;
-			if (api.rank == rt) {
+			if (rank == rt) {
 				if (g->n < 2)
 					err = err_set(-ENOENT, "%s: rank %d has no rs group to rebuild from",
 						      ckpt, rt);
-				out = fopen(out_path, "wb");
-				if (!out)
-					err = err ? err : err_set(-errno, "%s: %s", out_path, strerror(errno));
+				if (store_scratch_create(set->local, out_name, &out))
+					err = err ? err : -EIO;
 			}
 			for (int col = 0; g->n >= 2 && col < g->n; col++) {
 				if (is_parity(g, col, target))
@@ -543,20 +521,20 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 					slot = is_parity(g, col, x) ? g->k + (x - col + g->n) % g->n
 								    : data_pos(g, col, x);
 					ok = is_parity(g, col, x) ? (int)rs_ok[r] : (int)own_ok[r];
-					if (api.rank == r && ok) {
+					if (rank == r && ok) {
 						ok = !(is_parity(g, col, x)
 						       ? read_parity(rs, col, cell, g->seg)
-						       : read_segment(own_path, (uint64_t)sizes[r], g->seg,
+						       : read_segment(own, (uint64_t)sizes[r], g->seg,
 								      seg_of(g, col, x), cell));
 					}
-					ret = move_cell(r, rt, ok, cell,
-							api.rank == rt ? blocks[slot] : NULL, g->seg, &got);
+					ret = move_cell(c, r, rt, ok, cell,
+							rank == rt ? blocks[slot] : NULL, g->seg, &got);
 					if (ret)
 						goto out;
-					if (api.rank == rt)
+					if (rank == rt)
 						present[slot] = (uint8_t)got;
 				}
-				if (api.rank != rt || err)
+				if (rank != rt || err)
 					continue;
 				present[data_pos(g, col, target)] = 0;
 				err = redun_rebuild(g->ctx, g->seg, blocks, present);
@@ -565,9 +543,8 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 					uint64_t size = (uint64_t)sizes[rt];
 					uint64_t n = off >= size ? 0 : size - off < g->seg ? size - off : g->seg;
 
-					if (fseeko(out, (off_t)off, SEEK_SET) ||
-					    fwrite(blocks[data_pos(g, col, target)], 1, n, out) != n)
-						err = err_set(-EIO, "%s: cannot write", out_path);
+					err = store_io_write(out, blocks[data_pos(g, col, target)], (size_t)n,
+							     off);
 				} else {
 					char why[256];
 
@@ -576,19 +553,15 @@ int api_rs_rebuild(const char *ckpt, const char (*nodes)[API_NAME_LEN], const in
 						      g->member[0], why);
 				}
 			}
-			if (api.rank == rt) {
-				if (out && fclose(out) && !err)
-					err = err_set(-EIO, "%s: cannot write", out_path);
-				out = NULL;
-			}
+			if (rank == rt)
+				store_io_close(&out);
 		}
 	}
 	ret = err;
 out:
-	if (out)
-		fclose(out);
+	store_io_close(&out);
 	free(cell);
-	for (int x = 0; blocks && x < p.group[p.group_of[api.rank]].n; x++)
+	for (int x = 0; blocks && x < p.group[p.group_of[rank]].n; x++)
 		free(blocks[x]);
 	free(blocks);
 	free(present);
@@ -598,3 +571,74 @@ out:
 	plan_free(&p);
 	return ret;
 }
+
+/* Member s's parity left in this node's cache when s ran here and runs
+ * elsewhere now. */
+static int held_moved_rs(const struct redun_set *set, int me, int s, char ckpt[64], char name[64])
+{
+	return redun_held_moved(set, REDUN_RS_FILE, me, s, ckpt, name);
+}
+
+static void open_found(struct store *s, const char *ckpt, const char *name, struct store_io **io)
+{
+	if (store_io_open(s, ckpt[0] ? ckpt : NULL, name, io))
+		*io = NULL;
+}
+
+/* Members without a good file get it rebuilt from their rs group. A member
+ * that runs on another node than when the checkpoint was taken first gets
+ * its file and its parity from that node, so that only the files of lost
+ * nodes count as missing. */
+static int rs_recover(const struct redun_set *set, const struct redun_comm *c, int need,
+		      redun_accept_fn accept, void *arg, struct redun_found *found)
+{
+	char why[REDUN_MSG_LEN], file[32], rebuilt[32];
+	struct store_io *own = NULL, *rs = NULL;
+	struct redun_found parity = { 0 };
+	int me = redun_rank(c), have_own = !need, ret;
+
+	snprintf(why, sizeof(why), "%s", err_msg());
+	/* a fetch that fails leaves the file missing: the rebuild covers it */
+	if (redun_fetch_held(set, c, need, redun_held_moved_image, "image", ".fetched-%05d.img", 0,
+			     found) > 0 &&
+	    accept(arg, found->s, found->ckpt[0] ? found->ckpt : NULL, found->name) == 0) {
+		open_found(found->s, found->ckpt, found->name, &own);
+		have_own = 1;
+	} else {
+		redun_found_drop(found);
+	}
+	if (!own && have_own) {
+		redun_name(file, REDUN_FILE, me);
+		open_found(set->local, set->ckpt, file, &own);
+	}
+	redun_name(file, REDUN_RS_FILE, me);
+	if (redun_fetch_held(set, c, !store_io_exists(set->local, set->ckpt, file), held_moved_rs,
+			     "rs parity", ".fetched-rs-%05d.img", 1, &parity) > 0)
+		open_found(parity.s, parity.ckpt, parity.name, &rs);
+	else
+		open_found(set->local, set->ckpt, file, &rs);
+	snprintf(found->scratch[1], sizeof(found->scratch[1]), "%s", parity.scratch[1]);
+	found->scratch_in = set->local;
+	if (!have_own)
+		log_info("rank %d: %s; rebuilding from its rs group", me, why);
+	redun_name(rebuilt, ".rebuilt-%05d.img", me);
+	if (!have_own)
+		snprintf(found->scratch[0], sizeof(found->scratch[0]), "%s", rebuilt);
+	ret = rs_rebuild(set, c, have_own, own, rs, rebuilt);
+	store_io_close(&own);
+	store_io_close(&rs);
+	if (have_own)
+		return ret;
+	if (ret)
+		return ret;
+	found->s = set->local;
+	found->ckpt[0] = '\0';
+	snprintf(found->name, sizeof(found->name), "%s", rebuilt);
+	return accept(arg, set->local, NULL, rebuilt);
+}
+
+const struct redun_level redun_level_rs = {
+	.name = "rs",
+	.apply = rs_apply,
+	.recover = rs_recover,
+};

@@ -1,10 +1,11 @@
-/* link.c - the progress threads' own transport: TCP between ranks.
+/* link.c - a transport of its own: TCP between the members of a job.
  *
  * The progress threads (progress.c) move partner copies and rs cells while
  * the application computes, and the application's MPI may not be
  * thread-safe (plain MPI_Init gives MPI_THREAD_SINGLE), so they never call
- * it. Instead, at stasis_init every rank opens a listening socket, and one
- * allgather over the job's communicator tells every rank every other rank's
+ * it. Instead, when the link opens every member opens a listening socket,
+ * and one allgather over the job's communicator (MPI for libstasis, any
+ * other backend for other callers) tells every member every other member's
  * address and port, plus a secret drawn by rank 0: a connection that does
  * not present it is closed unheard.
  *
@@ -22,7 +23,7 @@
  * after `link_timeout`. Waits for data have no timeout: a slow peer (a
  * flush to a busy file system) is not a dead one.
  */
-#include "api/api.h"
+#include "redundancy/redundancy.h"
 #include "common/config.h"
 #include "common/err.h"
 #include "common/log.h"
@@ -339,11 +340,11 @@ static int link_bcast(void *h, void *buf, size_t len, int root)
 	return ret;
 }
 
-static void combine(int64_t *acc, const int64_t *v, size_t n, enum api_op op)
+static void combine(int64_t *acc, const int64_t *v, size_t n, enum redun_op op)
 {
 	for (size_t i = 0; i < n; i++)
-		acc[i] = op == API_SUM ? acc[i] + v[i] :
-			 op == API_MIN ? (v[i] < acc[i] ? v[i] : acc[i]) : (v[i] > acc[i] ? v[i] : acc[i]);
+		acc[i] = op == REDUN_SUM ? acc[i] + v[i] :
+			 op == REDUN_MIN ? (v[i] < acc[i] ? v[i] : acc[i]) : (v[i] > acc[i] ? v[i] : acc[i]);
 }
 
 /* Rank 0 hands every other rank the result of a collective, after a word
@@ -367,7 +368,7 @@ static int link_result(struct link *l, void *buf, size_t len, int ret)
 	return ret;
 }
 
-static int link_allreduce(void *h, int64_t *v, size_t n, enum api_op op)
+static int link_allreduce(void *h, int64_t *v, size_t n, enum redun_op op)
 {
 	struct link *l = h;
 	int64_t *in;
@@ -395,7 +396,7 @@ static int link_barrier(void *h)
 {
 	int64_t v = 0;
 
-	return link_allreduce(h, &v, 1, API_MAX);
+	return link_allreduce(h, &v, 1, REDUN_MAX);
 }
 
 static int link_allgather(void *h, const void *mine, size_t len, void *all)
@@ -428,7 +429,7 @@ static void link_free(void *h)
 	free(l);
 }
 
-const struct api_comm_ops api_comm_link = {
+static const struct redun_comm_ops link_ops = {
 	.name = "link",
 	.rank = link_rank,
 	.size = link_size,
@@ -540,18 +541,19 @@ static int listen_any(struct link *l, struct link_endpoint *me)
 	return 0;
 }
 
-int api_link_open(void **out)
+int redun_link_open(const struct redun_comm *job, struct redun_comm *out)
 {
 	struct link *l = calloc(1, sizeof(*l));
 	struct link_endpoint me = { 0 };
-	char msg[API_MSG_LEN];
+	char msg[REDUN_MSG_LEN];
 	int ret = 0, bad;
 
-	*out = NULL;
+	out->ops = NULL;
+	out->h = NULL;
 	if (!l)
 		return err_set(-ENOMEM, "out of memory");
-	l->rank = api.rank;
-	l->size = api.size;
+	l->rank = job->ops->rank(job->h);
+	l->size = job->ops->size(job->h);
 	l->lfd = -1;
 	l->timeout_ms = (int)cfg_u64(CFG_LINK_TIMEOUT) * 1000;
 	l->fd = malloc((size_t)l->size * sizeof(*l->fd));
@@ -560,18 +562,23 @@ int api_link_open(void **out)
 		ret = err_set(-ENOMEM, "out of memory");
 	for (int r = 0; l->fd && r < l->size; r++)
 		l->fd[r] = -1;
-	if (!ret && api.rank == 0 && getrandom(l->secret, SECRET_LEN, 0) != SECRET_LEN)
+	if (!ret && l->rank == 0 && getrandom(l->secret, SECRET_LEN, 0) != SECRET_LEN)
 		ret = err_set(-errno, "link: no random bytes for the job secret: %s", strerror(errno));
 	ret = ret ? ret : my_address(&me);
 	ret = ret ? ret : listen_any(l, &me);
-	bad = api_agree(ret == 0, msg);
-	if (bad < api.size) {
+	bad = redun_agree(job, ret == 0, msg);
+	if (bad < l->size) {
 		link_free(l);
 		return err_set(-EIO, "rank %d: %s", bad, msg);
 	}
-	api_bcast(l->secret, SECRET_LEN, 0);
-	api_allgather(&me, sizeof(me), l->peer);
-	log_debug("rank %d: progress link on %s:%u", api.rank, me.addr, me.port);
-	*out = l;
+	ret = job->ops->bcast(job->h, l->secret, SECRET_LEN, 0);
+	ret = ret ? ret : job->ops->allgather(job->h, &me, sizeof(me), l->peer);
+	if (ret) {
+		link_free(l);
+		return ret;
+	}
+	log_debug("rank %d: progress link on %s:%u", l->rank, me.addr, me.port);
+	out->ops = &link_ops;
+	out->h = l;
 	return 0;
 }

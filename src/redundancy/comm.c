@@ -1,7 +1,11 @@
-/* comm_serial.c - the communicator of a program without MPI: one rank. */
-#include "api/api.h"
+/* comm.c - the transport's common part: one process (the serial backend),
+ * agreement, and closing a communicator. The other backends are siblings:
+ * link.c (TCP between members), comm_mpi.c (the job's MPI). */
+#include "redundancy/redundancy.h"
+#include "common/err.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 static int one_rank(void *h)
@@ -22,7 +26,7 @@ static int nothing(void *h)
 	return 0;
 }
 
-static int reduce_self(void *h, int64_t *v, size_t n, enum api_op op)
+static int reduce_self(void *h, int64_t *v, size_t n, enum redun_op op)
 {
 	(void)h, (void)v, (void)n, (void)op;
 	return 0;
@@ -64,7 +68,7 @@ static void free_self(void *h)
 	(void)h;
 }
 
-const struct api_comm_ops api_comm_serial = {
+const struct redun_comm_ops redun_comm_serial = {
 	.name = "serial",
 	.rank = one_rank,
 	.size = one_size,
@@ -77,3 +81,31 @@ const struct api_comm_ops api_comm_serial = {
 	.sendrecv = no_peer_sendrecv,
 	.free = free_self,
 };
+
+void redun_comm_close(struct redun_comm *c)
+{
+	if (c->ops)
+		c->ops->free(c->h);
+	c->ops = NULL;
+	c->h = NULL;
+}
+
+int redun_agree(const struct redun_comm *c, int ok, char msg[REDUN_MSG_LEN])
+{
+	int rank = c->ops->rank(c->h), size = c->ops->size(c->h);
+	int64_t first = ok ? size : rank;
+	char mine[REDUN_MSG_LEN];
+
+	snprintf(mine, sizeof(mine), "%s", ok ? "" : err_msg());
+	if (c->ops->allreduce_i64(c->h, &first, 1, REDUN_MIN)) {
+		/* the communicator itself failed (a link to a dead rank) */
+		snprintf(msg, REDUN_MSG_LEN, "%s", err_msg());
+		return 0;
+	}
+	if (first < size) {
+		if (rank == first)
+			memcpy(msg, mine, REDUN_MSG_LEN);
+		c->ops->bcast(c->h, msg, REDUN_MSG_LEN, (int)first);
+	}
+	return (int)first;
+}
