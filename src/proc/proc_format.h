@@ -18,8 +18,8 @@
 
 #include <stdint.h>
 
-/* 2: PROC_FD_EXTERNAL and struct proc_fd's origin (version 1 images, which
- * have neither, are still read) */
+/* 2: PROC_FD_EXTERNAL and struct proc_fd's origin, the nice value in the
+ * header (version 1 images, which have neither, are still read) */
 #define PROC_FORMAT_VERSION 2
 #define PROC_MSG_MAGIC      0x50535453u   /* "STSP" */
 #define PROC_PAGE_SIZE      4096u
@@ -41,6 +41,9 @@
 
 /* Environment variable naming the channel descriptor given to the agent. */
 #define PROC_ENV_FD         "STASIS_COORD_FD"
+/* Set by the agent for the program it execs: the descriptors inherited at
+ * launch ("fd:dev:ino,..."), so the new program's agent knows them too. */
+#define PROC_ENV_LAUNCH_FDS "STASIS_LAUNCH_FDS"
 /* The agent keeps its channel at or above this descriptor number. */
 #define PROC_AGENT_FD_MIN   900
 
@@ -238,7 +241,7 @@ struct proc_header {
 	uint32_t nrlimits;          /* how many of rlimit are meaningful */
 	uint64_t auxv[64];          /* /proc/self/auxv as it was (auxv_len bytes) */
 	uint32_t auxv_len;
-	uint32_t pad;
+	int32_t nice;               /* the main thread's nice value (0 in version 1) */
 };
 
 #endif

@@ -307,18 +307,6 @@ def test_compressed_images(job):
     assert rc == 0 and out.strip() == "PASS", err
 
 
-def test_after_exec_the_job_has_no_agent(job):
-    """The channel is close-on-exec: once the program execs another, a
-    checkpoint request says there is no agent, and the program runs on."""
-    job.run("/bin/sh", "-c", f"exec {program('heap')}")
-    time.sleep(0.3)
-    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
-    line = one_line_error(r, rc=1)
-    assert "has no Stasis agent" in line, line
-    rc, out, err = job.finish()
-    assert rc == 0 and out.strip().endswith("PASS"), err
-
-
 def test_short_and_missing_programs(job):
     """A program that ends at once runs quietly; one that cannot be executed
     is one line and exit status 127."""

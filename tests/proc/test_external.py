@@ -66,14 +66,14 @@ def passing_fd():
         yield
 
 
-def start(job, kind, *args, restart=False):
+def start(job, kind, *args, restart=False, argv=None):
     out = Outside(kind)
     try:
         with passing_fd():
             if restart:
                 job.restart()
             else:
-                job.run(program("external"), str(FD), *args)
+                job.run(*(argv or [program("external"), str(FD), *args]))
     finally:
         out.started()
     return out

@@ -32,6 +32,7 @@
 #include <linux/futex.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -89,6 +90,9 @@ static atomic_int g_release;       /* bumped to let parked threads go */
 static struct slot g_slots[MAX_THREADS];
 static atomic_int g_overflow;
 static int g_error_sent;           /* this checkpoint's ERROR record went out */
+static atomic_int g_exec;          /* a thread is executing another program */
+static pid_t g_owner;              /* the process the channel belongs to */
+static char g_self[PATH_MAX];      /* this library's path, as LD_PRELOAD names it */
 
 /* ---- small helpers that are safe while other threads are stopped ---- */
 
@@ -514,11 +518,16 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 		const char *q = p + 4;
 
 		for (int i = 4; i <= 52 && *q; i++) {
+			int neg;
+
 			while (*q == ' ')
 				q++;
-			if (*q == '-')
+			neg = *q == '-';
+			if (neg)
 				q++;
 			f[i] = parse_dec(&q);
+			if (i == 19)   /* the main thread's nice value, -20..19 */
+				h.nice = neg ? -(int32_t)f[i] : (int32_t)f[i];
 		}
 	}
 	scratch_unmap(stat, cap);
@@ -899,7 +908,8 @@ static int dump_memory(struct dump *d)
  * with what they were then. One of them that is still the same pipe, FIFO,
  * socket or terminal at a checkpoint points outside the job: it is saved as
  * PROC_FD_EXTERNAL, and a restart gives it the descriptor of its launch
- * number that `stasis restart` inherited. */
+ * number that `stasis restart` inherited. An exec passes the table on
+ * ($STASIS_LAUNCH_FDS). */
 #define MAX_LAUNCH_FDS 64
 struct launch_fd {
 	int32_t fd;
@@ -979,6 +989,24 @@ static void launch_scan(int channel)
 	}
 	if (dirfd >= 0)
 		close(dirfd);
+}
+
+/* After an exec: the table as the previous program passed it on. */
+static void launch_parse(const char *s)
+{
+	while (*s >= '0' && *s <= '9') {
+		int fd = (int)parse_dec(&s);
+		uint64_t dev = 0, ino = 0;
+
+		if (*s == ':')
+			s++, dev = parse_dec(&s);
+		if (*s == ':')
+			s++, ino = parse_dec(&s);
+		launch_add(fd, dev, ino);
+		if (*s != ',')
+			break;
+		s++;
+	}
 }
 
 struct fdent {
@@ -1543,6 +1571,26 @@ static void after_restart(void)
 	}
 }
 
+/* ERROR in one write (the exec may end this thread at any moment: a
+ * record cut in two would leave the coordinator waiting for its rest),
+ * then the verdict, which the new program's agent may read instead. */
+static void refuse_during_exec(void)
+{
+	static const char text[] = "cannot checkpoint: the program is executing another program; "
+				   "try again";
+	struct {
+		struct proc_msg m;
+		char text[sizeof(text) - 1];
+	} __attribute__((packed)) rec = { { PROC_MSG_MAGIC, PROC_MSG_ERROR, sizeof(text) - 1 }, { 0 } };
+	struct proc_msg cmd;
+
+	memcpy(rec.text, text, sizeof(text) - 1);
+	if (write_all(g_channel, &rec, sizeof(rec)) == 0 &&
+	    read_all(g_channel, &cmd, sizeof(cmd)) == 0 && cmd.type == PROC_CMD_EXIT)
+		syscall(SYS_exit_group, 0);
+	atomic_store(&g_stopping, 0);
+}
+
 static void *agent_main(void *arg)
 {
 	struct proc_msg cmd;
@@ -1557,6 +1605,12 @@ static void *agent_main(void *arg)
 		if (cmd.type != PROC_CMD_CHECKPOINT)
 			continue;
 		atomic_store(&g_stopping, 1);
+		if (atomic_load(&g_exec)) {
+			/* the program becomes another one now (exec_common): that
+			 * one's agent serves the next checkpoint */
+			refuse_during_exec();
+			continue;
+		}
 		syscall(SYS_tgkill, getpid(), g_agent_tid, PROC_CKPT_SIGNAL);
 		/* back here after the checkpoint, or in a restored process */
 		if (stasis_agent_state.restarts != g_seen_restarts)
@@ -1612,6 +1666,183 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 	return real_sigaction(sig, act, old);
 }
 
+/* ---- exec: the agent goes on in the new program ---- */
+
+/* The channel is close-on-exec, so that a child started by posix_spawn,
+ * system() or popen() (glibc execs there without these wrappers) never
+ * holds it. A program that execs another through libc's exec functions
+ * keeps it: the wrapper passes its number and the launch descriptors on in
+ * the new environment and lets the channel through the exec, provided the
+ * new environment still preloads this library (else the coordinator sees
+ * the channel close: no agent). No checkpoint runs meanwhile: g_exec and
+ * g_stopping are set in opposite orders on each side, so one side always
+ * sees the other's (agent_main refuses with one line; the exec waits). */
+
+static int (*real_execve)(const char *, char *const[], char *const[]);
+static int (*real_execvpe)(const char *, char *const[], char *const[]);
+static int (*real_fexecve)(int, char *const[], char *const[]);
+
+enum exec_kind { EXEC_PATH, EXEC_SEARCH, EXEC_FD };
+
+static int preloads_agent(char *const envp[])
+{
+	for (char *const *e = envp; e && *e; e++)
+		if (strncmp(*e, "LD_PRELOAD=", 11) == 0)
+			return g_self[0] && strstr(*e + 11, g_self) != NULL;
+	return 0;
+}
+
+static size_t put_u64(char *buf, size_t n, size_t cap, uint64_t v)
+{
+	char num[24];
+	int k = 23;
+
+	num[k] = 0;
+	do {
+		num[--k] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (const char *p = num + k; *p && n + 1 < cap; p++)
+		buf[n++] = *p;
+	buf[n] = 0;
+	return n;
+}
+
+static int exec_real(enum exec_kind kind, const char *path, int fd, char *const argv[],
+		     char *const envp[])
+{
+	if (!real_execve) {
+		real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+		real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+		real_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
+	}
+	if (kind == EXEC_SEARCH)
+		return real_execvpe(path, argv, envp);
+	if (kind == EXEC_FD)
+		return real_fexecve(fd, argv, envp);
+	return real_execve(path, argv, envp);
+}
+
+static int exec_common(enum exec_kind kind, const char *path, int fd, char *const argv[],
+		       char *const envp[])
+{
+	char fdvar[48] = PROC_ENV_FD "=", launch[MAX_LAUNCH_FDS * 64 + 32] = PROC_ENV_LAUNCH_FDS "=";
+	size_t n = 0, k, fl = sizeof(PROC_ENV_FD), ll = sizeof(PROC_ENV_LAUNCH_FDS);
+	int channel = g_channel, ret, err;
+
+	if (channel < 0 || getpid() != g_owner || !preloads_agent(envp))
+		return exec_real(kind, path, fd, argv, envp);
+	while (envp && envp[n])
+		n++;
+	char *env[n + 3];
+
+	k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (strncmp(envp[i], fdvar, fl) != 0 && strncmp(envp[i], launch, ll) != 0)
+			env[k++] = envp[i];
+	put_u64(fdvar, fl, sizeof(fdvar), (uint64_t)channel);
+	for (unsigned i = 0; i < g_nlaunch; i++) {
+		ll = put_u64(launch, ll, sizeof(launch), (uint64_t)g_launch[i].fd);
+		launch[ll++] = ':';
+		ll = put_u64(launch, ll, sizeof(launch), g_launch[i].dev);
+		launch[ll++] = ':';
+		ll = put_u64(launch, ll, sizeof(launch), g_launch[i].ino);
+		if (i + 1 < g_nlaunch)
+			launch[ll++] = ',';
+		launch[ll] = 0;
+	}
+	env[k++] = fdvar;
+	env[k++] = launch;
+	env[k] = NULL;
+	for (;;) {
+		struct timespec ms = { 0, 1000000 };
+
+		atomic_store(&g_exec, 1);
+		if (!atomic_load(&g_stopping))
+			break;
+		atomic_store(&g_exec, 0);   /* a checkpoint first: this thread parks for it */
+		nanosleep(&ms, NULL);
+	}
+	fcntl(channel, F_SETFD, 0);
+	ret = exec_real(kind, path, fd, argv, env);
+	err = errno;
+	fcntl(channel, F_SETFD, FD_CLOEXEC);
+	atomic_store(&g_exec, 0);
+	errno = err;
+	return ret;
+}
+
+extern char **environ;
+
+int execve(const char *path, char *const argv[], char *const envp[])
+{
+	return exec_common(EXEC_PATH, path, -1, argv, envp);
+}
+
+int execv(const char *path, char *const argv[])
+{
+	return exec_common(EXEC_PATH, path, -1, argv, environ);
+}
+
+int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	return exec_common(EXEC_SEARCH, file, -1, argv, envp);
+}
+
+int execvp(const char *file, char *const argv[])
+{
+	return exec_common(EXEC_SEARCH, file, -1, argv, environ);
+}
+
+int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	return exec_common(EXEC_FD, NULL, fd, argv, envp);
+}
+
+/* execl, execlp, execle: their arguments as an array */
+#define EXEC_LIST(first, ap, argv)                                  \
+	size_t argc_ = 1;                                           \
+	va_list count_;                                             \
+	va_copy(count_, ap);                                        \
+	while (va_arg(count_, char *))                              \
+		argc_++;                                            \
+	va_end(count_);                                             \
+	char *argv[argc_ + 1];                                      \
+	argv[0] = (char *)(first);                                  \
+	for (size_t i_ = 1; i_ <= argc_; i_++)                      \
+		argv[i_] = va_arg(ap, char *)
+
+int execl(const char *path, const char *arg, ...)
+{
+	va_list ap;
+
+	va_start(ap, arg);
+	EXEC_LIST(arg, ap, argv);
+	va_end(ap);
+	return exec_common(EXEC_PATH, path, -1, argv, environ);
+}
+
+int execlp(const char *file, const char *arg, ...)
+{
+	va_list ap;
+
+	va_start(ap, arg);
+	EXEC_LIST(arg, ap, argv);
+	va_end(ap);
+	return exec_common(EXEC_SEARCH, file, -1, argv, environ);
+}
+
+int execle(const char *path, const char *arg, ...)
+{
+	va_list ap;
+
+	va_start(ap, arg);
+	EXEC_LIST(arg, ap, argv);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return exec_common(EXEC_PATH, path, -1, argv, envp);
+}
+
 static void atfork_child(void)
 {
 	/* a child is a new process the coordinator does not know */
@@ -1622,11 +1853,11 @@ static void atfork_child(void)
 
 __attribute__((constructor)) static void agent_init(void)
 {
-	const char *env = getenv(PROC_ENV_FD);
+	const char *env = getenv(PROC_ENV_FD), *launched;
 	struct sigaction sa;
 	sigset_t all, old;
 	pthread_t t;
-	int fd, type = 0, high;
+	int fd, type = 0, high, after_exec;
 	socklen_t len = sizeof(type);
 
 	/* resolve the wrapped functions now: dlsym is not safe in a signal
@@ -1639,17 +1870,28 @@ __attribute__((constructor)) static void agent_init(void)
 	fd = atoi(env);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
 		return;
-	launch_scan(fd);
-	/* close-on-exec: a program that execs another ends its checkpoints at
-	 * once (the coordinator sees the channel close) instead of leaving the
-	 * coordinator talking to a descriptor nobody reads */
+	launched = getenv(PROC_ENV_LAUNCH_FDS);
+	after_exec = launched != NULL;
+	if (after_exec)
+		launch_parse(launched);
+	else
+		launch_scan(fd);
+	unsetenv(PROC_ENV_LAUNCH_FDS);
+	/* close-on-exec: only the exec wrappers let it through an exec */
 	high = fcntl(fd, F_DUPFD_CLOEXEC, PROC_AGENT_FD_MIN);
 	if (high < 0)
 		return;
 	close(fd);
 	g_channel = high;
+	g_owner = getpid();
 	stasis_agent_state.channel_fd = high;
 	unsetenv(PROC_ENV_FD);
+	{
+		Dl_info info;
+
+		if (dladdr((void *)agent_init, &info) && info.dli_fname && str_len(info.dli_fname) < PATH_MAX)
+			memcpy(g_self, info.dli_fname, str_len(info.dli_fname) + 1);
+	}
 
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
@@ -1670,8 +1912,9 @@ __attribute__((constructor)) static void agent_init(void)
 	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_detach(t);
 	/* hello from the constructor, before main(): even a program that ends
-	 * at once has reported, so its coordinator knows the agent works */
-	{
+	 * at once has reported, so its coordinator knows the agent works. After
+	 * an exec the coordinator knows already: nothing to say */
+	if (!after_exec) {
 		struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
 					(uint64_t)(uintptr_t)&stasis_agent_state };
 

@@ -1018,6 +1018,10 @@ static void restore_process(void)
 
 	sys1(__NR_umask, R.h.umask);
 	sys1(__NR_personality, R.h.personality);
+	/* before the threads exist: they inherit it (nice is per thread); a
+	 * value below the restart's own needs privileges the namespace lacks,
+	 * and then the restart's stays */
+	sys3(__NR_setpriority, 0 /* PRIO_PROCESS */, 0, R.h.nice);
 
 	ret = sys1(__NR_chdir, R.cwd);
 	if (ret) {

@@ -40,6 +40,7 @@
 #define __NR_rseq 334
 #define __NR_prlimit64 302
 #define __NR_personality 135
+#define __NR_setpriority 141
 #define __NR_clone3 435
 #define __NR_close_range 436
 
