@@ -252,7 +252,8 @@ def fortran_call(f):
             cargs.append(f"(MPI_{kind})(STS_HCAST)f2c(STS_{kind.upper()}, *f_{n})")
         elif p.ptr == 1 and p.base in SCALARS:
             fargs.append(f"{p.base} *f_{n}")
-            cargs.append(f"f_{n}")
+            # MPI_Group_range_incl's ranges(3, n): C's int [n][3], the same ints
+            cargs.append(f"(int (*)[3])f_{n}" if p.suffix == "[][3]" else f"f_{n}")
             idx = INDEX_OUT.get((f.name, n))
             if idx == "one":
                 post.append(f"if (*ierr == MPI_SUCCESS && *f_{n} != MPI_UNDEFINED)\n\t\t(*f_{n})++;")

@@ -60,7 +60,11 @@ COLLECTIVES = {"Barrier", "Bcast", "Reduce", "Allreduce", "Scan", "Exscan", "Gat
 # first, which parks (lh_coll_blocking), on their communicator or on the
 # one the lower half made for the file (lh_io_blocking).
 BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", "Cart_create",
-                    "Cart_sub", "Graph_create", "Dist_graph_create", "Dist_graph_create_adjacent"}
+                    "Cart_sub", "Graph_create", "Dist_graph_create", "Dist_graph_create_adjacent",
+                    "Comm_dup_with_info", "Intercomm_create", "Intercomm_merge"}
+# (not MPI_Comm_create_group: collective over the group's members only, the
+# others never call it; a checkpoint that finds a member inside it waiting
+# for a stopped one fails, docs/split.md)
 
 # A distributed graph's weights: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY differ
 # between the ABIs (2 and 3 in Open MPI's, addresses of variables in
@@ -114,6 +118,7 @@ class Param:
         if text == "...":
             self.array, self.type, self.name, self.ptr, self.base, self.const = \
                 False, "...", "", 0, "...", False
+            self.suffix = ""
             return
         self.array = "[" in text
         self.suffix = "".join(re.findall(r"\[[^\]]*\]", text))
@@ -188,6 +193,8 @@ def neutral(f, p):
         t = re.sub(rf"\b{a}\b", b, t)
     if "MPI_" in t:
         raise SystemExit(f"{f.name}: parameter {p.name} of type {p.type} needs a hand-written wrapper")
+    if p.array and p.suffix == "[][3]":
+        return "int *"   # MPI_Group_range_incl's ranges: int (*)[3] in each half
     if p.array and p.suffix != "[]":
         raise SystemExit(f"{f.name}: parameter {p.name}{p.suffix} needs a hand-written wrapper")
     if p.array:
@@ -324,6 +331,8 @@ def upper(funcs):
                     args.append(f"sts_buf_in({p.name})")
                 elif p.name in WEIGHTS and p.ptr == 1:
                     args.append(f"sts_weights_in({p.name})")
+                elif p.suffix == "[][3]":
+                    args.append(f"(int *){p.name}")
                 elif p.name in RANKS_IN and p.ptr == 0:
                     args.append(f"sts_rank_in({p.name})")
                 elif p.name in RANKS_OUT and p.ptr == 1:
@@ -420,6 +429,8 @@ def lower(funcs):
                 args.append(f"lh_buf({p.name})")
             elif p.name in WEIGHTS and p.ptr == 1:
                 args.append(f"lh_weights({p.name})")
+            elif p.suffix == "[][3]":
+                args.append(f"(int (*)[3]){p.name}")
             elif p.name in RANKS_IN and p.ptr == 0:
                 args.append(f"lh_rank_in({p.name})")
             elif p.name in RANKS_OUT and p.ptr == 1:

@@ -21,6 +21,7 @@
 #include "uh.h"
 
 int sts_gen_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm);
+int sts_gen_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm);
 int sts_gen_Comm_free(MPI_Comm *comm);
 int sts_gen_Type_dup(MPI_Datatype type, MPI_Datatype *newtype);
 int sts_gen_Type_free(MPI_Datatype *type);
@@ -416,10 +417,9 @@ int PMPI_Comm_delete_attr(MPI_Comm comm, int keyval)
 			sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_delete_attr");
 }
 
-int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+/* after the real dup: the attributes copied by their keyvals' callbacks */
+static int dup_attrs(MPI_Comm comm, MPI_Comm *newcomm, int ret, const char *fn)
 {
-	int ret = sts_gen_Comm_dup(comm, newcomm);
-
 	if (ret != MPI_SUCCESS)
 		return ret;
 	ret = copy_attrs(STS_COMM, STS_HVAL(comm), STS_HVAL(*newcomm));
@@ -427,7 +427,33 @@ int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
 		delete_all(STS_COMM, STS_HVAL(*newcomm));
 		sts_gen_Comm_free(newcomm);
 	}
-	return sts_fail(ret, sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Comm_dup");
+	return sts_fail(ret, sts_in(STS_COMM, STS_HVAL(comm)), fn);
+}
+
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm)
+{
+	return dup_attrs(comm, newcomm, sts_gen_Comm_dup(comm, newcomm), "MPI_Comm_dup");
+}
+
+int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm)
+{
+	return dup_attrs(comm, newcomm, sts_gen_Comm_dup_with_info(comm, info, newcomm),
+			 "MPI_Comm_dup_with_info");
+}
+
+/* MPI_Comm_idup completes at once: a duplicate like MPI_Comm_dup's (a
+ * communicator the lower half records when it is made, which a pending
+ * one could not be), and a request that is complete, with an empty
+ * status. A program that needs progress between the call and its wait
+ * (one member sends another a message that member receives before it
+ * calls MPI_Comm_idup) would wait for good. */
+int PMPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
+{
+	int ret = PMPI_Comm_dup(comm, newcomm);
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	return PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
 }
 
 int PMPI_Comm_free(MPI_Comm *comm)
@@ -649,6 +675,8 @@ ALIAS(int, MPI_Comm_set_attr, (MPI_Comm, int, void *));
 ALIAS(int, MPI_Comm_get_attr, (MPI_Comm, int, void *, int *));
 ALIAS(int, MPI_Comm_delete_attr, (MPI_Comm, int));
 ALIAS(int, MPI_Comm_dup, (MPI_Comm, MPI_Comm *));
+ALIAS(int, MPI_Comm_dup_with_info, (MPI_Comm, MPI_Info, MPI_Comm *));
+ALIAS(int, MPI_Comm_idup, (MPI_Comm, MPI_Comm *, MPI_Request *));
 ALIAS(int, MPI_Comm_free, (MPI_Comm *));
 ALIAS(int, MPI_Keyval_create, (MPI_Copy_function *, MPI_Delete_function *, int *, void *));
 ALIAS(int, MPI_Keyval_free, (int *));

@@ -147,8 +147,14 @@ void lh_coll_comm_made(uint32_t comm)
 
 	if (ensure(comm) != 0)
 		return;
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
+	int inter = 0;
+
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
-	if (MPI_Comm_dup((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), &sh) == MPI_SUCCESS)
+	/* an intercommunicator's counts are reduced over both groups: its
+	 * duplicate is the merged intracommunicator */
+	MPI_Comm_test_inter(c, &inter);
+	if ((inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh)) == MPI_SUCCESS)
 		lh_lg->shadow[comm] = LH_HVAL(sh);
 }
 

@@ -13,6 +13,9 @@
  *                 MPI_Comm_create_group over MPI_COMM_WORLD (collective over
  *                 the members only) then MPI_Cart_create, MPI_Graph_create
  *                 or MPI_Dist_graph_create_adjacent without reordering
+ *                 (an intercommunicator: both groups' members; rebuilt
+ *                 with MPI_Intercomm_create between the groups' first
+ *                 members)
  *   group         its members as world ranks; MPI_Group_incl
  *   datatype      its construction, decoded with MPI_Type_get_envelope and
  *                 MPI_Type_get_contents down to predefined types (a tree:
@@ -36,18 +39,20 @@
 #include "lh.h"
 #include "lh_ledger.h"
 
-enum { TOPO_NONE, TOPO_CART, TOPO_GRAPH, TOPO_DIST };
+enum { TOPO_NONE, TOPO_CART, TOPO_GRAPH, TOPO_DIST, TOPO_INTER };
 
 struct rec_comm {
-	int n;                  /* members; -1: an intercommunicator */
-	int topo;               /* TOPO_* */
+	int n;                  /* members (of the local group) */
+	int topo;               /* TOPO_*; TOPO_INTER: an intercommunicator */
 	int ndims;              /* Cartesian: dimensions; graph: nodes; distributed
-				 * graph: ints after the world ranks */
+				 * graph, intercommunicator: ints after the world ranks */
 	int v[];                /* world ranks [n], then
 				 * Cartesian: dims [ndims], periods [ndims], coords [ndims]
 				 * graph: index [ndims], edges [index[ndims - 1]]
 				 * distributed graph: indegree, outdegree, weighted,
-				 * sources, their weights, destinations, theirs */
+				 * sources, their weights, destinations, theirs
+				 * intercommunicator: the remote group's size, its
+				 * members as world ranks */
 };
 
 struct rec_group {
@@ -155,6 +160,34 @@ static void topo_record(MPI_Comm c, int topo, struct rec_comm *r)
 	}
 }
 
+/* an intercommunicator: both groups' members as world ranks */
+static void *record_inter(MPI_Comm c)
+{
+	struct rec_comm *r = NULL;
+	MPI_Group g;
+	int n = 0, rn = 0, *w, *rw;
+
+	MPI_Comm_group(c, &g);
+	w = world_ranks(g, &n);
+	MPI_Group_free(&g);
+	MPI_Comm_remote_group(c, &g);
+	rw = world_ranks(g, &rn);
+	MPI_Group_free(&g);
+	if (w && rw)
+		r = lg_calloc(sizeof(*r) + (size_t)(n + 1 + rn) * sizeof(int));
+	if (r) {
+		r->n = n;
+		r->topo = TOPO_INTER;
+		r->ndims = 1 + rn;
+		memcpy(r->v, w, (size_t)n * sizeof(int));
+		r->v[n] = rn;
+		memcpy(r->v + n + 1, rw, (size_t)rn * sizeof(int));
+	}
+	free(w);
+	free(rw);
+	return r;
+}
+
 static void *record_comm(MPI_Comm c)
 {
 	struct rec_comm *r;
@@ -162,12 +195,8 @@ static void *record_comm(MPI_Comm c)
 	int inter = 0, n = 0, topo = MPI_UNDEFINED, nd = 0, nt, *w;
 
 	MPI_Comm_test_inter(c, &inter);
-	if (inter) {
-		r = lg_calloc(sizeof(*r));
-		if (r)
-			r->n = -1;
-		return r;
-	}
+	if (inter)
+		return record_inter(c);
 	MPI_Comm_group(c, &g);
 	w = world_ranks(g, &n);
 	MPI_Group_free(&g);
@@ -218,6 +247,8 @@ int lh_world_of(uint32_t comm, int rank)
 		return rank == 0 ? lh_lg->world_rank : -1;
 	s = lh_slot_of(STS_COMM, comm);
 	r = s ? s->rec : NULL;
+	if (r && r->topo == TOPO_INTER)   /* a peer is in the remote group */
+		return rank < r->v[r->n] ? r->v[r->n + 1 + rank] : -1;
 	return r && rank < r->n ? r->v[rank] : -1;
 }
 
@@ -744,8 +775,6 @@ void lh_state_unsupported(char *why, size_t len)
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
 			} else if (k == STS_FILE && lh_io_unsupported(s->rec)) {
 				snprintf(why, len, "%s", lh_io_unsupported(s->rec));
-			} else if (k == STS_COMM && ((struct rec_comm *)s->rec)->n < 0) {
-				snprintf(why, len, "it holds an intercommunicator");
 			} else if (k == STS_GROUP && ((struct rec_group *)s->rec)->n < 0) {
 				snprintf(why, len, "it holds a group with members outside MPI_COMM_WORLD");
 			} else if (k == STS_DATATYPE && ((struct rec_type *)s->rec)->comb == C_BAD) {
@@ -811,7 +840,13 @@ static int rebuild_comm(struct lh_slot *s)
 		return ret;
 	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5354, &c);
 	MPI_Group_free(&g);
-	if (ret == MPI_SUCCESS && r->topo != TOPO_NONE) {
+	if (ret == MPI_SUCCESS && r->topo == TOPO_INTER) {
+		/* the two groups' first members lead, over MPI_COMM_WORLD; both
+		 * groups rebuild their objects in creation order */
+		ret = MPI_Intercomm_create(c, 0, MPI_COMM_WORLD, r->v[r->n + 1], 0x5355, &topo);
+		MPI_Comm_free(&c);
+		c = topo;
+	} else if (ret == MPI_SUCCESS && r->topo != TOPO_NONE) {
 		ret = topo_build(r, c, &topo);
 		MPI_Comm_free(&c);
 		c = topo;
