@@ -182,3 +182,43 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
         assert len(re.findall(r"reads its node-local copy", err)) == 3, err
     finally:
         job.kill()
+
+
+def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, tmp_path):
+    """4 nodes x 2 ranks under Open MPI: the coordinator sends each
+    checkpoint's 3 messages (CHECKPOINT, WRITE, RESUME) to each node's
+    agent and gets 2 back (PARKED, DONE), whatever the ranks per node (its
+    STASIS_LOG=info line: 12 and 8, not 24 and 16); n2's agent killed
+    alone, STATUS shows n2's ranks lost and the next checkpoint fails in
+    one line naming n2; the ranks run on to PASS."""
+    import os
+    import re
+    import signal
+    import time
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_LOG": "info"}
+    try:
+        job.start(launcher("openmpi", "n1:2,n2:2,n3:2,n4:2", 8), progs[("hello", "openmpi")],
+                  ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 3")
+        assert job.checkpoint() == "ckpt-000001"
+        status = job.stasis("status", "--dir", job.ck).stdout
+        agents = dict(w.split(":") for w in re.search(r" nodes=(\S+)", status).group(1).split(","))
+        assert sorted(agents) == cluster.nodes, status
+        os.kill(int(agents["n2"]), signal.SIGKILL)   # no PID namespace: the host reaches it
+        end = time.time() + 10
+        while time.time() < end and " lost=-" in job.stasis("status", "--dir", job.ck).stdout:
+            time.sleep(0.2)
+        lost = re.search(r" lost=(\S+)", job.stasis("status", "--dir", job.ck).stdout).group(1)
+        assert sorted(w.split("@")[1] for w in lost.split(",")) == ["n2", "n2"], lost
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode == 1 and re.fullmatch(
+            rf"stasis: checkpoint: checkpoint failed: 6 of 8 ranks of the job are registered; "
+            rf"rank \d \(pid \d+ on n2\), \d \(pid \d+ on n2\): died with its node agent on n2 "
+            rf"\(pid {agents['n2']}\), whose connection closed\n", r.stderr), r.stderr
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=8 iterations={ITERS} total=" in out, out + err
+        assert re.search(r"checkpoint ckpt-000001: 8 ranks on 4 nodes, .*, messages to node "
+                         r"agents 12, from them 8\n", err), err
+    finally:
+        job.kill()
