@@ -27,12 +27,14 @@ RANKS_IN = {"source", "dest", "root"}
 RANKS_OUT = {"rank_source", "rank_dest"}
 # int results whose values differ between the ABIs: (function, parameter) ->
 # the translation (lh_<t>_out in the lower half, sts_<t>_out in the upper)
-ENUMS_OUT = {("Topo_test", "status"): "topo", ("Error_class", "errorclass"): "err"}
+ENUMS_OUT = {("Topo_test", "status"): "topo", ("Error_class", "errorclass"): "err",
+             ("Type_get_envelope", "combiner"): "combiner"}
 # int arguments whose values differ between the ABIs: the same, the other
 # way (sts_<t>_in in the upper half, lh_<t>_in in the lower)
 ENUMS_IN = {("Error_class", "errorcode"): "err", ("Error_string", "errorcode"): "err",
             ("Comm_split_type", "split_type"): "splittype",
-            ("Type_create_subarray", "order"): "order", ("Type_create_darray", "order"): "order"}
+            ("Type_create_subarray", "order"): "order", ("Type_create_darray", "order"): "order",
+            ("Type_match_size", "typeclass"): "typeclass"}
 # int arrays whose values differ between the ABIs: (function, parameter) ->
 # (the translation, as ENUMS_IN, of each value; the parameter that counts
 # them): a translated copy is made in each half (sts_ints_in, lh_ints_in)
@@ -42,7 +44,8 @@ ENUM_ARRAYS_IN = {("Type_create_darray", "distrib_array"): ("distrib", "ndims"),
 # same arguments, never freed (MPI_Type_create_f90_*: predefined types,
 # MPI-3.1 17.1.9): the neutral handle it already has is given again
 # (lh_find), not a new one each call.
-SHARED_RESULTS = {"Type_create_f90_real", "Type_create_f90_complex", "Type_create_f90_integer"}
+SHARED_RESULTS = {"Type_create_f90_real", "Type_create_f90_complex", "Type_create_f90_integer",
+                  "Type_match_size"}
 NEUTRAL_SCALARS = {"MPI_Aint": "sts_aint", "MPI_Offset": "sts_offset", "MPI_Count": "sts_count",
                    "MPI_Fint": "int"}
 
@@ -180,10 +183,14 @@ def neutral(f, p):
         return "uint32_t"
     if k and p.ptr == 1 and not p.array:
         return "uint32_t *"
+    if k and f.status == "both" and p.array and not p.const:
+        return "uint32_t *"   # handles out, translated by the hand-written sides
     if k == "Datatype" and p.array and p.const and comm_param(f):
         return "const uint32_t *"   # one per peer of a collective: type_array()
     if k:
         raise SystemExit(f"{f.name}: handle array {p.name} needs a hand-written wrapper")
+    if p.base == "MPI_Status" and f.status == "both" and p.ptr == 1 and not p.array:
+        return ("const " if p.const else "") + "struct sts_status *"
     if p.base == "MPI_Status":
         if p.array or p.ptr != 1 or p.const:
             raise SystemExit(f"{f.name}: status array {p.name} needs a hand-written wrapper")
@@ -223,7 +230,7 @@ def ops_header(funcs):
            "typedef long long sts_count;    /* MPI_Count */", "",
            "struct sts_status;", "", "struct sts_gen_ops {"]
     for f in funcs:
-        if f.status in ("gen", "lower", "upper"):
+        if f.status in ("gen", "lower", "upper", "both"):
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
             out.append(f"\tint (*{f.short})({ps});")
     out += ["};", "", "#endif", ""]
@@ -289,7 +296,7 @@ def upper(funcs):
         out.append(f"#undef {f.name}\n#undef P{f.name}")
     out.append("")
     for f in funcs:
-        if f.status == "hand":
+        if f.status in ("hand", "both"):
             continue
         # upper: the translation is generated as sts_gen_<name>, which a
         # hand-written PMPI_<name> calls (uh_attr.c: attributes copied by
@@ -383,10 +390,11 @@ def lower(funcs):
            "#include <stdlib.h>", "", '#include "lh.h"', '#include "lh_ledger.h"', ""]
     names = []
     for f in funcs:
-        if f.status == "lower":
+        if f.status in ("lower", "both"):
             names.append(f.short)
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
-            out.append(f"int lh_{f.short}({ps});   /* lh_p2p.c */\n")
+            where = "lh_p2p.c, lh_io.c" if f.status == "lower" else "lh_state.c"
+            out.append(f"int lh_{f.short}({ps});   /* {where} */\n")
             continue
         if f.status not in ("gen", "upper"):
             continue

@@ -58,6 +58,11 @@ static inline void sts_leave(uint64_t fs)
 uint32_t sts_in(int kind, uint64_t abi_handle);
 uint64_t sts_out(int kind, uint32_t neutral);
 void sts_status_out(const struct sts_status *n, MPI_Status *s);
+/* the fields of the ABI's status that MPI_Status_set_elements and
+ * MPI_Status_set_cancelled write, MPI_Test_cancelled reads */
+void sts_status_set_bytes(MPI_Status *s, long long bytes);
+int sts_status_cancelled(const MPI_Status *s);
+void sts_status_set_cancelled(MPI_Status *s, int flag);
 int sts_err_class_out(int neutral_class);
 
 /* the neutral class of one of the ABI's error classes; -1 if none */
@@ -182,6 +187,45 @@ static inline int sts_distrib_in(int d)
 static inline int sts_darg_in(int a)
 {
 	return a >= 0 ? a : a == MPI_DISTRIBUTE_DFLT_DARG ? STS_DISTRIBUTE_DFLT_DARG : STS_ENUM_INVALID;
+}
+
+static inline int sts_order_out(int o)
+{
+	return o == STS_ORDER_C ? MPI_ORDER_C : o == STS_ORDER_FORTRAN ? MPI_ORDER_FORTRAN :
+	       STS_ENUM_INVALID;
+}
+
+static inline int sts_distrib_out(int d)
+{
+	return d == STS_DISTRIBUTE_BLOCK ? MPI_DISTRIBUTE_BLOCK :
+	       d == STS_DISTRIBUTE_CYCLIC ? MPI_DISTRIBUTE_CYCLIC :
+	       d == STS_DISTRIBUTE_NONE ? MPI_DISTRIBUTE_NONE : STS_ENUM_INVALID;
+}
+
+static inline int sts_darg_out(int a)
+{
+	return a >= 0 ? a : a == STS_DISTRIBUTE_DFLT_DARG ? MPI_DISTRIBUTE_DFLT_DARG : STS_ENUM_INVALID;
+}
+
+/* MPI_Type_get_envelope's combiner, MPI_Type_match_size's type class */
+static inline int sts_combiner_out(int c)
+{
+	static const int abi[STS_COMBINERS] = {
+		MPI_COMBINER_NAMED, MPI_COMBINER_DUP, MPI_COMBINER_CONTIGUOUS, MPI_COMBINER_VECTOR,
+		MPI_COMBINER_HVECTOR, MPI_COMBINER_INDEXED, MPI_COMBINER_HINDEXED,
+		MPI_COMBINER_INDEXED_BLOCK, MPI_COMBINER_HINDEXED_BLOCK, MPI_COMBINER_STRUCT,
+		MPI_COMBINER_RESIZED, MPI_COMBINER_SUBARRAY, MPI_COMBINER_DARRAY,
+		MPI_COMBINER_F90_REAL, MPI_COMBINER_F90_COMPLEX, MPI_COMBINER_F90_INTEGER,
+	};
+
+	return c >= 0 && c < STS_COMBINERS ? abi[c] : STS_ENUM_INVALID;
+}
+
+static inline int sts_typeclass_in(int t)
+{
+	return t == MPI_TYPECLASS_INTEGER ? STS_TYPECLASS_INTEGER :
+	       t == MPI_TYPECLASS_REAL ? STS_TYPECLASS_REAL :
+	       t == MPI_TYPECLASS_COMPLEX ? STS_TYPECLASS_COMPLEX : STS_ENUM_INVALID;
 }
 
 /* n ints of v, each through tr, in new memory (free() it); NULL without

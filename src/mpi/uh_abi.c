@@ -119,6 +119,34 @@ void sts_status_out(const struct sts_status *n, MPI_Status *s)
 #endif
 }
 
+void sts_status_set_bytes(MPI_Status *s, long long bytes)
+{
+#ifdef OPEN_MPI
+	s->_ucount = (size_t)bytes;
+#else
+	s->count_lo = (int)(bytes & 0xffffffff);
+	s->count_hi_and_cancelled = (int)(((bytes >> 32) << 1) | (s->count_hi_and_cancelled & 1));
+#endif
+}
+
+int sts_status_cancelled(const MPI_Status *s)
+{
+#ifdef OPEN_MPI
+	return s->_cancelled != 0;
+#else
+	return s->count_hi_and_cancelled & 1;
+#endif
+}
+
+void sts_status_set_cancelled(MPI_Status *s, int flag)
+{
+#ifdef OPEN_MPI
+	s->_cancelled = flag != 0;
+#else
+	s->count_hi_and_cancelled = (s->count_hi_and_cancelled & ~1) | (flag != 0);
+#endif
+}
+
 long long sts_status_bytes(const MPI_Status *s)
 {
 #ifdef OPEN_MPI

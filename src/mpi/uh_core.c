@@ -497,3 +497,148 @@ int PMPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 int MPI_Type_create_struct(int n, const int bl[], const MPI_Aint displs[],
 			   const MPI_Datatype types[], MPI_Datatype *newtype)
 	__attribute__((weak, alias("PMPI_Type_create_struct")));
+
+/* ---- datatype contents and element counts (functions.list: both) ---- */
+
+/* a subarray's or darray's ints, neutral from the lower half, in the ABI's
+ * values (lh_state.c's translate_ints, the other way) */
+static void contents_out(int comb, int *I, int ni)
+{
+	if (comb == MPI_COMBINER_SUBARRAY && ni > 0 && ni == 3 * I[0] + 2) {
+		I[3 * I[0] + 1] = sts_order_out(I[3 * I[0] + 1]);
+	} else if (comb == MPI_COMBINER_DARRAY && ni > 2 && ni == 4 * I[2] + 4) {
+		int n = I[2];
+
+		for (int i = 0; i < n; i++) {
+			I[3 + n + i] = sts_distrib_out(I[3 + n + i]);
+			I[3 + 2 * n + i] = sts_darg_out(I[3 + 2 * n + i]);
+		}
+		I[3 + 4 * n] = sts_order_out(I[3 + 4 * n]);
+	}
+}
+
+int PMPI_Type_get_contents(MPI_Datatype mtype, int max_integers, int max_addresses,
+			   int max_datatypes, int ints[], MPI_Aint aints[], MPI_Datatype types[])
+{
+	uint32_t t = sts_in(STS_DATATYPE, STS_HVAL(mtype));
+	uint32_t *n = calloc((size_t)(max_datatypes > 0 ? max_datatypes : 1), sizeof(*n));
+	int ni = 0, na = 0, nd = 0, comb = 0, ret;
+
+	if (!n)
+		return sts_fail(MPI_ERR_NO_MEM, 1, "MPI_Type_get_contents");
+	STS_LOWER(ret = sts_lh->gen.Type_get_envelope(t, &ni, &na, &nd, &comb));
+	if (ret == 0)
+		STS_LOWER(ret = sts_lh->gen.Type_get_contents(t, max_integers, max_addresses,
+							      max_datatypes, ints, (sts_aint *)aints, n));
+	if (ret == 0) {
+		for (int i = 0; i < nd && i < max_datatypes; i++)
+			types[i] = (MPI_Datatype)(STS_HCAST)sts_out(STS_DATATYPE, n[i]);
+		if (max_integers >= ni)
+			contents_out(sts_combiner_out(comb), ints, ni);
+	}
+	free(n);
+	return sts_err_world(ret, "MPI_Type_get_contents");
+}
+int MPI_Type_get_contents(MPI_Datatype mtype, int max_integers, int max_addresses,
+			  int max_datatypes, int ints[], MPI_Aint aints[], MPI_Datatype types[])
+	__attribute__((weak, alias("PMPI_Type_get_contents")));
+
+/* The lower half counts elements on a status of its own MPI that holds
+ * the same number of bytes: the type map is the real MPI's to read. */
+static int elements(const MPI_Status *status, MPI_Datatype dt, long long *count, const char *fn)
+{
+	struct sts_status n = { 0 };
+	sts_count c = 0;
+	int ret;
+
+	n.count = sts_status_bytes(status);
+	STS_LOWER(ret = sts_lh->gen.Get_elements_x(&n, sts_in(STS_DATATYPE, STS_HVAL(dt)), &c));
+	*count = c;
+	return sts_err_world(ret, fn);
+}
+
+int PMPI_Get_elements_x(const MPI_Status *status, MPI_Datatype dt, MPI_Count *count)
+{
+	long long c = 0;
+	int ret = elements(status, dt, &c, "MPI_Get_elements_x");
+
+	if (ret == MPI_SUCCESS)
+		*count = (MPI_Count)c;
+	return ret;
+}
+int MPI_Get_elements_x(const MPI_Status *status, MPI_Datatype dt, MPI_Count *count)
+	__attribute__((weak, alias("PMPI_Get_elements_x")));
+
+int PMPI_Get_elements(const MPI_Status *status, MPI_Datatype dt, int *count)
+{
+	long long c = 0;
+	int ret = elements(status, dt, &c, "MPI_Get_elements");
+
+	if (ret == MPI_SUCCESS)
+		*count = c > 0x7fffffff ? MPI_UNDEFINED : (int)c;
+	return ret;
+}
+int MPI_Get_elements(const MPI_Status *status, MPI_Datatype dt, int *count)
+	__attribute__((weak, alias("PMPI_Get_elements")));
+
+int PMPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype dt, MPI_Count count)
+{
+	struct sts_status n = { 0 };
+	int ret;
+
+	STS_LOWER(ret = sts_lh->gen.Status_set_elements_x(&n, sts_in(STS_DATATYPE, STS_HVAL(dt)),
+							   (sts_count)count));
+	if (ret == 0)
+		sts_status_set_bytes(status, n.count);
+	return sts_err_world(ret, "MPI_Status_set_elements_x");
+}
+int MPI_Status_set_elements_x(MPI_Status *status, MPI_Datatype dt, MPI_Count count)
+	__attribute__((weak, alias("PMPI_Status_set_elements_x")));
+
+int PMPI_Status_set_elements(MPI_Status *status, MPI_Datatype dt, int count)
+{
+	return PMPI_Status_set_elements_x(status, dt, count);
+}
+int MPI_Status_set_elements(MPI_Status *status, MPI_Datatype dt, int count)
+	__attribute__((weak, alias("PMPI_Status_set_elements")));
+
+int PMPI_Status_set_cancelled(MPI_Status *status, int flag)
+{
+	sts_status_set_cancelled(status, flag);
+	return MPI_SUCCESS;
+}
+int MPI_Status_set_cancelled(MPI_Status *status, int flag)
+	__attribute__((weak, alias("PMPI_Status_set_cancelled")));
+
+int PMPI_Test_cancelled(const MPI_Status *status, int *flag)
+{
+	*flag = sts_status_cancelled(status);
+	return MPI_SUCCESS;
+}
+int MPI_Test_cancelled(const MPI_Status *status, int *flag)
+	__attribute__((weak, alias("PMPI_Test_cancelled")));
+
+int sts_gen_Type_match_size(int typeclass, int size, MPI_Datatype *type);
+
+/* The same answer above either MPI (a program keeps it across a restart
+ * and compares): the Fortran types of MPI-3.1 17.1.9 of that size, named
+ * by Stasis (Open MPI 4.1 says MPI_INTEGER for 4 bytes where MPICH says
+ * MPI_INTEGER4); other sizes the MPI's own answer. */
+int PMPI_Type_match_size(int typeclass, int size, MPI_Datatype *type)
+{
+	MPI_Datatype t = MPI_DATATYPE_NULL;
+
+	if (typeclass == MPI_TYPECLASS_INTEGER)
+		t = size == 1 ? MPI_INTEGER1 : size == 2 ? MPI_INTEGER2 : size == 4 ? MPI_INTEGER4 :
+		    size == 8 ? MPI_INTEGER8 : MPI_DATATYPE_NULL;
+	else if (typeclass == MPI_TYPECLASS_REAL)
+		t = size == 4 ? MPI_REAL4 : size == 8 ? MPI_REAL8 : MPI_DATATYPE_NULL;
+	else if (typeclass == MPI_TYPECLASS_COMPLEX)
+		t = size == 8 ? MPI_COMPLEX8 : size == 16 ? MPI_COMPLEX16 : MPI_DATATYPE_NULL;
+	if (t == MPI_DATATYPE_NULL)
+		return sts_gen_Type_match_size(typeclass, size, type);
+	*type = t;
+	return MPI_SUCCESS;
+}
+int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *type)
+	__attribute__((weak, alias("PMPI_Type_match_size")));

@@ -101,6 +101,30 @@ static inline int lh_splittype_in(int t)
 	       STS_SPLIT_INVALID;
 }
 
+/* MPI_Type_get_envelope's combiners: neutral (sts_mpi.h) and this MPI's */
+static const int lh_combiners[STS_COMBINERS] = {
+	MPI_COMBINER_NAMED, MPI_COMBINER_DUP, MPI_COMBINER_CONTIGUOUS, MPI_COMBINER_VECTOR,
+	MPI_COMBINER_HVECTOR, MPI_COMBINER_INDEXED, MPI_COMBINER_HINDEXED,
+	MPI_COMBINER_INDEXED_BLOCK, MPI_COMBINER_HINDEXED_BLOCK, MPI_COMBINER_STRUCT,
+	MPI_COMBINER_RESIZED, MPI_COMBINER_SUBARRAY, MPI_COMBINER_DARRAY, MPI_COMBINER_F90_REAL,
+	MPI_COMBINER_F90_COMPLEX, MPI_COMBINER_F90_INTEGER,
+};
+
+static inline int lh_combiner_out(int c)
+{
+	for (int i = 0; i < STS_COMBINERS; i++)
+		if (lh_combiners[i] == c)
+			return i;
+	return STS_ENUM_INVALID;
+}
+
+static inline int lh_typeclass_in(int t)
+{
+	return t == STS_TYPECLASS_INTEGER ? MPI_TYPECLASS_INTEGER :
+	       t == STS_TYPECLASS_REAL ? MPI_TYPECLASS_REAL :
+	       t == STS_TYPECLASS_COMPLEX ? MPI_TYPECLASS_COMPLEX : STS_ENUM_INVALID;
+}
+
 /* subarray and darray arguments (sts_mpi.h): neutral to this MPI's (_in)
  * and back (_out), for the calls and for a datatype's record */
 static inline int lh_order_in(int o)

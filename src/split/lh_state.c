@@ -476,6 +476,85 @@ static int build_type(const struct rec_type *r, MPI_Datatype *out)
 	return ret;
 }
 
+/* ---- the datatype queries of the program (functions.list: both) ---- */
+
+/* a datatype MPI_Type_get_contents gave: a predefined one's neutral
+ * number; an f90 one's (predefined too, MPI-3.1 17.1.9) the one it has;
+ * a derived one a new number, which the program frees */
+static uint32_t contents_type(MPI_Datatype t)
+{
+	int ni, na, nd, c;
+	uint32_t n;
+
+	MPI_Type_get_envelope(t, &ni, &na, &nd, &c);
+	if (c == MPI_COMBINER_NAMED && (n = predefined_type(t)) != UINT32_MAX)
+		return n;
+	if (f90(comb_of(c)) && (n = lh_find(STS_DATATYPE, LH_HVAL(t))) != UINT32_MAX)
+		return n;
+	return lh_new(STS_DATATYPE, LH_HVAL(t));
+}
+
+int lh_Type_get_contents(uint32_t mtype, int mi, int ma, int md, int *ints, sts_aint *aints,
+			 uint32_t *types)
+{
+	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, mtype), *rt;
+	int ni = 0, na = 0, nd = 0, c = 0, ret = MPI_Type_get_envelope(t, &ni, &na, &nd, &c);
+
+	if (ret != MPI_SUCCESS)
+		return lh_err(ret);
+	rt = malloc((size_t)(md > 0 ? md : 1) * sizeof(*rt));
+	if (!rt)
+		return lh_err(MPI_ERR_NO_MEM);
+	ret = MPI_Type_get_contents(t, mi, ma, md, ints, (MPI_Aint *)aints, rt);
+	if (ret == MPI_SUCCESS) {
+		if (mi >= ni)   /* neutral; the upper half makes them its ABI's */
+			translate_ints(comb_of(c), ints, ni, lh_order_out, lh_distrib_out, lh_darg_out);
+		for (int i = 0; i < nd && i < md; i++)
+			types[i] = contents_type(rt[i]);
+	}
+	free(rt);
+	return lh_err(ret);
+}
+
+int lh_Get_elements_x(const struct sts_status *st, uint32_t dt, sts_count *count)
+{
+	MPI_Status s;
+	MPI_Count c = 0;
+	int ret = MPI_Status_set_elements_x(&s, MPI_BYTE, st->count);
+
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Get_elements_x(&s, (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, dt), &c);
+	*count = c;
+	return lh_err(ret);
+}
+
+int lh_Get_elements(const struct sts_status *st, uint32_t dt, int *count)
+{
+	sts_count c = 0;
+	int ret = lh_Get_elements_x(st, dt, &c);
+
+	*count = (int)c;
+	return ret;
+}
+
+int lh_Status_set_elements_x(struct sts_status *st, uint32_t dt, sts_count count)
+{
+	MPI_Status s;
+	MPI_Count bytes = 0;
+	int ret = MPI_Status_set_elements_x(&s, (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, dt),
+					    count);
+
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Get_elements_x(&s, MPI_BYTE, &bytes);
+	st->count = bytes;
+	return lh_err(ret);
+}
+
+int lh_Status_set_elements(struct sts_status *st, uint32_t dt, int count)
+{
+	return lh_Status_set_elements_x(st, dt, count);
+}
+
 /* ---- datatypes for lh_io.c (a file's view) ---- */
 
 void *lh_type_record(MPI_Datatype t, uint32_t *pre)
