@@ -74,7 +74,12 @@ BLOCKING_ON_COMM = {"Comm_dup", "Comm_split", "Comm_split_type", "Comm_create", 
 # MPICH's): sts_weights_in in the upper half, lh_weights in the lower.
 WEIGHTS = {"weights", "sourceweights", "destweights"}
 BLOCKING_ON_FILE = {"File_set_size", "File_preallocate", "File_read_at_all", "File_write_at_all",
-                    "File_read_all", "File_write_all", "File_sync"}
+                    "File_read_all", "File_write_all", "File_sync", "File_read_ordered",
+                    "File_write_ordered", "File_seek_shared", "File_set_info"}
+# The non-blocking collectives on a file: counted on its communicator
+# (lh_io_enter), completed in the drain like the others.
+NONBLOCKING_ON_FILE = {"File_iread_all", "File_iwrite_all", "File_iread_at_all",
+                       "File_iwrite_at_all"}
 
 # Predefined handles, by kind; index = the neutral handle (0 = the null one).
 PREDEF = {
@@ -479,6 +484,8 @@ def lower(funcs):
             continue
         if f.short[0] == "I" and f.short[1:].capitalize() in COLLECTIVES:
             out.append(f"\tint held = lh_coll_enter({comm});\n\n\tif (held)\n\t\treturn held;")
+        elif f.short in NONBLOCKING_ON_FILE:
+            out.append("\tint held = lh_io_enter(fh);\n\n\tif (held)\n\t\treturn held;")
         elif f.short in BLOCKING_ON_COMM | BLOCKING_ON_FILE:
             fh = next((p.name for p in f.params if p.kind() == "File" and p.ptr == 0), None)
             on = f"lh_coll_blocking({comm})" if f.short in BLOCKING_ON_COMM else f"lh_io_blocking({fh})"

@@ -79,6 +79,10 @@ MPI_Datatype *lh_types_in(const uint32_t *v, int n);
  * until a non-blocking collective completes) */
 void lh_keep(uint32_t req, void *p);
 
+/* lh_io.c: a non-blocking collective on a file, counted on the file's
+ * own communicator (as lh_coll_enter) */
+int lh_io_enter(uint32_t fh);
+
 static inline int lh_rank_in(int r)
 {
 	if (r >= 0)

@@ -43,6 +43,9 @@ struct rec_file {
 	uint32_t etype_pre, ftype_pre;   /* predefined: the neutral number */
 	void *etype, *ftype;    /* otherwise their constructions (lh_state.c) */
 	long long pos;          /* the individual file pointer at the checkpoint */
+	long long spos;         /* the shared one; -1: the MPI has none for it */
+	int split;              /* a split collective begun: 1 + enum split_op */
+	struct sts_status split_status;   /* its status, for its end */
 	uint32_t comm;          /* its own communicator (2: MPI_COMM_SELF) */
 	char *path;
 	int n;                  /* members of the communicator */
@@ -214,6 +217,128 @@ int lh_io_blocking(uint32_t fh)
 	return lh_coll_blocking(r ? r->comm : LH_BLOCKING_NONE);
 }
 
+/* a non-blocking collective on the file: counted on its communicator */
+int lh_io_enter(uint32_t fh)
+{
+	const struct rec_file *r = rec_of(fh);
+
+	return r && r->comm != 2 ? lh_coll_enter(r->comm) : 0;
+}
+
+/* Split collectives (MPI-3.1 13.4.5): the begin does the whole collective,
+ * as the standard allows, behind the entry barrier of the file's
+ * blocking collectives, and keeps its status in the file's record for the
+ * end, so nothing of it is left in the MPI at a checkpoint. */
+enum split_op { READ_AT_ALL, WRITE_AT_ALL, READ_ALL, WRITE_ALL, READ_ORDERED, WRITE_ORDERED };
+
+static int split_begin(uint32_t fh, enum split_op op, sts_offset off, const void *buf, int count,
+		       uint32_t datatype)
+{
+	struct rec_file *r = rec_of(fh);
+	MPI_File f = real_file(fh);
+	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, datatype);
+	MPI_Status st = { 0 };
+	void *b = (void *)buf;
+	int ret;
+
+	if (!r || r->split)   /* one split collective at a time on a file */
+		return lh_err(r ? MPI_ERR_OTHER : MPI_ERR_FILE);
+	ret = lh_io_blocking(fh);
+	if (ret)
+		return ret;
+	switch (op) {
+	case READ_AT_ALL: ret = MPI_File_read_at_all(f, off, b, count, t, &st); break;
+	case WRITE_AT_ALL: ret = MPI_File_write_at_all(f, off, buf, count, t, &st); break;
+	case READ_ALL: ret = MPI_File_read_all(f, b, count, t, &st); break;
+	case WRITE_ALL: ret = MPI_File_write_all(f, buf, count, t, &st); break;
+	case READ_ORDERED: ret = MPI_File_read_ordered(f, b, count, t, &st); break;
+	default: ret = MPI_File_write_ordered(f, buf, count, t, &st); break;
+	}
+	if (ret == MPI_SUCCESS) {
+		r->split = 1 + (int)op;
+		lh_status_out(&st, &r->split_status);
+	}
+	return lh_err(ret);
+}
+
+static int split_end(uint32_t fh, enum split_op op, struct sts_status *status)
+{
+	struct rec_file *r = rec_of(fh);
+
+	if (!r || r->split != 1 + (int)op)   /* no begin of this kind on it */
+		return lh_err(r ? MPI_ERR_OTHER : MPI_ERR_FILE);
+	r->split = 0;
+	if (status)
+		*status = r->split_status;
+	return 0;
+}
+
+int lh_File_read_at_all_begin(uint32_t fh, sts_offset off, void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, READ_AT_ALL, off, buf, count, dt);
+}
+
+int lh_File_write_at_all_begin(uint32_t fh, sts_offset off, const void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, WRITE_AT_ALL, off, buf, count, dt);
+}
+
+int lh_File_read_all_begin(uint32_t fh, void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, READ_ALL, 0, buf, count, dt);
+}
+
+int lh_File_write_all_begin(uint32_t fh, const void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, WRITE_ALL, 0, buf, count, dt);
+}
+
+int lh_File_read_ordered_begin(uint32_t fh, void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, READ_ORDERED, 0, buf, count, dt);
+}
+
+int lh_File_write_ordered_begin(uint32_t fh, const void *buf, int count, uint32_t dt)
+{
+	return split_begin(fh, WRITE_ORDERED, 0, buf, count, dt);
+}
+
+int lh_File_read_at_all_end(uint32_t fh, void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, READ_AT_ALL, st);
+}
+
+int lh_File_write_at_all_end(uint32_t fh, const void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, WRITE_AT_ALL, st);
+}
+
+int lh_File_read_all_end(uint32_t fh, void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, READ_ALL, st);
+}
+
+int lh_File_write_all_end(uint32_t fh, const void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, WRITE_ALL, st);
+}
+
+int lh_File_read_ordered_end(uint32_t fh, void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, READ_ORDERED, st);
+}
+
+int lh_File_write_ordered_end(uint32_t fh, const void *buf, struct sts_status *st)
+{
+	(void)buf;
+	return split_end(fh, WRITE_ORDERED, st);
+}
+
 int lh_File_close(uint32_t *fh)
 {
 	MPI_File f = real_file(*fh);
@@ -284,6 +409,10 @@ int lh_io_save(void)
 		if (ret != MPI_SUCCESS)
 			return ret;
 		r->pos = pos;
+		/* every member parked and drained; a restart takes the first
+		 * member's (MPICH 4.0's others read 0 after an ordered write) */
+		ret = MPI_File_get_position_shared((MPI_File)(LH_HCAST)t->slot[n].real, &pos);
+		r->spos = ret == MPI_SUCCESS ? pos : -1;
 	}
 	return MPI_SUCCESS;
 }
@@ -317,7 +446,8 @@ static int view_type(const void *rec, uint32_t pre, MPI_Datatype *t, int *made)
 /* The file again on this MPI (restart); 0 or an MPI error code. */
 int lh_io_rebuild(struct lh_slot *s)
 {
-	const struct rec_file *r = s->rec;
+	struct rec_file *r = s->rec;
+	long long spos = r->spos;
 	MPI_Group wg, g;
 	MPI_Comm c;
 	MPI_File f;
@@ -338,6 +468,8 @@ int lh_io_rebuild(struct lh_slot *s)
 		return ret;
 	/* it exists now: creating it again would fail (EXCL) or do nothing */
 	ret = MPI_File_open(c, r->path, r->amode & ~(MPI_MODE_CREATE | MPI_MODE_EXCL), MPI_INFO_NULL, &f);
+	if (ret == MPI_SUCCESS)   /* the first member's shared pointer, for all */
+		ret = MPI_Bcast(&spos, 1, MPI_LONG_LONG, 0, c);
 	MPI_Comm_free(&c);
 	if (ret != MPI_SUCCESS)
 		return ret;
@@ -361,6 +493,9 @@ int lh_io_rebuild(struct lh_slot *s)
 		ret = MPI_File_set_atomicity(f, 1);
 	if (ret == MPI_SUCCESS && !(r->amode & MPI_MODE_SEQUENTIAL))
 		ret = MPI_File_seek(f, r->pos, MPI_SEEK_SET);
+	r->spos = spos;
+	if (ret == MPI_SUCCESS && spos >= 0)   /* collective: on all members or none */
+		ret = MPI_File_seek_shared(f, spos, MPI_SEEK_SET);
 	if (ret != MPI_SUCCESS) {
 		MPI_File_close(&f);
 		return ret;

@@ -183,7 +183,7 @@ static int progress(struct lh_slot *s)
 		if (q->status.cancelled)
 			count(lh_lg->sent_to, q->comm, q->peer, -1);
 	}
-	if (q->kind == REQ_OTHER)
+	if (q->kind == REQ_OTHER && !(q->errh & STS_ERRH_FILE))   /* MPI-IO's count its bytes */
 		status_set(&q->status, STS_ANY_SOURCE, ANY_TAG, q->status.error, 0);
 	q->state = REQ_DONE;
 	return 1;

@@ -1,0 +1,220 @@
+/* fileio.c - MPI-IO with shared file pointers, split collectives and
+ * non-blocking calls, on a file opened before the loop (tests/split).
+ *
+ *   fileio ITERATIONS SLEEP_MS FILE
+ *
+ * Any number of ranks >= 2 (r: this rank, n: the size, L: its left
+ * neighbour). Before the loop the ranks open FILE (created), set a view of
+ * ints (MPI_File_set_view), set and read an info (MPI_File_set_info,
+ * MPI_File_get_info). Iteration I, with P = 4 n I and v = 1000 r + I, all
+ * offsets in ints:
+ *  - shared file pointer: each rank writes (v, I) with MPI_File_write_shared
+ *    (MPI_File_iwrite_shared and MPI_Wait on odd iterations), then
+ *    (v + 1, I + 1000) with MPI_File_write_ordered_begin/_end (so at
+ *    P + 2 n + 2 r); checks rank 0's MPI_File_get_position_shared is
+ *    P + 4 n; seeks
+ *    the shared pointer back to P (MPI_File_seek_shared), reads 2 ints with
+ *    MPI_File_read_ordered (the pair at P + 2 r, written by some rank: all
+ *    ranks' pairs are different ranks' own) and 2 with MPI_File_read_shared
+ *    (a pair of the ordered ones); the pointer is P + 4 n again;
+ *  - explicit offsets and the individual pointer, from R = 100000 + 8 n I:
+ *    MPI_File_iwrite_at at R + 2 r, MPI_File_iwrite_at_all at R + 2 n + 2 r,
+ *    MPI_File_write_at_all_begin/_end at R + 4 n + 2 r, and after a seek
+ *    MPI_File_write_all_begin/_end at R + 6 n + 2 r; then, after
+ *    sync-barrier-sync, reads the left neighbour's pairs back with
+ *    MPI_File_iread_at, MPI_File_iread_at_all, MPI_File_read_at_all_begin/
+ *    _end and (after a seek) MPI_File_read_all_begin/_end and MPI_File_iread;
+ *  - MPI_File_get_view: displacement 0, etype MPI_INT, "native".
+ * A checkpoint may come between a split collective's begin and end (the
+ * program sleeps between them every third iteration). Then it sleeps
+ * SLEEP_MS.
+ *
+ * At the end rank 0 sums the checks made (MPI_Reduce) and prints
+ * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
+ * and aborts the job. */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank, size, it;
+static long checks;
+
+static void eq(const char *what, long got, long want)
+{
+	if (got != want) {
+		printf("FAIL rank %d iteration %d: %s: %ld, expected %ld\n", rank, it, what, got, want);
+		fflush(stdout);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	checks++;
+}
+
+static void pair(const char *what, const int *got, int a, int b)
+{
+	eq(what, (long)got[0] * 100000 + got[1], (long)a * 100000 + b);
+}
+
+static void nap_ms(int ms)
+{
+	struct timespec t = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&t, NULL);
+}
+
+static void wait1(MPI_Request *q)
+{
+	MPI_Status st;
+	int n;
+
+	MPI_Wait(q, &st);
+	MPI_Get_count(&st, MPI_INT, &n);
+	if (n != 2) {
+		printf("FAIL rank %d iteration %d: non-blocking count %d\n", rank, it, n);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+}
+
+/* rank 0's MPI_File_get_position_shared (MPICH 4.0 natively: the other
+ * ranks read 0 after an MPI_File_write_ordered) */
+static void shared_position(MPI_File fh, MPI_Offset *pos)
+{
+	long long p = 0;
+
+	if (rank == 0) {
+		MPI_File_get_position_shared(fh, pos);
+		p = *pos;
+	}
+	MPI_Bcast(&p, 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+	*pos = p;
+}
+
+int main(int argc, char **argv)
+{
+	int iters = argc > 1 ? atoi(argv[1]) : 5, ms = argc > 2 ? atoi(argv[2]) : 100, L;
+	const char *path = argc > 3 ? argv[3] : "fileio.dat";
+	MPI_File fh;
+	MPI_Info info, used;
+	MPI_Status st;
+	long total = 0;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	L = (rank + size - 1) % size;
+	MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR, MPI_INFO_NULL, &fh);
+	MPI_File_set_errhandler(fh, MPI_ERRORS_ARE_FATAL);
+	MPI_File_set_view(fh, 0, MPI_INT, MPI_INT, "native", MPI_INFO_NULL);
+	MPI_Info_create(&info);
+	MPI_Info_set(info, "access_style", "read_mostly");
+	MPI_File_set_info(fh, info);
+	MPI_File_get_info(fh, &used);
+	MPI_Info_free(&used);
+	MPI_Info_free(&info);
+
+	for (it = 0; it < iters; it++) {
+		int n = size, v = 1000 * rank + it, buf[2], got[2], all[64];
+		MPI_Offset P = 4L * n * it, R = 100000 + 8L * n * it, pos;
+		MPI_Request q;
+		MPI_Datatype et, ft;
+		char rep[MPI_MAX_DATAREP_STRING + 1];
+		MPI_Offset disp;
+
+		printf("rank %d iteration %d\n", rank, it);
+		fflush(stdout);
+
+		/* shared file pointer */
+		buf[0] = v;
+		buf[1] = it;
+		if (it % 2) {
+			MPI_File_iwrite_shared(fh, buf, 2, MPI_INT, &q);
+			wait1(&q);
+		} else {
+			MPI_File_write_shared(fh, buf, 2, MPI_INT, &st);
+		}
+		/* every shared write before the ordered ones (a collective is no
+		 * barrier) */
+		MPI_Barrier(MPI_COMM_WORLD);
+		buf[0] = v + 1;
+		buf[1] = it + 1000;
+		MPI_File_write_ordered_begin(fh, buf, 2, MPI_INT);
+		if (it % 3 == 1)
+			nap_ms(ms);   /* a checkpoint may come between begin and end */
+		MPI_File_write_ordered_end(fh, buf, &st);
+		MPI_File_sync(fh);
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_File_sync(fh);
+		shared_position(fh, &pos);
+		eq("position_shared", (long)pos, (long)(P + 4 * n));
+		MPI_File_seek_shared(fh, P, MPI_SEEK_SET);
+		MPI_File_read_ordered(fh, got, 2, MPI_INT, &st);
+		eq("read_ordered iteration", got[1], it);
+		MPI_Allgather(&got[0], 1, MPI_INT, all, 1, MPI_INT, MPI_COMM_WORLD);
+		{
+			int seen = 0;
+
+			for (int i = 0; i < n; i++)
+				seen |= (all[i] % 1000 == it && all[i] / 1000 < n) << (all[i] / 1000);
+			eq("every rank's shared write once", seen, (1 << n) - 1);
+		}
+		MPI_File_read_shared(fh, got, 2, MPI_INT, &st);
+		eq("read_shared", got[1] * 1000L + (got[0] - 1) % 1000, (it + 1000) * 1000L + it);
+		MPI_Barrier(MPI_COMM_WORLD);   /* every read_shared done: all see P + 4n */
+		shared_position(fh, &pos);
+		eq("position_shared after reads", (long)pos, (long)(P + 4 * n));
+
+		/* explicit offsets and the individual pointer */
+		buf[0] = v;
+		buf[1] = 1;
+		MPI_File_iwrite_at(fh, R + 2 * rank, buf, 2, MPI_INT, &q);
+		wait1(&q);
+		buf[1] = 2;
+		MPI_File_iwrite_at_all(fh, R + 2 * n + 2 * rank, buf, 2, MPI_INT, &q);
+		wait1(&q);
+		buf[1] = 3;
+		MPI_File_write_at_all_begin(fh, R + 4 * n + 2 * rank, buf, 2, MPI_INT);
+		if (it % 3 == 2)
+			nap_ms(ms);
+		MPI_File_write_at_all_end(fh, buf, &st);
+		buf[1] = 4;
+		MPI_File_seek(fh, R + 6 * n + 2 * rank, MPI_SEEK_SET);
+		MPI_File_write_all_begin(fh, buf, 2, MPI_INT);
+		MPI_File_write_all_end(fh, buf, &st);
+		MPI_File_sync(fh);
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_File_sync(fh);
+
+		v = 1000 * L + it;
+		MPI_File_iread_at(fh, R + 2 * L, got, 2, MPI_INT, &q);
+		wait1(&q);
+		pair("iread_at", got, v, 1);
+		MPI_File_iread_at_all(fh, R + 2 * n + 2 * L, got, 2, MPI_INT, &q);
+		wait1(&q);
+		pair("iread_at_all", got, v, 2);
+		MPI_File_read_at_all_begin(fh, R + 4 * n + 2 * L, got, 2, MPI_INT);
+		MPI_File_read_at_all_end(fh, got, &st);
+		pair("read_at_all_begin", got, v, 3);
+		MPI_File_seek(fh, R + 6 * n + 2 * L, MPI_SEEK_SET);
+		MPI_File_read_all_begin(fh, got, 2, MPI_INT);
+		if (it % 3 == 0)
+			nap_ms(ms);
+		MPI_File_read_all_end(fh, got, &st);
+		pair("read_all_begin", got, v, 4);
+		MPI_File_seek(fh, R + 6 * n + 2 * L, MPI_SEEK_SET);
+		MPI_File_iread(fh, got, 2, MPI_INT, &q);
+		wait1(&q);
+		pair("iread", got, v, 4);
+
+		MPI_File_get_view(fh, &disp, &et, &ft, rep);
+		eq("get_view", (long)disp * 10 + (et == MPI_INT) + (ft == MPI_INT) + 4 * !strcmp(rep, "native"),
+		   6);
+		nap_ms(ms);
+	}
+	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+	if (rank == 0)
+		printf("PASS ranks=%d iterations=%d checks=%ld\n", size, iters, total);
+	MPI_File_close(&fh);
+	MPI_Finalize();
+	return 0;
+}
