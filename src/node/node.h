@@ -35,15 +35,19 @@ struct store;
  * path; its directory in *dir_out (may be NULL). -ENOENT without a job. */
 int node_sock_path(char *out, size_t len, char *dir_out, size_t dir_len);
 
-/* Rank side, before MPI_Init: make sure the node's agent for the job runs,
- * starting it if no agent answers (under a lock file beside the socket, so
- * that the node's ranks start one between them). The agent is started from
+/* Rank side, before MPI_Init: make sure the node's agent for the job runs
+ * or is being started, starting it if no agent answers and no other rank
+ * of the node holds the lock file beside the socket (so that the node's
+ * ranks start one between them). The agent is started from
  * STASIS_LH_DIR/stasis-node through a double fork and setsid: it is never
- * a child of a rank. Returns once it listens, or an error (it said why in
- * its log, <socket>.log). */
+ * a child of a rank. Returns at once: the agent connects to the
+ * coordinator while MPI initializes; node_agent_connect waits for it. */
 int node_agent_ensure(void);
 
-/* Rank side: a connection to the node's agent (SOCK_CLOEXEC) in *fd. */
+/* Rank side, after MPI_Init: a connection to the node's agent
+ * (SOCK_CLOEXEC) in *fd, waiting at most 10 s for an agent being started
+ * (when this rank started it and it failed: its log, <socket>.log, says
+ * why). */
 int node_agent_connect(int *fd);
 
 /* The agent's program: serve the node's ranks of the job until they have

@@ -10,6 +10,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,9 +19,14 @@
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #define READY_TIMEOUT_MS 10000
+
+/* A start of the agent by this rank, under way: the lock held and the
+ * agent's ready pipe, until node_agent_connect (after MPI_Init) */
+static int starting_lock = -1, starting_pipe = -1;
 
 /* <local_dir or $TMPDIR or /tmp>/stasis-node.<uid>, ours and 0700 */
 static int sock_dir(char *out, size_t len)
@@ -133,11 +139,33 @@ static int connect_path(const char *path, int *out)
 int node_agent_connect(int *fd)
 {
 	char path[PATH_MAX];
+	uint64_t end;
+	struct timespec ts;
 	int ret = node_sock_path(path, sizeof(path), NULL, 0);
 
 	if (ret)
 		return ret;
-	ret = connect_path(path, fd);
+	if (starting_pipe >= 0) {
+		/* this rank started it: its word that it listens (or its end) */
+		struct pollfd w = { starting_pipe, POLLIN, 0 };
+		char byte;
+		int ok = poll(&w, 1, READY_TIMEOUT_MS) == 1 && read(starting_pipe, &byte, 1) == 1;
+
+		close(starting_pipe);
+		close(starting_lock);
+		starting_pipe = starting_lock = -1;
+		if (!ok)
+			return err_set(-EIO, "the node agent did not start (%s.log says why)", path);
+	}
+	/* another rank of the node may still be starting it */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	end = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 + READY_TIMEOUT_MS;
+	while ((ret = connect_path(path, fd)) != 0) {
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		if ((uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000 >= end)
+			break;
+		usleep(10 * 1000);
+	}
 	return ret ? err_set(ret, "cannot reach the node agent at %s: %s", path, strerror(-ret)) : 0;
 }
 
@@ -173,13 +201,12 @@ static void __attribute__((noreturn)) exec_agent(const char *path, int ready)
 	_exit(127);
 }
 
-/* Start the agent, detached; wait until it listens */
-static int spawn(const char *path)
+/* Start the agent, detached; *ready gets the pipe on which it says it
+ * listens */
+static int spawn(const char *path, int *ready)
 {
 	int p[2], status;
-	char byte;
 	pid_t pid;
-	struct pollfd w;
 
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return err_set(-errno, "pipe: %s", strerror(errno));
@@ -203,12 +230,7 @@ static int spawn(const char *path)
 	close(p[1]);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
-	w = (struct pollfd){ p[0], POLLIN, 0 };
-	if (poll(&w, 1, READY_TIMEOUT_MS) != 1 || read(p[0], &byte, 1) != 1) {
-		close(p[0]);
-		return err_set(-EIO, "the node agent did not start (%s.log says why)", path);
-	}
-	close(p[0]);
+	*ready = p[0];
 	return 0;
 }
 
@@ -227,15 +249,24 @@ int node_agent_ensure(void)
 	lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	if (lfd < 0)
 		return err_set(-errno, "cannot open %s: %s", lock, strerror(errno));
-	while (flock(lfd, LOCK_EX) != 0 && errno == EINTR)
-		;
+	/* held: another rank of the node is starting it (it holds the lock
+	 * until its MPI_Init returned: waiting here for it could keep this
+	 * rank out of an MPI_Init that waits for every rank) */
+	if (flock(lfd, LOCK_EX | LOCK_NB) != 0) {
+		close(lfd);
+		return 0;
+	}
 	/* another rank of the node may have started it meanwhile */
 	if (connect_path(path, &fd) == 0) {
 		close(fd);
-		ret = 0;
-	} else {
-		ret = spawn(path);
+		close(lfd);
+		return 0;
 	}
-	close(lfd);
+	/* started now, waited for after MPI_Init: the two overlap */
+	ret = spawn(path, &starting_pipe);
+	if (ret)
+		close(lfd);
+	else
+		starting_lock = lfd;
 	return ret;
 }
