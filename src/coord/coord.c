@@ -10,6 +10,7 @@
 
 #include "common/config.h"
 #include "common/err.h"
+#include "common/line.h"
 #include "common/log.h"
 #include "image/image.h"
 #include "proc/proc.h"
@@ -261,7 +262,6 @@ static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expect
 
 static int read_line(int fd, char *buf, size_t len, int timeout_ms);
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int secret_equal(const char *a, const char *b);
 
 /* coord_address "auto": where every node reaches this one, the address
  * its host name resolves to (a cluster's login or batch node: its cluster
@@ -403,7 +403,7 @@ static void unsplit(struct coord *c, const char *line)
 
 	if (sscanf(line, "UNSPLIT %u %127s %d %d %d %63s %15s %n", &version, secret, &rank, &size,
 		   &pid, host, kind, &pos) != 7 || !pos || version != COORD_PROTOCOL_VERSION ||
-	    !secret_equal(secret, c->secret) || rank < 0 || (size > 0 && rank >= size))
+	    !line_secret_equal(secret, c->secret) || rank < 0 || (size > 0 && rank >= size))
 		return;
 	log_info("rank %d (pid %d on %s) runs without a lower half: %s", rank, pid, host, line + pos);
 	note_add(c, rank, size, pid, host, strcmp(kind, "late") ? NOTE_NOMPI : NOTE_LATE,
@@ -532,7 +532,7 @@ static void accept_conn(struct coord *c)
 		close(fd);
 		return;
 	}
-	if (version != COORD_PROTOCOL_VERSION || !secret_equal(secret, c->secret)) {
+	if (version != COORD_PROTOCOL_VERSION || !line_secret_equal(secret, c->secret)) {
 		reply(fd, "ERR %s", version != COORD_PROTOCOL_VERSION ? "protocol version not supported"
 								       : "wrong secret");
 		close(fd);
@@ -969,25 +969,13 @@ static void reply(int fd, const char *fmt, ...)
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = line_vformat(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	if (n < 0)
 		return;
-	if ((size_t)n > sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	buf[n++] = '\n';
 	if (write(fd, buf, (size_t)n) < 0) {
 		/* the client went away; nothing to tell it */
 	}
-}
-
-static int secret_equal(const char *a, const char *b)
-{
-	unsigned diff = strlen(a) != strlen(b);
-
-	for (size_t i = 0; a[i] && b[i]; i++)
-		diff |= (unsigned)(a[i] ^ b[i]);
-	return diff == 0;
 }
 
 static void serve_client(struct coord *c)
@@ -1011,7 +999,7 @@ static void serve_client(struct coord *c)
 		      version, COORD_PROTOCOL_VERSION);
 		goto out;
 	}
-	if (!secret_equal(secret, c->secret)) {
+	if (!line_secret_equal(secret, c->secret)) {
 		reply(fd, "ERR wrong secret");
 		goto out;
 	}

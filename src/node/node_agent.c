@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/line.h"
 #include "common/log.h"
 #include "store/store.h"
 
@@ -98,15 +99,6 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int secret_equal(const char *a, const char *b)
-{
-	unsigned diff = strlen(a) != strlen(b);
-
-	for (size_t i = 0; a[i] && b[i]; i++)
-		diff |= (unsigned)(a[i] ^ b[i]);
-	return diff == 0;
-}
-
 /* ---- lines ---- */
 
 static int send_line(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -117,16 +109,10 @@ static int send_line(int fd, const char *fmt, ...)
 	int n;
 
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = line_vformat(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	if (n < 0)
-		return -EINVAL;
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	for (int i = 0; i < n; i++)
-		if (buf[i] == '\n')
-			buf[i] = ' ';
-	buf[n++] = '\n';
+		return n;
 	return fd >= 0 && send(fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
 }
 
@@ -410,7 +396,7 @@ static int rank_hello(struct rank *r, const char *line)
 			  version, NODE_PROTOCOL_VERSION);
 		return -EPROTO;
 	}
-	if (!secret_equal(secret, A.secret)) {
+	if (!line_secret_equal(secret, A.secret)) {
 		send_line(r->c.fd, "ERR wrong secret");
 		return -EACCES;
 	}

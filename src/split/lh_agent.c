@@ -50,6 +50,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/line.h"
 #include "image/image.h"
 #include "lh.h"
 #include "lh_ckpt.h"
@@ -503,16 +504,10 @@ static int send_line(const char *fmt, ...)
 	int n, ret;
 
 	va_start(ap, fmt);
-	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	n = line_vformat(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 	if (n < 0)
-		return -EINVAL;
-	if (n > (int)sizeof(buf) - 2)
-		n = (int)sizeof(buf) - 2;
-	for (int i = 0; i < n; i++)
-		if (buf[i] == '\n')
-			buf[i] = ' ';
-	buf[n++] = '\n';
+		return n;
 	pthread_mutex_lock(&lock);
 	ret = coord_fd >= 0 && send(coord_fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
 	pthread_mutex_unlock(&lock);

@@ -1,0 +1,19 @@
+/* line.h - the text lines of Stasis's protocols (docs/coordinator.md):
+ * coordinator, node agents and ranks speak one line per message, ended by
+ * a newline, and compare secrets without leaking where they differ. */
+#ifndef STASIS_COMMON_LINE_H
+#define STASIS_COMMON_LINE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+/* fmt with ap into buf (len >= 2) as one line: cut to fit, any newline
+ * inside made a space, a newline at the end. Returns its length, or
+ * -EINVAL when the format fails. */
+int line_vformat(char *buf, size_t len, const char *fmt, va_list ap);
+
+/* a and b are the same string, in a time that depends on their lengths
+ * only (secrets) */
+int line_secret_equal(const char *a, const char *b);
+
+#endif
