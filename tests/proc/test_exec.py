@@ -137,3 +137,31 @@ def test_a_fifo_the_shell_opens_before_the_exec_was_not_inherited_at_launch(job,
     rc, out, err = job.finish()
     assert rc == 0 and out.strip().endswith("PASS"), err
     os.close(reader)
+
+
+def test_checkpoints_during_execs(job):
+    """Checkpoints asked for while the program execs itself every 2 ms: a
+    request that meets an exec waits in the channel for the next program's
+    agent, so every one is established and none hangs. The last restarts,
+    and the program execs on."""
+    job.run(program("reexec"))
+    taken = [job.checkpoint() for _ in range(20)]
+    assert taken == [f"ckpt-{i:06d}" for i in range(1, 21)]
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.split()[-1] == "PASS", f"{out}\n{err}"
+    assert int(out.split()[-2]) > 0, out
+
+
+def test_an_exec_of_a_static_program_ends_checkpoints_at_once(job):
+    """LD_PRELOAD has no effect on a statically linked program: the channel
+    does not go through that exec (else a checkpoint request would wait
+    for the coordinator's 120 s limit), the program runs on."""
+    job.run("/bin/bash", "-c", f"true; exec {program('static')}")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False, timeout=20)
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        "stasis: checkpoint: checkpoint failed: the program has no Stasis agent (it ended, or was "
+        "not started under `stasis run`)"], r.stderr
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), err

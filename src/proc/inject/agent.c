@@ -1564,31 +1564,35 @@ static void after_restart(void)
 	atomic_store(&g_overflow, 0);
 	atomic_store(&g_nstopped, 0);
 	atomic_store(&g_next_slot, 0);
-	atomic_store(&g_stopping, 0);
 	if (send_msg(PROC_MSG_RESTARTED, &h, sizeof(h), NULL, 0) != 0) {
 		close(g_channel);
 		g_channel = -1;
 	}
+	/* g_stopping was set when the image was taken: until now it kept every
+	 * exec waiting (exec_common), which would have ended this thread
+	 * before the coordinator heard RESTARTED */
+	atomic_store(&g_stopping, 0);
 }
 
-/* ERROR in one write (the exec may end this thread at any moment: a
- * record cut in two would leave the coordinator waiting for its rest),
- * then the verdict, which the new program's agent may read instead. */
-static void refuse_during_exec(void)
+/* The next command, left in the channel: the exec of another program
+ * (exec_common) may end this thread at any moment, and a command it had
+ * taken out would be lost to the next program's agent. 0, or -EPIPE when
+ * the channel is gone. */
+static int peek_command(struct proc_msg *cmd)
 {
-	static const char text[] = "cannot checkpoint: the program is executing another program; "
-				   "try again";
-	struct {
-		struct proc_msg m;
-		char text[sizeof(text) - 1];
-	} __attribute__((packed)) rec = { { PROC_MSG_MAGIC, PROC_MSG_ERROR, sizeof(text) - 1 }, { 0 } };
-	struct proc_msg cmd;
+	for (;;) {
+		ssize_t n = recv(g_channel, cmd, sizeof(*cmd), MSG_PEEK | MSG_WAITALL);
 
-	memcpy(rec.text, text, sizeof(text) - 1);
-	if (write_all(g_channel, &rec, sizeof(rec)) == 0 &&
-	    read_all(g_channel, &cmd, sizeof(cmd)) == 0 && cmd.type == PROC_CMD_EXIT)
-		syscall(SYS_exit_group, 0);
-	atomic_store(&g_stopping, 0);
+		if (n == (ssize_t)sizeof(*cmd))
+			return 0;
+		if (n == 0 || (n < 0 && errno != EINTR))
+			return -EPIPE;
+		if (n > 0) {
+			struct timespec ms = { 0, 1000000 };
+
+			nanosleep(&ms, NULL);
+		}
+	}
 }
 
 static void *agent_main(void *arg)
@@ -1598,19 +1602,28 @@ static void *agent_main(void *arg)
 	(void)arg;
 	g_agent_tid = raw_gettid();
 	while (g_channel >= 0) {
-		if (read_all(g_channel, &cmd, sizeof(cmd)) != 0 || cmd.magic != PROC_MSG_MAGIC)
+		if (peek_command(&cmd) != 0 || cmd.magic != PROC_MSG_MAGIC)
+			break;
+		if (cmd.type == PROC_CMD_CHECKPOINT) {
+			atomic_store(&g_stopping, 1);
+			if (atomic_load(&g_exec)) {
+				/* the program becomes another now: the command stays
+				 * for that one's agent (or for this one, should the
+				 * exec fail) */
+				struct timespec ms = { 0, 1000000 };
+
+				atomic_store(&g_stopping, 0);
+				nanosleep(&ms, NULL);
+				continue;
+			}
+		}
+		/* no exec can start now: take the command out */
+		if (read_all(g_channel, &cmd, sizeof(cmd)) != 0)
 			break;
 		if (cmd.type == PROC_CMD_EXIT)
 			syscall(SYS_exit_group, 0);
 		if (cmd.type != PROC_CMD_CHECKPOINT)
 			continue;
-		atomic_store(&g_stopping, 1);
-		if (atomic_load(&g_exec)) {
-			/* the program becomes another one now (exec_common): that
-			 * one's agent serves the next checkpoint */
-			refuse_during_exec();
-			continue;
-		}
 		syscall(SYS_tgkill, getpid(), g_agent_tid, PROC_CKPT_SIGNAL);
 		/* back here after the checkpoint, or in a restored process */
 		if (stasis_agent_state.restarts != g_seen_restarts)
@@ -1676,7 +1689,8 @@ int sigaction(int sig, const struct sigaction *act, struct sigaction *old)
  * new environment still preloads this library (else the coordinator sees
  * the channel close: no agent). No checkpoint runs meanwhile: g_exec and
  * g_stopping are set in opposite orders on each side, so one side always
- * sees the other's (agent_main refuses with one line; the exec waits). */
+ * sees the other's (agent_main leaves the command for the next program's
+ * agent; the exec waits for the checkpoint's end). */
 
 static int (*real_execve)(const char *, char *const[], char *const[]);
 static int (*real_execvpe)(const char *, char *const[], char *const[]);
@@ -1708,19 +1722,89 @@ static size_t put_u64(char *buf, size_t n, size_t cap, uint64_t v)
 	return n;
 }
 
+/* Called from the constructor: a vfork child must not call dlsym (it may
+ * wait for a lock another thread of the parent holds). */
+static void exec_resolve(void)
+{
+	real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
+	real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
+	real_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
+}
+
 static int exec_real(enum exec_kind kind, const char *path, int fd, char *const argv[],
 		     char *const envp[])
 {
-	if (!real_execve) {
-		real_execve = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execve");
-		real_execvpe = (int (*)(const char *, char *const[], char *const[]))dlsym(RTLD_NEXT, "execvpe");
-		real_fexecve = (int (*)(int, char *const[], char *const[]))dlsym(RTLD_NEXT, "fexecve");
-	}
+	if (!real_execve)
+		exec_resolve();   /* an exec from another library's constructor, before ours */
 	if (kind == EXEC_SEARCH)
 		return real_execvpe(path, argv, envp);
 	if (kind == EXEC_FD)
 		return real_fexecve(fd, argv, envp);
 	return real_execve(path, argv, envp);
+}
+
+/* Is this a statically linked ELF program (no PT_INTERP)? LD_PRELOAD has
+ * no effect on it: it must not get the channel, which nobody would read.
+ * Anything not known to be one (a script, a dynamic program, an unreadable
+ * file) is not. */
+static int static_elf(int fd)
+{
+	unsigned char b[4096];
+	ssize_t n = pread(fd, b, sizeof(b), 0);
+	uint64_t phoff;
+	uint16_t phentsize, phnum;
+
+	if (n < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */)
+		return 0;
+	memcpy(&phoff, b + 32, 8);
+	memcpy(&phentsize, b + 54, 2);
+	memcpy(&phnum, b + 56, 2);
+	if (phentsize < 4 || phoff + (uint64_t)phnum * phentsize > (uint64_t)n)
+		return 0;   /* headers beyond the first page: do not guess */
+	for (uint16_t i = 0; i < phnum; i++) {
+		uint32_t type;
+
+		memcpy(&type, b + phoff + (uint64_t)i * phentsize, 4);
+		if (type == 3 /* PT_INTERP */)
+			return 0;
+	}
+	return 1;
+}
+
+/* The file an exec of path would run: path itself, or for a search the
+ * first executable regular file of that name in $PATH (execvp's order). */
+static int static_target(enum exec_kind kind, const char *path, int fd)
+{
+	char buf[PATH_MAX];
+	const char *dirs = getenv("PATH");
+	int f, ret;
+
+	if (kind == EXEC_FD)
+		return static_elf(fd);
+	if (kind == EXEC_PATH || strchr(path, '/')) {
+		f = open(path, O_RDONLY | O_CLOEXEC);
+		ret = f >= 0 && static_elf(f);
+		if (f >= 0)
+			close(f);
+		return ret;
+	}
+	for (const char *d = dirs ? dirs : "/bin:/usr/bin"; *d;) {
+		const char *end = strchr(d, ':');
+		size_t dl = end ? (size_t)(end - d) : str_len(d), pl = str_len(path);
+		struct stat st;
+
+		if (dl + pl + 2 <= sizeof(buf)) {
+			memcpy(buf, d, dl);
+			buf[dl] = '/';
+			memcpy(buf + dl + 1, path, pl + 1);
+			if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) && access(buf, X_OK) == 0)
+				return static_target(EXEC_PATH, buf, -1);
+		}
+		if (!end)
+			break;
+		d = end + 1;
+	}
+	return 0;
 }
 
 static int exec_common(enum exec_kind kind, const char *path, int fd, char *const argv[],
@@ -1730,7 +1814,8 @@ static int exec_common(enum exec_kind kind, const char *path, int fd, char *cons
 	size_t n = 0, k, fl = sizeof(PROC_ENV_FD), ll = sizeof(PROC_ENV_LAUNCH_FDS);
 	int channel = g_channel, ret, err;
 
-	if (channel < 0 || getpid() != g_owner || !preloads_agent(envp))
+	if (channel < 0 || getpid() != g_owner || !preloads_agent(envp) ||
+	    static_target(kind, path, fd))
 		return exec_real(kind, path, fd, argv, envp);
 	while (envp && envp[n])
 		n++;
@@ -1865,6 +1950,7 @@ __attribute__((constructor)) static void agent_init(void)
 	real_sigprocmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "sigprocmask");
 	real_pthread_sigmask = (int (*)(int, const sigset_t *, sigset_t *))dlsym(RTLD_NEXT, "pthread_sigmask");
 	real_sigaction = (int (*)(int, const struct sigaction *, struct sigaction *))dlsym(RTLD_NEXT, "sigaction");
+	exec_resolve();
 	if (!env || !*env)
 		return;
 	fd = atoi(env);
