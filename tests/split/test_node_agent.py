@@ -12,6 +12,8 @@ import re
 import signal
 import time
 
+import pytest
+
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
 
@@ -19,6 +21,14 @@ ITERS = 60
 SLEEP_MS = 100
 
 hello = program_fixture("hello")
+
+
+@pytest.fixture
+def job(tmp_path):
+    """the test's job, killed at its end whatever happened"""
+    j = MpiJob(tmp_path)
+    yield j
+    j.kill()
 
 
 def status(job):
@@ -47,8 +57,7 @@ def until(what, timeout=10):
     return what()
 
 
-def test_one_agent_for_the_nodes_ranks_and_none_left_after_the_job(hello, tmp_path):
-    job = MpiJob(tmp_path)
+def test_one_agent_for_the_nodes_ranks_and_none_left_after_the_job(hello, job):
     job.env["STASIS_LOG"] = "info"
     job.start(*launcher("openmpi", 4), hello["openmpi"], 20, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 2")
@@ -65,11 +74,10 @@ def test_one_agent_for_the_nodes_ranks_and_none_left_after_the_job(hello, tmp_pa
     assert until(lambda: not os.path.exists(f"/proc/{agent}"), 10), f"node agent {agent} still runs"
 
 
-def test_a_rank_killed_between_checkpoints_is_reported_at_once(hello, tmp_path):
+def test_a_rank_killed_between_checkpoints_is_reported_at_once(hello, job):
     """mpirun --enable-recovery lets rank 0 run on after rank 1 died; the
     agent tells the coordinator when rank 1's connection closes, and the
     checkpoint does not wait 30 s for it."""
-    job = MpiJob(tmp_path)
     job.start("mpirun.openmpi", "--enable-recovery", "-np", "2", hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 2")
     ranks = field(status(job), "ranks")
@@ -89,12 +97,11 @@ def test_a_rank_killed_between_checkpoints_is_reported_at_once(hello, tmp_path):
     assert took < 10, f"the checkpoint waited {took:.1f} s for a rank known dead"
 
 
-def test_the_agent_killed_during_a_checkpoint_fails_it_naming_its_node(hello, tmp_path):
+def test_the_agent_killed_during_a_checkpoint_fails_it_naming_its_node(hello, job):
     """node.agent.ckpt:2:kill: the agent dies when the second checkpoint
     begins, before its ranks hear of it. That checkpoint fails in one line
     naming the node, the ranks run on (without checkpoints) to their end,
     and a restart takes the first."""
-    job = MpiJob(tmp_path)
     job.env["STASIS_FAULT"] = "node.agent.ckpt:2:kill"
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 2")

@@ -144,12 +144,14 @@ def test_a_chunk_damaged_while_copied_is_never_committed(hello, tmp_path):
     .tmp removed), the checkpoint stays at level local, and the agent says
     why in its log; the next checkpoint reaches level global."""
     job = staged_job(tmp_path, STASIS_FAULT="node.copy.corrupt:fail")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
-    job.lines_until(r"rank 0 iteration 2")
-    first = job.checkpoint()
-    second = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip()
-    logs = "".join(p.read_text() for p in job.local.glob("stasis-node.*/*.log"))
-    job.kill()
+    try:
+        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 2")
+        first = job.checkpoint()
+        second = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip()
+        logs = "".join(p.read_text() for p in job.local.glob("stasis-node.*/*.log"))
+    finally:
+        job.kill()
     assert (first, second) == ("ckpt-000001", "ckpt-000002")
     assert re.search(r"rank \d's image of ckpt-000001 stays at level local: \S+rank-0000\d\.img: "
                      r"section \d+, chunk \d+ \(payload at byte \d+\): CRC32C mismatch", logs), logs
