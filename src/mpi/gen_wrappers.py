@@ -177,7 +177,12 @@ def read_list(path):
         if not line or line.startswith("#"):
             continue
         status, proto = line.split(None, 1)
-        funcs.append(Func(status, proto))
+        proto, _, why = proto.partition(" -- ")   # a "no" function's reason
+        f = Func(status, proto.strip())
+        f.why = why.strip()
+        if f.status == "no" and not f.why:
+            raise SystemExit(f"{f.name}: a 'no' function needs its reason after ' -- '")
+        funcs.append(f)
     return funcs
 
 
@@ -311,7 +316,8 @@ def upper(funcs):
         if f.status == "no":
             for p in f.params:
                 out.append(f"\t(void){p.name};")
-            out.append(f'\tsts_unsupported("{f.name}");')
+            why = f.why.replace("\\", "\\\\").replace('"', '\\"')
+            out.append(f'\tsts_unsupported_why("{f.name}", "{why}");')
             if f.ret != "void":
                 out.append(f"\treturn ({f.ret})0;")
             out.append("}")
@@ -398,8 +404,7 @@ def lower(funcs):
         if f.status in ("lower", "both"):
             names.append(f.short)
             ps = ", ".join(neutral(f, p) + " " + p.name for p in f.params) or "void"
-            where = "lh_p2p.c, lh_io.c" if f.status == "lower" else "lh_state.c"
-            out.append(f"int lh_{f.short}({ps});   /* {where} */\n")
+            out.append(f"int lh_{f.short}({ps});   /* written by hand */\n")
             continue
         if f.status not in ("gen", "upper"):
             continue

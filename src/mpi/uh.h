@@ -247,6 +247,10 @@ static inline int sts_topo_out(int t)
 	       t == STS_TOPO_DIST_GRAPH ? MPI_DIST_GRAPH : MPI_UNDEFINED;
 }
 
+/* MPI_LASTUSEDCODE: the last code or class MPI_Add_error_* made, or the
+ * ABI's MPI_ERR_LASTCODE (uh_err.c) */
+int sts_err_last_used(void);
+
 /* A predefined handle's name in MPI ("MPI_COMM_WORLD"), "" if none. */
 const char *sts_predef_name(int kind, uint32_t neutral);
 
@@ -256,6 +260,9 @@ int sts_attr_finalize(void);
 /* A function the split process does not support yet: one line naming it
  * on stderr, then the job is aborted. */
 void sts_unsupported(const char *name) __attribute__((noreturn));
+/* One the split process refuses (functions.list's "no"): one line naming
+ * it and what supporting it would need, then the job is aborted. */
+void sts_unsupported_why(const char *name, const char *why) __attribute__((noreturn));
 
 /* msg (n bytes, one line) on stderr, then the job is aborted with code */
 void sts_die(const char *msg, int n, int code) __attribute__((noreturn));

@@ -303,7 +303,7 @@ static int predef_attr(int k, void *val, int *flag)
 		*flag = 1;
 		return MPI_SUCCESS;
 	} else if (k == MPI_LASTUSEDCODE) {
-		value[7] = MPI_ERR_LASTCODE;   /* MPI_Add_error_code is not supported */
+		value[7] = sts_err_last_used();   /* MPI_Add_error_class and _code's */
 		*(int **)val = &value[7];
 		*flag = 1;
 		return MPI_SUCCESS;

@@ -90,6 +90,19 @@ void sts_unsupported(const char *name)
 	sts_die(msg, n, 1);
 }
 
+void sts_unsupported_why(const char *name, const char *why)
+{
+	char msg[1024];
+	int n = snprintf(msg, sizeof(msg), "stasis: %s is not supported by the split process: %s "
+			 "(docs/split.md); aborting the job\n", name, why);
+
+	if (n >= (int)sizeof(msg)) {   /* still one line */
+		n = (int)sizeof(msg) - 1;
+		msg[n - 1] = '\n';
+	}
+	sts_die(msg, n, 1);
+}
+
 /* ---- user reduction operations: called back from the lower half ---- */
 
 static MPI_User_function *op_fn[STS_OP_SLOTS];
@@ -642,3 +655,39 @@ int PMPI_Type_match_size(int typeclass, int size, MPI_Datatype *type)
 }
 int MPI_Type_match_size(int typeclass, int size, MPI_Datatype *type)
 	__attribute__((weak, alias("PMPI_Type_match_size")));
+
+/* ---- the buffer of buffered sends ----
+ * The program's own: the lower half sends a copy of each buffered message
+ * (lh_p2p.c), so the real MPI never has a buffer attached, and there is
+ * nothing to attach again at a restart. Kept here, in the upper half's
+ * memory, for MPI_Buffer_detach to give back. */
+static void *bsend_buf;
+static int bsend_size, bsend_attached;
+
+int PMPI_Buffer_attach(void *buffer, int size)
+{
+	if (bsend_attached || size < 0)   /* one buffer at a time (MPI-3.1 3.6.1) */
+		return sts_fail(MPI_ERR_BUFFER, 1, "MPI_Buffer_attach");
+	bsend_buf = buffer;
+	bsend_size = size;
+	bsend_attached = 1;
+	return MPI_SUCCESS;
+}
+int MPI_Buffer_attach(void *buffer, int size) __attribute__((weak, alias("PMPI_Buffer_attach")));
+
+int PMPI_Buffer_detach(void *buffer_addr, int *size)
+{
+	int ret;
+
+	/* every buffered message delivered first, as MPI's detach waits */
+	do
+		STS_LOWER(ret = sts_lh->gen.Buffer_detach(buffer_addr, size));
+	while (ret == STS_AGAIN);
+	if (ret)
+		return sts_err_world(ret, "MPI_Buffer_detach");
+	*(void **)buffer_addr = bsend_attached ? bsend_buf : NULL;
+	*size = bsend_attached ? bsend_size : 0;
+	bsend_attached = 0;
+	return MPI_SUCCESS;
+}
+int MPI_Buffer_detach(void *buffer_addr, int *size) __attribute__((weak, alias("PMPI_Buffer_detach")));

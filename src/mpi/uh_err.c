@@ -100,6 +100,113 @@ void sts_file_made(uint32_t file)
 	set(STS_FILE, file, file_default);
 }
 
+/* ---- error classes, codes and strings the program adds ----
+ * They live here, in the upper half, like handlers: saved with the
+ * program's memory, the same after a restart above either MPI, and the real
+ * MPI never sees them. Numbered in the program's ABI from above its
+ * MPI_ERR_LASTCODE, classes and codes alike (MPI-3.1 8.5). */
+#define USER_ERR_BASE (MPI_ERR_LASTCODE + 1)
+
+static struct user_err {
+	int cls;                /* a class's own value; a code's class */
+	char *text;
+} *uerr;
+static int nuerr, uerr_cap;
+
+static int user_err(int code)
+{
+	return code >= USER_ERR_BASE && code - USER_ERR_BASE < nuerr ? code - USER_ERR_BASE : -1;
+}
+
+static int add_err(int cls, int *out, const char *fn)
+{
+	if (!out)
+		return sts_raise(STS_COMM, 1, MPI_ERR_ARG, fn);
+	if (nuerr == uerr_cap) {
+		int cap = uerr_cap ? 2 * uerr_cap : 16;
+		struct user_err *u = realloc(uerr, (size_t)cap * sizeof(*u));
+
+		if (!u)
+			return sts_raise(STS_COMM, 1, MPI_ERR_NO_MEM, fn);
+		uerr = u;
+		uerr_cap = cap;
+	}
+	*out = USER_ERR_BASE + nuerr;
+	uerr[nuerr++] = (struct user_err){ cls < 0 ? *out : cls, NULL };
+	return MPI_SUCCESS;
+}
+
+int sts_err_last_used(void)
+{
+	return nuerr ? USER_ERR_BASE + nuerr - 1 : MPI_ERR_LASTCODE;
+}
+
+int PMPI_Add_error_class(int *errorclass)
+{
+	return add_err(-1, errorclass, "MPI_Add_error_class");
+}
+int MPI_Add_error_class(int *errorclass) __attribute__((weak, alias("PMPI_Add_error_class")));
+
+int PMPI_Add_error_code(int errorclass, int *errorcode)
+{
+	int u = user_err(errorclass);
+
+	if (errorclass < 0 || (errorclass > MPI_ERR_LASTCODE && (u < 0 || uerr[u].cls != errorclass)))
+		return sts_raise(STS_COMM, 1, MPI_ERR_ARG, "MPI_Add_error_code");
+	return add_err(errorclass, errorcode, "MPI_Add_error_code");
+}
+int MPI_Add_error_code(int errorclass, int *errorcode)
+	__attribute__((weak, alias("PMPI_Add_error_code")));
+
+int PMPI_Add_error_string(int errorcode, const char *string)
+{
+	int u = user_err(errorcode);
+	char *t;
+
+	if (u < 0 || !string || strlen(string) >= MPI_MAX_ERROR_STRING)
+		return sts_raise(STS_COMM, 1, MPI_ERR_ARG, "MPI_Add_error_string");
+	t = strdup(string);
+	if (!t)
+		return sts_raise(STS_COMM, 1, MPI_ERR_NO_MEM, "MPI_Add_error_string");
+	free(uerr[u].text);
+	uerr[u].text = t;
+	return MPI_SUCCESS;
+}
+int MPI_Add_error_string(int errorcode, const char *string)
+	__attribute__((weak, alias("PMPI_Add_error_string")));
+
+int sts_gen_Error_class(int errorcode, int *errorclass);
+
+int PMPI_Error_class(int errorcode, int *errorclass)
+{
+	int u = user_err(errorcode);
+
+	if (u < 0)
+		return sts_gen_Error_class(errorcode, errorclass);
+	*errorclass = uerr[u].cls;
+	return MPI_SUCCESS;
+}
+int MPI_Error_class(int errorcode, int *errorclass) __attribute__((weak, alias("PMPI_Error_class")));
+
+int PMPI_Error_string(int errorcode, char *string, int *resultlen)
+{
+	int u = user_err(errorcode), ret;
+
+	if (u >= 0) {   /* "" until MPI_Add_error_string (MPI-3.1 8.5) */
+		const char *t = uerr[u].text ? uerr[u].text : "";
+
+		*resultlen = (int)strlen(t);
+		memcpy(string, t, (size_t)*resultlen + 1);
+		return MPI_SUCCESS;
+	}
+	do
+		STS_LOWER(ret = sts_lh->gen.Error_string(sts_err_in(errorcode), string, resultlen));
+	while (ret == STS_AGAIN);
+	return sts_err_world(ret, "MPI_Error_string");
+}
+int MPI_Error_string(int errorcode, char *string, int *resultlen)
+	__attribute__((weak, alias("PMPI_Error_string")));
+
 /* MPI_ERRORS_ARE_FATAL: one line, then the job ends */
 static void fatal(int kind, uint32_t obj, int code, const char *fn)
 {
@@ -107,8 +214,14 @@ static void fatal(int kind, uint32_t obj, int code, const char *fn)
 	int len = 0, n, ret, ncls = sts_err_class_in(code);
 	const char *cls = ncls > 0 ? sts_err_class_name(ncls) : "", *what = "its communicator";
 
-	/* the lower half's text, without raising anything again */
-	STS_LOWER(ret = sts_lh->gen.Error_string(ncls, text, &len));
+	/* the lower half's text, without raising anything again; the
+	 * program's own for a code it added */
+	if (user_err(code) >= 0) {
+		ret = PMPI_Error_string(code, text, &len);
+		cls = "";
+	} else {
+		STS_LOWER(ret = sts_lh->gen.Error_string(ncls, text, &len));
+	}
 	if (ret != 0)
 		text[0] = 0;
 	if (!strncmp(text, cls, strlen(cls)))   /* Open MPI's text names the class */

@@ -78,6 +78,8 @@ MPI_Datatype *lh_types_in(const uint32_t *v, int n);
 /* p (malloc'd) is freed with the request req (the arrays the MPI may read
  * until a non-blocking collective completes) */
 void lh_keep(uint32_t req, void *p);
+/* lh_p2p.c: a buffered send's request let go of */
+void lh_bsend_gone(uint32_t req);
 
 /* lh_io.c: a non-blocking collective on a file, counted on the file's
  * own communicator (as lh_coll_enter) */

@@ -334,17 +334,58 @@ static int post_recv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t
 	return ret;
 }
 
-/* mode: 0 standard, 1 synchronous, 2 ready; counted as sent. Inline, as
- * send_blocking: on the way from a blocking send's call to its message */
+int lh_Bsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm);
+
+/* ---- buffered sends ----
+ * MPI_Bsend, MPI_Ibsend and a started MPI_Bsend_init send a copy that the
+ * lower half packs (MPI_Pack, sent as MPI_PACKED: the same bytes on one
+ * machine), as a standard send: counted, tracked and completed by the
+ * drain like any other, so nothing of a buffered send is left inside the
+ * MPI at a checkpoint and nothing needs attaching again at a restart. The
+ * copy is kept with its request (lh_keep) until the request is let go of.
+ * The program's attached buffer stays its own (uh_core.c): it is not used,
+ * nor its size checked. */
+static void *bsend_copy;        /* the copy the last buffered send_start made */
+static uint32_t *bsends;        /* MPI_Bsend's requests not seen complete */
+static size_t nbsends, bsends_cap;
+
+static int pack_copy(const void *buf, int cnt, MPI_Datatype t, uint32_t comm, int *bytes)
+{
+	int size = 0, ret = MPI_Pack_size(cnt, t, rcomm(comm), &size);
+
+	*bytes = 0;
+	if (ret != MPI_SUCCESS)
+		return ret;
+	bsend_copy = malloc(size > 0 ? (size_t)size : 1);
+	if (!bsend_copy)
+		return MPI_ERR_NO_MEM;
+	ret = MPI_Pack(buf, cnt, t, bsend_copy, size, bytes, rcomm(comm));
+	if (ret != MPI_SUCCESS) {
+		free(bsend_copy);
+		bsend_copy = NULL;
+	}
+	return ret;
+}
+
+/* mode: 0 standard, 1 synchronous, 2 ready, 3 buffered (the copy in
+ * bsend_copy); counted as sent. Inline, as send_blocking: on the way from a
+ * blocking send's call to its message (mode is a constant there) */
 static inline __attribute__((always_inline))
 int send_start(int mode, const void *buf, int cnt, MPI_Datatype t, int dest, int tag,
 	       uint32_t comm, MPI_Request *r)
 {
-	int d = lh_rank_in(dest), ret;
+	int d = lh_rank_in(dest), ret, bytes = 0;
 
+	if (mode == 3 && (ret = pack_copy(buf, cnt, t, comm, &bytes)) != MPI_SUCCESS)
+		return ret;
 	ret = mode == 1 ? MPI_Issend(buf, cnt, t, d, tag, rcomm(comm), r) :
 	      mode == 2 ? MPI_Irsend(buf, cnt, t, d, tag, rcomm(comm), r) :
+	      mode == 3 ? MPI_Isend(bsend_copy, bytes, MPI_PACKED, d, tag, rcomm(comm), r) :
 			  MPI_Isend(buf, cnt, t, d, tag, rcomm(comm), r);
+	if (ret != MPI_SUCCESS && mode == 3) {
+		free(bsend_copy);
+		bsend_copy = NULL;
+	}
 	if (ret != MPI_SUCCESS)
 		return ret;
 	lh_lg->pending_sends++;
@@ -381,6 +422,13 @@ static int post_send(int mode, const void *buf, int cnt, MPI_Datatype t, int des
 	if (ret != MPI_SUCCESS)
 		return ret;
 	*req = send_track(r, dest, tag, comm);
+	if (mode == 3) {
+		if (*req)
+			lh_keep(*req, bsend_copy);
+		else
+			free(bsend_copy);   /* MPI still sends it: it leaks, the ledger is full */
+		bsend_copy = NULL;
+	}
 	return *req ? MPI_SUCCESS : MPI_ERR_NO_MEM;
 }
 
@@ -459,6 +507,96 @@ int lh_Irsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t
 	return lh_err(post_send(2, buf, cnt, rtype(dt), dest, tag, comm, req));
 }
 
+/* MPI_Bsend's requests that completed: let go of (with their copies) */
+static void bsends_reap(void)
+{
+	for (size_t i = 0; i < nbsends;) {
+		struct lh_slot *s;
+		struct lh_req *q = req_rec(bsends[i], &s);
+		uint32_t n;
+
+		if (q && q->state == REQ_PENDING && !progress(s)) {
+			i++;
+			continue;
+		}
+		n = bsends[i];
+		lh_release(STS_REQUEST, n);   /* lh_bsend_gone takes it out */
+		if (i < nbsends && bsends[i] == n)   /* no request any more */
+			bsends[i] = bsends[--nbsends];
+	}
+}
+
+void lh_bsend_gone(uint32_t req)
+{
+	for (size_t i = 0; i < nbsends; i++)
+		if (bsends[i] == req) {
+			bsends[i] = bsends[--nbsends];
+			return;
+		}
+}
+
+int lh_Bsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm)
+{
+	uint32_t n = 0;
+	struct lh_req *q;
+	int ret;
+
+	bsends_reap();
+	if (nbsends == bsends_cap) {
+		size_t cap = bsends_cap ? 2 * bsends_cap : 64;
+		uint32_t *b = realloc(bsends, cap * sizeof(*b));
+
+		if (!b)
+			return lh_err(MPI_ERR_NO_MEM);
+		bsends = b;
+		bsends_cap = cap;
+	}
+	ret = post_send(3, buf, cnt, rtype(dt), dest, tag, comm, &n);
+	if (ret != MPI_SUCCESS)
+		return lh_err(ret);
+	q = req_rec(n, NULL);
+	if (q)
+		q->detached = 1;   /* complete at once for the program; the drain finishes it */
+	bsends[nbsends++] = n;
+	return 0;
+}
+
+/* complete at once, with a copy on its way as MPI_Bsend's (MPI-3.1 3.7.2:
+ * an MPI_Ibsend completes once the message is buffered) */
+int lh_Ibsend(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm, uint32_t *req)
+{
+	struct lh_req *q;
+	int ret = lh_Bsend(buf, cnt, dt, dest, tag, comm);
+
+	if (ret)
+		return ret;
+	*req = req_new(MPI_REQUEST_NULL, REQ_OTHER);
+	q = req_rec(*req, NULL);
+	if (!q)
+		return lh_err(MPI_ERR_NO_MEM);
+	q->comm = comm;
+	q->state = REQ_DONE;
+	status_set(&q->status, STS_ANY_SOURCE, ANY_TAG, 0, 0);
+	return 0;
+}
+
+/* MPI_Buffer_detach: every MPI_Bsend delivered (MPI-3.1 3.6.1); waits the
+ * way every call does, parking for a checkpoint */
+int lh_Buffer_detach(void *buffer, int *size)
+{
+	unsigned polls = 0;
+
+	(void)buffer;
+	(void)size;
+	for (;;) {
+		bsends_reap();
+		if (!nbsends)
+			return 0;
+		if (idle(&polls))
+			return STS_AGAIN;
+	}
+}
+
 int lh_Irecv(void *buf, int cnt, uint32_t dt, int src, int tag, uint32_t comm, uint32_t *req)
 {
 	return lh_err(post_recv(buf, cnt, dt, src, tag, comm, req));
@@ -502,6 +640,12 @@ static int init_req(uint32_t kind, int mode, const void *buf, int cnt, uint32_t 
 	return MPI_SUCCESS;
 }
 
+int lh_Bsend_init(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm,
+		  uint32_t *req)
+{
+	return lh_err(init_req(REQ_SEND, 3, buf, cnt, dt, dest, tag, comm, req));
+}
+
 int lh_Send_init(const void *buf, int cnt, uint32_t dt, int dest, int tag, uint32_t comm,
 		 uint32_t *req)
 {
@@ -539,6 +683,16 @@ int lh_Start(uint32_t *req)
 	s->seq = ++lh_lg->seq;
 	q->seq = s->seq;
 	status_set(&q->status, STS_ANY_SOURCE, ANY_TAG, 0, 0);
+	if (q->kind == REQ_SEND && q->persist == 4) {
+		/* buffered: a copy goes as MPI_Bsend's does, the request is
+		 * complete (MPI-3.1 3.9: once the message is buffered) */
+		ret = lh_Bsend(q->buf, q->count, q->datatype, q->peer, q->tag, q->comm);
+		if (ret)
+			return ret;
+		s->real = LH_HVAL(MPI_REQUEST_NULL);
+		q->state = REQ_DONE;
+		return 0;
+	}
 	if (q->kind == REQ_SEND) {
 		ret = send_start((int)q->persist - 1, q->buf, q->count, rtype(q->datatype), q->peer,
 				 q->tag, q->comm, &r);

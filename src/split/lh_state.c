@@ -708,6 +708,8 @@ void lh_state_freed(int kind, uint32_t n)
 
 	if (kind == STS_REQUEST && nkept)
 		kept_free(n);
+	if (kind == STS_REQUEST)
+		lh_bsend_gone(n);
 	if (!s || !s->rec)
 		return;
 	if (kind == STS_COMM)

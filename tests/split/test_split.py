@@ -13,7 +13,7 @@ from split_common import ENV, LH, TIMEOUT, build_programs, launcher
 
 @pytest.fixture(scope="module")
 def progs(tmp_path_factory):
-    return build_programs(tmp_path_factory, ("calls", "unsupported"))
+    return build_programs(tmp_path_factory, ("calls", "unsupported", "spawn"))
 
 
 def run(cmd, cwd):
@@ -75,8 +75,27 @@ def test_unsupported_function_fails_loudly(progs, lower, tmp_path):
             tmp_path)
     assert r.returncode != 0, r
     assert "created" not in r.stdout
-    assert ("stasis: MPI_Win_create is not supported by the split process yet "
-            "(docs/split.md); aborting the job") in r.stderr.splitlines(), r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("stasis: MPI_Win_create")]
+    # one line: the function, what supporting it would need (functions.list)
+    assert line and line[0].startswith(
+        "stasis: MPI_Win_create is not supported by the split process: one-sided communication"), \
+        r.stderr
+    assert line[0].endswith("(docs/split.md); aborting the job"), r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_spawn_is_refused_at_the_call(progs, lower, tmp_path):
+    """MPI_Comm_get_parent says MPI_COMM_NULL (the launcher's ranks have no
+    parent); MPI_Comm_spawn ends the job at the call, saying why: the job's
+    process set would change, and the coordinator knows a fixed number of
+    ranks."""
+    r = run(launcher(lower, 2) + [str(LH / f"stasis-lh-{lower}"), progs[("spawn", lower)]],
+            tmp_path)
+    assert r.returncode != 0, r
+    assert "no parent" in r.stdout and "spawned" not in r.stdout, r.stdout + r.stderr
+    line = [x for x in r.stderr.splitlines() if x.startswith("stasis: MPI_Comm_spawn")]
+    assert line and ("dynamic processes: the job's process set would change, and the coordinator "
+                     "and every checkpoint know a fixed number of ranks") in line[0], r.stderr
 
 
 def test_stasis_mpi_without_lower_half(progs, tmp_path):
