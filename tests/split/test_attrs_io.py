@@ -22,7 +22,7 @@ if str(HERE) not in sys.path:
 from split_common import ENV, TIMEOUT, build_programs, data_file, launcher  # noqa: E402
 from test_ckpt import MpiJob, cycles  # noqa: E402
 
-ITERS = 50          # about 0.1 s each
+ITERS = 25          # about 0.1 s each (test_ckpt.ITERS)
 SLEEP_MS = 100
 MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
 

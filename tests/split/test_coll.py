@@ -15,7 +15,7 @@ import pytest
 from split_common import ENV, LH, TIMEOUT, build_programs, launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
-ITERS = 40
+ITERS = 16         # test_ckpt.ITERS says why few
 SLEEP_MS = 200
 
 

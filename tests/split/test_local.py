@@ -13,7 +13,7 @@ import pytest
 from split_common import program_fixture, run_on
 from test_ckpt import cycled
 
-ITERS = 30
+ITERS = 20         # test_ckpt.ITERS
 SLEEP_MS = 100
 MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
 ABOVE = [("openmpi", None), ("mpich", None), ("openmpi", "openmpi"), ("mpich", "mpich"),

@@ -21,8 +21,8 @@ if str(HERE) not in sys.path:
 from split_common import ENV, TIMEOUT, build_programs, launcher  # noqa: E402
 from test_ckpt import MpiJob, cycles  # noqa: E402
 
-P2P_ITERS = 40      # about 0.3 s each with SLEEP_MS = 100
-OBJECTS_ITERS = 60  # about 0.1 s each
+P2P_ITERS = 16      # about 0.3 s each with SLEEP_MS = 100 (test_ckpt.ITERS)
+OBJECTS_ITERS = 30  # about 0.1 s each
 SLEEP_MS = 100
 MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
 

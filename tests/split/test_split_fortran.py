@@ -27,7 +27,7 @@ from test_restart_p2p import assert_checkpoints  # noqa: E402
 
 MPIFC = {"openmpi": "mpif90.openmpi", "mpich": "mpifort.mpich"}
 FFLAGS = ["-cpp", "-O1", "-fallow-argument-mismatch", "-w"]
-ITERS = 40        # SLEEP_MS each, and the collectives
+ITERS = 20        # SLEEP_MS each, and the collectives (test_ckpt.ITERS)
 SLEEP_MS = 100
 MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
 
