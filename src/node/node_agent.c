@@ -91,6 +91,10 @@ static struct {
 	char local_job[256];
 } A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .coord = { .fd = -1 } };
 
+/* Something went wrong that the log keeps: a clean end removes the log */
+static int warned;
+#define agent_warn(...) (warned = 1, log_warn(__VA_ARGS__))
+
 static uint64_t now_ms(void)
 {
 	struct timespec ts;
@@ -242,7 +246,7 @@ static void *mover(void *arg)
 		ret = global ? copy_rank(global, c.name, c.rank)
 			     : err_set(-EIO, "cannot open the global tier");
 		if (ret)
-			log_warn("node agent on %s: rank %d's image of %s stays at level local: %s",
+			agent_warn("node agent on %s: rank %d's image of %s stays at level local: %s",
 				 A.host, c.rank, c.name, err_msg());
 		pthread_mutex_lock(&M.lock);
 		b = &M.b[c.batch];
@@ -307,7 +311,7 @@ static void copy_written(void)
 		if (!A.r[i]->written)
 			continue;
 		if (M.tail - M.head == COPIES_MAX) {
-			log_warn("node agent on %s: too many copies queued; %s stays at level local",
+			agent_warn("node agent on %s: too many copies queued; %s stays at level local",
 				 A.host, A.ckpt);
 			break;
 		}
@@ -364,7 +368,7 @@ static void rank_gone(unsigned i, int bye)
 		} else {
 			/* at once: the coordinator fails a checkpoint under way, and
 			 * STATUS shows it */
-			log_warn("node agent on %s: rank %d (pid %d) died", A.host, r->rank, r->pid);
+			agent_warn("node agent on %s: rank %d (pid %d) died", A.host, r->rank, r->pid);
 			to_coord("LOST %d its connection to the node agent on %s closed without a "
 				 "goodbye (killed, or crashed)", r->rank, A.host);
 		}
@@ -536,7 +540,7 @@ static void coord_said(const char *line)
 				forward_rank(A.r[i]);
 		}
 	} else {
-		log_warn("node agent on %s: unexpected line from the coordinator: %.80s", A.host, line);
+		agent_warn("node agent on %s: unexpected line from the coordinator: %.80s", A.host, line);
 	}
 }
 
@@ -656,7 +660,7 @@ static void serve(void)
 		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle())
 			return;
 		if (!A.had_ranks && now_ms() - started > FIRST_RANK_TIMEOUT_MS) {
-			log_warn("node agent on %s: no rank came in %d s", A.host,
+			agent_warn("node agent on %s: no rank came in %d s", A.host,
 				 FIRST_RANK_TIMEOUT_MS / 1000);
 			return;
 		}
@@ -729,8 +733,19 @@ int node_agent_main(int ready_fd)
 		close(ready_fd);
 	}
 	serve();
-	/* the copies under way stop with the process: their *.tmp never count */
+	/* the copies under way stop with the process: their *.tmp never count.
+	 * The socket, its lock (no rank of this run comes any more) and, when
+	 * nothing went wrong, the log go: runs must not pile up files here */
 	unlink(A.sock);
+	{
+		char path[PATH_MAX + 8];
+
+		snprintf(path, sizeof(path), "%.*s.lock", (int)(strlen(A.sock) - 5), A.sock);
+		unlink(path);
+		snprintf(path, sizeof(path), "%s.log", A.sock);
+		if (!warned)
+			unlink(path);
+	}
 	close(A.lfd);
 	close(A.coord.fd);
 	return 0;

@@ -68,6 +68,12 @@ def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
                      r"rank-00000\.img", err), err
     assert re.search(r"rank 1 reads the global copy \S+/ck/hello\.\w+/ckpt-000001/rank-00001\.img",
                      err), err
+    # the node agents of both runs ended with them, leaving no socket, lock
+    # or log behind (a log stays only when something went wrong)
+    end = time.time() + 10
+    while time.time() < end and list(job.local.glob("stasis-node.*/*")):
+        time.sleep(0.1)
+    assert not list(job.local.glob("stasis-node.*/*")), list(job.local.glob("stasis-node.*/*"))
 
 
 def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
