@@ -52,10 +52,18 @@ int redun_node_leader(const struct redun_set *set, int rank);
 void *redun_xfer_get(void);
 void redun_xfer_put(void *buf);
 
+struct store_io;
+/* Send slen bytes of in at off to dest while receiving rlen bytes from src
+ * into rbuf (rlen 0: only send): with the transport's sendrecv_fd when it
+ * has one, else read into buf (XFER_PIECE bytes). A read error still sends
+ * slen bytes, which the receiver's checks reject, and is kept in *rerr;
+ * the return value is the transport's. */
+int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
+		      int dest, void *rbuf, size_t rlen, int src, void *buf, int *rerr);
+
 /* Send a whole file (opened by the caller, NULL if it could not be: the
  * receiver is told) to dest: its size, then pieces. Not collective: the
  * receiver calls redun_recv_file at the same point of the global order. */
-struct store_io;
 int redun_send_file(const struct redun_comm *c, struct store_io *in, const char *what, int dest,
 		    void *buf);
 /* Receive what redun_send_file sends; each piece goes to put(ctx, ...)

@@ -66,9 +66,8 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 		size_t rn = theirs == XFER_FAILED || ro >= theirs ? 0 :
 			    theirs - ro < XFER_PIECE ? (size_t)(theirs - ro) : XFER_PIECE;
 
-		if (sn && store_io_read(in, buf, sn, so) && !ret)
-			ret = err_set(-EIO, "%s: short read", store_io_path(in));
-		if (c->ops->sendrecv(c->h, buf, sn, to, back, rn, from)) {
+		if ((sn ? redun_sendrecv_io(c, in, so, sn, to, back, rn, from, buf, &ret) :
+			  c->ops->sendrecv(c->h, NULL, 0, to, back, rn, from))) {
 			ret = ret ? ret : -EIO;
 			goto out;
 		}

@@ -218,24 +218,31 @@ static int parity_of(const struct rs_group *g, int col, int i)
 /* One exchange step: this member's next cell to dest (cell, or nothing if
  * has_send is 0) while it receives the next cell from src into dst (or
  * nothing). A status word goes first each way, so a member that cannot
- * read its image says so and nobody waits for bytes that never come. */
-static int exchange_cell(const struct redun_comm *c, int dest, int has_send, int ok, const uint8_t *cell, int src, int has_recv,
+ * read its image says so and nobody waits for bytes that never come. With
+ * in, the cell is not in memory: it is bytes foff.. of in, sent straight
+ * from the file where the transport can (no padding in it). */
+static int exchange_cell(const struct redun_comm *c, int dest, int has_send, int ok,
+			 const uint8_t *cell, struct store_io *in, uint64_t foff, int src, int has_recv,
 			 uint8_t *dst, uint64_t seg, int64_t *got)
 {
-	int64_t out = ok, in = 0;
+	int64_t out = ok, got_ok = 0;
 	int ret;
 
-	ret = c->ops->sendrecv(c->h, &out, has_send ? sizeof(out) : 0, dest, &in,
-			       has_recv ? sizeof(in) : 0, src);
+	ret = c->ops->sendrecv(c->h, &out, has_send ? sizeof(out) : 0, dest, &got_ok,
+			       has_recv ? sizeof(got_ok) : 0, src);
 	if (ret)
 		return ret;
-	*got = has_recv ? in : 1;
+	*got = has_recv ? got_ok : 1;
 	/* in pieces: the MPI backend takes at most 1 GiB at once */
 	for (uint64_t off = 0; !ret && off < seg; off += CELL_PIECE) {
 		size_t n = seg - off < CELL_PIECE ? (size_t)(seg - off) : CELL_PIECE;
 
-		ret = c->ops->sendrecv(c->h, cell + off, has_send && ok ? n : 0, dest,
-				       dst ? dst + off : NULL, has_recv && in ? n : 0, src);
+		if (has_send && ok && in)
+			ret = c->ops->sendrecv_fd(c->h, store_io_fd(in), foff + off, n, dest,
+						  dst ? dst + off : NULL, has_recv && got_ok ? n : 0, src);
+		else
+			ret = c->ops->sendrecv(c->h, cell + off, has_send && ok ? n : 0, dest,
+					       dst ? dst + off : NULL, has_recv && got_ok ? n : 0, src);
 	}
 	return ret;
 }
@@ -348,17 +355,21 @@ static int rs_apply(const struct redun_set *set, const struct redun_comm *c, str
 				int64_t got = 1;
 				int h = 0;
 
-				if (i < ns)
-					err = err ? err : read_slice(own, (uint64_t)sizes[rank],
-								     (uint64_t)seg_of(g, scols[i], me) * g->seg + off,
-								     len, mybuf);
+				uint64_t foff = (uint64_t)seg_of(g, scols[i < ns ? i : 0], me) * g->seg + off;
+				/* straight from the file when the transport can and the
+				 * slice has no padding */
+				int direct = i < ns && own && c->ops->sendrecv_fd &&
+					     foff + len <= (uint64_t)sizes[rank];
+
+				if (i < ns && !direct)
+					err = err ? err : read_slice(own, (uint64_t)sizes[rank], foff, len, mybuf);
 				if (i < nr) {
 					while (held[h] != rcols[i])
 						h++;
 					dst = cells[h * g->k + data_pos(g, rcols[i], from)];
 				}
-				ret = exchange_cell(c, g->member[to], i < ns, !err, mybuf, g->member[from], i < nr,
-						    dst, len, &got);
+				ret = exchange_cell(c, g->member[to], i < ns, !err, mybuf, direct ? own : NULL,
+						    foff, g->member[from], i < nr, dst, len, &got);
 				if (ret)
 					goto out;
 				if (i < nr && !got)
@@ -367,17 +378,24 @@ static int rs_apply(const struct redun_set *set, const struct redun_comm *c, str
 		}
 		for (int h = 0; h < nheld; h++) {
 			int t = parity_of(g, held[h], me);
+			const uint8_t *coded = parity[t];
 
 			if (!ok[h] && !err)
 				err = err_set(-EIO, "rs: a member of the group could not send its data");
-			err = err ? err : redun_encode(g->ctx, (size_t)len,
-						       (const uint8_t *const *)(cells + h * g->k), parity);
+			/* rs 1+1 (a group of two): G's parity row is 1 / (1 XOR 0) = 1,
+			 * the parity is the data itself; no pass to copy it */
+			if (g->k == 1 && g->m == 1)
+				coded = cells[h * g->k];
+			else
+				err = err ? err : redun_encode(g->ctx, (size_t)len,
+							       (const uint8_t *const *)(cells + h * g->k),
+							       parity);
 			if (err)
 				continue;
 			if (h == 0)
-				err = img_write(w, parity[t], (size_t)len);
+				err = img_write(w, coded, (size_t)len);
 			else
-				memcpy(later[h] + off, parity[t], (size_t)len);
+				memcpy(later[h] + off, coded, (size_t)len);
 		}
 	}
 	if (!*degraded)

@@ -41,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -280,18 +281,25 @@ static int link_recv(void *h, void *buf, size_t len, int src)
 }
 
 /* Both directions at once, so two ranks exchanging large buffers never
- * both block in send with full socket buffers. */
-static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
-			 int src)
+ * both block in send with full socket buffers. The bytes sent come from sp,
+ * or (ffd >= 0) from file ffd at foff, with sendfile: one copy fewer. */
+static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size_t slen, int dest,
+		    char *rp, size_t rlen, int src)
 {
-	struct link *l = h;
-	const char *sp = sbuf;
-	char *rp = rbuf;
-	int sfd = slen ? peer_fd(l, dest) : 0, rfd = rlen ? peer_fd(l, src) : 0;
+	static const char zeros[65536];
+	int sfd = slen ? peer_fd(l, dest) : 0, rfd = rlen ? peer_fd(l, src) : 0, flags = -1, ret = 0;
+	off_t off = (off_t)foff;
 
 	if (sfd < 0 || rfd < 0)
 		return sfd < 0 ? sfd : rfd;
-	while (slen || rlen) {
+	/* sendfile has no MSG_DONTWAIT: the socket itself must not block */
+	if (ffd >= 0 && slen) {
+		flags = fcntl(sfd, F_GETFL);
+		if (flags < 0 || fcntl(sfd, F_SETFL, flags | O_NONBLOCK) < 0)
+			return poison(l, err_set(-errno, "link: socket to rank %d: %s", dest,
+						 strerror(errno)));
+	}
+	while (!ret && (slen || rlen)) {
 		struct pollfd p[2] = { { .fd = slen ? sfd : -1, .events = POLLOUT },
 				       { .fd = rlen ? rfd : -1, .events = POLLIN } };
 		int n = poll(p, 2, -1);
@@ -299,32 +307,65 @@ static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void 
 
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0)
-			return poison(l, err_set(-errno, "link: exchange with ranks %d and %d: %s", dest, src,
-						 strerror(errno)));
+		if (n < 0) {
+			ret = poison(l, err_set(-errno, "link: exchange with ranks %d and %d: %s", dest,
+						src, strerror(errno)));
+			break;
+		}
 		if (slen && (p[0].revents & (POLLOUT | POLLERR | POLLHUP))) {
-			k = send(sfd, sp, slen, MSG_NOSIGNAL | MSG_DONTWAIT);
-			if (k < 0 && errno != EAGAIN && errno != EINTR)
-				return poison(l, err_set(-errno, "link: sending to rank %d: %s", dest,
-							 strerror(errno)));
+			if (ffd >= 0) {
+				k = sendfile(sfd, ffd, &off, slen);
+				if (k == 0) {
+					/* the file is shorter than said: zeros make up the
+					 * rest, which the receiver's checks reject */
+					log_warn("link: rank %d: the file sent to rank %d ends early",
+						 l->rank, dest);
+					ffd = -1;
+					sp = NULL;
+				}
+			} else {
+				k = send(sfd, sp ? sp : zeros, sp || slen < sizeof(zeros) ? slen :
+					 sizeof(zeros), MSG_NOSIGNAL | MSG_DONTWAIT);
+			}
+			if (k < 0 && errno != EAGAIN && errno != EINTR) {
+				ret = poison(l, err_set(-errno, "link: sending to rank %d: %s", dest,
+							strerror(errno)));
+				break;
+			}
 			if (k > 0) {
-				sp += k;
+				sp = sp ? sp + k : NULL;
 				slen -= (size_t)k;
 			}
 		}
 		if (rlen && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
 			k = recv(rfd, rp, rlen, MSG_DONTWAIT);
-			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR))
-				return poison(l, err_set(k ? -errno : -ECONNRESET,
-							 "link: receiving from rank %d: %s", src,
-							 k ? strerror(errno) : "it closed the connection"));
+			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+				ret = poison(l, err_set(k ? -errno : -ECONNRESET,
+							"link: receiving from rank %d: %s", src,
+							k ? strerror(errno) : "it closed the connection"));
+				break;
+			}
 			if (k > 0) {
 				rp += k;
 				rlen -= (size_t)k;
 			}
 		}
 	}
-	return 0;
+	if (flags >= 0 && !l->dead)
+		fcntl(sfd, F_SETFL, flags);
+	return ret;
+}
+
+static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
+			 int src)
+{
+	return exchange(h, sbuf, -1, 0, slen, dest, rbuf, rlen, src);
+}
+
+static int link_sendrecv_fd(void *h, int fd, uint64_t off, size_t slen, int dest, void *rbuf,
+			    size_t rlen, int src)
+{
+	return exchange(h, NULL, fd, off, slen, dest, rbuf, rlen, src);
 }
 
 static int link_bcast(void *h, void *buf, size_t len, int root)
@@ -440,6 +481,7 @@ static const struct redun_comm_ops link_ops = {
 	.send = link_send,
 	.recv = link_recv,
 	.sendrecv = link_sendrecv,
+	.sendrecv_fd = link_sendrecv_fd,
 	.free = link_free,
 };
 

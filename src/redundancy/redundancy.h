@@ -137,6 +137,12 @@ struct redun_comm_ops {
 	 * receives nothing at all (no empty message). */
 	int (*sendrecv)(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
 			int src);
+	/* Optional (NULL: the engine reads into memory and calls sendrecv):
+	 * the same, the bytes sent being slen bytes of the open file fd at
+	 * offset off (sendfile: one copy fewer). A file shorter than that is
+	 * made up with zeros, so the receiver still gets slen bytes. */
+	int (*sendrecv_fd)(void *h, int fd, uint64_t off, size_t slen, int dest, void *rbuf,
+			   size_t rlen, int src);
 	void (*free)(void *h);
 };
 

@@ -65,6 +65,19 @@ int redun_node_leader(const struct redun_set *set, int rank)
 	return 1;
 }
 
+int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
+		      int dest, void *rbuf, size_t rlen, int src, void *buf, int *rerr)
+{
+	if (slen && c->ops->sendrecv_fd)
+		return c->ops->sendrecv_fd(c->h, store_io_fd(in), off, slen, dest, rbuf, rlen, src);
+	/* a short read still sends slen bytes, which the image CRCs reject */
+	if (slen && store_io_read(in, buf, slen, off) && !*rerr)
+		*rerr = err_set(-EIO, "%s: short read while sending to rank %d", store_io_path(in), dest);
+	if (!rlen)
+		return c->ops->send(c->h, buf, slen, dest);
+	return c->ops->sendrecv(c->h, buf, slen, dest, rbuf, rlen, src);
+}
+
 int redun_send_file(const struct redun_comm *c, struct store_io *in, const char *what, int dest,
 		    void *buf)
 {
@@ -78,10 +91,7 @@ int redun_send_file(const struct redun_comm *c, struct store_io *in, const char 
 	for (uint64_t off = 0; size != XFER_FAILED && off < size;) {
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
 
-		/* a short read still sends n bytes, which the image CRCs reject */
-		if (store_io_read(in, buf, n, off) && !ret)
-			ret = err_set(-EIO, "%s: short read while sending to rank %d", what, dest);
-		if (c->ops->send(c->h, buf, n, dest) && !ret)
+		if (redun_sendrecv_io(c, in, off, n, dest, NULL, 0, -1, buf, &ret) && !ret)
 			ret = -EIO;
 		off += n;
 	}
