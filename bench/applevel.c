@@ -10,7 +10,8 @@
  *          RAW_DIR/rank-<r>.raw, the bytes bench/applevel copies with dd.
  *
  * Every rank fills SIZE_MIB with xorshift64 output (no zero pages, nothing a
- * compressor could shrink), protects it under id 0, and then, in ORDER:
+ * compressor could shrink), protects it under id 0 (in a job configured at
+ * MODE's level: STASIS_LEVEL), and then, in ORDER:
  *   - the memcpy floor M: all ranks at once copy their data into freshly
  *     malloc'ed (never touched) memory, which is then freed;
  *   - the checkpoint at MODE's level: the time the application is blocked
@@ -164,6 +165,15 @@ int main(int argc, char **argv)
 		MPI_Finalize();
 		return 2;
 	}
+
+	/* Configured at the level it checkpoints at, as a job checkpointing at
+	 * AUTO is: libstasis then reserves the cache room for the copies the
+	 * level makes each rank hold (a partner's image, rs parity) when the
+	 * data is protected, as it does for the rank's own image. */
+	if (level == STASIS_LEVEL_PARTNER)
+		setenv("STASIS_LEVEL", "partner", 1);
+	else if (level == STASIS_LEVEL_RS)
+		setenv("STASIS_LEVEL", "rs", 1);
 
 	/* Resident, non-zero, incompressible data: the application's state. */
 	fill_s = MPI_Wtime();

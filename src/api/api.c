@@ -269,6 +269,22 @@ struct api_var *api_var_find(int id)
  * writing over allocated pages runs about twice as fast as getting new
  * ones. An upper bound (zero pages are not stored; the file is cut to its
  * length), grown only when the protected data grows. */
+/* The same for the copies the configured level makes this rank hold (a
+ * partner's image, rs parity): a job checkpointing at AUTO says its level
+ * in the configuration. */
+static int reserve_level(uint64_t need)
+{
+	int level = api_level_parse(cfg_str(CFG_LEVEL));
+	struct redun_set set = {
+		.local = api.local, .nranks = api.size, .node = api.node_names,
+		.group_size = (unsigned)api.group_size, .rs_parity = (unsigned)api.rs_parity,
+	};
+
+	if (api.one_node || (level != STASIS_LEVEL_PARTNER && level != STASIS_LEVEL_RS))
+		return 0;
+	return redun_reserve(&set, redun_level_find(api_level_names[level]), api.rank, need);
+}
+
 static void reserve_cache(void)
 {
 	uint64_t need = 1u << 20;       /* headers, manifest, footer */
@@ -279,7 +295,7 @@ static void reserve_cache(void)
 	if (need <= api.reserved)
 		return;
 	snprintf(name, sizeof(name), "rank-%05d.img", api.rank);
-	if (store_spare_reserve(api.local, name, need))
+	if (store_spare_reserve(api.local, name, need) || reserve_level(need))
 		log_debug("rank %d: %s", api.rank, err_msg());
 	else
 		api.reserved = need;

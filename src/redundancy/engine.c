@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct redun_level *const levels[] = {
@@ -142,6 +143,53 @@ int redun_recover(const struct redun_level *level, const struct redun_set *set,
 			err_set(ret, "%s; %s", why, more);
 		else
 			log_info("rank %d: %s; took the global tier's copy", redun_rank(c), why);
+	}
+	return ret;
+}
+
+/* The parity bytes member `rank` holds at rs, for files of about size. */
+static uint64_t rs_parity_bytes(const struct redun_set *set, int rank, uint64_t size)
+{
+	int *group = calloc((size_t)set->nranks, sizeof(int));
+	int ngroups = 0, alone = 0, n = 0, m, k;
+
+	if (!group || redun_layout_groups(set->nranks, set->node, set->group_size, group, &ngroups,
+					  &alone)) {
+		free(group);
+		return 0;
+	}
+	for (int r = 0; r < set->nranks; r++)
+		n += group[r] == group[rank];
+	free(group);
+	if (n < 2)
+		return 0;       /* alone: no parity */
+	m = (int)set->rs_parity < n ? (int)set->rs_parity : n - 1;
+	k = n - m;
+	return (uint64_t)m * ((size + (uint64_t)k - 1) / (uint64_t)k) + (1u << 20);
+}
+
+int redun_reserve(const struct redun_set *set, const struct redun_level *level, int rank,
+		  uint64_t size)
+{
+	char file[32];
+	int ret = 0;
+
+	if (level == &redun_level_partner) {
+		int *partner = calloc((size_t)set->nranks, sizeof(int)), alone = 0;
+
+		ret = partner ? redun_layout_partners(set->nranks, set->node, partner, &alone)
+			      : err_set(-ENOMEM, "out of memory");
+		for (int s = 0; !ret && s < set->nranks; s++)
+			if (partner[s] == rank) {
+				redun_name(file, REDUN_PARTNER_FILE, s);
+				ret = store_spare_reserve(set->local, file, size);
+			}
+		free(partner);
+	} else if (level == &redun_level_rs) {
+		uint64_t bytes = rs_parity_bytes(set, rank, size);
+
+		redun_name(file, REDUN_RS_FILE, rank);
+		ret = bytes ? store_spare_reserve(set->local, file, bytes) : 0;
 	}
 	return ret;
 }

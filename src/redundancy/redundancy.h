@@ -220,6 +220,16 @@ struct redun_request {
 int redun_upgrade(const struct redun_set *set, const struct redun_comm *c,
 		  const struct redun_request *req);
 
+/* Room in set->local for what member `rank` will hold at level, taken
+ * before its first checkpoint: a spare file (store_spare_reserve) for each
+ * partner copy it keeps, or for its rs parity, assuming every member's file
+ * is about size bytes. Writing over allocated pages of a RAM disk runs
+ * about twice as fast as getting new ones. Nothing for single and global,
+ * or without recycling. Not collective: set->node, nranks, group_size and
+ * rs_parity are all it reads. */
+int redun_reserve(const struct redun_set *set, const struct redun_level *level, int rank,
+		  uint64_t size);
+
 /* Where recovery found a member's file: in checkpoint ckpt of store s, or
  * (ckpt "") in a scratch file of s's job directory. */
 struct redun_found {

@@ -10,7 +10,9 @@
  *   global (taken from the global tier);    rs with more of a group lost
  *   than its parity covers: refused on the member that cannot be rebuilt.
  * Every recovered file is checked byte for byte against what its member
- * wrote, and the level record against the level asked for.
+ * wrote, and the level record against the level asked for; the room
+ * reserved for a partner copy or parity (redun_reserve) is what it is
+ * written over.
  */
 #include "redundancy/redundancy.h"
 #include "common/err.h"
@@ -339,9 +341,23 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		};
 		struct redun_request req = { .level = redun_level_find(level_name) };
 		struct store_ckpt_info *list = NULL;
+		char *reserved_spare = NULL;
 		size_t count = 0;
 
 		CHECK(req.level != NULL);
+		if (sc == PARTNER || sc == RS) {
+			/* room for the copy or parity this member will hold, taken
+			 * now; the upgrade writes over it */
+			char spare[PATH_MAX + 64];
+			const int held = sc == PARTNER ? (rank + 2) % N : rank;
+
+			store_set_recycle(local, 16);
+			CHECK_EQ(redun_reserve(&set, req.level, rank, (uint64_t)size), 0);
+			snprintf(spare, sizeof(spare), "%s/.spare/reserve-%s-%05d.img",
+				 store_job_dir(local), sc == PARTNER ? "partner" : "rs", held);
+			CHECK(access(spare, F_OK) == 0);
+			reserved_spare = strdup(spare);
+		}
 		if (sc == PARTNER) {
 			/* through the progress engine, as libstasis's upgrades run */
 			struct upgrade_task *t = calloc(1, sizeof(*t));
@@ -362,6 +378,9 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			CHECK_EQ(redun_upgrade(&set, &link, &req), 0);
 		}
 		b_barrier(&b);
+		if (reserved_spare)     /* taken by the copy or the parity */
+			CHECK(access(reserved_spare, F_OK) != 0);
+		free(reserved_spare);
 		if (rank == 0) {
 			CHECK_EQ(store_list(global, &list, &count, NULL), 0);
 			CHECK(count == 1 && strcmp(list[0].level, level_name) == 0);
