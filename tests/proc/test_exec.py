@@ -34,6 +34,21 @@ exec "$real" "$@"
 """
 
 
+NO_AGENT = ("stasis: checkpoint: checkpoint failed: the program has no Stasis agent (it ended, "
+            "or was not started under `stasis run`)")
+FIFO_REFUSED = ("stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 7 is a pipe or FIFO "
+                "shared with another process")
+
+
+def refused_then_runs_on(job, line, timeout=120):
+    """A checkpoint fails with exactly that one line; the program runs on to
+    its PASS."""
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False, timeout=timeout)
+    assert r.returncode == 1 and r.stderr.splitlines() == [line], r.stderr
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), err
+
+
 def cycles(job):
     names = []
     for _ in range(CYCLES):
@@ -114,12 +129,7 @@ def test_without_the_agent_in_its_environment_the_exec_ends_checkpoints(job):
     """A program that execs another without LD_PRELOAD: the channel closes
     at the exec, and a checkpoint says at once that there is no agent."""
     job.run("env", "-u", "LD_PRELOAD", program("heap"))
-    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
-        "stasis: checkpoint: checkpoint failed: the program has no Stasis agent (it ended, or was "
-        "not started under `stasis run`)"], r.stderr
-    rc, out, err = job.finish()
-    assert rc == 0 and out.strip().endswith("PASS"), err
+    refused_then_runs_on(job, NO_AGENT)
 
 
 def test_a_fifo_the_shell_opens_before_the_exec_was_not_inherited_at_launch(job, tmp_path):
@@ -130,12 +140,7 @@ def test_a_fifo_the_shell_opens_before_the_exec_was_not_inherited_at_launch(job,
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     job.run("/bin/bash", "-c", f"exec 7>{fifo}; exec {program('heap')}")
-    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
-        "stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 7 is a pipe or FIFO shared "
-        "with another process"], r.stderr
-    rc, out, err = job.finish()
-    assert rc == 0 and out.strip().endswith("PASS"), err
+    refused_then_runs_on(job, FIFO_REFUSED)
     os.close(reader)
 
 
@@ -159,9 +164,4 @@ def test_an_exec_of_a_static_program_ends_checkpoints_at_once(job):
     does not go through that exec (else a checkpoint request would wait
     for the coordinator's 120 s limit), the program runs on."""
     job.run("/bin/bash", "-c", f"true; exec {program('static')}")
-    r = job.stasis("checkpoint", "--dir", job.ck, check=False, timeout=20)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
-        "stasis: checkpoint: checkpoint failed: the program has no Stasis agent (it ended, or was "
-        "not started under `stasis run`)"], r.stderr
-    rc, out, err = job.finish()
-    assert rc == 0 and out.strip().endswith("PASS"), err
+    refused_then_runs_on(job, NO_AGENT, timeout=20)
