@@ -1,10 +1,10 @@
 /* external.c - a descriptor inherited at launch that points outside the job
- * (a pipe or a socket whose other end the test holds): the checkpoint saves
+ * (a pipe, a socket or a terminal whose other end the test holds): the checkpoint saves
  * it as external, a restart gives the program the descriptor of the same
  * number that `stasis restart` inherited, or /dev/null.
  * Usage: external FD [FIFO]. Writes "start" to FD before READY and "end"
- * after the restarts, then says what FD is: "FD pipe", "FD socket" or "FD
- * null". With FIFO, it also opens that named FIFO for writing at fd 7 before
+ * after the restarts, then says what FD is: "FD pipe", "FD socket", "FD
+ * tty" or "FD null". With FIFO, it also opens that named FIFO for writing at fd 7 before
  * READY: not inherited, so it is refused like any pipe to another process. */
 #include "zdtm.h"
 
@@ -24,6 +24,8 @@ static const char *what(int fd)
 		return "pipe";
 	if (S_ISSOCK(st.st_mode))
 		return "socket";
+	if (isatty(fd))
+		return "tty";
 	if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 1 && minor(st.st_rdev) == 3)
 		return "null";
 	return "other";

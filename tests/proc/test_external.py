@@ -1,5 +1,5 @@
 """Descriptors from outside the job (docs/transparent.md, "Descriptors from
-outside the job"): a pipe or socket the program inherited at launch, whose
+outside the job"): a pipe, socket or terminal the program inherited at launch, whose
 other end a process outside the job holds, is saved as external; a restart
 puts the descriptor of the same number that `stasis restart` inherited in
 its place, or /dev/null with one line of warning. tests/proc/external.c
@@ -9,6 +9,7 @@ import os
 import select
 import socket
 import subprocess
+import tty
 from unittest import mock
 
 import proc_harness
@@ -24,7 +25,10 @@ def read_until_eof(fd, timeout=30):
     while True:
         r, _, _ = select.select([fd], [], [], timeout)
         assert r, f"fd {fd}: nothing after {got!r} within {timeout} s"
-        chunk = os.read(fd, 4096)
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:      # a terminal's master once the last slave closed: EIO
+            chunk = b""
         if not chunk:
             return got
         got += chunk
@@ -37,6 +41,9 @@ class Outside:
     def __init__(self, kind):
         if kind == "pipe":
             self.mine, theirs = os.pipe()
+        elif kind == "tty":
+            self.mine, theirs = os.openpty()
+            tty.setraw(theirs)       # no "\r\n" for "\n"
         else:
             a, b = socket.socketpair()
             self.mine, theirs = a.detach(), b.detach()
@@ -99,6 +106,12 @@ def test_inherited_pipe(job):
 
 def test_inherited_socket(job):
     cycles(job, "socket")
+
+
+def test_inherited_terminal(job):
+    """A pseudo-terminal whose master the test holds, as a terminal
+    multiplexer would."""
+    cycles(job, "tty")
 
 
 def test_no_descriptor_at_restart_gives_dev_null(job):
