@@ -1743,10 +1743,10 @@ static int exec_real(enum exec_kind kind, const char *path, int fd, char *const 
 	return real_execve(path, argv, envp);
 }
 
-/* Is this a statically linked ELF program (no PT_INTERP)? LD_PRELOAD has
- * no effect on it: it must not get the channel, which nobody would read.
- * Anything not known to be one (a script, a dynamic program, an unreadable
- * file) is not. */
+/* Is this an ELF program this library cannot be loaded into: statically
+ * linked (no PT_INTERP) or 32-bit? It must not get the channel, which
+ * nobody would read. Anything not known to be one (a script, a dynamic
+ * 64-bit program, an unreadable file) is not. */
 static int static_elf(int fd)
 {
 	unsigned char b[4096];
@@ -1754,8 +1754,10 @@ static int static_elf(int fd)
 	uint64_t phoff;
 	uint16_t phentsize, phnum;
 
-	if (n < 64 || memcmp(b, "\177ELF", 4) != 0 || b[4] != 2 /* ELFCLASS64 */)
+	if (n < 64 || memcmp(b, "\177ELF", 4) != 0)
 		return 0;
+	if (b[4] != 2)   /* not ELFCLASS64: LD_PRELOAD of a 64-bit library fails */
+		return 1;
 	memcpy(&phoff, b + 32, 8);
 	memcpy(&phentsize, b + 54, 2);
 	memcpy(&phnum, b + 56, 2);
