@@ -71,34 +71,12 @@ int *sts_ints_in(const int *v, int n, int (*tr)(int))
 	return out;
 }
 
-/* One count for both halves, asked of the MPI's own answers: an
- * intercommunicator's remote group, a topology's neighbours (MPI-3.1
- * 7.6: a Cartesian one has 2 * ndims of each). */
+#define STS_PEERS_CALL(f) PMPI_##f
+#include "sts_coll_peers.h"
+
 int sts_coll_peers(MPI_Comm comm, int neighbor, int out)
 {
-	int n = 0, inter = 0, topo = MPI_UNDEFINED, in, o, w, rank;
-
-	if (!neighbor) {
-		PMPI_Comm_test_inter(comm, &inter);
-		if (inter)
-			PMPI_Comm_remote_size(comm, &n);
-		else
-			PMPI_Comm_size(comm, &n);
-		return n;
-	}
-	PMPI_Topo_test(comm, &topo);
-	if (topo == MPI_CART) {
-		PMPI_Cartdim_get(comm, &n);
-		return 2 * n;
-	}
-	if (topo == MPI_GRAPH) {
-		PMPI_Comm_rank(comm, &rank);
-		PMPI_Graph_neighbors_count(comm, rank, &n);
-		return n;
-	}
-	if (topo == MPI_DIST_GRAPH && PMPI_Dist_graph_neighbors_count(comm, &in, &o, &w) == 0)
-		return out ? o : in;
-	return 0;
+	return coll_peers(comm, neighbor, out);
 }
 
 uint32_t *sts_types_in(const MPI_Datatype *v, int n)

@@ -591,31 +591,12 @@ void lh_type_forget(void *rec)
 
 /* ---- the datatypes of MPI_Alltoallw and MPI_Neighbor_alltoallw ---- */
 
+#define STS_PEERS_CALL(f) MPI_##f
+#include "sts_coll_peers.h"
+
 int lh_coll_peers(MPI_Comm c, int neighbor, int out)
 {
-	int n = 0, inter = 0, topo = MPI_UNDEFINED, in, o, w, rank;
-
-	if (!neighbor) {
-		MPI_Comm_test_inter(c, &inter);
-		if (inter)
-			MPI_Comm_remote_size(c, &n);
-		else
-			MPI_Comm_size(c, &n);
-		return n;
-	}
-	MPI_Topo_test(c, &topo);
-	if (topo == MPI_CART) {
-		MPI_Cartdim_get(c, &n);
-		return 2 * n;
-	}
-	if (topo == MPI_GRAPH) {
-		MPI_Comm_rank(c, &rank);
-		MPI_Graph_neighbors_count(c, rank, &n);
-		return n;
-	}
-	if (topo == MPI_DIST_GRAPH && MPI_Dist_graph_neighbors_count(c, &in, &o, &w) == MPI_SUCCESS)
-		return out ? o : in;
-	return 0;
+	return coll_peers(c, neighbor, out);
 }
 
 MPI_Datatype *lh_types_in(const uint32_t *v, int n)

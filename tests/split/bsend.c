@@ -22,18 +22,17 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "fail.h"
+
 #define BIG 40000
 
 static int rank, size, it;
 static long checks;
 
+/* one check, counted */
 static void eq(const char *what, long got, long want)
 {
-	if (got != want) {
-		printf("FAIL rank %d iteration %d: %s: %ld, expected %ld\n", rank, it, what, got, want);
-		fflush(stdout);
-		MPI_Abort(MPI_COMM_WORLD, 1);
-	}
+	fail_unless(rank, it, what, got, want);
 	checks++;
 }
 

@@ -14,4 +14,16 @@ static void fail(int rank, int it, const char *what)
 	MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
+/* got must be want: else one FAIL line that names both */
+static __attribute__((unused)) void fail_unless(int rank, int it, const char *what, long got,
+						 long want)
+{
+	char msg[256];
+
+	if (got == want)
+		return;
+	snprintf(msg, sizeof(msg), "%s: %ld, expected %ld", what, got, want);
+	fail(rank, it, msg);
+}
+
 #endif

@@ -12,36 +12,10 @@ sought again at the restart; a split collective is done whole by its
 begin, its status kept for the end.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
-import pytest
 
-from split_common import data_file, program_fixture, run_on
-from test_ckpt import cycled
+from program_tests import program_tests
+from split_common import data_file
 
-ITERS = 20
-SLEEP_MS = 60
-CHECKS = 11   # fileio.c's per rank and iteration
-
-fileio = program_fixture("fileio")
-
-
-@pytest.mark.parametrize("abi", ["openmpi", "mpich"])
-@pytest.mark.parametrize("lower", [None, "openmpi", "mpich"])
-def test_runs(fileio, abi, lower, tmp_path):
-    """Natively (lower None), and above either lower half without a
-    checkpoint (a program of one ABI above the other MPI included)."""
-    r = run_on(fileio[abi], lower, 2, ["3", "10", data_file(tmp_path)], tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"PASS ranks=2 iterations=3 checks={2 * 3 * CHECKS}\n" in r.stdout, r.stdout + r.stderr
-
-
-@pytest.mark.parametrize("lower,other", [("openmpi", None), ("mpich", None),
-                                         ("openmpi", "mpich"), ("mpich", "openmpi")])
-def test_three_cycles(fileio, lower, other, tmp_path):
-    """Three checkpoint, SIGKILL and restart cycles on lower, or one whose
-    restart is above the other MPI."""
-    rc, out, err = cycled(tmp_path, lower, 2, fileio[lower], ITERS, SLEEP_MS, data_file(tmp_path),
-                          other=other)
-    assert rc == 0, out + err
-    assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS * CHECKS}\n" in out, out + err
-    assert "FAIL" not in out
-    assert "not supported" not in err, err
+# fileio.c's checks per rank (n) and iterations (i)
+prog, test_runs, test_three_cycles = program_tests(
+    "fileio", lambda n, i: n * i * 11, args=lambda tmp_path: [data_file(tmp_path)], sleep_ms=60)

@@ -42,6 +42,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "fail.h"
+
 #define SENT (-777777)
 #define CHECKS 16
 
@@ -49,17 +51,10 @@ static int rank, size, it;
 static int nnb, nb[2];          /* graph's neighbours of this rank */
 static long checks;
 
-static void fail(const char *what, long got, long want)
-{
-	printf("FAIL rank %d iteration %d: %s: %ld, expected %ld\n", rank, it, what, got, want);
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
+/* one value (check() counts) */
 static void eq(const char *what, long got, long want)
 {
-	if (got != want)
-		fail(what, got, want);
+	fail_unless(rank, it, what, got, want);
 }
 
 static int v(int s)
