@@ -10,6 +10,7 @@ PACKAGES=(
 	libisal-dev         # Reed-Solomon redundancy (ISA-L erasure codes)
 	clang-14 libclang-rt-14-dev   # libFuzzer target over the image reader
 	python3 python3-pytest        # CLI and integration tests
+	time                          # GNU time, an exec-chain front end (tests/proc/test_exec.py)
 	openmpi-bin libopenmpi-dev    # libstasis for Open MPI, MPI tests
 	mpich libmpich-dev            # libstasis for MPICH, MPI tests
 	gfortran                      # Fortran binding

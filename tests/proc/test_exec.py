@@ -165,3 +165,15 @@ def test_an_exec_of_a_static_program_ends_checkpoints_at_once(job):
     for the coordinator's 120 s limit), the program runs on."""
     job.run("/bin/bash", "-c", f"true; exec {program('static')}")
     refused_then_runs_on(job, NO_AGENT, timeout=20)
+
+
+def test_time_runs_the_program_as_a_child_which_is_refused(job):
+    """GNU time forks the program and waits for it: a process tree, refused
+    in one line naming the child until process trees are supported; both
+    run on."""
+    job.run("/usr/bin/time", "-q", program("heap"))
+    (timer,) = [int(p) for p in open(f"/proc/{job.proc.pid}/task/{job.proc.pid}/children").read().split()]
+    (child,) = [int(p) for p in open(f"/proc/{timer}/task/{timer}/children").read().split()]
+    refused_then_runs_on(job, f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process "
+                              f"{timer} has a child process {child} (heap); process trees are not "
+                              f"supported yet")
