@@ -134,8 +134,10 @@ int proc_agent_hello(int channel, int timeout_ms, pid_t *pid)
 	ret = chan_read(channel, &h, sizeof(h));
 	if (ret)
 		return err_set(ret, "reading the agent's hello: %s", strerror(-ret));
-	if (h.version != PROC_FORMAT_VERSION)
-		return err_set(-EPROTO, "the program's agent speaks version %u, this stasis %u",
+	/* an agent restored from a version 1 image speaks version 1, whose
+	 * records are version 2's without what version 2 added */
+	if (h.version != PROC_FORMAT_VERSION && h.version != 1)
+		return err_set(-EPROTO, "the program's agent speaks version %u, this stasis 1 to %u",
 			       h.version, PROC_FORMAT_VERSION);
 	*pid = h.pid;
 	return 0;
