@@ -47,8 +47,11 @@ int redun_node_leader(const struct redun_set *set, int rank);
 
 /* Transfer buffers of XFER_PIECE bytes, reused across calls (fresh pages
  * cost more than the copy on this class of machine): NULL when out of
- * memory. Thread-safe. */
-#define XFER_PIECE (8u << 20)
+ * memory. Thread-safe. Files move in pieces of that size, small enough to
+ * stay in a core's L2 cache between their receipt, their CRC and their
+ * write: with 8 MiB pieces the write of a received partner copy took
+ * 0.32-0.48 s per rank of 256 MiB, with 1 MiB 0.07-0.11 s. */
+#define XFER_PIECE (1u << 20)
 void *redun_xfer_get(void);
 void redun_xfer_put(void *buf);
 
