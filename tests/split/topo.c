@@ -30,7 +30,10 @@
  *    adj, MPI_Alltoallw and MPI_Ialltoallw on MPI_COMM_WORLD (vec to even
  *    ranks, MPI_INT to odd ones), checking every element received and that
  *    the holes of vec kept their sentinel.
- * Then it sleeps SLEEP_MS, with no message in flight.
+ * Then it starts MPI_Ineighbor_alltoallw on adj and MPI_Ineighbor_allgather
+ * on dist and sleeps SLEEP_MS with both in flight (the checkpoint comes
+ * there: the drain completes them); the next iteration waits for them and
+ * checks what they received.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K" if K is the count expected from N
@@ -45,7 +48,7 @@
 #include "fail.h"
 
 #define SENT (-777777)
-#define CHECKS 16
+#define CHECKS 17
 
 static int rank, size, it;
 static int nnb, nb[2];          /* graph's neighbours of this rank */
@@ -258,6 +261,38 @@ static void alltoallw(MPI_Datatype vec, int nonblocking)
 	free(rt);
 }
 
+/* Non-blocking collectives left in flight across the sleep, where the
+ * checkpoint comes (the drain completes them), waited for in the next
+ * iteration: MPI_Ineighbor_alltoallw on adj (its arrays must last until
+ * it completes: static) and MPI_Ineighbor_allgather on dist. */
+static int fl_s[2], fl_r[2], fl_x, fl_g, fl_it, fl_cnt[2] = { 1, 1 };
+static MPI_Aint fl_sd[2] = { 0, sizeof(int) }, fl_rd[2] = { 0, sizeof(int) };
+static MPI_Datatype fl_t[2];
+static MPI_Request fl_q[2];
+
+static void in_flight_start(MPI_Comm adj, MPI_Comm dist)
+{
+	fl_it = it;
+	fl_t[0] = fl_t[1] = MPI_INT;
+	fl_s[0] = 10 * v(rank) + 1;
+	fl_s[1] = 10 * v(rank) + 2;
+	fl_r[0] = fl_r[1] = fl_g = SENT;
+	fl_x = 10 * v(rank) + 3;
+	MPI_Ineighbor_alltoallw(fl_s, fl_cnt, fl_sd, fl_t, fl_r, fl_cnt, fl_rd, fl_t, adj, &fl_q[0]);
+	MPI_Ineighbor_allgather(&fl_x, 1, MPI_INT, &fl_g, 1, MPI_INT, dist, &fl_q[1]);
+}
+
+/* from in-neighbours (R, r) of adj what each sent its out-neighbour 0 (L)
+ * and 1 (itself); from dist's in-neighbour L its value */
+static void in_flight_check(int L, int R)
+{
+	int w = 1000 * rank + fl_it, wl = 1000 * L + fl_it, wr = 1000 * R + fl_it;
+
+	MPI_Waitall(2, fl_q, MPI_STATUSES_IGNORE);
+	check("in flight across the sleep", (int[]){ fl_r[0], fl_r[1], fl_g },
+	      (int[]){ 10 * wr + 1, 10 * w + 2, 10 * wl + 3 }, 3);
+}
+
 int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 5, ms = argc > 2 ? atoi(argv[2]) : 100, L, R;
@@ -299,12 +334,16 @@ int main(int argc, char **argv)
 	for (it = 0; it < iters; it++) {
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
+		if (it > 0)
+			in_flight_check(L, R);
 		queries(adj, dist, graph, cart, L, R);
 		neighbours(adj, dist, graph, cart, vec, L, R);
 		alltoallw(vec, 0);
 		alltoallw(vec, 1);
+		in_flight_start(adj, dist);
 		nanosleep(&nap, NULL);
 	}
+	in_flight_check(L, R);
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
 		if (total == (long)size * iters * CHECKS)
