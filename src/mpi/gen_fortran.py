@@ -24,7 +24,7 @@ C file included by uh_fortran.c (compiled against the same ABI's mpi.h):
     indices), calling the C stand-in's PMPI_X; otherwise, or if the
     function takes a callback, an attribute or memory of MPI's, one that
     names itself ("MPI_X (Fortran)") and aborts the job through
-    sts_unsupported.
+    sts_unsupported_why (the list's reason, or FORTRAN_WHY).
 
 With --handles, OUT_C is instead a C file included by the C stand-in's
 uh_conv.c (Open MPI's ABI: in MPICH's a Fortran handle is the C handle):
@@ -200,8 +200,10 @@ def main():
         body = fortran_call(f) if f.status != "no" else None
         if body:
             out.append(body)
-        else:
-            out.append(f"void {low}_(void)\n{{\n\tsts_unsupported(\"{f.name} (Fortran)\");\n}}")
+        else:   # refused, saying why (gen_wrappers.py: the list's reason)
+            why = f.why if f.status == "no" else FORTRAN_WHY
+            out.append(f"void {low}_(void)\n{{\n\tsts_unsupported_why(\"{f.name} (Fortran)\", "
+                       f"\"{why}\");\n}}")
         out.append(f"PMPI_ALIAS({low});\n")
     out.append("#endif")
     write_if_changed(out_path, "\n".join(out) + "\n")
@@ -218,6 +220,9 @@ SCALARS = {"int", "MPI_Aint", "MPI_Offset", "MPI_Count"}
 NOT_MECHANICAL = re.compile(r"attr|keyval|_mem$|errhandler|Pcontrol|^MPI_Op_create$|^MPI_Aint_"
                             r"|^MPI_Info_get$|^MPI_Dist_graph_create|^MPI_Dist_graph_neighbors$",
                             re.I)
+# why a function the C stand-in supports has no Fortran binding here
+FORTRAN_WHY = ("its Fortran binding is not the C one's by reference (callbacks, attribute "
+               "values, handle or weight arrays, sentinels): it needs one written in uh_fortran.c")
 # 0-based in C, 1-based in Fortran (MPI-3.1 17.1.x: the index arguments)
 INDEX_OUT = {("MPI_Waitany", "index"): "one", ("MPI_Testany", "index"): "one",
              ("MPI_Waitsome", "array_of_indices"): "outcount",
