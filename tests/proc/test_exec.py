@@ -147,11 +147,16 @@ def test_a_fifo_the_shell_opens_before_the_exec_was_not_inherited_at_launch(job,
 def test_checkpoints_during_execs(job):
     """Checkpoints asked for while the program execs itself every 2 ms: a
     request that meets an exec waits in the channel for the next program's
-    agent, so every one is established and none hangs. The last restarts,
-    and the program execs on."""
+    agent, so every one is established and none hangs. Restarts of images
+    taken so (a restored program may exec at once) are checkpointed again,
+    the last restarts, and the program execs on."""
     job.run(program("reexec"))
     taken = [job.checkpoint() for _ in range(20)]
-    assert taken == [f"ckpt-{i:06d}" for i in range(1, 21)]
+    for _ in range(6):          # a restored program execs at once, too
+        job.kill()
+        job.restart()
+        taken.append(job.checkpoint())
+    assert taken == [f"ckpt-{i:06d}" for i in range(1, 27)]
     job.kill()
     job.restart()
     rc, out, err = job.finish()
