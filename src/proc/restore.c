@@ -46,6 +46,9 @@
 #endif
 
 #define COPY_SIZE (4u << 20)
+/* Descriptor numbers an external descriptor's origin may have (the
+ * restart's inherited ones are noted up to it) */
+#define INHERITED_MAX 65536
 /* Raw chunks up to this size are read by the restorer itself (its piece
  * table holds one piece per page of such a chunk). */
 #define COPY_MAX_CHUNK (64u << 20)
@@ -176,7 +179,8 @@ static int image_load(struct img_reader *img, struct image *im)
 	ret = take(im, h, sizeof(*h));
 	if (ret)
 		return ret;
-	/* version 1 records are version 2's without external descriptors */
+	/* version 1 records are version 2's without external descriptors and
+	 * with a nice value of 0 (the header's padding then) */
 	if (h->version != PROC_FORMAT_VERSION && h->version != 1)
 		return err_set(-EPROTO, "the image's process records have version %u, this stasis "
 			       "reads 1 to %u", h->version, PROC_FORMAT_VERSION);
@@ -251,7 +255,8 @@ static int load_fds(struct image *im)
 		ret = take(im, &f->rec, sizeof(f->rec));
 		if (ret)
 			return ret;
-		if (f->rec.path_len == 0 || f->rec.path_len > PATH_MAX || f->rec.fd < 0)
+		if (f->rec.path_len == 0 || f->rec.path_len > PATH_MAX || f->rec.fd < 0 ||
+		    (f->rec.kind == PROC_FD_EXTERNAL && (f->rec.origin < 3 || f->rec.origin >= INHERITED_MAX)))
 			return err_set(-EBADMSG, "the image's descriptor table is damaged");
 		f->path = calloc(1, f->rec.path_len + 1);
 		if (!f->path)
@@ -350,7 +355,6 @@ static void keep_caps(void)
 /* The descriptors this stasis inherited, open before main(): `stasis
  * restart` gives the one of number N to the program's external descriptors
  * (PROC_FD_EXTERNAL) whose launch number was N, as it gives its 0, 1, 2. */
-#define INHERITED_MAX 65536
 static uint64_t inherited[INHERITED_MAX / 64];
 
 __attribute__((constructor)) static void note_inherited(void)
