@@ -26,8 +26,9 @@
  *    _end and (after a seek) MPI_File_read_all_begin/_end and MPI_File_iread;
  *  - MPI_File_get_view: displacement 0, etype MPI_INT, "native".
  * A checkpoint may come between a split collective's begin and end (the
- * program sleeps between them every third iteration). Then it sleeps
- * SLEEP_MS.
+ * program sleeps between them every third iteration). Then it starts an
+ * MPI_File_iwrite_at_all and sleeps SLEEP_MS with it in flight; the next
+ * iteration waits for it and reads the left neighbour's pair back.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -89,6 +90,36 @@ static void shared_position(MPI_File fh, MPI_Offset *pos)
 	*pos = p;
 }
 
+/* MPI_File_iwrite_at_all left in flight across the sleep, where the
+ * checkpoint comes (counted on the file's communicator, completed by the
+ * drain), waited for in the next iteration, which reads the left
+ * neighbour's pair back: (1000 L + I, 6) at 200000 + 2 n I + 2 L */
+static int fl_buf[2], fl_it;
+static MPI_Request fl_q;
+
+static void in_flight_start(MPI_File fh)
+{
+	fl_it = it;
+	fl_buf[0] = 1000 * rank + it;
+	fl_buf[1] = 6;
+	MPI_File_iwrite_at_all(fh, 200000 + 2L * size * it + 2 * rank, fl_buf, 2, MPI_INT, &fl_q);
+}
+
+static void in_flight_check(MPI_File fh, int L)
+{
+	MPI_Status st;
+	int got[2], n;
+
+	MPI_Wait(&fl_q, &st);
+	MPI_Get_count(&st, MPI_INT, &n);
+	eq("iwrite_at_all in flight: count", n, 2);
+	MPI_File_sync(fh);
+	MPI_Barrier(MPI_COMM_WORLD);
+	MPI_File_sync(fh);
+	MPI_File_read_at(fh, 200000 + 2L * size * fl_it + 2 * L, got, 2, MPI_INT, &st);
+	pair("iwrite_at_all in flight", got, 1000 * L + fl_it, 6);
+}
+
 int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 5, ms = argc > 2 ? atoi(argv[2]) : 100, L;
@@ -122,6 +153,8 @@ int main(int argc, char **argv)
 
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
+		if (it > 0)
+			in_flight_check(fh, L);
 
 		/* shared file pointer */
 		buf[0] = v;
@@ -208,8 +241,10 @@ int main(int argc, char **argv)
 		MPI_File_get_view(fh, &disp, &et, &ft, rep);
 		eq("get_view", (long)disp * 10 + (et == MPI_INT) + (ft == MPI_INT) + 4 * !strcmp(rep, "native"),
 		   6);
+		in_flight_start(fh);
 		nap_ms(ms);
 	}
+	in_flight_check(fh, L);
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d checks=%ld\n", size, iters, total);

@@ -18,4 +18,4 @@ from split_common import data_file
 
 # fileio.c's checks per rank (n) and iterations (i)
 prog, test_runs, test_three_cycles = program_tests(
-    "fileio", lambda n, i: n * i * 11, args=lambda tmp_path: [data_file(tmp_path)], sleep_ms=60)
+    "fileio", lambda n, i: n * i * 13, args=lambda tmp_path: [data_file(tmp_path)], sleep_ms=60)
