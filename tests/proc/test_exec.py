@@ -182,3 +182,10 @@ def test_time_runs_the_program_as_a_child_which_is_refused(job):
     refused_then_runs_on(job, f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process "
                               f"{timer} has a child process {child} (heap); process trees are not "
                               f"supported yet")
+
+
+def test_a_thread_that_execs_while_others_run(job):
+    """Not the main thread: the kernel ends every other thread at the exec,
+    the agent's among them, and the agent goes on in the new program."""
+    job.run(program("threadexec"), program("threads"))
+    cycles(job)
