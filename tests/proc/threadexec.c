@@ -1,6 +1,7 @@
-/* threadexec.c - a threaded program whose second thread execs another
- * program (threadexec PROG ARGS...) while the other threads run: the
- * kernel ends them and the agent's thread, and the agent goes on in PROG. */
+/* threadexec.c - a threaded program in which a thread other than the main
+ * one execs another program (threadexec PROG ARGS...) while three more
+ * spin: the kernel ends them and the agent's thread, and the agent goes on
+ * in PROG. */
 #include "zdtm.h"
 
 #include <pthread.h>
