@@ -518,7 +518,7 @@ int lh_Type_get_contents(uint32_t mtype, int mi, int ma, int md, int *ints, sts_
 
 int lh_Get_elements_x(const struct sts_status *st, uint32_t dt, sts_count *count)
 {
-	MPI_Status s;
+	MPI_Status s = { 0 };
 	MPI_Count c = 0;
 	int ret = MPI_Status_set_elements_x(&s, MPI_BYTE, st->count);
 
@@ -539,7 +539,7 @@ int lh_Get_elements(const struct sts_status *st, uint32_t dt, int *count)
 
 int lh_Status_set_elements_x(struct sts_status *st, uint32_t dt, sts_count count)
 {
-	MPI_Status s;
+	MPI_Status s = { 0 };
 	MPI_Count bytes = 0;
 	int ret = MPI_Status_set_elements_x(&s, (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, dt),
 					    count);
