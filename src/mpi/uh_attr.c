@@ -456,6 +456,17 @@ int PMPI_Comm_idup(MPI_Comm comm, MPI_Comm *newcomm, MPI_Request *request)
 	return PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
 }
 
+/* Every communicator of a job under Stasis is one of its own (MPI_Comm_spawn
+ * and the connections between jobs are refused): disconnecting one is
+ * freeing it once every member got there (MPI-3.1 10.5.4: all its
+ * communication is complete and matched by then) */
+int PMPI_Comm_disconnect(MPI_Comm *comm)
+{
+	int ret = PMPI_Barrier(*comm);
+
+	return ret != MPI_SUCCESS ? ret : PMPI_Comm_free(comm);
+}
+
 int PMPI_Comm_free(MPI_Comm *comm)
 {
 	uint32_t n = neutral_of(STS_COMM, STS_HVAL(*comm));
@@ -678,6 +689,7 @@ ALIAS(int, MPI_Comm_dup, (MPI_Comm, MPI_Comm *));
 ALIAS(int, MPI_Comm_dup_with_info, (MPI_Comm, MPI_Info, MPI_Comm *));
 ALIAS(int, MPI_Comm_idup, (MPI_Comm, MPI_Comm *, MPI_Request *));
 ALIAS(int, MPI_Comm_free, (MPI_Comm *));
+ALIAS(int, MPI_Comm_disconnect, (MPI_Comm *));
 ALIAS(int, MPI_Keyval_create, (MPI_Copy_function *, MPI_Delete_function *, int *, void *));
 ALIAS(int, MPI_Keyval_free, (int *));
 ALIAS(int, MPI_Attr_put, (MPI_Comm, int, void *));

@@ -22,7 +22,8 @@
  * from group 0's leader to group 1 (MPI_ROOT, MPI_PROC_NULL); merges inter
  * (MPI_Intercomm_merge, group 0 low) and checks the merged ranks' order
  * and a reduction on it, then frees it; checks evens, odds and the remote
- * group by rank translation; reduces on even, dwi and idup. Then it sleeps
+ * group by rank translation; reduces on even, dwi and idup; duplicates
+ * MPI_COMM_WORLD, reduces on it and disconnects it. Then it sleeps
  * SLEEP_MS, with no message in flight.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
@@ -156,6 +157,14 @@ int main(int argc, char **argv)
 			eq("even Allreduce", sum(even, rank), sum_even);
 		eq("dup_with_info Allreduce", sum(dwi, rank + 1), size * (size + 1) / 2);
 		eq("idup Allreduce", sum(idup, 2 * rank), size * (size - 1));
+		{
+			MPI_Comm d;
+
+			MPI_Comm_dup(MPI_COMM_WORLD, &d);
+			eq("Allreduce before MPI_Comm_disconnect", sum(d, 1), size);
+			MPI_Comm_disconnect(&d);
+			eq("disconnected", d == MPI_COMM_NULL, 1);
+		}
 		nanosleep(&nap, NULL);
 	}
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
