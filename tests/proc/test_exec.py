@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 
+import pytest
+
 from proc_harness import job, program  # noqa: F401 (job is a fixture)
 from test_external import FD, start
 
@@ -188,4 +190,16 @@ def test_a_thread_that_execs_while_others_run(job):
     """Not the main thread: the kernel ends every other thread at the exec,
     the agent's among them, and the agent goes on in the new program."""
     job.run(program("threadexec"), program("threads"))
+    cycles(job)
+
+
+@pytest.mark.parametrize("function", ["execl", "execlp", "execle", "execv", "execvp", "execvpe",
+                                      "execve", "fexecve"])
+def test_each_exec_function(job, function):
+    """Every exec function the agent wraps lets the channel through (the
+    ones that search $PATH find heap by its name)."""
+    heap = program("heap")
+    searched = function in ("execlp", "execvp", "execvpe")
+    env = {"PATH": f"{os.path.dirname(heap)}:{job.env['PATH']}"} if searched else None
+    job.run(program("execvia"), function, "heap" if searched else heap, env=env)
     cycles(job)

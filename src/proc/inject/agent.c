@@ -1886,48 +1886,57 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 	return exec_common(EXEC_FD, NULL, fd, argv, envp);
 }
 
-/* execl, execlp, execle: their arguments as an array */
-#define EXEC_LIST(first, ap, argv)                                  \
-	size_t argc_ = 1;                                           \
-	va_list count_;                                             \
-	va_copy(count_, ap);                                        \
-	while (va_arg(count_, char *))                              \
-		argc_++;                                            \
-	va_end(count_);                                             \
-	char *argv[argc_ + 1];                                      \
-	argv[0] = (char *)(first);                                  \
-	for (size_t i_ = 1; i_ <= argc_; i_++)                      \
-		argv[i_] = va_arg(ap, char *)
+/* execl, execlp, execle: their arguments (and execle's environment) as
+ * arrays */
+static int exec_list(enum exec_kind kind, const char *file, const char *arg, va_list ap,
+		     int with_envp)
+{
+	size_t argc = 1;
+	va_list count;
+
+	va_copy(count, ap);
+	while (va_arg(count, char *))
+		argc++;
+	va_end(count);
+	char *argv[argc + 1];
+
+	argv[0] = (char *)arg;
+	for (size_t i = 1; i <= argc; i++)
+		argv[i] = va_arg(ap, char *);
+	return exec_common(kind, file, -1, argv, with_envp ? va_arg(ap, char *const *) : environ);
+}
 
 int execl(const char *path, const char *arg, ...)
 {
 	va_list ap;
+	int ret;
 
 	va_start(ap, arg);
-	EXEC_LIST(arg, ap, argv);
+	ret = exec_list(EXEC_PATH, path, arg, ap, 0);
 	va_end(ap);
-	return exec_common(EXEC_PATH, path, -1, argv, environ);
+	return ret;
 }
 
 int execlp(const char *file, const char *arg, ...)
 {
 	va_list ap;
+	int ret;
 
 	va_start(ap, arg);
-	EXEC_LIST(arg, ap, argv);
+	ret = exec_list(EXEC_SEARCH, file, arg, ap, 0);
 	va_end(ap);
-	return exec_common(EXEC_SEARCH, file, -1, argv, environ);
+	return ret;
 }
 
 int execle(const char *path, const char *arg, ...)
 {
 	va_list ap;
+	int ret;
 
 	va_start(ap, arg);
-	EXEC_LIST(arg, ap, argv);
-	char *const *envp = va_arg(ap, char *const *);
+	ret = exec_list(EXEC_PATH, path, arg, ap, 1);
 	va_end(ap);
-	return exec_common(EXEC_PATH, path, -1, argv, envp);
+	return ret;
 }
 
 static void atfork_child(void)
