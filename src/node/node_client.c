@@ -179,6 +179,10 @@ static void __attribute__((noreturn)) exec_agent(const char *path, int ready)
 	int fd;
 
 	setsid();
+	/* out of the way of 0-3 first: a rank without stdin has its pipe low */
+	ready = fcntl(ready, F_DUPFD_CLOEXEC, 10);
+	if (ready < 0)
+		_exit(127);
 	snprintf(prog, sizeof(prog), "%s/" NODE_AGENT_PROGRAM, dir ? dir : ".");
 	snprintf(log, sizeof(log), "%s.log", path);
 	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
