@@ -144,7 +144,8 @@ static inline int *sts_weights_in(const int *w)
 
 /* The datatypes one per peer of MPI_Alltoallw or a neighbourhood
  * collective on comm (uh_conv.c): how many (as lh_coll_peers), and their
- * neutral handles in new memory (free() it; NULL without memory) */
+ * neutral handles in new memory (free() it; NULL without memory; v NULL:
+ * null handles) */
 int sts_coll_peers(MPI_Comm comm, int neighbor, int out);
 uint32_t *sts_types_in(const MPI_Datatype *v, int n);
 

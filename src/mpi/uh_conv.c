@@ -79,11 +79,13 @@ int sts_coll_peers(MPI_Comm comm, int neighbor, int out)
 	return coll_peers(comm, neighbor, out);
 }
 
+/* v NULL: MPI_Alltoallw's send types in place, which MPI ignores (MPI-3.1
+ * 5.8) and a program may leave NULL; null handles go down instead */
 uint32_t *sts_types_in(const MPI_Datatype *v, int n)
 {
-	uint32_t *out = malloc((size_t)(n > 0 ? n : 1) * sizeof(*out));
+	uint32_t *out = calloc((size_t)(n > 0 ? n : 1), sizeof(*out));
 
-	if (out)
+	if (out && v)
 		for (int i = 0; i < n; i++)
 			out[i] = sts_in(STS_DATATYPE, STS_HVAL(v[i]));
 	return out;

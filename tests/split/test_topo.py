@@ -16,4 +16,4 @@ from program_tests import program_tests
 
 # topo.c's checks per rank (n) and iterations (i)
 prog, test_runs, test_three_cycles = program_tests(
-    "topo", lambda n, i: n * i * 17, ranks=3)
+    "topo", lambda n, i: n * i * 18, ranks=3)

@@ -29,7 +29,8 @@
  *    vec to the left and MPI_INT to the right, MPI_Ineighbor_alltoallw on
  *    adj, MPI_Alltoallw and MPI_Ialltoallw on MPI_COMM_WORLD (vec to even
  *    ranks, MPI_INT to odd ones), checking every element received and that
- *    the holes of vec kept their sentinel.
+ *    the holes of vec kept their sentinel; MPI_Alltoallw in place with its
+ *    send arrays NULL.
  * Then it starts MPI_Ineighbor_alltoallw on adj and MPI_Ineighbor_allgather
  * on dist and sleeps SLEEP_MS with both in flight (the checkpoint comes
  * there: the drain completes them); the next iteration waits for them and
@@ -48,7 +49,7 @@
 #include "fail.h"
 
 #define SENT (-777777)
-#define CHECKS 17
+#define CHECKS 18
 
 static int rank, size, it;
 static int nnb, nb[2];          /* graph's neighbours of this rank */
@@ -261,6 +262,31 @@ static void alltoallw(MPI_Datatype vec, int nonblocking)
 	free(rt);
 }
 
+/* MPI_Alltoallw in place, its send arrays NULL (MPI-3.1 5.8: ignored, as
+ * a program may pass them): peer d's int d of the buffer becomes
+ * v(d) + rank */
+static void alltoallw_in_place(void)
+{
+	int n = size, *b = malloc(sizeof(int) * n), *cnt = malloc(sizeof(int) * n);
+	int *dsp = malloc(sizeof(int) * n);
+	MPI_Datatype *t = malloc(sizeof(*t) * n);
+
+	for (int d = 0; d < n; d++) {
+		b[d] = v(rank) + d;
+		cnt[d] = 1;
+		dsp[d] = d * (int)sizeof(int);
+		t[d] = MPI_INT;
+	}
+	MPI_Alltoallw(MPI_IN_PLACE, NULL, NULL, NULL, b, cnt, dsp, t, MPI_COMM_WORLD);
+	for (int s = 0; s < n; s++)
+		eq("Alltoallw in place", b[s], v(s) + rank);
+	checks++;
+	free(b);
+	free(cnt);
+	free(dsp);
+	free(t);
+}
+
 /* Non-blocking collectives left in flight across the sleep, where the
  * checkpoint comes (the drain completes them), waited for in the next
  * iteration: MPI_Ineighbor_alltoallw on adj (its arrays must last until
@@ -340,6 +366,7 @@ int main(int argc, char **argv)
 		neighbours(adj, dist, graph, cart, vec, L, R);
 		alltoallw(vec, 0);
 		alltoallw(vec, 1);
+		alltoallw_in_place();
 		in_flight_start(adj, dist);
 		nanosleep(&nap, NULL);
 	}
