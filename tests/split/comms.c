@@ -23,8 +23,13 @@
  * (MPI_Intercomm_merge, group 0 low) and checks the merged ranks' order
  * and a reduction on it, then frees it; checks evens, odds and the remote
  * group by rank translation; reduces on even, dwi and idup; duplicates
- * MPI_COMM_WORLD, reduces on it and disconnects it. Then it sleeps
- * SLEEP_MS, with no message in flight.
+ * MPI_COMM_WORLD, reduces on it and disconnects it. Then, across inter
+ * with remote rank k, it posts an MPI_Irecv from MPI_ANY_SOURCE and sends
+ * an MPI_Isend, and sleeps SLEEP_MS with both in flight (the checkpoint
+ * comes there: the drain counts the send through inter's remote group and
+ * buffers it, the receive is posted again at a restart); the next
+ * iteration receives the message, sends the one the MPI_Irecv waits for,
+ * and checks both values and sources.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -60,6 +65,35 @@ static int world_of(MPI_Group g, int r)
 	MPI_Group_translate_ranks(g, 1, &r, wg, &w);
 	MPI_Group_free(&wg);
 	return w;
+}
+
+/* Messages across inter left in flight across the sleep: from local rank
+ * k to remote rank k, one sent (tag 9) and one waited for (tag 10) */
+static int fl_x, fl_r, fl_it;
+static MPI_Request fl_sq, fl_rq;
+
+static void in_flight_start(MPI_Comm inter, int lrank)
+{
+	fl_it = it;
+	fl_x = 1000 * rank + it + 500;
+	fl_r = -1;
+	MPI_Irecv(&fl_r, 1, MPI_INT, MPI_ANY_SOURCE, 10, inter, &fl_rq);
+	MPI_Isend(&fl_x, 1, MPI_INT, lrank, 9, inter, &fl_sq);
+}
+
+static void in_flight_check(MPI_Comm inter, int lrank, int remote)
+{
+	int got = -1, y = 1000 * rank + fl_it + 600;
+	MPI_Status st;
+
+	MPI_Recv(&got, 1, MPI_INT, lrank, 9, inter, &st);
+	eq("inter in flight", got, 1000 * remote + fl_it + 500);
+	eq("inter in flight's source", st.MPI_SOURCE, lrank);
+	MPI_Send(&y, 1, MPI_INT, lrank, 10, inter);
+	MPI_Wait(&fl_rq, &st);
+	eq("inter Irecv across the sleep", fl_r, 1000 * remote + fl_it + 600);
+	eq("inter Irecv's source", st.MPI_SOURCE, lrank);
+	MPI_Wait(&fl_sq, MPI_STATUS_IGNORE);
 }
 
 static int sum(MPI_Comm c, int x)
@@ -119,6 +153,8 @@ int main(int argc, char **argv)
 
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
+		if (it > 0)
+			in_flight_check(inter, lrank, world_of(rgroup, lrank));
 		MPI_Comm_test_inter(inter, &flag);
 		eq("Comm_test_inter", flag, 1);
 		MPI_Comm_remote_size(inter, &rsize);
@@ -165,8 +201,10 @@ int main(int argc, char **argv)
 			MPI_Comm_disconnect(&d);
 			eq("disconnected", d == MPI_COMM_NULL, 1);
 		}
+		in_flight_start(inter, lrank);
 		nanosleep(&nap, NULL);
 	}
+	in_flight_check(inter, lrank, world_of(rgroup, lrank));
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d checks=%ld\n", size, iters, total);
