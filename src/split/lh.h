@@ -80,6 +80,9 @@ MPI_Datatype *lh_types_in(const uint32_t *v, int n);
 void lh_keep(uint32_t req, void *p);
 /* lh_p2p.c: a buffered send's request let go of */
 void lh_bsend_gone(uint32_t req);
+/* lh_p2p.c: every buffered send delivered, its request freed; 0, or
+ * STS_AGAIN when a checkpoint comes first */
+int lh_bsends_flush(void);
 
 /* lh_io.c: a non-blocking collective on a file, counted on the file's
  * own communicator (as lh_coll_enter) */

@@ -37,6 +37,10 @@ static int lh_finalize(void)
 		lh_info->ckpt_pending = 1;
 		return STS_AGAIN;
 	}
+	/* buffered sends still on their way: delivered first, their requests
+	 * freed (the real MPI_Finalize would leave them to the MPI) */
+	if (lh_bsends_flush() == STS_AGAIN)
+		return STS_AGAIN;
 	lh_info->finalized = 1;
 	lh_done_free();
 	lh_agent_bye();

@@ -16,7 +16,11 @@
  * every message of the iteration in flight. After the loop it receives the
  * last iteration's, detaches the buffer (MPI_Buffer_detach gives back its
  * address and size) and rank 0 prints "PASS ranks=N iterations=I
- * checks=K". Any wrong value prints a FAIL line and aborts the job. */
+ * checks=K". Then rank 0 attaches the buffer again, sends rank 1 40000
+ * ints with MPI_Bsend and calls MPI_Finalize at once, with the buffer
+ * still attached (MPI_Finalize delivers it), while rank 1 sleeps SLEEP_MS
+ * before it receives them. Any wrong value prints a FAIL line and aborts
+ * the job. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +120,18 @@ int main(int argc, char **argv)
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d checks=%ld\n", size, iters, total);
+	if (rank == 0) {
+		MPI_Buffer_attach(buf, 1 << 20);
+		fill(big, BIG, iters, 100);
+		MPI_Bsend(big, BIG, MPI_INT, 1, 5, MPI_COMM_WORLD);
+	} else if (rank == 1) {
+		nanosleep(&nap, NULL);
+		MPI_Recv(rbig, BIG, MPI_INT, 0, 5, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		for (int i = 0; i < BIG; i++)
+			if (rbig[i] != iters + i + 100)
+				fail_unless(rank, iters, "Bsend before MPI_Finalize", rbig[i],
+					    iters + i + 100);
+	}
 	MPI_Finalize();
 	free(buf);
 	free(big);
