@@ -29,7 +29,10 @@
  * comes there: the drain counts the send through inter's remote group and
  * buffers it, the receive is posted again at a restart); the next
  * iteration receives the message, sends the one the MPI_Irecv waits for,
- * and checks both values and sources.
+ * and checks both values and sources. Every iteration also duplicates
+ * inter and reduces on the duplicate; group 0 frees it at once, group 1
+ * only in the next iteration, so a checkpoint in the sleep finds it freed
+ * by some members and held by others (a restart makes it again on all).
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -109,7 +112,7 @@ int main(int argc, char **argv)
 	int iters = argc > 1 ? atoi(argv[1]) : 5, ms = argc > 2 ? atoi(argv[2]) : 100;
 	struct timespec nap = { ms / 1000, (ms % 1000) * 1000000L };
 	int color, lrank, rsize, flag, half, sum_even = 0, sum_odd = 0;
-	MPI_Comm local, inter, even = MPI_COMM_NULL, dwi, idup;
+	MPI_Comm local, inter, even = MPI_COMM_NULL, dwi, idup, held = MPI_COMM_NULL;
 	MPI_Group wg, rgroup, evens, odds;
 	MPI_Info info, used;
 	MPI_Request q;
@@ -169,6 +172,13 @@ int main(int argc, char **argv)
 
 		/* each group gets the other's sum */
 		eq("inter Allreduce", sum(inter, rank), color ? sum_even : sum_odd);
+		if (held != MPI_COMM_NULL)   /* group 1's, from the last iteration */
+			MPI_Comm_free(&held);
+		MPI_Comm_dup(inter, &held);
+		eq("Allreduce on a duplicate of inter", sum(held, rank + 1),
+		   color ? sum_even + half : sum_odd + half);
+		if (!color)
+			MPI_Comm_free(&held);
 		x = color || lrank ? -1 : 7 * it + 1;
 		MPI_Bcast(&x, 1, MPI_INT, color ? 0 : lrank == 0 ? MPI_ROOT : MPI_PROC_NULL, inter);
 		eq("inter Bcast", x, color ? 7 * it + 1 : lrank == 0 ? 7 * it + 1 : -1);
@@ -208,6 +218,8 @@ int main(int argc, char **argv)
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0)
 		printf("PASS ranks=%d iterations=%d checks=%ld\n", size, iters, total);
+	if (held != MPI_COMM_NULL)
+		MPI_Comm_free(&held);
 	if (even != MPI_COMM_NULL)
 		MPI_Comm_free(&even);
 	MPI_Group_free(&evens);

@@ -17,4 +17,4 @@ from program_tests import program_tests
 
 # comms.c's checks per rank (n) and iterations (i)
 prog, test_runs, test_three_cycles = program_tests(
-    "comms", lambda n, i: n * i * 21 + n // 2 * i, ranks=4)
+    "comms", lambda n, i: n * i * 22 + n // 2 * i, ranks=4)
