@@ -1106,14 +1106,14 @@ struct prctl_mm_map {
 };
 
 struct tramp_data {
-	uint64_t unmap[2][2];           /*   0: two ranges to unmap */
-	int64_t result;                 /*  32: of the PR_SET_MM_MAP */
-	struct prctl_mm_map mm;         /*  40..143; exe_fd at 140 */
-	volatile int32_t threads_left;  /* 144 */
+	uint64_t unmap[3][2];           /*   0: three ranges to unmap */
+	int64_t result;                 /*  48: of the PR_SET_MM_MAP */
+	struct prctl_mm_map mm;         /*  56..159; exe_fd at 156 */
+	volatile int32_t threads_left;  /* 160 */
 };
 
-_Static_assert(__builtin_offsetof(struct tramp_data, mm) == 40, "tramp_main's offsets");
-_Static_assert(__builtin_offsetof(struct tramp_data, mm.exe_fd) == 140, "tramp_main's offsets");
+_Static_assert(__builtin_offsetof(struct tramp_data, mm) == 56, "tramp_main's offsets");
+_Static_assert(__builtin_offsetof(struct tramp_data, mm.exe_fd) == 156, "tramp_main's offsets");
 _Static_assert(sizeof(struct prctl_mm_map) == 104, "tramp_main's offsets");
 
 /* hidden: referenced PC-relative, never through a GOT (clang's linker
@@ -1135,15 +1135,19 @@ __asm__(".text\n"
 	"	mov 24(%r13), %rsi\n"
 	"	mov $11, %eax\n"
 	"	syscall\n"
+	"	mov 32(%r13), %rdi\n"
+	"	mov 40(%r13), %rsi\n"
+	"	mov $11, %eax\n"
+	"	syscall\n"
 	"	mov $35, %edi\n"                  /* prctl(PR_SET_MM, PR_SET_MM_MAP, &mm, 104) */
 	"	mov $14, %esi\n"
-	"	lea 40(%r13), %rdx\n"
+	"	lea 56(%r13), %rdx\n"
 	"	mov $104, %r10d\n"
 	"	xor %r8d, %r8d\n"
 	"	mov $157, %eax\n"
 	"	syscall\n"
-	"	mov %rax, 32(%r13)\n"
-	"	mov 140(%r13), %edi\n"            /* close(exe_fd) */
+	"	mov %rax, 48(%r13)\n"
+	"	mov 156(%r13), %edi\n"            /* close(exe_fd) */
 	"	mov $3, %eax\n"
 	"	syscall\n"
 	"	mov %r12, %rsp\n"
@@ -1293,10 +1297,16 @@ static void __attribute__((noreturn)) restore(void)
 	thread_setup(main_thread);
 	exe_fd = R.exe[0] ? sys3(__NR_open, R.exe, O_RDONLY | O_CLOEXEC, 0) : -1;
 	mm_fill(&tramp->mm, exe_fd >= 0 ? (uint32_t)exe_fd : (uint32_t)-1);
+	/* not the agent's part of the window: the other threads run the
+	 * program again from the start line on, and the agent's may already
+	 * have mapped a new checkpoint's buffers there (under load this thread
+	 * got here after it, unmapped them and the agent died on SIGSEGV) */
 	tramp->unmap[0][0] = PROC_WINDOW_START;
-	tramp->unmap[0][1] = TRAMP_CODE - PROC_WINDOW_START;
-	tramp->unmap[1][0] = TRAMP_DATA + 4096;
-	tramp->unmap[1][1] = PROC_WINDOW_END - (TRAMP_DATA + 4096);
+	tramp->unmap[0][1] = PROC_WINDOW_AGENT - PROC_WINDOW_START;
+	tramp->unmap[1][0] = PROC_WINDOW_SCRATCH;
+	tramp->unmap[1][1] = TRAMP_CODE - PROC_WINDOW_SCRATCH;
+	tramp->unmap[2][0] = TRAMP_DATA + 4096;
+	tramp->unmap[2][1] = PROC_WINDOW_END - (TRAMP_DATA + 4096);
 	stage(STAGE_RETURN);
 	start_line = 1;
 	sys6(__NR_futex, (long)&start_line, FUTEX_WAKE, 0x7fffffff, 0, 0, 0);
