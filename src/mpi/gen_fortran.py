@@ -38,7 +38,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_wrappers import BUFFERS, HANDLE_KINDS, PREDEF, read_list, write_if_changed  # noqa: E402
+from gen_wrappers import BUFFERS, HANDLE_KINDS, PREDEF, c_string, read_list, write_if_changed  # noqa: E402
 
 SIZES = {"integer": 4, "logical": 4, "real": 4, "double precision": 8, "character": 1}
 SENTINELS = ["MPI_BOTTOM", "MPI_IN_PLACE", "MPI_STATUS_IGNORE", "MPI_STATUSES_IGNORE"]
@@ -203,7 +203,7 @@ def main():
         else:   # refused, saying why (gen_wrappers.py: the list's reason)
             why = f.why if f.status == "no" else FORTRAN_WHY
             out.append(f"void {low}_(void)\n{{\n\tsts_unsupported_why(\"{f.name} (Fortran)\", "
-                       f"\"{why}\");\n}}")
+                       f"\"{c_string(why)}\");\n}}")
         out.append(f"PMPI_ALIAS({low});\n")
     out.append("#endif")
     write_if_changed(out_path, "\n".join(out) + "\n")

@@ -170,6 +170,11 @@ class Func:
         return f"{self.ret} {name or self.name}({ps})"
 
 
+def c_string(text):
+    """text as the inside of a C string literal."""
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def read_list(path):
     funcs = []
     for line in open(path):
@@ -316,8 +321,7 @@ def upper(funcs):
         if f.status == "no":
             for p in f.params:
                 out.append(f"\t(void){p.name};")
-            why = f.why.replace("\\", "\\\\").replace('"', '\\"')
-            out.append(f'\tsts_unsupported_why("{f.name}", "{why}");')
+            out.append(f'\tsts_unsupported_why("{f.name}", "{c_string(f.why)}");')
             if f.ret != "void":
                 out.append(f"\treturn ({f.ret})0;")
             out.append("}")
