@@ -177,6 +177,27 @@ class HeatdisJob:
         raise AssertionError(f"no checkpoint at level {level} within {timeout} s: "
                              f"{self.ls()}\n{self.result()}")
 
+    def start_to_level(self, hosts, nranks, args, level):
+        """start, then wait_level(level). Once more from scratch when Open
+        MPI's own TCP transport hung connecting its ranks ("failed to TCP
+        connect to a peer MPI process ... Operation now in progress": an
+        upstream issue of Open MPI 4.1.x on loaded hosts, open-mpi/ompi
+        #10734 and #11508; seen once in a whole-suite run, the job hung
+        before its first checkpoint)"""
+        for attempt in (1, 2):
+            self.start(hosts, nranks, *args)
+            try:
+                return self.wait_level(level)
+            except AssertionError as e:
+                if attempt == 2 or "failed to TCP connect to a peer MPI process" not in str(e):
+                    raise
+            print("start_to_level: Open MPI's TCP connection hung; launching once more")
+            self.kill()
+            self.proc = None
+            subprocess.run(["rm", "-rf", str(self.global_dir)], check=False)
+            for node in ALL_NODES:
+                subprocess.run(["rm", "-rf", str(self.cache(node))], check=False)
+
     def info(self, ckpt):
         return json.loads((self.global_dir / self.name / ckpt / "checkpoint.json").read_text())
 
@@ -311,8 +332,7 @@ def test_node_lost_mid_run_restart_on_survivors_and_a_spare(cluster, job, refere
                                                             restart):
     ref, ref_done = reference
     args = [*grid(4), "--checkpoint-every", EVERY, "--level", level, "--output", "out.bin"]
-    job.start("n1,n2,n3,n4", 4, *args)
-    first = job.wait_level(level)
+    first = job.start_to_level("n1,n2,n3,n4", 4, args, level)
     crashed = kill_n2_and_the_job(job, cluster)
     assert crashed.nodes() == {0: "n1", 1: "n2", 2: "n3", 3: "n4"}, crashed
     assert crashed.restarted_at is None, crashed
@@ -347,8 +367,7 @@ def test_two_ranks_a_node_rs_group_loses_one_rank_per_node(cluster, job, referen
     ref, _ = reference
     hosts = "n1:2,n2:2,n3:2,n4:2"
     args = [*grid(8), "--checkpoint-every", EVERY, "--level", "rs", "--output", "out.bin"]
-    job.start(hosts, 8, *args)
-    first = job.wait_level("rs")
+    first = job.start_to_level(hosts, 8, args, "rs")
     crashed = kill_n2_and_the_job(job, cluster)
     assert sorted(k for k, n in crashed.nodes().items() if n == "n2") == [2, 3], crashed
     start_n2()
