@@ -402,16 +402,61 @@ static json_t *int_or_null(const char *v)
 	return errno || end == v || *end ? json_null() : json_integer(n);
 }
 
+/* r:p@h,... ("-": none) as an array of {rank, pid, host}; v is cut up */
+static json_t *rank_list(char *v)
+{
+	json_t *a = json_array();
+	char *save = NULL, *r;
+
+	for (r = strtok_r(v, ",", &save); r; r = strtok_r(NULL, ",", &save)) {
+		char *colon = strchr(r, ':'), *at = colon ? strchr(colon, '@') : NULL;
+		json_t *e;
+
+		if (!colon || !at)
+			continue;
+		*colon = *at = 0;
+		e = json_object();
+		json_object_set_new(e, "rank", int_or_null(r));
+		json_object_set_new(e, "pid", int_or_null(colon + 1));
+		json_object_set_new(e, "host", json_string(at + 1));
+		json_array_append_new(a, e);
+	}
+	return a;
+}
+
+/* host:pid,... ("-": none) as an array of {host, agent_pid}; v is cut up */
+static json_t *node_list(char *v)
+{
+	json_t *a = json_array();
+	char *save = NULL, *h;
+
+	for (h = strtok_r(v, ",", &save); h; h = strtok_r(NULL, ",", &save)) {
+		char *colon = strrchr(h, ':');
+		json_t *e;
+
+		if (!colon)
+			continue;
+		*colon = 0;
+		e = json_object();
+		json_object_set_new(e, "host", json_string(h));
+		json_object_set_new(e, "agent_pid", int_or_null(colon + 1));
+		json_array_append_new(a, e);
+	}
+	return a;
+}
+
 /* The coordinator's STATUS answer (docs/coordinator.md), a line of
  * key=value words, as the "coordinator" object of `status --json`:
  *   job=J pid=P agent=yes|no checkpoints=N last=L                    (a process)
- *   job=J launcher=P ranks=R/S checkpoints=N last=L ranks=r:p@h,...  (an MPI job)
+ *   job=J launcher=P ranks=R/S checkpoints=N last=L ranks=r:p@h,...
+ *     nodes=h:p,... lost=r:p@h,...                                    (an MPI job)
  * Every key is present; those of the other kind are null. */
 static json_t *status_json(const char *reply)
 {
 	const char *pid = NULL, *agent = NULL, *launcher = NULL, *taken = NULL, *last = NULL;
 	char buf[1024], *save = NULL, *w;
 	json_t *o = json_object(), *registered = json_null(), *size = json_null(), *ranks = json_null();
+	json_t *nodes = json_null(), *lost = json_null();
 
 	snprintf(buf, sizeof(buf), "%s", reply);
 	for (w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
@@ -440,33 +485,27 @@ static json_t *status_json(const char *reply)
 			registered = int_or_null(v);
 			size = int_or_null(slash + 1);
 		} else if (strcmp(w, "ranks") == 0) {
-			/* rank:pid@host,... ("-": none registered) */
-			char *rsave = NULL, *r;
-
 			json_decref(ranks);
-			ranks = json_array();
-			for (r = strtok_r(v, ",", &rsave); r; r = strtok_r(NULL, ",", &rsave)) {
-				char *colon = strchr(r, ':'), *at = colon ? strchr(colon, '@') : NULL;
-				json_t *e;
-
-				if (!colon || !at)
-					continue;
-				*colon = *at = 0;
-				e = json_object();
-				json_object_set_new(e, "rank", int_or_null(r));
-				json_object_set_new(e, "pid", int_or_null(colon + 1));
-				json_object_set_new(e, "host", json_string(at + 1));
-				json_array_append_new(ranks, e);
-			}
+			ranks = rank_list(v);
+		} else if (strcmp(w, "nodes") == 0) {
+			json_decref(nodes);
+			nodes = node_list(v);
+		} else if (strcmp(w, "lost") == 0) {
+			json_decref(lost);
+			lost = rank_list(v);
 		}
 	}
 	if (!launcher) {   /* a process: no ranks */
 		json_decref(registered);
 		json_decref(size);
 		json_decref(ranks);
+		json_decref(nodes);
+		json_decref(lost);
 		registered = json_null();
 		size = json_null();
 		ranks = json_null();
+		nodes = json_null();
+		lost = json_null();
 	}
 	json_object_set_new(o, "kind", json_string(launcher ? "mpi" : "process"));
 	json_object_set_new(o, "pid", int_or_null(launcher ? NULL : pid));
@@ -476,6 +515,8 @@ static json_t *status_json(const char *reply)
 	json_object_set_new(o, "ranks_registered", registered);
 	json_object_set_new(o, "ranks_size", size);
 	json_object_set_new(o, "ranks", ranks);
+	json_object_set_new(o, "nodes", nodes);
+	json_object_set_new(o, "lost", lost);
 	json_object_set_new(o, "checkpoints", int_or_null(taken));
 	json_object_set_new(o, "last", last && strcmp(last, "-") != 0 ? json_string(last) : json_null());
 	return o;

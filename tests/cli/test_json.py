@@ -179,7 +179,8 @@ def test_json_only_where_documented(stasis, cmd):
 # ---- status ----
 
 MPI_REPLY = ("OK job=sim launcher=4242 ranks=3/4 checkpoints=2 last=ckpt-000004 "
-             "ranks=0:100@n1,1:101@n1,3:205@n2.cluster")
+             "ranks=0:100@n1,1:101@n1,3:205@n2.cluster nodes=n1:90,n2.cluster:91 "
+             "lost=2:204@n2.cluster")
 PROC_REPLY = "OK job=sim pid=77 agent=yes checkpoints=0 last=-"
 
 
@@ -216,11 +217,14 @@ def test_status_json_mpi_job(stasis):
              "ranks": [{"rank": 0, "pid": 100, "host": "n1"},
                        {"rank": 1, "pid": 101, "host": "n1"},
                        {"rank": 3, "pid": 205, "host": "n2.cluster"}],
+             "nodes": [{"host": "n1", "agent_pid": 90},
+                       {"host": "n2.cluster", "agent_pid": 91}],
+             "lost": [{"rank": 2, "pid": 204, "host": "n2.cluster"}],
              "checkpoints": 2, "last": "ckpt-000004"}}]}
     assert list(doc["jobs"][0]) == ["name", "state", "established", "latest", "coordinator"]
     assert list(doc["jobs"][0]["coordinator"]) == [
         "kind", "pid", "agent", "launcher_pid", "ranks_registered", "ranks_size", "ranks",
-        "checkpoints", "last"]
+        "nodes", "lost", "checkpoints", "last"]
     # the text line is the coordinator's answer, as before
     assert text == f"sim  running  {MPI_REPLY[3:]}  established=2 latest=ckpt-000004\n"
 
@@ -233,17 +237,18 @@ def test_status_json_process_and_no_ranks(stasis):
         fake.close()
     assert doc["jobs"][0]["coordinator"] == {
         "kind": "process", "pid": 77, "agent": True, "launcher_pid": None,
-        "ranks_registered": None, "ranks_size": None, "ranks": None, "checkpoints": 0,
-        "last": None}
+        "ranks_registered": None, "ranks_size": None, "ranks": None, "nodes": None,
+        "lost": None, "checkpoints": 0, "last": None}
     # an MPI job none of whose ranks registered yet
-    fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- ranks=-")
+    fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
+                                     "ranks=- nodes=- lost=-")
     try:
         doc = json.loads(stasis.ok("status", "--json", "--dir", "store").out)
     finally:
         fake.close()
     c = doc["jobs"][0]["coordinator"]
-    assert (c["kind"], c["launcher_pid"], c["ranks_registered"], c["ranks_size"], c["ranks"]) == \
-        ("mpi", 9, 0, 0, [])
+    assert (c["kind"], c["launcher_pid"], c["ranks_registered"], c["ranks_size"], c["ranks"],
+            c["nodes"], c["lost"]) == ("mpi", 9, 0, 0, [], [], [])
 
 
 def coordinator_again(stasis, reply):
