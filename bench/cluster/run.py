@@ -36,6 +36,7 @@ not, and leaves it up.
 usage: bench/cluster/run.py [--build DIR] [--mib N] [--rounds N]
 The last line of output is one JSON object."""
 import argparse
+import fcntl
 import json
 import os
 import pathlib
@@ -118,6 +119,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
+    lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time (tests/cluster too)
     subprocess.run([str(CLUSTER), "up"], check=True, capture_output=True)
     work = BASE / "global" / f"bench-{os.getpid()}"
     work.mkdir(parents=True)

@@ -2,6 +2,7 @@
 `cluster` is a fixture over it, brought up once per test module and torn down
 after the module's last test, whether it passed or not (and at exit)."""
 import atexit
+import fcntl
 import os
 import pathlib
 import subprocess
@@ -12,6 +13,17 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "cluster.sh"
 BASE = pathlib.Path(os.environ.get("STS_CLUSTER", "/var/tmp/stasis-cluster"))
 NODES = 4
+# One simulated cluster at a time on a machine: whoever brings it up (a test
+# module, bench/cluster, a person) holds this lock until it is down again.
+LOCK = pathlib.Path(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"))
+
+
+def hold_lock():
+    """Block until no one else uses the simulated cluster: the open lock file
+    (closing it releases the lock)."""
+    f = open(LOCK, "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
 
 
 def sh(*args, check=True, timeout=120, **kw):
@@ -49,12 +61,14 @@ def down():
 def cluster():
     if os.geteuid() != 0:
         pytest.skip("the simulated cluster needs root")
+    lock = hold_lock()
     atexit.register(down)
     try:
         sh("up", NODES, timeout=180)
         yield Cluster()
     finally:
         down()
+        lock.close()
 
 
 STASIS = os.environ.get("STASIS_BIN", str(ROOT / "build" / "src" / "cli" / "stasis"))
