@@ -43,6 +43,19 @@ struct cfg_value {
 static struct cfg_value values[CFG__COUNT];
 static int loaded;
 
+int cfg_stage_level(const char *text)
+{
+	if (!strcmp(text, "off"))
+		return 0;
+	if (!strcmp(text, "zstd"))
+		return 1;
+	if (strncmp(text, "zstd:", 5) || !isdigit((unsigned char)text[5]) ||
+	    strspn(text + 5, "0123456789") != strlen(text + 5) || strlen(text + 5) > 2 ||
+	    atoi(text + 5) < 1 || atoi(text + 5) > 19)
+		return -EINVAL;
+	return atoi(text + 5);
+}
+
 int cfg_parse_size(const char *text, uint64_t *out)
 {
 	char *end;
@@ -118,6 +131,9 @@ static int assign(enum cfg_key key, const char *value, const char *origin)
 		return err_set(-EINVAL, "%s: value of '%s' is too long", origin, d->name);
 	switch (d->type) {
 	case STRING:
+		if (key == CFG_STAGE_COMPRESS && cfg_stage_level(value) < 0)
+			return err_set(-EINVAL, "%s: bad value '%s' for '%s' (expected off, zstd or "
+				       "zstd:LEVEL with LEVEL 1-19)", origin, value, d->name);
 		break;
 	case CHOICE:
 		if (!choice_ok(d->choices, value))

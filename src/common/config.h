@@ -45,4 +45,8 @@ const char *cfg_origin(enum cfg_key key);
 /* Parse a byte count with an optional K/M/G (powers of 1024) suffix. */
 int cfg_parse_size(const char *text, uint64_t *out);
 
+/* The zstd level a stage_compress value asks for: 0 for "off", 1 for
+ * "zstd", N for "zstd:N" (1-19); -EINVAL for anything else. */
+int cfg_stage_level(const char *text);
+
 #endif

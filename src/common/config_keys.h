@@ -75,6 +75,9 @@ CONFIG_KEY(STAGING,        "staging",        CHOICE, "off", 0, 0, "off|on",
 	   "\"Node-local staging\")")
 CONFIG_KEY(STAGE_COPIES,   "stage_copies",   UINT,   "1", 1, 64, "",
 	   "images a node copies to the global tier at once, per job (staging = on)")
+CONFIG_KEY(STAGE_COMPRESS, "stage_compress", STRING, "off", 0, 0, "",
+	   "with staging = on, the node agents compress the copies they make in the global tier: "
+	   "off, zstd (level 1) or zstd:LEVEL (1-19); chunks that do not shrink stay as they are")
 CONFIG_KEY(SPLIT_PROGRAMS, "split_programs", STRING, "python*", 0, 0, "",
 	   "programs that load MPI only once they run (mpi4py's Python) and go above a lower "
 	   "half as ranks of `stasis run -- mpirun ...` all the same: comma-separated shell "

@@ -243,6 +243,7 @@ static int forward_env(void)
 					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
 					     "STASIS_RESTORE_EARLY", "STASIS_STAGE_DIR",
 					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP",
+					     "STASIS_STAGE_COMPRESS",
 					     "STASIS_STAGE_ID", "STASIS_RUN_ID" };
 	const char *old = getenv("OMPI_MCA_mca_base_env_list");
 	char list[2048];
@@ -336,7 +337,8 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 
 		snprintf(keep, sizeof(keep), "%llu", (unsigned long long)cfg_u64(CFG_CACHE_KEEP));
 		if (setenv("STASIS_STAGE_DIR", cfg_str(CFG_LOCAL_DIR), 1) ||
-		    setenv("STASIS_STAGE_COPIES", copies, 1) || setenv("STASIS_CACHE_KEEP", keep, 1))
+		    setenv("STASIS_STAGE_COPIES", copies, 1) || setenv("STASIS_CACHE_KEEP", keep, 1) ||
+		    setenv("STASIS_STAGE_COMPRESS", cfg_str(CFG_STAGE_COMPRESS), 1))
 			return err_set(-ENOMEM, "cannot set the job's environment");
 	} else {
 		unsetenv("STASIS_STAGE_DIR");

@@ -163,4 +163,23 @@ int img_verify(struct img_reader *r);
 
 void img_close(struct img_reader **r);
 
+/* A copy of the finished image at path, to sink, with its chunks
+ * compressed (the node agent's compressed copy to the global tier): the
+ * same image (header and id, meta, sections, attributes) where every raw
+ * or sparse chunk that zstd at level makes smaller is stored as a zstd
+ * frame of it; ZERO, PARENT and zstd chunks, and those zstd does not
+ * shrink, stay as they are. Every chunk's payload CRC32C is checked on the
+ * bytes read before anything of the chunk reaches the sink (-EBADMSG and
+ * "PATH: section S, chunk K (payload at byte B): CRC32C mismatch"). hook
+ * (may be NULL) sees each payload as read, before its check, and may fail
+ * the copy with a negative errno (fault injection). *bytes (may be NULL):
+ * the size of the copy. */
+struct img_recompress_opts {
+	unsigned level;         /* zstd level, 1 to ZSTD_maxCLevel() */
+	int (*hook)(void *hook_ctx, void *payload, size_t len);
+	void *hook_ctx;
+};
+int img_recompress(const char *path, const struct img_recompress_opts *opts, img_sink_fn sink,
+		   void *ctx, uint64_t *bytes);
+
 #endif

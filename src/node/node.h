@@ -59,8 +59,11 @@ int node_agent_main(int ready_fd);
  * checkpoint name of the global store as file, checking every chunk's
  * CRC32C on the bytes copied; committed (ANNEX record) only when all of
  * it was copied and checked: a partial or damaged copy is never selected.
- * Fault points node.copy (before each 4 MiB piece) and node.copy.corrupt
- * (flips a byte of the piece read, which the check must find). */
+ * With stage_compress (zstd[:level]) the copy is the image re-encoded by
+ * img_recompress: every chunk zstd shrinks stored compressed, each
+ * payload's CRC checked on the bytes read. Fault points node.copy (before
+ * each 4 MiB piece; compressed: each chunk) and node.copy.corrupt (flips a
+ * byte of the piece or payload read, which the check must find). */
 int node_copy_image(struct store *global, const char *local_path, const char *name,
 		    const char *file);
 

@@ -5,9 +5,12 @@
  * the copy reads the image once, and what reaches the global tier is what
  * was checked. The copy is written as *.tmp and committed (fsync, rename,
  * ANNEX record) only when every byte was copied and every chunk matched.
+ * With stage_compress the image goes through img_recompress instead
+ * (image.h), which checks every chunk's CRC on what it read as well.
  */
 #include "node/node.h"
 
+#include "common/config.h"
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "common/fault.h"
@@ -101,9 +104,32 @@ static int check_piece(const char *path, const struct payload *p, size_t n, size
 	return 0;
 }
 
+/* The node agent's fault points, on each payload a compressed copy reads */
+static int copy_faults(void *ctx, void *payload, size_t len)
+{
+	int ret = FAULT(NODE_COPY);
+
+	(void)ctx;
+	if (ret)
+		return err_set(ret, "fault point node.copy");
+	if (len && FAULT(NODE_COPY_CORRUPT))
+		((unsigned char *)payload)[len / 2] ^= 0x20;
+	return 0;
+}
+
+/* stage_compress: the image re-encoded on its way (img_recompress checks
+ * every chunk's CRC on what it read) */
+static int copy_compressed(struct store_file *f, const char *local_path, int level)
+{
+	struct img_recompress_opts o = { .level = (unsigned)level, .hook = copy_faults };
+
+	return img_recompress(local_path, &o, store_file_write, f, NULL);
+}
+
 int node_copy_image(struct store *global, const char *local_path, const char *name,
 		    const char *file)
 {
+	int level = cfg_stage_level(cfg_str(CFG_STAGE_COMPRESS));
 	struct store_ckpt *ck = NULL;
 	struct store_file *f = NULL;
 	struct payload *p = NULL;
@@ -113,9 +139,13 @@ int node_copy_image(struct store *global, const char *local_path, const char *na
 	uint32_t crc = 0;
 	int fd = -1, ret;
 
-	ret = payloads(local_path, &p, &n);
+	ret = level > 0 ? 0 : payloads(local_path, &p, &n);
 	ret = ret ? ret : store_ckpt_annex(global, name, &ck);
 	ret = ret ? ret : store_file_create(ck, file, &f);
+	if (!ret && level > 0) {
+		ret = copy_compressed(f, local_path, level);
+		goto commit;
+	}
 	if (!ret && ((fd = open(local_path, O_RDONLY | O_CLOEXEC)) < 0 || !(buf = malloc(COPY_BUF))))
 		ret = err_set(-errno, "cannot read %s: %s", local_path, strerror(errno));
 	while (!ret) {
@@ -137,6 +167,7 @@ int node_copy_image(struct store *global, const char *local_path, const char *na
 	if (!ret && k < n)
 		ret = err_set(-EBADMSG, "%s: ends inside chunk %u of section %u", local_path,
 			      p[k].chunk, p[k].section);
+commit:
 	ret = ret ? ret : store_file_commit(f);
 	if (fd >= 0)
 		close(fd);

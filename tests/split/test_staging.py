@@ -9,7 +9,9 @@ copies; a chunk damaged on its way (node.copy.corrupt:fail) is caught by the
 CRC check and never committed.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import json
 import re
+import shutil
 import time
 
 import pytest
@@ -148,12 +150,15 @@ def test_each_node_keeps_the_last_cache_keep_images_of_every_rank(hello, tmp_pat
     assert kept == ["ckpt-000002/rank-00000.img", "ckpt-000002/rank-00001.img"], kept
 
 
-def test_a_chunk_damaged_while_copied_is_never_committed(hello, tmp_path):
+@pytest.mark.parametrize("compress", ["off", "zstd"])
+def test_a_chunk_damaged_while_copied_is_never_committed(hello, compress, tmp_path):
     """node.copy.corrupt:fail flips a byte of the first piece the node agent
-    copies: the chunk's CRC32C no longer matches, the copy is dropped (its
-    .tmp removed), the checkpoint stays at level local, and the agent says
-    why in its log; the next checkpoint reaches level global."""
-    job = staged_job(tmp_path, STASIS_FAULT="node.copy.corrupt:fail")
+    copies (with stage_compress, of the first chunk it re-encodes): the
+    chunk's CRC32C no longer matches, the copy is dropped (its .tmp
+    removed), the checkpoint stays at level local, and the agent says why in
+    its log; the next checkpoint reaches level global."""
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy.corrupt:fail",
+                     STASIS_STAGE_COMPRESS=compress)
     try:
         job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
         job.lines_until(r"rank 0 iteration 2")
@@ -168,3 +173,38 @@ def test_a_chunk_damaged_while_copied_is_never_committed(hello, tmp_path):
     assert level(job, first) == "local" and level(job, second) == "global"
     assert len(images(job.ck, first)) == 1   # the other rank's copy, undamaged
     assert not list(job.ck.glob(f"*/{first}/*.tmp"))
+
+
+def test_compressed_global_copy_restarts_alone(hello, tmp_path):
+    """stage_compress = zstd: the node agent re-encodes every chunk of a
+    rank's image that zstd shrinks on its way to the global tier. The copy
+    is the same image (same id and sections) and smaller than the staged
+    one (hello's 4 MiB heap is a counter); with every node-local copy gone,
+    the restart reads the compressed global copies alone and the program
+    ends as it would have."""
+    job = staged_job(tmp_path, STASIS_STAGE_COMPRESS="zstd")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 3")
+    r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
+    name = r.stdout.strip()
+    assert level(job, name) == "global", r.stdout + r.stderr
+    job.kill()
+    jobname = hello["openmpi"].rsplit("/", 1)[1]
+    [local] = job.local.glob(f"{jobname}.*")
+    for rank in (0, 1):
+        staged = local / name / f"rank-0000{rank}.img"
+        copy = job.ck / jobname / name / f"rank-0000{rank}.img"
+        assert copy.stat().st_size < staged.stat().st_size * 0.8, (copy.stat(), staged.stat())
+        mine, theirs = (json.loads(job.stasis("inspect", "--json", str(p)).stdout)
+                        for p in (copy, staged))
+        assert mine["compression"] == "zstd:1" and mine["totals"]["zstd_chunks"] > 0, mine
+        assert mine["image_id"] == theirs["image_id"]
+        assert [(x["name"], x["size"]) for x in mine["sections"]] == \
+            [(x["name"], x["size"]) for x in theirs["sections"]]
+        job.stasis("verify", str(copy))
+    shutil.rmtree(local)
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert err.count("reads the global copy") == 2, err

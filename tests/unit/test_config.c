@@ -107,6 +107,19 @@ static void test_errors(void)
 
 	CHECK_EQ(cfg_set("nope", "1"), -ENOENT);
 	CHECK(strstr(err_msg(), "unknown configuration key 'nope'") != NULL);
+
+	/* stage_compress: off, zstd or zstd:LEVEL */
+	CHECK_EQ(cfg_set("stage_compress", "zstd:19"), 0);
+	CHECK_EQ(cfg_stage_level(cfg_str(CFG_STAGE_COMPRESS)), 19);
+	CHECK_EQ(cfg_stage_level("zstd"), 1);
+	CHECK_EQ(cfg_stage_level("off"), 0);
+	CHECK_EQ(cfg_set("stage_compress", "zstd:0"), -EINVAL);
+	CHECK(strstr(err_msg(), "bad value 'zstd:0' for 'stage_compress' (expected off, zstd or "
+		     "zstd:LEVEL with LEVEL 1-19)") != NULL);
+	CHECK_EQ(cfg_set("stage_compress", "zstd:20"), -EINVAL);
+	CHECK_EQ(cfg_set("stage_compress", "zstd:3x"), -EINVAL);
+	CHECK_EQ(cfg_set("stage_compress", "lz4"), -EINVAL);
+	CHECK_EQ(cfg_set("stage_compress", "off"), 0);
 }
 
 static void test_sizes(void)

@@ -357,6 +357,83 @@ static int close_writer(struct file_sink *fs, struct img_writer **w, uint64_t *b
 
 enum { S_RANDOM, S_HALF, S_ZEROS, S_HOLE, S_EMPTY, S_TEXT, S_TINY, NSEC };
 
+/* img_recompress's hook: flips a byte of the flip-th payload (0: none) */
+struct flip {
+	unsigned calls, flip;
+};
+
+static int flip_hook(void *ctx, void *payload, size_t len)
+{
+	struct flip *f = ctx;
+
+	if (++f->calls == f->flip && len)
+		((unsigned char *)payload)[len - 1] ^= 1;
+	return 0;
+}
+
+/* The image at path (written with compress) copied by img_recompress: the
+ * same image id and bytes, the compressible chunks as zstd frames, the
+ * others as they were; a payload damaged as it is read stops the copy */
+static void recompress(const char *path, const char *compress, const struct sec *secs)
+{
+	const char *zpath = path_in_tmp("rt.z.img");
+	struct flip f = { 0, 0 };
+	struct img_recompress_opts o = { .level = 3, .hook = flip_hook, .hook_ctx = &f };
+	struct img_reader *r = NULL, *z = NULL;
+	struct mem_sink ms = { 0 };
+	struct file_sink fs = { open(zpath, O_WRONLY | O_CREAT | O_TRUNC, 0600) };
+	uint8_t id[16], zid[16];
+	uint64_t bytes = 0;
+	struct stat st, zst;
+	json_t *m;
+
+	CHECK_EQ(img_recompress(path, &o, file_sink, &fs, &bytes), 0);
+	close(fs.fd);
+	CHECK_EQ(stat(path, &st), 0);
+	CHECK_EQ(stat(zpath, &zst), 0);
+	CHECK_EQ(bytes, zst.st_size);
+	CHECK_EQ(img_open(path, &r), 0);
+	CHECK_EQ(img_open(zpath, &z), 0);
+	if (!r || !z) {
+		fprintf(stderr, "  %s\n", err_msg());
+		goto out;
+	}
+	CHECK_EQ(img_verify(z), 0);
+	check_content(z, secs, NSEC, 20);
+	CHECK_EQ(img_image_id(r, id), 0);
+	CHECK_EQ(img_image_id(z, zid), 0);
+	CHECK(memcmp(id, zid, 16) == 0);
+	CHECK_EQ(chunk_flags(zpath, z, S_TEXT, 0, NULL), IMG_CHUNK_ZSTD);
+	CHECK_EQ(chunk_flags(zpath, z, S_RANDOM, 0, NULL), 0);      /* does not shrink */
+	CHECK_EQ(chunk_flags(zpath, z, S_ZEROS, 0, NULL), IMG_CHUNK_ZERO);
+	CHECK(chunk_flags(zpath, z, S_HALF, 0, NULL) & IMG_CHUNK_SPARSE);
+	m = manifest_json(z);
+	CHECK(strcmp(json_string_value(json_object_get(m, "compression")), "zstd:3") == 0);
+	CHECK(strcmp(json_string_value(json_object_get(json_object_get(m, "meta"), "job")), "unit") == 0);
+	json_decref(m);
+	if (strcmp(compress, "none") == 0) {
+		CHECK(zst.st_size < st.st_size);
+		CHECK(total(z, "zstd_chunks") >= 2);
+	} else {   /* nothing more shrinks */
+		CHECK_EQ(zst.st_size, st.st_size);
+		CHECK_EQ(total(z, "zstd_chunks"), total(r, "zstd_chunks"));
+	}
+	/* the second stored payload damaged on its way: refused before it is
+	 * written, naming the file, the section and the chunk */
+	f = (struct flip){ 0, 2 };
+	err_clear();
+	CHECK_EQ(img_recompress(path, &o, mem_sink, &ms, NULL), -EBADMSG);
+	CHECK(strstr(err_msg(), "rt.img: section ") && strstr(err_msg(), "CRC32C mismatch"));
+	CHECK(ms.len < (size_t)st.st_size);
+	o.level = 0;
+	CHECK_EQ(img_recompress(path, &o, mem_sink, &ms, NULL), -EINVAL);
+out:
+	free(ms.data);
+	img_close(&r);
+	img_close(&z);
+	unlink(zpath);
+}
+
 static void roundtrip(const char *compress, unsigned threads, size_t cs)
 {
 	static const char *names[NSEC] = { "random", "halfzero", "zeros", "hole", "empty", "text", "tiny" };
@@ -466,6 +543,8 @@ static void roundtrip(const char *compress, unsigned threads, size_t cs)
 		CHECK(strncmp(json_string_value(json_object_get(m, "compression")), compress, 4) == 0);
 		json_decref(m);
 	}
+	if (threads == 0)
+		recompress(path, compress, secs);
 out:
 	img_close(&r);
 	CHECK(r == NULL);
