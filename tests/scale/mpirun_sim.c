@@ -1,0 +1,505 @@
+/* mpirun_sim.c - the scale harness's launcher (docs/scale.md): many
+ * simulated nodes and ranks of an MPI job, driving the production
+ * coordinator and node agents over their real sockets.
+ *
+ *   stasis run --dir D -- mpirun.sim --nodes N --ppn P PROGRAM
+ *
+ * Its name makes `stasis run` treat it as an MPI launcher (job.h); PROGRAM
+ * is any executable (the coordinator wants one among a launcher's
+ * operands; it is recorded in the launch record, never run). It starts
+ * one real node agent (STASIS_LH_DIR/stasis-node) per simulated node,
+ * each in a UTS namespace of its own whose host name is the node's
+ * (sim00000, sim00001, ...), detached as a rank would start it, then
+ * forks workers that each serve up to RANKS_PER_WORKER ranks in one
+ * epoll loop. A simulated rank speaks the rank side of docs/coordinator.md
+ * "Rank and agent" on a Unix socket to its node's agent: RANK, PARKED
+ * at once on CHECKPOINT, on WRITE a real (tiny) image rank-NNNNN.img
+ * written and committed through image/ and store/ like a lower half's,
+ * then DONE; BYE after EXIT. At restart (STASIS_RESTORE_DIR) every rank
+ * registers with restarts 1 after finding its image in the checkpoint.
+ *
+ * Harness variables (none reaches the coordinator or the agents):
+ *   SCALE_DIR         the node agents' TMPDIR (their sockets) [/tmp]
+ *   SCALE_STATS       a file each worker appends one JSON line to per
+ *                     event (registered, checkpoint), with CLOCK_MONOTONIC
+ *                     times in microseconds
+ *   SCALE_FAIL_RANK   this rank closes its connection without a word when
+ *   SCALE_FAIL_CKPT   the SCALE_FAIL_CKPT-th CHECKPOINT reaches it (a rank
+ *                     killed during a checkpoint)
+ */
+#include "common/err.h"
+#include "image/image.h"
+#include "store/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RANKS_PER_WORKER 16384    /* descriptors: the hard limit may be 20000 */
+#define AGENTS_AT_ONCE 16         /* node agents starting at the same time */
+#define READY_TIMEOUT_MS 60000
+#define PROTOCOL 2                /* NODE_PROTOCOL_VERSION */
+
+struct rank {
+	int fd, rank, node;
+	unsigned ckpts;           /* CHECKPOINTs seen */
+	size_t len;
+	char in[128];
+};
+
+static struct {
+	int nodes, ppn, size, restarts;
+	const char *job, *run, *tmp, *stats, *restore;
+	char secret[33];
+	int fail_rank;
+	unsigned fail_ckpt;
+} S = { .fail_rank = -1 };
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "mpirun.sim: ");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static uint64_t now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static void stat_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void stat_line(const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int fd, n;
+
+	if (!S.stats)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	fd = open(S.stats, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, buf, (size_t)n) != n)
+		fprintf(stderr, "mpirun.sim: cannot write %s: %s\n", S.stats, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+static void host_of(int node, char *out, size_t len)
+{
+	snprintf(out, len, "sim%05d", node);
+}
+
+/* node.h's node_sock_path as the agent on host computes it (TMPDIR=S.tmp) */
+static void sock_of(int node, char *out, size_t len)
+{
+	char host[16];
+
+	host_of(node, host, sizeof(host));
+	snprintf(out, len, "%s/stasis-node.%u/%.40s.%.16s.%.40s.sock", S.tmp, (unsigned)getuid(),
+		 S.job, S.run, host);
+}
+
+/* ---- the node agents ---- */
+
+/* Start node's agent as a rank would: detached (double fork, setsid), no
+ * inherited descriptor but the ready pipe, stdout and stderr to
+ * <socket>.log; here in a UTS namespace named after the node. Returns the
+ * read end of its ready pipe. */
+static int agent_start(int node, const char *prog)
+{
+	char host[16], log[PATH_MAX + 8], fdv[16];
+	int p[2];
+	pid_t pid;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid == 0) {
+		int fd;
+
+		host_of(node, host, sizeof(host));
+		if (unshare(CLONE_NEWUTS) != 0 || sethostname(host, strlen(host)) != 0) {
+			fprintf(stderr, "mpirun.sim: a UTS namespace for %s: %s (needs root)\n", host,
+				strerror(errno));
+			_exit(1);
+		}
+		setsid();
+		if (fork() != 0)
+			_exit(0);
+		sock_of(node, log, sizeof(log));
+		strcat(log, ".log");
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+			close(fd);
+		}
+		fd = open("/dev/null", O_RDONLY);
+		if (fd >= 0 && fd != 0) {
+			dup2(fd, 0);
+			close(fd);
+		}
+		fcntl(p[1], F_SETFD, 0);
+		snprintf(fdv, sizeof(fdv), "%d", p[1]);
+		setenv("STASIS_NODE_READY_FD", fdv, 1);
+		setenv("TMPDIR", S.tmp, 1);
+		unsetenv("LD_PRELOAD");
+		execl(prog, "stasis-node", (char *)NULL);
+		fprintf(stderr, "mpirun.sim: cannot execute %s: %s\n", prog, strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	waitpid(pid, NULL, 0);
+	return p[0];
+}
+
+static void agents_start(void)
+{
+	const char *lh = getenv("STASIS_LH_DIR");
+	char prog[PATH_MAX], dir[PATH_MAX];
+	uint64_t t0 = now_us();
+
+	if (!lh)
+		die("STASIS_LH_DIR is not set: run me under `stasis run`");
+	snprintf(prog, sizeof(prog), "%s/stasis-node", lh);
+	snprintf(dir, sizeof(dir), "%s/stasis-node.%u", S.tmp, (unsigned)getuid());
+	mkdir(S.tmp, 0755);
+	mkdir(dir, 0700);
+	for (int first = 0; first < S.nodes; first += AGENTS_AT_ONCE) {
+		int fds[AGENTS_AT_ONCE], n = 0;
+
+		for (int k = first; k < S.nodes && n < AGENTS_AT_ONCE; k++)
+			fds[n++] = agent_start(k, prog);
+		for (int i = 0; i < n; i++) {
+			struct pollfd p = { fds[i], POLLIN, 0 };
+			char b;
+
+			if (poll(&p, 1, READY_TIMEOUT_MS) <= 0 || read(fds[i], &b, 1) != 1) {
+				char sock[PATH_MAX];
+
+				sock_of(first + i, sock, sizeof(sock));
+				die("the node agent of sim%05d did not start (its log: %s.log)", first + i,
+				    sock);
+			}
+			close(fds[i]);
+		}
+	}
+	stat_line("{\"event\":\"agents\",\"nodes\":%d,\"start_us\":%llu,\"ready_us\":%llu}", S.nodes,
+		  (unsigned long long)t0, (unsigned long long)now_us());
+}
+
+/* ---- a worker's ranks ---- */
+
+static struct store *store;
+static struct store_ckpt *joined;
+
+/* The rank's image of checkpoint name, as a lower half writes it (a tiny
+ * one: meta data, no section) */
+static int write_image(const struct rank *r, const char *name)
+{
+	struct img_writer_opts opts;
+	struct img_writer *w = NULL;
+	struct store_file *f = NULL;
+	char file[32], num[16];
+	int ret = 0;
+
+	if (joined && strcmp(store_ckpt_name(joined), name) != 0)
+		store_ckpt_free(&joined);
+	if (!joined)
+		ret = store_ckpt_join(store, name, &joined);
+	snprintf(file, sizeof(file), "rank-%05d.img", r->rank);
+	img_writer_opts_default(&opts);
+	opts.threads = 0;
+	ret = ret ? ret : store_file_create(joined, file, &f);
+	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
+	ret = ret ? ret : img_writer_meta(w, "producer", "stasis scale simulation");
+	ret = ret ? ret : img_writer_meta(w, "job", S.job);
+	snprintf(num, sizeof(num), "%d", r->rank);
+	ret = ret ? ret : img_writer_meta(w, "rank", num);
+	snprintf(num, sizeof(num), "%d", S.size);
+	ret = ret ? ret : img_writer_meta(w, "size", num);
+	ret = ret ? ret : img_writer_finish(w, NULL);
+	ret = ret ? ret : store_file_commit(f);
+	img_writer_free(&w);
+	store_file_free(&f);
+	return ret;
+}
+
+static int say(struct rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int say(struct rank *r, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	buf[n++] = '\n';
+	return send(r->fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
+}
+
+/* What a worker saw of the checkpoint under way */
+static struct {
+	char name[64];
+	unsigned got, parked, done, failed, verdicts;
+	uint64_t first_us, parked_us, done_us, verdict_us;
+	char verdict[32];
+} C;
+
+static void ckpt_report(int worker)
+{
+	stat_line("{\"event\":\"checkpoint\",\"worker\":%d,\"name\":\"%s\",\"ranks\":%u,"
+		  "\"parked\":%u,\"done\":%u,\"failed\":%u,\"verdict\":\"%s\",\"first_us\":%llu,"
+		  "\"parked_us\":%llu,\"done_us\":%llu,\"verdict_us\":%llu}",
+		  worker, C.name, C.got, C.parked, C.done, C.failed, C.verdict,
+		  (unsigned long long)C.first_us, (unsigned long long)C.parked_us,
+		  (unsigned long long)C.done_us, (unsigned long long)C.verdict_us);
+	memset(&C, 0, sizeof(C));
+}
+
+/* A line from rank r's agent; -1: the rank goes */
+static int rank_line(struct rank *r, const char *line, unsigned *registered, int worker)
+{
+	uint64_t t;
+
+	if (!strcmp(line, "OK")) {
+		++*registered;
+		return 0;
+	}
+	if (!strncmp(line, "ERR", 3)) {
+		fprintf(stderr, "mpirun.sim: rank %d: the node agent refused it: %s\n", r->rank, line);
+		return -1;
+	}
+	t = now_us();
+	if (!strncmp(line, "CHECKPOINT ", 11)) {
+		r->ckpts++;
+		if (r->rank == S.fail_rank && r->ckpts == S.fail_ckpt)
+			return -1;   /* killed: not a word */
+		if (!C.got++) {
+			snprintf(C.name, sizeof(C.name), "%.63s", line + 11);
+			C.first_us = t;
+		}
+		C.parked++;
+		C.parked_us = t;
+		return say(r, "PARKED 1") ? -1 : 0;
+	}
+	if (!strcmp(line, "WRITE")) {
+		if (write_image(r, C.name) != 0) {
+			C.failed++;
+			return say(r, "FAILED rank %d: %s", r->rank, err_msg()) ? -1 : 0;
+		}
+		C.done++;
+		C.done_us = now_us();
+		return say(r, "DONE 0 0") ? -1 : 0;
+	}
+	if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
+		snprintf(C.verdict, sizeof(C.verdict), "%.31s", line);
+		C.verdict_us = t;
+		if (++C.verdicts == C.got)
+			ckpt_report(worker);
+		if (!strcmp(line, "EXIT")) {
+			say(r, "BYE");
+			return -1;
+		}
+		return 0;
+	}
+	fprintf(stderr, "mpirun.sim: rank %d: unexpected line from the node agent: %.80s\n", r->rank,
+		line);
+	return 0;
+}
+
+static int rank_connect(struct rank *r)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+	sock_of(r->node, sa.sun_path, sizeof(sa.sun_path));
+	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (r->fd < 0 || connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
+		return -errno;
+	return 0;
+}
+
+static int worker(int id, int first, int count)
+{
+	struct rank *ranks = calloc((size_t)count, sizeof(*ranks));
+	int ep = epoll_create1(EPOLL_CLOEXEC), open_ranks = 0;
+	unsigned registered = 0, reported = 0;
+	char host[16];
+	uint64_t t0;
+	const char *tier = getenv("STASIS_STORE_TIER");
+
+	if (!ranks || ep < 0)
+		die("worker %d: out of memory", id);
+	if (store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"), S.job, &store) != 0)
+		die("worker %d: the job's store: %s", id, err_msg());
+	t0 = now_us();
+	for (int i = 0; i < count; i++) {
+		struct rank *r = &ranks[i];
+		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = r };
+		char img[PATH_MAX];
+
+		r->rank = first + i;
+		r->node = r->rank / S.ppn;
+		if (S.restore) {
+			struct stat st;
+
+			snprintf(img, sizeof(img), "%s/rank-%05d.img", S.restore, r->rank);
+			if (stat(img, &st) != 0 || !st.st_size)
+				die("rank %d: no image %s to restart from", r->rank, img);
+		}
+		if (rank_connect(r) != 0)
+			die("rank %d: cannot reach the node agent of sim%05d: %s", r->rank, r->node,
+			    strerror(errno));
+		host_of(r->node, host, sizeof(host));
+		if (say(r, "RANK %d %s %d %d %d %s %d", PROTOCOL, S.secret, r->rank, S.size,
+			(int)getpid(), host, S.restarts) != 0 ||
+		    epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &ev) != 0)
+			die("rank %d: %s", r->rank, strerror(errno));
+		open_ranks++;
+	}
+	while (open_ranks) {
+		struct epoll_event evs[256];
+		int n = epoll_wait(ep, evs, 256, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("epoll_wait: %s", strerror(errno));
+		for (int e = 0; e < n; e++) {
+			struct rank *r = evs[e].data.ptr;
+			ssize_t got = read(r->fd, r->in + r->len, sizeof(r->in) - r->len);
+			char *nl;
+			int gone = got <= 0;
+
+			if (got > 0)
+				r->len += (size_t)got;
+			while (!gone && (nl = memchr(r->in, '\n', r->len))) {
+				*nl = 0;
+				gone = rank_line(r, r->in, &registered, id) < 0;
+				r->len -= (size_t)(nl + 1 - r->in);
+				memmove(r->in, nl + 1, r->len);
+			}
+			if (gone) {
+				/* EXIT, killed by the harness, or the agent went */
+				close(r->fd);
+				open_ranks--;
+			}
+		}
+		if (registered == (unsigned)count && !reported) {
+			reported = 1;
+			stat_line("{\"event\":\"registered\",\"worker\":%d,\"ranks\":%d,\"restarts\":%d,"
+				  "\"start_us\":%llu,\"done_us\":%llu}", id, count, S.restarts,
+				  (unsigned long long)t0, (unsigned long long)now_us());
+		}
+	}
+	store_ckpt_free(&joined);
+	store_close(&store);
+	return 0;
+}
+
+/* ---- the launcher ---- */
+
+static void read_secret(void)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/coord.secret", getenv("STASIS_JOB_DIR"));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 || read(fd, S.secret, 32) != 32)
+		die("cannot read the job's secret %s", path);
+	close(fd);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: stasis run -- mpirun.sim --nodes N --ppn P PROGRAM\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	int workers, status = 0, rc = 0;
+	const char *v;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--nodes") && i + 1 < argc)
+			S.nodes = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--ppn") && i + 1 < argc)
+			S.ppn = atoi(argv[++i]);
+		else if (argv[i][0] == '-')
+			usage();
+	}
+	if (S.nodes <= 0 || S.ppn <= 0)
+		usage();
+	S.size = S.nodes * S.ppn;
+	S.job = getenv("STASIS_JOB_NAME");
+	S.run = getenv("STASIS_RUN_ID");
+	if (!S.job || !S.run || !getenv("STASIS_JOB_DIR"))
+		die("no job in the environment: run me under `stasis run`");
+	S.tmp = getenv("SCALE_DIR") ? getenv("SCALE_DIR") : "/tmp";
+	S.stats = getenv("SCALE_STATS");
+	S.restore = getenv("STASIS_RESTORE_DIR");
+	S.restarts = S.restore != NULL;
+	if ((v = getenv("SCALE_FAIL_RANK")))
+		S.fail_rank = atoi(v);
+	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
+	read_secret();
+	{
+		struct rlimit rl;
+
+		/* one descriptor a rank in each worker */
+		if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
+	signal(SIGPIPE, SIG_IGN);
+	agents_start();
+	workers = (S.size + RANKS_PER_WORKER - 1) / RANKS_PER_WORKER;
+	for (int w = 0; w < workers; w++) {
+		int first = w * RANKS_PER_WORKER;
+		int count = S.size - first < RANKS_PER_WORKER ? S.size - first : RANKS_PER_WORKER;
+		pid_t pid = fork();
+
+		if (pid < 0)
+			die("fork: %s", strerror(errno));
+		if (pid == 0)
+			_exit(worker(w, first, count));
+	}
+	while (wait(&status) > 0)
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			rc = 1;
+	return rc;
+}
