@@ -72,7 +72,7 @@ ASAN_TESTS=(tests/cli tests/mpi tests/proc tests/split/test_ckpt.py tests/split/
 	tests/split/test_mpi4py.py::test_unregistered_ranks_say_why)
 [ -d tests/bindings ] && ASAN_TESTS+=(tests/bindings)
 
-others=(tests/cli tests/proc)
+others=(tests/cli tests/proc tests/scale)
 [ -d tests/bindings ] && others+=(tests/bindings)
 
 # A failed test stage does not stop the others (one run shows every

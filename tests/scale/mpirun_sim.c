@@ -19,7 +19,8 @@
  * registers with restarts 1 after finding its image in the checkpoint.
  *
  * Harness variables (none reaches the coordinator or the agents):
- *   SCALE_DIR         the node agents' TMPDIR (their sockets) [/tmp]
+ *   SCALE_DIR         the node agents' TMPDIR (their sockets) [/tmp]; its
+ *                     file "agents" gets a line "<host> <pid>" per agent
  *   SCALE_STATS       a file each worker appends one JSON line to per
  *                     event (registered, checkpoint), with CLOCK_MONOTONIC
  *                     times in microseconds
@@ -154,8 +155,12 @@ static int agent_start(int node, const char *prog)
 			_exit(1);
 		}
 		setsid();
-		if (fork() != 0)
+		pid = fork();
+		if (pid != 0) {
+			/* the agent's pid first, then (from it) the ready byte */
+			dprintf(p[1], "%d\n", (int)pid);
 			_exit(0);
+		}
 		sock_of(node, log, sizeof(log));
 		strcat(log, ".log");
 		fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
@@ -188,6 +193,7 @@ static void agents_start(void)
 	const char *lh = getenv("STASIS_LH_DIR");
 	char prog[PATH_MAX], dir[PATH_MAX];
 	uint64_t t0 = now_us();
+	FILE *pids;
 
 	if (!lh)
 		die("STASIS_LH_DIR is not set: run me under `stasis run`");
@@ -195,6 +201,8 @@ static void agents_start(void)
 	snprintf(dir, sizeof(dir), "%s/stasis-node.%u", S.tmp, (unsigned)getuid());
 	mkdir(S.tmp, 0755);
 	mkdir(dir, 0700);
+	snprintf(dir, sizeof(dir), "%s/agents", S.tmp);
+	pids = fopen(dir, "we");
 	for (int first = 0; first < S.nodes; first += AGENTS_AT_ONCE) {
 		int fds[AGENTS_AT_ONCE], n = 0;
 
@@ -202,9 +210,16 @@ static void agents_start(void)
 			fds[n++] = agent_start(k, prog);
 		for (int i = 0; i < n; i++) {
 			struct pollfd p = { fds[i], POLLIN, 0 };
-			char b;
+			char b[32];
+			ssize_t got = 0, r = 0;
 
-			if (poll(&p, 1, READY_TIMEOUT_MS) <= 0 || read(fds[i], &b, 1) != 1) {
+			/* "<pid>\n1": the pid, then the agent listens */
+			while (got < (ssize_t)sizeof(b) - 1 && !(got && b[got - 1] == '1') &&
+			       poll(&p, 1, READY_TIMEOUT_MS) > 0 &&
+			       (r = read(fds[i], b + got, sizeof(b) - 1 - (size_t)got)) > 0)
+				got += r;
+			b[got] = 0;
+			if (!got || b[got - 1] != '1' || !strchr(b, '\n')) {
 				char sock[PATH_MAX];
 
 				sock_of(first + i, sock, sizeof(sock));
@@ -212,8 +227,12 @@ static void agents_start(void)
 				    sock);
 			}
 			close(fds[i]);
+			if (pids)
+				fprintf(pids, "sim%05d %d\n", first + i, atoi(b));
 		}
 	}
+	if (pids)
+		fclose(pids);
 	stat_line("{\"event\":\"agents\",\"nodes\":%d,\"start_us\":%llu,\"ready_us\":%llu}", S.nodes,
 		  (unsigned long long)t0, (unsigned long long)now_us());
 }
@@ -339,11 +358,26 @@ static int rank_line(struct rank *r, const char *line, unsigned *registered, int
 	return 0;
 }
 
+static int sock_dirfd = -1;   /* the agents' directory, for paths over sun_path */
+
 static int rank_connect(struct rank *r)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char path[PATH_MAX];
 
-	sock_of(r->node, sa.sun_path, sizeof(sa.sun_path));
+	sock_of(r->node, path, sizeof(path));
+	if (strlen(path) < sizeof(sa.sun_path)) {
+		strcpy(sa.sun_path, path);
+	} else {
+		/* as node_client.c does: through a descriptor on the directory */
+		if (sock_dirfd < 0) {
+			*strrchr(path, '/') = 0;
+			sock_dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+			sock_of(r->node, path, sizeof(path));
+		}
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", sock_dirfd,
+			 strrchr(path, '/') + 1);
+	}
 	r->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (r->fd < 0 || connect(r->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0)
 		return -errno;

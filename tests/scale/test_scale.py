@@ -1,0 +1,119 @@
+"""The scale harness at CI size (docs/scale.md): 4,096 simulated ranks on 64
+simulated nodes, each node a real stasis-node, under the real `stasis
+run` coordinator. Every rank registers; a checkpoint is established with
+every rank's image; a rank that dies during the next checkpoint fails it
+in one line naming the rank, the previous checkpoint staying the one a
+restart takes; a node agent killed between checkpoints takes its 64
+ranks with it, and the coordinator says so (STATUS, the next checkpoint's
+message). About 15 s on 2 cores.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import json
+import os
+import pathlib
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+import scale_harness as h
+
+NODES, PPN = 64, 64
+SIZE = NODES * PPN
+FAIL_RANK = 1234                  # on sim00019
+LOST_NODE = 33                    # ranks 2112..2175
+
+
+@pytest.fixture
+def job(tmp_path):
+    j = h.SimJob(tmp_path, NODES, PPN, env={"SCALE_FAIL_RANK": str(FAIL_RANK),
+                                             "SCALE_FAIL_CKPT": "2"})
+    yield j
+    j.kill()
+
+
+def checkpoints(job):
+    """name -> `stasis ls --json`'s entry"""
+    r = subprocess.run([h.STASIS, "ls", "--json", "--dir", str(job.ck)], capture_output=True,
+                       text=True, env=job.env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    return {c["name"]: c for j in json.loads(r.stdout)["jobs"] for c in j["checkpoints"]}
+
+
+def running(pid):
+    """pid runs (a zombie does not)"""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def agent_pids(job):
+    """host -> pid of every node agent the launcher started"""
+    lines = (job.dir / "tmp/agents").read_text().split("\n")
+    return {w[0]: int(w[1]) for w in (x.split() for x in lines) if w}
+
+
+def until(what, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        got = what()
+        if got:
+            return got
+        time.sleep(0.05)
+    return what()
+
+
+def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
+    job.start()
+    job.wait_registered(0, timeout=120)
+    st = job.status()
+    assert st["registered"] == f"{SIZE}/{SIZE}", st
+    agents = agent_pids(job)
+    assert len(agents) == NODES and all(running(p) for p in agents.values())
+
+    # every rank parks, writes its image, resumes: established
+    ok, name, _, _ = job.checkpoint()
+    assert ok and name == "ckpt-000001", name
+    ev = job.ckpt_events(name, SIZE)
+    assert sum(e["ranks"] for e in ev) == SIZE, ev
+    assert all(e["parked"] == e["ranks"] == e["done"] and e["verdict"] == "RESUME" for e in ev), ev
+    images = sorted(p.name for p in (job.ck / h.JOB / name).glob("rank-*.img"))
+    assert images == [f"rank-{r:05d}.img" for r in range(SIZE)]
+
+    # rank FAIL_RANK closes its connection when CHECKPOINT reaches it
+    ok, why, _, _ = job.checkpoint()
+    assert not ok
+    assert re.fullmatch(rf"checkpoint failed: rank {FAIL_RANK} \(pid \d+ on sim00019\) ended during "
+                        r"the checkpoint: its connection to the node agent on sim00019 closed "
+                        r"without a goodbye \(killed, or crashed\)", why), why
+    ev = job.ckpt_events("ckpt-000002", SIZE - 1)
+    assert sum(e["ranks"] for e in ev) == SIZE - 1, ev
+    assert all(e["verdict"] == "RESUME failed" for e in ev), ev
+    listed = checkpoints(job)
+    assert listed["ckpt-000001"]["current"] and listed["ckpt-000002"]["state"] == "FAILED", listed
+    st = job.status()
+    assert st["registered"] == f"{SIZE - 1}/{SIZE}", st
+
+    # a node lost between checkpoints: its agent killed, its ranks with it
+    host = f"sim{LOST_NODE:05d}"
+    os.kill(agents[host], signal.SIGKILL)
+    gone = until(lambda: job.status()["registered"] == f"{SIZE - 1 - PPN}/{SIZE}")
+    assert gone, job.status()
+    ok, why, _, _ = job.checkpoint()
+    assert not ok
+    first = LOST_NODE * PPN
+    assert why.startswith(f"checkpoint failed: {SIZE - 1 - PPN} of {SIZE} ranks of the job are "
+                          f"registered; rank {FAIL_RANK} (pid "), why
+    assert re.search(rf"; rank {first} \(pid \d+ on {host}\), {first + 1} .*, \.\.\.: died with "
+                     rf"its node agent on {host} \(pid {agents[host]}\), whose connection "
+                     r"closed", why), why
+    listed = checkpoints(job)   # refused before it began
+    assert sorted(listed) == ["ckpt-000001", "ckpt-000002"] and listed["ckpt-000001"]["current"]
+
+    # the coordinator ends: every agent of the job goes with it
+    job.kill()
+    assert until(lambda: not [p for p in agents.values() if running(p)], 30), \
+        [p for p in agents.values() if running(p)]
