@@ -114,12 +114,83 @@ static int exit_with(int ret, int status, const char *cmd)
 
 /* coord_restart with a progress line on a terminal until every rank runs
  * again (the line is gone before the restart's own messages at its end) */
-static int restart(const struct coord_opts *o, const char *ckpt, int *status)
+static int restart_one(const struct coord_opts *o, const char *ckpt, int *status)
 {
 	struct cli_progress *progress = cli_progress_restart(o->root, o->job, ckpt);
 	int ret = coord_restart(o, ckpt, status);
 
 	cli_progress_stop(&progress);
+	return ret;
+}
+
+/* The checkpoint a restart without a name picks (*chosen), the newest
+ * older one at level global (*older, "" if none: a checkpoint that was not
+ * staged is there at once) and the file where the ranks say which copies
+ * they lack (coord/job.h) */
+static void restart_choices(const struct coord_opts *o, char *chosen, char *older, size_t len,
+			    char *missing, size_t mlen)
+{
+	struct store_ckpt_info *list = NULL;
+	struct store *s = NULL;
+	size_t count = 0;
+
+	chosen[0] = older[0] = missing[0] = 0;
+	if (store_open(o->tier, o->root, o->job, &s) != 0)
+		return;
+	snprintf(missing, mlen, "%s/" JOB_MISSING_FILE, store_job_dir(s));
+	if (store_select(s, chosen, len) == 0 && store_list(s, &list, &count, NULL) == 0)
+		for (size_t i = 0; i < count && strcmp(list[i].name, chosen); i++)
+			if (list[i].state == STORE_COMPLETE && strcmp(list[i].level, "local"))
+				snprintf(older, len, "%s", list[i].name);
+	free(list);
+	store_close(&s);
+	err_clear();
+}
+
+/* Whether a rank of the restart just tried said it has no copy of name */
+static int copies_missing(const char *missing, const char *name)
+{
+	FILE *f = fopen(missing, "re");
+	char line[256];
+	int found = 0;
+
+	while (f && !found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, name, strlen(name)) && line[strlen(name)] == ' ';
+	if (f)
+		fclose(f);
+	return found;
+}
+
+/* A restart. Without a checkpoint named, when the one picked is staged and
+ * still at level local and some rank's node no longer holds its copy (a
+ * node lost, or the job brought back on other nodes), the newest older
+ * checkpoint at level global is restarted instead (docs/split.md,
+ * "Node-local staging") */
+static int restart(const struct coord_opts *o, const char *ckpt, int *status)
+{
+	char chosen[128], older[128], missing[PATH_MAX];
+	int ret;
+
+	if (ckpt)
+		return restart_one(o, ckpt, status);
+	restart_choices(o, chosen, older, sizeof(chosen), missing, sizeof(missing));
+	if (missing[0])
+		unlink(missing);
+	ret = restart_one(o, NULL, status);
+	if (!chosen[0] || !missing[0] || !copies_missing(missing, chosen))
+		return ret;
+	unlink(missing);
+	if (!older[0]) {
+		log_warn("restart: %s is at level local and some of its ranks' nodes no longer hold "
+			 "their copies; no older checkpoint reached level global", chosen);
+		return ret;
+	}
+	log_warn("restart: %s is at level local and some of its ranks' nodes no longer hold their "
+		 "copies: restarting from %s (level global)", chosen, older);
+	*status = 0;
+	err_clear();
+	ret = restart_one(o, older, status);
+	unlink(missing);
 	return ret;
 }
 

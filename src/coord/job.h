@@ -17,6 +17,11 @@ struct store;
 
 #define JOB_LAUNCH_FILE "launch"
 #define JOB_FILES_FILE "files"
+/* In the job's directory (STASIS_JOB_DIR): a restart's rank that finds no
+ * copy of its staged image, neither on its node nor in the global tier,
+ * appends "<checkpoint> <rank> <host>" to it before it stops; `stasis
+ * restart` then falls back to the newest checkpoint at level global */
+#define JOB_MISSING_FILE "restart.missing"
 
 /* Whether argv[0] is an MPI launcher (mpirun, mpiexec, orterun, prterun,
  * srun, with any suffix such as mpirun.openmpi). */

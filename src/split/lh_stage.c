@@ -29,6 +29,7 @@
 
 #include "common/err.h"
 #include "common/fault.h"
+#include "coord/job.h"
 #include "common/log.h"
 #include "image/image.h"
 #include "lh.h"
@@ -139,6 +140,26 @@ void lh_stage_written(const char *name, int rank)
 	keep_last(rank, getenv("STASIS_CACHE_KEEP") ? (unsigned)atoi(getenv("STASIS_CACHE_KEEP")) : 2);
 }
 
+/* Tell `stasis restart` that this rank has no copy of checkpoint name
+ * (coord/job.h, JOB_MISSING_FILE): it tries an older one at level global */
+static void missing(const char *name, int rank, const char *host)
+{
+	const char *dir = getenv("STASIS_JOB_DIR");
+	char path[PATH_MAX], line[256];
+	int fd, n;
+
+	if (!dir || snprintf(path, sizeof(path), "%s/" JOB_MISSING_FILE, dir) >= (int)sizeof(path))
+		return;
+	fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	n = snprintf(line, sizeof(line), "%s %d %s\n", name, rank, host);
+	if (write(fd, line, (size_t)n) != n) {
+		/* the restart then fails without trying an older checkpoint */
+	}
+	close(fd);
+}
+
 int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len)
 {
 	const char *slash = strrchr(restore_dir, '/');
@@ -154,6 +175,7 @@ int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len)
 		char host[64] = "?";
 
 		gethostname(host, sizeof(host) - 1);
+		missing(name, rank, host);
 		return err_set(-ENOENT, "rank %d: no copy of its image of %s: not in %s's local "
 			       "directory (%s/%s/%s) and not (yet) in the global tier (%s)", rank,
 			       name, host, stage_dir(), local_job(), name, global);

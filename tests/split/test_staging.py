@@ -208,3 +208,41 @@ def test_compressed_global_copy_restarts_alone(hello, tmp_path):
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     assert err.count("reads the global copy") == 2, err
+
+
+def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_path):
+    """ckpt-000001 reaches level global; the job is restarted and its next
+    checkpoint's copy is killed (node.copy:kill: the node agent dies at its
+    first piece), so ckpt-000002 stays at level local with nothing of it in
+    the global tier. With every node-local copy gone, a restart picks
+    ckpt-000001 from the global tier, says so, and the program ends as it
+    would have; nothing of ckpt-000002 is ever read."""
+    job = staged_job(tmp_path)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 2")
+    assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
+        "ckpt-000001"
+    job.kill()
+    job.env["STASIS_FAULT"] = "node.copy:kill"
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
+    assert r.returncode == 1 and "ckpt-000002 stays at level local" in r.stderr, \
+        r.stdout + r.stderr
+    job.kill()
+    job.env.pop("STASIS_FAULT")
+    assert (level(job, "ckpt-000001"), level(job, "ckpt-000002")) == ("global", "local")
+    assert images(job.ck, "ckpt-000002") == []
+    for d in job.local.glob("hello.openmpi.*"):
+        shutil.rmtree(d)
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    # the ranks find no copy of ckpt-000002 and stop; stasis restart then
+    # says which checkpoint it falls back to, and the ranks read it
+    assert "restart: ckpt-000002 is at level local and some of its ranks' nodes no longer " \
+        "hold their copies: restarting from ckpt-000001 (level global)" in err, err
+    assert len(re.findall(r"rank \d reads the global copy \S+/ckpt-000001/rank-0000\d\.img",
+                          err)) == 2, err
+    assert not re.search(r"reads (its node-local|the global) copy \S+ckpt-000002", err), err
