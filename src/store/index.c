@@ -718,14 +718,60 @@ static struct index_ckpt *view_get(struct index_view *v, const char *name)
 	return c;
 }
 
+static size_t name_hash(const char *name, size_t mask)
+{
+	uint64_t h = 1469598103934665603ULL;   /* FNV-1a */
+
+	for (; *name; name++)
+		h = (h ^ (unsigned char)*name) * 1099511628211ULL;
+	return (size_t)h & mask;
+}
+
+/* The slot of name in c's table: its file's, or the free one it would take.
+ * A checkpoint of 65,536 ranks has as many FILE records: a linear search
+ * per record made loading the index quadratic (bench/scale). */
+static uint32_t *file_slot(struct index_ckpt *c, const char *name)
+{
+	size_t mask = c->nslots - 1, i = name_hash(name, mask);
+
+	while (c->slots[i] && strcmp(c->files[c->slots[i] - 1].info.name, name) != 0)
+		i = (i + 1) & mask;
+	return &c->slots[i];
+}
+
+/* Room in the table for one more file (at most half full) */
+static int slots_grow(struct index_ckpt *c)
+{
+	size_t n = c->nslots ? c->nslots : 16;
+	uint32_t *old = c->slots;
+
+	if (2 * (c->nfiles + 1) <= c->nslots)
+		return 0;
+	while (2 * (c->nfiles + 1) > n)
+		n *= 2;
+	c->slots = calloc(n, sizeof(*c->slots));
+	if (!c->slots) {
+		c->slots = old;
+		return -ENOMEM;
+	}
+	c->nslots = n;
+	for (size_t i = 0; i < c->nfiles; i++)
+		*file_slot(c, c->files[i].info.name) = (uint32_t)(i + 1);
+	free(old);
+	return 0;
+}
+
 static int add_file(struct index_ckpt *c, const struct index_record *r)
 {
 	struct index_file *f = NULL, *grown;
+	uint32_t *slot;
 	int fresh = 0;
 
-	for (size_t i = 0; i < c->nfiles; i++)
-		if (strcmp(c->files[i].info.name, r->name) == 0)
-			f = &c->files[i];
+	if (slots_grow(c) != 0)
+		return -ENOMEM;
+	slot = file_slot(c, r->name);
+	if (*slot)
+		f = &c->files[*slot - 1];
 	if (!f) {
 		if (c->nfiles == c->cap) {
 			size_t cap = c->cap ? c->cap * 2 : 8;
@@ -737,6 +783,7 @@ static int add_file(struct index_ckpt *c, const struct index_record *r)
 			c->cap = cap;
 		}
 		f = &c->files[c->nfiles++];
+		*slot = (uint32_t)c->nfiles;
 		fresh = 1;
 	}
 	f->annex = r->op == INDEX_ANNEX;
@@ -791,9 +838,8 @@ static int view_apply(void *ctx, const struct index_record *r, uint64_t offset)
 		c->info.state = STORE_PRUNED;
 		return 0;
 	case INDEX_ANNEX:
-		for (size_t i = 0; i < c->nfiles; i++)
-			if (strcmp(c->files[i].info.name, r->name) == 0)
-				return 0;
+		if (c->nslots && *file_slot(c, r->name))
+			return 0;
 		return st == STORE_COMPLETE ? add_file(c, r) : 0;
 	case INDEX_LEVEL:
 		if (st == STORE_COMPLETE) {
@@ -856,8 +902,10 @@ int index_view_load_held(struct index_hold *h, struct index_view *v)
 
 void index_view_free(struct index_view *v)
 {
-	for (size_t i = 0; i < v->count; i++)
+	for (size_t i = 0; i < v->count; i++) {
 		free(v->ckpts[i].files);
+		free(v->ckpts[i].slots);
+	}
 	free(v->ckpts);
 	memset(v, 0, sizeof(*v));
 }

@@ -121,6 +121,8 @@ struct index_ckpt {
 	struct index_file *files;       /* FILE records before sealing, last one per name
 					   wins; then ANNEX records of names not yet there */
 	size_t nfiles, cap;
+	uint32_t *slots;                /* files by name: 1 + index, 0 free (open addressing) */
+	size_t nslots;
 };
 
 struct index_view {

@@ -627,6 +627,62 @@ static void test_states(void)
 	index_destroy(&ix);
 }
 
+/* A checkpoint of thousands of ranks: one FILE record each, in no order,
+ * some written twice (the last one wins), ANNEX records for names it has
+ * (ignored) and for new ones (added); found by name in the table that
+ * replaced the linear search (bench/scale). */
+static void test_many_files(void)
+{
+	enum { N = 5000 };
+	struct index_view v;
+	struct index_ckpt *c;
+	struct index ix;
+	struct index_record r;
+	char name[32];
+	uint64_t bytes = 0;
+
+	index_at(&ix, "many");
+	CHECK_EQ(index_create(&ix), 0);
+	r = rec(INDEX_BEGIN, "ckpt-000001");
+	CHECK_EQ(index_append(&ix, &r), 0);
+	for (unsigned i = 0; i < N; i++) {
+		unsigned k = (i * 7919u) % N;   /* a permutation of 0..N-1 (7919 is prime) */
+
+		snprintf(name, sizeof(name), "rank-%05u.img", k);
+		r = file_rec("ckpt-000001", name, k + 1, k);
+		CHECK_EQ(index_append(&ix, &r), 0);
+		if (k % 7 == 0) {
+			r = file_rec("ckpt-000001", name, 2 * (k + 1), k + 1);
+			CHECK_EQ(index_append(&ix, &r), 0);
+		}
+	}
+	r = complete_rec("ckpt-000001", N, 0);
+	CHECK_EQ(index_append(&ix, &r), 0);
+	for (unsigned k = 0; k < 10; k++) {
+		r = file_rec("ckpt-000001", "", 1, 1);
+		r.op = INDEX_ANNEX;
+		snprintf(r.name, sizeof(r.name), k < 5 ? "rank-%05u.img" : "partner-%05u.img", k);
+		CHECK_EQ(index_append(&ix, &r), 0);
+	}
+	derive(&ix, &v);
+	c = index_view_find(&v, "ckpt-000001");
+	CHECK(c && c->nfiles == N + 5 && c->file_records == N);
+	for (unsigned k = 0; c && k < N; k++) {
+		const struct index_file *f = NULL;
+
+		snprintf(name, sizeof(name), "rank-%05u.img", k);
+		for (size_t i = 0; i < c->nfiles && !f; i++)
+			if (strcmp(c->files[i].info.name, name) == 0)
+				f = &c->files[i];
+		CHECK(f && !f->annex && f->info.size == (k % 7 ? k + 1 : 2 * (k + 1)));
+		bytes += k % 7 ? k + 1 : 2 * (k + 1);
+	}
+	CHECK(c && c->info.bytes == bytes + 5);
+	CHECK(c && c->files[N].annex && strcmp(c->files[N].info.name, "partner-00005.img") == 0);
+	index_view_free(&v);
+	index_destroy(&ix);
+}
+
 /* ---- fault points ---- */
 
 static void test_fault_fail(void)
@@ -731,6 +787,7 @@ int main(void)
 	test_torn_or_damaged();
 	test_concurrent_appends();
 	test_states();
+	test_many_files();
 	test_fault_fail();
 	test_fault_kill();
 	if (!check_failures)
