@@ -27,8 +27,9 @@ static int epoll_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int f
 	return proc_fd_place(&v[i], proc_fd_move_high(fd, floor));
 }
 
-static int epoll_finish(const struct proc_fd_entry *f)
+static int epoll_finish(const struct proc_fd_entry *v, size_t n, size_t i)
 {
+	const struct proc_fd_entry *f = &v[i];
 	const char *text = f->data, *end = text + f->rec.data_len;
 
 	for (const char *l = text; l && l < end;) {
@@ -36,6 +37,7 @@ static int epoll_finish(const struct proc_fd_entry *f)
 		unsigned events;
 		unsigned long long data;
 
+		(void)n;
 		if (sscanf(l, "tfd: %d events: %x data: %llx", &tfd, &events, &data) == 3) {
 			struct epoll_event ev = { events & ~(unsigned)EPOLLWAKEUP, { .u64 = data } };
 

@@ -1,7 +1,13 @@
 /* fd_file.c - descriptors reopened by path: regular files at their offset
  * (one written since the checkpoint cut back to its size then), directories,
  * character devices; and regular files deleted while open, whose contents
- * the image holds and a restart puts in an O_TMPFILE of their directory. */
+ * the image holds and a restart puts in an O_TMPFILE of their directory.
+ *
+ * The locks a regular file's descriptor holds (flock, POSIX fcntl, open
+ * file description locks: the "lock:" lines of its fdinfo) are its data;
+ * a restart takes them again once every descriptor is in place (a POSIX
+ * lock goes when any descriptor of its file is closed), without waiting:
+ * one another process took meanwhile fails the restart. */
 #include "proc/fd_ops.h"
 
 #include "common/err.h"
@@ -12,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 static int read_whole(int fd, off_t from, size_t len, void **out)
@@ -34,6 +41,36 @@ static int read_whole(int fd, off_t from, size_t len, void **out)
 	return 0;
 }
 
+/* Keep only the "lock:" lines of fd's fdinfo text (not the "->" ones of a
+ * lock waited for) as e's data. */
+static int file_locks(int fd, struct proc_fd_entry *e)
+{
+	char *text, *out, *end;
+	int ret = proc_fd_read_fdinfo(fd, e);
+
+	if (ret)
+		return ret;
+	text = e->data;
+	end = text + e->rec.data_len;
+	out = text;
+	for (char *l = text; l < end;) {
+		char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t len = (size_t)((nl ? nl + 1 : end) - l);
+
+		if (len > 6 && strncmp(l, "lock:\t", 6) == 0 && !memmem(l, len, "->", 2)) {
+			memmove(out, l, len);
+			out += len;
+		}
+		l += len;
+	}
+	e->rec.data_len = (uint64_t)(out - text);
+	if (!e->rec.data_len) {
+		free(e->data);
+		e->data = NULL;
+	}
+	return 0;
+}
+
 static int file_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
 			 const struct proc_fd_entry *v, size_t n)
 {
@@ -48,8 +85,10 @@ static int file_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
 	off = lseek(fd, 0, SEEK_CUR);
 	e->rec.offset = off < 0 ? 0 : (uint64_t)off;
 	e->rec.size = (uint64_t)st->st_size;
-	if (e->rec.kind != PROC_FD_FILE || st->st_nlink != 0)
+	if (e->rec.kind != PROC_FD_FILE)
 		return 0;
+	if (st->st_nlink != 0)
+		return file_locks(fd, e);
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	r = open(link, O_RDONLY | O_CLOEXEC);
 	if (r < 0)
@@ -150,10 +189,73 @@ static int unlinked_reopen(const struct proc_fd_entry *v, size_t n, size_t i, in
 	return ret ? ret : seek_back(&v[i]);
 }
 
+/* Does an earlier descriptor of v of the same file hold the lock of line
+ * l (of len bytes)? An flock or open file description lock is taken once:
+ * the restart's descriptors are each their own open file description. */
+static int taken_before(const struct proc_fd_entry *v, size_t i, const char *l, size_t len)
+{
+	for (size_t k = 0; k < i; k++)
+		if (v[k].rec.kind == PROC_FD_FILE && v[k].rec.dev == v[i].rec.dev &&
+		    v[k].rec.ino == v[i].rec.ino && v[k].data &&
+		    memmem(v[k].data, v[k].rec.data_len, l, len))
+			return 1;
+	return 0;
+}
+
+/* "lock:\t1: POSIX  ADVISORY  WRITE 3079 fe:00:5310245 5 14" */
+static int take_lock(const struct proc_fd_entry *v, size_t i, const char *l, size_t len)
+{
+	const struct proc_fd_entry *f = &v[i];
+	char type[16], mode[16], rw[16], last[24];
+	long long start;
+	struct flock fl;
+	int id, pid, r;
+
+	if (sscanf(l, "lock:\t%d: %15s %15s %15s %d %*s %lld %23s", &id, type, mode, rw, &pid,
+		   &start, last) != 7)
+		return proc_fd_error(f, "cannot read a saved lock of", EINVAL);
+	if (strcmp(type, "POSIX") != 0 && taken_before(v, i, l, len))
+		return 0;
+	if (strcmp(type, "FLOCK") == 0) {
+		r = flock(f->rec.fd, (strcmp(rw, "READ") == 0 ? LOCK_SH : LOCK_EX) | LOCK_NB);
+	} else {
+		memset(&fl, 0, sizeof(fl));
+		fl.l_type = strcmp(rw, "READ") == 0 ? F_RDLCK : F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		fl.l_start = start;
+		fl.l_len = strcmp(last, "EOF") == 0 ? 0 : atoll(last) - start + 1;
+		r = fcntl(f->rec.fd, strcmp(type, "OFDLCK") == 0 ? F_OFD_SETLK : F_SETLK, &fl);
+	}
+	if (r != 0)
+		return err_set(-errno, "cannot take back the %s lock on %s (fd %d): %s", type, f->path,
+			       f->rec.fd, errno == EAGAIN || errno == EWOULDBLOCK || errno == EACCES
+			       ? "another process holds it now" : strerror(errno));
+	return 0;
+}
+
+static int file_finish(const struct proc_fd_entry *v, size_t n, size_t i)
+{
+	const char *text = v[i].data, *end = text + v[i].rec.data_len;
+	int ret = 0;
+
+	(void)n;
+	if (v[i].rec.kind != PROC_FD_FILE)
+		return 0;
+	for (const char *l = text; !ret && l && l < end;) {
+		const char *nl = memchr(l, '\n', (size_t)(end - l));
+		size_t len = (size_t)((nl ? nl : end) - l);
+
+		ret = take_lock(v, i, l, len);
+		l = nl ? nl + 1 : NULL;
+	}
+	return ret;
+}
+
 const struct proc_fd_ops proc_fd_file_ops = {
 	.describe = file_describe,
 	.check = file_check,
 	.reopen = file_reopen,
+	.finish = file_finish,
 };
 
 const struct proc_fd_ops proc_fd_unlinked_ops = {

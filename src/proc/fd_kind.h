@@ -14,8 +14,9 @@
 /* The kind of a descriptor (enum proc_fd_kind) from its stat mode, its
  * link text in /proc/self/fd and its F_GETFL flags; 0 for a kind no
  * restart can give back (a socket, a block device, an anonymous inode
- * other than eventfd, timerfd and epoll). A pipe is only supported when
- * both its ends are in the process (proc_fds_unsupported, fds.h). */
+ * other than eventfd, timerfd, epoll, signalfd and inotify). A pipe is
+ * only supported when both its ends are in the process
+ * (proc_fds_unsupported, fds.h). */
 static inline uint32_t proc_fd_kind(mode_t mode, const char *target, int flags)
 {
 	if (S_ISREG(mode))
@@ -32,6 +33,10 @@ static inline uint32_t proc_fd_kind(mode_t mode, const char *target, int flags)
 		return PROC_FD_TIMERFD;
 	if (!strcmp(target, "anon_inode:[eventpoll]"))
 		return PROC_FD_EPOLL;
+	if (!strcmp(target, "anon_inode:[signalfd]"))
+		return PROC_FD_SIGNALFD;
+	if (!strcmp(target, "anon_inode:inotify"))
+		return PROC_FD_INOTIFY;
 	return 0;
 }
 

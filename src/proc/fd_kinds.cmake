@@ -6,4 +6,6 @@ set(STASIS_PROC_FD_SOURCES
   ${CMAKE_SOURCE_DIR}/src/proc/fd_pipe.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_eventfd.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_timerfd.c
-  ${CMAKE_SOURCE_DIR}/src/proc/fd_epoll.c)
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_epoll.c
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_signalfd.c
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_inotify.c)

@@ -28,8 +28,8 @@ struct proc_fd_ops {
 	/* Open v[i] again at its number (fds.h, proc_fds_reopen). NULL: the
 	 * restart places it itself (stdio, external). */
 	int (*reopen)(const struct proc_fd_entry *v, size_t n, size_t i, int floor);
-	/* Once every descriptor is in place. NULL: nothing. */
-	int (*finish)(const struct proc_fd_entry *f);
+	/* v[i] once every descriptor is in place. NULL: nothing. */
+	int (*finish)(const struct proc_fd_entry *v, size_t n, size_t i);
 };
 
 /* The operations of a kind, NULL for none. */
@@ -41,6 +41,8 @@ extern const struct proc_fd_ops proc_fd_pipe_ops;      /* fd_pipe.c: both ends *
 extern const struct proc_fd_ops proc_fd_eventfd_ops;   /* fd_eventfd.c */
 extern const struct proc_fd_ops proc_fd_timerfd_ops;   /* fd_timerfd.c */
 extern const struct proc_fd_ops proc_fd_epoll_ops;     /* fd_epoll.c */
+extern const struct proc_fd_ops proc_fd_signalfd_ops;  /* fd_signalfd.c */
+extern const struct proc_fd_ops proc_fd_inotify_ops;   /* fd_inotify.c */
 
 /* Shared by the kinds (fds.c). */
 int proc_fd_error(const struct proc_fd_entry *f, const char *what, int err);

@@ -23,6 +23,8 @@ static const struct proc_fd_ops *const kinds[] = {
 	[PROC_FD_EVENTFD] = &proc_fd_eventfd_ops,
 	[PROC_FD_TIMERFD] = &proc_fd_timerfd_ops,
 	[PROC_FD_EPOLL] = &proc_fd_epoll_ops,
+	[PROC_FD_SIGNALFD] = &proc_fd_signalfd_ops,
+	[PROC_FD_INOTIFY] = &proc_fd_inotify_ops,
 };
 
 const struct proc_fd_ops *proc_fd_ops_of(uint32_t kind)
@@ -166,7 +168,7 @@ int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor)
 		const struct proc_fd_ops *ops = proc_fd_ops_of(v[i].rec.kind);
 
 		if (ops && ops->finish)
-			ret = ops->finish(&v[i]);
+			ret = ops->finish(v, n, i);
 	}
 	return ret;
 }

@@ -187,6 +187,9 @@ enum proc_fd_kind {
 	PROC_FD_EXTERNAL,       /* a pipe, socket or terminal the program inherited at launch
 				 * (docs/transparent.md): at a restart, the descriptor
 				 * `stasis restart` inherited at number origin, else /dev/null */
+	PROC_FD_SIGNALFD,       /* data: fdinfo text (sigmask) */
+	PROC_FD_INOTIFY,        /* data: fdinfo text (one "inotify wd:" line per watch), then
+				 * one "watch:\t<wd hex> <path>" line per watch (fd_inotify.c) */
 };
 
 struct proc_fd {
@@ -201,7 +204,8 @@ struct proc_fd {
 	uint32_t pipe_size;         /* F_GETPIPE_SZ */
 	uint32_t path_len;          /* bytes of path that follow, with its NUL */
 	int32_t origin;             /* PROC_FD_EXTERNAL: its number at launch; else 0 */
-	uint64_t data_len;          /* bytes of data after the path */
+	uint64_t data_len;          /* bytes of data after the path; a regular file's is its
+				     * "lock:" lines of fdinfo (fd_file.c), if it has any */
 };
 
 struct proc_keep_fd {

@@ -22,7 +22,8 @@ def cycles(job, name, *args):
     return out, err
 
 
-@pytest.mark.parametrize("name", ["heap", "threads", "signals", "avx512", "bigzero", "filemap", "files", "events", "mutexes", "churn"])
+@pytest.mark.parametrize("name", ["heap", "threads", "signals", "avx512", "bigzero", "filemap", "files", "events", "mutexes", "churn",
+                                  "sigfd", "inotify", "locks"])
 def test_cycles(job, name):
     cycles(job, name)
 

@@ -47,6 +47,7 @@
 #include <sys/time.h>
 #include <sys/syscall.h>
 #include <sys/sendfile.h>
+#include <sys/sysmacros.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <sys/ioctl.h>
@@ -1109,6 +1110,153 @@ static int pipe_peek(struct dump *d, int fd, uint32_t size, uint64_t *len)
 	return n < 0 && errno != EAGAIN ? -errno : 0;
 }
 
+/* ---- inotify watches and file locks (src/proc/fd_inotify.c, fd_file.c) ---- */
+
+/* The kernel tells a watch's inode, not its path: inotify_add_watch below
+ * notes the path of each, by inode. */
+#define MAX_WATCH_PATHS 128
+#define WATCH_PATH_MAX 512
+static struct {
+	uint64_t dev, ino;
+	char path[WATCH_PATH_MAX];
+} g_watch[MAX_WATCH_PATHS];
+static unsigned g_nwatch;
+static pthread_mutex_t g_watch_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void watch_note(const struct stat *st, const char *path)
+{
+	char abs[WATCH_PATH_MAX];
+	size_t n = 0;
+	unsigned i;
+
+	if (path[0] != '/') {
+		if (!getcwd(abs, sizeof(abs)))
+			return;
+		n = strlen(abs);
+		if (n + 1 < sizeof(abs) && abs[n - 1] != '/')
+			abs[n++] = '/';
+	}
+	if (n + strlen(path) + 1 > sizeof(abs))
+		return;   /* not noted: a checkpoint refuses the watch */
+	memcpy(abs + n, path, strlen(path) + 1);
+	pthread_mutex_lock(&g_watch_lock);
+	for (i = 0; i < g_nwatch; i++)
+		if (g_watch[i].dev == (uint64_t)st->st_dev && g_watch[i].ino == (uint64_t)st->st_ino)
+			break;
+	if (i < MAX_WATCH_PATHS) {
+		g_watch[i].dev = st->st_dev;
+		g_watch[i].ino = st->st_ino;
+		memcpy(g_watch[i].path, abs, sizeof(abs));
+		if (i == g_nwatch)
+			g_nwatch++;
+	}
+	pthread_mutex_unlock(&g_watch_lock);
+}
+
+int inotify_add_watch(int fd, const char *path, uint32_t mask)
+{
+	int wd = (int)syscall(SYS_inotify_add_watch, fd, path, mask);
+	int e = errno;
+	struct stat st;
+
+	if (wd >= 0 && path && ((mask & 0x01000000u /* IN_DONT_FOLLOW */) ? lstat(path, &st)
+								       : stat(path, &st)) == 0)
+		watch_note(&st, path);
+	errno = e;
+	return wd;
+}
+
+static size_t put_str(char *buf, size_t n, size_t cap, const char *s);
+static size_t put_dec(char *buf, size_t n, size_t cap, uint64_t v);
+
+static size_t put_hex(char *buf, size_t n, size_t cap, uint64_t v)
+{
+	char num[20];
+	int k = 19;
+
+	num[k] = 0;
+	do {
+		num[--k] = "0123456789abcdef"[v % 16];
+		v /= 16;
+	} while (v);
+	for (const char *p = num + k; *p && n + 1 < cap; p++)
+		buf[n++] = *p;
+	return n;
+}
+
+/* fd's fdinfo text in d->copy, then a "watch:\t<wd> <path>" line for each of
+ * its watches; 0 and a refusal sent if a watch's path was not noted. */
+static int inotify_watches(struct dump *d, int fd, uint64_t *len)
+{
+	size_t n = (size_t)read_fdinfo(d, fd), text = n;
+
+	for (size_t at = 0; at < text;) {
+		const char *l = d->copy + at, *p;
+		uint64_t wd, ino, sdev;
+		unsigned i;
+
+		while (at < text && d->copy[at] != '\n')
+			at++;
+		at++;
+		if (strncmp(l, "inotify wd:", 11) != 0)
+			continue;
+		p = l + 11;
+		wd = parse_hex(&p);
+		if (strncmp(p, " ino:", 5) != 0)
+			continue;
+		p += 5;
+		ino = parse_hex(&p);
+		if (strncmp(p, " sdev:", 6) != 0)
+			continue;
+		p += 6;
+		sdev = parse_hex(&p);
+		/* sdev is the kernel's dev_t: major above bit 20 */
+		for (i = 0; i < g_nwatch; i++)
+			if (g_watch[i].ino == ino && major(g_watch[i].dev) == (sdev >> 20) &&
+			    minor(g_watch[i].dev) == (sdev & 0xfffff))
+				break;
+		if (i == g_nwatch || n + strlen(g_watch[i].path) + 32 > COPY_BUF) {
+			char what[128];
+			size_t w = put_str(what, 0, sizeof(what), "fd ");
+
+			w = put_dec(what, w, sizeof(what), (uint64_t)fd);
+			put_str(what, w, sizeof(what), " is an inotify watch of a path not seen added");
+			send_error("cannot checkpoint", what, 0);
+			return -ENOTSUP;
+		}
+		n = put_str(d->copy, n, COPY_BUF, "watch:\t");
+		n = put_hex(d->copy, n, COPY_BUF, wd);
+		n = put_str(d->copy, n, COPY_BUF, " ");
+		n = put_str(d->copy, n, COPY_BUF, g_watch[i].path);
+		n = put_str(d->copy, n, COPY_BUF, "\n");
+	}
+	*len = n;
+	return 0;
+}
+
+/* The "lock:" lines of fd's fdinfo text in d->copy (not the "->" lines of
+ * a lock waited for); their length. */
+static uint64_t file_locks(struct dump *d, int fd)
+{
+	size_t text = (size_t)read_fdinfo(d, fd), out = 0;
+
+	for (size_t at = 0; at < text;) {
+		size_t start = at, arrow = 0;
+
+		while (at < text && d->copy[at] != '\n') {
+			arrow |= at > start && d->copy[at - 1] == '-' && d->copy[at] == '>';
+			at++;
+		}
+		if (at < text)
+			at++;
+		if (at - start > 6 && strncmp(d->copy + start, "lock:\t", 6) == 0 && !arrow) {
+			memmove(d->copy + out, d->copy + start, at - start);
+			out += at - start;
+		}
+	}
+	return out;
+}
+
 static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i, int dirfd)
 {
 	char link[32], target[PATH_MAX];
@@ -1161,6 +1309,8 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 				return -ENOTSUP;
 			}
 			data_len = r.size;
+		} else if (r.kind == PROC_FD_FILE) {
+			data_len = file_locks(d, fd);
 		}
 	} else if (r.kind == PROC_FD_PIPE_READ) {
 		int p = fcntl(fd, F_GETPIPE_SZ);
@@ -1174,8 +1324,12 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 				return -ENOTSUP;
 			}
 		}
-	} else if (r.kind == PROC_FD_EVENTFD || r.kind == PROC_FD_TIMERFD || r.kind == PROC_FD_EPOLL) {
+	} else if (r.kind == PROC_FD_EVENTFD || r.kind == PROC_FD_TIMERFD || r.kind == PROC_FD_EPOLL ||
+		   r.kind == PROC_FD_SIGNALFD) {
 		data_len = read_fdinfo(d, fd);
+	} else if (r.kind == PROC_FD_INOTIFY) {
+		if (inotify_watches(d, fd, &data_len))
+			return -ENOTSUP;
 	} else if (r.kind == PROC_FD_PIPE_WRITE) {
 		int p = fcntl(fd, F_GETPIPE_SZ);
 
