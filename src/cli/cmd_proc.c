@@ -292,7 +292,7 @@ static int running_jobs(const char *root, char ***names, size_t *count, size_t *
 
 /* --wait global: until checkpoint name of job reached level global (a
  * checkpoint that was not staged is there at once), or the job is gone */
-static int wait_global(const char *root, const char *job, const char *name)
+static int wait_global(const char *root, const char *job, const char *name, const char *want)
 {
 	char dir[PATH_MAX], reply[256];
 
@@ -307,7 +307,8 @@ static int wait_global(const char *root, const char *job, const char *name)
 			for (size_t i = 0; i < count; i++)
 				if (!strcmp(list[i].name, name)) {
 					found = 1;
-					global = strcmp(list[i].level, "local") != 0;
+					/* "partner+global" has reached both */
+					global = strstr(list[i].level, want) != NULL;
 				}
 		free(list);
 		if (s)
@@ -317,8 +318,11 @@ static int wait_global(const char *root, const char *job, const char *name)
 		if (global)
 			return 0;
 		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) != 0)
-			return err_set(-EIO, "%s stays at level local: the job ended before every rank's "
-				       "image was in the global tier", name);
+			return strcmp(want, "global") ?
+			       err_set(-EIO, "%s did not reach level %s: the job ended before its node "
+				       "agents were done", name, want) :
+			       err_set(-EIO, "%s stays at level local: the job ended before every "
+				       "rank's image was in the global tier", name);
 		usleep(100 * 1000);
 	}
 }
@@ -334,8 +338,9 @@ int cmd_checkpoint(int argc, char **argv)
 
 	if ((ret = parse("checkpoint", argc, argv, &a, "adh")) != EXIT_OK)
 		return ret;
-	if (a.wait && strcmp(a.wait, "local") != 0 && strcmp(a.wait, "global") != 0) {
-		cli_error("checkpoint", "bad --wait '%s' (local or global)", a.wait);
+	if (a.wait && strcmp(a.wait, "local") != 0 && strcmp(a.wait, "global") != 0 &&
+	    strcmp(a.wait, "partner") != 0 && strcmp(a.wait, "rs") != 0) {
+		cli_error("checkpoint", "bad --wait '%s' (local, partner, rs or global)", a.wait);
 		return EXIT_USAGE;
 	}
 	root = cli_root(a.dir);
@@ -375,7 +380,7 @@ int cmd_checkpoint(int argc, char **argv)
 		cli_error("checkpoint", "%s", err_msg());
 		return EXIT_FAIL;
 	}
-	if (a.wait && !strcmp(a.wait, "global") && wait_global(root, job, reply) != 0) {
+	if (a.wait && strcmp(a.wait, "local") && wait_global(root, job, reply, a.wait) != 0) {
 		cli_error("checkpoint", "%s", err_msg());
 		return EXIT_FAIL;
 	}

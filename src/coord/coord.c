@@ -7,6 +7,7 @@
  */
 #include "coord/coord.h"
 #include "coord/job.h"
+#include "coord/relay.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -113,7 +114,10 @@ struct coord {
 	struct {
 		char name[64];
 		unsigned copied;
+		char level[16];  /* the agents' level reached ("": none asked or not yet) */
+		int global;      /* every rank's image is in the global tier */
 	} copying[STAGED_MAX];
+	char next_level[16];      /* checkpoint --level: this checkpoint's level */
 };
 
 static uint64_t now_ms(void)
@@ -550,6 +554,24 @@ static void accept_conn(struct coord *c)
 	log_info("node agent on %s (pid %d) connected", n.host, n.pid);
 }
 
+/* What a staged checkpoint reached: the agents' level (partner, rs) and the
+ * global copies, "partner+global" when both; why is the agents' failure */
+static void record_level(struct coord *c, unsigned i, const char *why)
+{
+	char level[32];
+	const char *l = c->copying[i].level;
+
+	if (l[0] && strcmp(l, "single") && strcmp(l, "local"))
+		snprintf(level, sizeof(level), "%s%s", l, c->copying[i].global ? "+global" : "");
+	else
+		snprintf(level, sizeof(level), "%s", c->copying[i].global ? "global" : "local");
+	if (store_ckpt_level(c->store, c->copying[i].name, level, why) != 0)
+		log_warn("checkpoint %s: %s", c->copying[i].name, err_msg());
+	else
+		log_info("checkpoint %s: level %s%s%s", c->copying[i].name, level, why ? ": " : "",
+			 why ? why : "");
+}
+
 /* A node's images of a staged checkpoint are in the global tier (COPIED
  * <name> <ranks>): once every rank's is, the checkpoint reaches level
  * global. */
@@ -566,14 +588,28 @@ static void copied(struct coord *c, const char *args)
 		c->copying[i].copied += n;
 		if (c->copying[i].copied < c->size)
 			return;
-		if (store_ckpt_level(c->store, name, "global", NULL) != 0)
-			log_warn("checkpoint %s: %s", name, err_msg());
-		else
-			log_info("checkpoint %s: every rank's image is in the global tier: level global",
-				 name);
-		c->copying[i].name[0] = 0;
+		c->copying[i].global = 1;
+		record_level(c, i, NULL);
+		log_info("checkpoint %s: every rank's image is in the global tier", name);
 		return;
 	}
+}
+
+/* The node agents' level of a staged checkpoint (LEVEL <name> <level> ok|<why>,
+ * from the agent of rank 0): recorded with the global copies' progress */
+static void leveled(struct coord *c, const char *args)
+{
+	char name[64], level[16];
+	int pos = 0;
+
+	if (sscanf(args, "%63s %15s %n", name, level, &pos) != 2 || !pos)
+		return;
+	for (unsigned i = 0; i < STAGED_MAX; i++)
+		if (!strcmp(c->copying[i].name, name)) {
+			snprintf(c->copying[i].level, sizeof(c->copying[i].level), "%s", level);
+			record_level(c, i, strcmp(args + pos, "ok") ? args + pos : NULL);
+			return;
+		}
 }
 
 /* A staged checkpoint was established: follow its copies (the oldest one
@@ -591,6 +627,24 @@ static void staged(struct coord *c, const char *name)
 		}
 	snprintf(c->copying[slot].name, sizeof(c->copying[slot].name), "%s", name);
 	c->copying[slot].copied = 0;
+	c->copying[slot].level[0] = 0;
+	c->copying[slot].global = 0;
+}
+
+static void send_nodes(struct coord *c, const char *line);
+
+/* After RESUME: the node agents bring a staged checkpoint to level partner
+ * or rs (checkpoint --level, else the configuration's `level`) */
+static void upgrade(struct coord *c, const char *name)
+{
+	const char *level = c->next_level[0] ? c->next_level : cfg_str(CFG_LEVEL);
+	char line[160];
+
+	if (strcmp(level, "partner") && strcmp(level, "rs"))
+		return;
+	snprintf(line, sizeof(line), "UPGRADE %s %s %llu %llu", name, level,
+		 (unsigned long long)cfg_u64(CFG_GROUP_SIZE), (unsigned long long)cfg_u64(CFG_RS_PARITY));
+	send_nodes(c, line);
 }
 
 /* A line of node agent n outside a phase's answer: a registration, a
@@ -605,6 +659,11 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 		register_rank(c, n, line);
 	} else if (!strncmp(line, "COPIED ", 7)) {
 		copied(c, line + 7);
+	} else if (!strncmp(line, "LEVEL ", 6)) {
+		leveled(c, line + 6);
+	} else if (!strncmp(line, "GATHER ", 7)) {
+		if (coord_relay_gather(n->fd, line + 7) != 0)
+			log_warn("node agent on %s: bad line '%.64s'", n->host, line);
 	} else if (!strcmp(line, "REQUEST")) {
 		return 1;
 	} else if (sscanf(line, "BYE %d", &rank) == 1 && (i = rank_index(c, rank)) >= 0) {
@@ -824,6 +883,8 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	store_ckpt_free(&ck);
 	/* ranks wait parked for this verdict: all resume together */
 	send_nodes(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
+	if (!ret && !stop && c->staged)
+		upgrade(c, name);
 	if (!ret) {
 		unsigned nodes = 0;
 
@@ -978,6 +1039,12 @@ static void reply(int fd, const char *fmt, ...)
 	}
 }
 
+static int redundancy_level(const char *level)
+{
+	return !strcmp(level, "single") || !strcmp(level, "partner") || !strcmp(level, "rs") ||
+	       !strcmp(level, "global");
+}
+
 static void serve_client(struct coord *c)
 {
 	char line[256], name[64];
@@ -1006,6 +1073,19 @@ static void serve_client(struct coord *c)
 	reply(fd, "OK");
 	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
 		goto out;
+	c->next_level[0] = 0;
+	if (!strncmp(line, "CHECKPOINT ", 11) && strstr(line, " level=")) {
+		char *lv = strstr(line, " level=");
+
+		/* CHECKPOINT [stop] level=<level> */
+		snprintf(c->next_level, sizeof(c->next_level), "%.15s", lv + 7);
+		*lv = 0;
+		if (!redundancy_level(c->next_level)) {
+			reply(fd, "ERR checkpoint failed: unknown level '%s' (single, partner, rs, "
+			      "global)", c->next_level);
+			goto out;
+		}
+	}
 	if (strcmp(line, "CHECKPOINT") == 0 || strcmp(line, "CHECKPOINT stop") == 0) {
 		int stop = line[10] != 0;
 

@@ -11,6 +11,7 @@
  * that arrive during a checkpoint wait for its end.
  */
 #include "node/node.h"
+#include "node/node_level.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -420,6 +421,11 @@ static int rank_said(unsigned i, const char *line)
 	size_t wl;
 	int k;
 
+	if (r->state == R_HELLO && !strncmp(line, "RECOVER ", 8)) {
+		/* a restart's rebuild (node_level.c): not a rank of the job yet */
+		node_level_recover(r->c.fd, line, A.secret);
+		return -1;
+	}
 	if (r->state == R_HELLO)
 		return rank_hello(r, line) ? -1 : 0;
 	if (!strcmp(line, "BYE")) {
@@ -493,6 +499,21 @@ static void phase_begin(const char *line, const char *word)
 
 /* ---- the coordinator ---- */
 
+/* UPGRADE: the node's ranks that wrote the checkpoint join its level */
+static void upgrade(const char *args)
+{
+	int ranks[A.n + 1], size = 0;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < A.n; i++)
+		if (A.r[i]->written) {
+			ranks[n++] = A.r[i]->rank;
+			size = A.r[i]->size;
+		}
+	if (n && A.stage_dir && node_level_upgrade(args, ranks, n, size) != 0)
+		agent_warn("node agent on %s: %s", A.host, err_msg());
+}
+
 static void coord_said(const char *line)
 {
 	int rank, pos = 0;
@@ -521,6 +542,10 @@ static void coord_said(const char *line)
 		phase_begin(cmd, "PARKED");
 	} else if (!strcmp(line, "WRITE")) {
 		phase_begin("WRITE", "DONE");
+	} else if (!strncmp(line, "GATHERED ", 9)) {
+		node_level_gathered(line + 9);
+	} else if (!strncmp(line, "UPGRADE ", 8)) {
+		upgrade(line + 8);
 	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct rank *q = A.r[i];
@@ -617,6 +642,9 @@ static int start(void)
 		ret = store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"),
 				 getenv("STASIS_JOB_NAME"), &A.global);
 	ret = ret ? ret : connect_coord();
+	if (!ret)
+		node_level_init(&(struct node_level_env){ A.host, A.stage_dir, A.local_job,
+							  to_coord });
 	return ret ? ret : node_sock_listen(A.sock, &A.lfd);
 }
 
@@ -657,7 +685,7 @@ static void serve(void)
 		int cgone = 0;
 
 		/* every rank gone, every copy made: the agent's work is done */
-		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle())
+		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy())
 			return;
 		if (!A.had_ranks && now_ms() - started > FIRST_RANK_TIMEOUT_MS) {
 			agent_warn("node agent on %s: no rank came in %d s", A.host,

@@ -483,6 +483,9 @@ static void early_start(struct early *e, const char *dir)
 	e->size = launcher_int(size);
 	if (e->rank < 0 || e->size <= 0)
 		return;
+	/* a lost node's rank gets its image from the others after MPI_Init */
+	if (lh_stage_leveled(dir) && !lh_stage_has_local(dir, e->rank))
+		return;
 	if (lh_stage_image(dir, e->rank, e->path, sizeof(e->path)) != 0)
 		return;   /* said after MPI_Init, with the rank MPI gives */
 	e->started = pthread_create(&e->th, NULL, early_run, e) == 0;
@@ -503,12 +506,46 @@ static void idle_barrier(void)
 		nanosleep(&ts, NULL);
 }
 
+/* A checkpoint at level partner or rs whose image some rank's node lost:
+ * every rank asks its node agent, which rebuild the lost ones from what
+ * the surviving nodes hold (node_level.h). 1 when this rank's image is
+ * now at e->path; a refusal ends every rank, rank 0 saying why. */
+static int rebuilt(const char *dir, struct early *e)
+{
+	int rank = lh_info->world_rank, size = lh_info->world_size, own, mine, any = 0;
+
+	if (!lh_stage_leveled(dir))
+		return 0;
+	own = e->started || lh_stage_has_local(dir, rank);
+	mine = !own;
+	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS || !any)
+		return 0;
+	stage("rebuild images");
+	if (lh_stage_rebuild(dir, rank, size, own, e->path, sizeof(e->path)) != 0) {
+		if (rank == 0) {
+			char line[700];
+			int n = snprintf(line, sizeof(line), "stasis: restart: %s\n", err_msg());
+
+			if (write(2, line, (size_t)(n < (int)sizeof(line) ? n : (int)sizeof(line) - 1)) < 0) {
+				/* nothing else to do */
+			}
+		}
+		_exit(1);
+	}
+	return !own;
+}
+
 static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 {
 	const struct lh_restored *r = &e->r;
+	int fetched;
 
 	stage("restore");
-	if (e->started) {
+	fetched = rebuilt(dir, e);
+	if (fetched) {
+		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
+			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+	} else if (e->started) {
 		pthread_join(e->th, NULL);
 		if (e->ret)
 			lh_die("rank %d: %s", lh_info->world_rank, e->msg);

@@ -35,6 +35,8 @@
 #include "lh.h"
 #include "lh_ckpt.h"
 #include "lh_stage.h"
+#include "node/node.h"
+#include "node/node_level.h"
 #include "split_format.h"
 #include "store/store.h"
 
@@ -184,4 +186,71 @@ int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len)
 	if (stage_dir())
 		lh_log(LOG_INFO, "rank %d reads the global copy %s", rank, out);
 	return 0;
+}
+
+/* ---- a restart after a node's loss (docs/levels.md) ---- */
+
+int lh_stage_has_local(const char *restore_dir, int rank)
+{
+	const char *slash = strrchr(restore_dir, '/');
+	char path[PATH_MAX];
+
+	return stage_dir() && local_path(slash ? slash + 1 : restore_dir, rank, path,
+					 sizeof(path)) == 0 && access(path, R_OK) == 0;
+}
+
+int lh_stage_leveled(const char *restore_dir)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/" NODE_LAYOUT_FILE, restore_dir);
+	return stage_dir() && access(path, R_OK) == 0;
+}
+
+int lh_stage_rebuild(const char *restore_dir, int rank, int size, int have_own, char *out,
+		     size_t len)
+{
+	const char *slash = strrchr(restore_dir, '/'), *dir = getenv("STASIS_JOB_DIR");
+	char secret[64] = "", path[PATH_MAX], line[PATH_MAX + 600];
+	size_t n = 0;
+	int fd, sfd, ret;
+
+	snprintf(path, sizeof(path), "%s/coord.secret", dir ? dir : ".");
+	sfd = open(path, O_RDONLY | O_CLOEXEC);
+	if (sfd < 0 || read(sfd, secret, 32) != 32) {
+		if (sfd >= 0)
+			close(sfd);
+		return err_set(-EACCES, "cannot read the job's secret %s", path);
+	}
+	close(sfd);
+	secret[32] = 0;
+	ret = node_agent_connect(&fd);
+	if (ret)
+		return ret;
+	n = (size_t)snprintf(line, sizeof(line), "RECOVER %d %s %d %d %s %d\n", NODE_PROTOCOL_VERSION,
+			     secret, rank, size, slash ? slash + 1 : restore_dir, have_own);
+	if (write(fd, line, n) != (ssize_t)n) {
+		close(fd);
+		return err_set(-EPIPE, "the node agent closed its connection");
+	}
+	/* the agents take as long as the copies take; their own timeouts end it */
+	for (n = 0; n + 1 < sizeof(line);) {
+		ssize_t r = read(fd, line + n, 1);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0 || line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = 0;
+	close(fd);
+	if (!strncmp(line, "OK ", 3)) {
+		snprintf(out, len, "%s", line + 3);
+		lh_log(LOG_INFO, "rank %d reads %s", rank, out);
+		return 0;
+	}
+	snprintf(out, len, "%s", strncmp(line, "ERR ", 4) ? "the node agent closed its connection" :
+		 line + 4);
+	return err_set(-ENODATA, "%s", out);
 }

@@ -21,4 +21,15 @@ void lh_stage_written(const char *name, int rank);
  * (said at info level); -ENOENT and a message when there is none at all */
 int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len);
 
+/* Restart after a node's loss (docs/levels.md): whether the rank's node
+ * still has its image of the checkpoint in restore_dir; whether that
+ * checkpoint reached level partner or rs (its layout is there); and the
+ * rebuild, collective over every rank of the job, through the node's agent
+ * (node_level.h): out gets the image to read, or (-ENODATA) the one line
+ * refusing the restart. */
+int lh_stage_has_local(const char *restore_dir, int rank);
+int lh_stage_leveled(const char *restore_dir);
+int lh_stage_rebuild(const char *restore_dir, int rank, int size, int have_own, char *out,
+		     size_t len);
+
 #endif
