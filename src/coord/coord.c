@@ -100,6 +100,7 @@ struct coord {
 	char addr[128];          /* host:port the ranks reach */
 	struct rank_conn *ranks;
 	unsigned nranks, size;
+	unsigned *slot;          /* by rank: 1 + its index in ranks (checked: may be stale) */
 	struct node_conn *nodes;
 	unsigned nnodes;
 	int next_node;
@@ -346,14 +347,20 @@ static void note_add(struct coord *c, int rank, int size, int pid, const char *h
 static void rank_drop(struct coord *c, unsigned i)
 {
 	c->ranks[i] = c->ranks[--c->nranks];
+	if (i < c->nranks)
+		c->slot[c->ranks[i].rank] = i + 1;
 }
 
+/* O(1): a scan per RANK, BYE and LOST line made registering 65,536 ranks
+ * quadratic (bench/scale) */
 static int rank_index(struct coord *c, int rank)
 {
-	for (unsigned i = 0; i < c->nranks; i++)
-		if (c->ranks[i].rank == rank)
-			return (int)i;
-	return -1;
+	unsigned i;
+
+	if (rank < 0 || (unsigned)rank >= c->size || !c->slot)
+		return -1;
+	i = c->slot[rank] - 1;
+	return i < c->nranks && c->ranks[i].rank == rank ? (int)i : -1;
 }
 
 /* Rank i ended (BYE from its node agent: MPI_Finalize), or died (why) */
@@ -501,14 +508,17 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 	}
 	if (!c->nranks) {
 		free(c->ranks);
+		free(c->slot);
 		c->ranks = calloc((size_t)r.size, sizeof(*c->ranks));
-		if (!c->ranks) {
+		c->slot = calloc((size_t)r.size, sizeof(*c->slot));
+		if (!c->ranks || !c->slot) {
 			reply(n->fd, "ERR %d out of memory", r.rank);
 			return;
 		}
 		c->size = (unsigned)r.size;
 	}
 	c->ranks[c->nranks++] = r;
+	c->slot[r.rank] = c->nranks;
 	reply(n->fd, "OK %d", r.rank);
 	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
 }
@@ -1280,6 +1290,7 @@ static void coord_fini(struct coord *c)
 		close(c->nodes[i].fd);
 	free(c->nodes);
 	free(c->ranks);
+	free(c->slot);
 	free(c->notes);
 	if (c->tcp_fd >= 0)
 		close(c->tcp_fd);
