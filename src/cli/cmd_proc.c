@@ -21,7 +21,7 @@
 
 /* parse()'s `allowed` names options by letter: a for OPT_DIR, b for the next... */
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
-       OPT_WAIT, OPT_JSON };
+       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS };
 
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
@@ -33,11 +33,13 @@ static const struct option proc_options[] = {
 	{ "resume", no_argument, NULL, OPT_RESUME },
 	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "recover", required_argument, NULL, OPT_RECOVER },
+	{ "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
-	const char *dir, *job, *interval, *launcher, *wait;
+	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts;
 	int stop, no_signal, resume, json;
 	int first_operand;
 };
@@ -67,6 +69,8 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_RESUME: a->resume = 1; break;
 		case OPT_WAIT: a->wait = optarg; break;
 		case OPT_JSON: a->json = 1; break;
+		case OPT_RECOVER: a->recover = optarg; break;
+		case OPT_MAX_RESTARTS: a->max_restarts = optarg; break;
 		}
 	}
 	a->first_operand = optind;
@@ -94,6 +98,33 @@ static int parse_interval(const char *s, uint64_t *ms)
 		return -EINVAL;
 	*ms = v * unit;
 	return 0;
+}
+
+/* --recover and --max-restarts over the keys recover and max_restarts */
+static int recovery_opts(const char *cmd, const struct proc_args *a, struct coord_opts *o)
+{
+	char *end;
+
+	o->recover = a->recover ? a->recover : cfg_str(CFG_RECOVER);
+	if (strcmp(o->recover, "none") && strcmp(o->recover, "auto")) {
+		cli_error(cmd, "bad --recover '%s' (none or auto)", o->recover);
+		return EXIT_USAGE;
+	}
+	o->max_restarts = (unsigned)cfg_u64(CFG_MAX_RESTARTS);
+	if (a->max_restarts) {
+		unsigned long v;
+
+		errno = 0;
+		v = strtoul(a->max_restarts, &end, 10);
+		if (errno || end == a->max_restarts || *end || a->max_restarts[0] == '-' || v > 1000) {
+			cli_error(cmd, "bad --max-restarts '%s' (a number from 0 to 1000)",
+				  a->max_restarts);
+			return EXIT_USAGE;
+		}
+		o->max_restarts = (unsigned)v;
+	}
+	o->heartbeat_timeout_ms = cfg_u64(CFG_HEARTBEAT_TIMEOUT);
+	return EXIT_OK;
 }
 
 static int job_name_ok(const char *job)
@@ -220,7 +251,7 @@ int cmd_run(int argc, char **argv)
 	const char *root;
 	int status = 0, ret;
 
-	if ((ret = parse("run", argc, argv, &a, "abcefg")) != EXIT_OK)
+	if ((ret = parse("run", argc, argv, &a, "abcefgjk")) != EXIT_OK)
 		return ret;
 	if (a.launcher && !a.resume) {
 		cli_error("run", "--launcher goes with --resume (or `stasis restart`)");
@@ -260,6 +291,8 @@ int cmd_run(int argc, char **argv)
 	o.tier = cfg_str(CFG_TIER);
 	o.job = a.job;
 	o.signal_checkpoint = !a.no_signal;
+	if ((ret = recovery_opts("run", &a, &o)) != EXIT_OK)
+		return ret;
 	if (a.resume && resumable(&o)) {
 		o.launcher = a.launcher;
 		ret = restart(&o, NULL, &status);
@@ -397,7 +430,7 @@ int cmd_restart(int argc, char **argv)
 	size_t count = 0;
 	int status = 0, ret;
 
-	if ((ret = parse("restart", argc, argv, &a, "abef")) != EXIT_OK)
+	if ((ret = parse("restart", argc, argv, &a, "abefjk")) != EXIT_OK)
 		return ret;
 	memset(&o, 0, sizeof(o));
 	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
@@ -462,6 +495,8 @@ int cmd_restart(int argc, char **argv)
 	o.job = job;
 	o.signal_checkpoint = !a.no_signal;
 	o.launcher = a.launcher;
+	if ((ret = recovery_opts("restart", &a, &o)) != EXIT_OK)
+		return ret;
 	ret = restart(&o, ckpt[0] ? ckpt : NULL, &status);
 	return exit_with(ret, status, "restart");
 }

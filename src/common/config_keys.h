@@ -64,6 +64,15 @@ CONFIG_KEY(DIRECT_IO,      "direct_io",      CHOICE, "on", 0, 0, "on|off",
 CONFIG_KEY(COORD_ADDRESS,  "coord_address",  STRING, "auto", 0, 0, "",
 	   "IPv4 address the coordinator of an MPI job listens on for its ranks (auto: the "
 	   "address this host's name resolves to, 127.0.0.1 when that is a loopback one)")
+CONFIG_KEY(RECOVER,        "recover",        CHOICE, "none", 0, 0, "none|auto",
+	   "what `stasis run` of an MPI job does when a rank or a node fails: none (the job ends "
+	   "as its launcher says) or auto (stop it, relaunch from the latest established "
+	   "checkpoint without the lost nodes; docs/coordinator.md)")
+CONFIG_KEY(MAX_RESTARTS,   "max_restarts",   UINT,   "3", 0, 1000, "",
+	   "recover = auto: relaunches at most, per run (then the job ends with its status)")
+CONFIG_KEY(HEARTBEAT_TIMEOUT, "heartbeat_timeout", UINT, "3000", 200, 600000, "",
+	   "recover = auto: milliseconds of silence after which a node agent's node is lost "
+	   "(the agents say ALIVE five times as often)")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")
 CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",

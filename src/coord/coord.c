@@ -7,6 +7,8 @@
  */
 #include "coord/coord.h"
 #include "coord/job.h"
+#include "coord/jobenv.h"
+#include "coord/policy.h"
 #include "coord/relay.h"
 
 #include "common/config.h"
@@ -43,6 +45,7 @@
 #define HELLO_TIMEOUT_MS 30000
 #define IMAGE_NAME "process.img"
 #define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
+#define HB_CHECK_MS 100               /* how often silent node agents are looked for */
 
 /* A rank of an MPI job, registered through its node's agent
  * (docs/coordinator.md, "Node agents"). */
@@ -58,6 +61,8 @@ struct node_conn {
 	int fd, id, pid;
 	int in_ckpt;             /* has ranks in the checkpoint under way */
 	int dead;                /* closed during a checkpoint: removed after it */
+	int silent;              /* no heartbeat for hb_timeout_ms: its node is lost */
+	uint64_t seen;           /* when its last line came */
 	char host[64];
 };
 #define NODES_MAX 4096
@@ -78,6 +83,22 @@ struct rank_note {
 };
 
 #define STAGED_MAX 8             /* staged checkpoints followed at once */
+#define EVENTS_MAX 64            /* events waiting for the policies */
+#define HOSTS_MAX 256            /* nodes remembered per launch */
+
+struct coord;
+
+/* What the coordinator runs: one program under its agent, or an MPI job
+ * whose ranks register through node agents. */
+struct target_ops {
+	const char *name;
+	int (*checkpoint)(struct coord *c, int stop, char *name, size_t len);
+	/* the STATUS answer after "OK " */
+	void (*status)(struct coord *c, char *out, size_t len);
+	/* relaunch from checkpoint dir (NULL: from the start), without the
+	 * nodes lost; NULL when the target cannot be relaunched */
+	int (*relaunch)(struct coord *c, const char *dir);
+};
 
 struct coord {
 	const struct coord_opts *o;
@@ -91,11 +112,26 @@ struct coord {
 	struct proc_child rchild; /* stasis restart: the namespace's parent */
 	pid_t pid;               /* the program's pid as it sees it */
 	int done, status, stopped;
+	int launcher_code;       /* how the launcher (or program) ended, shell convention */
+	int stopping;            /* stop_job: the ranks' ends are its doing */
 	uint64_t next_ckpt_ms;
 	char last[64];           /* last established checkpoint */
 	unsigned taken;
+	const struct target_ops *target;
+	struct policy_chain *policy;
+	struct coord_event events[EVENTS_MAX];   /* raised, not yet decided on */
+	unsigned nevents;
+	uint64_t hb_timeout_ms;  /* a node agent silent this long is lost (recover auto) */
+	/* a recovery under way: its line is said once every rank registered */
+	struct {
+		int pending;
+		uint64_t t0;
+		char line[800];
+	} rec;
+	char lost_hosts[HOSTS_MAX][64];   /* nodes lost by the launch (heartbeats) */
+	unsigned nlost_hosts;
+	char **argv;             /* the launcher's command as relaunched (owned) */
 	/* MPI jobs (job.h): the program is a launcher, the ranks register */
-	int job;
 	int tcp_fd;
 	char addr[128];          /* host:port the ranks reach */
 	struct rank_conn *ranks;
@@ -127,6 +163,33 @@ static uint64_t now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ---- events (policy.h) ---- */
+
+/* Queue an event for the policies (decided on in the loop, never inside a
+ * checkpoint or a read); rank -1 and node NULL when they do not apply */
+static void raise_event(struct coord *c, enum coord_event_kind kind, int rank, const char *node,
+			int status, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static void raise_event(struct coord *c, enum coord_event_kind kind, int rank, const char *node,
+			int status, const char *fmt, ...)
+{
+	struct coord_event *e;
+	va_list ap;
+
+	if (!c->policy || c->nevents == EVENTS_MAX)
+		return;
+	e = &c->events[c->nevents++];
+	memset(e, 0, sizeof(*e));
+	e->kind = kind;
+	e->rank = rank;
+	e->status = status;
+	e->at_ms = now_ms();
+	snprintf(e->node, sizeof(e->node), "%s", node ? node : "");
+	va_start(ap, fmt);
+	vsnprintf(e->detail, sizeof(e->detail), fmt, ap);
+	va_end(ap);
+	log_info("event: %s: %s", coord_event_name(kind), e->detail);
 }
 
 /* ---- the socket and the secret ---- */
@@ -254,6 +317,7 @@ static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expect
 	}
 	snprintf(c->last, sizeof(c->last), "%s", store_ckpt_name(ck));
 	c->taken++;
+	raise_event(c, EV_CKPT_ESTABLISHED, -1, NULL, 0, "%s", c->last);
 	if (cfg_u64(CFG_KEEP)) {
 		unsigned removed = 0;
 
@@ -368,8 +432,14 @@ static void rank_ended(struct coord *c, unsigned i, const char *why)
 {
 	const struct rank_conn *r = &c->ranks[i];
 
-	if (why)
+	if (why && !c->stopping)
 		log_warn("rank %d (pid %d on %s) %s", r->rank, r->pid, r->host, why);
+	if (why)
+		raise_event(c, EV_RANK_LOST, r->rank, r->host, 0, "rank %d (pid %d on %s) %s",
+			    r->rank, r->pid, r->host, why);
+	else
+		raise_event(c, EV_RANK_EXITED, r->rank, r->host, 0, "rank %d (pid %d on %s) ended",
+			    r->rank, r->pid, r->host);
 	note_add(c, r->rank, r->size, r->pid, r->host, why ? NOTE_DIED : NOTE_ENDED,
 		 why ? why : "registered above its lower half, then ended");
 	rank_drop(c, i);
@@ -387,14 +457,26 @@ static void node_ranks(struct coord *c, const struct node_conn *n, char *out, si
 					      c->ranks[i].rank);
 }
 
-/* Node agent ni's connection closed: its ranks are lost with it */
+/* Node agent ni's connection closed, or it fell silent (n->silent: its
+ * node is lost): its ranks are lost with it */
 static void node_gone(struct coord *c, unsigned ni)
 {
 	struct node_conn *n = &c->nodes[ni];
-	char why[160];
+	char why[200];
 
-	snprintf(why, sizeof(why), "died with its node agent on %s (pid %d), whose connection "
-		 "closed", n->host, n->pid);
+	if (n->silent) {
+		snprintf(why, sizeof(why), "was lost with its node %s (no heartbeat from its node "
+			 "agent for %llu ms)", n->host, (unsigned long long)c->hb_timeout_ms);
+		raise_event(c, EV_NODE_LOST, -1, n->host, 0, "node %s lost: its node agent (pid %d) "
+			    "said nothing for %llu ms", n->host, n->pid,
+			    (unsigned long long)(now_ms() - n->seen));
+		if (c->nlost_hosts < HOSTS_MAX)
+			snprintf(c->lost_hosts[c->nlost_hosts++], sizeof(c->lost_hosts[0]), "%s",
+				 n->host);
+	} else {
+		snprintf(why, sizeof(why), "died with its node agent on %s (pid %d), whose "
+			 "connection closed", n->host, n->pid);
+	}
 	for (unsigned i = c->nranks; i-- > 0;)
 		if (c->ranks[i].node == n->id)
 			rank_ended(c, i, why);
@@ -521,6 +603,12 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 	c->slot[r.rank] = c->nranks;
 	reply(n->fd, "OK %d", r.rank);
 	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
+	if (c->rec.pending && c->nranks == c->size) {
+		/* the recovery's one line: every rank of the relaunch is back */
+		fprintf(stderr, "stasis: %s; %.1f s\n", c->rec.line,
+			(double)(now_ms() - c->rec.t0) / 1000.0);
+		c->rec.pending = 0;
+	}
 }
 
 /* A connection on the job's TCP port: NODE 2 <secret> <host> <pid> (a
@@ -559,6 +647,7 @@ static void accept_conn(struct coord *c)
 	}
 	n.fd = fd;
 	n.id = ++c->next_node;
+	n.seen = now_ms();
 	c->nodes[c->nnodes++] = n;
 	reply(fd, "OK");
 	log_info("node agent on %s (pid %d) connected", n.host, n.pid);
@@ -665,7 +754,10 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 {
 	int rank, pos = 0, i;
 
-	if (!strncmp(line, "RANK ", 5)) {
+	n->seen = now_ms();
+	if (!strcmp(line, "ALIVE")) {
+		/* a heartbeat: n->seen is all it says */
+	} else if (!strncmp(line, "RANK ", 5)) {
 		register_rank(c, n, line);
 	} else if (!strncmp(line, "COPIED ", 7)) {
 		copied(c, line + 7);
@@ -729,11 +821,35 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 		uint64_t t = now_ms();
 		int n;
 
+		int wait = t < deadline ? (int)(deadline - t) : 0;
+
 		for (unsigned i = 0; i < nn; i++)
 			p[i] = (struct pollfd){ done[i] ? -1 : c->nodes[i].fd, POLLIN, 0 };
-		n = poll(p, nn, t < deadline ? (int)(deadline - t) : 0);
+		if (c->hb_timeout_ms && wait > HB_CHECK_MS)
+			wait = HB_CHECK_MS;
+		n = poll(p, nn, wait);
 		if (n < 0 && errno == EINTR)
 			continue;
+		if (n == 0 && now_ms() < deadline) {
+			/* heartbeats: a node that fell silent is lost, not slow */
+			for (unsigned i = 0; i < nn; i++) {
+				struct node_conn *nd = &c->nodes[i];
+				char ranks[200];
+
+				if (done[i] || now_ms() - nd->seen <= c->hb_timeout_ms)
+					continue;
+				node_ranks(c, nd, ranks, sizeof(ranks));
+				if (!ret)
+					ret = err_set(-EHOSTDOWN, "the node agent on %s (pid %d; ranks %s) "
+						      "fell silent during the checkpoint: no heartbeat for "
+						      "%llu ms", nd->host, nd->pid, ranks,
+						      (unsigned long long)(now_ms() - nd->seen));
+				nd->dead = nd->silent = 1;
+				done[i] = 1;
+				left--;
+			}
+			continue;
+		}
 		if (n <= 0) {
 			for (unsigned i = 0; i < nn && !ret; i++)
 				if (!done[i]) {
@@ -755,7 +871,7 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 			if (done[i] || !p[i].revents)
 				continue;
 			rl = read_line(nd->fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
-			if (rl == 0)
+			if (rl == 0 && strcmp(line, "ALIVE"))
 				c->received++;
 			if (rl != 0) {
 				char ranks[200];
@@ -948,7 +1064,8 @@ static int job_status(struct coord *c, char *out, size_t len)
 }
 
 
-static int checkpoint(struct coord *c, int stop, char *name, size_t len)
+/* One program under its agent: its image through the agent's channel */
+static int process_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct img_writer_opts opts;
 	struct img_writer *w = NULL;
@@ -958,9 +1075,6 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 	char pid[32];
 	int ret, fin;
 
-	err_clear();
-	if (c->job)
-		return job_checkpoint(c, stop, name, len);
 	if (c->channel < 0)
 		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
 			       "started under `stasis run`)");
@@ -1006,6 +1120,37 @@ static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	return ret;
+}
+
+static void process_status(struct coord *c, char *out, size_t len)
+{
+	snprintf(out, len, "job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
+		 c->channel >= 0 ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
+}
+
+static void mpi_status(struct coord *c, char *out, size_t len)
+{
+	char ranks[900];
+
+	job_status(c, ranks, sizeof(ranks));
+	snprintf(out, len, "job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s %s", c->o->job,
+		 (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", ranks);
+}
+
+static int mpi_relaunch(struct coord *c, const char *dir);
+
+static const struct target_ops process_target = {
+	.name = "process", .checkpoint = process_checkpoint, .status = process_status,
+};
+static const struct target_ops mpi_target = {
+	.name = "mpi-job", .checkpoint = job_checkpoint, .status = mpi_status,
+	.relaunch = mpi_relaunch,
+};
+
+static int checkpoint(struct coord *c, int stop, char *name, size_t len)
+{
+	err_clear();
+	return c->target->checkpoint(c, stop, name, len);
 }
 
 /* ---- clients ---- */
@@ -1103,15 +1248,11 @@ static void serve_client(struct coord *c)
 			reply(fd, "OK %s", name);
 		else
 			reply(fd, "ERR checkpoint failed: %s", err_msg());
-	} else if (strcmp(line, "STATUS") == 0 && c->job) {
-		char ranks[900];
-
-		job_status(c, ranks, sizeof(ranks));
-		reply(fd, "OK job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s %s", c->o->job,
-		      (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", ranks);
 	} else if (strcmp(line, "STATUS") == 0) {
-		reply(fd, "OK job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
-		      c->channel >= 0 ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
+		char status[1000];
+
+		c->target->status(c, status, sizeof(status));
+		reply(fd, "OK %s", status);
 	} else {
 		reply(fd, "ERR unknown request '%.64s'", line);
 	}
@@ -1130,11 +1271,215 @@ static int exit_code(int status)
 	return 1;
 }
 
-static void program_ended(struct coord *c, int status)
+/* ---- failures: stopping, recovering (policy.h) ---- */
+
+/* Node agents silent for hb_timeout_ms: their nodes are lost */
+static void check_heartbeats(struct coord *c)
 {
-	c->done = 1;
-	c->status = c->stopped ? 0 : exit_code(status);
+	if (!c->hb_timeout_ms)
+		return;
+	for (unsigned i = c->nnodes; i-- > 0;)
+		if (now_ms() - c->nodes[i].seen > c->hb_timeout_ms) {
+			c->nodes[i].silent = 1;
+			node_gone(c, i);   /* moves the last node into i: visited already */
+		}
 }
+
+/* Until every node agent has gone, each told KILL first with kill (it
+ * kills its ranks and ends): an agent that ends closes its connection, a
+ * lost node's stays silent and is found lost by its heartbeats. Their
+ * lines (LOST, BYE) are read as usual meanwhile. */
+static void wait_agents(struct coord *c, int kill)
+{
+	uint64_t end = now_ms() + c->hb_timeout_ms + 2000;
+
+	for (unsigned i = 0; kill && i < c->nnodes; i++)
+		reply(c->nodes[i].fd, "KILL");
+	while (c->nnodes && now_ms() < end) {
+		serve_nodes(c, HB_CHECK_MS);
+		check_heartbeats(c);
+	}
+	for (unsigned i = c->nnodes; i-- > 0;) {
+		c->nodes[i].silent = 1;
+		node_gone(c, i);
+	}
+}
+
+/* The launcher (or the program) ended: the event. A launcher that ended
+ * badly while a policy recovers is examined first: the node agents' ends
+ * and silences say which ranks and nodes went with it (Open MPI's mpirun
+ * exits about a second after a node dies, before the heartbeats tell). */
+static void launcher_ended(struct coord *c, int status)
+{
+	int code = exit_code(status);
+
+	c->launcher_code = code;
+	if (code && c->hb_timeout_ms)
+		wait_agents(c, 0);
+	raise_event(c, EV_LAUNCHER_ENDED, -1, NULL, code, "the %s ended with status %d",
+		    c->target == &mpi_target ? "launcher" : "program", code);
+}
+
+/* Stop the job: every node agent kills its ranks and ends (a lost node's
+ * is found silent), and the launcher's process tree is killed and reaped
+ * (a launcher may hang after a node died, docs/cluster.md); its status,
+ * or its own if it had ended, in launcher_code */
+static void stop_job(struct coord *c)
+{
+	c->stopping = 1;
+	for (unsigned i = 0; i < c->nnodes; i++)
+		reply(c->nodes[i].fd, "KILL");
+	if (c->child > 0) {
+		int st = 0;
+
+		if (waitpid(c->child, &st, WNOHANG) != c->child) {
+			job_kill_tree(c->child);
+			waitpid(c->child, &st, 0);
+		}
+		c->launcher_code = exit_code(st);
+		c->child = -1;
+	}
+	wait_agents(c, 0);
+	c->stopping = 0;
+}
+
+/* The newest established checkpoint the relaunch can use: with nodes
+ * lost, one that does not need their node-local copies: not staged, or
+ * staged and at a level that survives a node (global, partner, rs: the
+ * lost ranks' images are then rebuilt from their partners or parity by
+ * the node agents at the restart, lh_stage_rebuild). A staged one still
+ * at level local (or single) lost its images on those nodes. "" when
+ * none. */
+static void choose_checkpoint(struct coord *c, char *name, size_t len)
+{
+	struct store_ckpt_info *list = NULL;
+	size_t n = 0;
+
+	name[0] = 0;
+	if (store_list(c->store, &list, &n, NULL) != 0)
+		return;
+	for (size_t i = n; i-- > 0 && !name[0];) {
+		const struct store_ckpt_info *k = &list[i];
+
+		if (k->state != STORE_COMPLETE)
+			continue;
+		if (c->nlost_hosts && (!strcmp(k->level, "local") || !strcmp(k->level, "single"))) {
+			log_info("recovery: %s passed over: level %s, and node %s was lost", k->name,
+				 k->level, c->lost_hosts[0]);
+			continue;
+		}
+		snprintf(name, len, "%s", k->name);
+	}
+	free(list);
+}
+
+/* The hosts that ran ranks of the launch that ended (every rank is a note
+ * by now: ended, or died) */
+static unsigned used_hosts(struct coord *c, char (*used)[64])
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < c->nnotes; i++) {
+		unsigned k = 0;
+
+		while (k < n && strcmp(used[k], c->notes[i].host))
+			k++;
+		if (k == n && n < HOSTS_MAX)
+			snprintf(used[n++], 64, "%s", c->notes[i].host);
+	}
+	return n;
+}
+
+/* What the launch that ended leaves behind goes: its ranks, notes, node
+ * agents, followed copies */
+static void launch_reset(struct coord *c)
+{
+	c->nranks = 0;
+	c->nnotes = 0;
+	for (unsigned i = 0; i < c->nnodes; i++)
+		close(c->nodes[i].fd);
+	c->nnodes = 0;
+	memset(c->copying, 0, sizeof(c->copying));
+	c->nlost_hosts = 0;
+}
+
+static void give_up(struct coord *c, const char *msg)
+{
+	fprintf(stderr, "stasis: %s\n", msg);
+	stop_job(c);
+	c->done = 1;
+	c->status = c->launcher_code ? c->launcher_code : 1;
+}
+
+/* Relaunch the job from the newest usable checkpoint, without the nodes
+ * lost; said in one line once every rank registered again */
+static void recover(struct coord *c, const struct coord_event *ev)
+{
+	char used[HOSTS_MAX][64], name[64], dir[PATH_MAX], note[300], **argv = NULL;
+	uint64_t backoff;
+	int ret;
+
+	stop_job(c);
+	choose_checkpoint(c, name, sizeof(name));
+	if (name[0] && store_ckpt_path(c->store, name, NULL, dir, sizeof(dir)) != 0)
+		name[0] = 0;
+	backoff = policy_backoff_ms(c->policy);
+	if (backoff) {
+		struct timespec ts = { (time_t)(backoff / 1000), (long)(backoff % 1000) * 1000000 };
+
+		log_info("recovery: waiting %llu ms before relaunching", (unsigned long long)backoff);
+		nanosleep(&ts, NULL);
+	}
+	policy_recovered(c->policy);
+	ret = job_launch_without(c->launch, c->lost_hosts, c->nlost_hosts, used,
+				 used_hosts(c, used), &argv, note, sizeof(note));
+	snprintf(c->rec.line, sizeof(c->rec.line), "recovery %u of %u: %s; from %s%s%s",
+		 policy_restarts(c->policy), c->o->max_restarts, ev->detail,
+		 name[0] ? name : "the start (no checkpoint established)", note[0] ? "; " : "", note);
+	c->rec.t0 = ev->at_ms;
+	c->rec.pending = 1;
+	launch_reset(c);
+	if (!ret) {
+		free(c->argv);
+		c->argv = argv;
+		c->launch = argv;
+		ret = c->target->relaunch(c, name[0] ? dir : NULL);
+	}
+	c->nevents = 0;   /* the old launch's */
+	policy_launched(c->policy);
+	if (ret) {
+		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
+		c->done = 1;
+		c->status = c->launcher_code ? c->launcher_code : 1;
+	}
+}
+
+/* The policies' decisions on the events raised, carried out in order; after
+ * a recovery the rest are stale (the old launch's) */
+static void decide(struct coord *c)
+{
+	for (unsigned i = 0; i < c->nevents && !c->done; i++) {
+		struct coord_event ev = c->events[i];
+		char msg[600];
+
+		switch (policy_decide(c->policy, &ev, msg, sizeof(msg))) {
+		case POLICY_RECOVER:
+			recover(c, &ev);
+			return;
+		case POLICY_END:
+			c->done = 1;
+			c->status = c->stopped ? 0 : ev.status;
+			break;
+		case POLICY_GIVE_UP:
+			give_up(c, msg);
+			break;
+		default:
+			break;
+		}
+	}
+	c->nevents = 0;
+}
+
 
 static void on_signal(struct coord *c)
 {
@@ -1147,7 +1492,7 @@ static void on_signal(struct coord *c)
 
 			if (c->child > 0 && waitpid(c->child, &status, WNOHANG) == c->child) {
 				c->child = -1;
-				program_ended(c, status);
+				launcher_ended(c, status);
 			}
 		} else if (c->o->signal_checkpoint && (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR1)) {
 			int stop = si.ssi_signo == SIGTERM;
@@ -1200,6 +1545,8 @@ static void serve(struct coord *c)
 
 			timeout = c->next_ckpt_ms > t ? (int)(c->next_ckpt_ms - t) : 0;
 		}
+		if (c->hb_timeout_ms && nn && (timeout < 0 || timeout > HB_CHECK_MS))
+			timeout = HB_CHECK_MS;
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents)
@@ -1208,7 +1555,8 @@ static void serve(struct coord *c)
 			int status;
 
 			proc_child_wait(&c->rchild, &status);
-			program_ended(c, status);
+			launcher_ended(c, status);
+			decide(c);
 			continue;
 		}
 		if (ichan >= 0 && p[ichan].revents) {
@@ -1243,6 +1591,8 @@ static void serve(struct coord *c)
 		if (c->o->interval_ms && (c->channel >= 0 || c->nranks) && now_ms() >= c->next_ckpt_ms &&
 		    checkpoint(c, 0, name, sizeof(name)) != 0)
 			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
+		check_heartbeats(c);
+		decide(c);
 	}
 }
 
@@ -1254,9 +1604,15 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 	memset(c, 0, sizeof(*c));
 	c->o = o;
 	c->listen_fd = c->channel = c->sig_fd = c->tcp_fd = -1;
+	c->target = &process_target;
 	c->child = -1;
 	c->rchild.pid = -1;
 	c->rchild.status_fd = -1;
+	ret = policy_chain_create(o->recover ? o->recover : "none", o->max_restarts, &c->policy);
+	if (ret)
+		return ret;
+	if (policy_recovers(c->policy))
+		c->hb_timeout_ms = o->heartbeat_timeout_ms ? o->heartbeat_timeout_ms : 3000;
 	ret = store_open(o->tier, o->root, o->job, &c->store);
 	if (ret)
 		return ret;
@@ -1292,6 +1648,8 @@ static void coord_fini(struct coord *c)
 	free(c->ranks);
 	free(c->slot);
 	free(c->notes);
+	free(c->argv);
+	policy_chain_free(&c->policy);
 	if (c->tcp_fd >= 0)
 		close(c->tcp_fd);
 	store_close(&c->store);
@@ -1312,12 +1670,12 @@ static void child_reset(void)
 
 /* Start an MPI job's launcher with the launch library preloaded; the
  * ranks register as they start. */
-static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
+static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir)
 {
 	char root[PATH_MAX], jdir[PATH_MAX], rdir[PATH_MAX];
 	int ret;
 
-	c->job = 1;
+	c->target = &mpi_target;
 	c->staged = !strcmp(cfg_str(CFG_STAGING), "on");
 	c->launch = argv;
 	/* the ranks may run elsewhere: absolute paths */
@@ -1327,7 +1685,7 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	if (job_program_index(argv) < 0)
 		return err_set(-EINVAL, "%s: no MPI program among its operands (an executable "
 			       "file, found like the launcher would)", argv[0]);
-	ret = tcp_listen(c);
+	ret = c->tcp_fd < 0 ? tcp_listen(c) : 0;   /* a relaunch keeps the port */
 	if (ret)
 		return ret;
 	{
@@ -1344,7 +1702,14 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	if (c->child == 0) {
 		child_reset();
 		/* before job_child_env, which passes it on to Open MPI's ranks */
-		if (setenv("STASIS_RUN_ID", c->run_id, 1) != 0 ||
+		char beat[24];
+
+		snprintf(beat, sizeof(beat), "%llu", (unsigned long long)(c->hb_timeout_ms / 5));
+		if (c->hb_timeout_ms)
+			setenv(JOBENV_HEARTBEAT_MS, beat, 1);
+		else
+			unsetenv(JOBENV_HEARTBEAT_MS);
+		if (setenv(JOBENV_RUN_ID, c->run_id, 1) != 0 ||
 		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
 				  restore_dir ? rdir : NULL) != 0) {
 			fprintf(stderr, "stasis: %s\n", err_msg());
@@ -1357,6 +1722,18 @@ static int job_spawn(struct coord *c, char **argv, const char *restore_dir)
 	c->pid = c->child;
 	return 0;
 }
+
+static int mpi_relaunch(struct coord *c, const char *dir)
+{
+	if (dir) {
+		int ahead = job_prefetch(dir);
+
+		if (ahead)
+			log_debug("reading %d files and rank images ahead", ahead);
+	}
+	return job_spawn(c, c->launch, dir);
+}
+
 
 int coord_run(const struct coord_opts *o, char **argv, int *status)
 {
@@ -1373,6 +1750,11 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 			serve(&c);
 			*status = c.status;
 		}
+		goto out;
+	}
+	if (policy_recovers(c.policy)) {
+		ret = err_set(-EINVAL, "--recover auto relaunches MPI jobs (a launcher such as mpirun "
+			      "or srun), not a single program");
 		goto out;
 	}
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -1462,6 +1844,11 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	if (o->launcher) {
 		ret = err_set(-EINVAL, "checkpoint %s is not an MPI job's: --launcher does not apply",
 			      name);
+		goto out;
+	}
+	if (policy_recovers(c.policy)) {
+		ret = err_set(-EINVAL, "checkpoint %s is not an MPI job's: --recover auto does not "
+			      "apply", name);
 		goto out;
 	}
 	ret = store_ckpt_path(c.store, name, IMAGE_NAME, path, sizeof(path));

@@ -25,6 +25,10 @@ struct coord_opts {
 	int signal_checkpoint;     /* SIGTERM/SIGUSR1: checkpoint, then end (TERM) or run on (USR1) */
 	const char *launcher;      /* restart of an MPI job: the launcher's words, instead of the
 				      stored ones (e.g. "mpiexec.mpich -n 4") */
+	const char *recover;       /* "none" (NULL) or "auto": policy.h */
+	unsigned max_restarts;     /* recover auto: at most this many relaunches */
+	uint64_t heartbeat_timeout_ms; /* recover auto: a node agent silent this long is lost
+					  (0: 3000) */
 };
 
 /* Run argv under the agent until it ends. *status: the program's exit code

@@ -1,6 +1,7 @@
 /* job.c - MPI jobs under the coordinator: launcher, launch record,
  * environment (job.h). */
 #include "coord/job.h"
+#include "coord/jobenv.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <linux/magic.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +31,7 @@
 #endif
 
 #define LAUNCH_MAGIC "stasis-launch 1"
+#define HOSTS_MAX_LIST 256        /* entries of a launcher's host list */
 
 int job_is_launcher(const char *argv0)
 {
@@ -195,7 +198,7 @@ int job_launch_read(const struct store *s, const char *ckpt, const char *launche
 static const char *split_dir(void)
 {
 	static char buf[PATH_MAX];
-	const char *v = getenv("STASIS_LH_DIR");
+	const char *v = getenv(JOBENV_LH_DIR);
 	char exe[PATH_MAX + 64];
 	ssize_t n;
 
@@ -236,15 +239,7 @@ static int listed(const char *list, const char *name)
 
 static int forward_env(void)
 {
-	static const char *const names[] = { "LD_PRELOAD", "STASIS_LAUNCH_LIB", "STASIS_LH_DIR",
-					     "STASIS_COORD_ADDR", "STASIS_JOB_DIR", "STASIS_STORE_ROOT",
-					     "STASIS_STORE_TIER", "STASIS_JOB_NAME",
-					     "STASIS_SPLIT_PROGRAMS", "STASIS_RESTORE_DIR", "STASIS_LOG",
-					     "STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY",
-					     "STASIS_RESTORE_EARLY", "STASIS_STAGE_DIR",
-					     "STASIS_STAGE_COPIES", "STASIS_CACHE_KEEP",
-					     "STASIS_STAGE_COMPRESS",
-					     "STASIS_STAGE_ID", "STASIS_RUN_ID" };
+	static const char *const names[] = { JOBENV_FORWARD };
 	const char *old = getenv("OMPI_MCA_mca_base_env_list");
 	char list[2048];
 	size_t n = 0;
@@ -311,37 +306,37 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 		dir = real;
 	snprintf(lib, sizeof(lib), "%s/libstasis-launch.so", dir);
 	snprintf(preload, sizeof(preload), "%s%s%s", lib, old && *old ? ":" : "", old ? old : "");
-	if (setenv("LD_PRELOAD", preload, 1) || setenv("STASIS_LAUNCH_LIB", lib, 1) ||
-	    setenv("STASIS_LH_DIR", dir, 1) || setenv("STASIS_COORD_ADDR", addr, 1) ||
-	    setenv("STASIS_JOB_DIR", job_dir, 1) || setenv("STASIS_STORE_ROOT", root, 1) ||
-	    setenv("STASIS_STORE_TIER", tier ? tier : "", 1) || setenv("STASIS_JOB_NAME", job, 1) ||
-	    setenv("STASIS_SPLIT_PROGRAMS", cfg_str(CFG_SPLIT_PROGRAMS), 1))
+	if (setenv(JOBENV_PRELOAD, preload, 1) || setenv(JOBENV_LAUNCH_LIB, lib, 1) ||
+	    setenv(JOBENV_LH_DIR, dir, 1) || setenv(JOBENV_COORD_ADDR, addr, 1) ||
+	    setenv(JOBENV_JOB_DIR, job_dir, 1) || setenv(JOBENV_STORE_ROOT, root, 1) ||
+	    setenv(JOBENV_STORE_TIER, tier ? tier : "", 1) || setenv(JOBENV_JOB_NAME, job, 1) ||
+	    setenv(JOBENV_SPLIT_PROGRAMS, cfg_str(CFG_SPLIT_PROGRAMS), 1))
 		return err_set(-ENOMEM, "cannot set the job's environment");
-	unsetenv("STASIS_LH_ACTIVE");
-	unsetenv("STASIS_COORD_FD");
+	unsetenv(JOBENV_LH_ACTIVE);
+	unsetenv("STASIS_COORD_FD");   /* a single program's (proc.h), not a rank's */
 	if (restore_dir)
-		setenv("STASIS_RESTORE_DIR", restore_dir, 1);
+		setenv(JOBENV_RESTORE_DIR, restore_dir, 1);
 	else
-		unsetenv("STASIS_RESTORE_DIR");
+		unsetenv(JOBENV_RESTORE_DIR);
 	/* staging: the ranks write into their node's local_dir (and a restart
 	 * looks there first); without it, never, even for a restart of a
 	 * checkpoint that was staged (its global copies, if any) */
 	if (!strcmp(cfg_str(CFG_STAGING), "on")) {
 		char copies[16], id[17];
 
-		if (stage_id(root, job, id) != 0 || setenv("STASIS_STAGE_ID", id, 1) != 0)
+		if (stage_id(root, job, id) != 0 || setenv(JOBENV_STAGE_ID, id, 1) != 0)
 			return err_set(-EIO, "cannot keep the job's staging id in %s/%s: %s", root, job,
 				       strerror(errno));
 		snprintf(copies, sizeof(copies), "%llu", (unsigned long long)cfg_u64(CFG_STAGE_COPIES));
 		char keep[16];
 
 		snprintf(keep, sizeof(keep), "%llu", (unsigned long long)cfg_u64(CFG_CACHE_KEEP));
-		if (setenv("STASIS_STAGE_DIR", cfg_str(CFG_LOCAL_DIR), 1) ||
-		    setenv("STASIS_STAGE_COPIES", copies, 1) || setenv("STASIS_CACHE_KEEP", keep, 1) ||
-		    setenv("STASIS_STAGE_COMPRESS", cfg_str(CFG_STAGE_COMPRESS), 1))
+		if (setenv(JOBENV_STAGE_DIR, cfg_str(CFG_LOCAL_DIR), 1) ||
+		    setenv(JOBENV_STAGE_COPIES, copies, 1) || setenv(JOBENV_CACHE_KEEP, keep, 1) ||
+		    setenv(JOBENV_STAGE_COMPRESS, cfg_str(CFG_STAGE_COMPRESS), 1))
 			return err_set(-ENOMEM, "cannot set the job's environment");
 	} else {
-		unsetenv("STASIS_STAGE_DIR");
+		unsetenv(JOBENV_STAGE_DIR);
 	}
 	return forward_env();
 }
@@ -587,4 +582,166 @@ int job_prefetch(const char *dir)
 	}
 	free(p);
 	return files;
+}
+
+/* ---- stopping and relaunching (coord.c's recovery) ---- */
+
+void job_kill_tree(int pid)
+{
+	int pids[1024], n = 0;
+
+	/* stop the tree first so that nothing forks while it is walked */
+	pids[n++] = pid;
+	kill(pid, SIGSTOP);
+	for (int i = 0; i < n; i++) {
+		int from = n;
+
+		children_of(pids[i], pids, &n, (int)(sizeof(pids) / sizeof(pids[0])));
+		for (int k = from; k < n; k++)
+			kill(pids[k], SIGSTOP);
+	}
+	for (int i = n; i-- > 0;)
+		kill(pids[i], SIGKILL);
+}
+
+/* the host-list options of the launchers (Open MPI's, MPICH's Hydra) */
+static int host_option(const char *w, const char **list)
+{
+	static const char *const opts[] = { "--host", "-H", "-host", "-hosts", "--hosts" };
+
+	*list = NULL;
+	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
+		size_t n = strlen(opts[i]);
+
+		if (!strcmp(w, opts[i]))
+			return 1;
+		if (!strncmp(w, opts[i], n) && w[n] == '=') {
+			*list = w + n + 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static int in_hosts(const char *host, size_t len, char (*hosts)[64], unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (strlen(hosts[i]) == len && !strncmp(hosts[i], host, len))
+			return 1;
+	return 0;
+}
+
+/* list ("n1:2,n2,n3") without the lost hosts into out: each one replaced
+ * in place by a spare (an entry no rank used; the lost one's slots kept),
+ * or dropped when no spare is left */
+static void hosts_without(const char *list, char (*lost)[64], unsigned nlost, char (*used)[64],
+			  unsigned nused, char *out, size_t len, char *note, size_t nlen)
+{
+	char entries[HOSTS_MAX_LIST][128];
+	int taken[HOSTS_MAX_LIST] = { 0 };
+	unsigned n = 0;
+	size_t k = 0, nk = strlen(note);
+
+	for (const char *p = list; *p && n < HOSTS_MAX_LIST;) {
+		size_t l = strcspn(p, ",");
+
+		snprintf(entries[n++], sizeof(entries[0]), "%.*s", (int)l, p);
+		p += l + (p[l] == ',');
+	}
+	out[0] = 0;
+	for (unsigned i = 0; i < n; i++) {
+		const char *e = entries[i], *colon = strchr(e, ':');
+		size_t hl = colon ? (size_t)(colon - e) : strlen(e);
+		char put[160];
+
+		if (taken[i])
+			continue;
+		snprintf(put, sizeof(put), "%s", e);
+		if (in_hosts(e, hl, lost, nlost)) {
+			unsigned s = 0;
+
+			/* a spare: named in the list after it, no rank ran there */
+			for (s = i + 1; s < n; s++) {
+				const char *sc = strchr(entries[s], ':');
+				size_t sl = sc ? (size_t)(sc - entries[s]) : strlen(entries[s]);
+
+				if (!taken[s] && !in_hosts(entries[s], sl, used, nused) &&
+				    !in_hosts(entries[s], sl, lost, nlost))
+					break;
+			}
+			if (s < n) {
+				const char *sc = strchr(entries[s], ':');
+				size_t sl = sc ? (size_t)(sc - entries[s]) : strlen(entries[s]);
+
+				taken[s] = 1;
+				snprintf(put, sizeof(put), "%.*s%s", (int)sl, entries[s], colon ? colon : "");
+				nk += (size_t)snprintf(note + nk, nk < nlen ? nlen - nk : 0,
+						       "%s%.*s replaced by %.*s", nk ? ", " : "",
+						       (int)hl, e, (int)sl, entries[s]);
+			} else {
+				nk += (size_t)snprintf(note + nk, nk < nlen ? nlen - nk : 0,
+						       "%s%.*s dropped (no spare left)", nk ? ", " : "",
+						       (int)hl, e);
+				continue;
+			}
+		}
+		k += (size_t)snprintf(out + k, k < len ? len - k : 0, "%s%s", k ? "," : "", put);
+	}
+}
+
+int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char (*used)[64],
+		       unsigned nused, char ***out, char *note, size_t nlen)
+{
+	int prog = job_program_index(argv), argc = 0, k = 0, srun;
+	size_t bytes = 0;
+	char **v, *strs, hosts[4096] = "";
+	const char *base;
+
+	note[0] = 0;
+	if (prog < 0)
+		return err_set(-EINVAL, "cannot tell the program from the launcher's options in the "
+			       "job's command");
+	for (argc = 0; argv[argc]; argc++)
+		bytes += strlen(argv[argc]) + 1;
+	base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+	srun = !strncmp(base, "srun", 4);
+	/* the pointers, then the strings: the old ones, a new host list, an
+	 * --exclude for srun */
+	v = malloc((size_t)(argc + 2) * sizeof(char *) + bytes + 2 * sizeof(hosts));
+	if (!v)
+		return err_set(-ENOMEM, "out of memory");
+	strs = (char *)(v + argc + 2);
+	for (int i = 0; i < argc; i++) {
+		const char *list = NULL, *w = argv[i];
+		char edited[sizeof(hosts) + 16];
+
+		if (nlost && i < prog && i > 0 && host_option(argv[i - 1], &list) && !list &&
+		    !strchr(argv[i - 1], '=')) {
+			hosts_without(w, lost, nlost, used, nused, hosts, sizeof(hosts), note, nlen);
+			w = hosts;
+		} else if (nlost && i < prog && host_option(w, &list) && list) {
+			hosts_without(list, lost, nlost, used, nused, hosts, sizeof(hosts), note, nlen);
+			snprintf(edited, sizeof(edited), "%.*s%s", (int)(list - w), w, hosts);
+			w = edited;
+		}
+		v[k++] = strcpy(strs, w);
+		strs += strlen(w) + 1;
+		if (i == 0 && srun && nlost) {
+			/* Slurm places the step elsewhere in the allocation */
+			size_t n = (size_t)snprintf(strs, sizeof(hosts), "--exclude=");
+
+			for (unsigned l = 0; l < nlost; l++)
+				n += (size_t)snprintf(strs + n, sizeof(hosts) - n, "%s%s", l ? "," : "",
+						      lost[l]);
+			v[k++] = strs;
+			strs += n + 1;
+			snprintf(note, nlen, "srun --exclude=%s", v[k - 1] + 10);
+		}
+	}
+	v[k] = NULL;
+	if (nlost && !note[0])
+		snprintf(note, nlen, "%s lost, but the launcher's command names no host list to "
+			 "take it out of", lost[0]);
+	*out = v;
+	return 0;
 }

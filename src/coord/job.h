@@ -63,4 +63,19 @@ int job_files_write(struct store_ckpt *ck, int launcher_pid);
  * number of files and images it reads ahead. */
 int job_prefetch(const char *dir);
 
+/* SIGKILL pid and every descendant of it (stopped first, so that none
+ * forks meanwhile): the launcher's tree, its daemons and the ranks it
+ * started here. */
+void job_kill_tree(int pid);
+
+/* The launcher's command argv for a relaunch without the lost nodes
+ * (lost[nlost]): in a host list (Open MPI's --host/-H, Hydra's
+ * -hosts/-host) each lost node is replaced in place, keeping its slots, by
+ * a spare (an entry of the list on which no rank ran: used[nused] names
+ * those that did), or dropped when none is left; srun gets --exclude=.
+ * *out: one malloc'd block (free()); note (nlen bytes) says what changed,
+ * for the log ("n2 replaced by n4"). */
+int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char (*used)[64],
+		       unsigned nused, char ***out, char *note, size_t nlen);
+
 #endif

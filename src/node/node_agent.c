@@ -94,6 +94,9 @@ static struct {
 
 /* Something went wrong that the log keeps: a clean end removes the log */
 static int warned;
+/* KILL from the coordinator (a recovery stops the job): the ranks are
+ * killed and the agent ends, which the coordinator sees as its answer */
+static int killed;
 #define agent_warn(...) (warned = 1, log_warn(__VA_ARGS__))
 
 static uint64_t now_ms(void)
@@ -542,6 +545,20 @@ static void coord_said(const char *line)
 		phase_begin(cmd, "PARKED");
 	} else if (!strcmp(line, "WRITE")) {
 		phase_begin("WRITE", "DONE");
+	} else if (!strcmp(line, "KILL")) {
+		for (unsigned i = 0; i < A.n; i++) {
+			struct ucred cred;
+			socklen_t len = sizeof(cred);
+
+			/* the process at the other end of the rank's connection (its
+			 * lower half), as this node sees it */
+			if (getsockopt(A.r[i]->c.fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
+			    cred.pid > 0)
+				kill(cred.pid, SIGKILL);
+		}
+		log_info("node agent on %s: the coordinator stops the job: %u rank(s) killed", A.host,
+			 A.n);
+		killed = 1;
 	} else if (!strncmp(line, "GATHERED ", 9)) {
 		node_level_gathered(line + 9);
 	} else if (!strncmp(line, "UPGRADE ", 8)) {
@@ -676,7 +693,9 @@ static void accept_rank(void)
 
 static void serve(void)
 {
-	uint64_t started = now_ms();
+	uint64_t started = now_ms(), beat_at = 0;
+	const char *hb = getenv("STASIS_HEARTBEAT_MS");   /* coord/jobenv.h */
+	int beat_ms = hb ? atoi(hb) : 0;
 
 	for (;;) {
 		struct pollfd p[2 + A.n];
@@ -696,12 +715,19 @@ static void serve(void)
 		p[1] = (struct pollfd){ A.lfd, POLLIN, 0 };
 		for (unsigned i = 0; i < n; i++)
 			p[2 + i] = (struct pollfd){ A.r[i]->c.fd, POLLIN, 0 };
-		if (poll(p, 2 + n, 1000) < 0 && errno != EINTR)
+		if (poll(p, 2 + n, beat_ms > 0 && beat_ms < 1000 ? beat_ms : 1000) < 0 && errno != EINTR)
 			return;
+		if (beat_ms > 0 && now_ms() - beat_at >= (uint64_t)beat_ms) {
+			/* the coordinator finds a lost node by its agent's silence */
+			to_coord("ALIVE");
+			beat_at = now_ms();
+		}
 		if (p[0].revents)
 			cgone = conn_fill(&A.coord) != 0;
 		while (conn_line(&A.coord, line, sizeof(line)))
 			coord_said(line);
+		if (killed)
+			return;
 		if (cgone) {
 			/* the job is over (or its coordinator died): the ranks run on
 			 * without checkpoints */

@@ -130,14 +130,14 @@ class ClusterJob:
         self.proc = subprocess.Popen([str(SCRIPT), "exec", "head", cmd], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True, start_new_session=True)
 
-    def start(self, launcher_words, prog, *args, alloc=None):
+    def start(self, launcher_words, prog, *args, alloc=None, opts=""):
         """prog, linked into the job's directory so that every process of
-        the job, on every node, names it (kill)"""
+        the job, on every node, names it (kill); opts: more options of run"""
         link = self.dir / pathlib.Path(prog).name
         if not link.exists():
             link.symlink_to(prog)
-        self._start(f"run --dir {self.ck} -- {launcher_words} {link} {' '.join(map(str, args))}",
-                    alloc)
+        self._start(f"run --dir {self.ck} {opts} -- {launcher_words} {link} "
+                    f"{' '.join(map(str, args))}", alloc)
 
     def restart(self, launcher_words=None, alloc=None):
         self._start(f"restart --dir {self.ck}" +
