@@ -33,6 +33,12 @@ void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 void lh_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int lh_log_on(int level);
 
+/* MPI's own signal handlers (Open MPI's backtrace on SIGSEGV) run on the
+ * lower half's TLS whichever thread they arrive on (lh_sig.c): lh_sig_mark
+ * before MPI_Init, lh_sig_wrap after it (returns how many it wrapped) */
+void lh_sig_mark(void);
+int lh_sig_wrap(void);
+
 /* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */
 /* a new real handle: its neutral number (predefined ones keep theirs) */
 uint32_t lh_new(int kind, uint64_t real);

@@ -631,8 +631,11 @@ int main(int argc, char **argv, char **envp)
 	sigprocmask(SIG_BLOCK, &all, &mask);
 	if (restore && *restore)
 		early_start(&early, restore);
+	lh_sig_mark();
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		lh_die("MPI_Init_thread failed");
+	if (lh_sig_wrap())
+		lh_log(LOG_DEBUG, "MPI's signal handlers run on the lower half's TLS");
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	/* errors come back to the upper half, which raises them on the
 	 * program's handlers (src/mpi/uh_err.c); every communicator made
