@@ -608,6 +608,7 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 		fprintf(stderr, "stasis: %s; %.1f s\n", c->rec.line,
 			(double)(now_ms() - c->rec.t0) / 1000.0);
 		c->rec.pending = 0;
+		policy_running(c->policy);
 	}
 }
 

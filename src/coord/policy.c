@@ -30,6 +30,7 @@ struct policy_chain {
 	unsigned n;
 	unsigned max_restarts, restarts;
 	int failed;           /* a rank or node of the running launch was lost */
+	int starting;         /* relaunched, not every rank registered yet */
 	char first[320];      /* the first failure of the running launch */
 };
 
@@ -50,9 +51,14 @@ static enum policy_action autor_decide(struct policy_chain *p, const struct coor
 		break;
 	case EV_LAUNCHER_ENDED:
 		/* a launcher that ends well, or badly with nothing lost (the
-		 * program's own failure), ends the job */
-		if (!p->failed || ev->status == 0)
+		 * program's own failure), ends the job; a relaunch that ends
+		 * before every rank is back failed (a node lost meanwhile, which
+		 * the launcher could not reach) */
+		if (ev->status == 0 || (!p->failed && !p->starting))
 			return POLICY_NEXT;
+		if (!p->failed)
+			snprintf(p->first, sizeof(p->first), "the relaunched launcher ended with status "
+				 "%d before every rank was back", ev->status);
 		what = p->first;
 		break;
 	default:
@@ -144,6 +150,12 @@ void policy_launched(struct policy_chain *p)
 {
 	p->failed = 0;
 	p->first[0] = 0;
+	p->starting = 1;
+}
+
+void policy_running(struct policy_chain *p)
+{
+	p->starting = 0;
 }
 
 const char *coord_event_name(enum coord_event_kind kind)

@@ -68,8 +68,11 @@ void policy_recovered(struct policy_chain *p);
 unsigned policy_restarts(const struct policy_chain *p);
 uint64_t policy_backoff_ms(const struct policy_chain *p);
 
-/* The relaunched job runs: failures seen so far belong to the old one. */
+/* The job was relaunched: failures seen so far belong to the old launch;
+ * until policy_running (every rank registered again) a launcher that ends
+ * badly is a failure of the recovery. */
 void policy_launched(struct policy_chain *p);
+void policy_running(struct policy_chain *p);
 
 const char *coord_event_name(enum coord_event_kind kind);
 

@@ -1,0 +1,119 @@
+/* test_recovery.c - the recovery policies' decisions (coord/policy.h) and
+ * the relaunch's launcher command without lost nodes (job_launch_without). */
+#include "check.h"
+#include "coord/job.h"
+#include "coord/policy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static struct coord_event ev(enum coord_event_kind kind, int status)
+{
+	struct coord_event e = { .kind = kind, .rank = 1, .status = status };
+
+	strcpy(e.detail, "rank 1 (pid 7 on n2) died");
+	return e;
+}
+
+static void test_none(void)
+{
+	struct policy_chain *p = NULL;
+	struct coord_event lost = ev(EV_RANK_LOST, 0), end = ev(EV_LAUNCHER_ENDED, 9);
+	char msg[256];
+
+	CHECK_EQ(policy_chain_create("none", 3, &p), 0);
+	CHECK(!policy_recovers(p));
+	CHECK_EQ(policy_decide(p, &lost, msg, sizeof(msg)), POLICY_IGNORE);
+	CHECK_EQ(policy_decide(p, &end, msg, sizeof(msg)), POLICY_END);
+	policy_chain_free(&p);
+	CHECK(p == NULL);
+	CHECK_EQ(policy_chain_create("sometimes", 3, &p), -22);
+}
+
+static void test_auto(void)
+{
+	struct policy_chain *p = NULL;
+	struct coord_event lost = ev(EV_RANK_LOST, 0), bad = ev(EV_LAUNCHER_ENDED, 137),
+			   good = ev(EV_LAUNCHER_ENDED, 0), ckpt = ev(EV_CKPT_ESTABLISHED, 0);
+	char msg[256];
+
+	CHECK_EQ(policy_chain_create("auto", 2, &p), 0);
+	CHECK(policy_recovers(p));
+	/* the program's own failure, nothing lost: the job ends */
+	CHECK_EQ(policy_decide(p, &bad, msg, sizeof(msg)), POLICY_END);
+	CHECK_EQ(policy_decide(p, &ckpt, msg, sizeof(msg)), POLICY_IGNORE);
+	CHECK_EQ(policy_decide(p, &lost, msg, sizeof(msg)), POLICY_RECOVER);
+	/* the launcher's end after a loss is the same failure */
+	CHECK_EQ(policy_decide(p, &bad, msg, sizeof(msg)), POLICY_RECOVER);
+	CHECK_EQ(policy_backoff_ms(p), 0);
+	policy_recovered(p);
+	policy_launched(p);
+	CHECK_EQ(policy_restarts(p), 1);
+	CHECK_EQ(policy_backoff_ms(p), 1000);
+	/* the relaunch ends badly before every rank is back: a failure */
+	CHECK_EQ(policy_decide(p, &bad, msg, sizeof(msg)), POLICY_RECOVER);
+	policy_recovered(p);
+	policy_launched(p);
+	policy_running(p);
+	CHECK_EQ(policy_backoff_ms(p), 2000);
+	CHECK_EQ(policy_decide(p, &good, msg, sizeof(msg)), POLICY_END);
+	CHECK_EQ(policy_decide(p, &lost, msg, sizeof(msg)), POLICY_GIVE_UP);
+	CHECK(!strcmp(msg, "rank 1 (pid 7 on n2) died; not recovered: --max-restarts 2 reached"));
+	for (int i = 0; i < 10; i++)
+		policy_recovered(p);
+	CHECK_EQ(policy_backoff_ms(p), 30000);
+	policy_chain_free(&p);
+}
+
+static char lost[2][64] = { "n2", "n3" };
+static char used[3][64] = { "n1", "n2", "n3" };
+
+/* argv of job_launch_without, joined by spaces */
+static void relaunch(char *const *argv, unsigned nlost, char *out, size_t len, char *note)
+{
+	char **v = NULL;
+	size_t n = 0;
+
+	out[0] = 0;
+	CHECK_EQ(job_launch_without(argv, lost, nlost, used, 3, &v, note, 200), 0);
+	for (int i = 0; v && v[i]; i++)
+		n += (size_t)snprintf(out + n, len - n, "%s%s", i ? " " : "", v[i]);
+	free(v);
+}
+
+static void test_hosts(void)
+{
+	char out[512], note[200];
+	char *ompi[] = { "mpirun", "--host", "n1:1,n2:1,n3:1,n4:1", "-np", "3", "/bin/true", "x",
+			 NULL };
+	char *hydra[] = { "mpiexec.mpich", "-hosts=n1,n2,n4", "-n", "2", "/bin/true", NULL };
+	char *srun[] = { "srun", "--mpi=pmix", "-n", "4", "/bin/true", NULL };
+	char *plain[] = { "mpirun", "-np", "2", "/bin/true", "--host", NULL };
+
+	relaunch(ompi, 1, out, sizeof(out), note);
+	CHECK(!strcmp(out, "mpirun --host n1:1,n4:1,n3:1 -np 3 /bin/true x"));
+	CHECK(!strcmp(note, "n2 replaced by n4"));
+	/* two lost, one spare: the second is dropped */
+	relaunch(ompi, 2, out, sizeof(out), note);
+	CHECK(!strcmp(out, "mpirun --host n1:1,n4:1 -np 3 /bin/true x"));
+	CHECK(!strcmp(note, "n2 replaced by n4, n3 dropped (no spare left)"));
+	relaunch(hydra, 1, out, sizeof(out), note);
+	CHECK(!strcmp(out, "mpiexec.mpich -hosts=n1,n4 -n 2 /bin/true"));
+	relaunch(srun, 2, out, sizeof(out), note);
+	CHECK(!strcmp(out, "srun --exclude=n2,n3 --mpi=pmix -n 4 /bin/true"));
+	/* the program's own operands are never edited */
+	relaunch(plain, 1, out, sizeof(out), note);
+	CHECK(!strcmp(out, "mpirun -np 2 /bin/true --host"));
+	CHECK(!strcmp(note, "n2 lost, but the launcher's command names no host list to take it "
+		      "out of"));
+	relaunch(ompi, 0, out, sizeof(out), note);
+	CHECK(!strcmp(out, "mpirun --host n1:1,n2:1,n3:1,n4:1 -np 3 /bin/true x") && !note[0]);
+}
+
+int main(void)
+{
+	test_none();
+	test_auto();
+	test_hosts();
+	return check_result("recovery");
+}
