@@ -44,7 +44,8 @@ static const struct cli_command commands[] = {
 	  "every chunk's checksum.\n" },
 	{ "run", cmd_run, "run a program with transparent checkpoints",
 	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--no-signal-checkpoint]\n"
-	  "                  [--resume [--launcher \"WORDS\"]] -- PROGRAM ARGS...\n"
+	  "                  [--resume [--launcher \"WORDS\"]] [--recover none|auto]\n"
+	  "                  [--max-restarts N] -- PROGRAM ARGS...\n"
 	  "Run PROGRAM in the foreground under Stasis (LD_PRELOAD agent, docs/transparent.md)\n"
 	  "and exit with its exit status (128+N if killed by signal N, 0 after\n"
 	  "`stasis checkpoint --stop`). Checkpoints go to job NAME (default: the configured\n"
@@ -53,6 +54,11 @@ static const struct cli_command commands[] = {
 	  "  --resume       if job NAME has an established checkpoint, restart it instead\n"
 	  "                 (as `stasis restart`; --launcher as there): one batch script\n"
 	  "                 then survives requeues and time limits\n"
+	  "  --recover auto an MPI job whose rank or node fails is stopped and relaunched\n"
+	  "                 from its newest usable checkpoint, a spare of the launcher's\n"
+	  "                 host list in a lost node's place (none: the job ends; the\n"
+	  "                 key `recover`)\n"
+	  "  --max-restarts N  at most N relaunches (3; the key `max_restarts`)\n"
 	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
 	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",
@@ -64,7 +70,8 @@ static const struct cli_command commands[] = {
 	  "                  global tier (local: as soon as it is established, the default)\n" },
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
-	  "                      [--launcher \"WORDS\"] [CKPT]\n"
+	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
+	  "                      [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"
 	  "where the program keeps its pid and thread ids; exit with the program's status.\n"
