@@ -22,6 +22,7 @@ FAULT_POINT(API_UPGRADE_LEVEL,   "api.upgrade.level",   "before rank 0 records t
 FAULT_POINT(SPLIT_RANK_WRITE,    "split.rank.write",    "before a rank of an MPI job writes its image (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(NODE_COPY,            "node.copy",           "before each 4 MiB piece the node agent copies of a staged image into the global tier, each chunk with stage_compress (n-th piece; :kill ends the agent mid-copy)")
 FAULT_POINT(NODE_COPY_CORRUPT,    "node.copy.corrupt",   "with :fail, flips a byte of the n-th 4 MiB piece (with stage_compress, chunk payload) the node agent copies of a staged image, as a bad page would (the chunk CRC check must refuse the copy)")
+FAULT_POINT(NODE_LEVEL,           "node.level",          "when a node agent's member of a rank begins the level's copies of a checkpoint (partner copies, rs parity), the n-th time in that agent (:fail: the level stays where it was, :kill: the agent dies mid-level)")
 FAULT_POINT(NODE_AGENT_CKPT,      "node.agent.ckpt",     "when the node agent gets the n-th CHECKPOINT from the coordinator, before it tells its ranks (:kill: the agent dies alone at the worst moment)")
 FAULT_POINT(SPLIT_MPIX_LATE,      "split.mpix.late",     "after MPIX_Checkpoint's barrier, before its request; with :fail the rank stays 2 s in the program there, stoppable, as a descheduled rank would (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

@@ -12,6 +12,7 @@
 #include "node/node.h"
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/line.h"
 #include "common/log.h"
 #include "image/image.h"
@@ -442,6 +443,13 @@ static int open_link(struct relay *rl, const struct member *m, const char *what,
 	return redun_link_open(boot, link);
 }
 
+/* The fault point node.level, as the engine begins this member's copies */
+static int level_stage(void *arg, enum redun_stage st)
+{
+	(void)arg;
+	return st == REDUN_STAGE_BEGIN ? FAULT(NODE_LEVEL) : 0;
+}
+
 static int upgrade_member(struct member *m)
 {
 	const struct redun_level *level = redun_level_find(m->level);
@@ -500,13 +508,20 @@ static int upgrade_member(struct member *m)
 			.node = names, .size = l.bytes, .group_size = m->group,
 			.rs_parity = m->parity, .producer = "stasis-node",
 		};
-		struct redun_request req = { .level = level };
+		struct redun_request req = { .level = level, .stage = level_stage };
 
 		ret = redun_upgrade(&set, &link, &req);
 	}
 out:
-	if (m->rank == 0)
-		E.to_coord("LEVEL %s %s %s", m->ckpt, ret ? "local" : m->level, ret ? err_msg() : "ok");
+	if (m->rank == 0) {
+		/* the engine's "checkpoint C stays established at level L: why":
+		 * the coordinator records the level, why is the rest */
+		const char *why = err_msg(), *p = strstr(why, "stays established at level ");
+
+		if (p && (p = strstr(p, ": ")))
+			why = p + 2;
+		E.to_coord("LEVEL %s %s %s", m->ckpt, ret ? "local" : m->level, ret ? why : "ok");
+	}
 	if (ret)
 		log_warn("node agent on %s: rank %d: checkpoint %s: %s", E.host, m->rank, m->ckpt,
 			 err_msg());
@@ -627,7 +642,6 @@ static void refusal(const char *ckpt, const struct layout *l, const int64_t *fai
 	char ranks[256] = "", hosts[256] = "", offer[200] = "", *ok = calloc((size_t)l->size, 1);
 	struct store_ckpt_info *list = NULL;
 	size_t n = 0;
-	int found = 0;
 
 	for (int r = 0; r < l->size; r++) {
 		if (!failed[r])
@@ -640,32 +654,27 @@ static void refusal(const char *ckpt, const struct layout *l, const int64_t *fai
 	}
 	/* every member walks the same list (the global index), newest first */
 	if (ok && store_list(global, &list, &n, NULL) == 0) {
-		for (size_t i = n; i-- > 0 && !found;) {
+		for (size_t i = n; i-- > 0 && !offer[0];) {
 			int all = 1;
 
 			if (list[i].state != STORE_COMPLETE || strcmp(list[i].name, ckpt) >= 0)
 				continue;
-			if (strstr(list[i].level, "global")) {
-				snprintf(offer, sizeof(offer), "; %s has every image in the global tier: "
-					 "stasis restart %s", list[i].name, list[i].name);
-				break;
+			if (plan(list[i].name, local, global, c, l->size, leader, ok) == 0) {
+				for (int r = 0; r < l->size; r++)
+					all &= ok[r];
+				if (all)
+					snprintf(offer, sizeof(offer), "%s can be rebuilt from the nodes: "
+						 "stasis restart %s", list[i].name, list[i].name);
 			}
-			if (plan(list[i].name, local, global, c, l->size, leader, ok) != 0)
-				continue;
-			for (int r = 0; r < l->size; r++)
-				all &= ok[r];
-			if (all) {
-				snprintf(offer, sizeof(offer), "; %s can be rebuilt from the nodes: "
+			if (!offer[0] && strstr(list[i].level, "global"))
+				snprintf(offer, sizeof(offer), "%s has every image in the global tier: "
 					 "stasis restart %s", list[i].name, list[i].name);
-				found = 1;
-			}
 		}
 	}
-	if (!offer[0])
-		snprintf(offer, sizeof(offer), "; no older checkpoint can be rebuilt either");
-	snprintf(out, len, "checkpoint %s cannot be rebuilt at level %s: rank%s %s (on %s) lost "
-		 "with more nodes than the level survives, and no global copy%s", ckpt, l->level,
-		 strchr(ranks, ',') ? "s" : "", ranks, hosts, offer);
+	snprintf(out, len, "%s cannot be rebuilt: rank%s %s (on %s) ha%s no copy left on the "
+		 "surviving nodes (level %s) nor in the global tier; %s", ckpt,
+		 strchr(ranks, ',') ? "s" : "", ranks, hosts, strchr(ranks, ',') ? "ve" : "s",
+		 l->level, offer[0] ? offer : "no older checkpoint can be rebuilt either");
 	free(list);
 	free(ok);
 }

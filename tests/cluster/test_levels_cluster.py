@@ -46,23 +46,21 @@ def ls_level(job, name):
     return None
 
 
+def wait_level(job, name, want, timeout=60):
+    """the ls line of checkpoint name once it has want in it"""
+    import time
+    end = time.time() + timeout
+    while True:
+        line = [ln for ln in job.stasis("ls", "--dir", job.ck).stdout.splitlines()
+                if ln.split()[:1] == [name]][0]
+        if want in line or time.time() > end:
+            return line
+        time.sleep(0.2)
+
+
 def wipe(cluster, node):
     sh("kill-node", node, "--wipe")
     sh("start-node", node)
-
-
-def drop_global_images(job, name):
-    """the images' global copies go: only the nodes can give them back"""
-    gone = list(job.ck.glob(f"*/{name}/rank-*.img"))
-    assert gone, list(job.ck.glob("*/*"))
-    for p in gone:
-        p.unlink()
-
-
-def run_to_level(job, lower, hosts, n, prog, level):
-    job.start(launcher(lower, hosts, n), prog, ITERS, SLEEP_MS)
-    job.lines_until(r"rank 0 iteration 3")
-    return job.stasis("checkpoint", "--dir", job.ck, "--wait", level).stdout.strip()
 
 
 # MPICH over UCX hangs at times in MPI_Finalize with 3 ranks across nodes
@@ -70,12 +68,25 @@ def run_to_level(job, lower, hosts, n, prog, level):
 SETUPS = {"openmpi": ("n1:1,n2:1,n3:1", 3, "n1:1,n4:1,n3:1"), "mpich": ("n1,n2", 2, "n1,n3")}
 
 
+# no global copy (node.copy.corrupt fails each node's first copy: the
+# restart has only what the nodes hold)
+NO_GLOBAL = "node.copy.corrupt:1:fail"
+
+
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
+    """n2 killed and wiped: rank 1's image comes back from its partner copy
+    on n3, checked, and the job ends on n1, n4, n3 as an uninterrupted run"""
     job = staged_job(cluster, tmp_path, "partner")
+    job.env["STASIS_FAULT"] = NO_GLOBAL
     hosts, n, spare = SETUPS[lower]
     try:
-        name = run_to_level(job, lower, hosts, n, progs[("p2p", lower)], "partner")
+        # Open MPI's mpirun passes only the variables it is told to (stasis
+        # run adds its own to the list)
+        job.env["OMPI_MCA_mca_base_env_list"] = "STASIS_FAULT"
+        job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 3")
+        name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
         assert name == "ckpt-000001"
         # each node holds its rank's image and the partner copy of the
         # previous node's rank (a ring n1 -> n2 -> ... -> n1)
@@ -84,16 +95,55 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
                 for nd in nodes}
         assert held == {nd: sorted([f"rank-{i:05d}.img", f"partner-{(i - 1) % n:05d}.img"])
                         for i, nd in enumerate(nodes)}, held
-        job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
-        assert ls_level(job, name) == "partner+global"
+        assert ls_level(job, name) == "partner"
+        assert not list(job.ck.glob(f"*/{name}/rank-*.img"))
         job.kill()
         wipe(cluster, "n2")
-        drop_global_images(job, name)
         job.restart(launcher(lower, spare, n))
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
         assert f"PASS ranks={n} iterations={ITERS} messages=" in out, out + err
         assert "rank 0 iteration 0\n" not in out, out   # from the checkpoint
+        assert re.search(r"rank 1 reads \S+/\.fetched-00001\.img", err), err
+    finally:
+        job.kill()
+
+
+def test_level_fault_keeps_the_older_level_and_a_refusal_offers_it(cluster, progs, tmp_path):
+    """The second checkpoint reaches neither partner (node.level:2:fail) nor
+    global (node.copy.corrupt:2:fail), in one line of ls; the first keeps
+    partner+global. n2 lost with its directory: the restart is refused in
+    one line naming rank 1 and offering the first checkpoint, which then
+    restarts on the spare from n3's partner copy. MPICH: its launcher passes
+    STASIS_FAULT to every node; no MPI_Finalize across its 3 nodes until the
+    end (docs/cluster.md)."""
+    job = staged_job(cluster, tmp_path, "partner")
+    job.env["STASIS_FAULT"] = "node.level:2:fail,node.copy.corrupt:2:fail"
+    try:
+        job.start(launcher("mpich", "n1,n2,n3", 3), progs[("p2p", "mpich")], ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 3")
+        first = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
+        wait_level(job, first, "level partner+global")
+        job.lines_until(r"rank 0 iteration 8")
+        second = job.stasis("checkpoint", "--dir", job.ck).stdout.strip()
+        assert (first, second) == ("ckpt-000001", "ckpt-000002")
+        line = wait_level(job, second, "partner")
+        assert re.search(r"level local: partner: rank \d: fault injected at node\.level", line), line
+        assert ls_level(job, first) == "partner+global"
+        job.kill()
+        wipe(cluster, "n2")
+        job.restart(launcher("mpich", "n1,n4,n3", 3))
+        rc, out, err = job.finish(timeout=120)
+        # (STASIS_LOG=info adds the ranks' and agents' lines)
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: restart:")]
+        assert rc != 0 and lines == [
+            f"stasis: restart: {second} cannot be rebuilt: rank 1 (on n2) has no copy left on "
+            f"the surviving nodes (level partner) nor in the global tier; {first} can be "
+            f"rebuilt from the nodes: stasis restart {first}"], err
+        job.env.pop("STASIS_FAULT")
+        job._start(f"restart --dir {job.ck} --launcher '{launcher('mpich', 'n1,n4,n3', 3)}' {first}")
+        rc, out, err = job.finish(done=r"PASS .*")
+        assert f"PASS ranks=3 iterations={ITERS} messages=" in out, out + err
         assert re.search(r"rank 1 reads \S+/\.fetched-00001\.img", err), err
     finally:
         job.kill()
