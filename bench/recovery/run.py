@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""bench/recovery: automatic recovery of a transparent MPI job on the
+simulated cluster (docs/coordinator.md, "Events and recovery policies").
+Not a timed test.
+
+4 ranks of bench/mpi/ckptmem.c under Open MPI on n1..n4, n5 the spare
+(`mpirun --host n1:1,...,n5:1 -np 4`), MIB MiB of incompressible data a
+rank, staging on, `stasis run --recover auto` with heartbeat_timeout
+--heartbeat ms. Once a checkpoint reached level global, n2 is killed
+(scripts/cluster.sh kill-node: its processes at once, its cable
+unplugged): the coordinator stops the job and relaunches it with n5 in
+n2's place, the survivors reading their node-local copies, n5 the global
+copy of n2's rank.
+
+  detect_ms    kill-node until the coordinator's first failure event
+               (its STASIS_LOG=info line "event: node lost|rank lost|
+               launcher ended", timed as it arrives)
+  recovery_s   kill-node until every rank computes again (its "RESUMED
+               rank K"), detection included, 64 MiB a rank
+  recovery_s_<MIB>  the same for each size given
+
+Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
+brings a 5-node cluster up under the cluster lock and down at its end.
+migrate_vs_copy and migration_downtime_s are null: migration is not built.
+
+usage: bench/recovery/run.py [--build DIR] [--sizes 64,256] [--heartbeat MS]
+The last line of output is one JSON object."""
+import argparse
+import fcntl
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench" / "cluster"))
+from run import BASE, CLUSTER, OK, Job, on  # noqa: E402  bench/cluster's helpers
+
+HOSTS = "n1:1,n2:1,n3:1,n4:1,n5:1"
+VICTIM = "n2"
+
+
+def one(stasis, prog, work, mib, heartbeat):
+    ck = work / f"ck{mib}"
+    env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info STASIS_CACHE_KEEP=1 "
+           f"STASIS_HEARTBEAT_TIMEOUT={heartbeat} ")
+    job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- mpirun.openmpi "
+              f"--host {HOSTS} -np 4 {prog} {mib}")
+    try:
+        job.wait_for(r"^READY")
+        on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global")
+        t0 = time.perf_counter()
+        subprocess.run([str(CLUSTER), "kill-node", VICTIM], check=True, capture_output=True)
+        detect = job.wait_for(r"event: (node lost|rank lost|launcher ended)", stream="err") - t0
+        back = job.wait_for(r"^RESUMED rank", count=4) - t0
+        job.wait_for(r"^stasis: recovery 1 of", stream="err")
+        (work / "stop").touch()
+        job.wait_for(rf"^PASS ranks=4 mib={mib}")
+        text = job.text()
+        if f"{VICTIM} replaced by n5" not in text:
+            raise SystemExit(f"bench/recovery: n5 did not replace {VICTIM}: {text[-2000:]}")
+        (work / "stop").unlink()
+        return detect, back
+    finally:
+        job.kill(str(prog))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--sizes", default="64,256")
+    ap.add_argument("--heartbeat", type=int, default=400)
+    a = ap.parse_args()
+    stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
+    sizes = [int(s) for s in a.sizes.split(",")]
+    lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
+    fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time
+    out = {"migrate_vs_copy": None, "migration_downtime_s": None, "ranks": 4, "nodes": 4,
+           "spares": 1, "heartbeat_timeout_ms": a.heartbeat}
+    try:
+        subprocess.run([str(CLUSTER), "up", "5"], check=True, capture_output=True, timeout=300)
+        work = BASE / "global" / f"bench-recovery-{os.getpid()}"
+        work.mkdir(parents=True)
+        prog = work / "ckptmem"
+        subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog),
+                        str(ROOT / "bench/mpi/ckptmem.c")], check=True)
+        for mib in sizes:
+            detect, back = one(stasis, prog, work, mib, a.heartbeat)
+            out[f"detect_ms_{mib}"] = round(detect * 1000)
+            out[f"recovery_s_{mib}"] = round(back, 3)
+            # the next size on whole nodes again
+            subprocess.run([str(CLUSTER), "start-node", VICTIM], check=True, capture_output=True,
+                           timeout=300)
+            subprocess.run([str(CLUSTER), "wait-state", VICTIM, "^idle", "60"], check=True,
+                           capture_output=True, timeout=120)
+        first = 64 if 64 in sizes else sizes[0]
+        out["detect_ms"] = out[f"detect_ms_{first}"]
+        out["recovery_s"] = out[f"recovery_s_{first}"]
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    finally:
+        subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
