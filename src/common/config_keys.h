@@ -91,3 +91,7 @@ CONFIG_KEY(SPLIT_PROGRAMS, "split_programs", STRING, "python*", 0, 0, "",
 	   "programs that load MPI only once they run (mpi4py's Python) and go above a lower "
 	   "half as ranks of `stasis run -- mpirun ...` all the same: comma-separated shell "
 	   "patterns of the executable's name (or path, with a slash); empty: none")
+CONFIG_KEY(SOCKETS_OUTSIDE, "sockets_outside", CHOICE, "close", 0, 0, "close|refuse",
+	   "a single process's connection to a peer outside it: close (a checkpoint takes it, a "
+	   "restart gives it back reset, as after a network failure) or refuse (the checkpoint "
+	   "fails naming it; docs/transparent.md, \"Sockets\")")

@@ -10,10 +10,12 @@
 #include "proc/proc_format.h"
 #include "proc/proc_internal.h"
 
+#include "common/config.h"
 #include "common/err.h"
 #include "common/log.h"
 #include "image/image.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
@@ -170,6 +172,7 @@ struct dump_state {
 	size_t nregions, cap;
 	int section_open;
 	void *buf;
+	char *refusal;          /* a socket the checkpoint must not take (outside_socket) */
 };
 
 static void state_free(struct dump_state *d)
@@ -185,6 +188,29 @@ static void state_free(struct dump_state *d)
 	free(d->threads);
 	free(d->cwd);
 	free(d->buf);
+	free(d->refusal);
+}
+
+/* A connection to a peer outside the process, with sockets_outside =
+ * refuse: noted, and the checkpoint fails once the dump is read through
+ * (the agent is still writing it). fd_socket.c restores it closed else. */
+static void outside_socket(struct dump_state *d, const struct proc_fd *r, const struct proc_socket *s)
+{
+	char peer[INET6_ADDRSTRLEN + 8] = "a UNIX socket";
+	const struct sockaddr_in *in = (const struct sockaddr_in *)s->peer;
+	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)s->peer;
+	char *msg;
+
+	if (s->state != PROC_SOCK_CONNECTED || !s->outside || d->refusal ||
+	    strcmp(cfg_str(CFG_SOCKETS_OUTSIDE), "refuse") != 0)
+		return;
+	if (s->family == AF_INET && inet_ntop(AF_INET, &in->sin_addr, peer, sizeof(peer)))
+		snprintf(peer + strlen(peer), sizeof(peer) - strlen(peer), ":%u", ntohs(in->sin_port));
+	else if (s->family == AF_INET6 && inet_ntop(AF_INET6, &in6->sin6_addr, peer, sizeof(peer)))
+		snprintf(peer + strlen(peer), sizeof(peer) - strlen(peer), ":%u", ntohs(in6->sin6_port));
+	if (asprintf(&msg, "cannot checkpoint: fd %d is a connection to %s, outside the job "
+		     "(sockets_outside = refuse)", r->fd, peer) >= 0)
+		d->refusal = msg;
 }
 
 static int end_section(struct dump_state *d)
@@ -368,6 +394,9 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 		size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
 
 		ret = chan_read(fd, d->buf, n);
+		if (!ret && left == f->rec.data_len && f->rec.kind == PROC_FD_SOCKET &&
+		    n >= sizeof(struct proc_socket))
+			outside_socket(d, &f->rec, d->buf);
 		if (!ret)
 			ret = img_write(d->w, d->buf, n);
 		left -= n;
@@ -506,6 +535,8 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 		case PROC_MSG_END:
 			if (!d->cwd || !d->nthreads)
 				return err_set(-EBADMSG, "the agent's dump has no header or no thread");
+			if (d->refusal)
+				return err_set(-ENOTSUP, "%s", d->refusal);
 			ret = end_section(d);
 			if (!ret)
 				ret = write_fds(d);

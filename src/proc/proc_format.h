@@ -190,6 +190,27 @@ enum proc_fd_kind {
 	PROC_FD_SIGNALFD,       /* data: fdinfo text (sigmask) */
 	PROC_FD_INOTIFY,        /* data: fdinfo text (one "inotify wd:" line per watch), then
 				 * one "watch:\t<wd hex> <path>" line per watch (fd_inotify.c) */
+	PROC_FD_SOCKET,         /* a UNIX or TCP stream socket; data: struct proc_socket, then
+				 * its unread bytes (fd_socket.c) */
+};
+
+enum proc_sock_state {
+	PROC_SOCK_UNCONNECTED = 1,  /* made, maybe bound, not connected */
+	PROC_SOCK_LISTEN,
+	PROC_SOCK_CONNECTED,
+};
+
+/* What a socket is: its addresses, its peer, its receive queue's length. */
+struct proc_socket {
+	uint32_t family, type, protocol, state;   /* state: enum proc_sock_state */
+	uint64_t peer_ino;          /* AF_UNIX: the peer's inode (sock_diag); 0 when none */
+	uint32_t outside;           /* connected to a peer that is not in the process */
+	uint32_t reuseaddr;         /* SO_REUSEADDR */
+	uint32_t local_len, peer_len;
+	uint8_t local[128], peer[128];  /* struct sockaddr_storage */
+	uint32_t backlog;           /* a listening socket's */
+	uint32_t pad;
+	uint64_t queued;            /* bytes of the receive queue that follow */
 };
 
 struct proc_fd {

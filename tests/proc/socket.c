@@ -1,5 +1,6 @@
-/* socket.c - a socket Stasis cannot save: the checkpoint fails naming the
- * descriptor and its kind, and the program runs on unharmed. The test also
+/* socket.c - a socket Stasis cannot save (a UNIX datagram pair): the
+ * checkpoint fails naming the descriptor and its kind, and the program runs
+ * on unharmed. The test also
  * appends to log.txt while it runs, so the file grows after a checkpoint. */
 #include "zdtm.h"
 
@@ -21,7 +22,7 @@ int main(int argc, char **argv)
 	int sv[2] = { -1, -1 };
 	char buf[8];
 
-	if (argc > 1 && strcmp(argv[1], "socket") == 0 && socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+	if (argc > 1 && strcmp(argv[1], "socket") == 0 && socketpair(AF_UNIX, SOCK_DGRAM, 0, sv) != 0)
 		zdtm_fail("socketpair");
 	logfd = open("log.txt", O_WRONLY | O_CREAT | O_APPEND, 0644);
 	zdtm_ready_tick(tick);

@@ -43,6 +43,13 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <linux/unix_diag.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <sys/syscall.h>
@@ -1257,6 +1264,171 @@ static uint64_t file_locks(struct dump *d, int fd)
 	return out;
 }
 
+/* ---- sockets (src/proc/fd_socket.c) ---- */
+
+/* UNIX and TCP stream sockets are saved; any other socket is refused. */
+static uint32_t socket_kind(int fd)
+{
+	int domain = 0, type = 0;
+	socklen_t len = sizeof(int);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+		return 0;
+	return domain == AF_UNIX || domain == AF_INET || domain == AF_INET6 ? PROC_FD_SOCKET : 0;
+}
+
+/* The inode of the peer of UNIX socket ino (sock_diag), 0 if none. */
+static uint64_t unix_peer(uint64_t ino)
+{
+	struct {
+		struct nlmsghdr nh;
+		struct unix_diag_req r;
+	} req;
+	char buf[1024] __attribute__((aligned(8)));
+	const struct nlmsghdr *h = (const struct nlmsghdr *)buf;
+	uint64_t peer = 0;
+	ssize_t n;
+	int s = socket(AF_NETLINK, SOCK_DGRAM | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+
+	if (s < 0)
+		return 0;
+	memset(&req, 0, sizeof(req));
+	req.nh.nlmsg_len = sizeof(req);
+	req.nh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+	req.nh.nlmsg_flags = NLM_F_REQUEST;
+	req.r.sdiag_family = AF_UNIX;
+	req.r.udiag_states = ~0u;
+	req.r.udiag_ino = (uint32_t)ino;
+	req.r.udiag_show = UDIAG_SHOW_PEER;
+	req.r.udiag_cookie[0] = req.r.udiag_cookie[1] = ~0u;
+	n = send(s, &req, sizeof(req), 0) == (ssize_t)sizeof(req) ? recv(s, buf, sizeof(buf), 0) : -1;
+	close(s);
+	if (n < (ssize_t)sizeof(*h) || !NLMSG_OK(h, (size_t)n) || h->nlmsg_type != SOCK_DIAG_BY_FAMILY)
+		return 0;
+	{
+		const struct unix_diag_msg *m = NLMSG_DATA(h);
+		const struct rtattr *a = (const struct rtattr *)(m + 1);
+		int left = (int)h->nlmsg_len - (int)NLMSG_LENGTH(sizeof(*m));
+
+		for (; RTA_OK(a, left); a = RTA_NEXT(a, left))
+			if (a->rta_type == UNIX_DIAG_PEER)
+				peer = *(const uint32_t *)RTA_DATA(a);
+	}
+	return peer;
+}
+
+/* A TCP socket closed (reset) after it was connected: it has had packets. */
+static int tcp_was_connected(int fd)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+
+	memset(&ti, 0, sizeof(ti));
+	return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == 7 /* TCP_CLOSE */ &&
+	       ti.tcpi_segs_in > 0;
+}
+
+static int same_addr(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
+{
+	return alen == blen && memcmp(a, b, alen) == 0;
+}
+
+/* struct proc_socket of t[i] in d->copy, then its unread bytes; their
+ * length, or a negative errno with a refusal sent. */
+static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, unsigned i,
+			   uint64_t *len)
+{
+	struct proc_socket *s = (struct proc_socket *)d->copy;
+	int fd = t[i].fd, v = 0, q = 0;
+	socklen_t ol = sizeof(int), al;
+
+	memset(s, 0, sizeof(*s));
+	getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &ol);
+	s->family = (uint32_t)v;
+	s->type = SOCK_STREAM;
+	getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &ol);
+	s->protocol = (uint32_t)v;
+	v = 0;
+	getsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v, &ol);
+	s->reuseaddr = v != 0;
+	al = sizeof(s->local);
+	if (getsockname(fd, (struct sockaddr *)s->local, &al) == 0)
+		s->local_len = al;
+	al = sizeof(s->peer);
+	v = 0;
+	getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &ol);
+	if (v) {
+		s->state = PROC_SOCK_LISTEN;
+		s->backlog = 128;
+	} else if (getpeername(fd, (struct sockaddr *)s->peer, &al) == 0) {
+		s->state = PROC_SOCK_CONNECTED;
+		s->peer_len = al;
+	} else if (s->family != AF_UNIX && tcp_was_connected(fd)) {
+		s->state = PROC_SOCK_CONNECTED;   /* and closed since: it stays so */
+		s->outside = 1;
+	} else {
+		s->state = PROC_SOCK_UNCONNECTED;
+	}
+	if (s->state == PROC_SOCK_CONNECTED && s->family == AF_UNIX) {
+		s->peer_ino = unix_peer(t[i].ino);
+		s->outside = 1;
+		for (unsigned k = 0; k < n && s->peer_ino; k++)
+			if (t[k].kind == PROC_FD_SOCKET && t[k].ino == s->peer_ino)
+				s->outside = 0;
+	} else if (s->state == PROC_SOCK_CONNECTED) {
+		s->outside = 1;
+		for (unsigned k = 0; k < n && s->outside; k++) {
+			uint8_t la[128], pa[128];
+			socklen_t ll = sizeof(la), pl = sizeof(pa);
+
+			if (k == i || t[k].kind != PROC_FD_SOCKET ||
+			    getsockname(t[k].fd, (struct sockaddr *)la, &ll) != 0 ||
+			    getpeername(t[k].fd, (struct sockaddr *)pa, &pl) != 0)
+				continue;
+			if (same_addr(la, ll, s->peer, s->peer_len) && same_addr(pa, pl, s->local, s->local_len))
+				s->outside = 0;
+		}
+	}
+	*len = sizeof(*s);
+	if (s->state != PROC_SOCK_CONNECTED || s->outside)
+		return 0;
+	if (s->family != AF_UNIX && ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0) {
+		char what[128];
+		size_t w = put_str(what, 0, sizeof(what), "fd ");
+
+		w = put_dec(what, w, sizeof(what), (uint64_t)fd);
+		put_str(what, w, sizeof(what), " is a TCP connection with data not yet received by its peer");
+		send_error("cannot checkpoint", what, 0);
+		return -ENOTSUP;
+	}
+	q = 0;
+	if (ioctl(fd, SIOCINQ, &q) == 0 && q > 0) {
+		size_t want = (size_t)q < COPY_BUF - sizeof(*s) ? (size_t)q : COPY_BUF - sizeof(*s);
+		size_t got = 0;
+		int off = 0;
+
+		/* peek, not take: a peek offset walks the queue, then goes */
+		(void)setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+		while (got < want) {
+			ssize_t r = recv(fd, d->copy + sizeof(*s) + got, want - got, MSG_PEEK | MSG_DONTWAIT);
+
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+		}
+		off = -1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+		if (got < (size_t)q) {
+			send_error("cannot checkpoint", "cannot read what a socket holds", 0);
+			return -ENOTSUP;
+		}
+		s->queued = got;
+		*len += got;
+	}
+	return 0;
+}
+
 static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i, int dirfd)
 {
 	char link[32], target[PATH_MAX];
@@ -1329,6 +1501,9 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 		data_len = read_fdinfo(d, fd);
 	} else if (r.kind == PROC_FD_INOTIFY) {
 		if (inotify_watches(d, fd, &data_len))
+			return -ENOTSUP;
+	} else if (r.kind == PROC_FD_SOCKET) {
+		if (describe_socket(d, t, n, i, &data_len))
 			return -ENOTSUP;
 	} else if (r.kind == PROC_FD_PIPE_WRITE) {
 		int p = fcntl(fd, F_GETPIPE_SZ);
@@ -1419,6 +1594,8 @@ static int dump_fds(struct dump *d)
 			else if (S_ISFIFO(st.st_mode))
 				t[n].kind = (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY ? PROC_FD_PIPE_READ
 											: PROC_FD_PIPE_WRITE;
+			else if (S_ISSOCK(st.st_mode))
+				t[n].kind = socket_kind(fd);
 			else
 				t[n].kind = anon_kind(dirfd, e->d_name);
 			n++;

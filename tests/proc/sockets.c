@@ -1,0 +1,131 @@
+/* sockets.c - sockets with both ends in the process keep their unread
+ * bytes and their addresses across checkpoint/restart: a UNIX socketpair, a
+ * TCP listener on loopback and a connection accepted from it. With a port
+ * as argument, the program also holds a TCP connection to a server outside
+ * it (the test's), which after a restart reads as reset or ended (argument
+ * "closed") or still works when no restart came between ("live").
+ * Usage: sockets [PORT closed|live] */
+#include "zdtm.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static struct sockaddr_in loopback(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return a;
+}
+
+static int port_of(int fd, int peer)
+{
+	struct sockaddr_in a;
+	socklen_t len = sizeof(a);
+
+	if ((peer ? getpeername(fd, (struct sockaddr *)&a, &len) : getsockname(fd, (struct sockaddr *)&a, &len)) != 0)
+		return -1;
+	return ntohs(a.sin_port);
+}
+
+static void expect(int fd, const char *want, const char *what)
+{
+	char buf[64] = "";
+	size_t len = strlen(want), got = 0;
+
+	while (got < len) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n = poll(&p, 1, 10000) == 1 ? read(fd, buf + got, len - got) : -1;
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != len || memcmp(buf, want, len) != 0)
+		zdtm_fail("%s read '%.*s', not '%s'", what, (int)got, buf, want);
+}
+
+/* A round trip a -> b after the restart. */
+static void works(int a, int b, const char *what)
+{
+	if (write(a, "ping", 4) != 4)
+		zdtm_fail("%s: cannot write", what);
+	expect(b, "ping", what);
+}
+
+int main(int argc, char **argv)
+{
+	struct sockaddr_in a = loopback(0);
+	socklen_t alen = sizeof(a);
+	int sv[2], lis, cl, srv, out = -1, one = 1, lport, cport, nb;
+	int outside_port = argc > 2 ? atoi(argv[1]) : 0;
+
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || (lis = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    setsockopt(lis, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
+	    bind(lis, (struct sockaddr *)&a, sizeof(a)) != 0 || listen(lis, 4) != 0 ||
+	    getsockname(lis, (struct sockaddr *)&a, &alen) != 0 || (cl = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
+	    connect(cl, (struct sockaddr *)&a, sizeof(a)) != 0 || (srv = accept(lis, NULL, NULL)) < 0) {
+		zdtm_fail("setup: %s", strerror(errno));
+		return zdtm_end();
+	}
+	if (outside_port) {
+		struct sockaddr_in o = loopback(outside_port);
+
+		out = socket(AF_INET, SOCK_STREAM, 0);
+		if (connect(out, (struct sockaddr *)&o, sizeof(o)) != 0)
+			zdtm_fail("connect to the outside server: %s", strerror(errno));
+	}
+	lport = port_of(lis, 0);
+	cport = port_of(cl, 0);
+	fcntl(srv, F_SETFL, O_NONBLOCK);
+	/* unread at every checkpoint: each end holds what the other sent */
+	if (write(sv[0], "to-one", 6) != 6 || write(sv[1], "to-zero", 7) != 7 ||
+	    write(cl, "client-said", 11) != 11 || write(srv, "server-said", 11) != 11)
+		zdtm_fail("setup writes");
+	zdtm_ready();
+
+	expect(sv[1], "to-one", "socketpair end 1");
+	expect(sv[0], "to-zero", "socketpair end 0");
+	fcntl(srv, F_SETFL, 0);
+	expect(srv, "client-said", "the accepted TCP end");
+	expect(cl, "server-said", "the TCP client");
+	works(sv[0], sv[1], "socketpair");
+	works(sv[1], sv[0], "socketpair back");
+	works(cl, srv, "TCP pair");
+	works(srv, cl, "TCP pair back");
+	nb = fcntl(srv, F_GETFL);
+	if (port_of(lis, 0) != lport || port_of(srv, 0) != lport || port_of(cl, 1) != lport)
+		zdtm_fail("the listener's port was %d, now %d (accepted end %d, client's peer %d)", lport,
+			  port_of(lis, 0), port_of(srv, 0), port_of(cl, 1));
+	if (port_of(srv, 1) != port_of(cl, 0))
+		zdtm_fail("the ends of the TCP pair do not face each other");
+	(void)cport;   /* the client's own port may change: its old one can still be in TIME_WAIT */
+	(void)nb;
+	{
+		/* the listener still takes connections */
+		int c2 = socket(AF_INET, SOCK_STREAM, 0), s2;
+		struct sockaddr_in l = loopback(lport);
+
+		if (connect(c2, (struct sockaddr *)&l, sizeof(l)) != 0 || (s2 = accept(lis, NULL, NULL)) < 0)
+			zdtm_fail("the listener no longer accepts: %s", strerror(errno));
+		else
+			works(c2, s2, "a new connection");
+	}
+	if (out >= 0) {
+		char buf[8];
+		ssize_t n = read(out, buf, sizeof(buf));
+		int e = errno;
+
+		if (strcmp(argv[2], "closed") == 0 && !(n == 0 || (n < 0 && e == ECONNRESET)))
+			zdtm_fail("the connection to the outside reads %zd (%s), not reset or ended", n, strerror(e));
+		if (strcmp(argv[2], "live") == 0 && (n != 2 || memcmp(buf, "hi", 2) != 0))
+			zdtm_fail("the connection to the outside reads %zd, not its server's hi", n);
+	}
+	return zdtm_end();
+}

@@ -1,0 +1,60 @@
+"""Sockets of a single process (docs/transparent.md, "Sockets"): a UNIX
+socketpair and a TCP listener with a connection accepted from it keep
+their unread bytes and addresses through three checkpoint / SIGKILL /
+restart cycles; a TCP connection to a server outside the job comes back
+reset, or fails the checkpoint with sockets_outside = refuse."""
+import socket
+import threading
+
+from proc_harness import job, program  # noqa: F401 (job is a fixture)
+from test_proc import cycles
+
+
+def test_pairs_inside_keep_unread_bytes(job):
+    cycles(job, "sockets")
+
+
+class Server:
+    """A TCP server outside the job: accepts, says hi once the test asks."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(1)
+        self.port = self.sock.getsockname()[1]
+        self.conns = []
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        c, _ = self.sock.accept()
+        self.conns.append(c)
+
+    def close(self):
+        for c in self.conns:
+            c.close()
+        self.sock.close()
+
+
+def test_connection_outside_comes_back_reset(job):
+    srv = Server()
+    try:
+        cycles(job, "sockets", srv.port, "closed")
+    finally:
+        srv.close()
+
+
+def test_connection_outside_refused_by_configuration(job):
+    srv = Server()
+    try:
+        job.run(program("sockets"), srv.port, "live", env={"STASIS_SOCKETS_OUTSIDE": "refuse"})
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode == 1 and r.stderr.splitlines() == [
+            "stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 8 is a connection to "
+            f"127.0.0.1:{srv.port}, outside the job (sockets_outside = refuse)"], r.stderr
+        srv.thread.join(10)
+        srv.conns[0].sendall(b"hi")
+        rc, out, err = job.finish()
+        assert rc == 0 and out.strip().endswith("PASS"), f"{out}\n{err}"
+    finally:
+        srv.close()
