@@ -40,6 +40,15 @@ def level(job, name):
     return None
 
 
+def restart_to_the_end(job):
+    """`stasis restart` of the job, run to its PASS; the restart's stderr"""
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    return err
+
+
 def images(root, name):
     return sorted(p.name for p in root.glob(f"*/{name}/rank-*.img"))
 
@@ -62,10 +71,7 @@ def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
             (job.ck / jobname / name / f"rank-0000{rank}.img").read_bytes()
     job.kill()
     (local / name / "rank-00001.img").unlink()
-    job.restart()
-    job.lines_until(r"rank 0 iteration \d+")
-    rc, out, err = job.finish_job()
-    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    err = restart_to_the_end(job)
     assert re.search(r"rank 0 reads its node-local copy \S+/local/hello\.\w+\.[0-9a-f]{16}/ckpt-000001/"
                      r"rank-00000\.img", err), err
     assert re.search(r"rank 1 reads the global copy \S+/ck/hello\.\w+/ckpt-000001/rank-00001\.img",
@@ -97,10 +103,7 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
     assert level(job, name) == "local"
     assert images(job.ck, name) == []   # a .tmp at most: never committed
     job.env.pop("STASIS_FAULT")
-    job.restart()
-    job.lines_until(r"rank 0 iteration \d+")
-    rc, out, err = job.finish_job()
-    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    err = restart_to_the_end(job)
     assert err.count("reads its node-local copy") == 2, err
 
 
@@ -203,10 +206,7 @@ def test_compressed_global_copy_restarts_alone(hello, tmp_path):
             [(x["name"], x["size"]) for x in theirs["sections"]]
         job.stasis("verify", str(copy))
     shutil.rmtree(local)
-    job.restart()
-    job.lines_until(r"rank 0 iteration \d+")
-    rc, out, err = job.finish_job()
-    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    err = restart_to_the_end(job)
     assert err.count("reads the global copy") == 2, err
 
 
@@ -235,10 +235,7 @@ def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_pa
     assert images(job.ck, "ckpt-000002") == []
     for d in job.local.glob("hello.openmpi.*"):
         shutil.rmtree(d)
-    job.restart()
-    job.lines_until(r"rank 0 iteration \d+")
-    rc, out, err = job.finish_job()
-    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    err = restart_to_the_end(job)
     # the ranks find no copy of ckpt-000002 and stop; stasis restart then
     # says which checkpoint it falls back to, and the ranks read it
     assert "restart: ckpt-000002 is at level local and some of its ranks' nodes no longer " \
