@@ -94,6 +94,11 @@ static int chan_read(int fd, void *buf, size_t len)
 	return 0;
 }
 
+int proc_chan_read(int fd, void *buf, size_t len)
+{
+	return chan_read(fd, buf, len);
+}
+
 int proc_send(int fd, uint32_t type, const void *payload, size_t len)
 {
 	struct proc_msg m = { PROC_MSG_MAGIC, type, len };
@@ -115,7 +120,7 @@ int proc_recv(int fd, struct proc_msg *m)
 	return 0;
 }
 
-int proc_agent_hello(int channel, int timeout_ms, pid_t *pid)
+int proc_agent_hello(int channel, int timeout_ms, pid_t *pid, uint32_t *version)
 {
 	struct pollfd p = { channel, POLLIN, 0 };
 	struct proc_hello h;
@@ -138,10 +143,12 @@ int proc_agent_hello(int channel, int timeout_ms, pid_t *pid)
 		return err_set(ret, "reading the agent's hello: %s", strerror(-ret));
 	/* an agent restored from a version 1 image speaks version 1, whose
 	 * records are version 2's without what version 2 added */
-	if (h.version != PROC_FORMAT_VERSION && h.version != 1)
+	if (h.version < 1 || h.version > PROC_FORMAT_VERSION)
 		return err_set(-EPROTO, "the program's agent speaks version %u, this stasis 1 to %u",
 			       h.version, PROC_FORMAT_VERSION);
 	*pid = h.pid;
+	if (version)
+		*version = h.version;
 	return 0;
 }
 
@@ -199,6 +206,7 @@ static void outside_socket(struct dump_state *d, const struct proc_fd *r, const 
 	char peer[INET6_ADDRSTRLEN + 8] = "a UNIX socket";
 	const struct sockaddr_in *in = (const struct sockaddr_in *)s->peer;
 	const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)s->peer;
+	const char *exe = d->cwd ? d->cwd + strlen(d->cwd) + 1 : "", *base = strrchr(exe, '/');
 	char *msg;
 
 	if (s->state != PROC_SOCK_CONNECTED || !s->outside || d->refusal ||
@@ -208,8 +216,10 @@ static void outside_socket(struct dump_state *d, const struct proc_fd *r, const 
 		snprintf(peer + strlen(peer), sizeof(peer) - strlen(peer), ":%u", ntohs(in->sin_port));
 	else if (s->family == AF_INET6 && inet_ntop(AF_INET6, &in6->sin6_addr, peer, sizeof(peer)))
 		snprintf(peer + strlen(peer), sizeof(peer) - strlen(peer), ":%u", ntohs(in6->sin6_port));
-	if (asprintf(&msg, "cannot checkpoint: fd %d is a connection to %s, outside the job "
-		     "(sockets_outside = refuse)", r->fd, peer) >= 0)
+	/* the process as the agent names it: its pid, its name (the executable's, 15 bytes) */
+	if (asprintf(&msg, "cannot checkpoint: process %d (%.15s): fd %d is a connection to %s, "
+		     "outside the job (sockets_outside = refuse)", d->header.pid, base ? base + 1 : exe,
+		     r->fd, peer) >= 0)
 		d->refusal = msg;
 }
 
@@ -553,7 +563,7 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 	}
 }
 
-int proc_dump(int channel, struct img_writer *w, struct proc_dump_info *info)
+int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *info)
 {
 	struct dump_state d;
 	int ret;
@@ -564,14 +574,33 @@ int proc_dump(int channel, struct img_writer *w, struct proc_dump_info *info)
 	d.buf = malloc(COPY_SIZE);
 	if (!d.buf)
 		return -ENOMEM;
-	ret = proc_send(channel, PROC_CMD_CHECKPOINT, NULL, 0);
-	if (ret)
-		ret = err_set(ret, "the program's agent is gone (%s)", strerror(-ret));
-	else
-		ret = dump_loop(&d, channel, info);
+	ret = dump_loop(&d, channel, info);
 	for (size_t i = 0; i < d.nregions; i++)
 		info->stored_bytes += d.regions[i].rec.stored_pages * PROC_PAGE_SIZE;
+	if (!ret && d.nfds) {
+		/* the records, for checks across the processes of a tree */
+		info->fds = calloc(d.nfds, sizeof(*info->fds));
+		if (!info->fds)
+			ret = -ENOMEM;
+		for (size_t i = 0; !ret && i < d.nfds; i++)
+			info->fds[i] = d.fds[i].rec;
+		info->nfds = ret ? 0 : d.nfds;
+	}
 	state_free(&d);
+	return ret;
+}
+
+int proc_dump(int channel, struct img_writer *w, struct proc_dump_info *info)
+{
+	int ret = proc_send(channel, PROC_CMD_CHECKPOINT, NULL, 0);
+
+	memset(info, 0, sizeof(*info));
+	if (ret)
+		return err_set(ret, "the program's agent is gone (%s)", strerror(-ret));
+	ret = proc_dump_recv(channel, w, info);
+	free(info->fds);
+	info->fds = NULL;
+	info->nfds = 0;
 	return ret;
 }
 

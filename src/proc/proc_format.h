@@ -19,8 +19,10 @@
 #include <stdint.h>
 
 /* 2: PROC_FD_EXTERNAL and struct proc_fd's origin, the nice value in the
- * header (version 1 images, which have neither, are still read) */
-#define PROC_FORMAT_VERSION 2
+ * header (version 1 images, which have neither, are still read).
+ * 3: process trees: the agent follows fork (CHILD), parks before it dumps
+ * (PARKED, then DUMP); an agent of version 1 or 2 dumps on CHECKPOINT */
+#define PROC_FORMAT_VERSION 3
 #define PROC_MSG_MAGIC      0x50535453u   /* "STSP" */
 #define PROC_PAGE_SIZE      4096u
 
@@ -59,10 +61,15 @@ enum proc_msg_type {
 	PROC_MSG_ERROR,         /* text: the checkpoint cannot be taken; the program runs on */
 	PROC_MSG_RESTARTED,     /* struct proc_hello: agent is alive after a restart */
 	PROC_MSG_FD,            /* struct proc_fd, then path (path_len), then data (data_len) */
+	PROC_MSG_CHILD,         /* empty, with SCM_RIGHTS: the coordinator's end of the channel
+				 * of a child this process is forking (version 3) */
+	PROC_MSG_PARKED,        /* struct proc_parked, then nkids struct proc_kid: every thread
+				 * is parked; the agent waits for DUMP, RESUME or EXIT */
 	/* commands (coordinator -> agent) */
 	PROC_CMD_CHECKPOINT = 32, /* empty */
 	PROC_CMD_RESUME,        /* empty: the image is durable (or failed); run on */
 	PROC_CMD_EXIT,          /* empty: end the program (checkpoint --stop) */
+	PROC_CMD_DUMP,          /* empty: every process of the tree is parked; stream the dump */
 	/* restore stream (coordinator -> restorer), after HEADER/SIGACTS/REGION* */
 	PROC_MSG_DATA = 64,     /* struct proc_data, then len bytes for that address */
 	PROC_MSG_THREADS_DONE,  /* every THREAD record was sent */
@@ -91,6 +98,20 @@ struct proc_hello {
 	uint64_t state_addr;    /* struct proc_agent_state in the program */
 };
 
+/* What a parked process says of itself and its children (version 3). */
+struct proc_parked {
+	int32_t pid, ppid, pgid, sid;   /* as the program sees them */
+	uint32_t nkids;
+	uint32_t pad;
+};
+
+struct proc_kid {
+	int32_t pid;
+	uint32_t zombie;            /* ended, not yet waited for */
+	int32_t status;             /* a zombie's wait status (/proc/<pid>/stat exit_code) */
+	char comm[20];
+};
+
 /* Written by the restorer into the restored program before any thread runs. */
 #define PROC_STATE_MAGIC 0x5354415349535354ull
 struct proc_agent_state {
@@ -110,6 +131,8 @@ enum proc_region_flag {
 	PROC_RF_HEAP      = 1u << 0,
 	PROC_RF_STACK     = 1u << 1,  /* the main stack: restored MAP_GROWSDOWN */
 	PROC_RF_DELETED   = 1u << 2,  /* backed by a deleted file: saved as memory */
+	PROC_RF_SHM_FD    = 1u << 3,  /* restore stream only: shared memory of a process tree,
+				       * mapped from the descriptor in file_size */
 };
 
 struct proc_region {

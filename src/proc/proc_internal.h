@@ -10,7 +10,13 @@
 int proc_read_all(int fd, void *buf, size_t len);
 int proc_write_all(int fd, const void *buf, size_t len);
 int proc_send(int fd, uint32_t type, const void *payload, size_t len);
+/* Exactly len bytes from an agent; -ETIMEDOUT after 120 s of silence. */
+int proc_chan_read(int fd, void *buf, size_t len);
 /* One record header; -EBADMSG on a bad magic, -EPIPE at end of stream. */
 int proc_recv(int fd, struct proc_msg *m);
+/* Read one dump stream (the agent was told CHECKPOINT, or DUMP) into w. */
+struct img_writer;
+struct proc_dump_info;
+int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *info);
 
 #endif

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -118,13 +119,55 @@ struct image_region {
 	uint64_t nruns;
 	struct proc_pages *runs;
 	int section;
+	int shm_fd;                 /* shared memory of the tree: its descriptor, else -1 */
+	int shm_fill;               /* this process fills it (the first that maps it) */
 };
 
+
+/* A pipe of the restored tree (docs/transparent.md, "Process trees"):
+ * made once by the namespace's init, refilled, and its ends placed in
+ * every process that has them, whichever process holds the other end. */
+struct tree_pipe {
+	uint64_t ino;
+	uint32_t size;
+	int flags[2];               /* F_GETFL of the read and write ends; -1: none */
+	void *data;                 /* what it held (from a read end's record) */
+	uint64_t data_len;
+	int fd[2];
+};
+
+/* Where a process has an end of one. */
+struct pipe_ref {
+	int32_t fd;
+	uint32_t cloexec;
+	uint32_t end;               /* 0 read, 1 write */
+	uint32_t pipe;              /* index in the tree's pipes */
+};
+
+static struct tree_pipe *g_pipes;   /* the tree being restored: its pipes */
+static size_t g_npipes;
+static int g_pipe_floor;             /* their ends wait above every process's numbers */
+
+/* An open file description shared by descriptors of the tree (their
+ * offset is one): opened once by the namespace's init at its offset. */
+struct tree_file {
+	char *path;
+	uint32_t flags;
+	uint64_t offset, size;
+	int fd;
+};
+
+static struct tree_file *g_files;
+static size_t g_nfiles;
 
 struct image {
 	struct img_reader *img;
 	struct proc_fd_entry *fds;
 	uint64_t nfds;
+	struct pipe_ref *pipes;     /* its pipe ends, out of fds */
+	size_t npipes;
+	struct pipe_ref *files;     /* its shared file descriptions, out of fds */
+	size_t nfiles;
 	struct proc_header header;
 	char *cwd;
 	struct proc_sigaction sa[PROC_NSIG];
@@ -136,6 +179,8 @@ struct image {
 
 static void image_free(struct image *im)
 {
+	free(im->pipes);
+	free(im->files);
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		free(im->fds[i].path);
 		free(im->fds[i].data);
@@ -181,7 +226,7 @@ static int image_load(struct img_reader *img, struct image *im)
 		return ret;
 	/* version 1 records are version 2's without external descriptors and
 	 * with a nice value of 0 (the header's padding then) */
-	if (h->version != PROC_FORMAT_VERSION && h->version != 1)
+	if (h->version < 1 || h->version > PROC_FORMAT_VERSION)
 		return err_set(-EPROTO, "the image's process records have version %u, this stasis "
 			       "reads 1 to %u", h->version, PROC_FORMAT_VERSION);
 	h->version = PROC_FORMAT_VERSION;   /* what the restorer checks */
@@ -201,6 +246,7 @@ static int image_load(struct img_reader *img, struct image *im)
 	for (uint32_t i = 0; !ret && i < h->nregions; i++) {
 		struct image_region *r = &im->regions[i];
 
+		r->shm_fd = -1;
 		ret = take(im, &r->rec, sizeof(r->rec));
 		if (ret)
 			break;
@@ -412,6 +458,12 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 
 	if (!src)
 		child_fail(-1, "cannot set up the descriptors", ENOMEM);
+	for (size_t i = 0; i < im->npipes; i++)
+		if (im->pipes[i].fd + 1 > floor)
+			floor = im->pipes[i].fd + 1;
+	for (size_t i = 0; i < im->nfiles; i++)
+		if (im->files[i].fd + 1 > floor)
+			floor = im->files[i].fd + 1;
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		if (im->fds[i].rec.fd + 1 > floor)
 			floor = im->fds[i].rec.fd + 1;
@@ -438,6 +490,21 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 		if (fd < 0 || (src[i] = fcntl(fd, F_DUPFD_CLOEXEC, floor)) < 0)
 			child_fail(-1, "cannot take a descriptor from outside the job", errno);
 		close(fd);
+	}
+	/* the tree's pipes and shared files first: an epoll may watch them */
+	for (size_t k = 0; k < im->npipes; k++) {
+		const struct pipe_ref *r = &im->pipes[k];
+
+		if (dup2(g_pipes[r->pipe].fd[r->end], r->fd) < 0 ||
+		    (r->cloexec && fcntl(r->fd, F_SETFD, FD_CLOEXEC) != 0))
+			child_fail(-1, "cannot place a pipe of the tree", errno);
+	}
+	for (size_t k = 0; k < im->nfiles; k++) {
+		const struct pipe_ref *r = &im->files[k];
+
+		if (dup2(g_files[r->pipe].fd, r->fd) < 0 ||
+		    (r->cloexec && fcntl(r->fd, F_SETFD, FD_CLOEXEC) != 0))
+			child_fail(-1, "cannot place a shared file of the tree", errno);
 	}
 	if (proc_fds_reopen(im->fds, im->nfds, floor + 3) != 0) {
 		char msg[512];
@@ -496,24 +563,246 @@ static void forward_sigterm(pid_t to)
 	sigaction(SIGTERM, &sa, NULL);
 }
 
+
+/* Take the pipe ends out of im's descriptors into the tree's pipes. */
+static int take_pipes(struct image *im)
+{
+	uint64_t k = 0;
+
+	im->pipes = calloc(im->nfds + 1, sizeof(*im->pipes));
+	if (!im->pipes)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		struct proc_fd_entry *f = &im->fds[i];
+		uint32_t end = f->rec.kind == PROC_FD_PIPE_WRITE;
+		size_t p;
+
+		if (f->rec.fd + 4 > g_pipe_floor)
+			g_pipe_floor = f->rec.fd + 4;
+		if (f->rec.kind == PROC_FD_EXTERNAL && f->rec.origin + 4 > g_pipe_floor)
+			g_pipe_floor = f->rec.origin + 4;
+		if (f->rec.kind != PROC_FD_PIPE_READ && f->rec.kind != PROC_FD_PIPE_WRITE) {
+			im->fds[k++] = *f;
+			continue;
+		}
+		for (p = 0; p < g_npipes && g_pipes[p].ino != f->rec.ino; p++)
+			;
+		if (p == g_npipes) {
+			struct tree_pipe *t = realloc(g_pipes, (g_npipes + 1) * sizeof(*t));
+
+			if (!t)
+				return -ENOMEM;
+			g_pipes = t;
+			memset(&g_pipes[p], 0, sizeof(g_pipes[p]));
+			g_pipes[p].ino = f->rec.ino;
+			g_pipes[p].flags[0] = g_pipes[p].flags[1] = -1;
+			g_pipes[p].fd[0] = g_pipes[p].fd[1] = -1;
+			g_npipes++;
+		}
+		if (f->rec.pipe_size > g_pipes[p].size)
+			g_pipes[p].size = f->rec.pipe_size;
+		if (g_pipes[p].flags[end] < 0)
+			g_pipes[p].flags[end] = (int)f->rec.flags;
+		if (f->rec.data_len && !g_pipes[p].data) {
+			g_pipes[p].data = f->data;
+			g_pipes[p].data_len = f->rec.data_len;
+			f->data = NULL;
+		}
+		im->pipes[im->npipes++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, end, (uint32_t)p };
+		free(f->path);
+		free(f->data);
+	}
+	im->nfds = k;
+	return 0;
+}
+
+
+/* Take the descriptors of pid that share a description (sh) out of im's. */
+static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *sh, size_t nsh)
+{
+	uint64_t k = 0;
+
+	im->files = calloc(im->nfds + 1, sizeof(*im->files));
+	if (!im->files)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		struct proc_fd_entry *f = &im->fds[i];
+		size_t j;
+		int g;
+
+		for (j = 0; j < nsh && !(sh[j].pid == pid && sh[j].fd == f->rec.fd); j++)
+			;
+		if (j == nsh || f->rec.kind != PROC_FD_FILE) {
+			im->fds[k++] = *f;
+			continue;
+		}
+		g = sh[j].group;
+		if ((size_t)g >= g_nfiles) {
+			struct tree_file *t = realloc(g_files, (size_t)(g + 1) * sizeof(*t));
+
+			if (!t)
+				return -ENOMEM;
+			g_files = t;
+			memset(g_files + g_nfiles, 0, ((size_t)g + 1 - g_nfiles) * sizeof(*t));
+			for (size_t x = g_nfiles; x <= (size_t)g; x++)
+				g_files[x].fd = -1;
+			g_nfiles = (size_t)g + 1;
+		}
+		if (!g_files[g].path) {
+			g_files[g].path = f->path;
+			g_files[g].flags = f->rec.flags;
+			g_files[g].offset = f->rec.offset;
+			g_files[g].size = f->rec.size;
+			f->path = NULL;
+		}
+		im->files[im->nfiles++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, 0, (uint32_t)g };
+		free(f->path);
+		free(f->data);
+	}
+	im->nfds = k;
+	return 0;
+}
+
+/* In the namespace's init: each shared description once, as the restart
+ * of a single descriptor does it (a file that grew is cut back). */
+static void open_files(int status_fd)
+{
+	for (size_t g = 0; g < g_nfiles; g++) {
+		struct tree_file *t = &g_files[g];
+		int fd, acc = (int)(t->flags & O_ACCMODE);
+		struct stat st;
+
+		if (!t->path)
+			continue;
+		fd = open(t->path, (int)(t->flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+		if (fd < 0)
+			child_fail(status_fd, t->path, errno);
+		if (acc != O_RDONLY && fstat(fd, &st) == 0 && (uint64_t)st.st_size > t->size &&
+		    ftruncate(fd, (off_t)t->size) != 0)
+			child_fail(status_fd, t->path, errno);
+		if (lseek(fd, (off_t)t->offset, SEEK_SET) < 0)
+			child_fail(status_fd, t->path, errno);
+		t->fd = fcntl(fd, F_DUPFD_CLOEXEC, g_pipe_floor);
+		if (t->fd < 0)
+			child_fail(status_fd, "cannot move a file of the tree", errno);
+		close(fd);
+	}
+}
+
+/* MAP_SHARED memory (anonymous, memfd, SysV) that regions of the tree map
+ * more than once: one memfd, made by the namespace's init at a number
+ * every process inherits into its restorer, which maps it there. */
+struct tree_shm {
+	uint64_t dev, ino, size;
+	unsigned refs;
+	int fd;
+};
+
+static struct tree_shm *g_shm;
+static size_t g_nshm;
+
+static void make_shm(int status_fd)
+{
+	for (size_t o = 0; o < g_nshm; o++) {
+		int fd;
+
+		if (g_shm[o].fd < 0)
+			continue;
+		fd = (int)syscall(SYS_memfd_create, "stasis-shm", 0u);
+		if (fd < 0 || ftruncate(fd, (off_t)g_shm[o].size) != 0 || dup2(fd, g_shm[o].fd) < 0)
+			child_fail(status_fd, "cannot make the tree's shared memory", errno);
+		close(fd);
+	}
+}
+
+static void free_pipes(void)
+{
+	free(g_shm);
+	g_shm = NULL;
+	g_nshm = 0;
+	for (size_t g = 0; g < g_nfiles; g++)
+		free(g_files[g].path);
+	free(g_files);
+	g_files = NULL;
+	g_nfiles = 0;
+	for (size_t p = 0; p < g_npipes; p++)
+		free(g_pipes[p].data);
+	free(g_pipes);
+	g_pipes = NULL;
+	g_npipes = 0;
+	g_pipe_floor = 0;
+}
+
+/* In the namespace's init, before any process of the tree exists. */
+static void make_pipes(int status_fd)
+{
+	for (size_t p = 0; p < g_npipes; p++) {
+		struct tree_pipe *t = &g_pipes[p];
+		int fd[2];
+
+		if (pipe2(fd, O_CLOEXEC) != 0)
+			child_fail(status_fd, "cannot make a pipe of the tree", errno);
+		if (t->size > 65536 && fcntl(fd[1], F_SETPIPE_SZ, (int)t->size) < 0)
+			child_fail(status_fd, "cannot size a pipe of the tree", errno);
+		if (t->data_len && write(fd[1], t->data, t->data_len) != (ssize_t)t->data_len)
+			child_fail(status_fd, "cannot refill a pipe of the tree", errno);
+		for (int e = 0; e < 2; e++) {
+			if (t->flags[e] >= 0)
+				fcntl(fd[e], F_SETFL, t->flags[e] & (O_NONBLOCK | O_DIRECT));
+			t->fd[e] = fcntl(fd[e], F_DUPFD_CLOEXEC, g_pipe_floor);
+			if (t->fd[e] < 0)
+				child_fail(status_fd, "cannot move a pipe of the tree", errno);
+			close(fd[e]);
+		}
+	}
+}
+
+static void close_pipes(void)
+{
+	for (size_t p = 0; p < g_npipes; p++)
+		for (int e = 0; e < 2; e++)
+			close(g_pipes[p].fd[e]);
+	for (size_t g = 0; g < g_nfiles; g++)
+		if (g_files[g].fd >= 0)
+			close(g_files[g].fd);
+}
+
+/* One process of the tree being restored. */
+struct rproc {
+	struct proc_restore_proc p;
+	struct image im;            /* loaded when p.img */
+	int stream[2];              /* restore stream: the restorer reads [0] */
+	int channel;                /* the agent's new channel end */
+	int image_fd;
+};
+
 /* The coordinator's descriptors (its listening socket above all) must not
  * outlive it in the namespace's processes; those it inherited for the
- * program's external descriptors go on down. */
-static void close_other_fds(const struct image *im, int a, int b, int c, int d)
+ * program's external descriptors go on down, and each process's own. */
+static void close_other_fds(const struct rproc *rp, size_t np, int status_fd)
 {
-	int *keep = calloc(im->nfds + 4, sizeof(*keep));
-	size_t n = 0;
+	size_t cap = 1, n = 0;
 	unsigned lo = 3;
+	int *keep;
 
+	for (size_t k = 0; k < np; k++)
+		cap += 3 + rp[k].im.nfds;
+	keep = calloc(cap, sizeof(*keep));
 	if (!keep)
 		child_fail(-1, "cannot set up the descriptors", ENOMEM);
-	keep[n++] = a;
-	keep[n++] = b;
-	keep[n++] = c;
-	keep[n++] = d;
-	for (uint64_t i = 0; i < im->nfds; i++)
-		if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && have_inherited(im->fds[i].rec.origin))
-			keep[n++] = im->fds[i].rec.origin;
+	keep[n++] = status_fd;
+	for (size_t k = 0; k < np; k++) {
+		const struct image *im = &rp[k].im;
+
+		if (!rp[k].p.img)
+			continue;
+		keep[n++] = rp[k].stream[0];
+		keep[n++] = rp[k].channel;
+		keep[n++] = rp[k].image_fd;
+		for (uint64_t i = 0; i < im->nfds; i++)
+			if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && have_inherited(im->fds[i].rec.origin))
+				keep[n++] = im->fds[i].rec.origin;
+	}
 	for (size_t i = 1; i < n; i++)
 		for (size_t j = i; j > 0 && keep[j - 1] > keep[j]; j--) {
 			int t = keep[j];
@@ -531,12 +820,145 @@ static void close_other_fds(const struct image *im, int a, int b, int c, int d)
 	free(keep);
 }
 
-/* pid 1 of the new namespace. */
-static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, int stream_fd,
-					     int channel, int image_fd, int status_fd, const char *level)
+static int find_shm(struct rproc *rp, size_t np, int base)
+{
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t k = 0; k < np; k++)
+			for (uint32_t i = 0; rp[k].p.img && i < rp[k].im.header.nregions; i++) {
+				struct image_region *r = &rp[k].im.regions[i];
+				size_t o;
+
+				if (r->rec.kind != PROC_REGION_SHARED_ANON || !r->rec.file_ino)
+					continue;
+				for (o = 0; o < g_nshm && !(g_shm[o].dev == r->rec.file_dev &&
+							   g_shm[o].ino == r->rec.file_ino); o++)
+					;
+				if (pass == 0) {
+					if (o == g_nshm) {
+						struct tree_shm *t = realloc(g_shm, (g_nshm + 1) * sizeof(*t));
+
+						if (!t)
+							return -ENOMEM;
+						g_shm = t;
+						g_shm[o] = (struct tree_shm){ r->rec.file_dev, r->rec.file_ino, 0, 0, -1 };
+						g_nshm++;
+					}
+					if (r->rec.file_offset + (r->rec.end - r->rec.start) > g_shm[o].size)
+						g_shm[o].size = r->rec.file_offset + (r->rec.end - r->rec.start);
+					g_shm[o].refs++;
+					continue;
+				}
+				if (g_shm[o].refs < 2)
+					continue;   /* mapped once: as for a single process */
+				g_shm[o].fd = base + (int)o;
+				r->shm_fd = g_shm[o].fd;
+				/* the first process that maps it fills it (every region it
+				 * has of it: the same bytes) before any other runs */
+				r->shm_fill = 1;
+				for (size_t e = 0; e < k; e++)
+					for (uint32_t j = 0; rp[e].p.img && j < rp[e].im.header.nregions; j++)
+						if (rp[e].im.regions[j].shm_fd == r->shm_fd)
+							r->shm_fill = 0;
+			}
+	return 0;
+}
+
+/* Close the restore descriptors of every process but process mine. */
+static void close_theirs(const struct rproc *rp, size_t np, size_t mine)
+{
+	for (size_t k = 0; k < np; k++)
+		if (k != mine && rp[k].p.img) {
+			close(rp[k].stream[0]);
+			close(rp[k].channel);
+			close(rp[k].image_fd);
+		}
+}
+
+/* Whether pid is one of the tree's processes. */
+static int in_tree(const struct rproc *rp, size_t np, pid_t pid)
+{
+	for (size_t k = 0; k < np; k++)
+		if (rp[k].p.pid == pid)
+			return 1;
+	return 0;
+}
+
+static pid_t clone_with_pid(pid_t pid)
 {
 	struct clone_args3 ca;
-	pid_t tid = pid, child, w;
+	pid_t tid = pid;
+
+	memset(&ca, 0, sizeof(ca));
+	ca.exit_signal = SIGCHLD;
+	ca.set_tid = (uint64_t)(uintptr_t)&tid;
+	ca.set_tid_size = 1;
+	return (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+}
+
+static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t i, const char *level);
+
+/* Create process i (with its checkpointed pid) as a child of the caller. */
+static pid_t spawn(struct rproc *rp, size_t np, size_t i, const char *level)
+{
+	pid_t child = clone_with_pid(rp[i].p.pid);
+
+	if (child == 0)
+		become(rp, np, i, level);
+	return child;
+}
+
+/* In the new process i: its session and group, its children (before it
+ * closes the others' descriptors, which they need), then its own
+ * descriptors and the restorer. A zombie ends at once with its status. */
+static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t i, const char *level)
+{
+	struct rproc *me = &rp[i];
+	char sfd[16], cfd[16], ifd[16];
+	const char *restorer = proc_restorer_path();
+
+	/* a session or group led by a process outside the tree stays the
+	 * restart's (inherited) */
+	if (me->p.sid == me->p.pid)
+		setsid();
+	else if (me->p.pgid == me->p.pid)
+		setpgid(0, 0);
+	else if (in_tree(rp, np, me->p.pgid))
+		setpgid(0, me->p.pgid);
+	if (!me->p.img) {
+		int st = me->p.status;
+
+		if (WIFSIGNALED(st)) {
+			sigset_t none;
+
+			signal(WTERMSIG(st), SIG_DFL);
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+			kill(getpid(), WTERMSIG(st));
+		}
+		_exit(WEXITSTATUS(st));
+	}
+	for (size_t k = 0; k < np; k++)
+		if (k != i && rp[k].p.ppid == me->p.pid && spawn(rp, np, k, level) < 0)
+			child_fail(-1, "cannot create a process with its checkpointed pid (clone3 set_tid)",
+				   errno);
+	close_theirs(rp, np, i);
+	setup_fds(&me->im, &me->stream[0], &me->channel, &me->image_fd);
+	close_pipes();
+	keep_caps();
+	snprintf(sfd, sizeof(sfd), "%d", me->stream[0]);
+	snprintf(cfd, sizeof(cfd), "%d", me->channel);
+	snprintf(ifd, sizeof(ifd), "%d", me->image_fd);
+	execl(restorer, "stasis-restore", sfd, cfd, ifd, level, (char *)NULL);
+	child_fail(-1, "cannot execute the restorer", errno);
+	_exit(42);
+}
+
+/* pid 1 of the new namespace: creates the processes whose parent is not in
+ * the tree (the first one, and orphans, whose parent was init), reaps, and
+ * reports the first one's wait status. */
+static void __attribute__((noreturn)) nsinit(struct rproc *rp, size_t np, int status_fd, const char *level)
+{
+	pid_t child = -1, w;
 	int status = 0;
 
 	ignore_job_signals();
@@ -544,30 +966,23 @@ static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, 
 		child_fail(status_fd, "cannot make the restart's mounts private", errno);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		child_fail(status_fd, "cannot mount /proc for the new PID namespace", errno);
-	memset(&ca, 0, sizeof(ca));
-	ca.exit_signal = SIGCHLD;
-	ca.set_tid = (uint64_t)(uintptr_t)&tid;
-	ca.set_tid_size = 1;
-	child = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-	if (child < 0)
-		child_fail(status_fd, "cannot create the process with its checkpointed pid (clone3 "
-			   "set_tid)", errno);
-	if (child == 0) {
-		char sfd[16], cfd[16], ifd[16];
-		const char *restorer = proc_restorer_path();
+	make_pipes(status_fd);
+	open_files(status_fd);
+	make_shm(status_fd);
+	for (size_t k = 0; k < np; k++) {
+		pid_t c;
 
-		close(status_fd);
-		setup_fds(im, &stream_fd, &channel, &image_fd);
-		keep_caps();
-		snprintf(sfd, sizeof(sfd), "%d", stream_fd);
-		snprintf(cfd, sizeof(cfd), "%d", channel);
-		snprintf(ifd, sizeof(ifd), "%d", image_fd);
-		execl(restorer, "stasis-restore", sfd, cfd, ifd, level, (char *)NULL);
-		child_fail(-1, "cannot execute the restorer", errno);
+		if (k && in_tree(rp, np, rp[k].p.ppid))
+			continue;
+		c = spawn(rp, np, k, level);
+		if (c < 0)
+			child_fail(status_fd, "cannot create the process with its checkpointed pid "
+				   "(clone3 set_tid)", errno);
+		if (k == 0)
+			child = c;
 	}
-	close(stream_fd);
-	close(channel);
-	close(image_fd);
+	close_theirs(rp, np, np);
+	close_pipes();
 	forward_sigterm(child);
 	for (;;) {
 		w = waitpid(-1, &status, 0);
@@ -581,8 +996,7 @@ static void __attribute__((noreturn)) nsinit(const struct image *im, pid_t pid, 
 	_exit(0);
 }
 
-static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid, int stream_fd,
-					       int channel, int image_fd, int status_fd, const char *level)
+static void __attribute__((noreturn)) nsparent(struct rproc *rp, size_t np, int status_fd, const char *level)
 {
 	char map[64];
 	uid_t uid = getuid();
@@ -591,7 +1005,7 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	int status, ret;
 
 	ignore_job_signals();
-	close_other_fds(im, stream_fd, channel, image_fd, status_fd);
+	close_other_fds(rp, np, status_fd);
 	if (unshare(CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS) != 0)
 		child_fail(status_fd, "cannot create user, PID and mount namespaces", errno);
 	snprintf(map, sizeof(map), "%u %u 1\n", (unsigned)uid, (unsigned)uid);
@@ -607,10 +1021,8 @@ static void __attribute__((noreturn)) nsparent(const struct image *im, pid_t pid
 	if (init < 0)
 		child_fail(status_fd, "fork", errno);
 	if (init == 0)
-		nsinit(im, pid, stream_fd, channel, image_fd, status_fd, level);
-	close(stream_fd);
-	close(channel);
-	close(image_fd);
+		nsinit(rp, np, status_fd, level);
+	close_theirs(rp, np, np);
 	close(status_fd);
 	forward_sigterm(init);
 	while (waitpid(init, &status, 0) < 0 && errno == EINTR)
@@ -756,7 +1168,8 @@ static int send_populate(const struct image *im, int fd)
 	for (uint32_t i = 0; i < im->header.nregions; i++) {
 		const struct image_region *r = &im->regions[i];
 
-		if (r->rec.kind != PROC_REGION_ANON && r->rec.kind != PROC_REGION_SHARED_ANON)
+		if ((r->rec.kind != PROC_REGION_ANON && r->rec.kind != PROC_REGION_SHARED_ANON) ||
+		    (r->shm_fd >= 0 && !r->shm_fill))
 			continue;
 		for (uint64_t k = 0; k < r->nruns; k++) {
 			uint64_t len = r->runs[k].npages * PROC_PAGE_SIZE;
@@ -795,11 +1208,18 @@ static int send_stream(struct image *im, int fd, void *buf)
 		ret = proc_send(fd, PROC_MSG_SIGACTS, im->sa, sizeof(im->sa));
 	for (uint32_t i = 0; !ret && i < im->header.nregions; i++) {
 		const struct image_region *r = &im->regions[i];
+		struct proc_region rec = r->rec;
 
+		if (r->shm_fd >= 0) {
+			rec.flags |= PROC_RF_SHM_FD;
+			rec.file_size = (uint64_t)r->shm_fd;
+			if (!r->shm_fill)
+				rec.stored_pages = 0;   /* the process that fills it did */
+		}
 		m = (struct proc_msg){ PROC_MSG_MAGIC, PROC_MSG_REGION, sizeof(r->rec) + r->rec.path_len };
 		ret = proc_write_all(fd, &m, sizeof(m));
 		if (!ret)
-			ret = proc_write_all(fd, &r->rec, sizeof(r->rec));
+			ret = proc_write_all(fd, &rec, sizeof(rec));
 		if (!ret)
 			ret = proc_write_all(fd, r->path, r->rec.path_len);
 	}
@@ -818,14 +1238,19 @@ static int send_stream(struct image *im, int fd, void *buf)
 	if (!pieces && !ret)
 		ret = -ENOMEM;
 	for (uint32_t i = 0; !ret && i < im->header.nregions; i++)
-		ret = send_region(im, fd, &im->regions[i], buf, pieces);
+		if (im->regions[i].shm_fd < 0 || im->regions[i].shm_fill)
+			ret = send_region(im, fd, &im->regions[i], buf, pieces);
 	free(pieces);
 	if (!ret) {
-		struct proc_keep_fd *keep = calloc(im->nfds ? im->nfds : 1, sizeof(*keep));
+		struct proc_keep_fd *keep = calloc(im->nfds + im->npipes + im->nfiles + 1, sizeof(*keep));
 		size_t n = 0;
 
 		if (!keep)
 			return -ENOMEM;
+		for (size_t i = 0; i < im->npipes; i++)
+			keep[n++] = (struct proc_keep_fd){ im->pipes[i].fd, im->pipes[i].cloexec };
+		for (size_t i = 0; i < im->nfiles; i++)
+			keep[n++] = (struct proc_keep_fd){ im->files[i].fd, im->files[i].cloexec };
 		for (uint64_t i = 0; i < im->nfds; i++)
 			if (im->fds[i].rec.kind != PROC_FD_STDIO)
 				keep[n++] = (struct proc_keep_fd){ im->fds[i].rec.fd, im->fds[i].rec.cloexec };
@@ -835,32 +1260,76 @@ static int send_stream(struct image *im, int fd, void *buf)
 	return ret;
 }
 
-int proc_restore(struct img_reader *img, int channel, const char *log_level, struct proc_child *out)
+int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct proc_fd_share *sh,
+		      size_t nsh, const char *log_level, struct proc_child *out)
 {
-	struct image im;
-	int stream[2] = { -1, -1 }, status[2] = { -1, -1 };
+	struct rproc *rp = calloc(np ? np : 1, sizeof(*rp));
+	int status[2] = { -1, -1 };
 	void *buf = NULL;
 	pid_t child;
-	int ret;
+	int ret = rp ? 0 : -ENOMEM;
 
 	out->pid = -1;
 	out->status_fd = -1;
-	ret = image_load(img, &im);
-	if (!ret)
-		ret = check_files(&im);
-	if (!ret)
-		ret = proc_fds_check(im.fds, im.nfds);
-	if (!ret)
-		warn_externals(&im);
+	for (size_t k = 0; rp && k < np; k++) {
+		rp[k].p = v[k];
+		rp[k].stream[0] = rp[k].stream[1] = rp[k].channel = rp[k].image_fd = -1;
+		if (!v[k].img)
+			continue;
+		rp[k].channel = v[k].channel;
+		rp[k].image_fd = img_fd(v[k].img);
+	}
+	for (size_t k = 0; !ret && k < np; k++) {
+		struct image *im = &rp[k].im;
+
+		if (!v[k].img)
+			continue;
+		ret = image_load(v[k].img, im);
+		if (!ret && rp[k].p.pid <= 0)
+			rp[k].p.pid = im->header.pid;
+		if (!ret)
+			ret = take_pipes(im);
+		if (!ret)
+			ret = check_files(im);
+		if (!ret)
+			ret = proc_fds_check(im->fds, im->nfds);
+		if (!ret)
+			ret = take_files(im, rp[k].p.pid, sh, nsh);
+		if (!ret)
+			warn_externals(im);
+		if (!ret && rp[k].p.pid != im->header.pid)
+			ret = err_set(-EBADMSG, "the image of process %d holds process %d",
+				      (int)rp[k].p.pid, (int)im->header.pid);
+		if (!ret && pipe2(rp[k].stream, O_CLOEXEC) != 0)
+			ret = err_set(-errno, "cannot set up the restart: %s", strerror(errno));
+	}
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
 			      proc_restorer_path());
 	if (ret)
 		goto out;
 	buf = malloc(COPY_SIZE);
-	if (!buf || pipe2(stream, O_CLOEXEC) != 0 || pipe2(status, O_CLOEXEC) != 0) {
+	if (!buf || pipe2(status, O_CLOEXEC) != 0) {
 		ret = err_set(-errno, "cannot set up the restart: %s", strerror(errno));
 		goto out;
+	}
+	{
+		/* the shared memory's numbers: above every descriptor the
+		 * processes have or the pipes and files of the tree take */
+		int base = g_pipe_floor > status[1] ? g_pipe_floor : status[1] + 1;
+
+		for (size_t k = 0; k < np; k++)
+			for (int i = 0; rp[k].p.img && i < 4; i++) {
+				int f = (int[]){ rp[k].stream[0], rp[k].stream[1], rp[k].channel,
+						 rp[k].image_fd }[i];
+
+				if (f >= base)
+					base = f + 1;
+			}
+		base += 2 * (int)g_npipes + (int)g_nfiles + 16;
+		ret = find_shm(rp, np, base);
+		if (ret)
+			goto out;
 	}
 	child = fork();
 	if (child < 0) {
@@ -868,23 +1337,42 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 		goto out;
 	}
 	if (child == 0) {
-		/* the restorer inherits the read end and the channel; nothing else */
-		if (fcntl(stream[0], F_SETFD, 0) != 0 || fcntl(channel, F_SETFD, 0) != 0)
-			_exit(127);
-		close(stream[1]);
+		/* the restorers inherit the read ends and the channels; nothing else */
+		for (size_t k = 0; k < np; k++) {
+			if (!rp[k].p.img)
+				continue;
+			if (fcntl(rp[k].stream[0], F_SETFD, 0) != 0 || fcntl(rp[k].channel, F_SETFD, 0) != 0)
+				_exit(127);
+			close(rp[k].stream[1]);
+		}
 		close(status[0]);
-		nsparent(&im, im.header.pid, stream[0], channel, img_fd(img), status[1], log_level);
+		nsparent(rp, np, status[1], log_level);
 	}
-	close(stream[0]);
-	stream[0] = -1;
 	close(status[1]);
 	status[1] = -1;
-	fcntl(stream[1], F_SETPIPE_SZ, 1 << 20);   /* fewer, larger copies; best effort */
 	out->pid = child;
 	out->status_fd = status[0];
 	status[0] = -1;
 	signal(SIGPIPE, SIG_IGN);
-	ret = send_stream(&im, stream[1], buf);
+	for (size_t k = 0; k < np; k++)
+		if (rp[k].p.img) {
+			close(rp[k].stream[0]);
+			rp[k].stream[0] = -1;
+			fcntl(rp[k].stream[1], F_SETPIPE_SZ, 1 << 20);   /* fewer, larger copies; best effort */
+		}
+	/* one process after the other: each restorer reads only its own, and
+	 * the next one starts once this one runs (its agent said RESTARTED):
+	 * shared memory is filled by the first process that maps it before
+	 * any other can touch it */
+	for (size_t k = 0; !ret && k < np; k++) {
+		struct pollfd pw = { v[k].peer, POLLIN, 0 };
+
+		if (!rp[k].p.img)
+			continue;
+		ret = send_stream(&rp[k].im, rp[k].stream[1], buf);
+		if (!ret && k + 1 < np && v[k].peer >= 0 && poll(&pw, 1, PROC_HELLO_TIMEOUT_MS) <= 0)
+			ret = err_set(-EIO, "process %d did not come back", (int)rp[k].p.pid);
+	}
 	if (ret == -EPIPE) {
 		int st;
 
@@ -899,16 +1387,28 @@ int proc_restore(struct img_reader *img, int channel, const char *log_level, str
 	else if (ret && !*err_msg())
 		ret = err_set(ret, "writing the restore stream: %s", strerror(-ret));
 out:
-	for (int i = 0; i < 2; i++) {
-		if (stream[i] >= 0)
-			close(stream[i]);
+	for (size_t k = 0; rp && k < np; k++) {
+		for (int i = 0; i < 2; i++)
+			if (rp[k].stream[i] >= 0)
+				close(rp[k].stream[i]);
+		if (rp[k].channel >= 0)
+			close(rp[k].channel);
+		image_free(&rp[k].im);
+	}
+	for (int i = 0; i < 2; i++)
 		if (status[i] >= 0)
 			close(status[i]);
-	}
-	close(channel);
+	free_pipes();
 	free(buf);
-	image_free(&im);
+	free(rp);
 	return ret;
+}
+
+int proc_restore(struct img_reader *img, int channel, const char *log_level, struct proc_child *out)
+{
+	struct proc_restore_proc p = { .img = img, .channel = channel, .peer = -1 };
+
+	return proc_restore_tree(&p, 1, NULL, 0, log_level, out);
 }
 
 int proc_child_wait(struct proc_child *c, int *status)

@@ -1,7 +1,7 @@
-/* children.c - a child process Stasis cannot save (docs/transparent.md):
- * a checkpoint while the program has a child, running or ended but not yet
- * waited for, fails naming it, and the program runs on; one whose child
- * has been waited for checkpoints and restarts.
+/* children.c - a child process is part of the job (docs/transparent.md,
+ * "Process trees"): checkpointed and restarted while it runs and as a
+ * zombie, it is still the parent's child, with its pid and, once waited
+ * for, the status it ended with.
  *
  * The test drives the program with files in its working directory:
  *   (start)  a child that exits at once is waited for; READY

@@ -143,6 +143,12 @@ class Job:
         self.kill()
         raise AssertionError(f"no {text!r} from the program: {got} {self.proc.stderr.read()}")
 
+    def program_pid(self):
+        """The pid of the program `stasis run` started (its child), before
+        any restart."""
+        (pid,) = open(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read().split()
+        return int(pid)
+
     def checkpoint(self, *extra):
         r = self.stasis("checkpoint", "--dir", self.ck, *extra)
         name = r.stdout.strip()

@@ -38,8 +38,11 @@ exec "$real" "$@"
 
 NO_AGENT = ("stasis: checkpoint: checkpoint failed: the program has no Stasis agent (it ended, "
             "or was not started under `stasis run`)")
-FIFO_REFUSED = ("stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 7 is a pipe or FIFO "
-                "shared with another process")
+
+
+def fifo_refused(job, name):
+    return (f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {job.program_pid()} "
+            f"({name}): fd 7 is a pipe or FIFO shared with another process")
 
 
 def refused_then_runs_on(job, line, timeout=120):
@@ -142,7 +145,7 @@ def test_a_fifo_the_shell_opens_before_the_exec_was_not_inherited_at_launch(job,
     os.mkfifo(fifo)
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
     job.run("/bin/bash", "-c", f"exec 7>{fifo}; exec {program('heap')}")
-    refused_then_runs_on(job, FIFO_REFUSED)
+    refused_then_runs_on(job, fifo_refused(job, "heap"))
     os.close(reader)
 
 
@@ -174,16 +177,15 @@ def test_an_exec_of_a_static_program_ends_checkpoints_at_once(job):
     refused_then_runs_on(job, NO_AGENT, timeout=20)
 
 
-def test_time_runs_the_program_as_a_child_which_is_refused(job):
-    """GNU time forks the program and waits for it: a process tree, refused
-    in one line naming the child until process trees are supported; both
-    run on."""
+def test_time_runs_the_program_as_a_child(job):
+    """GNU time forks the program and waits for it: a process tree, both
+    checkpointed and restarted with their pids and parent link (time gets
+    the program's status when it ends)."""
     job.run("/usr/bin/time", "-q", program("heap"))
     (timer,) = [int(p) for p in open(f"/proc/{job.proc.pid}/task/{job.proc.pid}/children").read().split()]
     (child,) = [int(p) for p in open(f"/proc/{timer}/task/{timer}/children").read().split()]
-    refused_then_runs_on(job, f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process "
-                              f"{timer} has a child process {child} (heap); process trees are not "
-                              f"supported yet")
+    assert open(f"/proc/{child}/comm").read().strip() == "heap"
+    cycles(job)
 
 
 def test_a_thread_that_execs_while_others_run(job):

@@ -138,8 +138,8 @@ def test_a_fifo_the_program_opens_itself_is_still_refused(job, tmp_path):
     out = start(job, "pipe", str(fifo))
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     assert r.returncode == 1 and r.stderr.splitlines() == [
-        "stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 7 is a pipe or FIFO shared "
-        "with another process"], r.stderr
+        f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {job.program_pid()} "
+        "(external): fd 7 is a pipe or FIFO shared with another process"], r.stderr
     rc, stdout, err = job.finish()
     assert rc == 0 and stdout.split()[-3:] == ["FD", "pipe", "PASS"], f"{stdout}\n{err}"
     assert out.output() == b"start\nend\n"

@@ -28,6 +28,15 @@ def test_cycles(job, name):
     cycles(job, name)
 
 
+def test_a_process_tree(job):
+    """forktree.c: a pipe carrying data between two children, a file two
+    processes write through one offset, shared anonymous memory and a
+    zombie, through three checkpoint / SIGKILL / restart cycles."""
+    out, _ = cycles(job, "forktree")
+    sent, parent, child = map(int, out.split("records")[1].split()[:3])
+    assert sent > 0 and parent > 0 and child > 0, out
+
+
 def test_restart_stages_logged(job):
     job.run(program("heap"))
     job.checkpoint()

@@ -50,8 +50,9 @@ def test_connection_outside_refused_by_configuration(job):
         job.run(program("sockets"), srv.port, "live", env={"STASIS_SOCKETS_OUTSIDE": "refuse"})
         r = job.stasis("checkpoint", "--dir", job.ck, check=False)
         assert r.returncode == 1 and r.stderr.splitlines() == [
-            "stasis: checkpoint: checkpoint failed: cannot checkpoint: fd 8 is a connection to "
-            f"127.0.0.1:{srv.port}, outside the job (sockets_outside = refuse)"], r.stderr
+            f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {job.program_pid()} "
+            f"(sockets): fd 8 is a connection to 127.0.0.1:{srv.port}, outside the job "
+            "(sockets_outside = refuse)"], r.stderr
         srv.thread.join(10)
         srv.conns[0].sendall(b"hi")
         rc, out, err = job.finish()

@@ -101,6 +101,10 @@ static int g_error_sent;           /* this checkpoint's ERROR record went out */
 static atomic_int g_exec;          /* a thread is executing another program */
 static pid_t g_owner;              /* the process the channel belongs to */
 static char g_self[PATH_MAX];      /* this library's path, as LD_PRELOAD names it */
+/* a fork under way ("process trees" below) */
+static pthread_mutex_t g_fork_lock = PTHREAD_MUTEX_INITIALIZER;
+static int g_child_end = -1;
+static sigset_t g_fork_mask;
 
 /* ---- small helpers that are safe while other threads are stopped ---- */
 
@@ -742,6 +746,12 @@ static int classify(const struct mapline *m, struct proc_region *r)
 		return -EINVAL;
 	if (ends_with(m->path, " (deleted)") || strncmp(m->path, "/SYSV", 5) == 0) {
 		r->flags |= PROC_RF_DELETED;
+		if (m->shared) {
+			/* shared memory: which object, so that processes of a tree
+			 * that share it share it again after a restart */
+			r->file_ino = m->ino;
+			r->file_dev = ((uint64_t)m->dev_major << 32) | m->dev_minor;
+		}
 		return 0;
 	}
 	if (stat(m->path, &st) != 0 || st.st_ino != m->ino) {
@@ -934,8 +944,35 @@ static struct {
 } g_external[MAX_EXTERNAL];
 static unsigned g_nexternal;
 
+/* Which of 0, 1, 2 were the launch's own objects at the last checkpoint
+ * (PROC_FD_STDIO): a restart gives them the restart's, which then are. */
+static int g_stdio_saved[3];
+
+/* Whether fd is the object it was at launch (0, 1, 2 of a forked child
+ * may have been redirected, to a pipe or a file of its own). One of 0-2
+ * that the table does not hold counts as the launch's. */
+static int launch_same(int fd, const struct stat *st)
+{
+	for (unsigned i = 0; i < g_nlaunch; i++)
+		if (g_launch[i].fd == fd)
+			return g_launch[i].dev == (uint64_t)st->st_dev &&
+			       g_launch[i].ino == (uint64_t)st->st_ino;
+	return fd <= 2;   /* closed at launch (or a table too small): as before */
+}
+
 static void launch_after_restart(void)
 {
+	for (int fd = 0; fd < 3; fd++) {
+		struct stat st;
+
+		if (!g_stdio_saved[fd] || fstat(fd, &st) != 0)
+			continue;
+		for (unsigned k = 0; k < g_nlaunch; k++)
+			if (g_launch[k].fd == fd) {
+				g_launch[k].dev = st.st_dev;
+				g_launch[k].ino = st.st_ino;
+			}
+	}
 	for (unsigned i = 0; i < g_nexternal; i++) {
 		struct stat st;
 
@@ -970,7 +1007,8 @@ static void launch_add(int fd, uint64_t dev, uint64_t ino)
 		g_launch[g_nlaunch++] = (struct launch_fd){ fd, dev, ino };
 }
 
-/* At the first start: every descriptor open now but 0-2 and the channel. */
+/* At the first start: every descriptor open now but the channel (0-2 too:
+ * what they are at launch is the job's standard input and output). */
 static void launch_scan(int channel)
 {
 	char buf[4096];
@@ -991,7 +1029,7 @@ static void launch_scan(int channel)
 			if (*p < '0' || *p > '9')
 				continue;
 			fd = (int)parse_dec(&p);
-			if (fd > 2 && fd != channel && fd != dirfd && fstat(fd, &st) == 0)
+			if (fd != channel && fd != dirfd && fstat(fd, &st) == 0)
 				launch_add(fd, st.st_dev, st.st_ino);
 		}
 	}
@@ -1032,28 +1070,68 @@ static int fdent_find_pipe(const struct fdent *t, unsigned n, uint64_t ino, uint
 	return -1;
 }
 
+static size_t put_str(char *buf, size_t n, size_t cap, const char *s);
+static size_t put_dec(char *buf, size_t n, size_t cap, uint64_t v);
+
+/* "cannot checkpoint: process <pid> (<name>): fd <fd> is <kind>": the one
+ * line a refused descriptor fails the checkpoint with */
+static void send_fd_refusal(int fd, const char *kind)
+{
+	char what[320], comm[17] = "";
+	size_t n;
+
+	prctl(PR_GET_NAME, comm);
+	n = put_str(what, 0, sizeof(what), "process ");
+	n = put_dec(what, n, sizeof(what), (uint64_t)getpid());
+	n = put_str(what, n, sizeof(what), " (");
+	n = put_str(what, n, sizeof(what), comm);
+	n = put_str(what, n, sizeof(what), "): fd ");
+	n = put_dec(what, n, sizeof(what), (uint64_t)fd);
+	n = put_str(what, n, sizeof(what), " is ");
+	put_str(what, n, sizeof(what), kind);
+	send_error("cannot checkpoint", what, 0);
+}
+
+static const char *socket_family_name(int family)
+{
+	switch (family) {
+	case AF_UNIX: return "UNIX";
+	case AF_INET: return "IPv4";
+	case AF_INET6: return "IPv6";
+	case AF_NETLINK: return "netlink";
+	case AF_PACKET: return "packet";
+	default: return "another family";
+	}
+}
+
+static const char *socket_type_name(int type)
+{
+	switch (type) {
+	case SOCK_STREAM: return "stream";
+	case SOCK_DGRAM: return "datagram";
+	case SOCK_SEQPACKET: return "seqpacket";
+	case SOCK_RAW: return "raw";
+	default: return "another type";
+	}
+}
+
 static void send_fd_error(int fd, mode_t mode, const char *target)
 {
-	char what[96], num[16];
-	size_t n = 0;
-	int i = 15;
+	char kind[128];
+	size_t n = put_str(kind, 0, sizeof(kind), proc_fd_kind_name(mode, target));
+	int family = 0, type = 0;
+	socklen_t len = sizeof(int);
 
-	num[i] = 0;
-	do {
-		num[--i] = (char)('0' + fd % 10);
-		fd /= 10;
-	} while (fd);
-	for (const char *p = "fd "; *p; p++)
-		what[n++] = *p;
-	for (const char *p = num + i; *p; p++)
-		what[n++] = *p;
-	for (const char *p = " is "; *p; p++)
-		what[n++] = *p;
-	for (const char *p = proc_fd_kind_name(mode, target); *p && n + 1 < sizeof(what); p++)
-		what[n++] = *p;
-	what[n] = 0;
-	send_error("cannot checkpoint", what, 0);
-	(void)target;
+	/* a socket says which: "a socket (UNIX, datagram)" */
+	if (S_ISSOCK(mode) && getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &family, &len) == 0 &&
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) == 0) {
+		n = put_str(kind, n, sizeof(kind), " (");
+		n = put_str(kind, n, sizeof(kind), socket_family_name(family));
+		n = put_str(kind, n, sizeof(kind), ", ");
+		n = put_str(kind, n, sizeof(kind), socket_type_name(type));
+		put_str(kind, n, sizeof(kind), ")");
+	}
+	send_fd_refusal(fd, kind);
 }
 
 /* eventfd, timerfd and epoll descriptors are anonymous inodes, known by
@@ -1173,9 +1251,6 @@ int inotify_add_watch(int fd, const char *path, uint32_t mask)
 	return wd;
 }
 
-static size_t put_str(char *buf, size_t n, size_t cap, const char *s);
-static size_t put_dec(char *buf, size_t n, size_t cap, uint64_t v);
-
 static size_t put_hex(char *buf, size_t n, size_t cap, uint64_t v)
 {
 	char num[20];
@@ -1223,12 +1298,7 @@ static int inotify_watches(struct dump *d, int fd, uint64_t *len)
 			    minor(g_watch[i].dev) == (sdev & 0xfffff))
 				break;
 		if (i == g_nwatch || n + strlen(g_watch[i].path) + 32 > COPY_BUF) {
-			char what[128];
-			size_t w = put_str(what, 0, sizeof(what), "fd ");
-
-			w = put_dec(what, w, sizeof(what), (uint64_t)fd);
-			put_str(what, w, sizeof(what), " is an inotify watch of a path not seen added");
-			send_error("cannot checkpoint", what, 0);
+			send_fd_refusal(fd, "an inotify watch of a path not seen added");
 			return -ENOTSUP;
 		}
 		n = put_str(d->copy, n, COPY_BUF, "watch:\t");
@@ -1394,12 +1464,7 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 	if (s->state != PROC_SOCK_CONNECTED || s->outside)
 		return 0;
 	if (s->family != AF_UNIX && ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0) {
-		char what[128];
-		size_t w = put_str(what, 0, sizeof(what), "fd ");
-
-		w = put_dec(what, w, sizeof(what), (uint64_t)fd);
-		put_str(what, w, sizeof(what), " is a TCP connection with data not yet received by its peer");
-		send_error("cannot checkpoint", what, 0);
+		send_fd_refusal(fd, "a TCP connection with data not yet received by its peer");
 		return -ENOTSUP;
 	}
 	q = 0;
@@ -1420,7 +1485,7 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 		off = -1;
 		(void)setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
 		if (got < (size_t)q) {
-			send_error("cannot checkpoint", "cannot read what a socket holds", 0);
+			send_fd_refusal(fd, "a socket whose unread bytes cannot be peeked at");
 			return -ENOTSUP;
 		}
 		s->queued = got;
@@ -1464,8 +1529,8 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 	r.ino = st.st_ino;
 	r.dev = st.st_dev;
 	r.kind = t[i].kind;
-	if (fd <= 2) {
-		r.kind = PROC_FD_STDIO;
+	if (r.kind == PROC_FD_STDIO) {
+		/* the restart's own 0, 1, 2 */
 	} else if (r.kind == PROC_FD_EXTERNAL) {
 		r.origin = t[i].origin;
 	} else if (r.kind == PROC_FD_FILE || r.kind == PROC_FD_DIR) {
@@ -1579,11 +1644,15 @@ static int dump_fds(struct dump *d)
 			t[n].fd = fd;
 			t[n].ino = st.st_ino;
 			t[n].origin = fd > 2 ? launch_origin(fd, &st) : -1;
+			if (fd <= 2)
+				g_stdio_saved[fd] = launch_same(fd, &st);
 			if (t[n].origin >= 0 && g_nexternal < MAX_EXTERNAL) {
 				g_external[g_nexternal].fd = fd;
 				g_external[g_nexternal++].origin = t[n].origin;
 			}
-			if (t[n].origin >= 0)
+			if (fd <= 2 && g_stdio_saved[fd])
+				t[n].kind = PROC_FD_STDIO;
+			else if (t[n].origin >= 0)
 				t[n].kind = PROC_FD_EXTERNAL;
 			else if (S_ISREG(st.st_mode))
 				t[n].kind = PROC_FD_FILE;
@@ -1607,7 +1676,7 @@ static int dump_fds(struct dump *d)
 		struct stat st;
 		int other = -1;
 
-		if (t[i].fd <= 2)
+		if (t[i].kind == PROC_FD_STDIO)
 			continue;
 		if (t[i].kind == PROC_FD_PIPE_READ)
 			other = fdent_find_pipe(t, n, t[i].ino, PROC_FD_PIPE_WRITE);
@@ -1616,7 +1685,6 @@ static int dump_fds(struct dump *d)
 		if (t[i].kind && ((t[i].kind != PROC_FD_PIPE_READ && t[i].kind != PROC_FD_PIPE_WRITE) ||
 				  other >= 0))
 			continue;
-		/* refuse: name the descriptor and its kind */
 		{
 			char num[12];
 			int k = 11, v = t[i].fd;
@@ -1630,6 +1698,12 @@ static int dump_fds(struct dump *d)
 		}
 		tl = readlinkat(dirfd, link, target, sizeof(target) - 1);
 		target[tl > 0 ? tl : 0] = 0;
+		/* an anonymous pipe whose other end is in another process of the
+		 * tree (or nowhere): the restart makes it once for all of them
+		 * (docs/transparent.md, "Process trees"); a named FIFO is refused */
+		if (t[i].kind && strncmp(target, "pipe:[", 6) == 0)
+			continue;
+		/* refuse: name the descriptor and its kind */
 		fstat(t[i].fd, &st);
 		send_fd_error(t[i].fd, st.st_mode, target);
 		ret = -ENOTSUP;
@@ -1664,12 +1738,14 @@ static size_t put_dec(char *buf, size_t n, size_t cap, uint64_t v)
 	return put_str(buf, n, cap, num + k);
 }
 
-/* The parent and name of process pid, from /proc/<pid>/stat; -1 when it
- * cannot be read (the process is gone, or /proc is another namespace's). */
-static pid_t stat_parent(pid_t pid, char *comm, size_t cap)
+/* The parent, name, state and (a zombie's) wait status of process pid,
+ * from /proc/<pid>/stat; -1 when it cannot be read (the process is gone, or
+ * /proc is another namespace's). */
+static pid_t stat_parent(pid_t pid, char *comm, size_t cap, char *state, int *exit_code)
 {
-	char path[48], buf[256];
+	char path[48], buf[1024];
 	const char *open_paren, *close_paren, *q;
+	pid_t ppid;
 	size_t n;
 	ssize_t got;
 	int fd;
@@ -1696,76 +1772,64 @@ static pid_t stat_parent(pid_t pid, char *comm, size_t cap)
 		n = cap - 1;
 	memcpy(comm, open_paren + 1, n);
 	comm[n] = 0;
+	*state = close_paren[2];
 	q = close_paren + 4;
-	return (pid_t)parse_dec(&q);
+	ppid = (pid_t)parse_dec(&q);
+	/* field 52, exit_code: a zombie's status in waitpid's form */
+	*exit_code = 0;
+	for (int field = 4; field < 52 && *q; q++)
+		if (*q == ' ')
+			field++;
+	if (*q >= '0' && *q <= '9')
+		*exit_code = (int)parse_dec(&q);
+	return ppid;
 }
 
-/* The image holds this process alone: a child (running, or ended and not
- * yet waited for) would be missing after a restart, and the program's wait
- * for it would fail. Refuse, naming the child. Runs with every thread parked,
- * so none can fork meanwhile; the agent itself starts no process. */
-static int refuse_children(void)
+/* Every thread parked: tell the coordinator who this process is and
+ * which children it has (running ones have agents of their own, or the
+ * coordinator refuses the checkpoint naming them; zombies are restored as
+ * zombies). With every thread parked no child can appear meanwhile. */
+static int send_parked(void)
 {
-	char what[192], comm[64] = "", buf[8192];
-	pid_t self = getpid(), child = 0;
-	siginfo_t si;
-	size_t n;
-	int dirfd;
+	struct proc_parked p = { getpid(), getppid(), getpgid(0), getsid(0), 0, 0 };
+	struct proc_kid *kids = scratch_map(MAX_THREADS * sizeof(*kids));
+	char buf[8192];
+	int dirfd, ret;
 
-	/* is there a child at all? (ECHILD: none; a zombie's pid comes back) */
-	memset(&si, 0, sizeof(si));
-	if (waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0) {
-		if (errno == ECHILD)
-			return 0;
-		send_error("cannot tell whether the process has children: waitid", NULL, errno);
-		return -ENOTSUP;
+	if (!kids) {
+		send_error("checkpoint", "out of memory", ENOMEM);
+		return -ENOMEM;
 	}
-	/* which one: the first process in /proc whose parent is this one */
 	dirfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	while (dirfd >= 0 && !child) {
+	while (dirfd >= 0 && p.nkids < MAX_THREADS) {
 		long got = syscall(SYS_getdents64, dirfd, buf, sizeof(buf));
 
 		if (got <= 0)
 			break;
-		for (long off = 0; off < got && !child;) {
+		for (long off = 0; off < got && p.nkids < MAX_THREADS;) {
 			struct dirent64 *e = (struct dirent64 *)(buf + off);
-			const char *p = e->d_name;
+			const char *q = e->d_name;
+			struct proc_kid *k = &kids[p.nkids];
+			char state = 0;
 			pid_t pid;
 
 			off += e->d_reclen;
-			if (*p < '0' || *p > '9')
+			if (*q < '0' || *q > '9')
 				continue;
-			pid = (pid_t)parse_dec(&p);
-			if (pid != self && stat_parent(pid, comm, sizeof(comm)) == self)
-				child = pid;
+			pid = (pid_t)parse_dec(&q);
+			if (pid == p.pid ||
+			    stat_parent(pid, k->comm, sizeof(k->comm), &state, &k->status) != p.pid)
+				continue;
+			k->pid = pid;
+			k->zombie = state == 'Z' || state == 'X';
+			p.nkids++;
 		}
 	}
 	if (dirfd >= 0)
 		close(dirfd);
-	if (!child && si.si_pid > 0) {
-		child = si.si_pid;
-		stat_parent(child, comm, sizeof(comm));
-	}
-	/* none found: a child that ended meanwhile and was reaped by the kernel
-	 * (SIGCHLD ignored) leaves none; else it is not in this /proc */
-	if (!child && waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT | __WALL) != 0 &&
-	    errno == ECHILD)
-		return 0;
-	n = put_str(what, 0, sizeof(what), "process ");
-	n = put_dec(what, n, sizeof(what), (uint64_t)self);
-	n = put_str(what, n, sizeof(what), " has a child process");
-	if (child) {
-		n = put_str(what, n, sizeof(what), " ");
-		n = put_dec(what, n, sizeof(what), (uint64_t)child);
-		if (comm[0]) {
-			n = put_str(what, n, sizeof(what), " (");
-			n = put_str(what, n, sizeof(what), comm);
-			n = put_str(what, n, sizeof(what), ")");
-		}
-	}
-	put_str(what, n, sizeof(what), "; process trees are not supported yet");
-	send_error("cannot checkpoint", what, 0);
-	return -ENOTSUP;
+	ret = send_msg(PROC_MSG_PARKED, &p, sizeof(p), kids, p.nkids * sizeof(*kids));
+	scratch_unmap(kids, MAX_THREADS * sizeof(*kids));
+	return ret;
 }
 
 static void dump_free(struct dump *d)
@@ -1787,11 +1851,8 @@ static void dump_free(struct dump *d)
 static int dump_process(unsigned nthreads)
 {
 	struct dump d = { .pagemap_fd = -1, .mem_fd = -1 };
-	int ret = refuse_children();
+	int ret = -ENOMEM;
 
-	if (ret)
-		return ret;
-	ret = -ENOMEM;
 	d.pagemap = scratch_map(PAGEMAP_BATCH * 8);
 	d.copy = scratch_map(COPY_BUF);
 	if (!d.pagemap || !d.copy)
@@ -1848,15 +1909,25 @@ static void checkpoint(void *ucv)
 		send_error("checkpoint", "more than 1023 threads", 0);
 	else if (ret)
 		send_error("checkpoint", "cannot list /proc/self/task", -ret);
+	else if (send_parked() != 0 || read_all(g_channel, &cmd, sizeof(cmd)) != 0)
+		ret = -EPIPE;   /* the coordinator is gone */
+	else if (cmd.type != PROC_CMD_DUMP)
+		goto verdict;   /* another process of the tree refused: no dump */
 	else if ((ret = dump_process(1 + (unsigned)atomic_load(&g_nstopped))) != 0 &&
 		 ret != -EPIPE && !g_error_sent)
 		/* the stream is whole: say why it stops here */
 		send_error("checkpoint", "cannot save the process", -ret);
 	scratch_unmap(signaled, sizeof(*signaled));
+	signaled = NULL;
 wait:
 	munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
 	/* the coordinator answers once the image is durable or abandoned */
 	ret = read_all(g_channel, &cmd, sizeof(cmd));
+verdict:
+	if (signaled) {
+		scratch_unmap(signaled, sizeof(*signaled));
+		munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
+	}
 	if (!ret && cmd.type == PROC_CMD_EXIT)
 		syscall(SYS_exit_group, 0);
 	atomic_store(&g_overflow, 0);
@@ -1895,10 +1966,14 @@ static void after_restart(void)
 	atomic_store(&g_overflow, 0);
 	atomic_store(&g_nstopped, 0);
 	atomic_store(&g_next_slot, 0);
+	/* a thread of the program may be forking: its CHILD record must not
+	 * cut into this one */
+	pthread_mutex_lock(&g_fork_lock);
 	if (send_msg(PROC_MSG_RESTARTED, &h, sizeof(h), NULL, 0) != 0) {
 		close(g_channel);
 		g_channel = -1;
 	}
+	pthread_mutex_unlock(&g_fork_lock);
 	/* g_stopping was set when the image was taken: until now it kept every
 	 * exec waiting (exec_common), which would have ended this thread
 	 * before the coordinator heard RESTARTED */
@@ -2150,6 +2225,22 @@ static int exec_common(enum exec_kind kind, const char *path, int fd, char *cons
 	if (channel < 0 || getpid() != g_owner || !preloads_agent(envp) ||
 	    static_target(kind, path, fd))
 		return exec_real(kind, path, fd, argv, envp);
+	/* before the table is written out: a checkpoint this waits for may be
+	 * restarted, and a restart changes the table (launch_after_restart) */
+	for (;;) {
+		struct timespec ms = { 0, 1000000 };
+
+		atomic_store(&g_exec, 1);
+		if (!atomic_load(&g_stopping))
+			break;
+		atomic_store(&g_exec, 0);   /* a checkpoint first: this thread parks for it */
+		nanosleep(&ms, NULL);
+	}
+	channel = g_channel;   /* a restart gives another */
+	if (channel < 0) {
+		atomic_store(&g_exec, 0);
+		return exec_real(kind, path, fd, argv, envp);
+	}
 	while (envp && envp[n])
 		n++;
 	char *env[n + 3];
@@ -2172,15 +2263,6 @@ static int exec_common(enum exec_kind kind, const char *path, int fd, char *cons
 	env[k++] = fdvar;
 	env[k++] = launch;
 	env[k] = NULL;
-	for (;;) {
-		struct timespec ms = { 0, 1000000 };
-
-		atomic_store(&g_exec, 1);
-		if (!atomic_load(&g_stopping))
-			break;
-		atomic_store(&g_exec, 0);   /* a checkpoint first: this thread parks for it */
-		nanosleep(&ms, NULL);
-	}
 	fcntl(channel, F_SETFD, 0);
 	ret = exec_real(kind, path, fd, argv, env);
 	err = errno;
@@ -2270,20 +2352,152 @@ int execle(const char *path, const char *arg, ...)
 	return ret;
 }
 
+/* ---- process trees: the agent follows fork ----
+ *
+ * A child is a process of the job: before the fork the parent makes a
+ * socketpair and sends one end to the coordinator on its own channel
+ * (CHILD, SCM_RIGHTS); the child takes the other end as its channel, starts
+ * its agent thread again (threads do not survive fork) and says HELLO.
+ * Signals stay blocked from before the CHILD record to after the fork, so no
+ * checkpoint parks the forking thread in between: once a parent is parked,
+ * every child it has is announced ahead of its PARKED record. */
+
+static int send_fd_msg(uint32_t type, int fd)
+{
+	struct proc_msg m = { PROC_MSG_MAGIC, type, 0 };
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh;
+	struct cmsghdr *c;
+	ssize_t n;
+
+	memset(&mh, 0, sizeof(mh));
+	memset(&u, 0, sizeof(u));
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = u.buf;
+	mh.msg_controllen = sizeof(u.buf);
+	c = CMSG_FIRSTHDR(&mh);
+	c->cmsg_level = SOL_SOCKET;
+	c->cmsg_type = SCM_RIGHTS;
+	c->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(c), &fd, sizeof(int));
+	do
+		n = sendmsg(g_channel, &mh, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	if (n < 0)
+		return -errno;
+	return n == (ssize_t)sizeof(m) ? 0 : write_all(g_channel, (char *)&m + n, sizeof(m) - (size_t)n);
+}
+
+static void *agent_main(void *arg);
+
+/* The agent thread takes no signal but its own. */
+static int start_agent_thread(void)
+{
+	sigset_t all, old;
+	pthread_t t;
+	int ret;
+
+	sigfillset(&all);
+	sigdelset(&all, PROC_CKPT_SIGNAL);
+	real_pthread_sigmask(SIG_SETMASK, &all, &old);
+	ret = pthread_create(&t, NULL, agent_main, NULL);
+	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (ret)
+		return -ret;
+	pthread_detach(t);
+	return 0;
+}
+
+static void send_hello(void)
+{
+	struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
+				(uint64_t)(uintptr_t)&stasis_agent_state };
+
+	send_msg(PROC_MSG_HELLO, &h, sizeof(h), NULL, 0);
+}
+
+static void atfork_prepare(void)
+{
+	sigset_t all, old;
+	int sv[2];
+
+	sigfillset(&all);
+	real_pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&g_fork_lock);
+	g_fork_mask = old;
+	g_child_end = -1;
+	if (g_channel < 0 || getpid() != g_owner ||
+	    socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return;
+	if (send_fd_msg(PROC_MSG_CHILD, sv[0]) == 0)
+		g_child_end = sv[1];
+	else
+		close(sv[1]);
+	close(sv[0]);
+}
+
+static void atfork_parent(void)
+{
+	sigset_t mask = g_fork_mask;
+
+	/* a failed fork too: the coordinator then sees the channel end */
+	if (g_child_end >= 0)
+		close(g_child_end);
+	g_child_end = -1;
+	pthread_mutex_unlock(&g_fork_lock);
+	real_pthread_sigmask(SIG_SETMASK, &mask, NULL);
+}
+
 static void atfork_child(void)
 {
-	/* a child is a new process the coordinator does not know */
+	int end = g_child_end, high = -1;
+
+	g_child_end = -1;
+	pthread_mutex_init(&g_fork_lock, NULL);
 	if (g_channel >= 0)
 		close(g_channel);
 	g_channel = -1;
+	stasis_agent_state.channel_fd = -1;
+	if (end >= 0) {
+		high = fcntl(end, F_DUPFD_CLOEXEC, PROC_AGENT_FD_MIN);
+		close(end);
+	}
+	if (high >= 0) {
+		/* a checkpoint the parent was taking is not this process's */
+		atomic_store(&g_stopping, 0);
+		atomic_store(&g_exec, 0);
+		atomic_store(&g_overflow, 0);
+		atomic_store(&g_nstopped, 0);
+		atomic_store(&g_next_slot, 0);
+		g_channel = high;
+		g_owner = getpid();
+		stasis_agent_state.channel_fd = high;
+		g_seen_restarts = stasis_agent_state.restarts;
+		send_hello();
+		if (start_agent_thread() != 0) {
+			close(g_channel);
+			g_channel = -1;
+		}
+	}
+	real_pthread_sigmask(SIG_SETMASK, &g_fork_mask, NULL);
+}
+
+/* vfork shares the parent's memory until the child execs: the agent could
+ * not follow such a child, a fork can (POSIX allows vfork to be one). */
+pid_t vfork(void)
+{
+	return fork();
 }
 
 __attribute__((constructor)) static void agent_init(void)
 {
 	const char *env = getenv(PROC_ENV_FD), *launched;
 	struct sigaction sa;
-	sigset_t all, old;
-	pthread_t t;
 	int fd, type = 0, high, after_exec;
 	socklen_t len = sizeof(type);
 
@@ -2327,27 +2541,14 @@ __attribute__((constructor)) static void agent_init(void)
 	sigemptyset(&sa.sa_mask);
 	if (real_sigaction(PROC_CKPT_SIGNAL, &sa, NULL) != 0)
 		goto fail;
-	pthread_atfork(NULL, NULL, atfork_child);
-
-	/* the agent thread takes no signal but its own */
-	sigfillset(&all);
-	sigdelset(&all, PROC_CKPT_SIGNAL);
-	real_pthread_sigmask(SIG_SETMASK, &all, &old);
-	if (pthread_create(&t, NULL, agent_main, NULL) != 0) {
-		real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+	if (start_agent_thread() != 0)
 		goto fail;
-	}
-	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
-	pthread_detach(t);
 	/* hello from the constructor, before main(): even a program that ends
 	 * at once has reported, so its coordinator knows the agent works. After
 	 * an exec the coordinator knows already: nothing to say */
-	if (!after_exec) {
-		struct proc_hello h = { PROC_FORMAT_VERSION, getpid(),
-					(uint64_t)(uintptr_t)&stasis_agent_state };
-
-		send_msg(PROC_MSG_HELLO, &h, sizeof(h), NULL, 0);
-	}
+	if (!after_exec)
+		send_hello();
 	return;
 fail:
 	close(g_channel);

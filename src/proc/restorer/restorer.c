@@ -533,6 +533,15 @@ static void map_region(const struct proc_region *r, const char *path)
 			flags |= MAP_GROWSDOWN;
 		break;
 	case PROC_REGION_SHARED_ANON:
+		if (r->flags & PROC_RF_SHM_FD) {
+			/* shared with other processes of the tree: their one object,
+			 * made by the namespace's init (closed with the others at
+			 * the process stage) */
+			flags |= MAP_SHARED;
+			p = sys6(__NR_mmap, (long)r->start, (long)len, prot, flags, (long)r->file_size,
+				 (long)r->file_offset);
+			goto mapped;
+		}
 		flags |= MAP_SHARED | MAP_ANONYMOUS;
 		break;
 	case PROC_REGION_FILE_PRIVATE:
@@ -560,6 +569,7 @@ static void map_region(const struct proc_region *r, const char *path)
 		 fd >= 0 ? (long)r->file_offset : 0);
 	if (fd >= 0)
 		sys1(__NR_close, fd);
+mapped:
 	if (p < 0 && p > -4096)
 		collision(r, path, p);
 	if ((uint64_t)p != r->start) {

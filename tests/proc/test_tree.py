@@ -1,0 +1,58 @@
+"""Process trees as people run them (docs/transparent.md, "Process trees"):
+a bash pipeline of programs nobody here wrote, checkpointed while its data
+flows, killed with everything it started and restarted, twice; the
+compressed output must be the bytes an uninterrupted run writes.
+
+The pipeline's first stage writes half of its numbers, then waits for a
+file "go" (a bash loop forking `sleep`) before it writes the rest: the
+second checkpoint comes while sort holds the first half and bash forks.
+About 5 s."""
+import subprocess
+import time
+
+from proc_harness import descendants, job  # noqa: F401 (job is a fixture)
+
+PIPELINE = ("{ seq 1 2000000; while [ ! -e go ]; do sleep 0.05; done; seq 2000001 4000000; } "
+            "| sort -n | gzip -1 > out.gz")
+
+
+def processes(job):
+    """Names of the job's processes (and stasis's own)."""
+    names = []
+    for pid in descendants(job.proc.pid):
+        try:
+            names.append(open(f"/proc/{pid}/comm").read().strip())
+        except OSError:
+            pass
+    return names
+
+
+def until(cond, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def test_a_bash_pipeline_killed_and_restarted_twice(job):
+    (job.work / "go").touch()
+    plain = subprocess.run(["bash", "-c", PIPELINE], cwd=job.work, env=job.env, timeout=300)
+    assert plain.returncode == 0
+    expected = (job.work / "out.gz").read_bytes()
+    (job.work / "go").unlink()
+    (job.work / "out.gz").unlink()
+
+    job._start(["run", "--dir", job.ck, "--", "bash", "-c", PIPELINE])
+    until(lambda: {"sort", "gzip"} <= set(processes(job)))
+    assert job.checkpoint() == "ckpt-000001"     # seq writing, sort reading: data in the pipe
+    job.kill()
+    job.restart()
+    assert job.checkpoint() == "ckpt-000002"
+    job.kill()
+    job.restart()
+    (job.work / "go").touch()
+    out, err = job.communicate(120)
+    assert job.proc.returncode == 0, err
+    assert (job.work / "out.gz").read_bytes() == expected
