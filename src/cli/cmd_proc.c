@@ -23,6 +23,9 @@
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
        OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS };
 
+/* 'z' in parse()'s allowed, apart from the letters in order above */
+enum { OPT_LEVEL = OPT_DIR + 25 };
+
 static const struct option proc_options[] = {
 	{ "dir", required_argument, NULL, OPT_DIR },
 	{ "interval", required_argument, NULL, OPT_INTERVAL },
@@ -33,6 +36,7 @@ static const struct option proc_options[] = {
 	{ "resume", no_argument, NULL, OPT_RESUME },
 	{ "wait", required_argument, NULL, OPT_WAIT },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "level", required_argument, NULL, OPT_LEVEL },
 	{ "recover", required_argument, NULL, OPT_RECOVER },
 	{ "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
 	{ NULL, 0, NULL, 0 },
@@ -40,6 +44,7 @@ static const struct option proc_options[] = {
 
 struct proc_args {
 	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts;
+	const char *level;        /* --level */
 	int stop, no_signal, resume, json;
 	int first_operand;
 };
@@ -69,6 +74,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_RESUME: a->resume = 1; break;
 		case OPT_WAIT: a->wait = optarg; break;
 		case OPT_JSON: a->json = 1; break;
+		case OPT_LEVEL: a->level = optarg; break;
 		case OPT_RECOVER: a->recover = optarg; break;
 		case OPT_MAX_RESTARTS: a->max_restarts = optarg; break;
 		}
@@ -251,8 +257,14 @@ int cmd_run(int argc, char **argv)
 	const char *root;
 	int status = 0, ret;
 
-	if ((ret = parse("run", argc, argv, &a, "abcefgjk")) != EXIT_OK)
+	if ((ret = parse("run", argc, argv, &a, "abcefgjkz")) != EXIT_OK)
 		return ret;
+	/* the level of the job's checkpoints: the coordinator and its node
+	 * agents read the key (docs/levels.md) */
+	if (a.level && cfg_set("level", a.level) != 0) {
+		cli_error("run", "bad --level '%s' (single, partner, rs or global)", a.level);
+		return EXIT_USAGE;
+	}
 	if (a.launcher && !a.resume) {
 		cli_error("run", "--launcher goes with --resume (or `stasis restart`)");
 		return EXIT_USAGE;
@@ -364,13 +376,20 @@ int cmd_checkpoint(int argc, char **argv)
 {
 	struct cli_progress *progress;
 	struct proc_args a;
-	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], **names = NULL;
+	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], request[64], **names = NULL;
 	const char *root;
 	size_t count = 0, running = 0;
 	int ret;
 
-	if ((ret = parse("checkpoint", argc, argv, &a, "adh")) != EXIT_OK)
+	if ((ret = parse("checkpoint", argc, argv, &a, "adhz")) != EXIT_OK)
 		return ret;
+	if (a.level && strcmp(a.level, "single") && strcmp(a.level, "partner") &&
+	    strcmp(a.level, "rs") && strcmp(a.level, "global")) {
+		cli_error("checkpoint", "bad --level '%s' (single, partner, rs or global)", a.level);
+		return EXIT_USAGE;
+	}
+	snprintf(request, sizeof(request), "CHECKPOINT%s%s%s", a.stop ? " stop" : "",
+		 a.level ? " level=" : "", a.level ? a.level : "");
 	if (a.wait && strcmp(a.wait, "local") != 0 && strcmp(a.wait, "global") != 0 &&
 	    strcmp(a.wait, "partner") != 0 && strcmp(a.wait, "rs") != 0) {
 		cli_error("checkpoint", "bad --wait '%s' (local, partner, rs or global)", a.wait);
@@ -402,8 +421,7 @@ int cmd_checkpoint(int argc, char **argv)
 	}
 	snprintf(dir, sizeof(dir), "%s/%s", root, job);
 	progress = cli_progress_checkpoint(root, job);
-	ret = coord_request(dir, a.stop ? "CHECKPOINT stop" : "CHECKPOINT", 24 * 3600 * 1000,
-			    reply, sizeof(reply));
+	ret = coord_request(dir, request, 24 * 3600 * 1000, reply, sizeof(reply));
 	cli_progress_stop(&progress);
 	if (ret == -EREMOTEIO) {
 		cli_error("checkpoint", "%s", reply);
@@ -430,8 +448,12 @@ int cmd_restart(int argc, char **argv)
 	size_t count = 0;
 	int status = 0, ret;
 
-	if ((ret = parse("restart", argc, argv, &a, "abefjk")) != EXIT_OK)
+	if ((ret = parse("restart", argc, argv, &a, "abefjkz")) != EXIT_OK)
 		return ret;
+	if (a.level && cfg_set("level", a.level) != 0) {
+		cli_error("restart", "bad --level '%s' (single, partner, rs or global)", a.level);
+		return EXIT_USAGE;
+	}
 	memset(&o, 0, sizeof(o));
 	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
 		cli_error("restart", "bad --interval '%s' (a number of seconds, or with suffix s, m or h)",
@@ -636,7 +658,7 @@ static json_t *status_json(const char *reply)
 int cmd_status(int argc, char **argv)
 {
 	struct proc_args a;
-	char **names = NULL, reply[1024], dir[PATH_MAX], latest[64];
+	char **names = NULL, reply[1024], dir[PATH_MAX], latest[64], level[16];
 	const char *root;
 	size_t count = 0;
 	json_t *doc = NULL, *jobs = NULL;
@@ -672,14 +694,17 @@ int cmd_status(int argc, char **argv)
 		int running = 0;
 
 		snprintf(dir, sizeof(dir), "%s/%s", root, names[i]);
-		latest[0] = 0;
+		latest[0] = level[0] = 0;
 		if (store_open(cfg_str(CFG_TIER), root, names[i], &s) == 0) {
 			if (store_list(s, &list, &n, NULL) == 0)
 				for (size_t k = 0; k < n; k++)
 					if (list[k].state == STORE_COMPLETE) {
 						complete++;
-						if (list[k].current)
-							snprintf(latest, sizeof(latest), "%s", list[k].name);
+						if (!list[k].current)
+							continue;
+						snprintf(latest, sizeof(latest), "%s", list[k].name);
+						/* its redundancy: local, partner+global... */
+						snprintf(level, sizeof(level), "%s", list[k].level);
 					}
 			free(list);
 			store_close(&s);
@@ -698,14 +723,15 @@ int cmd_status(int argc, char **argv)
 			json_object_set_new(o, "state", json_string(state));
 			json_object_set_new(o, "established", json_integer((json_int_t)complete));
 			json_object_set_new(o, "latest", latest[0] ? json_string(latest) : json_null());
+			json_object_set_new(o, "latest_level", level[0] ? json_string(level) : json_null());
 			json_object_set_new(o, "coordinator", running ? status_json(reply) : json_null());
 			json_array_append_new(jobs, o);
 		} else if (running) {
-			printf("%s  running  %s  established=%zu latest=%s\n", names[i], reply, complete,
-			       latest[0] ? latest : "-");
+			printf("%s  running  %s  established=%zu latest=%s%s%s\n", names[i], reply,
+			       complete, latest[0] ? latest : "-", level[0] ? " level=" : "", level);
 		} else {
-			printf("%s  %s  established=%zu latest=%s\n", names[i], state, complete,
-			       latest[0] ? latest : "-");
+			printf("%s  %s  established=%zu latest=%s%s%s\n", names[i], state, complete,
+			       latest[0] ? latest : "-", level[0] ? " level=" : "", level);
 		}
 	}
 	if (doc) {

@@ -43,7 +43,7 @@ static const struct cli_command commands[] = {
 	  "Write the bytes of SECTION of IMAGE to OUTPUT (- for stdout), checking\n"
 	  "every chunk's checksum.\n" },
 	{ "run", cmd_run, "run a program with transparent checkpoints",
-	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--no-signal-checkpoint]\n"
+	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--level L] [--no-signal-checkpoint]\n"
 	  "                  [--resume [--launcher \"WORDS\"]] [--recover none|auto]\n"
 	  "                  [--max-restarts N] -- PROGRAM ARGS...\n"
 	  "Run PROGRAM in the foreground under Stasis (LD_PRELOAD agent, docs/transparent.md)\n"
@@ -51,6 +51,9 @@ static const struct cli_command commands[] = {
 	  "`stasis checkpoint --stop`). Checkpoints go to job NAME (default: the configured\n"
 	  "`job`, else PROGRAM's file name) under D.\n"
 	  "  --interval T   checkpoint every T (seconds, or with suffix s, m, h)\n"
+	  "  --level L      a staged MPI job's redundancy: single, partner (each image\n"
+	  "                 also on another node), rs (parity across nodes) or global (the\n"
+	  "                 key `level`; docs/levels.md)\n"
 	  "  --resume       if job NAME has an established checkpoint, restart it instead\n"
 	  "                 (as `stasis restart`; --launcher as there): one batch script\n"
 	  "                 then survives requeues and time limits\n"
@@ -62,15 +65,19 @@ static const struct cli_command commands[] = {
 	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
 	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",
-	  "usage: stasis checkpoint [--dir D] [JOB] [--stop] [--wait local|global]\n"
+	  "usage: stasis checkpoint [--dir D] [JOB] [--stop] [--level L] [--wait LEVEL]\n"
 	  "Ask JOB's coordinator (the only running job under D if JOB is not given) for a\n"
 	  "checkpoint; print its name once it is established.\n"
 	  "  --stop          then end the program\n"
+	  "  --level L       this checkpoint's level instead of the job's (single, partner,\n"
+	  "                  rs, global)\n"
 	  "  --wait global   with staging on, return only once every rank's image is in the\n"
-	  "                  global tier (local: as soon as it is established, the default)\n" },
+	  "                  global tier (local: as soon as it is established, the default;\n"
+	  "                  partner, rs: once the node agents reached that level)\n" },
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
+	  "                      [--level L]\n"
 	  "                      [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"

@@ -332,6 +332,7 @@ static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expect
 /* ---- the ranks of an MPI job ---- */
 
 static int read_line(int fd, char *buf, size_t len, int timeout_ms);
+static int line_waiting(int fd);
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* coord_address "auto": where every node reaches this one, the address
@@ -1209,19 +1210,37 @@ static int read_line(int fd, char *buf, size_t len, int timeout_ms)
 	while (n + 1 < len) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		ssize_t r;
+		char *nl;
 
 		if (poll(&p, 1, timeout_ms) <= 0)
 			return -ETIMEDOUT;
-		r = read(fd, buf + n, 1);
+		/* what has come, read up to the line's end and no further (a byte
+		 * a read took two system calls a byte) */
+		buf[n] = 0;
+		r = recv(fd, buf + n, len - 1 - n, MSG_PEEK);
+		if (r < 0 && errno == ENOTSOCK)
+			r = 1;   /* not a socket: a byte at a time */
 		if (r <= 0)
 			return -EPIPE;
-		if (buf[n] == '\n') {
-			buf[n] = 0;
+		nl = memchr(buf + n, '\n', (size_t)r);
+		r = read(fd, buf + n, nl ? (size_t)(nl - (buf + n)) + 1 : (size_t)r);
+		if (r <= 0)
+			return -EPIPE;
+		n += (size_t)r;
+		if (buf[n - 1] == '\n') {
+			buf[n - 1] = 0;
 			return 0;
 		}
-		n++;
 	}
 	return -E2BIG;
+}
+
+/* fd has more to read now */
+static int line_waiting(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
 }
 
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1612,13 +1631,21 @@ static void serve(struct coord *c)
 		for (unsigned i = nn; i-- > 0;) {
 			char line[512];
 
+			int said = 0, gone = 0;
+
 			if (!p[inode + (int)i].revents)
 				continue;
-			if (read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+			/* every line the agent has sent, not one a poll of every
+			 * node: registering N ranks made N polls of them all */
+			do {
+				gone = read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
+				said = gone ? 0 : node_line(c, &c->nodes[i], line, NULL, 0);
+			} while (!gone && said != 1 && line_waiting(c->nodes[i].fd));
+			if (gone) {
 				node_gone(c, i);   /* moves the last node into i: visited already */
 				continue;
 			}
-			if (node_line(c, &c->nodes[i], line, NULL, 0) != 1)
+			if (said != 1)
 				continue;
 			log_info("the program asks for a checkpoint (MPIX_Checkpoint, through the node "
 				 "agent on %s)", c->nodes[i].host);

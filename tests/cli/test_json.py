@@ -195,9 +195,9 @@ def test_status_json_stopped(stasis):
     assert r.err == ""
     assert json.loads(r.out) == {"root": "store", "jobs": [
         {"name": "sim", "state": "stopped", "established": 2, "latest": "ckpt-000004",
-         "coordinator": None}]}
+         "latest_level": "global", "coordinator": None}]}
     assert stasis.ok("status", "--dir", "store").out == \
-        "sim  stopped  established=2 latest=ckpt-000004\n"
+        "sim  stopped  established=2 latest=ckpt-000004 level=global\n"
 
 
 def test_status_json_mpi_job(stasis):
@@ -211,7 +211,7 @@ def test_status_json_mpi_job(stasis):
     doc = json.loads(r.out)
     assert doc == {"root": "store", "jobs": [
         {"name": "sim", "state": "running", "established": 2, "latest": "ckpt-000004",
-         "coordinator": {
+         "latest_level": "global", "coordinator": {
              "kind": "mpi", "pid": None, "agent": None, "launcher_pid": 4242,
              "ranks_registered": 3, "ranks_size": 4,
              "ranks": [{"rank": 0, "pid": 100, "host": "n1"},
@@ -221,12 +221,13 @@ def test_status_json_mpi_job(stasis):
                        {"host": "n2.cluster", "agent_pid": 91}],
              "lost": [{"rank": 2, "pid": 204, "host": "n2.cluster"}],
              "checkpoints": 2, "last": "ckpt-000004"}}]}
-    assert list(doc["jobs"][0]) == ["name", "state", "established", "latest", "coordinator"]
+    assert list(doc["jobs"][0]) == ["name", "state", "established", "latest", "latest_level",
+                                  "coordinator"]
     assert list(doc["jobs"][0]["coordinator"]) == [
         "kind", "pid", "agent", "launcher_pid", "ranks_registered", "ranks_size", "ranks",
         "nodes", "lost", "checkpoints", "last"]
     # the text line is the coordinator's answer, as before
-    assert text == f"sim  running  {MPI_REPLY[3:]}  established=2 latest=ckpt-000004\n"
+    assert text == f"sim  running  {MPI_REPLY[3:]}  established=2 latest=ckpt-000004 level=global\n"
 
 
 def test_status_json_process_and_no_ranks(stasis):
@@ -264,7 +265,8 @@ def test_status_json_busy(stasis):
     finally:
         fake.close()
     assert doc["jobs"][0] == {"name": "sim", "state": "busy", "established": 2,
-                              "latest": "ckpt-000004", "coordinator": None}
+                              "latest": "ckpt-000004", "latest_level": "global",
+                              "coordinator": None}
 
 
 def test_status_json_bad_input_one_line(stasis):

@@ -25,19 +25,24 @@ def progs(cluster):
     return build_in_global(["p2p"])
 
 
-def staged_job(cluster, tmp_path, level):
+def staged_job(cluster, tmp_path, **env):
     job = ClusterJob(cluster, tmp_path)
     job.env = {"STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local", "STASIS_LOG": "info",
-               "STASIS_LEVEL": level, "STASIS_GROUP_SIZE": "3", "STASIS_RS_PARITY": "1"}
+               **env}
     return job
 
 
-def start(job, words, prog):
-    """start the job, to its 4th iteration; once more when Open MPI's TCP
-    transport failed to connect its ranks (open-mpi/ompi #10734, #11508 on
-    loaded hosts; tests/cluster/test_applevel_cluster.py does the same)"""
+def start(job, words, prog, opts=""):
+    """stasis run OPTS of the job, to its 4th iteration; once more when Open
+    MPI's TCP transport failed to connect its ranks (open-mpi/ompi #10734,
+    #11508 on loaded hosts; tests/cluster/test_applevel_cluster.py does the
+    same)"""
+    import pathlib
+    link = job.dir / pathlib.Path(prog).name
+    if not link.exists():
+        link.symlink_to(prog)
     for attempt in (1, 2):
-        job.start(words, prog, ITERS, SLEEP_MS)
+        job._start(f"run --dir {job.ck} {opts} -- {words} {link} {ITERS} {SLEEP_MS}")
         try:
             return job.lines_until(r"rank 0 iteration 3")
         except AssertionError as e:
@@ -91,14 +96,13 @@ NO_GLOBAL = "node.copy.corrupt:1:fail"
 def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
     """n2 killed and wiped: rank 1's image comes back from its partner copy
     on n3, checked, and the job ends on n1, n4, n3 as an uninterrupted run"""
-    job = staged_job(cluster, tmp_path, "partner")
-    job.env["STASIS_FAULT"] = NO_GLOBAL
+    job = staged_job(cluster, tmp_path, STASIS_FAULT=NO_GLOBAL)
     hosts, n, spare = SETUPS[lower]
     try:
         # Open MPI's mpirun passes only the variables it is told to (stasis
         # run adds its own to the list)
         job.env["OMPI_MCA_mca_base_env_list"] = "STASIS_FAULT"
-        start(job, launcher(lower, hosts, n), progs[("p2p", lower)])
+        start(job, launcher(lower, hosts, n), progs[("p2p", lower)], "--level partner")
         name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
         assert name == "ckpt-000001"
         # each node holds its rank's image and the partner copy of the
@@ -130,14 +134,15 @@ def test_level_fault_keeps_the_older_level_and_a_refusal_offers_it(cluster, prog
     restarts on the spare from n3's partner copy. MPICH: its launcher passes
     STASIS_FAULT to every node; no MPI_Finalize across its 3 nodes until the
     end (docs/cluster.md)."""
-    job = staged_job(cluster, tmp_path, "partner")
-    job.env["STASIS_FAULT"] = "node.level:2:fail,node.copy.corrupt:2:fail"
+    job = staged_job(cluster, tmp_path, STASIS_FAULT="node.level:2:fail,node.copy.corrupt:2:fail")
     try:
         start(job, launcher("mpich", "n1,n2,n3", 3), progs[("p2p", "mpich")])
-        first = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
+        # the job's level is single: partner for these two checkpoints
+        first = job.stasis("checkpoint", "--dir", job.ck, "--level", "partner", "--wait",
+                           "partner").stdout.strip()
         wait_level(job, first, "level partner+global")
         job.lines_until(r"rank 0 iteration 8")
-        second = job.stasis("checkpoint", "--dir", job.ck).stdout.strip()
+        second = job.stasis("checkpoint", "--dir", job.ck, "--level", "partner").stdout.strip()
         assert (first, second) == ("ckpt-000001", "ckpt-000002")
         line = wait_level(job, second, "partner")
         assert re.search(r"level local: partner: rank \d: fault injected at node\.level", line), line
@@ -165,9 +170,10 @@ def test_rs_two_nodes_lost(cluster, progs, tmp_path):
     """rs with 2 parity in a group of 3 nodes (Open MPI, no global copy): n1
     and n2 killed and wiped, the job restarts on n4 and n3 with ranks 0 and
     1 rebuilt from n3's image and parity alone"""
-    job = staged_job(cluster, tmp_path, "rs")
-    job.env.update({"STASIS_FAULT": NO_GLOBAL, "STASIS_RS_PARITY": "2",
-                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    # the level from the configuration (the key level)
+    job = staged_job(cluster, tmp_path, STASIS_FAULT=NO_GLOBAL, STASIS_LEVEL="rs",
+                     STASIS_GROUP_SIZE="3", STASIS_RS_PARITY="2",
+                     OMPI_MCA_mca_base_env_list="STASIS_FAULT")
     try:
         start(job, launcher("openmpi", "n1:1,n2:1,n3:1", 3), progs[("p2p", "openmpi")])
         name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "rs").stdout.strip()
