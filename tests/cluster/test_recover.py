@@ -6,10 +6,11 @@ unattended with the output of an uninterrupted run, relaunched from the
 checkpoint with the spare in the lost node's place, the lost node unused.
 Open MPI's mpirun exits by itself about a second after the loss; MPICH's
 mpiexec hangs, and the coordinator finds the node by its agent's silence
-and ends it. About 60 s. Needs root.
+and ends it. A rank killed alone (its node lives) under staging: every
+rank back on its node, from that node's copy. About 80 s. Needs root.
 
-A rank killed alone (its node lives), --max-restarts and --recover none
-are tests/split/test_recover.py: the same paths, on one host."""
+--max-restarts and --recover none are tests/split/test_recover.py: the
+same paths, on one host."""
 import re
 
 import pytest
@@ -53,3 +54,34 @@ def test_a_node_killed_recovers_on_the_spare(cluster, progs, lower, hosts, n, vi
         assert victim not in hosts_after and spare in hosts_after, (hosts_after, err)
     finally:
         job.kill()   # the module's cluster goes down after its last test, the dead node too
+
+
+def test_a_rank_killed_alone_restarts_from_the_node_local_copies(cluster, progs, tmp_path):
+    """staging on n1 and n4: rank 1 SIGKILLed (its node lives); both ranks
+    come back on their nodes, each from its node's copy of the checkpoint"""
+    import os
+    import signal
+    import time
+    from cluster_common import BASE
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_LOG": "info", "STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local"}
+    try:
+        job.start(launcher("openmpi", "n1:1,n4:1", 2), progs[("p2p", "openmpi")], ITERS,
+                  SLEEP_MS, opts="--recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        name = job.checkpoint()
+        job.lines_until(r"rank 0 iteration 5")
+        end, victim = time.time() + 30, None
+        while victim is None and time.time() < end:
+            found = re.findall(r"(?:=|,)1:(\d+)@n4", job.stasis("status", "--dir", job.ck).stdout)
+            victim = int(found[-1]) if found else None
+        os.kill(victim, signal.SIGKILL)   # no PID namespace: the host reaches it
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            rf"stasis: recovery 1 of 3: rank 1 \(pid {victim} on n4\) died: .*; from {name}; "
+            rf"\d+\.\d s", lines[0]), err
+        assert len(re.findall(r"reads its node-local copy", err)) == 2, err
+    finally:
+        job.kill()
