@@ -7,9 +7,9 @@
  */
 #include "coord/coord.h"
 #include "coord/job.h"
+#include "coord/relay.h"
 #include "coord/jobenv.h"
 #include "coord/policy.h"
-#include "coord/relay.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -44,6 +44,7 @@
 #define CLIENT_TIMEOUT_MS 5000
 #define HELLO_TIMEOUT_MS 30000
 #define IMAGE_NAME "process.img"
+#define TREE_NAME "tree"           /* a process tree: one line per process (docs/transparent.md) */
 #define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
 #define HB_CHECK_MS 100               /* how often silent node agents are looked for */
 
@@ -107,6 +108,7 @@ struct coord {
 	char secret[SECRET_LEN + 1];
 	int listen_fd;
 	int channel;             /* to the agent; -1 when it is gone */
+	struct proc_tree *tree;  /* the agents of the program's processes (proc/tree.c) */
 	int sig_fd;
 	pid_t child;             /* stasis run: the program */
 	struct proc_child rchild; /* stasis restart: the namespace's parent */
@@ -330,6 +332,7 @@ static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expect
 /* ---- the ranks of an MPI job ---- */
 
 static int read_line(int fd, char *buf, size_t len, int timeout_ms);
+static int line_waiting(int fd);
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* coord_address "auto": where every node reaches this one, the address
@@ -1067,59 +1070,101 @@ static int job_status(struct coord *c, char *out, size_t len)
 }
 
 
-/* One program under its agent: its image through the agent's channel */
-static int process_checkpoint(struct coord *c, int stop, char *name, size_t len)
-{
-	struct img_writer_opts opts;
-	struct img_writer *w = NULL;
-	struct store_ckpt *ck = NULL;
-	struct store_file *f = NULL;
-	struct proc_dump_info info;
-	char pid[32];
-	int ret, fin;
+/* One program under its agent, with the children it forks (proc/tree.c):
+ * an image per process, the first one's IMAGE_NAME, the others'
+ * process.<pid>.img, and the tree's description (TREE_NAME) */
+struct tree_sink {
+	struct coord *c;
+	struct store_ckpt *ck;
+	struct store_file *f;
+	unsigned files;
+};
 
-	if (c->channel < 0)
-		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
-			       "started under `stasis run`)");
-	ret = store_ckpt_begin(c->store, &ck);
-	if (ret)
-		return ret;
-	snprintf(name, len, "%s", store_ckpt_name(ck));
+static int sink_open(void *arg, pid_t pid, int root, struct img_writer **w)
+{
+	struct tree_sink *k = arg;
+	struct img_writer_opts opts;
+	char name[64], num[32];
+	int ret;
+
+	if (root)
+		snprintf(name, sizeof(name), "%s", IMAGE_NAME);
+	else
+		snprintf(name, sizeof(name), "process.%d.img", (int)pid);
 	img_writer_opts_default(&opts);
-	ret = store_file_create(ck, IMAGE_NAME, &f);
+	ret = store_file_create(k->ck, name, &k->f);
 	if (!ret)
-		ret = img_writer_create(store_file_write, f, &opts, &w);
+		ret = img_writer_create(store_file_write, k->f, &opts, w);
 	if (!ret)
-		ret = img_writer_meta(w, "producer", "stasis proc");
+		ret = img_writer_meta(*w, "producer", "stasis proc");
 	if (!ret)
-		ret = img_writer_meta(w, "job", c->o->job);
+		ret = img_writer_meta(*w, "job", k->c->o->job);
 	if (!ret) {
-		snprintf(pid, sizeof(pid), "%d", (int)c->pid);
-		ret = img_writer_meta(w, "pid", pid);
+		snprintf(num, sizeof(num), "%d", (int)pid);
+		ret = img_writer_meta(*w, "pid", num);
 	}
-	if (!ret)
-		ret = proc_dump(c->channel, w, &info);
+	return ret;
+}
+
+static int sink_close(void *arg, struct img_writer *w, int ret)
+{
+	struct tree_sink *k = arg;
+
 	if (!ret)
 		ret = img_writer_finish(w, NULL);
 	if (!ret)
-		ret = store_file_commit(f);
-	ret = seal(c, ck, ret, 1);
-	if (!ret)
-		log_info("checkpoint %s: %u threads, %u regions, %llu bytes of pages", name,
-			 info.threads, info.regions, (unsigned long long)info.stored_bytes);
+		ret = store_file_commit(k->f);
+	k->files += !ret;
 	img_writer_free(&w);
-	store_file_free(&f);
-	store_ckpt_free(&ck);
-	/* the program waits for this verdict; a failed checkpoint never stops it.
-	 * An agent that went silent is in an unknown state: drop it (the
-	 * program runs on, without checkpoints) */
-	fin = ret == -ETIMEDOUT ? -ETIMEDOUT : proc_dump_finish(c->channel, stop && !ret);
-	if (fin) {
-		close(c->channel);
-		c->channel = -1;
-	} else if (stop && !ret) {
+	store_file_free(&k->f);
+	return ret;
+}
+
+static int sink_tree(void *arg, const char *text, size_t len)
+{
+	struct tree_sink *k = arg;
+	int ret = store_file_create(k->ck, TREE_NAME, &k->f);
+
+	if (!ret)
+		ret = store_file_write(k->f, text, len);
+	if (!ret)
+		ret = store_file_commit(k->f);
+	k->files += !ret;
+	store_file_free(&k->f);
+	return ret;
+}
+
+static int sink_done(void *arg, int ret)
+{
+	struct tree_sink *k = arg;
+
+	return seal(k->c, k->ck, ret, k->files);
+}
+
+static int process_checkpoint(struct coord *c, int stop, char *name, size_t len)
+{
+	struct tree_sink k = { c, NULL, NULL, 0 };
+	struct proc_tree_sink s = { &k, sink_open, sink_close, sink_tree, sink_done };
+	struct proc_tree_info info;
+	int ret;
+
+	if (!proc_tree_size(c->tree))
+		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
+			       "started under `stasis run`)");
+	ret = store_ckpt_begin(c->store, &k.ck);
+	if (ret)
+		return ret;
+	snprintf(name, len, "%s", store_ckpt_name(k.ck));
+	/* every process waits for the verdict (sink_done: sealed, or marked
+	 * FAILED); a failed checkpoint never stops the program */
+	ret = proc_tree_checkpoint(c->tree, &s, stop, &info);
+	if (!ret)
+		log_info("checkpoint %s: %u processes, %u threads, %u regions, %llu bytes of pages",
+			 name, info.processes, info.threads, info.regions,
+			 (unsigned long long)info.stored_bytes);
+	if (stop && !ret)
 		c->stopped = 1;
-	}
+	store_ckpt_free(&k.ck);
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	return ret;
@@ -1128,7 +1173,7 @@ static int process_checkpoint(struct coord *c, int stop, char *name, size_t len)
 static void process_status(struct coord *c, char *out, size_t len)
 {
 	snprintf(out, len, "job=%s pid=%d agent=%s checkpoints=%u last=%s", c->o->job, (int)c->pid,
-		 c->channel >= 0 ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
+		 proc_tree_size(c->tree) ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
 }
 
 static void mpi_status(struct coord *c, char *out, size_t len)
@@ -1165,19 +1210,37 @@ static int read_line(int fd, char *buf, size_t len, int timeout_ms)
 	while (n + 1 < len) {
 		struct pollfd p = { fd, POLLIN, 0 };
 		ssize_t r;
+		char *nl;
 
 		if (poll(&p, 1, timeout_ms) <= 0)
 			return -ETIMEDOUT;
-		r = read(fd, buf + n, 1);
+		/* what has come, read up to the line's end and no further (a byte
+		 * a read took two system calls a byte) */
+		buf[n] = 0;
+		r = recv(fd, buf + n, len - 1 - n, MSG_PEEK);
+		if (r < 0 && errno == ENOTSOCK)
+			r = 1;   /* not a socket: a byte at a time */
 		if (r <= 0)
 			return -EPIPE;
-		if (buf[n] == '\n') {
-			buf[n] = 0;
+		nl = memchr(buf + n, '\n', (size_t)r);
+		r = read(fd, buf + n, nl ? (size_t)(nl - (buf + n)) + 1 : (size_t)r);
+		if (r <= 0)
+			return -EPIPE;
+		n += (size_t)r;
+		if (buf[n - 1] == '\n') {
+			buf[n - 1] = 0;
 			return 0;
 		}
-		n++;
 	}
 	return -E2BIG;
+}
+
+/* fd has more to read now */
+static int line_waiting(int fd)
+{
+	char b;
+
+	return recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
 }
 
 static void reply(int fd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -1481,7 +1544,6 @@ static void decide(struct coord *c)
 	c->nevents = 0;
 }
 
-
 static void on_signal(struct coord *c)
 {
 	struct signalfd_siginfo si;
@@ -1520,15 +1582,16 @@ static void serve(struct coord *c)
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	while (!c->done) {
-		struct pollfd p[5 + c->nnodes];
+		unsigned nt = proc_tree_size(c->tree);
+		struct pollfd p[5 + c->nnodes + nt];
 		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, inode = -1;
 		unsigned nn = c->nnodes;
 
 		p[n++] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
 		p[n++] = (struct pollfd){ c->sig_fd, POLLIN, 0 };
-		if (c->channel >= 0) {
+		if (nt) {
 			ichan = n;
-			p[n++] = (struct pollfd){ c->channel, POLLIN, 0 };
+			n += (int)proc_tree_poll(c->tree, p + n, nt);
 		}
 		if (c->rchild.status_fd >= 0) {
 			istat = n;
@@ -1541,7 +1604,7 @@ static void serve(struct coord *c)
 		inode = n;
 		for (unsigned i = 0; i < nn; i++)
 			p[n++] = (struct pollfd){ c->nodes[i].fd, POLLIN, 0 };
-		if (c->o->interval_ms && (c->channel >= 0 || c->nranks)) {
+		if (c->o->interval_ms && (nt || c->nranks)) {
 			uint64_t t = now_ms();
 
 			timeout = c->next_ckpt_ms > t ? (int)(c->next_ckpt_ms - t) : 0;
@@ -1560,23 +1623,29 @@ static void serve(struct coord *c)
 			decide(c);
 			continue;
 		}
-		if (ichan >= 0 && p[ichan].revents) {
-			/* the agent speaks only when asked: this is its end */
-			close(c->channel);
-			c->channel = -1;
-		}
+		if (ichan >= 0)
+			/* children announced, hellos, agents that ended */
+			proc_tree_serve(c->tree, p + ichan, nt);
 		/* node agents: registrations, copies done, ranks that ended or
 		 * died, a checkpoint asked for (MPIX_Checkpoint) */
 		for (unsigned i = nn; i-- > 0;) {
 			char line[512];
 
+			int said = 0, gone = 0;
+
 			if (!p[inode + (int)i].revents)
 				continue;
-			if (read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+			/* every line the agent has sent, not one a poll of every
+			 * node: registering N ranks made N polls of them all */
+			do {
+				gone = read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
+				said = gone ? 0 : node_line(c, &c->nodes[i], line, NULL, 0);
+			} while (!gone && said != 1 && line_waiting(c->nodes[i].fd));
+			if (gone) {
 				node_gone(c, i);   /* moves the last node into i: visited already */
 				continue;
 			}
-			if (node_line(c, &c->nodes[i], line, NULL, 0) != 1)
+			if (said != 1)
 				continue;
 			log_info("the program asks for a checkpoint (MPIX_Checkpoint, through the node "
 				 "agent on %s)", c->nodes[i].host);
@@ -1589,7 +1658,7 @@ static void serve(struct coord *c)
 			accept_conn(c);
 		if (p[0].revents)
 			serve_client(c);
-		if (c->o->interval_ms && (c->channel >= 0 || c->nranks) && now_ms() >= c->next_ckpt_ms &&
+		if (c->o->interval_ms && (proc_tree_size(c->tree) || c->nranks) && now_ms() >= c->next_ckpt_ms &&
 		    checkpoint(c, 0, name, sizeof(name)) != 0)
 			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
 		check_heartbeats(c);
@@ -1641,6 +1710,7 @@ static void coord_fini(struct coord *c)
 	unlisten(c);
 	if (c->channel >= 0)
 		close(c->channel);
+	proc_tree_free(&c->tree);
 	if (c->sig_fd >= 0)
 		close(c->sig_fd);
 	for (unsigned i = 0; i < c->nnodes; i++)
@@ -1735,11 +1805,11 @@ static int mpi_relaunch(struct coord *c, const char *dir)
 	return job_spawn(c, c->launch, dir);
 }
 
-
 int coord_run(const struct coord_opts *o, char **argv, int *status)
 {
 	struct coord c;
 	char preload[PATH_MAX * 2], fdv[16];
+	uint32_t version = 0;
 	int sv[2] = { -1, -1 }, ret;
 
 	ret = coord_init(&c, o);
@@ -1784,14 +1854,19 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	sv[1] = -1;
 	c.channel = sv[0];
 	sv[0] = -1;
-	ret = proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid);
+	ret = proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid, &version);
+	if (!ret) {
+		ret = proc_tree_create(c.channel, c.pid, version, &c.tree);
+		c.channel = -1;   /* the tree's (closed on failure) */
+	}
 	if (ret) {
 		/* the program runs on, without checkpoints; one that already ended
 		 * (or could not be executed, and said so) needs no warning */
 		if (ret != -EPIPE)
 			log_warn("%s", err_msg());
 		ret = 0;
-		close(c.channel);
+		if (c.channel >= 0)
+			close(c.channel);
 		c.channel = -1;
 		c.pid = c.child;
 	}
@@ -1852,53 +1927,15 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 			      "apply", name);
 		goto out;
 	}
-	ret = store_ckpt_path(c.store, name, IMAGE_NAME, path, sizeof(path));
+	ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
 	if (ret)
 		goto out;
-	/* header, manifest and footer now; every chunk's CRC as the restore
-	 * stream reads it (a second full read would double the restart time) */
-	ret = img_open(path, &img);
-	if (ret) {
-		ret = err_set(ret, "checkpoint %s cannot be used: %s", name, err_msg());
+	/* every process of the checkpoint (proc/tree.c), each from its image */
+	ret = proc_tree_restart(path, name, log_get_level() >= LOG_DEBUG ? "debug" : "warn", &c.rchild,
+				&c.tree);
+	if (ret)
 		goto out;
-	}
-	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
-		ret = err_set(-errno, "socketpair: %s", strerror(errno));
-		goto out;
-	}
-	ret = proc_restore(img, sv[1], log_get_level() >= LOG_DEBUG ? "debug" : "warn", &c.rchild);
-	sv[1] = -1;   /* proc_restore closed it */
-	if (ret == -EBADMSG || ret == -ESTALE)
-		ret = err_set(ret, "checkpoint %s cannot be used: %s", name, err_msg());
-	img_close(&img);   /* streamed: not needed for the job's lifetime */
-	if (ret == -EPIPE && c.rchild.pid > 0) {
-		int st;
-
-		/* the namespace's processes or the restorer gave up and said why
-		 * (exit status 42): that one line is the whole message */
-		proc_child_wait(&c.rchild, &st);
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 42)
-			ret = -ECANCELED;
-	}
-	if (ret) {
-		if (c.rchild.pid > 0) {
-			kill(c.rchild.pid, SIGKILL);
-			proc_child_wait(&c.rchild, status);
-		}
-		goto out;
-	}
-	c.channel = sv[0];
-	sv[0] = -1;
-	if (proc_agent_hello(c.channel, HELLO_TIMEOUT_MS, &c.pid) != 0) {
-		int st;
-
-		/* the restorer said why on stderr; it exits 42 when it gives up */
-		proc_child_wait(&c.rchild, &st);
-		ret = err_set(-EIO, "restart of %s failed", name);
-		if (WIFEXITED(st) && WEXITSTATUS(st) == 42)
-			ret = -ECANCELED;   /* message already printed */
-		goto out;
-	}
+	c.pid = proc_tree_pid(c.tree);
 	snprintf(c.last, sizeof(c.last), "%s", name);
 	serve(&c);
 	*status = c.status;
