@@ -306,7 +306,7 @@ static int check_closure(const struct proc_tree *t)
 			if (kid->zombie || find_pid(t, kid->pid))
 				continue;
 			return err_set(-ENOTSUP, "cannot checkpoint: process %d has a child process %d "
-				       "(%.*s) that is not under Stasis (started by posix_spawn, or "
+				       "(%.*s) that is not under Stasis (started by system() or popen(), or "
 				       "a program the agent cannot be loaded into)",
 				       (int)t->m[i].pid, (int)kid->pid, (int)sizeof(kid->comm),
 				       kid->comm);
@@ -429,7 +429,7 @@ static uint64_t now_ms(void)
 static int park_all(struct proc_tree *t, char *why, size_t len)
 {
 	size_t sent = 0;
-	int refused = 0;
+	int refused = 0, ended = 0;
 	uint64_t end = now_ms() + TREE_SILENCE_MS;
 
 	for (;;) {
@@ -467,14 +467,14 @@ static int park_all(struct proc_tree *t, char *why, size_t len)
 				while (t->m[i].fd != p[w].fd)
 					i++;
 				ret = recv_record(t, i, why, len);
-				if (ret < 0 && t->m[i].pid == 0 && i != 0) {
-					drop_member(t, i);   /* a child that ended (or failed to fork) */
+				if (ret == -EPIPE || ret == -ECONNRESET) {
+					/* a child that failed to fork, or a process that
+					 * ended: its parent may have listed it running */
+					ended |= t->m[i].pid != 0;
+					drop_member(t, i);
 					sent--;
 					break;
 				}
-				if (ret < 0 && (ret == -EPIPE || ret == -ECONNRESET))
-					return err_set(-EPIPE, "process %d ended during the checkpoint",
-						       (int)t->m[i].pid);
 				if (ret < 0)
 					return ret;
 				if (t->m[i].parked == 2)
@@ -482,7 +482,9 @@ static int park_all(struct proc_tree *t, char *why, size_t len)
 			}
 		}
 	}
-	return refused ? -ENOTSUP : 0;
+	if (refused)
+		return -ENOTSUP;
+	return ended ? -EAGAIN : 0;
 }
 
 int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, int stop,
@@ -506,9 +508,23 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 		info->processes = 1;
 		goto verdict;
 	}
-	for (size_t i = 0; i < t->n; i++)
-		member_clear(&t->m[i]);
-	ret = park_all(t, why, sizeof(why));
+	for (int attempt = 0;; attempt++) {
+		for (size_t i = 0; i < t->n; i++)
+			member_clear(&t->m[i]);
+		ret = park_all(t, why, sizeof(why));
+		if (ret != -EAGAIN)
+			break;
+		/* a process ended meanwhile: its parent's account of it may be
+		 * stale (running, not a zombie with its status). All run on a
+		 * moment, then park again */
+		for (size_t i = t->n; i-- > 0;)
+			if (proc_dump_finish(t->m[i].fd, 0) != 0)
+				drop_member(t, i);
+		if (attempt == 4) {
+			ret = err_set(-EAGAIN, "processes of the tree kept ending during the checkpoint");
+			break;
+		}
+	}
 	if (ret == -ENOTSUP)
 		ret = err_set(ret, "%s", why);
 	if (!ret)
