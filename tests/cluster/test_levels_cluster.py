@@ -190,3 +190,28 @@ def test_rs_two_nodes_lost(cluster, progs, tmp_path):
         assert len(re.findall(r"rank [01] reads \S+/\.(fetched|rebuilt)-0000[01]\.img", err)) == 2, err
     finally:
         job.kill()
+
+
+def test_corrupt_partner_copy_refused_global_copy_used(cluster, progs, tmp_path):
+    """n3's partner copy of rank 1 damaged (one byte), n2 lost: the copy
+    fails its chunk CRCs at the rebuild and rank 1 reads the global tier's
+    copy instead (the checkpoint reached partner+global); the job ends in
+    PASS"""
+    job = staged_job(cluster, tmp_path)
+    try:
+        start(job, launcher("openmpi", "n1:1,n2:1,n3:1", 3), progs[("p2p", "openmpi")],
+              "--level partner")
+        name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
+        wait_level(job, name, "level partner+global")
+        job.kill()
+        copy = cluster.local("n3") / local_job(job) / name / "partner-00001.img"
+        data = bytearray(copy.read_bytes())
+        data[len(data) // 2] ^= 0x5a
+        copy.write_bytes(bytes(data))
+        wipe(cluster, "n2")
+        job.restart(launcher("openmpi", "n1:1,n4:1,n3:1", 3))
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=3 iterations={ITERS} messages=" in out, out + err
+        assert re.search(rf"rank 1 reads {job.ck}/\S+/{name}/rank-00001\.img", err), err
+    finally:
+        job.kill()
