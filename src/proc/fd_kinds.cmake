@@ -9,4 +9,5 @@ set(STASIS_PROC_FD_SOURCES
   ${CMAKE_SOURCE_DIR}/src/proc/fd_epoll.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_signalfd.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_inotify.c
-  ${CMAKE_SOURCE_DIR}/src/proc/fd_socket.c)
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_socket.c
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_pty.c)

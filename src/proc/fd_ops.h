@@ -44,6 +44,7 @@ extern const struct proc_fd_ops proc_fd_epoll_ops;     /* fd_epoll.c */
 extern const struct proc_fd_ops proc_fd_signalfd_ops;  /* fd_signalfd.c */
 extern const struct proc_fd_ops proc_fd_inotify_ops;   /* fd_inotify.c */
 extern const struct proc_fd_ops proc_fd_socket_ops;    /* fd_socket.c */
+extern const struct proc_fd_ops proc_fd_pty_ops;       /* fd_pty.c */
 
 /* Shared by the kinds (fds.c). */
 int proc_fd_error(const struct proc_fd_entry *f, const char *what, int err);

@@ -26,6 +26,7 @@ static const struct proc_fd_ops *const kinds[] = {
 	[PROC_FD_SIGNALFD] = &proc_fd_signalfd_ops,
 	[PROC_FD_INOTIFY] = &proc_fd_inotify_ops,
 	[PROC_FD_SOCKET] = &proc_fd_socket_ops,
+	[PROC_FD_PTY] = &proc_fd_pty_ops,
 };
 
 const struct proc_fd_ops *proc_fd_ops_of(uint32_t kind)

@@ -215,6 +215,19 @@ enum proc_fd_kind {
 				 * one "watch:\t<wd hex> <path>" line per watch (fd_inotify.c) */
 	PROC_FD_SOCKET,         /* a UNIX or TCP stream socket; data: struct proc_socket, then
 				 * its unread bytes (fd_socket.c) */
+	PROC_FD_PTY,            /* a pseudo-terminal master, or a slave whose master is in the
+				 * process; data: struct proc_pty, then a master's unread
+				 * bytes (fd_pty.c) */
+};
+
+/* A pseudo-terminal end: its settings, and a master's unread bytes. */
+struct proc_pty {
+	uint32_t master;            /* 1: /dev/ptmx; 0: the slave /dev/pts/<index> */
+	uint32_t index;             /* the pty's number (TIOCGPTN) at the checkpoint */
+	uint32_t locked;            /* a master's TIOCGPTLCK */
+	uint16_t winsize_rows, winsize_cols, winsize_x, winsize_y;   /* TIOCGWINSZ */
+	uint8_t termios[64];        /* the slave's struct termios (glibc's, tcgetattr) */
+	uint64_t queued;            /* a master's bytes that follow: what its slave wrote */
 };
 
 enum proc_sock_state {

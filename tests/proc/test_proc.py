@@ -23,7 +23,7 @@ def cycles(job, name, *args):
 
 
 @pytest.mark.parametrize("name", ["heap", "threads", "signals", "avx512", "bigzero", "filemap", "files", "events", "mutexes", "churn",
-                                  "sigfd", "inotify", "locks"])
+                                  "sigfd", "inotify", "locks", "pty"])
 def test_cycles(job, name):
     cycles(job, name)
 

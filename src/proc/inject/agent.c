@@ -1494,6 +1494,98 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 	return 0;
 }
 
+/* ---- pseudo-terminals (src/proc/fd_pty.c) ---- */
+
+/* A pty master (/dev/ptmx) and a pty slave (/dev/pts/N) by device number. */
+static int pty_master_dev(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) == 5 && minor(st->st_rdev) == 2;
+}
+
+static int pty_slave_index(const struct stat *st)
+{
+	return S_ISCHR(st->st_mode) && major(st->st_rdev) >= 136 && major(st->st_rdev) <= 143
+		       ? (int)((major(st->st_rdev) - 136) * 256 + minor(st->st_rdev)) : -1;
+}
+
+/* The master of pty slave index idx among t, or -1. */
+static int pty_master_of(const struct fdent *t, unsigned n, int idx)
+{
+	for (unsigned k = 0; k < n; k++) {
+		struct stat st;
+		int got = -1;
+
+		if (t[k].kind == PROC_FD_CHAR && fstat(t[k].fd, &st) == 0 && pty_master_dev(&st) &&
+		    ioctl(t[k].fd, TIOCGPTN, &got) == 0 && got == idx)
+			return (int)k;
+	}
+	return -1;
+}
+
+/* struct proc_pty of pty end fd in d->copy, then (a master's) the bytes its
+ * slave wrote that it has not read: taken out, and written back through
+ * the slave with output processing off, so that the program still reads
+ * them. Its length, or a negative errno with a refusal sent. */
+static int describe_pty(struct dump *d, const struct fdent *t, unsigned n, int fd, int master,
+			int index, uint64_t *len)
+{
+	struct proc_pty *p = (struct proc_pty *)d->copy;
+	struct termios raw;
+	int q = 0, slave = -1, lock = 0;
+
+	memset(p, 0, sizeof(*p));
+	p->master = (uint32_t)master;
+	p->index = (uint32_t)index;
+	if (tcgetattr(fd, (struct termios *)p->termios) != 0 || ioctl(fd, TIOCGWINSZ, &p->winsize_rows) != 0) {
+		send_fd_refusal(fd, "a pseudo-terminal whose settings cannot be read");
+		return -ENOTSUP;
+	}
+	if (master && ioctl(fd, TIOCGPTLCK, &lock) == 0)
+		p->locked = (uint32_t)lock;
+	*len = sizeof(*p);
+	if (!master) {
+		if (ioctl(fd, FIONREAD, &q) == 0 && q > 0) {
+			send_fd_refusal(fd, "a pseudo-terminal with input not yet read");
+			return -ENOTSUP;
+		}
+		return 0;
+	}
+	if (ioctl(fd, FIONREAD, &q) != 0 || q <= 0)
+		return 0;
+	for (unsigned k = 0; k < n && slave < 0; k++) {
+		struct stat st;
+
+		if (t[k].kind == PROC_FD_CHAR && fstat(t[k].fd, &st) == 0 && pty_slave_index(&st) == index)
+			slave = t[k].fd;
+	}
+	if (slave < 0 || (size_t)q > COPY_BUF - sizeof(*p)) {
+		send_fd_refusal(fd, "a pseudo-terminal with output not yet read and no slave to put it back");
+		return -ENOTSUP;
+	}
+	{
+		int fl = fcntl(fd, F_GETFL);
+		ssize_t got;
+
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+		got = read(fd, d->copy + sizeof(*p), (size_t)q);
+		fcntl(fd, F_SETFL, fl);
+		if (got <= 0)
+			return 0;
+		raw = *(struct termios *)p->termios;
+		raw.c_oflag &= ~(tcflag_t)OPOST;
+		tcsetattr(slave, TCSANOW, &raw);
+		if (write(slave, d->copy + sizeof(*p), (size_t)got) != got) {
+			tcsetattr(slave, TCSANOW, (struct termios *)p->termios);
+			send_fd_refusal(fd, "a pseudo-terminal whose output cannot be put back");
+			return -ENOTSUP;
+		}
+		tcsetattr(slave, TCSANOW, (struct termios *)p->termios);
+		p->queued = (uint64_t)got;
+		*len += (uint64_t)got;
+	}
+	return 0;
+}
+
 static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i, int dirfd)
 {
 	char link[32], target[PATH_MAX];
@@ -1569,6 +1661,15 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 			return -ENOTSUP;
 	} else if (r.kind == PROC_FD_SOCKET) {
 		if (describe_socket(d, t, n, i, &data_len))
+			return -ENOTSUP;
+	} else if (r.kind == PROC_FD_CHAR && (pty_master_dev(&st) ||
+					      pty_master_of(t, n, pty_slave_index(&st)) >= 0)) {
+		int idx = pty_slave_index(&st);
+
+		if (idx < 0 && ioctl(fd, TIOCGPTN, &idx) != 0)
+			idx = -1;
+		r.kind = PROC_FD_PTY;
+		if (describe_pty(d, t, n, fd, pty_master_dev(&st), idx, &data_len))
 			return -ENOTSUP;
 	} else if (r.kind == PROC_FD_PIPE_WRITE) {
 		int p = fcntl(fd, F_GETPIPE_SZ);
