@@ -24,6 +24,9 @@
  *   SCALE_STATS       a file each worker appends one JSON line to per
  *                     event (registered, checkpoint), with CLOCK_MONOTONIC
  *                     times in microseconds
+ *   SCALE_JOIN        "worker": each worker joins a checkpoint once for all
+ *                     its ranks' images (store_ckpt_join reads the whole
+ *                     index); by default each rank joins, as a lower half
  *   SCALE_FAIL_RANK   this rank closes its connection without a word when
  *   SCALE_FAIL_CKPT   the SCALE_FAIL_CKPT-th CHECKPOINT reaches it (a rank
  *                     killed during a checkpoint)
@@ -68,7 +71,7 @@ static struct {
 	int nodes, ppn, size, restarts;
 	const char *job, *run, *tmp, *stats, *restore;
 	char secret[33];
-	int fail_rank;
+	int fail_rank, join_each;
 	unsigned fail_ckpt;
 } S = { .fail_rank = -1 };
 
@@ -188,11 +191,46 @@ static int agent_start(int node, const char *prog)
 	return p[0];
 }
 
+/* The agent's "<pid>\n" then its ready "1" on fd; 0, or -1 with why */
+static int agent_ready(int fd, int node, int *pid, char *why, size_t len)
+{
+	struct pollfd p = { fd, POLLIN, 0 };
+	uint64_t t0 = now_us();
+	char b[32], sock[PATH_MAX], log[256] = "";
+	ssize_t got = 0, r = 0;
+	FILE *f;
+
+	while (got < (ssize_t)sizeof(b) - 1 && !(got && b[got - 1] == '1') &&
+	       poll(&p, 1, READY_TIMEOUT_MS) > 0 &&
+	       (r = read(fd, b + got, sizeof(b) - 1 - (size_t)got)) > 0)
+		got += r;
+	b[got] = 0;
+	close(fd);
+	*pid = atoi(b);
+	if (got && b[got - 1] == '1' && strchr(b, '\n'))
+		return 0;
+	sock_of(node, sock, sizeof(sock));
+	strcat(sock, ".log");
+	if ((f = fopen(sock, "re"))) {
+		log[fread(log, 1, sizeof(log) - 1, f)] = 0;
+		fclose(f);
+	}
+	for (char *c = log; *c; c++)
+		if (*c == '\n' || *c == '"')
+			*c = ' ';
+	snprintf(why, len, "the node agent of sim%05d (pid %d) did not start: %s after %llu ms, "
+		 "the process %s; its log: %s", node, *pid, r == 0 ? "its pipe closed" : "no word",
+		 (unsigned long long)(now_us() - t0) / 1000,
+		 *pid > 0 && kill(*pid, 0) == 0 ? "runs" : "is gone", log);
+	return -1;
+}
+
 static void agents_start(void)
 {
 	const char *lh = getenv("STASIS_LH_DIR");
-	char prog[PATH_MAX], dir[PATH_MAX];
+	char prog[PATH_MAX], dir[PATH_MAX], why[600];
 	uint64_t t0 = now_us();
+	unsigned retries = 0;
 	FILE *pids;
 
 	if (!lh)
@@ -204,37 +242,29 @@ static void agents_start(void)
 	snprintf(dir, sizeof(dir), "%s/agents", S.tmp);
 	pids = fopen(dir, "we");
 	for (int first = 0; first < S.nodes; first += AGENTS_AT_ONCE) {
-		int fds[AGENTS_AT_ONCE], n = 0;
+		int fds[AGENTS_AT_ONCE], n = 0, pid;
 
 		for (int k = first; k < S.nodes && n < AGENTS_AT_ONCE; k++)
 			fds[n++] = agent_start(k, prog);
 		for (int i = 0; i < n; i++) {
-			struct pollfd p = { fds[i], POLLIN, 0 };
-			char b[32];
-			ssize_t got = 0, r = 0;
-
-			/* "<pid>\n1": the pid, then the agent listens */
-			while (got < (ssize_t)sizeof(b) - 1 && !(got && b[got - 1] == '1') &&
-			       poll(&p, 1, READY_TIMEOUT_MS) > 0 &&
-			       (r = read(fds[i], b + got, sizeof(b) - 1 - (size_t)got)) > 0)
-				got += r;
-			b[got] = 0;
-			if (!got || b[got - 1] != '1' || !strchr(b, '\n')) {
-				char sock[PATH_MAX];
-
-				sock_of(first + i, sock, sizeof(sock));
-				die("the node agent of sim%05d did not start (its log: %s.log)", first + i,
-				    sock);
+			if (agent_ready(fds[i], first + i, &pid, why, sizeof(why)) != 0) {
+				/* once more, and said in the stats: the benchmark reports it */
+				stat_line("{\"event\":\"agent_retry\",\"why\":\"%.400s\"}", why);
+				fprintf(stderr, "mpirun.sim: %s; starting it again\n", why);
+				retries++;
+				if (agent_ready(agent_start(first + i, prog), first + i, &pid, why,
+						sizeof(why)) != 0)
+					die("%s", why);
 			}
-			close(fds[i]);
 			if (pids)
-				fprintf(pids, "sim%05d %d\n", first + i, atoi(b));
+				fprintf(pids, "sim%05d %d\n", first + i, pid);
 		}
 	}
 	if (pids)
 		fclose(pids);
-	stat_line("{\"event\":\"agents\",\"nodes\":%d,\"start_us\":%llu,\"ready_us\":%llu}", S.nodes,
-		  (unsigned long long)t0, (unsigned long long)now_us());
+	stat_line("{\"event\":\"agents\",\"nodes\":%d,\"retries\":%u,\"start_us\":%llu,"
+		  "\"ready_us\":%llu}", S.nodes, retries, (unsigned long long)t0,
+		  (unsigned long long)now_us());
 }
 
 /* ---- a worker's ranks ---- */
@@ -252,7 +282,9 @@ static int write_image(const struct rank *r, const char *name)
 	char file[32], num[16];
 	int ret = 0;
 
-	if (joined && strcmp(store_ckpt_name(joined), name) != 0)
+	/* a lower half joins the checkpoint once per rank (lh_agent.c);
+	 * SCALE_JOIN=worker: once per worker */
+	if (joined && (S.join_each || strcmp(store_ckpt_name(joined), name) != 0))
 		store_ckpt_free(&joined);
 	if (!joined)
 		ret = store_ckpt_join(store, name, &joined);
@@ -509,6 +541,7 @@ int main(int argc, char **argv)
 	if ((v = getenv("SCALE_FAIL_RANK")))
 		S.fail_rank = atoi(v);
 	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
+	S.join_each = !getenv("SCALE_JOIN") || strcmp(getenv("SCALE_JOIN"), "worker") != 0;
 	read_secret();
 	{
 		struct rlimit rl;

@@ -123,6 +123,11 @@ class SimJob:
                 return ev
             time.sleep(0.02)
 
+    def agent_pids(self):
+        """host -> pid of every node agent the launcher started"""
+        lines = (self.dir / "tmp/agents").read_text().split("\n")
+        return {w[0]: int(w[1]) for w in (x.split() for x in lines) if w}
+
     def coord_pid(self):
         return self.proc.pid
 
@@ -148,6 +153,12 @@ def rss_bytes(pid):
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+def cpu_ms(pid):
+    """CPU time of pid's main thread so far, in ms (schedstat: ns, where
+    /proc/PID/stat counts 10 ms ticks)"""
+    return int(open(f"/proc/{pid}/schedstat").read().split()[0]) / 1e6
 
 
 def fds(pid):
