@@ -160,25 +160,37 @@ static int restart_one(const struct coord_opts *o, const char *ckpt, int *status
 	return ret;
 }
 
-/* The checkpoint a restart without a name picks (*chosen), the newest
- * older one at level global (*older, "" if none: a checkpoint that was not
- * staged is there at once) and the file where the ranks say which copies
- * they lack (coord/job.h) */
-static void restart_choices(const struct coord_opts *o, char *chosen, char *older, size_t len,
-			    char *missing, size_t mlen)
+/* Whether a checkpoint of this level has its images in the global tier:
+ * one that was not staged (no level) or whose copies reached it */
+static int in_global(const char *level)
+{
+	return !level[0] || strstr(level, "global") != NULL;
+}
+
+/* The checkpoint a restart without a name picks (*chosen, its level in
+ * *level, 32 bytes), the newest older one in the global tier (*older, ""
+ * if none) and the file where the ranks say which copies they lack
+ * (coord/job.h) */
+static void restart_choices(const struct coord_opts *o, char *chosen, char *level, char *older,
+			    size_t len, char *missing, size_t mlen)
 {
 	struct store_ckpt_info *list = NULL;
 	struct store *s = NULL;
 	size_t count = 0;
 
-	chosen[0] = older[0] = missing[0] = 0;
+	chosen[0] = level[0] = older[0] = missing[0] = 0;
 	if (store_open(o->tier, o->root, o->job, &s) != 0)
 		return;
 	snprintf(missing, mlen, "%s/" JOB_MISSING_FILE, store_job_dir(s));
 	if (store_select(s, chosen, len) == 0 && store_list(s, &list, &count, NULL) == 0)
-		for (size_t i = 0; i < count && strcmp(list[i].name, chosen); i++)
-			if (list[i].state == STORE_COMPLETE && strcmp(list[i].level, "local"))
+		for (size_t i = 0; i < count; i++) {
+			if (!strcmp(list[i].name, chosen)) {
+				snprintf(level, 32, "%s", list[i].level);
+				break;
+			}
+			if (list[i].state == STORE_COMPLETE && in_global(list[i].level))
 				snprintf(older, len, "%s", list[i].name);
+		}
 	free(list);
 	store_close(&s);
 	err_clear();
@@ -199,31 +211,31 @@ static int copies_missing(const char *missing, const char *name)
 }
 
 /* A restart. Without a checkpoint named, when the one picked is staged and
- * still at level local and some rank's node no longer holds its copy (a
+ * not yet in the global tier and some rank finds no copy of its image (a
  * node lost, or the job brought back on other nodes), the newest older
- * checkpoint at level global is restarted instead (docs/split.md,
+ * checkpoint in the global tier is restarted instead (docs/split.md,
  * "Node-local staging") */
 static int restart(const struct coord_opts *o, const char *ckpt, int *status)
 {
-	char chosen[128], older[128], missing[PATH_MAX];
+	char chosen[128], level[32], older[128], missing[PATH_MAX];
 	int ret;
 
 	if (ckpt)
 		return restart_one(o, ckpt, status);
-	restart_choices(o, chosen, older, sizeof(chosen), missing, sizeof(missing));
+	restart_choices(o, chosen, level, older, sizeof(chosen), missing, sizeof(missing));
 	if (missing[0])
 		unlink(missing);
 	ret = restart_one(o, NULL, status);
-	if (!chosen[0] || !missing[0] || !copies_missing(missing, chosen))
+	if (!chosen[0] || in_global(level) || !missing[0] || !copies_missing(missing, chosen))
 		return ret;
 	unlink(missing);
 	if (!older[0]) {
-		log_warn("restart: %s is at level local and some of its ranks' nodes no longer hold "
-			 "their copies; no older checkpoint reached level global", chosen);
+		log_warn("restart: %s is at level %s and some of its ranks' nodes no longer hold "
+			 "their copies; no older checkpoint reached level global", chosen, level);
 		return ret;
 	}
-	log_warn("restart: %s is at level local and some of its ranks' nodes no longer hold their "
-		 "copies: restarting from %s (level global)", chosen, older);
+	log_warn("restart: %s is at level %s and some of its ranks' nodes no longer hold their "
+		 "copies: restarting from %s (level global)", chosen, level, older);
 	*status = 0;
 	err_clear();
 	ret = restart_one(o, older, status);
