@@ -19,7 +19,9 @@
 #include "redundancy/redundancy.h"
 #include "store/store.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -874,6 +876,44 @@ static int seal_local(const char *ckpt, unsigned n)
 	return ret;
 }
 
+/* The node's older checkpoints whose own images are gone (each rank keeps
+ * its last cache_keep, lh_stage.c; the ranks of every node drop the same
+ * ones) lose the partner copies and parity kept beside them too */
+static void drop_stale(const char *current)
+{
+	char dir[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/%s", E.stage_dir, E.local_job);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		int fd, own = 0;
+		struct dirent *f;
+		DIR *cd;
+
+		if (strncmp(e->d_name, "ckpt-", 5) || strcmp(e->d_name, current) >= 0)
+			continue;
+		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		cd = fd >= 0 ? fdopendir(fd) : NULL;
+		while (cd && (f = readdir(cd)))
+			own |= !strncmp(f->d_name, "rank-", 5);
+		if (cd && !own) {
+			rewinddir(cd);
+			while ((f = readdir(cd)))
+				if (!strncmp(f->d_name, "partner-", 8) || !strncmp(f->d_name, "rs-", 3))
+					unlinkat(fd, f->d_name, 0);
+			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);   /* once empty */
+		}
+		if (cd)
+			closedir(cd);
+		else if (fd >= 0)
+			close(fd);
+	}
+	if (d)
+		closedir(d);
+}
+
 int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 {
 	char ckpt[64], level[16];
@@ -888,6 +928,7 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 	ret = seal_local(ckpt, n);
 	if (ret)
 		log_warn("node agent on %s: %s: %s", E.host, ckpt, err_msg());
+	drop_stale(ckpt);
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = calloc(1, sizeof(*m));
 

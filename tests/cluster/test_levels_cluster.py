@@ -193,16 +193,22 @@ def test_rs_two_nodes_lost(cluster, progs, tmp_path):
 
 
 def test_corrupt_partner_copy_refused_global_copy_used(cluster, progs, tmp_path):
-    """n3's partner copy of rank 1 damaged (one byte), n2 lost: the copy
+    """With cache_keep 1 an older checkpoint's partner copies go with its
+    images. n3's partner copy of rank 1 damaged (one byte), n2 lost: the copy
     fails its chunk CRCs at the rebuild and rank 1 reads the global tier's
     copy instead (the checkpoint reached partner+global); the job ends in
     PASS"""
-    job = staged_job(cluster, tmp_path)
+    job = staged_job(cluster, tmp_path, STASIS_CACHE_KEEP="1")
     try:
         start(job, launcher("openmpi", "n1:1,n2:1,n3:1", 3), progs[("p2p", "openmpi")],
               "--level partner")
+        first = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
         name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
         wait_level(job, name, "level partner+global")
+        # cache_keep 1: the first checkpoint's images went, its partner
+        # copies with them
+        for nd in ("n1", "n2", "n3"):
+            assert not (cluster.local(nd) / local_job(job) / first).exists(), nd
         job.kill()
         copy = cluster.local("n3") / local_job(job) / name / "partner-00001.img"
         data = bytearray(copy.read_bytes())
