@@ -46,6 +46,9 @@
 /* Set by the agent for the program it execs: the descriptors inherited at
  * launch ("fd:dev:ino,..."), so the new program's agent knows them too. */
 #define PROC_ENV_LAUNCH_FDS "STASIS_LAUNCH_FDS"
+/* Set by the agent for a child it starts with posix_spawn: the new
+ * program's agent says HELLO (a new process), though it came by an exec. */
+#define PROC_ENV_SPAWNED    "STASIS_SPAWNED"
 /* The agent keeps its channel at or above this descriptor number. */
 #define PROC_AGENT_FD_MIN   900
 

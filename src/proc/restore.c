@@ -495,15 +495,15 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 	for (size_t k = 0; k < im->npipes; k++) {
 		const struct pipe_ref *r = &im->pipes[k];
 
-		if (dup2(g_pipes[r->pipe].fd[r->end], r->fd) < 0 ||
-		    (r->cloexec && fcntl(r->fd, F_SETFD, FD_CLOEXEC) != 0))
+		/* close-on-exec is the restorer's to set (KEEP_FDS): the exec
+		 * of the restorer would close it here */
+		if (dup2(g_pipes[r->pipe].fd[r->end], r->fd) < 0)
 			child_fail(-1, "cannot place a pipe of the tree", errno);
 	}
 	for (size_t k = 0; k < im->nfiles; k++) {
 		const struct pipe_ref *r = &im->files[k];
 
-		if (dup2(g_files[r->pipe].fd, r->fd) < 0 ||
-		    (r->cloexec && fcntl(r->fd, F_SETFD, FD_CLOEXEC) != 0))
+		if (dup2(g_files[r->pipe].fd, r->fd) < 0)
 			child_fail(-1, "cannot place a shared file of the tree", errno);
 	}
 	if (proc_fds_reopen(im->fds, im->nfds, floor + 3) != 0) {

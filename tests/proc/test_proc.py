@@ -37,6 +37,14 @@ def test_a_process_tree(job):
     assert sent > 0 and parent > 0 and child > 0, out
 
 
+def test_a_child_started_by_posix_spawn(job):
+    """spawn.c starts heap.c with posix_spawnp and a file action: the child
+    is in the job (its own channel, across glibc's exec), and after three
+    cycles both verify themselves and the parent waits for the child."""
+    out, _ = cycles(job, "spawn", program("heap"))
+    assert out.count("PASS") == 2, out
+
+
 def test_restart_stages_logged(job):
     job.run(program("heap"))
     job.checkpoint()

@@ -6,7 +6,10 @@ compressed output must be the bytes an uninterrupted run writes.
 The pipeline's first stage writes half of its numbers, then waits for a
 file "go" (a bash loop forking `sleep`) before it writes the rest: the
 second checkpoint comes while sort holds the first half and bash forks.
-About 5 s."""
+About 5 s. And GNU make -j2 building a small C project (make starts its
+jobs with posix_spawn and shares its jobserver pipe, close-on-exec, with
+them), checkpointed while the compilers run: the program it links must be
+the one an uninterrupted build links. About 6 s."""
 import subprocess
 import time
 
@@ -56,3 +59,42 @@ def test_a_bash_pipeline_killed_and_restarted_twice(job):
     out, err = job.communicate(120)
     assert job.proc.returncode == 0, err
     assert (job.work / "out.gz").read_bytes() == expected
+
+
+# main.o waits for a file "go": the second checkpoint comes while make waits
+MAKEFILE = """OBJS = f1.o f2.o f3.o f4.o f5.o f6.o main.o
+prog: $(OBJS)
+\t$(CC) -o $@ $(OBJS)
+main.o: main.c
+\twhile [ ! -e go ]; do sleep 0.05; done; $(CC) -O2 -c $< -o $@
+%.o: %.c
+\tsleep 0.3; $(CC) -O2 -c $< -o $@
+"""
+
+
+def test_make_j2_killed_and_restarted_twice(job):
+    for i in range(1, 7):
+        (job.work / f"f{i}.c").write_text(f"int f{i}(void) {{ return {i}; }}\n")
+    (job.work / "main.c").write_text("int main(void) { return 0; }\n")
+    (job.work / "Makefile").write_text(MAKEFILE)
+    (job.work / "go").touch()
+    plain = subprocess.run(["make", "-j2"], cwd=job.work, env=job.env, capture_output=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    expected = (job.work / "prog").read_bytes()
+    for f in job.work.glob("*.o"):
+        f.unlink()
+    (job.work / "prog").unlink()
+    (job.work / "go").unlink()
+
+    job._start(["run", "--dir", job.ck, "--", "make", "-j2"])
+    until(lambda: "cc1" in processes(job) or "as" in processes(job))
+    assert job.checkpoint() == "ckpt-000001"     # compilers running
+    job.kill()
+    job.restart()
+    assert job.checkpoint() == "ckpt-000002"
+    job.kill()
+    job.restart()
+    (job.work / "go").touch()
+    out, err = job.communicate(120)
+    assert job.proc.returncode == 0, err
+    assert (job.work / "prog").read_bytes() == expected

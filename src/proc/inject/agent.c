@@ -33,6 +33,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <spawn.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -1253,16 +1254,11 @@ int inotify_add_watch(int fd, const char *path, uint32_t mask)
 
 static size_t put_hex(char *buf, size_t n, size_t cap, uint64_t v)
 {
-	char num[20];
-	int k = 19;
-
-	num[k] = 0;
-	do {
-		num[--k] = "0123456789abcdef"[v % 16];
-		v /= 16;
-	} while (v);
-	for (const char *p = num + k; *p && n + 1 < cap; p++)
-		buf[n++] = *p;
+	if (v >= 16)
+		n = put_hex(buf, n, cap, v / 16);
+	if (n + 1 < cap)
+		buf[n++] = "0123456789abcdef"[v % 16];
+	buf[n] = 0;
 	return n;
 }
 
@@ -2316,11 +2312,54 @@ static int static_target(enum exec_kind kind, const char *path, int fd)
 	return 0;
 }
 
+/* The variables that hand the channel and the launch table to the next
+ * program's agent (ours replaced), in env (room for envp's and 4 more). */
+struct agent_vars {
+	char fdvar[48], launch[MAX_LAUNCH_FDS * 64 + 32];
+};
+
+static void agent_env(char *const envp[], int channel, int spawned, struct agent_vars *v, char **env)
+{
+	static char spawned_var[] = PROC_ENV_SPAWNED "=1";
+	size_t k = 0, fl = sizeof(PROC_ENV_FD), ll = sizeof(PROC_ENV_LAUNCH_FDS);
+
+	memcpy(v->fdvar, PROC_ENV_FD "=", fl);
+	memcpy(v->launch, PROC_ENV_LAUNCH_FDS "=", ll);
+	for (char *const *e = envp; e && *e; e++)
+		if (strncmp(*e, v->fdvar, fl) != 0 && strncmp(*e, v->launch, ll) != 0 &&
+		    strncmp(*e, spawned_var, sizeof(PROC_ENV_SPAWNED)) != 0)
+			env[k++] = *e;
+	put_u64(v->fdvar, fl, sizeof(v->fdvar), (uint64_t)channel);
+	for (unsigned i = 0; i < g_nlaunch; i++) {
+		ll = put_u64(v->launch, ll, sizeof(v->launch), (uint64_t)g_launch[i].fd);
+		v->launch[ll++] = ':';
+		ll = put_u64(v->launch, ll, sizeof(v->launch), g_launch[i].dev);
+		v->launch[ll++] = ':';
+		ll = put_u64(v->launch, ll, sizeof(v->launch), g_launch[i].ino);
+		if (i + 1 < g_nlaunch)
+			v->launch[ll++] = ',';
+		v->launch[ll] = 0;
+	}
+	env[k++] = v->fdvar;
+	env[k++] = v->launch;
+	if (spawned)
+		env[k++] = spawned_var;
+	env[k] = NULL;
+}
+
+static size_t env_count(char *const envp[])
+{
+	size_t n = 0;
+
+	while (envp && envp[n])
+		n++;
+	return n;
+}
+
 static int exec_common(enum exec_kind kind, const char *path, int fd, char *const argv[],
 		       char *const envp[])
 {
-	char fdvar[48] = PROC_ENV_FD "=", launch[MAX_LAUNCH_FDS * 64 + 32] = PROC_ENV_LAUNCH_FDS "=";
-	size_t n = 0, k, fl = sizeof(PROC_ENV_FD), ll = sizeof(PROC_ENV_LAUNCH_FDS);
+	struct agent_vars vars;
 	int channel = g_channel, ret, err;
 
 	if (channel < 0 || getpid() != g_owner || !preloads_agent(envp) ||
@@ -2342,28 +2381,9 @@ static int exec_common(enum exec_kind kind, const char *path, int fd, char *cons
 		atomic_store(&g_exec, 0);
 		return exec_real(kind, path, fd, argv, envp);
 	}
-	while (envp && envp[n])
-		n++;
-	char *env[n + 3];
+	char *env[env_count(envp) + 4];
 
-	k = 0;
-	for (size_t i = 0; i < n; i++)
-		if (strncmp(envp[i], fdvar, fl) != 0 && strncmp(envp[i], launch, ll) != 0)
-			env[k++] = envp[i];
-	put_u64(fdvar, fl, sizeof(fdvar), (uint64_t)channel);
-	for (unsigned i = 0; i < g_nlaunch; i++) {
-		ll = put_u64(launch, ll, sizeof(launch), (uint64_t)g_launch[i].fd);
-		launch[ll++] = ':';
-		ll = put_u64(launch, ll, sizeof(launch), g_launch[i].dev);
-		launch[ll++] = ':';
-		ll = put_u64(launch, ll, sizeof(launch), g_launch[i].ino);
-		if (i + 1 < g_nlaunch)
-			launch[ll++] = ',';
-		launch[ll] = 0;
-	}
-	env[k++] = fdvar;
-	env[k++] = launch;
-	env[k] = NULL;
+	agent_env(envp, channel, 0, &vars, env);
 	fcntl(channel, F_SETFD, 0);
 	ret = exec_real(kind, path, fd, argv, env);
 	err = errno;
@@ -2402,6 +2422,86 @@ int fexecve(int fd, char *const argv[], char *const envp[])
 
 /* execl, execlp, execle: their arguments (and execle's environment) as
  * arrays */
+/* posix_spawn: glibc starts the child with clone(CLONE_VM|CLONE_VFORK)
+ * and executes it without the exec wrappers or the fork handlers. The
+ * child gets a channel of its own all the same: made and announced (CHILD)
+ * here as for a fork, left open across the exec at its number, and named
+ * in the new program's environment, whose agent says HELLO
+ * (PROC_ENV_SPAWNED). A file action that closes it leaves a child without
+ * an agent, which a checkpoint then refuses naming it. */
+static int send_fd_msg(uint32_t type, int fd);
+static int (*real_posix_spawn)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+			       const posix_spawnattr_t *, char *const[], char *const[]);
+static int (*real_posix_spawnp)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+				const posix_spawnattr_t *, char *const[], char *const[]);
+
+static int spawn_common(int search, pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	struct agent_vars vars;
+	posix_spawnattr_t mine;
+	sigset_t all, old;
+	short flags = 0;
+	int sv[2], ret, announced = 0;
+
+	if (!real_posix_spawn) {
+		real_posix_spawn = (int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+					    const posix_spawnattr_t *, char *const[], char *const[]))
+			dlsym(RTLD_NEXT, "posix_spawn");
+		real_posix_spawnp = (int (*)(pid_t *, const char *, const posix_spawn_file_actions_t *,
+					     const posix_spawnattr_t *, char *const[], char *const[]))
+			dlsym(RTLD_NEXT, "posix_spawnp");
+	}
+	if (g_channel < 0 || getpid() != g_owner || !preloads_agent(envp) ||
+	    static_target(search ? EXEC_SEARCH : EXEC_PATH, file, -1))
+		return (search ? real_posix_spawnp : real_posix_spawn)(pid, file, fa, attr, argv, envp);
+	char *env[env_count(envp) + 4];
+
+	/* as atfork_prepare: no checkpoint between CHILD and the child */
+	sigfillset(&all);
+	real_pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_mutex_lock(&g_fork_lock);
+	if (g_channel >= 0 && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0) {
+		if (send_fd_msg(PROC_MSG_CHILD, sv[0]) == 0 && fcntl(sv[1], F_SETFD, 0) == 0)
+			announced = 1;
+		close(sv[0]);
+		if (!announced)
+			close(sv[1]);
+	}
+	if (announced)
+		agent_env(envp, sv[1], 1, &vars, env);
+	/* the child takes the caller's mask, not the one blocking everything
+	 * here (nor signal 62) */
+	if (attr)
+		memcpy(&mine, attr, sizeof(mine));
+	else
+		posix_spawnattr_init(&mine);
+	posix_spawnattr_getflags(&mine, &flags);
+	if (!(flags & POSIX_SPAWN_SETSIGMASK)) {
+		posix_spawnattr_setflags(&mine, (short)(flags | POSIX_SPAWN_SETSIGMASK));
+		posix_spawnattr_setsigmask(&mine, &old);
+	}
+	ret = (search ? real_posix_spawnp : real_posix_spawn)(pid, file, fa, &mine, argv,
+							       announced ? env : envp);
+	if (announced)
+		close(sv[1]);   /* the coordinator sees its end close if no child took it */
+	pthread_mutex_unlock(&g_fork_lock);
+	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return ret;
+}
+
+int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
+		const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn_common(0, pid, path, fa, attr, argv, envp);
+}
+
+int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	return spawn_common(1, pid, file, fa, attr, argv, envp);
+}
+
 static int exec_list(enum exec_kind kind, const char *file, const char *arg, va_list ap,
 		     int with_envp)
 {
@@ -2599,7 +2699,7 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	const char *env = getenv(PROC_ENV_FD), *launched;
 	struct sigaction sa;
-	int fd, type = 0, high, after_exec;
+	int fd, type = 0, high, after_exec, spawned;
 	socklen_t len = sizeof(type);
 
 	/* resolve the wrapped functions now: dlsym is not safe in a signal
@@ -2620,6 +2720,8 @@ __attribute__((constructor)) static void agent_init(void)
 	else
 		launch_scan(fd);
 	unsetenv(PROC_ENV_LAUNCH_FDS);
+	spawned = getenv(PROC_ENV_SPAWNED) != NULL;
+	unsetenv(PROC_ENV_SPAWNED);
 	/* close-on-exec: only the exec wrappers let it through an exec */
 	high = fcntl(fd, F_DUPFD_CLOEXEC, PROC_AGENT_FD_MIN);
 	if (high < 0)
@@ -2642,13 +2744,21 @@ __attribute__((constructor)) static void agent_init(void)
 	sigemptyset(&sa.sa_mask);
 	if (real_sigaction(PROC_CKPT_SIGNAL, &sa, NULL) != 0)
 		goto fail;
+	{
+		/* a mask inherited across exec may block it */
+		sigset_t ckpt;
+
+		sigemptyset(&ckpt);
+		sigaddset(&ckpt, PROC_CKPT_SIGNAL);
+		real_sigprocmask(SIG_UNBLOCK, &ckpt, NULL);
+	}
 	pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
 	if (start_agent_thread() != 0)
 		goto fail;
 	/* hello from the constructor, before main(): even a program that ends
 	 * at once has reported, so its coordinator knows the agent works. After
 	 * an exec the coordinator knows already: nothing to say */
-	if (!after_exec)
+	if (!after_exec || spawned)
 		send_hello();
 	return;
 fail:
