@@ -8,15 +8,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-static int epoll_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
-			  const struct proc_fd_entry *v, size_t n)
-{
-	(void)st;
-	(void)v;
-	(void)n;
-	return proc_fd_read_fdinfo(fd, e);
-}
-
 static int epoll_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int floor)
 {
 	int fd = epoll_create1(EPOLL_CLOEXEC);
@@ -52,7 +43,7 @@ static int epoll_finish(const struct proc_fd_entry *v, size_t n, size_t i)
 }
 
 const struct proc_fd_ops proc_fd_epoll_ops = {
-	.describe = epoll_describe,
+	.describe = proc_fd_describe_fdinfo,
 	.reopen = epoll_reopen,
 	.finish = epoll_finish,
 };

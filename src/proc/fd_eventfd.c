@@ -8,15 +8,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-static int eventfd_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
-			    const struct proc_fd_entry *v, size_t n)
-{
-	(void)st;
-	(void)v;
-	(void)n;
-	return proc_fd_read_fdinfo(fd, e);
-}
-
 static int eventfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int floor)
 {
 	const struct proc_fd_entry *f = &v[i];
@@ -44,6 +35,6 @@ static int eventfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int
 }
 
 const struct proc_fd_ops proc_fd_eventfd_ops = {
-	.describe = eventfd_describe,
+	.describe = proc_fd_describe_fdinfo,
 	.reopen = eventfd_reopen,
 };

@@ -54,6 +54,9 @@ int proc_fd_move_high(int fd, int floor);
 int proc_fd_place(const struct proc_fd_entry *f, int from);
 /* e's data: the /proc/self/fdinfo text of fd */
 int proc_fd_read_fdinfo(int fd, struct proc_fd_entry *e);
+/* a describe operation for kinds saved by their fdinfo text alone */
+int proc_fd_describe_fdinfo(int fd, struct proc_fd_entry *e, const struct stat *st,
+			    const struct proc_fd_entry *v, size_t n);
 /* The value of "key:" in f's fdinfo text, or NULL. */
 const char *proc_fd_info_field(const struct proc_fd_entry *f, const char *key);
 

@@ -11,15 +11,6 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
-static int signalfd_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
-			     const struct proc_fd_entry *v, size_t n)
-{
-	(void)st;
-	(void)v;
-	(void)n;
-	return proc_fd_read_fdinfo(fd, e);
-}
-
 static int signalfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int floor)
 {
 	const struct proc_fd_entry *f = &v[i];
@@ -43,6 +34,6 @@ static int signalfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, in
 }
 
 const struct proc_fd_ops proc_fd_signalfd_ops = {
-	.describe = signalfd_describe,
+	.describe = proc_fd_describe_fdinfo,
 	.reopen = signalfd_reopen,
 };

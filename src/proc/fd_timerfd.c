@@ -9,15 +9,6 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
-static int timerfd_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
-			    const struct proc_fd_entry *v, size_t n)
-{
-	(void)st;
-	(void)v;
-	(void)n;
-	return proc_fd_read_fdinfo(fd, e);
-}
-
 static int timerfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int floor)
 {
 	const struct proc_fd_entry *f = &v[i];
@@ -50,6 +41,6 @@ static int timerfd_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int
 }
 
 const struct proc_fd_ops proc_fd_timerfd_ops = {
-	.describe = timerfd_describe,
+	.describe = proc_fd_describe_fdinfo,
 	.reopen = timerfd_reopen,
 };

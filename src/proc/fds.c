@@ -70,6 +70,15 @@ int proc_fd_read_fdinfo(int fd, struct proc_fd_entry *e)
 	return 0;
 }
 
+int proc_fd_describe_fdinfo(int fd, struct proc_fd_entry *e, const struct stat *st,
+			    const struct proc_fd_entry *v, size_t n)
+{
+	(void)st;
+	(void)v;
+	(void)n;
+	return proc_fd_read_fdinfo(fd, e);
+}
+
 int proc_fd_describe(int fd, struct proc_fd_entry *e, const struct proc_fd_entry *v, size_t n)
 {
 	char link[40], target[PATH_MAX];

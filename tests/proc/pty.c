@@ -13,23 +13,6 @@
 #include <termios.h>
 #include <unistd.h>
 
-static void expect(int fd, const char *want, const char *what)
-{
-	char buf[64] = "";
-	size_t len = strlen(want), got = 0;
-
-	while (got < len) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n = poll(&p, 1, 10000) == 1 ? read(fd, buf + got, len - got) : -1;
-
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got != len || memcmp(buf, want, len) != 0)
-		zdtm_fail("%s read '%.*s' (%zu bytes), not '%s'", what, (int)got, buf, got, want);
-}
-
 int main(void)
 {
 	int m = posix_openpt(O_RDWR | O_NOCTTY), s, n = -1;
@@ -48,7 +31,7 @@ int main(void)
 		zdtm_fail("setup settings");
 	zdtm_ready();
 
-	expect(m, "out\r\n", "the master (what the slave wrote before the checkpoint)");
+	zdtm_expect(m, "out\r\n", "the master (what the slave wrote before the checkpoint)");
 	if (tcgetattr(s, &t) != 0 || (t.c_lflag & ECHO) || t.c_cc[VINTR] != 'X' || !(t.c_oflag & OPOST))
 		zdtm_fail("the slave's termios changed");
 	if (ioctl(s, TIOCGWINSZ, &got) != 0 || got.ws_row != 33 || got.ws_col != 77)
@@ -57,9 +40,9 @@ int main(void)
 		zdtm_fail("the slave is not the master's (pty %d)", n);
 	if (write(m, "in\n", 3) != 3)
 		zdtm_fail("write to the master");
-	expect(s, "in\n", "the slave");
+	zdtm_expect(s, "in\n", "the slave");
 	if (write(s, "a\n", 2) != 2)
 		zdtm_fail("write to the slave");
-	expect(m, "a\r\n", "the master");
+	zdtm_expect(m, "a\r\n", "the master");
 	return zdtm_end();
 }

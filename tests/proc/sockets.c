@@ -34,29 +34,12 @@ static int port_of(int fd, int peer)
 	return ntohs(a.sin_port);
 }
 
-static void expect(int fd, const char *want, const char *what)
-{
-	char buf[64] = "";
-	size_t len = strlen(want), got = 0;
-
-	while (got < len) {
-		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n = poll(&p, 1, 10000) == 1 ? read(fd, buf + got, len - got) : -1;
-
-		if (n <= 0)
-			break;
-		got += (size_t)n;
-	}
-	if (got != len || memcmp(buf, want, len) != 0)
-		zdtm_fail("%s read '%.*s', not '%s'", what, (int)got, buf, want);
-}
-
 /* A round trip a -> b after the restart. */
 static void works(int a, int b, const char *what)
 {
 	if (write(a, "ping", 4) != 4)
 		zdtm_fail("%s: cannot write", what);
-	expect(b, "ping", what);
+	zdtm_expect(b, "ping", what);
 }
 
 int main(int argc, char **argv)
@@ -90,11 +73,11 @@ int main(int argc, char **argv)
 		zdtm_fail("setup writes");
 	zdtm_ready();
 
-	expect(sv[1], "to-one", "socketpair end 1");
-	expect(sv[0], "to-zero", "socketpair end 0");
+	zdtm_expect(sv[1], "to-one", "socketpair end 1");
+	zdtm_expect(sv[0], "to-zero", "socketpair end 0");
 	fcntl(srv, F_SETFL, 0);
-	expect(srv, "client-said", "the accepted TCP end");
-	expect(cl, "server-said", "the TCP client");
+	zdtm_expect(srv, "client-said", "the accepted TCP end");
+	zdtm_expect(cl, "server-said", "the TCP client");
 	works(sv[0], sv[1], "socketpair");
 	works(sv[1], sv[0], "socketpair back");
 	works(cl, srv, "TCP pair");

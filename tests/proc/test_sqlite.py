@@ -8,11 +8,11 @@ import fcntl
 import os
 import shutil
 import subprocess
-import time
 
 import pytest
 
 from proc_harness import job  # noqa: F401 (job is a fixture)
+from test_tree import until
 
 ROWS = 2000000
 SQL = ("CREATE TABLE t(x INTEGER PRIMARY KEY, b BLOB); BEGIN EXCLUSIVE; "
@@ -20,15 +20,6 @@ SQL = ("CREATE TABLE t(x INTEGER PRIMARY KEY, b BLOB); BEGIN EXCLUSIVE; "
        "SELECT x, randomblob(64) FROM c; COMMIT; SELECT count(*), sum(length(b)) FROM t;" % ROWS)
 SQLITE = shutil.which("sqlite3")
 PENDING_BYTE = 0x40000000     # sqlite's lock bytes start here
-
-
-def until(cond, timeout=60):
-    end = time.time() + timeout
-    while time.time() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out")
 
 
 def size(path):

@@ -9,9 +9,11 @@
 #ifndef ZDTM_H
 #define ZDTM_H
 
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -47,6 +49,25 @@ static inline void zdtm_ready_tick(void (*tick)(void))
 static inline void zdtm_ready(void)
 {
 	zdtm_ready_tick(NULL);
+}
+
+/* Read exactly `want` from fd (waiting up to 10 s for each piece), or fail
+ * saying what read what. */
+static inline void zdtm_expect(int fd, const char *want, const char *what)
+{
+	char buf[64] = "";
+	size_t len = strlen(want), got = 0;
+
+	while (got < len && len < sizeof(buf)) {
+		struct pollfd p = { fd, POLLIN, 0 };
+		ssize_t n = poll(&p, 1, 10000) == 1 ? read(fd, buf + got, len - got) : -1;
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got != len || memcmp(buf, want, len) != 0)
+		zdtm_fail("%s read '%.*s' (%zu bytes), not '%s'", what, (int)got, buf, got, want);
 }
 
 static inline int zdtm_end(void)
