@@ -9,7 +9,9 @@ second checkpoint comes while sort holds the first half and bash forks.
 About 5 s. And GNU make -j2 building a small C project (make starts its
 jobs with posix_spawn and shares its jobserver pipe, close-on-exec, with
 them), checkpointed while the compilers run: the program it links must be
-the one an uninterrupted build links. About 6 s."""
+the one an uninterrupted build links. About 6 s. And Python's
+multiprocessing.Pool (python3 as the PATH finds it, a pool of two forked
+workers, pipes and a lock in /dev/shm), its results the same. About 5 s."""
 import subprocess
 import time
 
@@ -98,3 +100,41 @@ def test_make_j2_killed_and_restarted_twice(job):
     out, err = job.communicate(120)
     assert job.proc.returncode == 0, err
     assert (job.work / "prog").read_bytes() == expected
+
+
+POOL = """import hashlib, multiprocessing, os, time
+def work(i):
+    time.sleep(0.02)
+    return hashlib.sha256(str(i).encode()).hexdigest()[:8]
+if __name__ == "__main__":
+    out = []
+    with multiprocessing.Pool(2) as pool:
+        for r in pool.imap(work, range(200)):
+            out.append(r)
+            if len(out) == 60:
+                while not os.path.exists("go"):
+                    time.sleep(0.05)
+    print(len(out), hashlib.sha256("".join(out).encode()).hexdigest())
+"""
+
+
+def test_multiprocessing_pool_killed_and_restarted_twice(job):
+    (job.work / "pool.py").write_text(POOL)
+    (job.work / "go").touch()
+    plain = subprocess.run(["python3", "pool.py"], cwd=job.work, env=job.env, capture_output=True,
+                           text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    (job.work / "go").unlink()
+
+    job._start(["run", "--dir", job.ck, "--", "python3", "pool.py"])
+    until(lambda: sum(n.startswith("python") for n in processes(job)) >= 3)  # the workers
+    assert job.checkpoint() == "ckpt-000001"
+    job.kill()
+    job.restart()
+    assert job.checkpoint() == "ckpt-000002"
+    job.kill()
+    job.restart()
+    (job.work / "go").touch()
+    out, err = job.communicate(120)
+    assert job.proc.returncode == 0, err
+    assert out == plain.stdout
