@@ -1045,24 +1045,39 @@ static int job_status(struct coord *c, char *out, size_t len)
 	size_t n = 0, k;
 
 #define ADD(...) (n += n < len ? (size_t)snprintf(out + n, len - n, __VA_ARGS__) : 0)
+	/* each list within its third of out, a cut one ending in ",...": the
+	 * ranks of a large job filled it all, and nodes= and lost= read "-"
+	 * (bench/scale) */
+	unsigned i;
+
 	ADD("ranks=");
 	k = n;
-	for (unsigned i = 0; i < c->nranks && n + 80 < len; i++)
+	for (i = 0; i < c->nranks && n + 80 < len / 3; i++)
 		ADD("%s%d:%d@%s", i ? "," : "", c->ranks[i].rank, c->ranks[i].pid, c->ranks[i].host);
+	if (i < c->nranks)
+		ADD("%s...", n > k ? "," : "");
 	if (n == k)
 		ADD("-");
 	ADD(" nodes=");
 	k = n;
-	for (unsigned i = 0; i < c->nnodes && n + 80 < len; i++)
+	for (i = 0; i < c->nnodes && n + 80 < 2 * len / 3; i++)
 		ADD("%s%s:%d", i ? "," : "", c->nodes[i].host, c->nodes[i].pid);
+	if (i < c->nnodes)
+		ADD("%s...", n > k ? "," : "");
 	if (n == k)
 		ADD("-");
 	ADD(" lost=");
 	k = n;
-	for (unsigned i = 0; i < c->nnotes && n + 80 < len; i++)
-		if (c->notes[i].kind == NOTE_DIED && rank_index(c, c->notes[i].rank) < 0)
-			ADD("%s%d:%d@%s", n > k ? "," : "", c->notes[i].rank, c->notes[i].pid,
-			    c->notes[i].host);
+	for (i = 0; i < c->nnotes; i++) {
+		if (c->notes[i].kind != NOTE_DIED || rank_index(c, c->notes[i].rank) >= 0)
+			continue;
+		if (n + 80 >= len) {
+			ADD("%s...", n > k ? "," : "");
+			break;
+		}
+		ADD("%s%d:%d@%s", n > k ? "," : "", c->notes[i].rank, c->notes[i].pid,
+		    c->notes[i].host);
+	}
 	if (n == k)
 		ADD("-");
 #undef ADD
@@ -1390,9 +1405,19 @@ static void stop_job(struct coord *c)
 	for (unsigned i = 0; i < c->nnodes; i++)
 		reply(c->nodes[i].fd, "KILL");
 	if (c->child > 0) {
-		int st = 0;
+		uint64_t end = now_ms() + (c->launch ? (uint64_t)job_stop_grace_ms(c->launch[0]) : 0);
+		int st = 0, ended = waitpid(c->child, &st, WNOHANG) == c->child;
 
-		if (waitpid(c->child, &st, WNOHANG) != c->child) {
+		if (!ended && now_ms() < end) {
+			/* a launcher that must end by itself, not signalled (srun:
+			 * job_stop_grace_ms) */
+			log_info("recovery: waiting for %s to end its ranks' step", c->launch[0]);
+			while (!ended && now_ms() < end) {
+				serve_nodes(c, HB_CHECK_MS);
+				ended = waitpid(c->child, &st, WNOHANG) == c->child;
+			}
+		}
+		if (!ended) {
 			job_kill_tree(c->child);
 			waitpid(c->child, &st, 0);
 		}
