@@ -257,8 +257,12 @@ struct proc_fd {
 	uint32_t kind;              /* enum proc_fd_kind */
 	uint32_t flags;             /* F_GETFL */
 	uint32_t cloexec;
-	uint64_t offset;            /* lseek(fd, 0, SEEK_CUR) */
-	uint64_t size;              /* regular files: size at the checkpoint */
+	uint64_t offset;            /* lseek(fd, 0, SEEK_CUR); a connected socket: this end's
+				     * identity (a UNIX socket's inode, a hash of a TCP
+				     * socket's local and peer address) */
+	uint64_t size;              /* regular files: size at the checkpoint; a connected
+				     * socket: its peer's identity (tree.c finds peers in
+				     * other processes by it) */
 	uint64_t ino, dev;          /* pipes: ino identifies the pipe */
 	uint32_t mode;              /* st_mode */
 	uint32_t pipe_size;         /* F_GETPIPE_SZ */

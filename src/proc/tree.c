@@ -323,6 +323,34 @@ static int file_shared(const struct proc_fd *f)
 	return f->kind == PROC_FD_FILE || f->kind == PROC_FD_UNLINKED;
 }
 
+/* A socket held by two processes of the tree, or connected to one in
+ * another: not supported yet (fd_socket.c rebuilds the sockets of one
+ * process), so refused rather than restored closed. */
+static int check_sockets(const struct proc_tree *t)
+{
+	for (size_t i = 0; i < t->n; i++)
+		for (size_t a = 0; a < t->m[i].info.nfds; a++) {
+			const struct proc_fd *f = &t->m[i].info.fds[a];
+
+			if (f->kind != PROC_FD_SOCKET)
+				continue;
+			for (size_t j = 0; j < t->n; j++)
+				for (size_t b = 0; j != i && b < t->m[j].info.nfds; b++) {
+					const struct proc_fd *g = &t->m[j].info.fds[b];
+					int shared = g->ino == f->ino && g->dev == f->dev;
+
+					if (g->kind != PROC_FD_SOCKET || (!shared && (!f->size || f->size != g->offset)))
+						continue;
+					return err_set(-ENOTSUP, "cannot checkpoint: process %d: fd %d is a socket %s "
+						       "process %d fd %d; sockets between processes are not "
+						       "supported yet", (int)t->m[i].pid, f->fd,
+						       shared ? "shared with" : "connected to", (int)t->m[j].pid,
+						       g->fd);
+				}
+		}
+	return 0;
+}
+
 static int find_shares(const struct proc_tree *t, int **group, int *ngroups)
 {
 	int next = 0;
@@ -556,7 +584,9 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 	if (!ret) {
 		int **group = calloc(t->n, sizeof(*group)), ngroups = 0;
 
-		ret = group ? find_shares(t, group, &ngroups) : -ENOMEM;
+		ret = group ? check_sockets(t) : -ENOMEM;
+		if (!ret)
+			ret = find_shares(t, group, &ngroups);
 		if (!ret && (t->n > 1 || info->zombies || ngroups)) {
 			char *text = NULL;
 			size_t len = 0;

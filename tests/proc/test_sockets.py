@@ -36,6 +36,22 @@ class Server:
         self.sock.close()
 
 
+def test_a_pair_between_two_processes_is_refused(job):
+    """A socketpair shared by a parent and its child is not rebuilt yet:
+    refused in one line naming both ends, rather than given back closed;
+    both processes run on."""
+    job.run(program("sockfork"))
+    parent = job.program_pid()
+    (child,) = open(f"/proc/{parent}/task/{parent}/children").read().split()
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode == 1 and r.stderr.splitlines() == [
+        f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {parent}: fd 3 is a "
+        f"socket connected to process {child} fd 4; sockets between processes are not supported "
+        "yet"], r.stderr
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), f"{out}\n{err}"
+
+
 def test_connection_outside_comes_back_reset(job):
     srv = Server()
     try:

@@ -9,6 +9,7 @@
 #ifndef ZDTM_H
 #define ZDTM_H
 
+#include <errno.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -60,8 +61,11 @@ static inline void zdtm_expect(int fd, const char *want, const char *what)
 
 	while (got < len && len < sizeof(buf)) {
 		struct pollfd p = { fd, POLLIN, 0 };
-		ssize_t n = poll(&p, 1, 10000) == 1 ? read(fd, buf + got, len - got) : -1;
+		int r = poll(&p, 1, 10000);
+		ssize_t n = r == 1 ? read(fd, buf + got, len - got) : -1;
 
+		if (r < 0 && errno == EINTR)
+			continue;   /* a checkpoint's signal: poll is never restarted */
 		if (n <= 0)
 			break;
 		got += (size_t)n;

@@ -1395,6 +1395,16 @@ static int tcp_was_connected(int fd)
 	       ti.tcpi_segs_in > 0;
 }
 
+/* FNV-1a of a TCP connection's two addresses, in that order */
+static uint64_t addr_hash(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
+{
+	uint64_t h = 14695981039346656037ull;
+
+	for (uint32_t k = 0; k < alen + blen; k++)
+		h = (h ^ (k < alen ? a[k] : b[k - alen])) * 1099511628211ull;
+	return h;
+}
+
 static int same_addr(const uint8_t *a, uint32_t alen, const uint8_t *b, uint32_t blen)
 {
 	return alen == blen && memcmp(a, b, alen) == 0;
@@ -1656,8 +1666,17 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 		if (inotify_watches(d, fd, &data_len))
 			return -ENOTSUP;
 	} else if (r.kind == PROC_FD_SOCKET) {
+		const struct proc_socket *so = (const struct proc_socket *)d->copy;
+
 		if (describe_socket(d, t, n, i, &data_len))
 			return -ENOTSUP;
+		if (so->state == PROC_SOCK_CONNECTED && so->family == AF_UNIX) {
+			r.offset = st.st_ino;
+			r.size = so->peer_ino;
+		} else if (so->state == PROC_SOCK_CONNECTED && so->peer_len) {
+			r.offset = addr_hash(so->local, so->local_len, so->peer, so->peer_len);
+			r.size = addr_hash(so->peer, so->peer_len, so->local, so->local_len);
+		}
 	} else if (r.kind == PROC_FD_CHAR && (pty_master_dev(&st) ||
 					      pty_master_of(t, n, pty_slave_index(&st)) >= 0)) {
 		int idx = pty_slave_index(&st);
