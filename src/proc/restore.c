@@ -302,7 +302,7 @@ static int load_fds(struct image *im)
 		if (ret)
 			return ret;
 		if (f->rec.path_len == 0 || f->rec.path_len > PATH_MAX || f->rec.fd < 0 ||
-		    (f->rec.kind == PROC_FD_EXTERNAL && (f->rec.origin < 3 || f->rec.origin >= INHERITED_MAX)))
+		    (f->rec.kind == PROC_FD_EXTERNAL && (f->rec.origin < 0 || f->rec.origin >= INHERITED_MAX)))
 			return err_set(-EBADMSG, "the image's descriptor table is damaged");
 		f->path = calloc(1, f->rec.path_len + 1);
 		if (!f->path)
@@ -420,8 +420,12 @@ __attribute__((constructor)) static void note_inherited(void)
 }
 
 /* Does the restart hold the descriptor of number origin it inherited? */
+/* Origin 0-2: a copy of the job's standard input or output at another
+ * number (a shell's saved stdout), which is the restart's. */
 static int have_inherited(int origin)
 {
+	if (origin >= 0 && origin <= 2)
+		return fcntl(origin, F_GETFD) >= 0;
 	return origin > 2 && origin < INHERITED_MAX && (inherited[origin / 64] >> (origin % 64) & 1) &&
 	       fcntl(origin, F_GETFD) >= 0;
 }

@@ -306,8 +306,8 @@ static int check_closure(const struct proc_tree *t)
 			if (kid->zombie || find_pid(t, kid->pid))
 				continue;
 			return err_set(-ENOTSUP, "cannot checkpoint: process %d has a child process %d "
-				       "(%.*s) that is not under Stasis (started by system() or popen(), or "
-				       "a program the agent cannot be loaded into)",
+				       "(%.*s) that is not under Stasis (a statically linked program, or "
+				       "started without the agent in its environment)",
 				       (int)t->m[i].pid, (int)kid->pid, (int)sizeof(kid->comm),
 				       kid->comm);
 		}

@@ -45,6 +45,14 @@ def test_a_child_started_by_posix_spawn(job):
     assert out.count("PASS") == 2, out
 
 
+def test_children_of_popen_and_system(job):
+    """shell.c: a popen() shell holding a pipe and a system() shell the
+    program waits for, through three cycles (glibc starts both with its
+    internal posix_spawn, which the agent cannot follow: it wraps popen,
+    pclose and system)."""
+    cycles(job, "shell")
+
+
 def test_restart_stages_logged(job):
     job.run(program("heap"))
     job.checkpoint()

@@ -37,6 +37,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -2519,6 +2520,135 @@ int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t 
 		 const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	return spawn_common(1, pid, file, fa, attr, argv, envp);
+}
+
+/* system() and popen(): glibc starts their shell with its internal
+ * posix_spawn, which no wrapper reaches. Done here with fork and exec
+ * instead, as POSIX describes them, so the shell is a process of the job. */
+static int shell_exec(const char *cmd)
+{
+	char *argv[] = { "sh", "-c", "--", (char *)cmd, NULL };
+
+	exec_common(EXEC_PATH, "/bin/sh", -1, argv, environ);
+	_exit(127);
+}
+
+int system(const char *cmd)
+{
+	struct sigaction ign, intr, quit;
+	sigset_t chld, old;
+	int status = -1;
+	pid_t pid;
+
+	if (!cmd)
+		return system("exit 0") == 0;   /* is there a shell? */
+	memset(&ign, 0, sizeof(ign));
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	real_sigaction(SIGINT, &ign, &intr);
+	real_sigaction(SIGQUIT, &ign, &quit);
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	real_sigprocmask(SIG_BLOCK, &chld, &old);
+	pid = fork();
+	if (pid == 0) {
+		real_sigaction(SIGINT, &intr, NULL);
+		real_sigaction(SIGQUIT, &quit, NULL);
+		real_sigprocmask(SIG_SETMASK, &old, NULL);
+		shell_exec(cmd);
+	}
+	while (pid > 0 && waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			status = -1;
+			break;
+		}
+	}
+	real_sigaction(SIGINT, &intr, NULL);
+	real_sigaction(SIGQUIT, &quit, NULL);
+	real_sigprocmask(SIG_SETMASK, &old, NULL);
+	return status;
+}
+
+#define MAX_POPEN 64
+static struct {
+	FILE *f;
+	pid_t pid;
+} g_popen[MAX_POPEN];
+static pthread_mutex_t g_popen_lock = PTHREAD_MUTEX_INITIALIZER;
+
+FILE *popen(const char *cmd, const char *mode)
+{
+	int rd = mode && mode[0] == 'r', p[2], slot = -1, mine, theirs;
+	FILE *f = NULL;
+	pid_t pid;
+
+	if (!mode || (mode[0] != 'r' && mode[0] != 'w') || (mode[1] && mode[1] != 'e')) {
+		errno = EINVAL;
+		return NULL;
+	}
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return NULL;
+	mine = rd ? p[0] : p[1];
+	theirs = rd ? p[1] : p[0];
+	pthread_mutex_lock(&g_popen_lock);
+	for (int i = 0; i < MAX_POPEN && slot < 0; i++)
+		if (!g_popen[i].f)
+			slot = i;
+	if (slot < 0) {
+		pthread_mutex_unlock(&g_popen_lock);
+		close(p[0]);
+		close(p[1]);
+		errno = EMFILE;
+		return NULL;
+	}
+	pid = fork();
+	if (pid == 0) {
+		/* the streams of earlier popen()s are not the shell's (POSIX) */
+		for (int i = 0; i < MAX_POPEN; i++)
+			if (g_popen[i].f)
+				close(fileno(g_popen[i].f));
+		if (theirs == (rd ? 1 : 0))
+			fcntl(theirs, F_SETFD, 0);
+		else if (dup2(theirs, rd ? 1 : 0) < 0)
+			_exit(127);
+		shell_exec(cmd);
+	}
+	close(theirs);
+	if (pid > 0)
+		f = fdopen(mine, rd ? "r" : "w");
+	if (f) {
+		if (!mode[1])
+			fcntl(mine, F_SETFD, 0);   /* "e": close-on-exec, else not */
+		g_popen[slot].f = f;
+		g_popen[slot].pid = pid;
+	} else {
+		close(mine);
+	}
+	pthread_mutex_unlock(&g_popen_lock);
+	return f;
+}
+
+int pclose(FILE *f)
+{
+	pid_t pid = -1;
+	int status = -1;
+
+	pthread_mutex_lock(&g_popen_lock);
+	for (int i = 0; i < MAX_POPEN; i++)
+		if (f && g_popen[i].f == f) {
+			pid = g_popen[i].pid;
+			g_popen[i].f = NULL;
+		}
+	pthread_mutex_unlock(&g_popen_lock);
+	if (pid < 0) {
+		errno = ECHILD;
+		return -1;
+	}
+	fclose(f);
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	return status;
 }
 
 static int exec_list(enum exec_kind kind, const char *file, const char *arg, va_list ap,
