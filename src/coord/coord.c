@@ -1405,9 +1405,19 @@ static void stop_job(struct coord *c)
 	for (unsigned i = 0; i < c->nnodes; i++)
 		reply(c->nodes[i].fd, "KILL");
 	if (c->child > 0) {
-		int st = 0;
+		uint64_t end = now_ms() + (c->launch ? (uint64_t)job_stop_grace_ms(c->launch[0]) : 0);
+		int st = 0, ended = waitpid(c->child, &st, WNOHANG) == c->child;
 
-		if (waitpid(c->child, &st, WNOHANG) != c->child) {
+		if (!ended && now_ms() < end) {
+			/* a launcher that must end by itself, not signalled (srun:
+			 * job_stop_grace_ms) */
+			log_info("recovery: waiting for %s to end its ranks' step", c->launch[0]);
+			while (!ended && now_ms() < end) {
+				serve_nodes(c, HB_CHECK_MS);
+				ended = waitpid(c->child, &st, WNOHANG) == c->child;
+			}
+		}
+		if (!ended) {
 			job_kill_tree(c->child);
 			waitpid(c->child, &st, 0);
 		}

@@ -604,6 +604,18 @@ void job_kill_tree(int pid)
 		kill(pids[i], SIGKILL);
 }
 
+int job_stop_grace_ms(const char *argv0)
+{
+	const char *base = strrchr(argv0, '/') ? strrchr(argv0, '/') + 1 : argv0;
+
+	/* Slurm ends a step whose node died when it marks the node down (11-16
+	 * s with SlurmdTimeout 10), and srun exits then; an srun killed or
+	 * signalled before leaves a step that Slurm 22.05 never ends (scancel
+	 * cannot either), and the next step of the allocation would wait for
+	 * it forever (the relaunch's --overlap lets it start all the same) */
+	return !strncmp(base, "srun", 4) ? 90000 : 0;
+}
+
 /* the host-list options of the launchers (Open MPI's, MPICH's Hydra) */
 static int host_option(const char *w, const char **list)
 {
@@ -707,10 +719,10 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
 	srun = !strncmp(base, "srun", 4);
 	/* the pointers, then the strings: the old ones, a new host list, an
 	 * --exclude for srun */
-	v = malloc((size_t)(argc + 2) * sizeof(char *) + bytes + 2 * sizeof(hosts));
+	v = malloc((size_t)(argc + 3) * sizeof(char *) + bytes + 2 * sizeof(hosts));
 	if (!v)
 		return err_set(-ENOMEM, "out of memory");
-	strs = (char *)(v + argc + 2);
+	strs = (char *)(v + argc + 3);
 	for (int i = 0; i < argc; i++) {
 		const char *list = NULL, *w = argv[i];
 		char edited[sizeof(hosts) + 16];
@@ -736,6 +748,10 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
 			v[k++] = strs;
 			strs += n + 1;
 			snprintf(note, nlen, "srun --exclude=%s", v[k - 1] + 10);
+			/* the old step may linger in Slurm, holding its CPUs: its
+			 * ranks are gone, the new one may share them */
+			v[k++] = strcpy(strs, "--overlap");
+			strs += sizeof("--overlap");
 		}
 	}
 	v[k] = NULL;

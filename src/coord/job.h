@@ -68,11 +68,17 @@ int job_prefetch(const char *dir);
  * started here. */
 void job_kill_tree(int pid);
 
+/* How long a launcher being stopped is given to end by itself before its
+ * tree is killed: srun's step must be ended by Slurm (90 s), the others
+ * none. */
+int job_stop_grace_ms(const char *argv0);
+
 /* The launcher's command argv for a relaunch without the lost nodes
  * (lost[nlost]): in a host list (Open MPI's --host/-H, Hydra's
  * -hosts/-host) each lost node is replaced in place, keeping its slots, by
  * a spare (an entry of the list on which no rank ran: used[nused] names
- * those that did), or dropped when none is left; srun gets --exclude=.
+ * those that did), or dropped when none is left; srun gets --exclude=
+ * and --overlap (the dead step may linger).
  * *out: one malloc'd block (free()); note (nlen bytes) says what changed,
  * for the log ("n2 replaced by n4"). */
 int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char (*used)[64],

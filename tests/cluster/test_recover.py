@@ -85,3 +85,36 @@ def test_a_rank_killed_alone_restarts_from_the_node_local_copies(cluster, progs,
         assert len(re.findall(r"reads its node-local copy", err)) == 2, err
     finally:
         job.kill()
+
+
+def test_srun_step_relaunched_in_its_allocation_without_the_lost_node(cluster, progs, tmp_path):
+    """`stasis run --recover auto -- srun` inside `salloc --no-kill` of 3
+    nodes, the step on 2: the node of rank 1 killed; the coordinator lets
+    Slurm end the step (when it marks the node down, 11-16 s here) and
+    starts another with --exclude= of the lost node, on the allocation's
+    third node"""
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_LOG": "info"}
+    for node in ("n2", "n3"):   # killed by the tests above
+        sh("start-node", node, check=False)
+        sh("wait-state", node, "^idle", 60, timeout=90, check=False)
+    try:
+        job.start("srun --mpi=pmix -N 2 -n 2", progs[("p2p", "openmpi")], ITERS, SLEEP_MS,
+                  alloc="-N3 -n3 --no-kill -w n1,n2,n3", opts="--recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        name = job.checkpoint()
+        job.lines_until(r"rank 0 iteration 5")
+        found = re.findall(r"(?:=|,)1:\d+@(n\d)", job.stasis("status", "--dir", job.ck).stdout)
+        victim = found[-1]
+        sh("kill-node", victim)
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            rf"stasis: recovery 1 of 3: .*; from {name}; srun --exclude={victim}; \d+\.\d s",
+            lines[0]), err
+        hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)",
+                                 err.split(lines[0])[0])[-2:]
+        assert victim not in hosts_after, (hosts_after, err)
+    finally:
+        job.kill()

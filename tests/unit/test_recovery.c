@@ -100,7 +100,8 @@ static void test_hosts(void)
 	relaunch(hydra, 1, out, sizeof(out), note);
 	CHECK(!strcmp(out, "mpiexec.mpich -hosts=n1,n4 -n 2 /bin/true"));
 	relaunch(srun, 2, out, sizeof(out), note);
-	CHECK(!strcmp(out, "srun --exclude=n2,n3 --mpi=pmix -n 4 /bin/true"));
+	CHECK(!strcmp(out, "srun --exclude=n2,n3 --overlap --mpi=pmix -n 4 /bin/true"));
+	CHECK(!strcmp(note, "srun --exclude=n2,n3"));
 	/* the program's own operands are never edited */
 	relaunch(plain, 1, out, sizeof(out), note);
 	CHECK(!strcmp(out, "mpirun -np 2 /bin/true --host"));
