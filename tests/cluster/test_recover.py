@@ -7,7 +7,9 @@ checkpoint with the spare in the lost node's place, the lost node unused.
 Open MPI's mpirun exits by itself about a second after the loss; MPICH's
 mpiexec hangs, and the coordinator finds the node by its agent's silence
 and ends it. A rank killed alone (its node lives) under staging: every
-rank back on its node, from that node's copy. About 80 s. Needs root.
+rank back on its node, from that node's copy. An srun step in a
+--no-kill allocation, relaunched on its third node. About 110 s. Needs
+root.
 
 --max-restarts and --recover none are tests/split/test_recover.py: the
 same paths, on one host."""

@@ -5,7 +5,7 @@ checkpoint (with staging, each rank from its node-local copy) and ends
 with the program's status and its own output; `--max-restarts 0` gives up
 in one line with the failure status; `--recover none` ends as before.
 The cluster's cases (a node lost, spares) are tests/cluster/test_recover.py.
-About 25 s.
+About 35 s.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import os
