@@ -114,7 +114,6 @@ static int bound_socket(const struct proc_fd_entry *f, const struct proc_socket 
 			close(fd);
 			return proc_fd_error(f, "cannot bind socket again", e);
 		}
-		(void)reuse(fd, (int)s->reuseaddr);
 	}
 	if (s->state == PROC_SOCK_LISTEN && listen(fd, (int)s->backlog) != 0) {
 		int e = errno;
@@ -122,6 +121,11 @@ static int bound_socket(const struct proc_fd_entry *f, const struct proc_socket 
 		close(fd);
 		return proc_fd_error(f, "cannot listen on socket again", e);
 	}
+	/* SO_REUSEADDR through bind and listen: the killed process's
+	 * connections on the port may wait in TIME_WAIT (the agent set it on
+	 * them) */
+	if (s->family != AF_UNIX)
+		(void)reuse(fd, (int)s->reuseaddr);
 	return proc_fd_move_high(fd, floor);
 }
 

@@ -1,6 +1,8 @@
 /* sockets.c - sockets with both ends in the process keep their unread
  * bytes and their addresses across checkpoint/restart: a UNIX socketpair, a
- * TCP listener on loopback and a connection accepted from it. With a port
+ * TCP listener on loopback and a connection accepted from it, and a second
+ * listener without SO_REUSEADDR whose connection holds no data (killed, it
+ * leaves TIME_WAIT on the port the restart binds again). With a port
  * as argument, the program also holds a TCP connection to a server outside
  * it (the test's), which after a restart reads as reset or ended (argument
  * "closed") or still works when no restart came between ("live").
@@ -47,6 +49,9 @@ int main(int argc, char **argv)
 	struct sockaddr_in a = loopback(0);
 	socklen_t alen = sizeof(a);
 	int sv[2], lis, cl, srv, out = -1, one = 1, lport, cport, nb;
+	int lis2 = socket(AF_INET, SOCK_STREAM, 0), cl2 = socket(AF_INET, SOCK_STREAM, 0), srv2 = -1, l2port;
+	struct sockaddr_in a2 = loopback(0);
+	socklen_t a2len = sizeof(a2);
 	int outside_port = argc > 2 ? atoi(argv[1]) : 0;
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || (lis = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
@@ -64,6 +69,11 @@ int main(int argc, char **argv)
 		if (connect(out, (struct sockaddr *)&o, sizeof(o)) != 0)
 			zdtm_fail("connect to the outside server: %s", strerror(errno));
 	}
+	if (bind(lis2, (struct sockaddr *)&a2, sizeof(a2)) != 0 || listen(lis2, 1) != 0 ||
+	    getsockname(lis2, (struct sockaddr *)&a2, &a2len) != 0 ||
+	    connect(cl2, (struct sockaddr *)&a2, sizeof(a2)) != 0 || (srv2 = accept(lis2, NULL, NULL)) < 0)
+		zdtm_fail("setup of the second listener: %s", strerror(errno));
+	l2port = port_of(lis2, 0);
 	lport = port_of(lis, 0);
 	cport = port_of(cl, 0);
 	fcntl(srv, F_SETFL, O_NONBLOCK);
@@ -89,6 +99,17 @@ int main(int argc, char **argv)
 	if (port_of(srv, 1) != port_of(cl, 0))
 		zdtm_fail("the ends of the TCP pair do not face each other");
 	(void)cport;   /* the client's own port may change: its old one can still be in TIME_WAIT */
+	works(cl2, srv2, "the second TCP pair");
+	works(srv2, cl2, "the second TCP pair back");
+	{
+		int v = -1;
+		socklen_t vl = sizeof(v);
+
+		if (port_of(lis2, 0) != l2port || port_of(srv2, 0) != l2port)
+			zdtm_fail("the second listener's port was %d, now %d", l2port, port_of(lis2, 0));
+		if (getsockopt(lis2, SOL_SOCKET, SO_REUSEADDR, &v, &vl) != 0 || v != 0)
+			zdtm_fail("the second listener's SO_REUSEADDR is %d, not 0", v);
+	}
 	(void)nb;
 	{
 		/* the listener still takes connections */

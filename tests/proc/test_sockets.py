@@ -67,7 +67,7 @@ def test_connection_outside_refused_by_configuration(job):
         r = job.stasis("checkpoint", "--dir", job.ck, check=False)
         assert r.returncode == 1 and r.stderr.splitlines() == [
             f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {job.program_pid()} "
-            f"(sockets): fd 8 is a connection to 127.0.0.1:{srv.port}, outside the job "
+            f"(sockets): fd 10 is a connection to 127.0.0.1:{srv.port}, outside the job "
             "(sockets_outside = refuse)"], r.stderr
         srv.thread.join(10)
         srv.conns[0].sendall(b"hi")

@@ -1468,6 +1468,13 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 		}
 	}
 	*len = sizeof(*s);
+	/* A connection killed with the process may wait in TIME_WAIT on its
+	 * port; with SO_REUSEADDR on it then (the record keeps the program's
+	 * value), a restart can bind a listener to that port again. */
+	if (s->state == PROC_SOCK_CONNECTED && s->family != AF_UNIX && !s->reuseaddr) {
+		v = 1;
+		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v));
+	}
 	if (s->state != PROC_SOCK_CONNECTED || s->outside)
 		return 0;
 	if (s->family != AF_UNIX && ioctl(fd, SIOCOUTQ, &q) == 0 && q > 0) {
