@@ -40,7 +40,7 @@ def test_the_programs_crash_is_reported_by_mpis_handler(crash, restarted, tmp_pa
     cause of the rank's death lost. The same in a restarted job, whose
     fresh lower half installs its handlers again."""
     job = MpiJob(tmp_path)
-    job.start(*launcher("openmpi", 2), crash["openmpi"], 40, SLEEP_MS, 12 if restarted else 3)
+    job.start(*launcher("openmpi", 2), crash["openmpi"], 40, SLEEP_MS, 25 if restarted else 3)
     if restarted:
         job.lines_until(r"rank 0 iteration [12]")
         job.checkpoint_kill_restart()
