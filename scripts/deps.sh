@@ -19,6 +19,7 @@ PACKAGES=(
 	spin                          # model check of the MPI checkpoint protocol (model/)
 	iproute2 util-linux           # scripts/cluster.sh: nodes as namespaces on a bridge
 	munge slurmctld slurmd slurm-client   # scripts/cluster.sh: a real Slurm across the simulated nodes
+	python3-matplotlib            # bench/scale's plot
 )
 
 missing=()
