@@ -104,6 +104,16 @@ def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
     os.kill(agents[host], signal.SIGKILL)
     gone = until(lambda: job.status()["registered"] == f"{SIZE - 1 - PPN}/{SIZE}")
     assert gone, job.status()
+    # `stasis status --json`: the lost ranks are listed (as many as fit), each
+    # rank FAIL_RANK or one of the lost node's
+    r = subprocess.run([h.STASIS, "status", "--json", "--dir", str(job.ck)], capture_output=True,
+                       text=True, env=job.env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    [st] = [j["coordinator"] for j in json.loads(r.stdout)["jobs"]]
+    assert st["lost"] and st["nodes"], st
+    assert all((x["rank"], x["host"]) == (FAIL_RANK, "sim00019") or
+               (x["host"] == host and x["rank"] // PPN == LOST_NODE) for x in st["lost"]), st["lost"]
+    assert {x["host"] for x in st["lost"]} == {"sim00019", host}, st["lost"]
     ok, why, _, _ = job.checkpoint()
     assert not ok
     first = LOST_NODE * PPN
