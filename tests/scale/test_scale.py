@@ -4,8 +4,9 @@ run` coordinator. Every rank registers; a checkpoint is established with
 every rank's image; a rank that dies during the next checkpoint fails it
 in one line naming the rank, the previous checkpoint staying the one a
 restart takes; a node agent killed between checkpoints takes its 64
-ranks with it, and the coordinator says so (STATUS, the next checkpoint's
-message). About 15 s on 2 cores.
+ranks with it, and the coordinator says so (STATUS, `stasis status
+--json`'s lost ranks, the next checkpoint's message). About 10 s on 2
+cores.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
