@@ -223,7 +223,7 @@ int img_recompress(const char *path, const struct img_recompress_opts *opts, img
 		offset[s] = c.pos;
 		ret = img_section_get(c.r, s, &si);
 		for (uint32_t k = 0; !ret && k < si.chunks; k++) {
-			uint64_t st;
+			uint64_t st = 0;
 
 			ret = chunk(&c, s, k, &st);
 			stored[s] += st;

@@ -21,7 +21,9 @@ static int next_event(int fd, int *wd, unsigned *mask, char *name, size_t len)
 		return -1;
 	*wd = e->wd;
 	*mask = e->mask;
-	snprintf(name, len, "%s", e->len ? e->name : "");
+	n = e->len ? (ssize_t)strnlen(e->name, len - 1) : 0;
+	memcpy(name, e->name, (size_t)n);
+	name[n] = 0;
 	return 0;
 }
 
