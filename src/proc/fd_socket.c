@@ -1,5 +1,5 @@
-/* fd_socket.c - UNIX and TCP stream sockets (docs/transparent.md,
- * "Sockets"). The agent describes a socket (struct proc_socket: family,
+/* fd_socket.c - UNIX sockets (stream, datagram, seqpacket) and TCP
+ * sockets (docs/descriptors.md, "Sockets"). The agent describes a socket (struct proc_socket: family,
  * state, addresses, its peer) and peeks at its receive queue; a restart
  * makes it again:
  *  - listening: bound to its address again and listening (a UNIX socket's
@@ -7,12 +7,14 @@
  *  - connected, both ends in the process: a UNIX pair is a new socketpair
  *    (the addresses of an accepted pair are not kept), a TCP pair is
  *    connected again on its addresses through its listener or a scratch
- *    one; each end's unread bytes are written into the other end, so they
- *    are read again;
- *  - connected to a peer outside the process: the checkpoint refuses it
- *    when sockets_outside = refuse; else it comes back closed, as after a
- *    network failure: a TCP socket reset by its peer (ECONNRESET), a UNIX
- *    one whose peer has gone (EOF, EPIPE);
+ *    one; each end's unread bytes (a datagram or seqpacket socket's
+ *    messages, each a u32 length and its bytes) are sent again by the
+ *    other end, so they are read again;
+ *  - connected to a peer outside the process: a UNIX datagram socket
+ *    connected to a named one is connected to that name again; else the
+ *    checkpoint refuses it when sockets_outside = refuse, or it comes back
+ *    closed, as after a network failure: a TCP socket reset by its peer
+ *    (ECONNRESET), a UNIX one whose peer has gone (EOF, EPIPE);
  *  - neither: made and bound to its address again.
  * The dump side is the agent's (src/proc/inject/agent.c, describe_socket):
  * it runs inside the program with every thread parked. */
@@ -100,7 +102,7 @@ static void remove_stale(const struct proc_socket *s)
 /* A socket made and bound again (listening, or neither), at floor. */
 static int bound_socket(const struct proc_fd_entry *f, const struct proc_socket *s, int floor)
 {
-	int fd = socket((int)s->family, SOCK_STREAM | SOCK_CLOEXEC, (int)s->protocol);
+	int fd = socket((int)s->family, (int)s->type | SOCK_CLOEXEC, (int)s->protocol);
 
 	if (fd < 0)
 		return proc_fd_error(f, "cannot recreate socket", errno);
@@ -129,6 +131,25 @@ static int bound_socket(const struct proc_fd_entry *f, const struct proc_socket 
 	return proc_fd_move_high(fd, floor);
 }
 
+/* A UNIX datagram socket connected to a named socket outside (syslog's
+ * /dev/log): connected to that name again, as datagrams hold no state of
+ * a connection; -1 when it cannot be. */
+static int reconnect_datagram(const struct proc_socket *s, int floor)
+{
+	int fd;
+
+	if (s->family != AF_UNIX || s->type != SOCK_DGRAM ||
+	    s->peer_len <= sizeof(sa_family_t) + 1)
+		return -1;
+	fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0 && (!has_name(s) || bind(fd, (const struct sockaddr *)s->local, s->local_len) == 0) &&
+	    connect(fd, (const struct sockaddr *)s->peer, s->peer_len) == 0)
+		return proc_fd_move_high(fd, floor);
+	if (fd >= 0)
+		close(fd);
+	return -1;
+}
+
 /* A socket whose peer outside the process is gone: a TCP connection reset
  * by a scratch peer, a UNIX socket whose peer end is closed. */
 static int closed_socket(const struct proc_fd_entry *f, const struct proc_socket *s, int floor)
@@ -139,7 +160,7 @@ static int closed_socket(const struct proc_fd_entry *f, const struct proc_socket
 	int sv[2], l = -1, c = -1, p = -1;
 
 	if (s->family == AF_UNIX) {
-		if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		if (socketpair(AF_UNIX, (int)s->type | SOCK_CLOEXEC, 0, sv) != 0)
 			return proc_fd_error(f, "cannot recreate socket", errno);
 		close(sv[1]);
 		return proc_fd_move_high(sv[0], floor);
@@ -231,7 +252,15 @@ static int refill(const struct proc_fd_entry *f, int into)
 	struct timeval tv = { 10, 0 };
 
 	(void)setsockopt(into, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	for (uint64_t off = 0; off < s->queued;) {
+	for (uint64_t off = 0; s->type != SOCK_STREAM && off + 4 <= s->queued;) {
+		uint32_t len;
+
+		memcpy(&len, q + off, 4);
+		if (off + 4 + len > s->queued || send(into, q + off + 4, len, MSG_NOSIGNAL) != (ssize_t)len)
+			return proc_fd_error(f, "cannot send again the messages of socket", errno ? errno : EIO);
+		off += 4 + (uint64_t)len;
+	}
+	for (uint64_t off = 0; s->type == SOCK_STREAM && off < s->queued;) {
 		ssize_t w = send(into, q + off, s->queued - off, MSG_NOSIGNAL);
 
 		if (w <= 0)
@@ -265,13 +294,15 @@ static int socket_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int 
 	}
 	k = peer_of(v, n, i);
 	if (k < 0) {
-		ret = proc_fd_place(f, closed_socket(f, s, floor));
+		int fd = reconnect_datagram(s, floor);
+
+		ret = proc_fd_place(f, fd >= 0 ? fd : closed_socket(f, s, floor));
 		return ret ? ret : set_flags(f);
 	}
 	if ((size_t)k < i)
 		return 0;   /* made with its peer */
 	if (s->family == AF_UNIX)
-		ret = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0
+		ret = socketpair(AF_UNIX, (int)s->type | SOCK_CLOEXEC, 0, ends) != 0
 			      ? proc_fd_error(f, "cannot recreate socket pair", errno) : 0;
 	else if (listener_at(v, n, s->local, s->local_len) >= 0)
 		ret = tcp_pair(v, n, (size_t)k, i, ends);   /* v[i] is the server's end */

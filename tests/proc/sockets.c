@@ -5,8 +5,12 @@
  * leaves TIME_WAIT on the port the restart binds again). With a port
  * as argument, the program also holds a TCP connection to a server outside
  * it (the test's), which after a restart reads as reset or ended (argument
- * "closed") or still works when no restart came between ("live").
- * Usage: sockets [PORT closed|live] */
+ * "closed") or still works when no restart came between ("live"). A UNIX
+ * datagram pair and a seqpacket pair keep their unread messages, each
+ * whole. With a path as third argument, the program holds a datagram
+ * socket connected to that named socket outside it (as syslog's to
+ * /dev/log) and sends "after" through it at the end.
+ * Usage: sockets [PORT closed|live [PATH]] */
 #include "zdtm.h"
 
 #include <arpa/inet.h>
@@ -16,6 +20,7 @@
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 static struct sockaddr_in loopback(int port)
@@ -36,6 +41,16 @@ static int port_of(int fd, int peer)
 	return ntohs(a.sin_port);
 }
 
+/* The next message of fd is want, whole. */
+static void message(int fd, const char *want, const char *what)
+{
+	char buf[64];
+	ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+
+	if (n != (ssize_t)strlen(want) || memcmp(buf, want, (size_t)n) != 0)
+		zdtm_fail("%s: message of %zd bytes, not '%s'", what, n, want);
+}
+
 /* A round trip a -> b after the restart. */
 static void works(int a, int b, const char *what)
 {
@@ -53,6 +68,8 @@ int main(int argc, char **argv)
 	struct sockaddr_in a2 = loopback(0);
 	socklen_t a2len = sizeof(a2);
 	int outside_port = argc > 2 ? atoi(argv[1]) : 0;
+	int dg[2], sp[2], logsock = -1;
+	char buf_none[8];
 
 	if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0 || (lis = socket(AF_INET, SOCK_STREAM, 0)) < 0 ||
 	    setsockopt(lis, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) != 0 ||
@@ -74,6 +91,18 @@ int main(int argc, char **argv)
 	    connect(cl2, (struct sockaddr *)&a2, sizeof(a2)) != 0 || (srv2 = accept(lis2, NULL, NULL)) < 0)
 		zdtm_fail("setup of the second listener: %s", strerror(errno));
 	l2port = port_of(lis2, 0);
+	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, dg) != 0 || socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sp) != 0 ||
+	    send(dg[0], "first", 5, 0) != 5 || send(dg[0], "second one", 10, 0) != 10 ||
+	    send(dg[1], "back", 4, 0) != 4 || send(sp[1], "packet", 6, 0) != 6)
+		zdtm_fail("datagram and seqpacket pairs: %s", strerror(errno));
+	if (argc > 3) {
+		struct sockaddr_un un = { .sun_family = AF_UNIX };
+
+		snprintf(un.sun_path, sizeof(un.sun_path), "%s", argv[3]);
+		logsock = socket(AF_UNIX, SOCK_DGRAM, 0);
+		if (connect(logsock, (struct sockaddr *)&un, sizeof(un)) != 0)
+			zdtm_fail("connect to %s: %s", argv[3], strerror(errno));
+	}
 	lport = port_of(lis, 0);
 	cport = port_of(cl, 0);
 	fcntl(srv, F_SETFL, O_NONBLOCK);
@@ -84,6 +113,14 @@ int main(int argc, char **argv)
 	zdtm_ready();
 
 	zdtm_expect(sv[1], "to-one", "socketpair end 1");
+	message(dg[1], "first", "the datagram pair");
+	message(dg[1], "second one", "the datagram pair");
+	message(dg[0], "back", "the datagram pair back");
+	message(sp[0], "packet", "the seqpacket pair");
+	if (recv(dg[1], buf_none, sizeof(buf_none), MSG_DONTWAIT) != -1)
+		zdtm_fail("the datagram pair holds more messages than were sent");
+	if (logsock >= 0 && send(logsock, "after", 5, 0) != 5)
+		zdtm_fail("send through the socket connected outside: %s", strerror(errno));
 	zdtm_expect(sv[0], "to-zero", "socketpair end 0");
 	fcntl(srv, F_SETFL, 0);
 	zdtm_expect(srv, "client-said", "the accepted TCP end");

@@ -192,7 +192,7 @@ def test_a_socket_fails_the_checkpoint_and_the_program_runs_on(job):
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     line = one_line_error(r, rc=1)
     assert line == (f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process "
-                    f"{job.program_pid()} (socket): fd 3 is a socket (UNIX, datagram)"), line
+                    f"{job.program_pid()} (socket): fd 3 is a socket (IPv4, datagram)"), line
     r = job.stasis("ls", "--dir", job.ck)
     assert "FAILED" in r.stdout, r.stdout
     rc, out, err = job.finish()

@@ -1,7 +1,7 @@
 """Sockets of a single process (docs/transparent.md, "Sockets"): a UNIX
 socketpair and a TCP listener with a connection accepted from it keep
-their unread bytes and addresses through three checkpoint / SIGKILL /
-restart cycles; a TCP connection to a server outside the job comes back
+their unread bytes and addresses, UNIX datagram and seqpacket pairs their
+messages, through three checkpoint / SIGKILL / restart cycles; a TCP connection to a server outside the job comes back
 reset, or fails the checkpoint with sockets_outside = refuse."""
 import socket
 import threading
@@ -52,12 +52,20 @@ def test_a_pair_between_two_processes_is_refused(job):
     assert rc == 0 and out.strip().endswith("PASS"), f"{out}\n{err}"
 
 
-def test_connection_outside_comes_back_reset(job):
+def test_connection_outside_comes_back_reset(job, tmp_path):
+    """...and a datagram socket connected to a named one outside (as
+    syslog's to /dev/log) is connected to it again: what it sends after the
+    restarts arrives."""
     srv = Server()
+    log = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    log.bind(str(tmp_path / "log.sock"))
     try:
-        cycles(job, "sockets", srv.port, "closed")
+        cycles(job, "sockets", srv.port, "closed", tmp_path / "log.sock")
+        log.settimeout(10)
+        assert log.recv(16) == b"after"
     finally:
         srv.close()
+        log.close()
 
 
 def test_connection_outside_refused_by_configuration(job):

@@ -1333,16 +1333,47 @@ static uint64_t file_locks(struct dump *d, int fd)
 
 /* ---- sockets (src/proc/fd_socket.c) ---- */
 
-/* UNIX and TCP stream sockets are saved; any other socket is refused. */
+/* UNIX stream, datagram and seqpacket sockets and TCP sockets are saved;
+ * any other socket is refused. */
 static uint32_t socket_kind(int fd)
 {
 	int domain = 0, type = 0;
 	socklen_t len = sizeof(int);
 
 	if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len) != 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
+	    getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0)
 		return 0;
-	return domain == AF_UNIX || domain == AF_INET || domain == AF_INET6 ? PROC_FD_SOCKET : 0;
+	if (domain == AF_UNIX)
+		return type == SOCK_STREAM || type == SOCK_DGRAM || type == SOCK_SEQPACKET ? PROC_FD_SOCKET : 0;
+	return (domain == AF_INET || domain == AF_INET6) && type == SOCK_STREAM ? PROC_FD_SOCKET : 0;
+}
+
+/* The messages a UNIX datagram or seqpacket socket holds, peeked one by
+ * one (a peek offset walks the queue) into buf as a u32 length and the
+ * bytes each; their length, or -1 when they do not fit. */
+static ssize_t peek_messages(int fd, char *buf, size_t cap)
+{
+	size_t used = 0;
+	int off = 0;
+
+	(void)setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	for (;;) {
+		size_t room = cap - used > 4 ? cap - used - 4 : 0;
+		ssize_t r = room ? recv(fd, buf + used + 4, room, MSG_PEEK | MSG_DONTWAIT) : -1;
+		uint32_t len = (uint32_t)r;
+
+		if (r < 0 && room && (errno == EAGAIN || errno == EWOULDBLOCK))
+			break;   /* the last message was peeked */
+		if (r < 0 || (size_t)r == room) {
+			used = (size_t)-1;   /* no room left, or a message as long as it */
+			break;
+		}
+		memcpy(buf + used, &len, 4);
+		used += 4 + (size_t)r;
+	}
+	off = -1;
+	(void)setsockopt(fd, SOL_SOCKET, SO_PEEK_OFF, &off, sizeof(off));
+	return used == (size_t)-1 ? -1 : (ssize_t)used;
 }
 
 /* The inode of the peer of UNIX socket ino (sock_diag), 0 if none. */
@@ -1423,7 +1454,9 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 	memset(s, 0, sizeof(*s));
 	getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &ol);
 	s->family = (uint32_t)v;
-	s->type = SOCK_STREAM;
+	ol = sizeof(int);
+	getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &ol);
+	s->type = (uint32_t)v;
 	getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &ol);
 	s->protocol = (uint32_t)v;
 	v = 0;
@@ -1474,6 +1507,21 @@ static int describe_socket(struct dump *d, const struct fdent *t, unsigned n, un
 	if (s->state == PROC_SOCK_CONNECTED && s->family != AF_UNIX && !s->reuseaddr) {
 		v = 1;
 		(void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &v, sizeof(v));
+	}
+	if (s->type != SOCK_STREAM) {
+		ssize_t m;
+
+		if (s->state == PROC_SOCK_CONNECTED && s->outside)
+			return 0;
+		m = peek_messages(fd, d->copy + sizeof(*s), COPY_BUF - sizeof(*s));
+		if (m < 0 || (m > 0 && s->state != PROC_SOCK_CONNECTED)) {
+			send_fd_refusal(fd, m < 0 ? "a UNIX socket holding more messages than Stasis keeps"
+						  : "a UNIX datagram socket with messages from other sockets");
+			return -ENOTSUP;
+		}
+		s->queued = (uint64_t)m;
+		*len += (uint64_t)m;
+		return 0;
 	}
 	if (s->state != PROC_SOCK_CONNECTED || s->outside)
 		return 0;
