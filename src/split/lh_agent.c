@@ -473,7 +473,9 @@ static int write_image(const char *name, struct lh_dump_info *info)
 	else if (lh_stage_on() && !to)
 		ret = err_set(-EIO, "rank %d: cannot open the node-local directory %s: %s",
 			      lh_info->world_rank, getenv("STASIS_STAGE_DIR"), err_msg());
-	ret = ret ? ret : to ? store_ckpt_begin_named(to, name, &ck) : store_ckpt_join(store, name, &ck);
+	/* the coordinator began it: no rank reads the index (docs/scale.md) */
+	ret = ret ? ret : to ? store_ckpt_begin_named(to, name, &ck)
+			     : store_ckpt_join_begun(store, name, &ck);
 	ret = ret ? ret : store_file_create(ck, file, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
 	ret = ret ? ret : img_writer_meta(w, "producer", "stasis split");

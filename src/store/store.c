@@ -549,6 +549,28 @@ int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out)
 	return ckpt_open(s, name, STORE_PARTIAL, out);
 }
 
+int store_ckpt_join_begun(struct store *s, const char *name, struct store_ckpt **out)
+{
+	struct store_stat st;
+	int ret;
+
+	err_clear();
+	*out = NULL;
+	if (!plain_name(name, 63) || strncmp(name, "ckpt-", 5) != 0)
+		return err_set(-EINVAL, "bad checkpoint name '%s'", name);
+	*out = ckpt_new(s, name);
+	if (!*out)
+		return -ENOMEM;
+	/* no index read: the caller was told the checkpoint is begun (a file
+	 * committed after its seal would be ignored by the index anyway) */
+	ret = s->ops->stat((*out)->dir, &st);
+	if (ret || !st.is_dir) {
+		ret = report(ret ? ret : -ENOTDIR, "%s: no such checkpoint directory", (*out)->dir);
+		store_ckpt_free(out);
+	}
+	return ret;
+}
+
 int store_ckpt_annex(struct store *s, const char *name, struct store_ckpt **out)
 {
 	return ckpt_open(s, name, STORE_COMPLETE, out);

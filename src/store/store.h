@@ -52,6 +52,11 @@ int store_ckpt_begin(struct store *s, struct store_ckpt **out);
 int store_ckpt_begin_named(struct store *s, const char *name, struct store_ckpt **out);
 /* Join a begun checkpoint by name to add files to it (another rank). */
 int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out);
+/* The same for a caller that knows the checkpoint is begun and not sealed
+ * (its coordinator just said CHECKPOINT <name>): checks only its directory,
+ * where store_ckpt_join reads the whole index (every rank of a job doing
+ * so is quadratic in the ranks: docs/scale.md). -ENOENT without it. */
+int store_ckpt_join_begun(struct store *s, const char *name, struct store_ckpt **out);
 const char *store_ckpt_name(const struct store_ckpt *c);
 /* Seal it: if every one of `expected` files (0: at least one) has a FILE
  * record and is present with its recorded size, append COMPLETE; otherwise

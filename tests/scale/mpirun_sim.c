@@ -287,7 +287,7 @@ static int write_image(const struct rank *r, const char *name)
 	if (joined && (S.join_each || strcmp(store_ckpt_name(joined), name) != 0))
 		store_ckpt_free(&joined);
 	if (!joined)
-		ret = store_ckpt_join(store, name, &joined);
+		ret = store_ckpt_join_begun(store, name, &joined);
 	snprintf(file, sizeof(file), "rank-%05d.img", r->rank);
 	img_writer_opts_default(&opts);
 	opts.threads = 0;

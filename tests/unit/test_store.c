@@ -298,8 +298,21 @@ static void test_file_rules(void)
 	CHECK(c2 && strcmp(store_ckpt_name(c2), store_ckpt_name(c)) == 0);
 	store_ckpt_free(&c2);
 	CHECK_EQ(store_ckpt_join(s, "ckpt-000077", &c2), -ENOENT);
-	CHECK_EQ(store_ckpt_commit(c, 1), 0);
-	CHECK_EQ(store_ckpt_commit(c, 1), 0);               /* a second rank sealing: fine */
+	/* Joining without the index (the caller knows it is begun): a file
+	 * committed through it counts like any other */
+	CHECK_EQ(store_ckpt_join_begun(s, store_ckpt_name(c), &c2), 0);
+	CHECK(c2 && strcmp(store_ckpt_name(c2), store_ckpt_name(c)) == 0);
+	CHECK_EQ(store_file_create(c2, "begun", &f), 0);
+	CHECK_EQ(store_file_write(f, "joined", 6), 0);
+	CHECK_EQ(store_file_commit(f), 0);
+	store_file_free(&f);
+	store_ckpt_free(&c2);
+	CHECK_EQ(store_ckpt_join_begun(s, "ckpt-000077", &c2), -ENOENT);
+	CHECK(c2 == NULL);
+	CHECK_EQ(store_ckpt_join_begun(s, "ckpt-../x", &c2), -EINVAL);
+	CHECK_EQ(store_ckpt_join_begun(s, "other", &c2), -EINVAL);
+	CHECK_EQ(store_ckpt_commit(c, 2), 0);
+	CHECK_EQ(store_ckpt_commit(c, 2), 0);               /* a second rank sealing: fine */
 	err_clear();
 	CHECK_EQ(store_ckpt_join(s, store_ckpt_name(c), &c2), -EINVAL);
 	CHECK(strstr(err_msg(), "already COMPLETE") != NULL);
