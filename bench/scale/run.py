@@ -25,11 +25,11 @@ For each size (--ppn ranks a node, 64 by default):
                   once: the wall times above are upper bounds, these the
                   coordinator's own share
 Medians of --rounds checkpoints. The store is on tmpfs (--store, /dev/shm
-by default): the figures are the coordination's, not a disk's. In these
-runs each simulated worker joins a checkpoint once for its 16,384 ranks
-(SCALE_JOIN=worker); then --join-sizes runs one checkpoint with every
-rank joining it, as lower halves do (store_ckpt_join reads the whole
-index: written_ms_rank_join and its growth exponent).
+by default): the figures are the coordination's, not a disk's. Every
+simulated rank joins the checkpoint before writing its image, as lower
+halves do (store_ckpt_join_begun); --join-sizes adds one checkpoint at
+those sizes with a join per worker instead (SCALE_JOIN=worker), for
+comparison.
 
 The summary: register_20k_s (measured at 20,480 ranks), coord_ms_65k,
 established_ms_65k, coord_bytes_per_rank (slope of the coordinator's RSS
@@ -54,7 +54,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def point(h, size, ppn, rounds, store, join="worker", restart=True):
+def point(h, size, ppn, rounds, store, join="rank", restart=True):
     nodes = size // ppn
     d = pathlib.Path(tempfile.mkdtemp(prefix=f"scale-{size}-", dir=store))
     job = h.SimJob(d, nodes, ppn, env={"SCALE_JOIN": join})
@@ -122,7 +122,7 @@ def plot(rows, joins, path):
         a.plot(n, [r[key] * scale for r in rows], marker="o", label=label)
     if joins:
         a.plot([r["ranks"] for r in joins], [r["written_ms"] for r in joins], marker="x",
-               linestyle="--", label="→ every image written, each rank joining (as lower halves)")
+               linestyle="--", label="→ every image written, a join a worker")
     a.set_xscale("log", base=2)
     a.set_yscale("log")
     a.set_xlabel("simulated ranks (64 a node)")
@@ -147,7 +147,7 @@ def main():
     ap.add_argument("--sizes", default="1024,4096,16384,20480,65536")
     ap.add_argument("--ppn", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--join-sizes", default="1024,2048,4096")
+    ap.add_argument("--join-sizes", default="")
     ap.add_argument("--store", default="/dev/shm")
     ap.add_argument("--plot", default=str(HERE / "scale.png"))
     a = ap.parse_args()
@@ -160,12 +160,12 @@ def main():
         r = point(h, size, a.ppn, a.rounds, a.store)
         print(json.dumps(r), flush=True)
         rows.append(r)
-    # each rank joining the checkpoint itself, as a lower half does
-    # (store_ckpt_join reads the whole index): the images' time alone
+    # each worker joining a checkpoint once for all its ranks (what the
+    # harness did while a join read the whole index): the images' time
     joins = []
     for size in [int(x) for x in a.join_sizes.split(",") if x]:
-        r = point(h, size, a.ppn, 1, a.store, join="rank", restart=False)
-        print(json.dumps({"join": "rank", **r}), flush=True)
+        r = point(h, size, a.ppn, 1, a.store, join="worker", restart=False)
+        print(json.dumps({"join": "worker", **r}), flush=True)
         joins.append(r)
     by = {r["ranks"]: r for r in rows}
 
@@ -191,8 +191,8 @@ def main():
     }
     if len(joins) > 1:
         lo, hi = joins[0], joins[-1]
-        out["written_ms_rank_join"] = {r["ranks"]: round(r["written_ms"]) for r in joins}
-        out["growth_exponent_written_rank_join"] = round(
+        out["written_ms_worker_join"] = {r["ranks"]: round(r["written_ms"]) for r in joins}
+        out["growth_exponent_written_worker_join"] = round(
             math.log(hi["written_ms"] / lo["written_ms"]) / math.log(hi["ranks"] / lo["ranks"]), 3)
     try:
         plot(rows, joins, a.plot)

@@ -29,10 +29,8 @@ LOST_NODE = 33                    # ranks 2112..2175
 
 @pytest.fixture
 def job(tmp_path):
-    # a join a worker: 4,096 joins, each reading the whole index, took 28 s
-    # (docs/scale.md)
     j = h.SimJob(tmp_path, NODES, PPN, env={"SCALE_FAIL_RANK": str(FAIL_RANK),
-                                             "SCALE_FAIL_CKPT": "2", "SCALE_JOIN": "worker"})
+                                             "SCALE_FAIL_CKPT": "2"})
     yield j
     j.kill()
 
