@@ -152,13 +152,17 @@ exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 60 
 
 def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
     """Staging on 4 nodes: images in each node's local tmpfs, then copied to
-    the global directory (--wait global); the job killed; n2 killed with its
-    local directory wiped and booted again; the restart on the same nodes
-    reads three node-local copies and n2's rank's global copy."""
+    the global directory (--wait global), compressed by each node's agent
+    (stage_compress, forwarded to the ranks and agents on every node); the
+    job killed; n2 killed with its local directory wiped and booted again;
+    the restart on the same nodes reads three node-local copies and n2's
+    rank's compressed global copy."""
+    import json
     import re
     from cluster_common import BASE, sh
     job = ClusterJob(cluster, tmp_path)
-    job.env = {"STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local", "STASIS_LOG": "info"}
+    job.env = {"STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local", "STASIS_LOG": "info",
+               "STASIS_STAGE_COMPRESS": "zstd"}
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 4), progs[("p2p", "openmpi")], ITERS,
                   SLEEP_MS)
@@ -169,6 +173,9 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
         on = {n: sorted(p.name for p in cluster.local(n).glob(f"*/{name}/rank-*.img"))
               for n in cluster.nodes}
         assert sum(len(v) for v in on.values()) == 4 and all(len(v) == 1 for v in on.values()), on
+        for img in sorted(job.ck.glob(f"*/{name}/rank-*.img")):
+            m = json.loads(job.stasis("inspect", "--json", str(img)).stdout)
+            assert m["compression"] == "zstd:1" and m["totals"]["zstd_chunks"] > 0, (img, m)
         job.kill()
         sh("kill-node", "n2", "--wipe")
         sh("start-node", "n2")
