@@ -167,6 +167,13 @@ const char *proc_fd_info_field(const struct proc_fd_entry *f, const char *key)
 
 int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor)
 {
+	int ret = proc_fds_open(v, n, floor);
+
+	return ret ? ret : proc_fds_finish(v, n);
+}
+
+int proc_fds_open(const struct proc_fd_entry *v, size_t n, int floor)
+{
 	int ret = 0;
 
 	for (size_t i = 0; !ret && i < n; i++) {
@@ -175,6 +182,13 @@ int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor)
 		if (ops && ops->reopen)
 			ret = ops->reopen(v, n, i, floor);
 	}
+	return ret;
+}
+
+int proc_fds_finish(const struct proc_fd_entry *v, size_t n)
+{
+	int ret = 0;
+
 	for (size_t i = 0; !ret && i < n; i++) {
 		const struct proc_fd_ops *ops = proc_fd_ops_of(v[i].rec.kind);
 

@@ -60,6 +60,13 @@ int proc_fds_check(const struct proc_fd_entry *v, size_t n);
  * descriptors placed so far stay. */
 int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor);
 
+/* proc_fds_reopen in two steps: open and place every descriptor of v,
+ * then, once every descriptor of the process is in place (v's and any
+ * placed another way, as the tree's shared descriptions), what is left:
+ * epoll watches, a file's locks. */
+int proc_fds_open(const struct proc_fd_entry *v, size_t n, int floor);
+int proc_fds_finish(const struct proc_fd_entry *v, size_t n);
+
 /* Free the paths and data of v[0..n) and v. */
 void proc_fds_free(struct proc_fd_entry *v, size_t n);
 

@@ -168,6 +168,8 @@ struct image {
 	size_t npipes;
 	struct pipe_ref *files;     /* its shared file descriptions, out of fds */
 	size_t nfiles;
+	struct proc_fd_entry *locked;   /* those of them that hold locks (fd_file.c) */
+	size_t nlocked;
 	struct proc_header header;
 	char *cwd;
 	struct proc_sigaction sa[PROC_NSIG];
@@ -181,6 +183,7 @@ static void image_free(struct image *im)
 {
 	free(im->pipes);
 	free(im->files);
+	proc_fds_free(im->locked, im->nlocked);
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		free(im->fds[i].path);
 		free(im->fds[i].data);
@@ -452,6 +455,25 @@ static void warn_externals(const struct image *im)
 	}
 }
 
+static void close_pipes(void);
+
+/* Every descriptor in place: what is left (epoll watches, file locks),
+ * the tree's shared descriptions first, so that a lock they hold is not
+ * taken again through a descriptor of the same file (fd_file.c). */
+static int finish_fds(const struct image *im)
+{
+	struct proc_fd_entry *all = calloc(im->nlocked + im->nfds + 1, sizeof(*all));
+	int ret;
+
+	if (!all)
+		return err_set(-ENOMEM, "out of memory");
+	memcpy(all, im->locked, im->nlocked * sizeof(*all));
+	memcpy(all + im->nlocked, im->fds, im->nfds * sizeof(*all));
+	ret = proc_fds_finish(all, im->nlocked + im->nfds);
+	free(all);
+	return ret;
+}
+
 /* Runs in the restored program's process, before exec of the restorer:
  * every descriptor of the image at its number. Our own three and the
  * inherited sources of external ones move above them first. */
@@ -510,7 +532,11 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 		if (dup2(g_files[r->pipe].fd, r->fd) < 0)
 			child_fail(-1, "cannot place a shared file of the tree", errno);
 	}
-	if (proc_fds_reopen(im->fds, im->nfds, floor + 3) != 0) {
+	/* their copies go now (this process's children have theirs): closed
+	 * after the locks are taken, they would drop this process's POSIX
+	 * locks on those files */
+	close_pipes();
+	if (proc_fds_open(im->fds, im->nfds, floor + 3) != 0 || finish_fds(im) != 0) {
 		char msg[512];
 		int n = snprintf(msg, sizeof(msg), "stasis: restart: %s\n", err_msg());
 
@@ -627,7 +653,8 @@ static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *s
 	uint64_t k = 0;
 
 	im->files = calloc(im->nfds + 1, sizeof(*im->files));
-	if (!im->files)
+	im->locked = calloc(im->nfds + 1, sizeof(*im->locked));
+	if (!im->files || !im->locked)
 		return -ENOMEM;
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		struct proc_fd_entry *f = &im->fds[i];
@@ -660,6 +687,10 @@ static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *s
 			f->path = NULL;
 		}
 		im->files[im->nfiles++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, 0, (uint32_t)g };
+		if (f->data) {   /* its locks: taken again once it is in place */
+			im->locked[im->nlocked++] = *f;
+			continue;
+		}
 		free(f->path);
 		free(f->data);
 	}
@@ -764,11 +795,16 @@ static void make_pipes(int status_fd)
 static void close_pipes(void)
 {
 	for (size_t p = 0; p < g_npipes; p++)
-		for (int e = 0; e < 2; e++)
-			close(g_pipes[p].fd[e]);
-	for (size_t g = 0; g < g_nfiles; g++)
+		for (int e = 0; e < 2; e++) {
+			if (g_pipes[p].fd[e] >= 0)
+				close(g_pipes[p].fd[e]);
+			g_pipes[p].fd[e] = -1;
+		}
+	for (size_t g = 0; g < g_nfiles; g++) {
 		if (g_files[g].fd >= 0)
 			close(g_files[g].fd);
+		g_files[g].fd = -1;
+	}
 }
 
 /* One process of the tree being restored. */

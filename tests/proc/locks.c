@@ -2,7 +2,8 @@
  * description lock are held again after checkpoint/restart: a child the
  * restarted program forks cannot take them. A second descriptor of the
  * flock'ed file shows the lock too, and must not make the restart take it
- * twice. */
+ * twice. With the argument "fork" a child shares the three descriptions
+ * (a process tree: each description made once for both processes). */
 #include "zdtm.h"
 
 #include <errno.h>
@@ -31,7 +32,7 @@ static int probe_record(const char *path, int cmd, short type, off_t start, off_
 	return 0;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	int a = open("flocked", O_RDWR | O_CREAT, 0644);
 	int b = open("posix", O_RDWR | O_CREAT, 0644);
@@ -39,7 +40,7 @@ int main(void)
 	int dup_a = dup(a);
 	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 10, .l_len = 10 };
 	struct flock rd = { .l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0 };
-	pid_t self = getpid(), child;
+	pid_t self = getpid(), child, sharer = -1;
 	int status = -1;
 
 	if (a < 0 || b < 0 || c < 0 || dup_a < 0 || flock(a, LOCK_EX) != 0 || fcntl(b, F_SETLK, &fl) != 0 ||
@@ -47,7 +48,14 @@ int main(void)
 		zdtm_fail("setup: %s", strerror(errno));
 		return zdtm_end();
 	}
+	if (argc > 1 && strcmp(argv[1], "fork") == 0 && (sharer = fork()) == 0) {
+		while (access("stop", F_OK) != 0)
+			usleep(10000);
+		_exit(0);
+	}
 	zdtm_ready();
+	if (sharer > 0)
+		waitpid(sharer, NULL, 0);
 
 	child = fork();
 	if (child == 0)

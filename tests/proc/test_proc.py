@@ -53,6 +53,12 @@ def test_children_of_popen_and_system(job):
     cycles(job, "shell")
 
 
+def test_locks_on_descriptions_shared_with_a_child(job):
+    """locks.c with a child holding its three descriptions: the locks
+    come back though each description is made once for the whole tree."""
+    cycles(job, "locks", "fork")
+
+
 def test_restart_stages_logged(job):
     job.run(program("heap"))
     job.checkpoint()
