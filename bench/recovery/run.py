@@ -18,6 +18,7 @@ copy of n2's rank.
   recovery_s   kill-node until every rank computes again (its "RESUMED
                rank K"), detection included, 64 MiB a rank
   recovery_s_<MIB>  the same for each size given
+  first_event_<MIB> which event came first (node lost: the heartbeats)
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
@@ -30,6 +31,7 @@ import fcntl
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import time
@@ -62,7 +64,8 @@ def one(stasis, prog, work, mib, heartbeat):
         if f"{VICTIM} replaced by n5" not in text:
             raise SystemExit(f"bench/recovery: n5 did not replace {VICTIM}: {text[-2000:]}")
         (work / "stop").unlink()
-        return detect, back
+        first = re.search(r"event: (node lost|rank lost|launcher ended)", text).group(1)
+        return detect, back, first
     finally:
         job.kill(str(prog))
 
@@ -87,7 +90,8 @@ def main():
         subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog),
                         str(ROOT / "bench/mpi/ckptmem.c")], check=True)
         for mib in sizes:
-            detect, back = one(stasis, prog, work, mib, a.heartbeat)
+            detect, back, first = one(stasis, prog, work, mib, a.heartbeat)
+            out[f"first_event_{mib}"] = first
             out[f"detect_ms_{mib}"] = round(detect * 1000)
             out[f"recovery_s_{mib}"] = round(back, 3)
             # the next size on whole nodes again
