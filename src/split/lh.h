@@ -33,10 +33,9 @@ void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2))
 void lh_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int lh_log_on(int level);
 
-/* MPI's own signal handlers (Open MPI's backtrace on SIGSEGV) run on the
- * lower half's TLS whichever thread they arrive on (lh_sig.c): lh_sig_mark
- * before MPI_Init, lh_sig_wrap after it (returns how many it wrapped) */
-void lh_sig_mark(void);
+/* MPI's own signal handlers (Open MPI's and UCX's backtrace on SIGSEGV)
+ * run on the lower half's TLS whichever thread they arrive on (lh_sig.c):
+ * lh_sig_wrap after MPI_Init (returns how many it wrapped) */
 int lh_sig_wrap(void);
 
 /* lh_real(kind, n), the real handle of a neutral one: lh_ledger.h */

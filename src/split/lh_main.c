@@ -631,7 +631,6 @@ int main(int argc, char **argv, char **envp)
 	sigprocmask(SIG_BLOCK, &all, &mask);
 	if (restore && *restore)
 		early_start(&early, restore);
-	lh_sig_mark();
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		lh_die("MPI_Init_thread failed");
 	if (lh_sig_wrap())

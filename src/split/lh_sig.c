@@ -13,12 +13,16 @@
  * program's own crash became a crash in libc, and its message and
  * backtrace were lost.
  *
- * The handlers MPI installed are therefore replaced, once MPI_Init
- * returned, by a trampoline that switches to the lower half's FS base when
- * the thread's is the upper half's (the TLS ABI's thread pointer, %fs:0,
- * inside [STS_UPPER_LO, STS_UPPER_HI)), calls MPI's handler, and switches
- * back. The program's own handlers (uh_signal.c's trampolines, in the
- * upper range) and the lower half's own are left alone.
+ * UCX (under MPICH) installs its own for SIGSEGV, SIGBUS, SIGILL and
+ * SIGFPE when it is loaded, before main, on an alternate stack.
+ *
+ * Every handler in place once MPI_Init returned is therefore replaced by
+ * a trampoline that switches to the lower half's FS base when the
+ * thread's is the upper half's (the TLS ABI's thread pointer, %fs:0,
+ * inside [STS_UPPER_LO, STS_UPPER_HI)), calls the handler, and switches
+ * back. Left alone: the checkpoint signal's (lh_agent.c, installed later,
+ * which tells threads apart by their FS base itself) and handlers in the
+ * upper range (uh_signal.c's trampolines for the program's, at a restart).
  */
 #include <signal.h>
 #include <stdint.h>
@@ -30,16 +34,9 @@
 
 #define LH_NSIG 65
 
-static struct sigaction before[LH_NSIG], mpi[LH_NSIG];
+static struct sigaction mpi[LH_NSIG];
 static uint64_t lower_fs;
 static int fsgsbase;
-
-void lh_sig_mark(void)
-{
-	for (int s = 1; s < LH_NSIG; s++)
-		if (sigaction(s, NULL, &before[s]) != 0)
-			before[s].sa_handler = SIG_DFL;
-}
 
 static void *handler_of(const struct sigaction *a)
 {
@@ -77,7 +74,6 @@ int lh_sig_wrap(void)
 			continue;
 		h = (uintptr_t)handler_of(&now);
 		if (now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN ||
-		    handler_of(&now) == handler_of(&before[s]) ||
 		    (h >= STS_UPPER_LO && h < STS_UPPER_HI))
 			continue;
 		mpi[s] = now;
