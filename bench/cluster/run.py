@@ -30,10 +30,24 @@ machine's disk shared by the nodes.
   coord_ms                 the coordinator's "coordination X ms": from the
                            request until every rank stopped its program
 
+With --levels, a job at level partner, then one at rs (docs/levels.md):
+
+  partner_vs_copy          `stasis checkpoint --wait partner` from the
+                           request until level partner / each node sending
+                           its rank's image to the next node over plain TCP
+                           (Python's socket.sendfile into the receiver's
+                           tmpfs, the 4 pairs at once; the slowest pair)
+  rs_vs_copy               the same for level rs (group of 4, 1 parity)
+  restart_node_lost_vs_local  n2 killed with its local directory wiped and
+                           booted again, `stasis restart` on n1..n4 until
+                           every rank printed RESUMED, rank 1's image
+                           fetched from n3's partner copy / the restart
+                           from the local copies above
+
 Medians of --rounds rounds. Needs root; brings the cluster up if it is
 not, and leaves it up.
 
-usage: bench/cluster/run.py [--build DIR] [--mib N] [--rounds N]
+usage: bench/cluster/run.py [--build DIR] [--mib N] [--rounds N] [--levels]
 The last line of output is one JSON object."""
 import argparse
 import fcntl
@@ -87,7 +101,7 @@ class Job:
         for line in f:
             seen.append((time.perf_counter(), line))
 
-    def wait_for(self, pattern, count=1, stream="out", timeout=300):
+    def wait_for(self, pattern, count=1, stream="out", timeout=120):
         """until count lines like pattern came; the time the last came"""
         seen = self.out if stream == "out" else self.err
         end = time.time() + timeout
@@ -97,7 +111,7 @@ class Job:
                 return hits[count - 1]
             time.sleep(0.01)
         raise SystemExit(f"bench/cluster: no {pattern!r}: {[ln for _, ln in self.out[-5:]]} "
-                         f"{[ln for _, ln in self.err[-5:]]}")
+                         f"{[ln for _, ln in self.err[-25:]]}")
 
     def text(self, stream="err"):
         return "".join(ln for _, ln in (self.out if stream == "out" else self.err))
@@ -112,11 +126,100 @@ class Job:
         subprocess.run(["pkill", "-9", "-f", tag], capture_output=True)
 
 
+TCP_COPY = r"""
+import socket, sys, time
+if sys.argv[1] == "recv":
+    s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("0.0.0.0", int(sys.argv[2]))); s.listen(1); print("LISTENING", flush=True)
+    c, _ = s.accept()
+    with open(sys.argv[3], "wb") as f:
+        while b := c.recv(1 << 20):
+            f.write(b)
+    c.sendall(b"k")
+else:
+    for i in range(600):
+        try:
+            c = socket.create_connection((sys.argv[2], int(sys.argv[3]))); break
+        except OSError:
+            time.sleep(0.05)
+    t = time.perf_counter()
+    with open(sys.argv[4], "rb") as f:
+        c.sendfile(f)
+    c.shutdown(socket.SHUT_WR); c.recv(1)
+    print(time.perf_counter() - t)
+"""
+
+
+def tcp_copy(work, local, name):
+    """each node's image of checkpoint name (in its local directory's job
+    local) to the next node, plain TCP, the 4 pairs at once: the slowest
+    pair's time"""
+    script = work / "tcpcopy.py"
+    script.write_text(TCP_COPY)
+    recv = [subprocess.Popen([str(CLUSTER), "exec", n, f"/usr/bin/python3 {script} recv 47011 "
+                              f"{BASE}/local/tcpcopy.out"], stdout=subprocess.PIPE, text=True)
+            for n in NODES]
+    for p in recv:
+        p.stdout.readline()   # LISTENING
+    send = [subprocess.Popen([str(CLUSTER), "exec", n, f"/usr/bin/python3 {script} send "
+                              f"{NODES[(i + 1) % 4]} 47011 $(ls {BASE}/local/{local}/{name}/"
+                              f"rank-*.img)"], stdout=subprocess.PIPE, text=True)
+            for i, n in enumerate(NODES)]
+    t = max(float(p.communicate(timeout=600)[0]) for p in send)
+    for p in recv:
+        p.wait(60)
+    parallel([(n, f"rm -f {BASE}/local/tcpcopy.out") for n in NODES])
+    return t
+
+
+def levels(a, stasis, work, prog, env, hosts, fig):
+    """partner and rs, and a restart after n2's loss (docs/levels.md)"""
+    for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s"):
+        fig[key] = []
+    # room in the nodes' local directories (1 GiB): image, partner copy, floor
+    parallel([(n, f"rm -rf {BASE}/local/ckptmem.*") for n in NODES])
+    for rnd in range(a.rounds):
+        for level in ("partner", "rs"):
+            ck = work / f"ck-{level}{rnd}"
+            job = Job(f"cd {work}; {OK}{env}STASIS_GROUP_SIZE=4 exec {stasis} run --dir {ck} "
+                      f"--level {level} -- mpirun.openmpi --host {hosts} -np 4 {prog} {a.mib}")
+            job.wait_for(r"^READY")
+            t0 = time.perf_counter()
+            name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait {level}"
+                      ).stdout.strip()
+            fig[f"{level}_s"].append(time.perf_counter() - t0)
+            # the global copies done too: nothing else runs during the floor
+            for i in range(3000):
+                if re.search(rf"{name} .*level {level}\+global",
+                             on("head", f"{stasis} ls --dir {ck}").stdout):
+                    break
+                time.sleep(0.1)
+            job.kill(str(prog))
+            local = f"ckptmem.{(ck / 'ckptmem' / 'stage.id').read_text()[:16]}"
+            if level == "rs":
+                parallel([(n, f"rm -rf {BASE}/local/{local}") for n in NODES])
+                continue
+            fig["tcp_copy_s"].append(tcp_copy(work, local, name))
+            subprocess.run([str(CLUSTER), "kill-node", "n2", "--wipe"], check=True,
+                           capture_output=True)
+            subprocess.run([str(CLUSTER), "start-node", "n2"], check=True, capture_output=True)
+            job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck} {name}")
+            t0 = time.perf_counter()
+            t1 = job.wait_for(r"^RESUMED rank", count=4)
+            fig["restart_lost_s"].append(t1 - t0)
+            if not re.search(r"rank 1 reads \S+/\.fetched-00001\.img", job.text()):
+                raise SystemExit(f"bench/cluster: rank 1 was not rebuilt: {job.text()[-2000:]}")
+            job.kill(str(prog))
+            # room in the nodes' 1 GiB for the next job
+            parallel([(n, f"rm -rf {BASE}/local/{local}") for n in NODES])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--levels", action="store_true")
     a = ap.parse_args()
     stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
     lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
@@ -188,6 +291,8 @@ def main():
             fig[key].append(job.wait_for(r"^READY") - t0)
             job.kill(str(prog))
         on("head", f"scancel {jid}", check=False)
+    if a.levels:
+        levels(a, stasis, work, prog, env, hosts, fig)
     med = {k: statistics.median(v) for k, v in fig.items()}
     out = {
         "ckpt_block_vs_memcpy": round(med["block_s"] / med["memcpy_s"], 3),
@@ -197,6 +302,10 @@ def main():
         "coord_ms": round(med["coord_ms"], 2),
         "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
     }
+    if a.levels:
+        out["partner_vs_copy"] = round(med["partner_s"] / med["tcp_copy_s"], 3)
+        out["rs_vs_copy"] = round(med["rs_s"] / med["tcp_copy_s"], 3)
+        out["restart_node_lost_vs_local"] = round(med["restart_lost_s"] / med["restart_s"], 3)
     out.update({k: round(v, 3) for k, v in med.items()})
     subprocess.run(["rm", "-rf", str(work)] + [str(p) for n in NODES
                                                for p in (BASE / "nodes" / n / "local").glob("ckptmem.*")])

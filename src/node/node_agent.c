@@ -246,6 +246,11 @@ static void *mover(void *arg)
 		c = M.q[M.head++ % COPIES_MAX];
 		M.busy++;
 		pthread_mutex_unlock(&M.lock);
+		/* a level under way (partner, rs: node_level.c) first: it protects
+		 * the checkpoint from a node's loss sooner, and the two would share
+		 * the node's idle CPU and network */
+		while (node_level_busy())
+			usleep(10 * 1000);
 		err_clear();
 		ret = global ? copy_rank(global, c.name, c.rank)
 			     : err_set(-EIO, "cannot open the global tier");
