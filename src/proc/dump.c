@@ -212,8 +212,8 @@ static void outside_socket(struct dump_state *d, const struct proc_fd *r, const 
 	if (s->state != PROC_SOCK_CONNECTED || !s->outside || d->refusal ||
 	    strcmp(cfg_str(CFG_SOCKETS_OUTSIDE), "refuse") != 0)
 		return;
-	if (s->family == AF_UNIX && s->type == SOCK_DGRAM && s->peer_len > sizeof(sa_family_t) + 1)
-		return;   /* connected again by name (fd_socket.c) */
+	if (s->family == AF_UNIX)
+		return;   /* a pair's other end may be in another process: tree.c decides */
 	if (s->family == AF_INET && inet_ntop(AF_INET, &in->sin_addr, peer, sizeof(peer)))
 		snprintf(peer + strlen(peer), sizeof(peer) - strlen(peer), ":%u", ntohs(in->sin_port));
 	else if (s->family == AF_INET6 && inet_ntop(AF_INET6, &in6->sin6_addr, peer, sizeof(peer)))

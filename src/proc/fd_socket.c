@@ -4,7 +4,9 @@
  * makes it again:
  *  - listening: bound to its address again and listening (a UNIX socket's
  *    stale file removed first); connections not yet accepted are lost;
- *  - connected, both ends in the process: a UNIX pair is a new socketpair
+ *  - connected, both ends in the process (a UNIX pair whose ends are in
+ *    processes of a tree is made by restore.c with proc_socket_pair_make,
+ *    before the processes place their ends): a UNIX pair is a new socketpair
  *    (the addresses of an accepted pair are not kept), a TCP pair is
  *    connected again on its addresses through its listener or a scratch
  *    one; each end's unread bytes (a datagram or seqpacket socket's
@@ -270,6 +272,36 @@ static int refill(const struct proc_fd_entry *f, int into)
 	tv.tv_sec = 0;
 	(void)setsockopt(into, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	return 0;
+}
+
+int proc_socket_pair_of(const struct proc_fd_entry *f, uint64_t *key, int *end)
+{
+	const struct proc_socket *s = f->rec.kind == PROC_FD_SOCKET ? sock_of(f) : NULL;
+
+	if (!s || s->family != AF_UNIX || s->state != PROC_SOCK_CONNECTED || !s->peer_ino ||
+	    (s->type == SOCK_DGRAM && s->peer_len > sizeof(sa_family_t) + 1))
+		return 0;   /* a datagram socket connected to a name is connected again */
+	*key = f->rec.ino < s->peer_ino ? f->rec.ino : s->peer_ino;
+	*end = f->rec.ino != *key;
+	return 1;
+}
+
+int proc_socket_pair_make(const struct proc_fd_entry *const e[2], int ends[2])
+{
+	const struct proc_fd_entry *any = e[0] ? e[0] : e[1];
+	const struct proc_socket *s = sock_of(any);
+	int ret = 0;
+
+	if (!s || socketpair(AF_UNIX, (int)s->type | SOCK_CLOEXEC, 0, ends) != 0)
+		return proc_fd_error(any, "cannot recreate socket pair", s ? errno : EBADMSG);
+	for (int k = 0; !ret && k < 2; k++)
+		if (e[k] && sock_of(e[k]))
+			ret = refill(e[k], ends[1 - k]);
+	if (ret) {
+		close(ends[0]);
+		close(ends[1]);
+	}
+	return ret;
 }
 
 static int set_flags(const struct proc_fd_entry *f)

@@ -67,6 +67,17 @@ int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor);
 int proc_fds_open(const struct proc_fd_entry *v, size_t n, int floor);
 int proc_fds_finish(const struct proc_fd_entry *v, size_t n);
 
+/* A UNIX socket connected to another, in this process or in another of a
+ * tree: 1 with the pair it belongs to (*key, the smaller inode of its two
+ * ends) and its end (*end, 0 for the smaller inode); else 0. A restart of
+ * a tree makes each pair once and places its ends in every process that
+ * holds one (restore.c). */
+int proc_socket_pair_of(const struct proc_fd_entry *f, uint64_t *key, int *end);
+/* Make such a pair again (the kind of socket of e[0] or e[1]): ends[k] is
+ * end k, refilled with what e[k] had not read (e[k] NULL: an end no
+ * process holds, which the caller closes). */
+int proc_socket_pair_make(const struct proc_fd_entry *const e[2], int ends[2]);
+
 /* Free the paths and data of v[0..n) and v. */
 void proc_fds_free(struct proc_fd_entry *v, size_t n);
 

@@ -136,6 +136,17 @@ struct tree_pipe {
 	int fd[2];
 };
 
+/* A UNIX socket pair of the tree (fds.h, proc_socket_pair_of): the record
+ * of each end (the first process's that holds it), made once by init. */
+struct tree_sock {
+	uint64_t key;
+	struct proc_fd_entry end[2];
+	int have[2];
+	int fd[2];
+};
+static struct tree_sock *g_socks;
+static size_t g_nsocks;
+
 /* Where a process has an end of one. */
 struct pipe_ref {
 	int32_t fd;
@@ -170,6 +181,8 @@ struct image {
 	size_t nfiles;
 	struct proc_fd_entry *locked;   /* those of them that hold locks (fd_file.c) */
 	size_t nlocked;
+	struct pipe_ref *socks;     /* its ends of the tree's socket pairs, out of fds */
+	size_t nsocks;
 	struct proc_header header;
 	char *cwd;
 	struct proc_sigaction sa[PROC_NSIG];
@@ -183,6 +196,7 @@ static void image_free(struct image *im)
 {
 	free(im->pipes);
 	free(im->files);
+	free(im->socks);
 	proc_fds_free(im->locked, im->nlocked);
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		free(im->fds[i].path);
@@ -490,6 +504,9 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 	for (size_t i = 0; i < im->nfiles; i++)
 		if (im->files[i].fd + 1 > floor)
 			floor = im->files[i].fd + 1;
+	for (size_t i = 0; i < im->nsocks; i++)
+		if (im->socks[i].fd + 1 > floor)
+			floor = im->socks[i].fd + 1;
 	for (uint64_t i = 0; i < im->nfds; i++) {
 		if (im->fds[i].rec.fd + 1 > floor)
 			floor = im->fds[i].rec.fd + 1;
@@ -531,6 +548,14 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 
 		if (dup2(g_files[r->pipe].fd, r->fd) < 0)
 			child_fail(-1, "cannot place a shared file of the tree", errno);
+	}
+	for (size_t k = 0; k < im->nsocks; k++) {
+		const struct pipe_ref *r = &im->socks[k];
+		const struct tree_sock *t = &g_socks[r->pipe];
+
+		if (dup2(t->fd[r->end], r->fd) < 0 ||
+		    fcntl(r->fd, F_SETFL, (int)(t->end[r->end].rec.flags & O_NONBLOCK)) != 0)
+			child_fail(-1, "cannot place a socket of the tree", errno);
 	}
 	/* their copies go now (this process's children have theirs): closed
 	 * after the locks are taken, they would drop this process's POSIX
@@ -647,6 +672,72 @@ static int take_pipes(struct image *im)
 }
 
 
+/* Take im's ends of UNIX socket pairs out of its descriptors into the
+ * tree's pairs (a socket two processes share is one end of one pair). */
+static int take_socks(struct image *im)
+{
+	uint64_t k = 0;
+
+	im->socks = calloc(im->nfds + 1, sizeof(*im->socks));
+	if (!im->socks)
+		return -ENOMEM;
+	for (uint64_t i = 0; i < im->nfds; i++) {
+		struct proc_fd_entry *f = &im->fds[i];
+		uint64_t key;
+		int end;
+		size_t g;
+
+		if (!proc_socket_pair_of(f, &key, &end)) {
+			im->fds[k++] = *f;
+			continue;
+		}
+		for (g = 0; g < g_nsocks && g_socks[g].key != key; g++)
+			;
+		if (g == g_nsocks) {
+			struct tree_sock *t = realloc(g_socks, (g_nsocks + 1) * sizeof(*t));
+
+			if (!t)
+				return -ENOMEM;
+			g_socks = t;
+			memset(&g_socks[g], 0, sizeof(g_socks[g]));
+			g_socks[g].key = key;
+			g_socks[g].fd[0] = g_socks[g].fd[1] = -1;
+			g_nsocks++;
+		}
+		im->socks[im->nsocks++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, (uint32_t)end, (uint32_t)g };
+		if (!g_socks[g].have[end]) {
+			g_socks[g].end[end] = *f;   /* its path and data now the pair's */
+			g_socks[g].have[end] = 1;
+		} else {
+			free(f->path);
+			free(f->data);
+		}
+	}
+	im->nfds = k;
+	return 0;
+}
+
+/* In the namespace's init: each pair once, refilled; an end no process
+ * holds (its peer was outside the job) closed, as after a peer went away. */
+static void make_socks(int status_fd)
+{
+	for (size_t g = 0; g < g_nsocks; g++) {
+		struct tree_sock *t = &g_socks[g];
+		const struct proc_fd_entry *e[2] = { t->have[0] ? &t->end[0] : NULL,
+						     t->have[1] ? &t->end[1] : NULL };
+		int ends[2];
+
+		if (proc_socket_pair_make(e, ends) != 0)
+			child_fail(status_fd, err_msg(), EIO);
+		for (int k = 0; k < 2; k++) {
+			t->fd[k] = t->have[k] ? fcntl(ends[k], F_DUPFD_CLOEXEC, g_pipe_floor) : -1;
+			if (t->have[k] && t->fd[k] < 0)
+				child_fail(status_fd, "cannot move a socket of the tree", errno);
+			close(ends[k]);
+		}
+	}
+}
+
 /* Take the descriptors of pid that share a description (sh) out of im's. */
 static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *sh, size_t nsh)
 {
@@ -760,6 +851,14 @@ static void free_pipes(void)
 	free(g_files);
 	g_files = NULL;
 	g_nfiles = 0;
+	for (size_t g = 0; g < g_nsocks; g++)
+		for (int e = 0; e < 2; e++) {
+			free(g_socks[g].end[e].path);
+			free(g_socks[g].end[e].data);
+		}
+	free(g_socks);
+	g_socks = NULL;
+	g_nsocks = 0;
 	for (size_t p = 0; p < g_npipes; p++)
 		free(g_pipes[p].data);
 	free(g_pipes);
@@ -805,6 +904,12 @@ static void close_pipes(void)
 			close(g_files[g].fd);
 		g_files[g].fd = -1;
 	}
+	for (size_t g = 0; g < g_nsocks; g++)
+		for (int e = 0; e < 2; e++) {
+			if (g_socks[g].fd[e] >= 0)
+				close(g_socks[g].fd[e]);
+			g_socks[g].fd[e] = -1;
+		}
 }
 
 /* One process of the tree being restored. */
@@ -1007,6 +1112,7 @@ static void __attribute__((noreturn)) nsinit(struct rproc *rp, size_t np, int st
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		child_fail(status_fd, "cannot mount /proc for the new PID namespace", errno);
 	make_pipes(status_fd);
+	make_socks(status_fd);
 	open_files(status_fd);
 	make_shm(status_fd);
 	for (size_t k = 0; k < np; k++) {
@@ -1282,7 +1388,8 @@ static int send_stream(struct image *im, int fd, void *buf)
 			ret = send_region(im, fd, &im->regions[i], buf, pieces);
 	free(pieces);
 	if (!ret) {
-		struct proc_keep_fd *keep = calloc(im->nfds + im->npipes + im->nfiles + 1, sizeof(*keep));
+		struct proc_keep_fd *keep = calloc(im->nfds + im->npipes + im->nfiles + im->nsocks + 1,
+						   sizeof(*keep));
 		size_t n = 0;
 
 		if (!keep)
@@ -1291,6 +1398,8 @@ static int send_stream(struct image *im, int fd, void *buf)
 			keep[n++] = (struct proc_keep_fd){ im->pipes[i].fd, im->pipes[i].cloexec };
 		for (size_t i = 0; i < im->nfiles; i++)
 			keep[n++] = (struct proc_keep_fd){ im->files[i].fd, im->files[i].cloexec };
+		for (size_t i = 0; i < im->nsocks; i++)
+			keep[n++] = (struct proc_keep_fd){ im->socks[i].fd, im->socks[i].cloexec };
 		for (uint64_t i = 0; i < im->nfds; i++)
 			if (im->fds[i].rec.kind != PROC_FD_STDIO)
 				keep[n++] = (struct proc_keep_fd){ im->fds[i].rec.fd, im->fds[i].rec.cloexec };
@@ -1329,6 +1438,8 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 			rp[k].p.pid = im->header.pid;
 		if (!ret)
 			ret = take_pipes(im);
+		if (!ret)
+			ret = take_socks(im);
 		if (!ret)
 			ret = check_files(im);
 		if (!ret)

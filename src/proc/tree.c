@@ -12,6 +12,7 @@
  */
 #include "proc/proc.h"
 #include "proc/proc_internal.h"
+#include "common/config.h"
 #include "common/err.h"
 #include "image/image.h"
 
@@ -323,17 +324,45 @@ static int file_shared(const struct proc_fd *f)
 	return f->kind == PROC_FD_FILE || f->kind == PROC_FD_UNLINKED;
 }
 
-/* A socket held by two processes of the tree, or connected to one in
- * another: not supported yet (fd_socket.c rebuilds the sockets of one
- * process), so refused rather than restored closed. */
+/* A connected UNIX socket: the agent puts its inode and its peer's in
+ * offset and size (a TCP connection's are hashes of its addresses). */
+static int unix_connected(const struct proc_fd *f)
+{
+	return f->kind == PROC_FD_SOCKET && f->size && f->offset == f->ino;
+}
+
+/* Is a socket of inode ino in the tree? */
+static int socket_in_tree(const struct proc_tree *t, uint64_t ino)
+{
+	for (size_t j = 0; j < t->n; j++)
+		for (size_t b = 0; b < t->m[j].info.nfds; b++)
+			if (t->m[j].info.fds[b].kind == PROC_FD_SOCKET && t->m[j].info.fds[b].ino == ino)
+				return 1;
+	return 0;
+}
+
+/* UNIX socket pairs are made once for the whole tree (restore.c), whichever
+ * processes hold their ends; a UNIX socket connected outside the tree is
+ * refused with sockets_outside = refuse. Any other socket held by two
+ * processes, or connected to one in another (TCP), is not supported yet:
+ * refused rather than restored closed. */
 static int check_sockets(const struct proc_tree *t)
 {
+	int refuse = strcmp(cfg_str(CFG_SOCKETS_OUTSIDE), "refuse") == 0;
+
 	for (size_t i = 0; i < t->n; i++)
 		for (size_t a = 0; a < t->m[i].info.nfds; a++) {
 			const struct proc_fd *f = &t->m[i].info.fds[a];
 
 			if (f->kind != PROC_FD_SOCKET)
 				continue;
+			if (unix_connected(f)) {
+				if (refuse && !socket_in_tree(t, f->size))
+					return err_set(-ENOTSUP, "cannot checkpoint: process %d: fd %d is a UNIX "
+						       "socket connected outside the job (sockets_outside = "
+						       "refuse)", (int)t->m[i].pid, f->fd);
+				continue;
+			}
 			for (size_t j = 0; j < t->n; j++)
 				for (size_t b = 0; j != i && b < t->m[j].info.nfds; b++) {
 					const struct proc_fd *g = &t->m[j].info.fds[b];
@@ -342,8 +371,8 @@ static int check_sockets(const struct proc_tree *t)
 					if (g->kind != PROC_FD_SOCKET || (!shared && (!f->size || f->size != g->offset)))
 						continue;
 					return err_set(-ENOTSUP, "cannot checkpoint: process %d: fd %d is a socket %s "
-						       "process %d fd %d; sockets between processes are not "
-						       "supported yet", (int)t->m[i].pid, f->fd,
+						       "process %d fd %d; only UNIX socket pairs are rebuilt across "
+						       "processes yet", (int)t->m[i].pid, f->fd,
 						       shared ? "shared with" : "connected to", (int)t->m[j].pid,
 						       g->fd);
 				}

@@ -36,20 +36,28 @@ class Server:
         self.sock.close()
 
 
-def test_a_pair_between_two_processes_is_refused(job):
-    """A socketpair shared by a parent and its child is not rebuilt yet:
-    refused in one line naming both ends, rather than given back closed;
-    both processes run on."""
-    job.run(program("sockfork"))
-    parent = job.program_pid()
-    (child,) = open(f"/proc/{parent}/task/{parent}/children").read().split()
-    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
-    assert r.returncode == 1 and r.stderr.splitlines() == [
-        f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {parent}: fd 3 is a "
-        f"socket connected to process {child} fd 4; sockets between processes are not supported "
-        "yet"], r.stderr
-    rc, out, err = job.finish()
-    assert rc == 0 and out.strip().endswith("PASS"), f"{out}\n{err}"
+def test_pairs_between_two_processes(job):
+    """sockfork.c: a pair with an end in a parent and one in its child,
+    bytes in flight, and a socket both hold, through three cycles."""
+    cycles(job, "sockfork")
+
+
+def test_a_unix_socket_outside_refused_by_configuration(job, tmp_path):
+    """With sockets_outside = refuse, a UNIX stream socket connected to a
+    server outside the job fails the checkpoint in one line."""
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(tmp_path / "srv.sock"))
+    server.listen(1)
+    try:
+        job.run(program("unixclient"), tmp_path / "srv.sock", env={"STASIS_SOCKETS_OUTSIDE": "refuse"})
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode == 1 and r.stderr.splitlines() == [
+            f"stasis: checkpoint: checkpoint failed: cannot checkpoint: process {job.program_pid()}: "
+            "fd 3 is a UNIX socket connected outside the job (sockets_outside = refuse)"], r.stderr
+        rc, out, err = job.finish()
+        assert rc == 0 and out.strip().endswith("PASS"), f"{out}\n{err}"
+    finally:
+        server.close()
 
 
 def test_connection_outside_comes_back_reset(job, tmp_path):

@@ -135,8 +135,12 @@ static int write_all(int fd, const void *buf, size_t len)
 	const char *p = buf;
 
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		/* never SIGPIPE: a coordinator that went away must not end the
+		 * program (a forked child's HELLO, a RESTARTED) */
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
 
+		if (n < 0 && errno == ENOTSOCK)
+			n = write(fd, p, len);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -1726,9 +1730,10 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 
 		if (describe_socket(d, t, n, i, &data_len))
 			return -ENOTSUP;
-		if (so->state == PROC_SOCK_CONNECTED && so->family == AF_UNIX) {
+		if (so->state == PROC_SOCK_CONNECTED && so->family == AF_UNIX &&
+		    !(so->type == SOCK_DGRAM && so->peer_len > sizeof(sa_family_t) + 1)) {
 			r.offset = st.st_ino;
-			r.size = so->peer_ino;
+			r.size = so->peer_ino ? so->peer_ino : UINT64_MAX;   /* max: not yet accepted */
 		} else if (so->state == PROC_SOCK_CONNECTED && so->peer_len) {
 			r.offset = addr_hash(so->local, so->local_len, so->peer, so->peer_len);
 			r.size = addr_hash(so->peer, so->peer_len, so->local, so->local_len);
