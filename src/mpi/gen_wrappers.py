@@ -23,7 +23,7 @@ HANDLE_KINDS = ["Comm", "Datatype", "Op", "Group", "Request", "Errhandler", "Inf
 KIND_ID = {k: i for i, k in enumerate(HANDLE_KINDS)}
 BUFFERS = {"buf", "ibuf", "buffer", "sendbuf", "recvbuf", "inbuf", "inoutbuf", "origin_addr",
            "result_addr", "compare_addr"}
-RANKS_IN = {"source", "dest", "root"}
+RANKS_IN = {"source", "dest", "root", "target_rank"}
 RANKS_OUT = {"rank_source", "rank_dest"}
 # int results whose values differ between the ABIs: (function, parameter) ->
 # the translation (lh_<t>_out in the lower half, sts_<t>_out in the upper)

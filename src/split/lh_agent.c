@@ -34,6 +34,7 @@
 #include <dirent.h>
 #include <linux/futex.h>
 #include <netdb.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -536,6 +537,24 @@ static int read_line(char *buf, size_t len)
 	return -E2BIG;
 }
 
+/* An RMA operation of another rank may wait inside MPI for this one, its
+ * target, to drive MPI (Open MPI's accumulates do): while it waits for the
+ * coordinator's word, a parked rank that holds windows has its main thread
+ * drive MPI every millisecond, so that rank can leave the call and park. */
+static int progress(void)
+{
+	return lh_win_progress(agent_comm);
+}
+
+static int await_line(char *buf, size_t len)
+{
+	struct pollfd p = { .fd = coord_fd, .events = POLLIN };
+
+	while (parked_main && lh_live(STS_WIN) > 0 && poll(&p, 1, 1) == 0)
+		on_main(progress);
+	return read_line(buf, len);
+}
+
 /* Rounds until no rank is behind a collective target (lh_coll.c); a rank
  * behind runs on until it parks at its targets. One that has not parked
  * after RELEASE_MS is stuck, and the next round is a release: every rank
@@ -589,8 +608,12 @@ static int coll_quiesce(void)
 static int quiesce(void)
 {
 	char why[256];
-	int ret = lh_p2p_drain(agent_comm, DRAIN_TIMEOUT_MS);
+	int ret = lh_win_quiesce(agent_comm);
 
+	if (ret != MPI_SUCCESS)
+		return err_set(-EIO, "rank %d: cannot complete the RMA operations in flight "
+			       "(MPI error %d)", lh_info->world_rank, ret);
+	ret = lh_p2p_drain(agent_comm, DRAIN_TIMEOUT_MS);
 	if (ret)
 		return ret;
 	ret = lh_io_save();
@@ -628,7 +651,7 @@ static void checkpoint(const char *name)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
 	else
 		send_line("PARKED %llu", (unsigned long long)(now_us() - t0));
-	if (read_line(line, sizeof(line)) != 0)
+	if (await_line(line, sizeof(line)) != 0)
 		goto gone;
 	if (!strcmp(line, "WRITE")) {
 		err_clear();

@@ -175,6 +175,14 @@ void lh_io_forget(void *rec);
  * lh_coll_blocking, on the file's own communicator */
 int lh_io_blocking(uint32_t fh);
 
+/* lh_win.c: every window flushed, then a barrier over ctl: no RMA
+ * operation of any rank is in flight (an MPI error code); a window made
+ * again over its memory, its epoch open again (at restart) */
+int lh_win_quiesce(MPI_Comm ctl);
+/* MPI driven once (a parked target's part in another rank's operation) */
+int lh_win_progress(MPI_Comm ctl);
+int lh_win_rebuild(struct lh_slot *s);
+
 /* lh_handles.c */
 struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */
 /* the neutral number of a real handle the program holds, or UINT32_MAX */

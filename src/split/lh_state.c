@@ -831,7 +831,8 @@ void lh_state_unsupported(char *why, size_t len)
 
 			if (s->real == t->slot[0].real && !s->rec)
 				continue;   /* free */
-			if (k == STS_ERRHANDLER || k == STS_WIN || (k == STS_INFO && !s->rec)) {
+			if (k == STS_ERRHANDLER || (k == STS_WIN && !s->rec) ||
+			    (k == STS_INFO && !s->rec)) {
 				snprintf(why, len, "it holds an MPI_%s it created", kind_names[k]);
 			} else if (!s->rec) {
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
@@ -997,6 +998,8 @@ int lh_state_rebuild(void)
 			ret = lh_io_rebuild(s);
 		} else if (k == STS_INFO) {
 			ret = rebuild_info(s);
+		} else if (k == STS_WIN) {
+			ret = lh_win_rebuild(s);
 		} else if (k == STS_OP) {
 			const struct rec_op *r = s->rec;
 

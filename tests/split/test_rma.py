@@ -1,0 +1,36 @@
+"""One-sided communication (docs/split.md, "Windows"): rma_fence.c puts,
+accumulates and gets through a window of MPI_Win_create and one of
+MPI_Win_allocate with fences, with operations in flight while it sleeps
+(where the checkpoints come), and checks every value itself; natively,
+above either lower half, and through three checkpoint, SIGKILL and
+restart cycles on each MPI (2 ranks: MPICH busy-polls). The final sum of
+the accumulates is the native run's and the formula's.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import pytest
+
+from split_common import program_fixture, run_on
+from test_ckpt import cycled
+from test_local import ABOVE
+
+rma_fence = program_fixture("rma_fence")
+ITERS, SLEEP_MS = 12, 100
+
+
+def passed(n, iters):
+    per = n * (n + 1) // 2
+    total = per * iters * (iters + 1) // 2
+    return f"PASS ranks={n} iterations={iters} checks={4 * n * iters} sum={total}\n"
+
+
+@pytest.mark.parametrize("abi,lower", ABOVE)
+def test_rma_fence(rma_fence, abi, lower, tmp_path):
+    """Natively (lower None) and above a lower half, without a checkpoint."""
+    r = run_on(rma_fence[abi], lower, 2, ["4", "10"], tmp_path)
+    assert r.returncode == 0 and passed(2, 4) in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_rma_fence_three_cycles(rma_fence, lower, tmp_path):
+    rc, out, err = cycled(tmp_path, lower, 2, rma_fence[lower], ITERS, SLEEP_MS)
+    assert rc == 0 and passed(2, ITERS) in out and "FAIL" not in out, out + err
