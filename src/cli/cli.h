@@ -82,6 +82,8 @@ int cmd_config(int argc, char **argv);
 int cmd_faults(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_checkpoint(int argc, char **argv);
+int cmd_migrate(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_restart(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 

@@ -384,13 +384,121 @@ static int wait_global(const char *root, const char *job, const char *name, cons
 	}
 }
 
+/* The job a client command names (operand, or NULL: the only running
+ * job under root) into job; EXIT_OK or the exit status after its message */
+static int running_job(const char *cmd, const char *root, const char *operand, char *job,
+		       size_t len)
+{
+	char **names = NULL;
+	size_t count = 0, running = 0;
+	int ret;
+
+	if (operand) {
+		snprintf(job, len, "%s", operand);
+	} else {
+		ret = running_jobs(root, &names, &count, &running, job, len);
+		store_names_free(names, count);
+		if (ret || running != 1) {
+			if (ret)
+				cli_error(cmd, "%s", err_msg());
+			else if (running == 0)
+				cli_error(cmd, "no running job in %s", root);
+			else
+				cli_error(cmd, "%zu running jobs in %s; name one", running, root);
+			return EXIT_FAIL;
+		}
+	}
+	if (!job_name_ok(job)) {
+		cli_error(cmd, "bad job name '%s'", job);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
+
+/* stasis migrate --node N [--to T] | --rank R [--to T];
+ * stasis predict --node N --within DURATION (docs/coordinator.md, Migration) */
+static int migrate_cmd(const char *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dir", required_argument, NULL, 'd' }, { "node", required_argument, NULL, 'n' },
+		{ "to", required_argument, NULL, 't' }, { "rank", required_argument, NULL, 'r' },
+		{ "within", required_argument, NULL, 'w' }, { NULL, 0, NULL, 0 },
+	};
+	const char *dir_opt = NULL, *node = NULL, *to = NULL, *root;
+	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], request[256], *end;
+	int predict = !strcmp(cmd, "predict"), rank = -1, c, ret;
+	uint64_t within = 0;
+
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (c) {
+		case 'd': dir_opt = optarg; break;
+		case 'n': node = optarg; break;
+		case 't': to = optarg; break;
+		case 'r':
+			rank = (int)strtol(optarg, &end, 10);
+			if (*end || rank < 0 || end == optarg) {
+				cli_error(cmd, "bad --rank '%s' (a rank number)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		case 'w':
+			if (parse_interval(optarg, &within) != 0) {
+				cli_error(cmd, "bad --within '%s' (a duration: 90, 60s, 2m)", optarg);
+				return EXIT_USAGE;
+			}
+			break;
+		default:
+			cli_error(cmd, "unknown option '%s'", argv[optind - 1]);
+			return EXIT_USAGE;
+		}
+	}
+	if (predict ? !node || !within || rank >= 0 || to : (!node) == (rank < 0)) {
+		cli_error(cmd, predict ? "usage: stasis predict [--dir D] [JOB] --node N --within DURATION" :
+			  "usage: stasis migrate [--dir D] [JOB] --node N | --rank R [--to NODE]");
+		return EXIT_USAGE;
+	}
+	if (optind + 1 < argc) {
+		cli_error(cmd, "too many operands");
+		return EXIT_USAGE;
+	}
+	root = cli_root(dir_opt);
+	if ((ret = running_job(cmd, root, optind < argc ? argv[optind] : NULL, job, sizeof(job))) !=
+	    EXIT_OK)
+		return ret;
+	snprintf(dir, sizeof(dir), "%s/%s", root, job);
+	if (predict)
+		snprintf(request, sizeof(request), "PREDICT %.63s %llu", node, (unsigned long long)within);
+	else if (rank >= 0)
+		snprintf(request, sizeof(request), "MIGRATE - %.63s rank=%d", to ? to : "-", rank);
+	else
+		snprintf(request, sizeof(request), "MIGRATE %.63s %.63s", node, to ? to : "-");
+	ret = coord_request(dir, request, 3600 * 1000, reply, sizeof(reply));
+	if (ret) {
+		cli_error(cmd, "%s", ret == -EREMOTEIO ? reply : err_msg());
+		return EXIT_FAIL;
+	}
+	printf("%s\n", reply);
+	return EXIT_OK;
+}
+
+int cmd_migrate(int argc, char **argv)
+{
+	return migrate_cmd("migrate", argc, argv);
+}
+
+int cmd_predict(int argc, char **argv)
+{
+	return migrate_cmd("predict", argc, argv);
+}
+
 int cmd_checkpoint(int argc, char **argv)
 {
 	struct cli_progress *progress;
 	struct proc_args a;
-	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], request[64], **names = NULL;
+	char job[NAME_MAX + 1], dir[PATH_MAX], reply[1024], request[64];
 	const char *root;
-	size_t count = 0, running = 0;
 	int ret;
 
 	if ((ret = parse("checkpoint", argc, argv, &a, "adhz")) != EXIT_OK)
@@ -412,25 +520,9 @@ int cmd_checkpoint(int argc, char **argv)
 		cli_error("checkpoint", "too many operands (usage: stasis checkpoint [--dir D] [JOB] [--stop])");
 		return EXIT_USAGE;
 	}
-	if (a.first_operand < argc) {
-		snprintf(job, sizeof(job), "%s", argv[a.first_operand]);
-	} else {
-		ret = running_jobs(root, &names, &count, &running, job, sizeof(job));
-		store_names_free(names, count);
-		if (ret || running != 1) {
-			if (ret)
-				cli_error("checkpoint", "%s", err_msg());
-			else if (running == 0)
-				cli_error("checkpoint", "no running job in %s", root);
-			else
-				cli_error("checkpoint", "%zu running jobs in %s; name one", running, root);
-			return EXIT_FAIL;
-		}
-	}
-	if (!job_name_ok(job)) {
-		cli_error("checkpoint", "bad job name '%s'", job);
-		return EXIT_USAGE;
-	}
+	if ((ret = running_job("checkpoint", root, a.first_operand < argc ? argv[a.first_operand] :
+			       NULL, job, sizeof(job))) != EXIT_OK)
+		return ret;
 	snprintf(dir, sizeof(dir), "%s/%s", root, job);
 	progress = cli_progress_checkpoint(root, job);
 	ret = coord_request(dir, request, 24 * 3600 * 1000, reply, sizeof(reply));

@@ -74,6 +74,20 @@ static const struct cli_command commands[] = {
 	  "  --wait global   with staging on, return only once every rank's image is in the\n"
 	  "                  global tier (local: as soon as it is established, the default;\n"
 	  "                  partner, rs: once the node agents reached that level)\n" },
+	{ "migrate", cmd_migrate, "move a node's ranks of a running MPI job to another node",
+	  "usage: stasis migrate [--dir D] [JOB] --node N | --rank R [--to NODE]\n"
+	  "Move the ranks of node N (or the node of rank R, with every rank on it) to NODE\n"
+	  "(default: the first spare of the launcher's host list): the job is checkpointed\n"
+	  "at a consistent point, the ranks' staged images go from N straight to NODE's\n"
+	  "local directory, the job is relaunched with NODE in N's place, and nothing of\n"
+	  "the job stays on N. Needs staging = on and a launcher host list\n"
+	  "(docs/coordinator.md, \"Migration\"). A failure during the transfer hands over to\n"
+	  "--recover auto (or, without it, the job goes on where it was).\n" },
+	{ "predict", cmd_predict, "say that a node of a running MPI job will fail soon",
+	  "usage: stasis predict [--dir D] [JOB] --node N --within DURATION\n"
+	  "Node N is expected to fail within DURATION (60s, 2m): its ranks migrate\n"
+	  "(stasis migrate) when the expected migration time fits, or else the job is\n"
+	  "checkpointed at once, and --recover auto deals with the failure when it comes.\n" },
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"

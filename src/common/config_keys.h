@@ -73,6 +73,11 @@ CONFIG_KEY(MAX_RESTARTS,   "max_restarts",   UINT,   "3", 0, 1000, "",
 CONFIG_KEY(HEARTBEAT_TIMEOUT, "heartbeat_timeout", UINT, "3000", 200, 600000, "",
 	   "recover = auto: milliseconds of silence after which a node agent's node is lost "
 	   "(the agents say ALIVE five times as often)")
+CONFIG_KEY(MIGRATE_SHELL,  "migrate_shell",  STRING, "ssh", 0, 0, "",
+	   "`stasis migrate`: the remote shell that starts the receiver on the target node "
+	   "(as the MPI launchers start their daemons; docs/coordinator.md, Migration)")
+CONFIG_KEY(MIGRATE_RATE,   "migrate_rate",   UINT,   "100", 1, 1000000, "",
+	   "`stasis predict`: MiB/s a migration is expected to move before one was measured")
 CONFIG_KEY(KEEP,           "keep",           UINT,   "0", 0, 1000000, "",
 	   "checkpoints `stasis prune` keeps when --keep is not given (0: keep all)")
 CONFIG_KEY(PREFETCH,       "prefetch",       CHOICE, "on", 0, 0, "on|off",

@@ -9,6 +9,7 @@
 #include "coord/job.h"
 #include "coord/relay.h"
 #include "coord/jobenv.h"
+#include "coord/migrate.h"
 #include "coord/policy.h"
 
 #include "common/config.h"
@@ -157,6 +158,13 @@ struct coord {
 		int global;      /* every rank's image is in the global tier */
 	} copying[STAGED_MAX];
 	char next_level[16];      /* checkpoint --level: this checkpoint's level */
+	/* a migration asked for (stasis migrate, stasis predict): its client */
+	struct {
+		int fd;               /* the client, answered once it is carried out; -1 */
+		char from[64], to[64];  /* to: "" for the launcher's first spare */
+		uint64_t bytes_per_s; /* measured by the last migration (0: none yet) */
+	} mig;
+	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 };
 
 static uint64_t now_ms(void)
@@ -1014,7 +1022,9 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	}
 	store_ckpt_free(&ck);
 	/* ranks wait parked for this verdict: all resume together */
-	send_nodes(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
+	/* stop 2 (a migration): the ranks stay parked, the caller decides */
+	if (stop != 2 || ret)
+		send_nodes(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
 	if (!ret && !stop && c->staged)
 		upgrade(c, name);
 	if (!ret) {
@@ -1030,7 +1040,9 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			 (unsigned long long)(now_ms() - t0), c->sent, c->received);
 	}
 	reap_nodes(c);
-	if (stop && !ret)
+	if (!ret)
+		c->last_bytes = pages * 4096;
+	if (stop == 1 && !ret)
 		c->stopped = 1;
 	if (c->o->interval_ms)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
@@ -1281,6 +1293,8 @@ static int redundancy_level(const char *level)
 	       !strcmp(level, "global");
 }
 
+static int migrate_asked(struct coord *c, char *line, char *err, size_t len);
+
 static void serve_client(struct coord *c)
 {
 	char line[256], name[64];
@@ -1329,6 +1343,16 @@ static void serve_client(struct coord *c)
 			reply(fd, "OK %s", name);
 		else
 			reply(fd, "ERR checkpoint failed: %s", err_msg());
+	} else if (!strncmp(line, "MIGRATE ", 8) || !strncmp(line, "PREDICT ", 8)) {
+		char err[300];
+
+		/* answered when carried out (decide) */
+		if (migrate_asked(c, line, err, sizeof(err)) != 0) {
+			reply(fd, "ERR %s", err);
+		} else {
+			c->mig.fd = fd;
+			fd = -1;
+		}
 	} else if (strcmp(line, "STATUS") == 0) {
 		char status[1000];
 
@@ -1338,7 +1362,8 @@ static void serve_client(struct coord *c)
 		reply(fd, "ERR unknown request '%.64s'", line);
 	}
 out:
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 }
 
 /* ---- the loop ---- */
@@ -1543,6 +1568,276 @@ static void recover(struct coord *c, const struct coord_event *ev)
 	}
 }
 
+/* ---- migration (docs/coordinator.md, "Migration") ---- */
+
+static void mig_answer(struct coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mig_answer(struct coord *c, const char *fmt, ...)
+{
+	char buf[900];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (c->mig.fd >= 0) {
+		reply(c->mig.fd, "%s", buf);
+		close(c->mig.fd);
+	}
+	c->mig.fd = -1;
+}
+
+/* The ranks a host runs, " 1 3" (and how many) */
+static unsigned host_ranks(struct coord *c, const char *host, char *out, size_t len)
+{
+	unsigned n = 0;
+	size_t k = 0;
+
+	out[0] = 0;
+	for (unsigned i = 0; i < c->nranks; i++)
+		if (!strcmp(c->ranks[i].host, host)) {
+			k += (size_t)snprintf(out + k, k < len ? len - k : 0, " %d", c->ranks[i].rank);
+			n++;
+		}
+	return n;
+}
+
+/* The launcher's command with from replaced by to (*to empty: the first
+ * spare of its host list, named in to) */
+static int migrate_placement(struct coord *c, const char *from, char *to, size_t tlen,
+			     char ***argv, char *note, size_t nlen)
+{
+	char (*used)[64] = calloc(HOSTS_MAX, 64), lost[1][64];
+	unsigned nused = 0;
+	int ret = used ? 0 : err_set(-ENOMEM, "out of memory");
+
+	snprintf(lost[0], sizeof(lost[0]), "%s", from);
+	for (unsigned i = 0; used && i < c->nranks; i++) {
+		unsigned k = 0;
+
+		while (k < nused && strcmp(used[k], c->ranks[i].host))
+			k++;
+		if (k == nused && nused < HOSTS_MAX)
+			snprintf(used[nused++], 64, "%s", c->ranks[i].host);
+	}
+	while (!ret) {
+		const char *by;
+
+		ret = job_launch_without(c->launch, lost, 1, used, nused, argv, note, nlen);
+		if (ret)
+			break;
+		by = strstr(note, " replaced by ");
+		if (!by || nused == HOSTS_MAX) {
+			free(*argv);
+			*argv = NULL;
+			ret = to[0] ? err_set(-ENOENT, "%s is not a spare of the launcher's host list "
+					      "(a host named in it on which no rank runs)", to) :
+				err_set(-ENOSPC, "no spare node for %s's ranks: the launcher's host list "
+					"names none on which no rank runs", from);
+			break;
+		}
+		by += 13;
+		if (!to[0] || !strcmp(by, to)) {
+			snprintf(to, tlen, "%s", by);
+			break;
+		}
+		free(*argv);
+		*argv = NULL;
+		snprintf(used[nused++], 64, "%s", by);   /* another spare: not this one */
+	}
+	free(used);
+	return ret;
+}
+
+/* MIGRATE <node> <to|-> [rank=R] or PREDICT <node> <within ms>: checked,
+ * then an event for the policies; err gets the one line of a refusal */
+static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
+{
+	char from[64] = "", to[64] = "", ranks[400], note[300], **argv = NULL;
+	unsigned long long within = 0;
+	int rank = -1, predict = !strncmp(line, "PREDICT ", 8);
+	const char *base;
+
+	if (predict ? sscanf(line + 8, "%63s %llu", from, &within) != 2 :
+	    sscanf(line + 8, "%63s %63s rank=%d", from, to, &rank) < 2) {
+		snprintf(err, len, "bad request '%.80s'", line);
+		return -1;
+	}
+	if (!strcmp(to, "-"))
+		to[0] = 0;
+	if (c->target != &mpi_target) {
+		snprintf(err, len, "migration moves the ranks of an MPI job; this job is one program");
+		return -1;
+	}
+	if (!c->staged) {
+		snprintf(err, len, "migration moves the ranks' node-local images: run the job with "
+			 "staging = on");
+		return -1;
+	}
+	if (c->mig.fd >= 0 || c->rec.pending || c->nranks < c->size || !c->nranks) {
+		snprintf(err, len, "the job is not running with every rank registered (starting, "
+			 "recovering, or migrating): try again");
+		return -1;
+	}
+	if (rank >= 0) {
+		int i = rank_index(c, rank);
+
+		if (i < 0) {
+			snprintf(err, len, "rank %d is not a rank of the job (0-%u)", rank, c->size - 1);
+			return -1;
+		}
+		snprintf(from, sizeof(from), "%s", c->ranks[i].host);
+	}
+	if (!host_ranks(c, from, ranks, sizeof(ranks))) {
+		char hosts[300] = "";
+
+		for (unsigned i = 0; i < c->nnodes; i++)
+			snprintf(hosts + strlen(hosts), sizeof(hosts) - strlen(hosts), "%s%s",
+				 i ? ", " : "", c->nodes[i].host);
+		snprintf(err, len, "node %s runs no rank of the job (its ranks run on %s)", from, hosts);
+		return -1;
+	}
+	if (to[0] && host_ranks(c, to, note, sizeof(note))) {
+		snprintf(err, len, "%s runs ranks of the job already: the target must be a spare", to);
+		return -1;
+	}
+	base = strrchr(c->launch[0], '/') ? strrchr(c->launch[0], '/') + 1 : c->launch[0];
+	if (!strncmp(base, "srun", 4)) {
+		snprintf(err, len, "migration under srun is not built: Slurm, not the coordinator, "
+			 "places the relaunched step (use --recover auto)");
+		return -1;
+	}
+	if (migrate_placement(c, from, to, sizeof(to), &argv, note, sizeof(note)) != 0) {
+		snprintf(err, len, "%s", err_msg());
+		return -1;
+	}
+	free(argv);
+	snprintf(c->mig.from, sizeof(c->mig.from), "%s", from);
+	snprintf(c->mig.to, sizeof(c->mig.to), "%s", to);
+	if (predict) {
+		unsigned n = host_ranks(c, from, ranks, sizeof(ranks));
+		uint64_t bytes = c->last_bytes / c->nranks * n;
+
+		raise_event(c, EV_FAULT_PREDICTED, rank, from, 0, "a fault of %s predicted within "
+			    "%.1f s", from, (double)within / 1000.0);
+		c->events[c->nevents - 1].bound_ms = within;
+		c->events[c->nevents - 1].expect_ms = migrate_expected_ms(bytes, c->mig.bytes_per_s);
+	} else {
+		raise_event(c, EV_MIGRATE_ASKED, rank, from, 0, "ranks%s of %s to %s asked to migrate",
+			    ranks, from, to);
+	}
+	return 0;
+}
+
+/* A prediction the migration would not beat: a checkpoint now (what the
+ * chain does when the fault comes is its own) */
+static void predicted_checkpoint(struct coord *c, const char *why)
+{
+	char name[64];
+
+	fprintf(stderr, "stasis: %s\n", why);
+	if (checkpoint(c, 0, name, sizeof(name)) == 0)
+		mig_answer(c, "OK checkpoint %s (%s)", name, why);
+	else
+		mig_answer(c, "ERR %s; and the checkpoint failed: %s", why, err_msg());
+}
+
+/* Every node with ranks: in the checkpoint's phases again */
+static void all_nodes_in(struct coord *c)
+{
+	for (unsigned i = 0; i < c->nnodes; i++) {
+		c->nodes[i].in_ckpt = 0;
+		for (unsigned k = 0; k < c->nranks && !c->nodes[i].in_ckpt; k++)
+			c->nodes[i].in_ckpt = c->ranks[k].node == c->nodes[i].id;
+	}
+}
+
+/* Move c->mig.from's ranks to c->mig.to: a checkpoint that leaves the
+ * ranks parked, the source's agent sends their images to a receiver on the
+ * target, the job stopped and relaunched with the target in the source's
+ * place. 0 once relaunched; a failure after the checkpoint raises a rank
+ * lost for the chain (autor recovers) or, without recovery, resumes. */
+static int migrate(struct coord *c, const struct coord_event *ev)
+{
+	struct migrate_receiver r = { -1, -1, 0 };
+	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
+	char from[64], to[64];
+	uint64_t bytes = 0, ms = 0, t0 = now_ms();
+	int ret, src = -1;
+
+	snprintf(from, sizeof(from), "%s", c->mig.from);
+	snprintf(to, sizeof(to), "%s", c->mig.to);
+	ret = migrate_placement(c, from, to, sizeof(to), &argv, note, sizeof(note));
+	if (!ret && (ret = job_checkpoint(c, 2, name, sizeof(name))) != 0) {
+		mig_answer(c, "ERR migration: the checkpoint failed: %s", err_msg());
+		free(argv);
+		return -1;   /* the ranks resumed (RESUME failed) */
+	}
+	if (ret) {
+		mig_answer(c, "ERR %s", err_msg());
+		return -1;
+	}
+	host_ranks(c, from, ranks, sizeof(ranks));
+	for (unsigned i = 0; i < c->nnodes; i++) {
+		c->nodes[i].in_ckpt = !strcmp(c->nodes[i].host, from);
+		if (c->nodes[i].in_ckpt)
+			src = (int)i;
+	}
+	ret = src < 0 ? err_set(-EHOSTDOWN, "the node agent on %s went away", from) :
+		migrate_receiver_start(to, job_lh_dir(), c->dir, &r);
+	if (!ret) {
+		snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, r.port, name, ranks);
+		reply(c->nodes[src].fd, "%s", line);
+		ret = collect_nodes(c, "MIGRATED", &bytes, &ms);
+		reap_nodes(c);
+		if (ret)
+			migrate_receiver_end(&r, 0);
+		else if (migrate_receiver_end(&r, 30000) != 0)
+			ret = err_set(-EIO, "the receiver on %s did not confirm every image", to);
+	}
+	if (ret) {
+		snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: %s", ranks, from,
+			 to, err_msg());
+		free(argv);
+		fprintf(stderr, "stasis: %s\n", why);
+		if (policy_recovers(c->policy)) {
+			mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
+			raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
+		} else {
+			all_nodes_in(c);
+			send_nodes(c, "RESUME");   /* the checkpoint stands; the job goes on */
+			mig_answer(c, "ERR %s; the job goes on where it was", why);
+		}
+		return -1;
+	}
+	if (ms)
+		c->mig.bytes_per_s = bytes * 1000 / ms;
+	/* every image on the target, the source's directory removed */
+	stop_job(c);
+	launch_reset(c);
+	free(c->argv);
+	c->argv = argv;
+	c->launch = argv;
+	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
+		 "node to node in %.2f s; from %s", ranks, from, to, (double)bytes / 1048576.0,
+		 (double)ms / 1000.0, name);
+	c->rec.t0 = ev->at_ms;
+	c->rec.pending = 1;
+	ret = store_ckpt_path(c->store, name, NULL, dir, sizeof(dir));
+	ret = ret ? ret : c->target->relaunch(c, dir);
+	c->nevents = 0;
+	policy_launched(c->policy);
+	if (ret) {
+		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
+		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
+		c->done = 1;
+		c->status = c->launcher_code ? c->launcher_code : 1;
+		return 0;
+	}
+	log_info("migration: relaunched %.1f s after the request", (double)(now_ms() - t0) / 1000.0);
+	mig_answer(c, "OK %s", c->rec.line);
+	return 0;
+}
+
 /* The policies' decisions on the events raised, carried out in order; after
  * a recovery the rest are stale (the old launch's) */
 static void decide(struct coord *c)
@@ -1561,6 +1856,13 @@ static void decide(struct coord *c)
 			break;
 		case POLICY_GIVE_UP:
 			give_up(c, msg);
+			break;
+		case POLICY_MIGRATE:
+			if (migrate(c, &ev) == 0)
+				return;   /* relaunched: the rest are the old launch's */
+			break;        /* failed: its event (autor's) follows */
+		case POLICY_CHECKPOINT:
+			predicted_checkpoint(c, msg);
 			break;
 		default:
 			break;
@@ -1703,6 +2005,7 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 	c->child = -1;
 	c->rchild.pid = -1;
 	c->rchild.status_fd = -1;
+	c->mig.fd = -1;
 	ret = policy_chain_create(o->recover ? o->recover : "none", o->max_restarts, &c->policy);
 	if (ret)
 		return ret;

@@ -292,6 +292,11 @@ static int stage_id(const char *root, const char *job, char id[17])
 	return close(fd);
 }
 
+const char *job_lh_dir(void)
+{
+	return split_dir();
+}
+
 int job_child_env(const char *addr, const char *job_dir, const char *root, const char *tier,
 		  const char *job, const char *restore_dir)
 {

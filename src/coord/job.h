@@ -38,6 +38,10 @@ int job_launch_write(struct store_ckpt *ck, char *const *argv);
  * -ENOENT when the checkpoint is not an MPI job's. */
 int job_launch_read(const struct store *s, const char *ckpt, const char *launcher, char ***argv);
 
+/* Where the lower halves and stasis-node are (STASIS_LH_DIR, or beside
+ * this program's installation). */
+const char *job_lh_dir(void);
+
 /* Environment of an MPI job's launcher: preload the launch library, tell
  * ranks where the coordinator, the store and the lower halves are. In the
  * forked child, before exec. */

@@ -81,6 +81,26 @@ static enum policy_action stop_decide(struct policy_chain *p, const struct coord
 	return ev->kind == EV_LAUNCHER_ENDED ? POLICY_END : POLICY_IGNORE;
 }
 
+/* crmig: a migration asked for is made; a predicted fault migrates when
+ * the expected migration time fits before it, else checkpoints at once (a
+ * failure that then comes is the next policies') */
+static enum policy_action crmig_decide(struct policy_chain *p, const struct coord_event *ev,
+				       char *msg, size_t len)
+{
+	(void)p;
+	if (ev->kind == EV_MIGRATE_ASKED)
+		return POLICY_MIGRATE;
+	if (ev->kind != EV_FAULT_PREDICTED)
+		return POLICY_NEXT;
+	if (ev->expect_ms <= ev->bound_ms)
+		return POLICY_MIGRATE;
+	snprintf(msg, len, "migrating %s's ranks would take about %.1f s, more than the %.1f s "
+		 "predicted: checkpoint now", ev->node, (double)ev->expect_ms / 1000.0,
+		 (double)ev->bound_ms / 1000.0);
+	return POLICY_CHECKPOINT;
+}
+
+static const struct policy_ops crmig_ops = { "crmig", crmig_decide };
 static const struct policy_ops autor_ops = { "autor", autor_decide };
 static const struct policy_ops stop_ops = { "stop", stop_decide };
 
@@ -93,6 +113,7 @@ int policy_chain_create(const char *recover, unsigned max_restarts, struct polic
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return err_set(-ENOMEM, "out of memory");
+	p->ops[p->n++] = &crmig_ops;
 	if (!strcmp(recover, "auto"))
 		p->ops[p->n++] = &autor_ops;
 	p->ops[p->n++] = &stop_ops;
@@ -122,7 +143,10 @@ enum policy_action policy_decide(struct policy_chain *p, const struct coord_even
 
 int policy_recovers(const struct policy_chain *p)
 {
-	return p->ops[0] == &autor_ops;
+	for (unsigned i = 0; i < p->n; i++)
+		if (p->ops[i] == &autor_ops)
+			return 1;
+	return 0;
 }
 
 void policy_recovered(struct policy_chain *p)

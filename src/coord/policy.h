@@ -11,6 +11,10 @@
  *   auto   autor, stop          (a failure relaunches the job from the latest
  *                                established checkpoint, at most max_restarts
  *                                times, without the nodes that were lost)
+ * Every chain begins with crmig: a migration asked for (stasis migrate) is
+ * carried out; a predicted fault (stasis predict) migrates when the
+ * expected migration time fits the bound, else checkpoints at once (what
+ * follows is the chain's: autor recovers when the node goes).
  */
 #ifndef STASIS_COORD_POLICY_H
 #define STASIS_COORD_POLICY_H
@@ -25,8 +29,8 @@ enum coord_event_kind {
 	EV_NODE_LOST,         /* a node agent fell silent (no heartbeat): its node is gone */
 	EV_LAUNCHER_ENDED,    /* the launcher (or the single program) ended; status */
 	EV_CKPT_ESTABLISHED,  /* a checkpoint became COMPLETE; detail: its name */
-	EV_MIGRATE_ASKED,     /* a client asked to move ranks (not raised yet) */
-	EV_FAULT_PREDICTED,   /* a client predicted a node's failure (not raised yet) */
+	EV_MIGRATE_ASKED,     /* a client asked to move a node's ranks (stasis migrate) */
+	EV_FAULT_PREDICTED,   /* a client predicted a node's failure (stasis predict) */
 };
 
 struct coord_event {
@@ -36,6 +40,8 @@ struct coord_event {
 	uint64_t at_ms;       /* when it was raised (CLOCK_MONOTONIC) */
 	char node[64];        /* the node concerned, "" if none */
 	char detail[320];     /* what happened, in words (or the checkpoint's name) */
+	uint64_t bound_ms;    /* EV_FAULT_PREDICTED: the fault is expected within this */
+	uint64_t expect_ms;   /* EV_FAULT_PREDICTED: the expected migration time */
 };
 
 enum policy_action {
@@ -45,6 +51,8 @@ enum policy_action {
 	POLICY_END,           /* the job is over: end with the event's status */
 	POLICY_GIVE_UP,       /* a failure that will not be recovered: stop the job, end
 				 with its status and the policy's message */
+	POLICY_MIGRATE,       /* move the event's node's ranks (coord.c, "migration") */
+	POLICY_CHECKPOINT,    /* checkpoint at once, the job goes on */
 };
 
 struct policy_chain;

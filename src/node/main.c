@@ -1,15 +1,18 @@
 /* main.c - stasis-node, the node agent's program (node.h). Started by the
  * first rank of a job on a node (node_agent_ensure), never by hand. */
 #include "node/node.h"
+#include "node/node_migrate.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int main(int argc, char **argv)
 {
 	const char *ready = getenv("STASIS_NODE_READY_FD");
 
-	(void)argv;
+	if (argc == 3 && !strcmp(argv[1], "--receive"))
+		return node_migrate_receive(argv[2]);   /* a migration's target (node_migrate.h) */
 	if (argc > 1) {
 		fprintf(stderr, "stasis-node: the node agent of an MPI job's ranks takes no "
 				"arguments; its ranks start it (docs/coordinator.md)\n");

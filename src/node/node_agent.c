@@ -12,6 +12,7 @@
  */
 #include "node/node.h"
 #include "node/node_level.h"
+#include "node/node_migrate.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -564,6 +565,17 @@ static void coord_said(const char *line)
 		log_info("node agent on %s: the coordinator stops the job: %u rank(s) killed", A.host,
 			 A.n);
 		killed = 1;
+	} else if (!strncmp(line, "MIGRATE ", 8)) {
+		uint64_t bytes = 0, t0 = now_ms();
+		char removed[PATH_MAX] = "";
+
+		/* the ranks are parked: the agent's one thread sends (node_migrate.h) */
+		if (node_migrate_send(line + 8, A.stage_dir, A.local_job, A.secret, &bytes, removed,
+				      sizeof(removed)) == 0)
+			send_line(A.coord.fd, "MIGRATED %llu %llu", (unsigned long long)bytes,
+				  (unsigned long long)(now_ms() - t0));
+		else
+			send_line(A.coord.fd, "FAILED migration from %s: %s", A.host, err_msg());
 	} else if (!strncmp(line, "GATHERED ", 9)) {
 		node_level_gathered(line + 9);
 	} else if (!strncmp(line, "UPGRADE ", 8)) {

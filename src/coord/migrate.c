@@ -1,0 +1,98 @@
+/* migrate.c - the receiver of a migration on its target node, and the
+ * expected time of one (migrate.h). */
+#include "coord/migrate.h"
+
+#include "common/config.h"
+#include "common/err.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PORT_TIMEOUT_MS 30000
+#define SETUP_MS 2000   /* a checkpoint, a receiver started, a relaunch */
+
+int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
+			   struct migrate_receiver *r)
+{
+	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
+	char cmd[2 * PATH_MAX + 64], line[64];
+	int p[2], n = 0;
+	pid_t pid;
+
+	r->pid = -1;
+	r->out = -1;
+	snprintf(cmd, sizeof(cmd), "exec '%s/stasis-node' --receive '%s'", lh_dir, job_dir);
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return err_set(-errno, "pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return err_set(-errno, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		dup2(p[1], 1);
+		execlp(shell, shell, host, cmd, (char *)NULL);
+		fprintf(stderr, "stasis: cannot run %s: %s\n", shell, strerror(errno));
+		_exit(127);
+	}
+	close(p[1]);
+	r->pid = pid;
+	r->out = p[0];
+	/* PORT <n> */
+	while (n + 1 < (int)sizeof(line)) {
+		struct pollfd q = { r->out, POLLIN, 0 };
+
+		if (poll(&q, 1, PORT_TIMEOUT_MS) <= 0 || read(r->out, line + n, 1) != 1)
+			break;
+		if (line[n] == '\n')
+			break;
+		n++;
+	}
+	line[n] = 0;
+	if (sscanf(line, "PORT %d", &r->port) != 1) {
+		migrate_receiver_end(r, 0);
+		return err_set(-EHOSTUNREACH, "the receiver on %s did not start (%s %s: see its "
+			       "message above)", host, shell, host);
+	}
+	return 0;
+}
+
+int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
+{
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int st = 0, waited = 0;
+
+	if (r->pid <= 0)
+		return -ECHILD;
+	while (waitpid(r->pid, &st, WNOHANG) == 0) {
+		if (waited >= timeout_ms) {
+			kill(r->pid, SIGKILL);
+			waitpid(r->pid, &st, 0);
+			break;
+		}
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+	r->pid = -1;
+	if (r->out >= 0)
+		close(r->out);
+	r->out = -1;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
+}
+
+uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s)
+{
+	if (!bytes_per_s)
+		bytes_per_s = (uint64_t)cfg_u64(CFG_MIGRATE_RATE) << 20;
+	return SETUP_MS + bytes * 1000 / bytes_per_s;
+}

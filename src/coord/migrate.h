@@ -1,0 +1,37 @@
+/* migrate.h - the coordinator's side of a migration (internal to coord/;
+ * docs/coordinator.md, "Migration"): the receiver on the target node, and
+ * the expected time of a migration.
+ *
+ * The receiver is `stasis-node --receive <job dir>` (node_migrate.h),
+ * started on the target node the way the MPI launchers start their
+ * daemons there: through the remote shell of the key `migrate_shell`
+ * (default ssh; Open MPI's rsh launcher and MPICH's Hydra use the same).
+ * Functions return 0 or a negative errno with a message in err_msg().
+ */
+#ifndef STASIS_COORD_MIGRATE_H
+#define STASIS_COORD_MIGRATE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+struct migrate_receiver {
+	pid_t pid;            /* the remote shell */
+	int out;              /* its stdout */
+	int port;             /* where the receiver listens on its node */
+};
+
+/* Start the receiver on host for the job of job_dir (the node agent's
+ * program in lh_dir), and wait (30 s at most) for its port. */
+int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
+			   struct migrate_receiver *r);
+
+/* Wait for the receiver's end (at most timeout_ms; then it is killed).
+ * 0 when it received and checked every image. */
+int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms);
+
+/* The expected migration time of bytes at rate bytes_per_s (0: the
+ * default rate, key migrate_rate in MiB/s), in ms, and the setup's cost
+ * (a checkpoint, a receiver started, a relaunch) included. */
+uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s);
+
+#endif

@@ -1,0 +1,341 @@
+/* node_migrate.c - a migration's transfer (node_migrate.h,
+ * docs/coordinator.md, "Migration"): the source node's agent sends the
+ * migrating ranks' staged images straight to a receiver on the target
+ * node, which writes them into that node's local directory (a tmpfs: its
+ * memory) at the path the restart reads, each one checked (every chunk's
+ * CRC) before it is renamed into place. Nothing goes through the global
+ * tier. Once every image is in place the source removes the job's
+ * node-local directory: nothing of the job stays on the source node.
+ *
+ * The stream, over one TCP connection from the source to the receiver:
+ *   source:   MIGRATE <secret>
+ *             IMAGE <size> <path>        then <size> bytes
+ *   receiver: OK | ERR <why>             (after each image)
+ *   source:   END
+ */
+#include "node/node_migrate.h"
+
+#include "common/err.h"
+#include "common/fault.h"
+#include "image/image.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PIECE (4u << 20)
+#define ACCEPT_TIMEOUT_MS 60000
+#define LINE_TIMEOUT_MS 60000
+
+static int write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len) {
+		ssize_t w = write(fd, p, len);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -errno ? -errno : -EIO;
+		p += w;
+		len -= (size_t)w;
+	}
+	return 0;
+}
+
+static int read_all(int fd, void *buf, size_t len)
+{
+	char *p = buf;
+
+	while (len) {
+		ssize_t r = read(fd, p, len);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r == 0 ? -EPIPE : -errno;
+		p += r;
+		len -= (size_t)r;
+	}
+	return 0;
+}
+
+/* One line (without its newline), at most timeout_ms */
+static int get_line(int fd, char *buf, size_t len, int timeout_ms)
+{
+	size_t n = 0;
+
+	while (n + 1 < len) {
+		struct pollfd p = { fd, POLLIN, 0 };
+
+		if (poll(&p, 1, timeout_ms) <= 0)
+			return -ETIMEDOUT;
+		if (read(fd, buf + n, 1) != 1)
+			return -EPIPE;
+		if (buf[n] == '\n')
+			break;
+		n++;
+	}
+	buf[n] = 0;
+	return 0;
+}
+
+static int connect_to(const char *addr, int *out)
+{
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
+	char host[256], *colon;
+	int fd = -1;
+
+	snprintf(host, sizeof(host), "%s", addr);
+	colon = strrchr(host, ':');
+	if (!colon)
+		return err_set(-EINVAL, "receiver address '%s' is not host:port", addr);
+	*colon = 0;
+	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
+		return err_set(-EHOSTUNREACH, "cannot resolve the receiver's host %s", host);
+	for (a = res; a; a = a->ai_next) {
+		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
+			break;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+	}
+	freeaddrinfo(res);
+	if (fd < 0)
+		return err_set(-ECONNREFUSED, "cannot reach the migration's receiver at %s", addr);
+	*out = fd;
+	return 0;
+}
+
+static int send_image(int fd, const char *path, char *buf, uint64_t *bytes)
+{
+	struct stat st;
+	char line[PATH_MAX + 64];
+	int in = open(path, O_RDONLY | O_CLOEXEC), ret = 0, n;
+
+	if (in < 0 || fstat(in, &st) != 0) {
+		ret = err_set(-errno, "cannot read %s: %s", path, strerror(errno));
+		if (in >= 0)
+			close(in);
+		return ret;
+	}
+	n = snprintf(line, sizeof(line), "IMAGE %lld %s\n", (long long)st.st_size, path);
+	ret = write_all(fd, line, (size_t)n);
+	for (off_t left = st.st_size; !ret && left > 0;) {
+		ssize_t r = read(in, buf, left < PIECE ? (size_t)left : PIECE);
+
+		if (r <= 0) {
+			ret = err_set(-EIO, "cannot read %s: %s", path, r ? strerror(errno) : "it shrank");
+			break;
+		}
+		if ((ret = FAULT(NODE_MIGRATE)) != 0) {
+			ret = err_set(ret, "fault point node.migrate");
+			break;
+		}
+		if ((ret = write_all(fd, buf, (size_t)r)) != 0)
+			ret = err_set(ret, "the receiver closed the connection");
+		left -= r;
+		*bytes += (uint64_t)r;
+	}
+	close(in);
+	if (!ret && (ret = get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS)) != 0)
+		ret = err_set(ret, "the receiver did not confirm %s", path);
+	if (!ret && strcmp(line, "OK"))
+		ret = err_set(-EIO, "the receiver refused %s: %s", path,
+			      strncmp(line, "ERR ", 4) ? line : line + 4);
+	return ret;
+}
+
+static int rm_one(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+	(void)st;
+	(void)flag;
+	(void)ftw;
+	return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+int node_migrate_send(const char *args, const char *stage_dir, const char *local_job,
+		      const char *secret, uint64_t *bytes, char *removed, size_t rlen)
+{
+	char addr[300], ckpt[64], path[PATH_MAX], *buf = NULL;
+	int fd = -1, pos = 0, rank, ret;
+
+	*bytes = 0;
+	if (!stage_dir)
+		return err_set(-EINVAL, "the node has no staged images (staging is off)");
+	if (sscanf(args, "%299s %63s %n", addr, ckpt, &pos) != 2 || !pos)
+		return err_set(-EINVAL, "bad MIGRATE line '%.80s'", args);
+	ret = connect_to(addr, &fd);
+	if (!ret && !(buf = malloc(PIECE)))
+		ret = err_set(-ENOMEM, "out of memory");
+	if (!ret) {
+		char line[128];
+		int n = snprintf(line, sizeof(line), "MIGRATE %s\n", secret);
+
+		ret = write_all(fd, line, (size_t)n);
+	}
+	for (const char *p = args + pos; !ret && sscanf(p, "%d %n", &rank, &pos) == 1; p += pos) {
+		snprintf(path, sizeof(path), "%s/%s/%s/rank-%05d.img", stage_dir, local_job, ckpt, rank);
+		ret = send_image(fd, path, buf, bytes);
+	}
+	if (!ret)
+		ret = write_all(fd, "END\n", 4);
+	if (fd >= 0)
+		close(fd);
+	free(buf);
+	if (ret)
+		return ret;
+	/* every image is on the target: the job leaves this node */
+	snprintf(removed, rlen, "%s/%s", stage_dir, local_job);
+	if (nftw(removed, rm_one, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+		return err_set(-errno, "the images were sent, but %s cannot be removed: %s", removed,
+			       strerror(errno));
+	return 0;
+}
+
+/* ---- the receiver: stasis-node --receive <job dir> ---- */
+
+static int mkdirs(char *path)
+{
+	for (char *s = strchr(path + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = 0;
+		if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+			*s = '/';
+			return -errno;
+		}
+		*s = '/';
+	}
+	return 0;
+}
+
+/* The image of the stream, written as <path>.tmp, checked, renamed */
+static int receive_image(int fd, const char *path, long long size, char *buf)
+{
+	char tmp[PATH_MAX + 8], dir[PATH_MAX];
+	const char *base = strrchr(path, '/');
+	struct img_reader *r = NULL;
+	int out, ret = 0, rank;
+	char end;
+
+	if (path[0] != '/' || strstr(path, "/../") || !base || size < 0 ||
+	    sscanf(base, "/rank-%5d.im%c", &rank, &end) != 2 || end != 'g')
+		return err_set(-EINVAL, "not a rank's image path: %.200s", path);
+	snprintf(dir, sizeof(dir), "%s", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	if (mkdirs(dir) != 0 || (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
+		return err_set(-errno, "cannot write %s: %s", tmp, strerror(errno));
+	for (long long left = size; !ret && left > 0;) {
+		size_t n = left < PIECE ? (size_t)left : PIECE;
+
+		ret = read_all(fd, buf, n);
+		if (ret)
+			ret = err_set(ret, "the source closed the connection inside %s", path);
+		else if ((ret = write_all(out, buf, n)) != 0)
+			ret = err_set(ret, "cannot write %s: %s", tmp, strerror(-ret));
+		left -= (long long)n;
+	}
+	close(out);
+	ret = ret ? ret : img_open(tmp, &r);
+	ret = ret ? ret : img_verify(r);
+	img_close(&r);
+	if (!ret && rename(tmp, path) != 0)
+		ret = err_set(-errno, "cannot rename %s: %s", tmp, strerror(errno));
+	if (ret)
+		unlink(tmp);
+	return ret;
+}
+
+static int listen_any(int *port)
+{
+	struct sockaddr_storage sa;
+	socklen_t len = sizeof(sa);
+	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE }, *res;
+	int fd, one = 1;
+
+	if (getaddrinfo(NULL, "0", &hints, &res) != 0)
+		return -EADDRNOTAVAIL;
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd >= 0)
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+		freeaddrinfo(res);
+		if (fd >= 0)
+			close(fd);
+		return -errno;
+	}
+	freeaddrinfo(res);
+	*port = ntohs(sa.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&sa)->sin6_port :
+			((struct sockaddr_in *)&sa)->sin_port);
+	return fd;
+}
+
+int node_migrate_receive(const char *job_dir)
+{
+	char secret[33] = "", line[PATH_MAX + 64], path[PATH_MAX], spath[PATH_MAX], *buf;
+	long long size;
+	int lfd, fd, sfd, port = 0, ret = 0, pos = 0;
+	struct pollfd p;
+
+	snprintf(spath, sizeof(spath), "%s/coord.secret", job_dir);
+	sfd = open(spath, O_RDONLY | O_CLOEXEC);
+	if (sfd < 0 || read(sfd, secret, 32) != 32) {
+		fprintf(stderr, "stasis-node: cannot read the job's secret %s\n", spath);
+		return 1;
+	}
+	close(sfd);
+	lfd = listen_any(&port);
+	if (lfd < 0) {
+		fprintf(stderr, "stasis-node: cannot listen: %s\n", strerror(-lfd));
+		return 1;
+	}
+	printf("PORT %d\n", port);
+	fflush(stdout);
+	p = (struct pollfd){ lfd, POLLIN, 0 };
+	if (poll(&p, 1, ACCEPT_TIMEOUT_MS) != 1 || (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+		fprintf(stderr, "stasis-node: no source came within %d s\n", ACCEPT_TIMEOUT_MS / 1000);
+		return 1;
+	}
+	close(lfd);
+	buf = malloc(PIECE);
+	if (!buf || get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS) != 0 ||
+	    strncmp(line, "MIGRATE ", 8) || strcmp(line + 8, secret)) {
+		fprintf(stderr, "stasis-node: the source did not present the job's secret\n");
+		return 1;
+	}
+	while ((ret = get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS)) == 0 && strcmp(line, "END")) {
+		if (sscanf(line, "IMAGE %lld %n", &size, &pos) != 1 || !pos) {
+			ret = err_set(-EPROTO, "unexpected line '%.80s'", line);
+			break;
+		}
+		snprintf(path, sizeof(path), "%s", line + pos);
+		ret = receive_image(fd, path, size, buf);
+		if (ret) {
+			dprintf(fd, "ERR %s\n", err_msg());
+			break;
+		}
+		dprintf(fd, "OK\n");
+	}
+	free(buf);
+	close(fd);
+	if (ret) {
+		fprintf(stderr, "stasis-node: migration not received: %s\n",
+			ret == -ETIMEDOUT || ret == -EPIPE ? "the source went away" : err_msg());
+		return 1;
+	}
+	return 0;
+}

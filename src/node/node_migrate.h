@@ -1,0 +1,28 @@
+/* node_migrate.h - a migration's transfer, node to node (docs/coordinator.md,
+ * "Migration"). Functions return 0 or a negative errno with a message in
+ * err_msg().
+ */
+#ifndef STASIS_NODE_NODE_MIGRATE_H
+#define STASIS_NODE_NODE_MIGRATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Source side, in the node agent: MIGRATE <host:port> <ckpt> <rank>...
+ * from the coordinator (args: its arguments). Each rank's staged image of
+ * ckpt (<stage_dir>/<local_job>/<ckpt>/rank-NNNNN.img) goes to the
+ * receiver at host:port, which confirms each one checked; then the job's
+ * node-local directory <stage_dir>/<local_job> is removed (its path in
+ * removed). *bytes: the image bytes sent. Fault point node.migrate (before
+ * each 4 MiB piece). */
+int node_migrate_send(const char *args, const char *stage_dir, const char *local_job,
+		      const char *secret, uint64_t *bytes, char *removed, size_t rlen);
+
+/* Target side: `stasis-node --receive <job dir>`, started on the target
+ * node by the coordinator: listens on a free TCP port, says PORT <n> on
+ * stdout, takes one source presenting the job's secret (job_dir/
+ * coord.secret) and writes its images where the restart reads them.
+ * Returns the exit status (0: every image received and checked). */
+int node_migrate_receive(const char *job_dir);
+
+#endif

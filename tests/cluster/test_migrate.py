@@ -1,0 +1,126 @@
+"""Migration and predicted faults across the simulated cluster
+(docs/coordinator.md, "Migration"): `stasis migrate` moves a node's ranks
+of a running job (staging on) to a spare: the job stops at a checkpoint,
+the images go from the source node's agent straight to the target node's
+local directory (its tmpfs), the job goes on with the new placement and
+its output is an uninterrupted run's; nothing of the job stays on the
+source node. A fault injected in the transfer (node.migrate) hands over
+to --recover auto; `stasis predict` with a bound no migration can meet
+checkpoints instead. About 60 s. Needs root."""
+import re
+import subprocess
+
+import pytest
+
+from cluster_common import BASE, build_in_global, cluster, launcher, ClusterJob  # noqa: F401
+
+ITERS = 40
+SLEEP_MS = 100
+
+
+@pytest.fixture(scope="module")
+def progs(cluster):
+    return build_in_global(["p2p"])
+
+
+def staged(job, extra=None):
+    job.env = {"STASIS_LOG": "info", "STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local"}
+    job.env.update(extra or {})
+
+
+def uninterrupted(out, n):
+    """every iteration of rank 0 once, in order, and the PASS of n ranks"""
+    its = [int(m) for m in re.findall(r"^rank 0 iteration (\d+)$", out, re.M)]
+    assert its == list(range(len(its))) and len(its) >= ITERS - 1, out
+    assert f"PASS ranks={n} iterations={ITERS} messages=" in out, out
+
+
+def local_files(cluster, node):
+    """every path in the node's local directory (stage directories, node
+    agents' sockets, locks and logs)"""
+    r = subprocess.run(["find", str(cluster.local(node))], capture_output=True, text=True)
+    return set(r.stdout.splitlines())
+
+
+@pytest.mark.parametrize("lower,hosts,n,source,spare", [
+    ("openmpi", "n1:1,n2:1,n3:1", 2, "n2", "n3"),
+    ("mpich", "n1,n2,n3", 2, "n2", "n3"),
+])
+def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, n, source, spare,
+                                                   tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    before = local_files(cluster, source)
+    try:
+        job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS)
+        job.lines_until(r"rank 0 iteration 3")
+        assert local_files(cluster, source) - before, "the job left nothing to move"
+        r = job.stasis("migrate", "--dir", job.ck, "--node", source, timeout=120)
+        assert re.fullmatch(rf"migration: ranks 1 from {source} to {spare}, \d+\.\d MiB node to "
+                            rf"node in \d+\.\d\d s; from ckpt-\d+\n", r.stdout), r.stdout + r.stderr
+        name = re.search(r"from (ckpt-\d+)", r.stdout).group(1)
+        # the image came to the spare's memory (its tmpfs), not through the global tier
+        assert list(cluster.local(spare).rglob(f"{name}/rank-00001.img")), r.stdout
+        assert not (job.ck / job.ck.name / name / "rank-00001.img").exists()
+        rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
+        assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
+        uninterrupted(out, n)
+        hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)", err)[-n:]
+        assert source not in hosts_after and spare in hosts_after, (hosts_after, err)
+        # the node agents' directory of this user may stay, empty: not the job's
+        left = {p for p in local_files(cluster, source) - before
+                if not re.search(r"/stasis-node\.\d+$", p)}
+        assert left == set(), left
+        pattern = f"[{job.dir.name[0]}]{job.dir.name[1:]}"   # pgrep's own shell does not match
+        left = cluster.exec(source, f"pgrep -af {pattern} || true").stdout.strip()
+        assert left == "", left
+    finally:
+        job.kill()
+
+
+def test_a_fault_mid_migration_hands_over_to_automatic_recovery(cluster, progs, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    staged(job, {"STASIS_FAULT": "node.migrate:1:fail",
+                 "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")], ITERS,
+                  SLEEP_MS, opts="--recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        assert r.returncode == 1 and re.fullmatch(
+            r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: .*fault point "
+            r"node\.migrate.*; automatic recovery from (ckpt-\d+) takes over\n", r.stderr), \
+            r.stdout + r.stderr
+        name = re.search(r"from (ckpt-\d+) takes over", r.stderr).group(1)
+        rc, out, err = job.finish()
+        assert rc == 0, out + err
+        uninterrupted(out, 2)
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            rf"stasis: recovery 1 of 3: migration of ranks 1 from n2 to n3 failed: .*; from "
+            rf"{name}; \d+\.\d s", lines[0]), err
+    finally:
+        job.kill()
+
+
+def test_a_prediction_too_short_to_migrate_checkpoints(cluster, progs, tmp_path):
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")], ITERS,
+                  SLEEP_MS, opts="--recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        bad = job.stasis("migrate", "--dir", job.ck, "--node", "n4", check=False)
+        assert bad.returncode == 1 and re.fullmatch(
+            r"stasis: migrate: node n4 runs no rank of the job \(its ranks run on n[12], n[12]\)\n",
+            bad.stderr), bad.stderr
+        r = job.stasis("predict", "--dir", job.ck, "--node", "n2", "--within", "1s")
+        assert re.fullmatch(r"checkpoint ckpt-\d+ \(migrating n2's ranks would take about "
+                            r"\d+\.\d s, more than the 1\.0 s predicted: checkpoint now\)\n",
+                            r.stdout), r.stdout + r.stderr
+        rc, out, err = job.finish()
+        assert rc == 0, out + err
+        uninterrupted(out, 2)
+        assert "registered (pid" in err and "recovery" not in err, err
+    finally:
+        job.kill()
