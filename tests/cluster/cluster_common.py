@@ -68,6 +68,9 @@ def cluster():
         yield Cluster()
     finally:
         down()
+        # once down, no second down at exit: by then the lock is released
+        # and another process may have brought its own cluster up
+        atexit.unregister(down)
         lock.close()
 
 
