@@ -69,6 +69,7 @@ stream() {  # name function: run function in the background, its lines prefixed
 # this stage's time (400 of 1220 s).
 ASAN_TESTS=(tests/cli tests/mpi tests/proc tests/split/test_ckpt.py tests/split/test_mpix.py
 	tests/split/test_staging.py tests/split/test_node_agent.py tests/split/test_recover.py
+	tests/split/test_migrate_refused.py
 	tests/split/test_mpi4py.py::test_unregistered_ranks_say_why tests/scale)
 [ -d tests/bindings ] && ASAN_TESTS+=(tests/bindings)
 

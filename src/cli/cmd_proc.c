@@ -431,7 +431,7 @@ static int migrate_cmd(const char *cmd, int argc, char **argv)
 
 	optind = 1;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
 		switch (c) {
 		case 'd': dir_opt = optarg; break;
 		case 'n': node = optarg; break;
@@ -449,6 +449,9 @@ static int migrate_cmd(const char *cmd, int argc, char **argv)
 				return EXIT_USAGE;
 			}
 			break;
+		case ':':
+			cli_error(cmd, "option '%s' needs a value", argv[optind - 1]);
+			return EXIT_USAGE;
 		default:
 			cli_error(cmd, "unknown option '%s'", argv[optind - 1]);
 			return EXIT_USAGE;

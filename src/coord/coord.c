@@ -1629,7 +1629,10 @@ static int migrate_placement(struct coord *c, const char *from, char *to, size_t
 		if (!by || nused == HOSTS_MAX) {
 			free(*argv);
 			*argv = NULL;
-			ret = to[0] ? err_set(-ENOENT, "%s is not a spare of the launcher's host list "
+			ret = strstr(note, "names no host list") ?
+				err_set(-ENOSPC, "no spare node for %s's ranks: the launcher's command "
+					"names no host list (Open MPI's --host, Hydra's -hosts)", from) :
+				to[0] ? err_set(-ENOENT, "%s is not a spare of the launcher's host list "
 					      "(a host named in it on which no rank runs)", to) :
 				err_set(-ENOSPC, "no spare node for %s's ranks: the launcher's host list "
 					"names none on which no rank runs", from);

@@ -111,9 +111,36 @@ static void test_hosts(void)
 	CHECK(!strcmp(out, "mpirun --host n1:1,n2:1,n3:1,n4:1 -np 3 /bin/true x") && !note[0]);
 }
 
+/* crmig, first of both chains: a migration asked for is made; a predicted
+ * fault migrates when the expected time fits the bound, else checkpoints */
+static void test_crmig(void)
+{
+	static const char *const chains[] = { "none", "auto" };
+
+	for (unsigned i = 0; i < 2; i++) {
+		struct policy_chain *p = NULL;
+		struct coord_event ask = ev(EV_MIGRATE_ASKED, 0), soon = ev(EV_FAULT_PREDICTED, 0);
+		char msg[256];
+
+		strcpy(soon.node, "n2");
+		CHECK_EQ(policy_chain_create(chains[i], 3, &p), 0);
+		CHECK_EQ(policy_decide(p, &ask, msg, sizeof(msg)), POLICY_MIGRATE);
+		soon.bound_ms = 60000;
+		soon.expect_ms = 2500;
+		CHECK_EQ(policy_decide(p, &soon, msg, sizeof(msg)), POLICY_MIGRATE);
+		soon.bound_ms = 1000;
+		CHECK_EQ(policy_decide(p, &soon, msg, sizeof(msg)), POLICY_CHECKPOINT);
+		CHECK(!strcmp(msg, "migrating n2's ranks would take about 2.5 s, more than the 1.0 s "
+			      "predicted: checkpoint now"));
+		CHECK_EQ(policy_restarts(p), 0);
+		policy_chain_free(&p);
+	}
+}
+
 int main(void)
 {
 	test_none();
+	test_crmig();
 	test_auto();
 	test_hosts();
 	return check_result("recovery");

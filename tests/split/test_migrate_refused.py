@@ -1,0 +1,68 @@
+"""`stasis migrate` and `stasis predict` refused in one line on one host
+(docs/coordinator.md, "Migration"; the migrations themselves are
+tests/cluster/test_migrate.py): an MPI job without staging, one whose
+launcher names no host list (no spare), an unknown node or rank, and a
+single program. The job runs on after each refusal and ends as usual.
+About 10 s.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import socket
+import time
+
+import pytest
+
+from split_common import launcher, program_fixture
+from test_ckpt import MpiJob
+
+p2p = program_fixture("p2p")
+
+
+@pytest.fixture
+def job(tmp_path):
+    j = MpiJob(tmp_path)
+    yield j
+    j.kill()
+
+
+def refused(job, *args):
+    r = job.stasis(*args, "--dir", job.ck, check=False)
+    assert r.returncode == 1 and r.stdout == "", r.stdout + r.stderr
+    return r.stderr
+
+
+def test_migration_refusals_leave_the_job_running(p2p, job, tmp_path):
+    host = socket.gethostname()
+    job.start(*launcher("openmpi", 2), p2p["openmpi"], 20, 100)
+    job.lines_until(r"rank 0 iteration 2")
+    assert refused(job, "migrate", "--node", host) == \
+        "stasis: migrate: migration moves the ranks' node-local images: run the job with " \
+        "staging = on\n"
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=20" in out, out + err
+
+    job.env.update(STASIS_STAGING="on", STASIS_LOCAL_DIR=str(tmp_path / "local"))
+    job.ck = tmp_path / "ck2"
+    job.seen = []
+    job.start(*launcher("openmpi", 2), p2p["openmpi"], 20, 100)
+    job.lines_until(r"rank 0 iteration 2")
+    assert refused(job, "migrate", "--node", "n9") == \
+        f"stasis: migrate: node n9 runs no rank of the job (its ranks run on {host})\n"
+    assert refused(job, "migrate", "--rank", "7") == \
+        "stasis: migrate: rank 7 is not a rank of the job (0-1)\n"
+    assert refused(job, "predict", "--node", host, "--within", "60s") == \
+        f"stasis: predict: no spare node for {host}'s ranks: the launcher's command names no " \
+        "host list (Open MPI's --host, Hydra's -hosts)\n"
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=20" in out, out + err
+
+
+def test_a_single_program_cannot_migrate(job):
+    job._start(["run", "--dir", job.ck, "--", "sleep", "30"])
+    err = ""
+    for _ in range(50):
+        err = refused(job, "migrate", "--node", "n1")
+        if "no running job" not in err and "no answer" not in err:
+            break
+        time.sleep(0.1)
+    assert err == "stasis: migrate: migration moves the ranks of an MPI job; this job is one " \
+        "program\n", err
