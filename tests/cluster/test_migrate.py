@@ -6,13 +6,16 @@ local directory (its tmpfs), the job goes on with the new placement and
 its output is an uninterrupted run's; nothing of the job stays on the
 source node. A fault injected in the transfer (node.migrate) hands over
 to --recover auto; `stasis predict` with a bound no migration can meet
-checkpoints instead. About 60 s. Needs root."""
+checkpoints instead, and when the node then fails the job recovers from
+that checkpoint. About 75 s. Needs root."""
+import json
 import re
 import subprocess
+import time
 
 import pytest
 
-from cluster_common import BASE, build_in_global, cluster, launcher, ClusterJob  # noqa: F401
+from cluster_common import BASE, build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401
 
 ITERS = 40
 SLEEP_MS = 100
@@ -103,7 +106,7 @@ def test_a_fault_mid_migration_hands_over_to_automatic_recovery(cluster, progs, 
         job.kill()
 
 
-def test_a_prediction_too_short_to_migrate_checkpoints(cluster, progs, tmp_path):
+def test_a_prediction_too_short_to_migrate_checkpoints_then_recovers(cluster, progs, tmp_path):
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     try:
@@ -118,9 +121,21 @@ def test_a_prediction_too_short_to_migrate_checkpoints(cluster, progs, tmp_path)
         assert re.fullmatch(r"checkpoint ckpt-\d+ \(migrating n2's ranks would take about "
                             r"\d+\.\d s, more than the 1\.0 s predicted: checkpoint now\)\n",
                             r.stdout), r.stdout + r.stderr
+        name = r.stdout.split()[1]
+        # the fault comes once the staged checkpoint reached the global tier
+        end = time.time() + 60
+        while time.time() < end and not any(
+                k["name"] == name and k["level"] == "global"
+                for j in json.loads(job.stasis("ls", "--dir", job.ck, "--json").stdout)["jobs"]
+                for k in j["checkpoints"]):
+            time.sleep(0.5)
+        sh("kill-node", "n2")
         rc, out, err = job.finish()
         assert rc == 0, out + err
-        uninterrupted(out, 2)
-        assert "registered (pid" in err and "recovery" not in err, err
+        assert f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            rf"stasis: recovery 1 of 3: .*; from {name}; n2 replaced by n3; \d+\.\d s",
+            lines[0]), err
     finally:
         job.kill()
