@@ -465,16 +465,19 @@ static int upgrade_member(struct member *m)
 	int64_t bytes = 0;
 	int ret, bad;
 
+	/* the buffers of the exchanges first: a member that fails later still
+	 * takes part in them */
+	names = calloc((size_t)m->size, sizeof(*names));
+	ids = calloc((size_t)m->size, sizeof(*ids));
+	if (layout_alloc(&l, m->size) != 0 || !names || !ids) {
+		ret = err_set(-ENOMEM, "out of memory");
+		goto out;
+	}
+	node = l.host;
 	ret = level ? open_local(&local) : -EINVAL;
 	ret = ret ? ret : own_image(local, m->ckpt, m->rank, id, &bytes);
 	if (!ret && m->rank == 0)
 		ret = open_global(&global);
-	ret = ret ? ret : layout_alloc(&l, m->size);
-	names = calloc((size_t)m->size, sizeof(*names));
-	ids = calloc((size_t)m->size, sizeof(*ids));
-	node = l.host;
-	if (!ret && (!names || !ids))
-		ret = err_set(-ENOMEM, "out of memory");
 	/* the bootstrap goes on for a member that failed: the others must not
 	 * wait for it; the link's agreements carry the failure */
 	if (open_link(&rl, m, "up", NULL, &boot, &link) != 0) {
@@ -702,10 +705,13 @@ int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struc
 	then = calloc((size_t)size, sizeof(*then));
 	failed = calloc((size_t)size, sizeof(*failed));
 	ret = lret;
+	if (!node || !names || !then || !failed) {
+		ret = err_set(-ENOMEM, "out of memory");
+		snprintf(path, len, "%s", err_msg());
+		goto out;
+	}
 	if (!ret && l.size != size)
 		ret = err_set(-EINVAL, "%s was taken with %d ranks, not %d", ckpt, l.size, size);
-	if (!ret && (!node || !names || !then || !failed))
-		ret = err_set(-ENOMEM, "out of memory");
 	if (open_link(&rl, &m, "rb", boot_in, &boot, &link) != 0) {
 		snprintf(path, len, "%s", err_msg());
 		ret = -EIO;
