@@ -159,7 +159,20 @@ class Job:
         """SIGKILL the program and everything stasis started, then stasis."""
         if not self.proc:
             return
-        for pid in descendants(self.proc.pid) + [self.proc.pid]:
+        # stopped first, until no new one appears: a process tree forks all
+        # the time, and a child forked after the listing would run on
+        stopped = set()
+        while True:
+            found = set(descendants(self.proc.pid) + [self.proc.pid]) - stopped
+            if not found:
+                break
+            for pid in found:
+                try:
+                    os.kill(pid, signal.SIGSTOP)
+                except ProcessLookupError:
+                    pass
+            stopped |= found
+        for pid in stopped:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
