@@ -19,10 +19,17 @@ copy of n2's rank.
                rank K"), detection included, 64 MiB a rank
   recovery_s_<MIB>  the same for each size given
   first_event_<MIB> which event came first (node lost: the heartbeats)
+  migrate_vs_copy  `stasis migrate --node n2 --to n5` (64 MiB a rank, or
+               the first size) until the migrated rank computes again
+               ("RESUMED rank 1"), over a plain TCP copy of its image from
+               n2's local directory to n5's (python, sendfile)
+  migration_downtime_s  the same request until every rank computes again:
+               the others park at the migration's checkpoint and are
+               relaunched with it (docs/coordinator.md, "Migration")
+  migrate_copy_s, migrated_s  the two times of the ratio
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
-migrate_vs_copy and migration_downtime_s are null: migration is not built.
 
 usage: bench/recovery/run.py [--build DIR] [--sizes 64,256] [--heartbeat MS]
 The last line of output is one JSON object."""
@@ -38,7 +45,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "cluster"))
-from run import BASE, CLUSTER, OK, Job, on  # noqa: E402  bench/cluster's helpers
+from run import BASE, CLUSTER, OK, TCP_COPY, Job, on  # noqa: E402  bench/cluster's helpers
 
 HOSTS = "n1:1,n2:1,n3:1,n4:1,n5:1"
 VICTIM = "n2"
@@ -70,6 +77,43 @@ def one(stasis, prog, work, mib, heartbeat):
         job.kill(str(prog))
 
 
+def plain_copy(work, name):
+    """rank 1's image of checkpoint name, n2's local directory to n5's, over
+    plain TCP: seconds"""
+    script = work / "tcpcopy.py"
+    script.write_text(TCP_COPY)
+    recv = subprocess.Popen([str(CLUSTER), "exec", "n5", f"/usr/bin/python3 {script} recv 47012 "
+                             f"{BASE}/local/tcpcopy.out"], stdout=subprocess.PIPE, text=True)
+    recv.stdout.readline()   # LISTENING
+    sent = on(VICTIM, f"/usr/bin/python3 {script} send n5 47012 "
+                      f"$(ls -td {BASE}/local/*/{name}/rank-00001.img | head -1)").stdout
+    recv.wait(60)
+    on("n5", f"rm -f {BASE}/local/tcpcopy.out")
+    return float(sent)
+
+
+def migration(stasis, prog, work, mib, heartbeat):
+    ck = work / f"mig{mib}"
+    env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info STASIS_CACHE_KEEP=1 "
+           f"STASIS_HEARTBEAT_TIMEOUT={heartbeat} ")
+    job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- mpirun.openmpi "
+              f"--host {HOSTS} -np 4 {prog} {mib}")
+    try:
+        job.wait_for(r"^READY")
+        name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck}").stdout.strip()
+        copy = plain_copy(work, name)
+        t0 = time.perf_counter()
+        on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5")
+        moved = job.wait_for(r"^RESUMED rank 1$") - t0
+        every = job.wait_for(r"^RESUMED rank", count=4) - t0
+        (work / "stop").touch()
+        job.wait_for(rf"^PASS ranks=4 mib={mib}")
+        (work / "stop").unlink()
+        return copy, moved, every
+    finally:
+        job.kill(str(prog))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default=str(ROOT / "build"))
@@ -80,7 +124,7 @@ def main():
     sizes = [int(s) for s in a.sizes.split(",")]
     lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
     fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time
-    out = {"migrate_vs_copy": None, "migration_downtime_s": None, "ranks": 4, "nodes": 4,
+    out = {"ranks": 4, "nodes": 4,
            "spares": 1, "heartbeat_timeout_ms": a.heartbeat}
     try:
         subprocess.run([str(CLUSTER), "up", "5"], check=True, capture_output=True, timeout=300)
@@ -102,6 +146,11 @@ def main():
         first = 64 if 64 in sizes else sizes[0]
         out["detect_ms"] = out[f"detect_ms_{first}"]
         out["recovery_s"] = out[f"recovery_s_{first}"]
+        copy, moved, every = migration(stasis, prog, work, first, a.heartbeat)
+        out["migrate_copy_s"] = round(copy, 3)
+        out["migrated_s"] = round(moved, 3)
+        out["migrate_vs_copy"] = round(moved / copy, 1)
+        out["migration_downtime_s"] = round(every, 3)
         subprocess.run(["rm", "-rf", str(work)], check=False)
     finally:
         subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
