@@ -830,6 +830,14 @@ int proc_tree_restart(const char *dir, const char *ckpt, const char *level, stru
 		if (!has[k])
 			continue;
 		ret = proc_agent_hello(mine[k], PROC_HELLO_TIMEOUT_MS, &pid, &version);
+		if (ret == -EPIPE && k > 0) {
+			/* its whole stream was read: a process of the tree that ended
+			 * as soon as it ran again (a short-lived child), before its
+			 * agent said RESTARTED */
+			err_clear();
+			ret = 0;
+			continue;
+		}
 		if (!ret)
 			ret = k == 0 ? proc_tree_create(mine[k], pid, version, tree)
 				     : proc_tree_add(*tree, mine[k], pid, version);

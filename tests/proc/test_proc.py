@@ -59,6 +59,15 @@ def test_locks_on_descriptions_shared_with_a_child(job):
     cycles(job, "locks", "fork")
 
 
+def test_a_child_that_ends_as_it_is_restarted(job):
+    """exitsoon.c: a child ends as soon as it runs again after a restart
+    (its nanosleep returns EINTR), while its agent says RESTARTED; the
+    parent sees it end with its status and forks another, three cycles.
+    (A child that wins that race is no failure of the restart: tree.c.)"""
+    out, _ = cycles(job, "exitsoon")
+    assert int(out.split("ended")[1].split()[0]) >= 1, out
+
+
 def test_restart_stages_logged(job):
     job.run(program("heap"))
     job.checkpoint()
