@@ -27,6 +27,8 @@ copy of n2's rank.
                the others park at the migration's checkpoint and are
                relaunched with it (docs/coordinator.md, "Migration")
   migrate_copy_s, migrated_s  the two times of the ratio
+  migrate_transfer_s  the images' transfer alone, agent to receiver (the
+               coordinator's "node to node in" figure)
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
@@ -103,13 +105,14 @@ def migration(stasis, prog, work, mib, heartbeat):
         name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck}").stdout.strip()
         copy = plain_copy(work, name)
         t0 = time.perf_counter()
-        on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5")
+        said = on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5").stdout
+        transfer = float(re.search(r"node to node in (\d+\.\d+) s", said).group(1))
         moved = job.wait_for(r"^RESUMED rank 1$") - t0
         every = job.wait_for(r"^RESUMED rank", count=4) - t0
         (work / "stop").touch()
         job.wait_for(rf"^PASS ranks=4 mib={mib}")
         (work / "stop").unlink()
-        return copy, moved, every
+        return copy, moved, every, transfer
     finally:
         job.kill(str(prog))
 
@@ -146,7 +149,8 @@ def main():
         first = 64 if 64 in sizes else sizes[0]
         out["detect_ms"] = out[f"detect_ms_{first}"]
         out["recovery_s"] = out[f"recovery_s_{first}"]
-        copy, moved, every = migration(stasis, prog, work, first, a.heartbeat)
+        copy, moved, every, transfer = migration(stasis, prog, work, first, a.heartbeat)
+        out["migrate_transfer_s"] = transfer
         out["migrate_copy_s"] = round(copy, 3)
         out["migrated_s"] = round(moved, 3)
         out["migrate_vs_copy"] = round(moved / copy, 1)
