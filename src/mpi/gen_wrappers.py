@@ -34,7 +34,7 @@ ENUMS_OUT = {("Topo_test", "status"): "topo", ("Error_class", "errorclass"): "er
 ENUMS_IN = {("Error_class", "errorcode"): "err", ("Error_string", "errorcode"): "err",
             ("Comm_split_type", "split_type"): "splittype",
             ("Type_create_subarray", "order"): "order", ("Type_create_darray", "order"): "order",
-            ("Type_match_size", "typeclass"): "typeclass"}
+            ("Type_match_size", "typeclass"): "typeclass", ("Win_lock", "lock_type"): "locktype"}
 # int arrays whose values differ between the ABIs: (function, parameter) ->
 # (the translation, as ENUMS_IN, of each value; the parameter that counts
 # them): a translated copy is made in each half (sts_ints_in, lh_ints_in)

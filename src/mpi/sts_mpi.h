@@ -82,6 +82,10 @@ enum { STS_COMBINER_LIST(STS_COMBINER_ENUM) STS_COMBINERS };
 #define STS_TYPECLASS_INTEGER 1
 #define STS_TYPECLASS_REAL 2
 #define STS_TYPECLASS_COMPLEX 3
+/* MPI_Win_lock's lock type (MPI_LOCK_EXCLUSIVE is 1 in Open MPI's ABI,
+ * 234 in MPICH's); the lower half never passes it on (lh_win.c) */
+#define STS_LOCK_EXCLUSIVE 1
+#define STS_LOCK_SHARED 2
 /* A distributed graph's weights: MPI_UNWEIGHTED and MPI_WEIGHTS_EMPTY are
  * 2 and 3 in Open MPI's ABI, addresses of variables in MPICH's */
 #define STS_UNWEIGHTED ((int *)2)

@@ -171,6 +171,12 @@ static inline int sts_splittype_in(int t)
 	       STS_SPLIT_INVALID;
 }
 
+static inline int sts_locktype_in(int t)
+{
+	return t == MPI_LOCK_EXCLUSIVE ? STS_LOCK_EXCLUSIVE : t == MPI_LOCK_SHARED ? STS_LOCK_SHARED :
+	       STS_ENUM_INVALID;
+}
+
 /* subarray and darray arguments (sts_mpi.h) */
 static inline int sts_order_in(int o)
 {

@@ -631,8 +631,19 @@ int main(int argc, char **argv, char **envp)
 	sigprocmask(SIG_BLOCK, &all, &mask);
 	if (restore && *restore)
 		early_start(&early, restore);
+#ifdef OPEN_MPI
+	/* Open MPI 4.1's osc/rdma over vader dies of SIGSEGV in its emulated
+	 * atomics (MPI_Compare_and_swap, and MPI_Win_lock_all natively), which
+	 * the lower half's windows use (lh_win.c): another component, unless
+	 * the user chose */
+	int osc_set = !getenv("OMPI_MCA_osc") && setenv("OMPI_MCA_osc", "^rdma", 1) == 0;
+#endif
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		lh_die("MPI_Init_thread failed");
+#ifdef OPEN_MPI
+	if (osc_set)
+		unsetenv("OMPI_MCA_osc");
+#endif
 	if (lh_sig_wrap())
 		lh_log(LOG_DEBUG, "MPI's signal handlers run on the lower half's TLS");
 	sigprocmask(SIG_SETMASK, &mask, NULL);

@@ -19,6 +19,7 @@
  * communication"). A restart makes the window again over the same memory
  * on the rebuilt hidden communicator and opens its epoch again.
  */
+#include <sched.h>
 #include <stdint.h>
 
 #include "lh.h"
@@ -29,11 +30,50 @@ struct rec_win {
 	sts_aint size;
 	int disp_unit;
 	uint32_t comm;          /* the hidden communicator (neutral) */
+	/* the program's locks: a second real window over one word of ledger
+	 * memory per rank (LOCK_FREE, readers, or LOCK_WRITER), and the locks
+	 * this rank holds, per target (0, STS_LOCK_EXCLUSIVE, STS_LOCK_SHARED) */
+	uint64_t lockwin;       /* the real one */
+	int64_t *word;
+	uint8_t *held;
+	int nranks;
 };
+
+#define LOCK_WRITER (INT64_MIN / 2)
 
 static MPI_Win real_win(uint32_t n)
 {
 	return (MPI_Win)(LH_HCAST)lh_real(STS_WIN, n);
+}
+
+static void rec_free(struct rec_win *r)
+{
+	lg_free(r->word);
+	lg_free(r->held);
+	lg_free(r);
+}
+
+/* the lock words' window, its passive epoch open (collective over c) */
+static int lock_window(struct rec_win *r, MPI_Comm c)
+{
+	MPI_Win lw;
+	int ret = MPI_Win_create(r->word, sizeof(*r->word), sizeof(*r->word), MPI_INFO_NULL, c, &lw);
+
+	if (ret == MPI_SUCCESS) {
+		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, lw);
+		if (ret != MPI_SUCCESS)
+			MPI_Win_free(&lw);
+	}
+	if (ret == MPI_SUCCESS)
+		r->lockwin = LH_HVAL(lw);
+	return ret;
+}
+
+static struct rec_win *rec_of(uint32_t win)
+{
+	struct lh_slot *s = lh_slot_of(STS_WIN, win);
+
+	return s ? s->rec : NULL;
 }
 
 int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
@@ -56,20 +96,35 @@ int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint3
 		return lh_err(ret);
 	}
 	hc = lh_alloc(STS_COMM, LH_HVAL(dup));
-	ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit,
-			     (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
+	MPI_Comm_size(dup, &r->nranks);
+	r->word = lg_calloc(sizeof(*r->word));
+	r->held = lg_calloc((size_t)r->nranks);
+	ret = r->word && r->held ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit,
+				     (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
 	if (ret == MPI_SUCCESS) {
 		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, w);
 		if (ret != MPI_SUCCESS)
 			MPI_Win_free(&w);
 	}
+	if (ret == MPI_SUCCESS) {
+		ret = lock_window(r, dup);
+		if (ret != MPI_SUCCESS) {
+			MPI_Win_unlock_all(w);
+			MPI_Win_free(&w);
+		}
+	}
 	if (ret != MPI_SUCCESS) {
 		MPI_Comm_free(&dup);
 		lh_release(STS_COMM, hc);
-		lg_free(r);
+		rec_free(r);
 		return lh_err(ret);
 	}
-	*r = (struct rec_win){ base, size, disp_unit, hc };
+	r->base = base;
+	r->size = size;
+	r->disp_unit = disp_unit;
+	r->comm = hc;
 	*win = lh_alloc(STS_WIN, LH_HVAL(w));
 	lh_slot_of(STS_WIN, *win)->rec = r;
 	return 0;
@@ -113,15 +168,23 @@ int lh_Win_free(uint32_t *win)
 	ret = lh_coll_blocking(r->comm);   /* MPI_Win_free is collective */
 	if (ret)
 		return ret;
+	MPI_Win lw = (MPI_Win)(LH_HCAST)r->lockwin;
+
 	ret = MPI_Win_unlock_all(w);
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_free(&w);
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Win_unlock_all(lw);
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Win_free(&lw);
 	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
 	c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);
 	MPI_Comm_free(&c);
 	lh_release(STS_COMM, r->comm);
-	lh_release(STS_WIN, *win);   /* frees the record */
+	s->rec = NULL;
+	rec_free(r);
+	lh_release(STS_WIN, *win);
 	*win = 0;
 	return 0;
 }
@@ -132,8 +195,13 @@ int lh_win_quiesce(MPI_Comm ctl)
 	int ret = MPI_SUCCESS;
 
 	for (uint32_t n = STS_FIRST_USER; n < t->next && ret == MPI_SUCCESS; n++)
-		if (t->slot[n].rec)
+		if (t->slot[n].rec) {
+			const struct rec_win *r = t->slot[n].rec;
+
 			ret = MPI_Win_flush_all((MPI_Win)(LH_HCAST)t->slot[n].real);
+			if (ret == MPI_SUCCESS)
+				ret = MPI_Win_flush_all((MPI_Win)(LH_HCAST)r->lockwin);
+		}
 	/* every rank's operations are complete at their targets before any
 	 * rank goes on to write its image */
 	if (ret == MPI_SUCCESS)
@@ -162,5 +230,142 @@ int lh_win_rebuild(struct lh_slot *s)
 		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, w);
 	if (ret == MPI_SUCCESS)
 		s->real = LH_HVAL(w);
+	if (ret == MPI_SUCCESS)   /* its words came back with the ledger */
+		ret = lock_window(s->rec, (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm));
 	return ret;
+}
+
+/* ---- the program's passive-target epochs ----
+ *
+ * The real epoch is always open (lock_all at creation), so the program's
+ * MPI_Win_lock and MPI_Win_lock_all are locks of the lower half's own: a
+ * reader-writer word per target in the lock window, taken with
+ * MPI_Compare_and_swap (exclusive: LOCK_FREE to LOCK_WRITER) or
+ * MPI_Fetch_and_op (shared: +1, given back if a writer holds it), each
+ * flushed; a lock taken stays in the target's word, which the target's
+ * image saves, so a program that is inside an epoch at a checkpoint is
+ * inside it again after a restart. Waiting for a lock is a loop that
+ * parks when a checkpoint comes (the holder may be parked). Unlocking
+ * flushes the program's operations to the target, then gives the word
+ * back. */
+
+static int word_op(const struct rec_win *r, int target, int64_t add, int64_t *old)
+{
+	MPI_Win lw = (MPI_Win)(LH_HCAST)r->lockwin;
+	int ret = MPI_Fetch_and_op(&add, old, MPI_INT64_T, target, 0, MPI_SUM, lw);
+
+	return ret == MPI_SUCCESS ? MPI_Win_flush(target, lw) : ret;
+}
+
+/* one try: 1 taken, 0 not, or an MPI error code (negative) */
+static int try_lock(const struct rec_win *r, int target, int type)
+{
+	MPI_Win lw = (MPI_Win)(LH_HCAST)r->lockwin;
+	int64_t old = 0, want = LOCK_WRITER, free_ = 0;
+	int ret;
+
+	if (type == STS_LOCK_EXCLUSIVE) {
+		ret = MPI_Compare_and_swap(&want, &free_, &old, MPI_INT64_T, target, 0, lw);
+		if (ret == MPI_SUCCESS)
+			ret = MPI_Win_flush(target, lw);
+		return ret != MPI_SUCCESS ? -ret : old == 0;
+	}
+	ret = word_op(r, target, 1, &old);
+	if (ret == MPI_SUCCESS && old < 0)
+		ret = word_op(r, target, -1, &old) ?: -1;   /* a writer holds it */
+	return ret == -1 ? 0 : ret != MPI_SUCCESS ? -ret : 1;
+}
+
+static int take(struct rec_win *r, int target, int type)
+{
+	unsigned polls = 0;
+
+	for (;;) {
+		int got = try_lock(r, target, type);
+
+		if (got < 0)
+			return lh_err(-got);
+		if (got) {
+			r->held[target] = (uint8_t)type;
+			return 0;
+		}
+		if (lh_info->ckpt_pending)
+			return STS_AGAIN;   /* parks; called again, it tries again */
+		if (++polls % 16 == 0)
+			sched_yield();
+	}
+}
+
+static int give(struct rec_win *r, MPI_Win w, int target)
+{
+	int64_t old;
+	int ret = MPI_Win_flush(target, w);
+
+	if (ret == MPI_SUCCESS)
+		ret = word_op(r, target, r->held[target] == STS_LOCK_EXCLUSIVE ? -LOCK_WRITER : -1,
+			      &old);
+	if (ret == MPI_SUCCESS)
+		r->held[target] = 0;
+	return ret;
+}
+
+int lh_Win_lock(int lock_type, int rank, int assert, uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+
+	(void)assert;   /* hints: the lock is taken anyway */
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (rank < 0 || rank >= r->nranks)
+		return lh_err(MPI_ERR_RANK);
+	if (lock_type != STS_LOCK_EXCLUSIVE && lock_type != STS_LOCK_SHARED)
+		return lh_err(MPI_ERR_LOCKTYPE);
+	if (r->held[rank])
+		return lh_err(MPI_ERR_RMA_SYNC);
+	return take(r, rank, lock_type);
+}
+
+int lh_Win_unlock(int rank, uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (rank < 0 || rank >= r->nranks)
+		return lh_err(MPI_ERR_RANK);
+	if (!r->held[rank])
+		return lh_err(MPI_ERR_RMA_SYNC);
+	return lh_err(give(r, real_win(win), rank));
+}
+
+int lh_Win_lock_all(int assert, uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+
+	(void)assert;
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	/* in rank order (no two ranks wait for each other's half); called
+	 * again after a park, it goes on from the first not yet taken */
+	for (int t = 0; t < r->nranks; t++) {
+		int ret = r->held[t] ? 0 : take(r, t, STS_LOCK_SHARED);
+
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+int lh_Win_unlock_all(uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+	MPI_Win w = real_win(win);
+	int ret = MPI_SUCCESS;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	for (int t = 0; t < r->nranks && ret == MPI_SUCCESS; t++)
+		if (r->held[t])
+			ret = give(r, w, t);
+	return lh_err(ret);
 }

@@ -67,13 +67,15 @@ def program_fixture(name):
     return built
 
 
-def run_on(prog, lower, n, args, cwd):
+def run_on(prog, lower, n, args, cwd, env=None):
     """prog (built with either MPI) on n ranks launched by lower's launcher:
     natively when lower is None (prog's own MPI: abi_of), else above
-    lower's lower half, without a checkpoint. The CompletedProcess."""
+    lower's lower half, without a checkpoint (env: variables added). The
+    CompletedProcess."""
     lh = [str(LH / f"stasis-lh-{lower}")] if lower else []
     return subprocess.run(launcher(lower or abi_of(prog), n) + lh + [prog, *args], cwd=cwd,
-                          env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+                          env=dict(ENV, **(env or {})), capture_output=True, text=True,
+                          timeout=TIMEOUT)
 
 
 def abi_of(prog):

@@ -34,3 +34,29 @@ def test_rma_fence(rma_fence, abi, lower, tmp_path):
 def test_rma_fence_three_cycles(rma_fence, lower, tmp_path):
     rc, out, err = cycled(tmp_path, lower, 2, rma_fence[lower], ITERS, SLEEP_MS)
     assert rc == 0 and passed(2, ITERS) in out and "FAIL" not in out, out + err
+
+
+rma_passive = program_fixture("rma_passive")
+
+
+def passive_passed(n, iters):
+    return f"PASS ranks={n} iterations={iters} checks={4 * n * iters} count={n * iters}\n"
+
+
+@pytest.mark.parametrize("abi,lower", ABOVE)
+def test_rma_passive(rma_passive, abi, lower, tmp_path):
+    """Natively and above a lower half, without a checkpoint. Natively
+    Open MPI's osc/rdma dies of SIGSEGV in MPI_Win_lock_all (vader, Open
+    MPI 4.1): the native run uses osc/pt2pt; the lower half never calls
+    the real lock_all but with MPI_MODE_NOCHECK."""
+    env = {"OMPI_MCA_osc": "pt2pt"} if lower is None and abi == "openmpi" else None
+    r = run_on(rma_passive[abi], lower, 2, ["4", "20"], tmp_path, env=env)
+    assert r.returncode == 0 and passive_passed(2, 4) in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_rma_passive_three_cycles(rma_passive, lower, tmp_path):
+    """Checkpoints come inside exclusive lock epochs (the other rank waits
+    for the lock) and inside lock_all epochs with atomics in flight."""
+    rc, out, err = cycled(tmp_path, lower, 2, rma_passive[lower], ITERS, SLEEP_MS)
+    assert rc == 0 and passive_passed(2, ITERS) in out and "FAIL" not in out, out + err
