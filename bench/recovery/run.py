@@ -53,12 +53,17 @@ HOSTS = "n1:1,n2:1,n3:1,n4:1,n5:1"
 VICTIM = "n2"
 
 
-def one(stasis, prog, work, mib, heartbeat):
-    ck = work / f"ck{mib}"
+def start(stasis, prog, ck, mib, heartbeat):
+    """the job under `stasis run --recover auto`, staged: (job, env)"""
     env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info STASIS_CACHE_KEEP=1 "
            f"STASIS_HEARTBEAT_TIMEOUT={heartbeat} ")
-    job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- mpirun.openmpi "
-              f"--host {HOSTS} -np 4 {prog} {mib}")
+    return Job(f"cd {ck.parent}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- "
+               f"mpirun.openmpi --host {HOSTS} -np 4 {prog} {mib}"), env
+
+
+def one(stasis, prog, work, mib, heartbeat):
+    ck = work / f"ck{mib}"
+    job, env = start(stasis, prog, ck, mib, heartbeat)
     try:
         job.wait_for(r"^READY")
         on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global")
@@ -96,10 +101,7 @@ def plain_copy(work, name):
 
 def migration(stasis, prog, work, mib, heartbeat):
     ck = work / f"mig{mib}"
-    env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info STASIS_CACHE_KEEP=1 "
-           f"STASIS_HEARTBEAT_TIMEOUT={heartbeat} ")
-    job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- mpirun.openmpi "
-              f"--host {HOSTS} -np 4 {prog} {mib}")
+    job, env = start(stasis, prog, ck, mib, heartbeat)
     try:
         job.wait_for(r"^READY")
         name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck}").stdout.strip()

@@ -16,4 +16,9 @@ int line_vformat(char *buf, size_t len, const char *fmt, va_list ap);
  * only (secrets) */
 int line_secret_equal(const char *a, const char *b);
 
+/* A TCP connection (SOCK_CLOEXEC, TCP_NODELAY) to addr, "host:port", in
+ * *fd; what names the peer in messages. 0 or a negative errno with a
+ * message in err_msg(). */
+int line_connect(const char *addr, const char *what, int *fd);
+
 #endif

@@ -40,6 +40,11 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 		return err_set(-errno, "fork: %s", strerror(errno));
 	}
 	if (pid == 0) {
+		sigset_t none;
+
+		/* the coordinator's signalfd signals are blocked: not the shell's */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		dup2(p[1], 1);
 		execlp(shell, shell, host, cmd, (char *)NULL);
 		fprintf(stderr, "stasis: cannot run %s: %s\n", shell, strerror(errno));

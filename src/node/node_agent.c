@@ -626,29 +626,11 @@ static int read_secret(void)
 static int connect_coord(void)
 {
 	const char *addr = getenv("STASIS_COORD_ADDR");
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
-	char host[256], line[LINE_MAX_LEN], *colon;
-	int fd = -1, one = 1;
+	char line[LINE_MAX_LEN];
+	int fd = -1, ret = line_connect(addr, "the job's coordinator (STASIS_COORD_ADDR)", &fd);
 
-	snprintf(host, sizeof(host), "%s", addr ? addr : "");
-	colon = strrchr(host, ':');
-	if (!colon)
-		return err_set(-EINVAL, "STASIS_COORD_ADDR '%s' is not host:port", host);
-	*colon = 0;
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
-		return err_set(-EHOSTUNREACH, "cannot resolve the coordinator's address %s", addr);
-	for (a = res; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			break;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return err_set(-ECONNREFUSED, "cannot reach the job's coordinator at %s", addr);
-	setsockopt(fd, IPPROTO_TCP, 1 /* TCP_NODELAY */, &one, sizeof(one));
+	if (ret)
+		return ret;
 	A.coord.fd = fd;
 	send_line(fd, "NODE %d %s %s %d", NODE_PROTOCOL_VERSION, A.secret, A.host, (int)getpid());
 	if (coord_line(line, sizeof(line), 30000) != 0)

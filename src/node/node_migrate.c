@@ -17,6 +17,7 @@
 
 #include "common/err.h"
 #include "common/fault.h"
+#include "common/line.h"
 #include "image/image.h"
 
 #include <errno.h>
@@ -92,34 +93,6 @@ static int get_line(int fd, char *buf, size_t len, int timeout_ms)
 	return 0;
 }
 
-static int connect_to(const char *addr, int *out)
-{
-	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM }, *res, *a;
-	char host[256], *colon;
-	int fd = -1;
-
-	snprintf(host, sizeof(host), "%s", addr);
-	colon = strrchr(host, ':');
-	if (!colon)
-		return err_set(-EINVAL, "receiver address '%s' is not host:port", addr);
-	*colon = 0;
-	if (getaddrinfo(host, colon + 1, &hints, &res) != 0)
-		return err_set(-EHOSTUNREACH, "cannot resolve the receiver's host %s", host);
-	for (a = res; a; a = a->ai_next) {
-		fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-		if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) == 0)
-			break;
-		if (fd >= 0)
-			close(fd);
-		fd = -1;
-	}
-	freeaddrinfo(res);
-	if (fd < 0)
-		return err_set(-ECONNREFUSED, "cannot reach the migration's receiver at %s", addr);
-	*out = fd;
-	return 0;
-}
-
 static int send_image(int fd, const char *path, char *buf, uint64_t *bytes)
 {
 	struct stat st;
@@ -178,7 +151,7 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 		return err_set(-EINVAL, "the node has no staged images (staging is off)");
 	if (sscanf(args, "%299s %63s %n", addr, ckpt, &pos) != 2 || !pos)
 		return err_set(-EINVAL, "bad MIGRATE line '%.80s'", args);
-	ret = connect_to(addr, &fd);
+	ret = line_connect(addr, "the migration's receiver", &fd);
 	if (!ret && !(buf = malloc(PIECE)))
 		ret = err_set(-ENOMEM, "out of memory");
 	if (!ret) {
