@@ -523,6 +523,12 @@ static void upgrade(const char *args)
 		agent_warn("node agent on %s: %s", A.host, err_msg());
 }
 
+/* the heartbeat while the agent's one thread sends a migration's images */
+static void say_alive(void)
+{
+	to_coord("ALIVE");
+}
+
 static void coord_said(const char *line)
 {
 	int rank, pos = 0;
@@ -570,8 +576,8 @@ static void coord_said(const char *line)
 		char removed[PATH_MAX] = "";
 
 		/* the ranks are parked: the agent's one thread sends (node_migrate.h) */
-		if (node_migrate_send(line + 8, A.stage_dir, A.local_job, A.secret, &bytes, removed,
-				      sizeof(removed)) == 0)
+		if (node_migrate_send(line + 8, A.stage_dir, A.local_job, A.secret, say_alive, &bytes,
+				      removed, sizeof(removed)) == 0)
 			send_line(A.coord.fd, "MIGRATED %llu %llu", (unsigned long long)bytes,
 				  (unsigned long long)(now_ms() - t0));
 		else

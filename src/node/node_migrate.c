@@ -93,8 +93,19 @@ static int get_line(int fd, char *buf, size_t len, int timeout_ms)
 	return 0;
 }
 
-static int send_image(int fd, const char *path, char *buf, uint64_t *bytes)
+#define ALIVE_MS 200
+
+static uint64_t mono_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static int send_image(int fd, const char *path, char *buf, void (*alive)(void), uint64_t *bytes)
+{
+	uint64_t said = mono_ms();
 	struct stat st;
 	char line[PATH_MAX + 64];
 	int in = open(path, O_RDONLY | O_CLOEXEC), ret = 0, n;
@@ -113,6 +124,10 @@ static int send_image(int fd, const char *path, char *buf, uint64_t *bytes)
 		if (r <= 0) {
 			ret = err_set(-EIO, "cannot read %s: %s", path, r ? strerror(errno) : "it shrank");
 			break;
+		}
+		if (alive && mono_ms() - said >= ALIVE_MS) {
+			alive();
+			said = mono_ms();
 		}
 		if ((ret = FAULT(NODE_MIGRATE)) != 0) {
 			ret = err_set(ret, "fault point node.migrate");
@@ -141,7 +156,8 @@ static int rm_one(const char *path, const struct stat *st, int flag, struct FTW 
 }
 
 int node_migrate_send(const char *args, const char *stage_dir, const char *local_job,
-		      const char *secret, uint64_t *bytes, char *removed, size_t rlen)
+		      const char *secret, void (*alive)(void), uint64_t *bytes, char *removed,
+		      size_t rlen)
 {
 	char addr[300], ckpt[64], path[PATH_MAX], *buf = NULL;
 	int fd = -1, pos = 0, rank, ret;
@@ -162,7 +178,7 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 	}
 	for (const char *p = args + pos; !ret && sscanf(p, "%d %n", &rank, &pos) == 1; p += pos) {
 		snprintf(path, sizeof(path), "%s/%s/%s/rank-%05d.img", stage_dir, local_job, ckpt, rank);
-		ret = send_image(fd, path, buf, bytes);
+		ret = send_image(fd, path, buf, alive, bytes);
 	}
 	if (!ret)
 		ret = write_all(fd, "END\n", 4);

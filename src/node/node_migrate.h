@@ -13,10 +13,13 @@
  * ckpt (<stage_dir>/<local_job>/<ckpt>/rank-NNNNN.img) goes to the
  * receiver at host:port, which confirms each one checked; then the job's
  * node-local directory <stage_dir>/<local_job> is removed (its path in
- * removed). *bytes: the image bytes sent. Fault point node.migrate (before
- * each 4 MiB piece). */
+ * removed). *bytes: the image bytes sent. alive (or NULL) is called every
+ * 200 ms or so while it sends: the agent's heartbeat, which its loop
+ * cannot say meanwhile. Fault point node.migrate (before each 4 MiB
+ * piece). */
 int node_migrate_send(const char *args, const char *stage_dir, const char *local_job,
-		      const char *secret, uint64_t *bytes, char *removed, size_t rlen);
+		      const char *secret, void (*alive)(void), uint64_t *bytes, char *removed,
+		      size_t rlen);
 
 /* Target side: `stasis-node --receive <job dir>`, started on the target
  * node by the coordinator: listens on a free TCP port, says PORT <n> on
