@@ -633,10 +633,11 @@ int main(int argc, char **argv, char **envp)
 		early_start(&early, restore);
 #ifdef OPEN_MPI
 	/* Open MPI 4.1's osc/rdma over vader dies of SIGSEGV in its emulated
-	 * atomics (MPI_Compare_and_swap, and MPI_Win_lock_all natively), which
-	 * the lower half's windows use (lh_win.c): another component, unless
-	 * the user chose */
-	int osc_set = !getenv("OMPI_MCA_osc") && setenv("OMPI_MCA_osc", "^rdma", 1) == 0;
+	 * atomics (MPI_Compare_and_swap, and MPI_Win_lock_all natively), and
+	 * osc/ucx's MPI_Fetch_and_op waited for good for a target that was
+	 * itself reading its words (lh_win.c): osc/pt2pt, unless the user
+	 * chose */
+	int osc_set = !getenv("OMPI_MCA_osc") && setenv("OMPI_MCA_osc", "^rdma,ucx", 1) == 0;
 #endif
 	if (MPI_Init_thread(NULL, NULL, level, &provided) != MPI_SUCCESS)
 		lh_die("MPI_Init_thread failed");

@@ -21,6 +21,8 @@
  */
 #include <sched.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "lh.h"
 #include "lh_ledger.h"
@@ -30,13 +32,22 @@ struct rec_win {
 	sts_aint size;
 	int disp_unit;
 	uint32_t comm;          /* the hidden communicator (neutral) */
-	/* the program's locks: a second real window over one word of ledger
-	 * memory per rank (LOCK_FREE, readers, or LOCK_WRITER), and the locks
-	 * this rank holds, per target (0, STS_LOCK_EXCLUSIVE, STS_LOCK_SHARED) */
+	/* the program's locks: a second real window over 1 + 2 * nranks words
+	 * of ledger memory per rank: the lock word (0 free, readers, or
+	 * LOCK_WRITER), then per rank o the posts o made to this rank and the
+	 * completions o made of its access epochs to this rank (PSCW); the
+	 * locks this rank holds, per target (0, STS_LOCK_EXCLUSIVE,
+	 * STS_LOCK_SHARED) */
 	uint64_t lockwin;       /* the real one */
 	int64_t *word;
 	uint8_t *held;
 	int nranks;
+	/* PSCW: the posts and completions this rank has consumed, per rank
+	 * (2 * nranks), its exposure epoch's origins and its access epoch's
+	 * targets (1 each), whether one is open */
+	int64_t *seen;
+	uint8_t *post_to, *start_of;
+	int posted, started;
 };
 
 #define LOCK_WRITER (INT64_MIN / 2)
@@ -50,6 +61,9 @@ static void rec_free(struct rec_win *r)
 {
 	lg_free(r->word);
 	lg_free(r->held);
+	lg_free(r->seen);
+	lg_free(r->post_to);
+	lg_free(r->start_of);
 	lg_free(r);
 }
 
@@ -57,7 +71,8 @@ static void rec_free(struct rec_win *r)
 static int lock_window(struct rec_win *r, MPI_Comm c)
 {
 	MPI_Win lw;
-	int ret = MPI_Win_create(r->word, sizeof(*r->word), sizeof(*r->word), MPI_INFO_NULL, c, &lw);
+	int ret = MPI_Win_create(r->word, (MPI_Aint)((1 + 2 * (size_t)r->nranks) * sizeof(*r->word)),
+				 sizeof(*r->word), MPI_INFO_NULL, c, &lw);
 
 	if (ret == MPI_SUCCESS) {
 		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, lw);
@@ -97,9 +112,13 @@ int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint3
 	}
 	hc = lh_alloc(STS_COMM, LH_HVAL(dup));
 	MPI_Comm_size(dup, &r->nranks);
-	r->word = lg_calloc(sizeof(*r->word));
+	r->word = lg_calloc((1 + 2 * (size_t)r->nranks) * sizeof(*r->word));
 	r->held = lg_calloc((size_t)r->nranks);
-	ret = r->word && r->held ? MPI_SUCCESS : MPI_ERR_NO_MEM;
+	r->seen = lg_calloc(2 * (size_t)r->nranks * sizeof(*r->seen));
+	r->post_to = lg_calloc((size_t)r->nranks);
+	r->start_of = lg_calloc((size_t)r->nranks);
+	ret = r->word && r->held && r->seen && r->post_to && r->start_of ? MPI_SUCCESS :
+	      MPI_ERR_NO_MEM;
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit,
 				     (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
@@ -249,12 +268,27 @@ int lh_win_rebuild(struct lh_slot *s)
  * flushes the program's operations to the target, then gives the word
  * back. */
 
-static int word_op(const struct rec_win *r, int target, int64_t add, int64_t *old)
+/* word i of target's lock window through op, flushed: its old value */
+static int word_at(const struct rec_win *r, int target, int i, int64_t add, MPI_Op op,
+		   int64_t *old)
 {
 	MPI_Win lw = (MPI_Win)(LH_HCAST)r->lockwin;
-	int ret = MPI_Fetch_and_op(&add, old, MPI_INT64_T, target, 0, MPI_SUM, lw);
+	int ret = MPI_Fetch_and_op(&add, old, MPI_INT64_T, target, i, op, lw);
 
 	return ret == MPI_SUCCESS ? MPI_Win_flush(target, lw) : ret;
+}
+
+static int word_op(const struct rec_win *r, int target, int64_t add, int64_t *old)
+{
+	return word_at(r, target, 0, add, MPI_SUM, old);
+}
+
+static int my_rank(const struct rec_win *r)
+{
+	int me = 0;
+
+	MPI_Comm_rank((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm), &me);
+	return me;
 }
 
 /* one try: 1 taken, 0 not, or an MPI error code (negative) */
@@ -368,4 +402,201 @@ int lh_Win_unlock_all(uint32_t win)
 		if (r->held[t])
 			ret = give(r, w, t);
 	return lh_err(ret);
+}
+
+/* ---- post, start, complete, wait (PSCW) ----
+ *
+ * Made of the same always-open epoch and the lock window's counters: a
+ * post adds 1 to each origin's "posted by me" word, a start waits until
+ * each target's post word passed what it consumed, a complete flushes
+ * the program's operations to each target and then adds 1 to the
+ * target's "completed by me" word, a wait (or test) waits until each
+ * origin's completion word passed what it consumed. Counters and what
+ * was consumed live in ledger memory: an epoch open at a checkpoint is
+ * open after the restart, and a notice sent before it is found after it.
+ * Every wait is a loop of reads that parks when a checkpoint comes. */
+
+enum { SLOT_POST = 1, SLOT_DONE };
+
+static int64_t *slot_seen(struct rec_win *r, int kind, int rank)
+{
+	return &r->seen[(kind - 1) * r->nranks + rank];
+}
+
+static int notify(const struct rec_win *r, int target, int kind)
+{
+	int64_t old;
+
+	return word_at(r, target, 1 + (kind - 1) * r->nranks + my_rank(r), 1, MPI_SUM, &old);
+}
+
+/* 1: a notice of kind from rank is there (consumed), 0: not yet, or a
+ * negative MPI error code */
+static int noticed(struct rec_win *r, int kind, int rank)
+{
+	int64_t v = 0;
+	int ret = word_at(r, my_rank(r), 1 + (kind - 1) * r->nranks + rank, 0, MPI_NO_OP, &v);
+
+	if (ret != MPI_SUCCESS)
+		return -ret;
+	if (v <= *slot_seen(r, kind, rank))
+		return 0;
+	++*slot_seen(r, kind, rank);
+	return 1;
+}
+
+/* the members of group g as ranks of the window's communicator, marked in
+ * set (0 or an MPI error code) */
+static int members(const struct rec_win *r, uint32_t g, uint8_t *set)
+{
+	MPI_Group wg, pg = (MPI_Group)(LH_HCAST)lh_real(STS_GROUP, g);
+	int n = 0, ret = MPI_Group_size(pg, &n);
+	int *a = malloc(2 * (size_t)(n > 0 ? n : 1) * sizeof(int));
+
+	if (!a)
+		return MPI_ERR_NO_MEM;
+	for (int i = 0; i < n; i++)
+		a[i] = i;
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Comm_group((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm), &wg);
+	if (ret == MPI_SUCCESS) {
+		ret = MPI_Group_translate_ranks(pg, n, a, wg, a + n);
+		MPI_Group_free(&wg);
+	}
+	for (int i = 0; i < n && ret == MPI_SUCCESS; i++)
+		if (a[n + i] == MPI_UNDEFINED)
+			ret = MPI_ERR_GROUP;
+	if (ret == MPI_SUCCESS) {
+		memset(set, 0, (size_t)r->nranks);
+		for (int i = 0; i < n; i++)
+			set[a[n + i]] = 1;
+	}
+	free(a);
+	return ret;
+}
+
+/* wait for a notice of kind from every rank of set not yet marked done
+ * (2 in set: consumed); called again after a park, it goes on */
+static int await_all(struct rec_win *r, int kind, uint8_t *set, int once, int *flag)
+{
+	unsigned polls = 0;
+
+	for (;;) {
+		int left = 0;
+
+		for (int o = 0; o < r->nranks; o++) {
+			int got = set[o] == 1 ? noticed(r, kind, o) : 0;
+
+			if (got < 0)
+				return lh_err(-got);
+			if (got)
+				set[o] = 2;
+			left += set[o] == 1;
+		}
+		if (!left || once) {
+			if (flag)
+				*flag = !left;
+			return 0;
+		}
+		if (lh_info->ckpt_pending)
+			return STS_AGAIN;
+		if (++polls % 16 == 0)
+			sched_yield();
+	}
+}
+
+int lh_Win_post(uint32_t group, int assert, uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+	int ret;
+
+	(void)assert;
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (r->posted)
+		return lh_err(MPI_ERR_RMA_SYNC);
+	ret = members(r, group, r->post_to);
+	/* the program's local stores before the post are visible to the
+	 * origins' operations after their start */
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Win_sync(real_win(win));
+	for (int o = 0; o < r->nranks && ret == MPI_SUCCESS; o++)
+		if (r->post_to[o])
+			ret = notify(r, o, SLOT_POST);
+	if (ret == MPI_SUCCESS)
+		r->posted = 1;
+	return lh_err(ret);
+}
+
+int lh_Win_start(uint32_t group, int assert, uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+	int ret;
+
+	(void)assert;
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (r->started == 0) {
+		ret = members(r, group, r->start_of);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+		r->started = 1;   /* 1: waiting for the posts; 2: open */
+	} else if (r->started == 2) {
+		return lh_err(MPI_ERR_RMA_SYNC);
+	}
+	ret = await_all(r, SLOT_POST, r->start_of, 0, NULL);
+	if (ret == 0)
+		r->started = 2;
+	return ret;
+}
+
+int lh_Win_complete(uint32_t win)
+{
+	struct rec_win *r = rec_of(win);
+	MPI_Win w = real_win(win);
+	int ret = MPI_SUCCESS;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (r->started != 2)
+		return lh_err(MPI_ERR_RMA_SYNC);
+	for (int t = 0; t < r->nranks && ret == MPI_SUCCESS; t++)
+		if (r->start_of[t]) {
+			ret = MPI_Win_flush(t, w);
+			if (ret == MPI_SUCCESS)
+				ret = notify(r, t, SLOT_DONE);
+			if (ret == MPI_SUCCESS)
+				r->start_of[t] = 0;   /* called again, it is not told twice */
+		}
+	if (ret == MPI_SUCCESS)
+		r->started = 0;
+	return lh_err(ret);
+}
+
+static int end_exposure(struct rec_win *r, uint32_t win, int once, int *flag)
+{
+	int f = 0, ret;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (!r->posted)
+		return lh_err(MPI_ERR_RMA_SYNC);
+	ret = await_all(r, SLOT_DONE, r->post_to, once, &f);
+	if (ret == 0 && f) {
+		r->posted = 0;
+		ret = lh_err(MPI_Win_sync(real_win(win)));
+	}
+	if (flag)
+		*flag = f;
+	return ret;
+}
+
+int lh_Win_wait(uint32_t win)
+{
+	return end_exposure(rec_of(win), win, 0, NULL);
+}
+
+int lh_Win_test(uint32_t win, int *flag)
+{
+	return end_exposure(rec_of(win), win, 1, flag);
 }

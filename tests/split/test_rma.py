@@ -60,3 +60,26 @@ def test_rma_passive_three_cycles(rma_passive, lower, tmp_path):
     for the lock) and inside lock_all epochs with atomics in flight."""
     rc, out, err = cycled(tmp_path, lower, 2, rma_passive[lower], ITERS, SLEEP_MS)
     assert rc == 0 and passive_passed(2, ITERS) in out and "FAIL" not in out, out + err
+
+
+rma_pscw = program_fixture("rma_pscw")
+
+
+def pscw_passed(n, iters):
+    return f"PASS ranks={n} iterations={iters} checks={2 * n * iters} " \
+           f"sum={(n - 1) * iters * (iters + 1) // 2}\n"
+
+
+@pytest.mark.parametrize("abi,lower", ABOVE)
+def test_rma_pscw(rma_pscw, abi, lower, tmp_path):
+    """Natively and above a lower half, without a checkpoint."""
+    r = run_on(rma_pscw[abi], lower, 2, ["4", "20"], tmp_path)
+    assert r.returncode == 0 and pscw_passed(2, 4) in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_rma_pscw_three_cycles(rma_pscw, lower, tmp_path):
+    """Checkpoints come with exposure and access epochs open and puts and
+    accumulates issued in them."""
+    rc, out, err = cycled(tmp_path, lower, 2, rma_pscw[lower], ITERS, SLEEP_MS)
+    assert rc == 0 and pscw_passed(2, ITERS) in out and "FAIL" not in out, out + err
