@@ -72,6 +72,8 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         uninterrupted(out, n)
         hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)", err)[-n:]
         assert source not in hosts_after and spare in hosts_after, (hosts_after, err)
+        # every rank from a node-local copy: the migrated one from the copy that came
+        assert len(re.findall(rf"reads its node-local copy \S+/{name}/rank-", err)) == n, err
         # the node agents' directory of this user may stay, empty: not the job's
         left = {p for p in local_files(cluster, source) - before
                 if not re.search(r"/stasis-node\.\d+$", p)}
