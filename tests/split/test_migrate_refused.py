@@ -9,19 +9,10 @@ Environment: STASIS_BIN, STASIS_BUILD."""
 import socket
 import time
 
-import pytest
-
 from split_common import launcher, program_fixture
-from test_ckpt import MpiJob
+from test_recover import job  # noqa: F401 (a fixture: an MpiJob, killed at the end)
 
 p2p = program_fixture("p2p")
-
-
-@pytest.fixture
-def job(tmp_path):
-    j = MpiJob(tmp_path)
-    yield j
-    j.kill()
 
 
 def refused(job, *args):
