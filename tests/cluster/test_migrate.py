@@ -47,12 +47,13 @@ def local_files(cluster, node):
     return set(r.stdout.splitlines())
 
 
-@pytest.mark.parametrize("lower,hosts,n,source,spare", [
-    ("openmpi", "n1:1,n2:1,n3:1", 2, "n2", "n3"),
-    ("mpich", "n1,n2,n3", 2, "n2", "n3"),
+@pytest.mark.parametrize("lower,hosts,n,source,spare,ask", [
+    ("openmpi", "n1:1,n2:1,n3:1", 2, "n2", "n3", ["migrate", "--node", "n2"]),
+    # a prediction with time enough migrates the same way
+    ("mpich", "n1,n2,n3", 2, "n2", "n3", ["predict", "--node", "n2", "--within", "60s"]),
 ])
 def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, n, source, spare,
-                                                   tmp_path):
+                                                   ask, tmp_path):
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     before = local_files(cluster, source)
@@ -60,7 +61,7 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS)
         job.lines_until(r"rank 0 iteration 3")
         assert local_files(cluster, source) - before, "the job left nothing to move"
-        r = job.stasis("migrate", "--dir", job.ck, "--node", source, timeout=120)
+        r = job.stasis(ask[0], "--dir", job.ck, *ask[1:], timeout=120)
         assert re.fullmatch(rf"migration: ranks 1 from {source} to {spare}, \d+\.\d MiB node to "
                             rf"node in \d+\.\d\d s; from ckpt-\d+\n", r.stdout), r.stdout + r.stderr
         name = re.search(r"from (ckpt-\d+)", r.stdout).group(1)
