@@ -69,3 +69,64 @@ int PMPI_Win_free(MPI_Win *win)
 int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
 		     MPI_Win *win) __attribute__((weak, alias("PMPI_Win_allocate")));
 int MPI_Win_free(MPI_Win *win) __attribute__((weak, alias("PMPI_Win_free")));
+
+/* The request-based operations: the operation, MPI_Win_flush (complete
+ * at origin and target: more than the request's completion says,
+ * MPI-3.1 11.3.5; Open MPI's osc/pt2pt never ended MPI_Win_flush_local
+ * of an MPI_Rget here), then a request already complete, so no RMA
+ * request is ever pending in the lower half at a checkpoint. */
+static int done(int ret, int target_rank, MPI_Win win, MPI_Request *request)
+{
+	if (ret == MPI_SUCCESS && target_rank != MPI_PROC_NULL)
+		ret = PMPI_Win_flush(target_rank, win);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	return PMPI_Irecv(NULL, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, request);
+}
+
+int PMPI_Rput(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+	      int target_rank, MPI_Aint target_disp, int target_count,
+	      MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
+{
+	return done(PMPI_Put(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+			     target_count, target_datatype, win), target_rank, win, request);
+}
+
+int PMPI_Rget(void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+	      int target_rank, MPI_Aint target_disp, int target_count,
+	      MPI_Datatype target_datatype, MPI_Win win, MPI_Request *request)
+{
+	return done(PMPI_Get(origin_addr, origin_count, origin_datatype, target_rank, target_disp,
+			     target_count, target_datatype, win), target_rank, win, request);
+}
+
+int PMPI_Raccumulate(const void *origin_addr, int origin_count, MPI_Datatype origin_datatype,
+		     int target_rank, MPI_Aint target_disp, int target_count,
+		     MPI_Datatype target_datatype, MPI_Op op, MPI_Win win, MPI_Request *request)
+{
+	return done(PMPI_Accumulate(origin_addr, origin_count, origin_datatype, target_rank,
+				    target_disp, target_count, target_datatype, op, win),
+		    target_rank, win, request);
+}
+
+int PMPI_Rget_accumulate(const void *origin_addr, int origin_count,
+			 MPI_Datatype origin_datatype, void *result_addr, int result_count,
+			 MPI_Datatype result_datatype, int target_rank, MPI_Aint target_disp,
+			 int target_count, MPI_Datatype target_datatype, MPI_Op op, MPI_Win win,
+			 MPI_Request *request)
+{
+	return done(PMPI_Get_accumulate(origin_addr, origin_count, origin_datatype, result_addr,
+					result_count, result_datatype, target_rank, target_disp,
+					target_count, target_datatype, op, win),
+		    target_rank, win, request);
+}
+
+int MPI_Rput(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win,
+	     MPI_Request *) __attribute__((weak, alias("PMPI_Rput")));
+int MPI_Rget(void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Win,
+	     MPI_Request *) __attribute__((weak, alias("PMPI_Rget")));
+int MPI_Raccumulate(const void *, int, MPI_Datatype, int, MPI_Aint, int, MPI_Datatype, MPI_Op,
+		    MPI_Win, MPI_Request *) __attribute__((weak, alias("PMPI_Raccumulate")));
+int MPI_Rget_accumulate(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, int,
+			MPI_Aint, int, MPI_Datatype, MPI_Op, MPI_Win, MPI_Request *)
+	__attribute__((weak, alias("PMPI_Rget_accumulate")));
