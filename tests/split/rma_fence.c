@@ -10,8 +10,9 @@
  *  1. puts NI ints (values of this rank and I) into A of its right
  *     neighbour, accumulates (MPI_SUM) (I + 1) * (rank + 1) into element
  *     0 of B of every rank and 1 into its own element rank + 1 of B of its
- *     left neighbour, sleeps SLEEP_MS with these in flight (a checkpoint
- *     comes there), then fences both windows and checks A (what its left
+ *     left neighbour, sleeps SLEEP_MS * (rank + 1) / N with these in
+ *     flight (a checkpoint comes there, or finds a rank that slept less
+ *     waiting inside the fence), then fences both windows and checks A (what its left
  *     neighbour put), B[0] (the sum of every iteration's contributions so
  *     far: it lives in the window's memory across checkpoints) and B[r+1]
  *     (I + 1) (3 checks);
@@ -88,7 +89,7 @@ int main(int argc, char **argv)
 		MPI_Accumulate(&one, 1, MPI_LONG, left, rank + 1, 1, MPI_LONG, MPI_SUM, wb);
 		for (int i = 0; i < NI; i++)
 			out[i] = -1;   /* the origin buffer is the program's again after the fence */
-		nap(ms);
+		nap(ms * (rank + 1) / size);
 		MPI_Win_fence(0, wa);
 		MPI_Win_fence(0, wb);
 		sum += (long)(it + 1) * per;
