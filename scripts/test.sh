@@ -28,6 +28,10 @@ cd "$(dirname "$0")/.."
 root=$PWD
 b=${STASIS_TEST_BUILD:-build}
 start=$SECONDS
+# every failed stage and failed test, said again at the very end (CI shows
+# only the tail of a long run)
+recap=$(mktemp)
+trap 'rm -f "$recap"' EXIT
 
 stage() {  # name command...: one stage, and how long it took
 	local name=$1 t0=$SECONDS rc=0
@@ -35,14 +39,21 @@ stage() {  # name command...: one stage, and how long it took
 	echo "== $name"
 	"$@" || rc=$?
 	echo "== stage $name took $((SECONDS - t0)) s$([ $rc = 0 ] || echo ", FAILED")"
+	[ $rc = 0 ] || echo "$name" >>"$recap"
 	return $rc
 }
 
 tests_on() {  # build dir, then pytest's arguments; the 10 slowest tests said
 	local dir=$1
 	shift
+	local rc=0 log
+	log=$(mktemp)
 	STASIS_BIN="$root/$dir/src/cli/stasis" STASIS_BUILD="$root/$dir" \
-		/usr/bin/python3 -m pytest -q -p no:cacheprovider --durations=10 "$@"
+		/usr/bin/python3 -m pytest -q -rfE -p no:cacheprovider --durations=10 "$@" \
+		2>&1 | tee "$log" || rc=$?
+	grep -E '^(FAILED|ERROR) ' "$log" | sed "s|^|  ($dir) |" >>"$recap" || true
+	rm -f "$log"
+	return $rc
 }
 
 stream() {  # name function: run function in the background, its lines prefixed
@@ -156,6 +167,8 @@ echo "== stage streams took $((SECONDS - t0)) s"
 
 stage "pytest tests/cluster ($b)" tests_on "$b" tests/cluster || rc=1
 if [ $rc != 0 ]; then
+	echo "== what failed:"
+	cat "$recap"
 	echo "== FAILED (see the stages above) after $((SECONDS - start)) s"
 	exit 1
 fi
