@@ -4,6 +4,7 @@
  * the global copy is engine.c's last resort, the most expensive place. */
 #include "redundancy/level.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -33,7 +34,9 @@ static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 	for (uint64_t off = 0; !ret && off < size;) {
 		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
 
-		ret = store_io_read(in, buf, n, off);
+		/* the fault point: a copy cut off before its last piece */
+		ret = off + n >= size ? FAULT(REDUN_GLOBAL_COPY) : 0;
+		ret = ret ? ret : store_io_read(in, buf, n, off);
 		ret = ret ? ret : store_file_write(f, buf, n);
 		off += n;
 	}

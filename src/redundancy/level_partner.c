@@ -3,6 +3,7 @@
  * in the checkpoint's annex. Recovery asks the node holding the copy. */
 #include "redundancy/level.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "store/store.h"
 
@@ -66,11 +67,16 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 		size_t rn = theirs == XFER_FAILED || ro >= theirs ? 0 :
 			    theirs - ro < XFER_PIECE ? (size_t)(theirs - ro) : XFER_PIECE;
 
+		/* the fault points: a copy cut off before its end */
+		if (sn && so + sn >= mine && !ret)
+			ret = FAULT(REDUN_PARTNER_SEND);
 		if ((sn ? redun_sendrecv_io(c, in, so, sn, to, back, rn, from, buf, &ret) :
 			  c->ops->sendrecv(c->h, NULL, 0, to, back, rn, from))) {
 			ret = ret ? ret : -EIO;
 			goto out;
 		}
+		if (rn && !put && ro + rn >= theirs)
+			put = FAULT(REDUN_PARTNER_RECV);
 		if (rn && !put)
 			put = store_file_write(f, back, rn);
 		so += sn;
@@ -103,12 +109,14 @@ static int partner_ordered(const struct redun_set *set, const struct redun_comm 
 			redun_name(file, REDUN_FILE, s);
 			if (store_io_open(set->local, set->ckpt, file, &in))
 				log_warn("rank %d: %s", me, err_msg());
-			r = redun_send_file(c, in, in ? store_io_path(in) : file, p, buf);
+			r = FAULT(REDUN_PARTNER_SEND);   /* still sent: the receiver waits for it */
+			r = redun_send_file(c, in, in ? store_io_path(in) : file, p, buf) ?: r;
 			store_io_close(&in);
 		} else if (me == p) {
 			redun_name(file, REDUN_PARTNER_FILE, s);
 			r = store_file_create(lc, file, &f);
 			r = redun_recv_file(c, s, store_file_write, f, r, buf);
+			r = r ? r : FAULT(REDUN_PARTNER_RECV);
 			r = r ? r : store_file_commit(f);
 			store_file_free(&f);
 		}

@@ -22,6 +22,7 @@
  */
 #include "redundancy/level.h"
 #include "common/err.h"
+#include "common/fault.h"
 #include "common/log.h"
 #include "image/image.h"
 #include "store/store.h"
@@ -376,6 +377,9 @@ static int rs_apply(const struct redun_set *set, const struct redun_comm *c, str
 					ok[h] = 0;
 			}
 		}
+		/* the fault point: an encode cut off before its last slice */
+		if (off + len >= g->seg && !err)
+			err = FAULT(REDUN_RS_ENCODE);
 		for (int h = 0; h < nheld; h++) {
 			int t = parity_of(g, held[h], me);
 			const uint8_t *coded = parity[t];

@@ -31,10 +31,11 @@ ENV = {"STASIS_CHUNK_SIZE": "64K", "STASIS_THREADS": "2"}
 def test_commit_path_points_exist():
     # every point named here is a real point; left out are prune, the
     # application library's own points (walked by tests/mpi), the split
-    # process's and its node agents' (tests/split)
+    # process's and its node agents' (tests/split), the redundancy engine's
+    # (tests/mpi, tests/cluster)
     assert set(COMMIT_PATH) <= set(ALL_POINTS)
     rest = set(ALL_POINTS) - set(COMMIT_PATH) - {"store.prune.remove"}
-    assert all(p.startswith(("api.", "split.", "node.")) for p in rest), rest
+    assert all(p.startswith(("api.", "split.", "node.", "redun.")) for p in rest), rest
 
 
 def ls_states(stasis):

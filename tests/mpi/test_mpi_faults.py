@@ -124,6 +124,13 @@ for level in ("partner", "rs", "global"):
         per = PER_CKPT[(point, level)]
         # The first pass of checkpoint 2, and the last pass of checkpoint 3.
         KILLS += [(point, rank, n, level, resume_after(point, n, level)) for n in (per + 1, 3 * per)]
+# The redundancy engine's points inside a level's loops, each passed once a
+# checkpoint by a rank: before the last piece of the one partner copy it
+# receives is filed, before the parity of the last slice of its rs encode,
+# before the last piece of its image copied to the global tier. Pass 3 is in
+# checkpoint 3's upgrade: 3 was established, its copy is left incomplete.
+KILLS += [("redun.partner.recv", 2, 3, "partner", 150), ("redun.rs.encode", 3, 3, "rs", 150),
+          ("redun.global.copy", 1, 3, "global", 150)]
 # store.index.append, rank 0, in order: w global BEGIN; in nodeA's cache
 # BEGIN (unless rank 1 appended it first: the two race for it), rank-00000
 # FILE, COMPLETE; global FILE (checkpoint.json), global COMPLETE =
