@@ -4,6 +4,7 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "common/log.h"
+#include "coord/jobenv.h"
 #include "redundancy/redundancy.h"
 #include "store/store.h"
 
@@ -143,6 +144,32 @@ static int start_progress(void)
 	return ret ? err_set(ret, "rank %d: %s", api.rank, err_msg()) : 0;
 }
 
+/* Under `stasis run` (its job directory in the environment) rank 0 tells
+ * the coordinator where the job's checkpoints are (jobenv.h): a recovery
+ * then names the one this library recovers from. Best effort: without
+ * it the relaunch still recovers, its line says less. */
+static void tell_coordinator(void)
+{
+	const char *jdir = getenv(JOBENV_JOB_DIR);
+	char where[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8];
+	FILE *f;
+	int ok;
+
+	if (api.rank != 0 || !jdir || !*jdir || !realpath(store_job_dir(api.global), where) ||
+	    snprintf(path, sizeof(path), "%s/%s", jdir, JOBENV_APPLEVEL_FILE) >= (int)sizeof(path))
+		return;
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	f = fopen(tmp, "we");
+	if (f) {
+		ok = fprintf(f, "global %s\n", where) > 0;
+		ok = fclose(f) == 0 && ok;
+		if (ok && rename(tmp, path) == 0)
+			return;
+		unlink(tmp);
+	}
+	log_warn("cannot tell the coordinator where the checkpoints are: cannot write %s", path);
+}
+
 int api_init_common(const char *config)
 {
 	char name[64], msg[API_MSG_LEN] = "";
@@ -191,6 +218,7 @@ int api_init_common(const char *config)
 	if (ret < 0)
 		goto fail;
 	api.status = ret == 1 ? STASIS_RESTARTED : STASIS_FRESH;
+	tell_coordinator();
 	log_info("rank %d/%d on node %s, job %s: %s", api.rank, api.size, api.node, api.job,
 		 api.status == STASIS_RESTARTED ? name : "no established checkpoint");
 	return 0;

@@ -129,7 +129,7 @@ struct coord {
 	struct {
 		int pending;
 		uint64_t t0;
-		char line[800];
+		char line[1024];
 	} rec;
 	char lost_hosts[HOSTS_MAX][64];   /* nodes lost by the launch (heartbeats) */
 	unsigned nlost_hosts;
@@ -1464,13 +1464,13 @@ static void stop_job(struct coord *c)
  * the node agents at the restart, lh_stage_rebuild). A staged one still
  * at level local (or single) lost its images on those nodes. "" when
  * none. */
-static void choose_checkpoint(struct coord *c, char *name, size_t len)
+static void choose_checkpoint(struct coord *c, struct store *s, char *name, size_t len)
 {
 	struct store_ckpt_info *list = NULL;
 	size_t n = 0;
 
 	name[0] = 0;
-	if (store_list(c->store, &list, &n, NULL) != 0)
+	if (store_list(s, &list, &n, NULL) != 0)
 		return;
 	for (size_t i = n; i-- > 0 && !name[0];) {
 		const struct store_ckpt_info *k = &list[i];
@@ -1485,6 +1485,44 @@ static void choose_checkpoint(struct coord *c, char *name, size_t len)
 		snprintf(name, len, "%s", k->name);
 	}
 	free(list);
+}
+
+/* Where libstasis's rank 0 says that the job checkpoints at the
+ * application level (jobenv.h) */
+static const char *applevel_path(struct coord *c, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%s", c->dir, JOBENV_APPLEVEL_FILE);
+	return path;
+}
+
+/* An application-level job (jobenv.h: libstasis's rank 0 wrote where its
+ * checkpoints are): the relaunch starts the program afresh and libstasis
+ * recovers; from says from which, by the rule of choose_checkpoint (the
+ * library walks back further should a rank's copy fail to verify).
+ * 0 if the job is not one. */
+static int applevel_choice(struct coord *c, char *from, size_t len)
+{
+	char path[PATH_MAX], where[PATH_MAX] = "", name[64], *slash;
+	struct store *s = NULL;
+	FILE *f;
+	int ok;
+
+	f = fopen(applevel_path(c, path, sizeof(path)), "re");
+	if (!f)
+		return 0;
+	ok = fscanf(f, "global %4095[^\n]", where) == 1;
+	fclose(f);
+	slash = strrchr(where, '/');
+	if (!ok || !slash || slash == where)
+		return 0;
+	*slash = 0;
+	if (store_open("global", where, slash + 1, &s) != 0)
+		return 0;
+	choose_checkpoint(c, s, name, sizeof(name));
+	store_close(&s);
+	snprintf(from, len, "%s of libstasis (the program recovers it)",
+		 name[0] ? name : "no checkpoint");
+	return 1;
 }
 
 /* The hosts that ran ranks of the launch that ended (every rank is a note
@@ -1529,14 +1567,18 @@ static void give_up(struct coord *c, const char *msg)
  * lost; said in one line once every rank registered again */
 static void recover(struct coord *c, const struct coord_event *ev)
 {
-	char used[HOSTS_MAX][64], name[64], dir[PATH_MAX], note[300], **argv = NULL;
+	char used[HOSTS_MAX][64], name[64], dir[PATH_MAX], note[300], **argv = NULL, from[160];
 	uint64_t backoff;
 	int ret;
 
 	stop_job(c);
-	choose_checkpoint(c, name, sizeof(name));
+	choose_checkpoint(c, c->store, name, sizeof(name));
 	if (name[0] && store_ckpt_path(c->store, name, NULL, dir, sizeof(dir)) != 0)
 		name[0] = 0;
+	if (name[0])
+		snprintf(from, sizeof(from), "%s", name);
+	else if (!applevel_choice(c, from, sizeof(from)))
+		snprintf(from, sizeof(from), "the start (no checkpoint established)");
 	backoff = policy_backoff_ms(c->policy);
 	if (backoff) {
 		struct timespec ts = { (time_t)(backoff / 1000), (long)(backoff % 1000) * 1000000 };
@@ -1548,8 +1590,8 @@ static void recover(struct coord *c, const struct coord_event *ev)
 	ret = job_launch_without(c->launch, c->lost_hosts, c->nlost_hosts, used,
 				 used_hosts(c, used), &argv, note, sizeof(note));
 	snprintf(c->rec.line, sizeof(c->rec.line), "recovery %u of %u: %s; from %s%s%s",
-		 policy_restarts(c->policy), c->o->max_restarts, ev->detail,
-		 name[0] ? name : "the start (no checkpoint established)", note[0] ? "; " : "", note);
+		 policy_restarts(c->policy), c->o->max_restarts, ev->detail, from,
+		 note[0] ? "; " : "", note);
 	c->rec.t0 = ev->at_ms;
 	c->rec.pending = 1;
 	launch_reset(c);
@@ -1655,7 +1697,7 @@ static int migrate_placement(struct coord *c, const char *from, char *to, size_t
  * then an event for the policies; err gets the one line of a refusal */
 static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 {
-	char from[64] = "", to[64] = "", ranks[400], note[300], **argv = NULL;
+	char from[64] = "", to[64] = "", ranks[400], note[300], path[PATH_MAX], **argv = NULL;
 	unsigned long long within = 0;
 	int rank = -1, predict = !strncmp(line, "PREDICT ", 8);
 	const char *base;
@@ -1669,6 +1711,12 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 		to[0] = 0;
 	if (c->target != &mpi_target) {
 		snprintf(err, len, "migration moves the ranks of an MPI job; this job is one program");
+		return -1;
+	}
+	if (access(applevel_path(c, path, sizeof(path)), F_OK) == 0) {
+		snprintf(err, len, "migration of an application-level job (libstasis) is not built: "
+			 "its ranks cannot be checkpointed transparently (--recover auto recovers "
+			 "it from its own checkpoints)");
 		return -1;
 	}
 	if (!c->staged) {
@@ -1998,6 +2046,7 @@ static void serve(struct coord *c)
 
 static int coord_init(struct coord *c, const struct coord_opts *o)
 {
+	char path[PATH_MAX];
 	sigset_t set;
 	int ret;
 
@@ -2021,6 +2070,8 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 	ret = listen_job(c);
 	if (ret)
 		return ret;
+	/* a former run's: this one's ranks say it again */
+	unlink(applevel_path(c, path, sizeof(path)));
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
@@ -2117,7 +2168,7 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 			fprintf(stderr, "stasis: %s\n", err_msg());
 			_exit(127);
 		}
-		execvp(argv[0], argv);
+		job_child_exec(argv);
 		fprintf(stderr, "stasis: cannot execute %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}

@@ -346,6 +346,52 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	return forward_env();
 }
 
+/* Whether argv is Open MPI's launcher told to forward variables with -x:
+ * it refuses to be told with mca_base_env_list too ("does not support
+ * mixing these two methods"), so the job's are added as -x instead */
+static int uses_x(char *const *argv)
+{
+	const char *base = strrchr(argv[0], '/') ? strrchr(argv[0], '/') + 1 : argv[0];
+
+	if (!job_is_launcher(argv[0]) || !strncmp(base, "srun", 4))   /* srun's -x excludes */
+		return 0;
+	for (int i = 1; argv[i]; i++)
+		if (!strcmp(argv[i], "-x"))
+			return 1;
+	return 0;
+}
+
+void job_child_exec(char *const *argv)
+{
+	static const char *const names[] = { JOBENV_FORWARD };
+	size_t n = 0, nn = sizeof(names) / sizeof(names[0]);
+	char **x;
+
+	if (!uses_x(argv)) {
+		execvp(argv[0], argv);
+		return;
+	}
+	while (argv[n])
+		n++;
+	x = calloc(n + 2 * nn + 1, sizeof(*x));
+	if (!x)
+		return;
+	unsetenv("OMPI_MCA_mca_base_env_list");
+	n = 0;
+	x[n++] = argv[0];
+	/* before the first application context: -x NAME (no value) is the
+	 * whole job's */
+	for (size_t i = 0; i < nn; i++)
+		if (getenv(names[i])) {
+			x[n++] = "-x";
+			x[n++] = (char *)names[i];
+		}
+	for (int i = 1; argv[i]; i++)
+		x[n++] = argv[i];
+	execvp(x[0], x);
+	free(x);
+}
+
 /* ---- reading a restart's images ahead (job_prefetch) ---- */
 
 #define PREFETCH_STEP (512l << 10)

@@ -48,6 +48,11 @@ const char *job_lh_dir(void);
 int job_child_env(const char *addr, const char *job_dir, const char *root, const char *tier,
 		  const char *job, const char *restore_dir);
 
+/* In the forked child, after job_child_env: exec the launcher. Open MPI's
+ * launcher given -x gets the job's variables as -x NAME too (it refuses
+ * mca_base_env_list beside -x). Returns only on failure (errno). */
+void job_child_exec(char *const *argv);
+
 /* Store in a checkpoint the files that the launcher's process tree maps
  * (the launcher, its daemons, the ranks of this node: their programs, MPI
  * and its components), one path a line: a restart reads them ahead

@@ -38,6 +38,13 @@
 /* set by the lower half for its own children; never inherited from here */
 #define JOBENV_LH_ACTIVE    "STASIS_LH_ACTIVE"
 
+/* Written by the ranks, read by the coordinator: libstasis's rank 0 puts
+ * "global <its job's checkpoint directory>" in this file of STASIS_JOB_DIR
+ * at stasis_init: the job checkpoints at the application level, and a
+ * recovery relaunches it for libstasis to recover (docs/coordinator.md,
+ * "Application-level jobs"). */
+#define JOBENV_APPLEVEL_FILE "applevel"
+
 /* Every variable a rank on another node needs, with the settings the
  * ranks read themselves (STASIS_LOG, the restore's knobs): what Open MPI
  * is told to forward. */

@@ -4,18 +4,22 @@ SIGKILLed after a checkpoint stops the job, relaunches it from that
 checkpoint (with staging, each rank from its node-local copy) and ends
 with the program's status and its own output; `--max-restarts 0` gives up
 in one line with the failure status; `--recover none` ends as before.
+heatdis (libstasis, application level) on two simulated nodes, its rank 2
+killed: relaunched, it recovers from its own checkpoint and ends with the
+grid of an uninterrupted run; `stasis migrate` of it is refused.
 The cluster's cases (a node lost, spares) are tests/cluster/test_recover.py.
-About 35 s.
+About 40 s.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
 
-from split_common import launcher, program_fixture
+from split_common import BUILD, launcher, program_fixture
 from test_ckpt import MpiJob
 
 ITERS = 30
@@ -100,3 +104,63 @@ def test_bad_recovery_options_are_refused_in_one_line(job):
     assert r.returncode == 1 and r.stderr == (
         "stasis: run: --recover auto relaunches MPI jobs (a launcher such as mpirun or srun), "
         "not a single program\n"), r.stderr
+
+
+HEATDIS = BUILD / "examples" / "heatdis" / "heatdis.openmpi"
+HEATDIS_ARGS = ["--rows-per-rank", 32, "--cols", 64, "--iterations", 400, "--checkpoint-every",
+                50, "--level", "partner", "--output", "grid.bin"]
+
+
+def heatdis_command(job, local, *extra):
+    """heatdis on 4 ranks, ranks 0-1 on simulated node nodeA and 2-3 on
+    nodeB (STASIS_NODE, a node-local directory each under local: tests/mpi's
+    layout)"""
+    cmd = ["mpirun.openmpi", "--oversubscribe"]
+    for i, node in enumerate(("nodeA", "nodeB")):
+        cmd += [":"] if i else []
+        cmd += ["-np", "2", "-x", f"STASIS_NODE={node}",
+                "-x", f"STASIS_LOCAL_DIR={local}/{node}", HEATDIS,
+                *HEATDIS_ARGS, *extra]
+    return [str(a) for a in cmd]
+
+
+def test_heatdis_killed_rank_recovers_from_its_own_checkpoints(job, tmp_path):
+    """An application-level job (libstasis, docs/coordinator.md): rank 2
+    kills itself at iteration 230; the relaunch starts the program afresh,
+    libstasis recovers from its checkpoint at iteration 200, and the job
+    ends with the grid of a run that was never interrupted."""
+    if not HEATDIS.exists():
+        pytest.skip(f"{HEATDIS} not built")
+    job.env.update(STASIS_JOB="heat", STASIS_GLOBAL_DIR=str(tmp_path / "global"))
+    ref = subprocess.run(heatdis_command(job, tmp_path / "ref-local"), cwd=job.work, env=dict(job.env,
+                         STASIS_GLOBAL_DIR=str(tmp_path / "ref")), capture_output=True,
+                         text=True, timeout=120)
+    assert ref.returncode == 0 and "heatdis: done" in ref.stdout, ref.stdout + ref.stderr
+    reference = (job.work / "grid.bin").read_bytes()
+    (job.work / "grid.bin").unlink()
+    job.start(*heatdis_command(job, tmp_path / "local", "--kill-rank", 2, "--kill-iteration", 230),
+              extra=["--recover", "auto"])
+    rc, out, err = job.finish_job(timeout=120)
+    assert rc == 0 and "heatdis: restarted at iteration 200\n" in out, out + err
+    assert out.splitlines()[-1] == ref.stdout.splitlines()[-1], out + err
+    assert (job.work / "grid.bin").read_bytes() == reference, out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+    assert len(lines) == 1 and re.fullmatch(
+        r"stasis: recovery 1 of 3: rank 2 \(pid \d+ on \S+\) died: .*; from ckpt-000004 of "
+        r"libstasis \(the program recovers it\); \d+\.\d s", lines[0]), err
+
+
+def test_heatdis_migration_is_refused_in_one_line(job, tmp_path):
+    if not HEATDIS.exists():
+        pytest.skip(f"{HEATDIS} not built")
+    job.env.update(STASIS_JOB="heat", STASIS_GLOBAL_DIR=str(tmp_path / "global"))
+    cmd = heatdis_command(job, tmp_path / "local")
+    job.start(*[a if a != "400" else "1000000" for a in cmd])
+    end = time.time() + 30
+    while not list(job.ck.glob("*/applevel")) and time.time() < end:
+        time.sleep(0.1)
+    r = job.stasis("migrate", "--dir", job.ck, "--rank", 1, check=False)
+    assert r.returncode == 1 and r.stderr == (
+        "stasis: migrate: migration of an application-level job (libstasis) is not built: its "
+        "ranks cannot be checkpointed transparently (--recover auto recovers it from its own "
+        "checkpoints)\n"), r.stderr
