@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,6 +36,13 @@ int log_level_parse(const char *name, enum log_level *out)
 	return -EINVAL;
 }
 
+static atomic_uint warnings;
+
+unsigned log_warnings(void)
+{
+	return atomic_load_explicit(&warnings, memory_order_relaxed);
+}
+
 void log_msg(enum log_level level, const char *fmt, ...)
 {
 	char line[1024];
@@ -43,6 +51,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 
 	if (level > current_level)
 		return;
+	if (level <= LOG_WARN)
+		atomic_fetch_add_explicit(&warnings, 1, memory_order_relaxed);
 	n = snprintf(line, sizeof(line), "stasis[%d]: %s: ", (int)getpid(), level_names[level]);
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);

@@ -393,7 +393,7 @@ static void forward_rank(struct rank *r)
 	to_coord("RANK %d %d %d %s %u", r->rank, r->size, r->pid, r->host, r->restarts);
 }
 
-/* RANK 2 <secret> <rank> <size> <pid> <host> <restarts> */
+/* RANK 3 <secret> <rank> <size> <pid> <host> <restarts> */
 static int rank_hello(struct rank *r, const char *line)
 {
 	char secret[128];
@@ -792,6 +792,7 @@ int node_agent_main(int ready_fd)
 		close(ready_fd);
 	}
 	serve();
+	node_level_fini();
 	/* the copies under way stop with the process: their *.tmp never count.
 	 * The socket, its lock (no rank of this run comes any more) and, when
 	 * nothing went wrong, the log go: runs must not pile up files here */
@@ -802,7 +803,7 @@ int node_agent_main(int ready_fd)
 		snprintf(path, sizeof(path), "%.*s.lock", (int)(strlen(A.sock) - 5), A.sock);
 		unlink(path);
 		snprintf(path, sizeof(path), "%s.log", A.sock);
-		if (!warned)
+		if (!warned && !log_warnings())     /* the levels' warnings too */
 			unlink(path);
 	}
 	close(A.lfd);

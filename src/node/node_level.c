@@ -685,7 +685,8 @@ static void refusal(const char *ckpt, const struct layout *l, const int64_t *fai
 }
 
 int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struct store *local,
-		       struct store *global, const struct redun_comm *boot_in, char *path, size_t len)
+		       struct store *global, const struct redun_comm *boot_in, char *path, size_t len,
+		       char scratch[64])
 {
 	struct member m = { .rank = rank, .size = size, .have_own = have_own };
 	struct redun_comm boot, link = { 0 };
@@ -698,6 +699,7 @@ int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struc
 	int ret, lret;
 
 	snprintf(m.ckpt, sizeof(m.ckpt), "%s", ckpt);
+	scratch[0] = '\0';
 	lret = !local || !global ? err_set(-EIO, "the node-local or the global store cannot be "
 					   "opened") : layout_read(global, ckpt, &l);
 	node = calloc((size_t)size, sizeof(*node));
@@ -784,11 +786,18 @@ int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struc
 		if (!ret)
 			snprintf(path, len, "%s", store_io_path(io));
 		store_io_close(&io);
+		/* the image handed out, a scratch file: the caller's to remove */
+		for (int i = 0; !ret && !found.ckpt[0] && i < 2; i++)
+			if (!strcmp(found.scratch[i], found.name)) {
+				snprintf(scratch, 64, "%s", found.name);
+				found.scratch[i][0] = '\0';
+			}
 		if (!ret)
 			log_info("node agent on %s: rank %d's image of %s rebuilt into %s", host, rank,
 				 ckpt, path);
 	}
 out:
+	redun_found_drop(&found);       /* every other scratch file (parity fetched) */
 	redun_comm_close(&link);
 	layout_free(&l);
 	free(node);
@@ -798,10 +807,39 @@ out:
 	return ret;
 }
 
+/* Scratch files handed to ranks as their images (fetched or rebuilt):
+ * removed once the ranks have surely read them, at the next UPGRADE (the
+ * ranks run again) or when the agent ends (node_level_fini) */
+#define HANDED_MAX 64
+static char handed[HANDED_MAX][64];
+static int nhanded;
+
+static void handed_add(const char *name)
+{
+	pthread_mutex_lock(&lock);
+	if (nhanded < HANDED_MAX)
+		snprintf(handed[nhanded++], sizeof(handed[0]), "%s", name);
+	pthread_mutex_unlock(&lock);
+}
+
+void node_level_fini(void)
+{
+	struct store *local = NULL;
+
+	pthread_mutex_lock(&lock);
+	if (nhanded && open_local(&local) == 0)
+		for (int i = 0; i < nhanded; i++)
+			if (store_scratch_remove(local, handed[i]))
+				log_warn("node agent on %s: %s", E.host, err_msg());
+	nhanded = 0;
+	pthread_mutex_unlock(&lock);
+	store_close(&local);
+}
+
 static int recover_member(struct member *m)
 {
 	struct store *local = NULL, *global = NULL;
-	char path[PATH_MAX];
+	char path[PATH_MAX], scratch[64];
 	int ret;
 
 	ret = open_local(&local);
@@ -811,7 +849,9 @@ static int recover_member(struct member *m)
 		snprintf(path, sizeof(path), "%s", err_msg());
 	}
 	ret = node_level_rebuild(m->ckpt, m->rank, m->size, m->have_own, local, global, NULL, path,
-				 sizeof(path));
+				 sizeof(path), scratch);
+	if (scratch[0])
+		handed_add(scratch);
 	{
 		char line[PATH_MAX + 16];
 		int n = snprintf(line, sizeof(line), "%s %s\n", ret ? "ERR" : "OK", path);
@@ -935,6 +975,7 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 	if (ret)
 		log_warn("node agent on %s: %s: %s", E.host, ckpt, err_msg());
 	drop_stale(ckpt);
+	node_level_fini();      /* the ranks run again: they read their images */
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = calloc(1, sizeof(*m));
 

@@ -69,9 +69,18 @@ int node_level_busy(void);
  *      another node, or one rebuilt from parity; chunk CRCs and the image's
  *      id checked against the layout), or on failure (-ENODATA) the one
  *      line that refuses the restart, naming the ranks that cannot be
- *      rebuilt and an older checkpoint that can, the same on every rank. */
+ *      rebuilt and an older checkpoint that can, the same on every rank;
+ *      scratch (64 bytes): when path is a scratch file of local (a copy
+ *      fetched or an image rebuilt), its name, for the caller to remove
+ *      with store_scratch_remove once the rank has read it, else "".
+ *      Every other scratch file of the rebuild is gone when it returns. */
 struct redun_comm;
 int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struct store *local,
-		       struct store *global, const struct redun_comm *boot, char *path, size_t len);
+		       struct store *global, const struct redun_comm *boot, char *path, size_t len,
+		       char scratch[64]);
+
+/* Remove the scratch files handed to ranks by rebuilds (the agent ends;
+ * each UPGRADE does it too, the ranks running again by then). */
+void node_level_fini(void);
 
 #endif

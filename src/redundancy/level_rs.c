@@ -478,6 +478,11 @@ static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, i
 	own_ok[rank] = have_own;
 	rs_ok[rank] = rs_in && img_open_fd(store_io_fd(rs_in), store_io_path(rs_in), &rs) == 0 &&
 		      img_verify(rs) == 0;
+	/* damaged parity counts as lost: the rebuild takes the group's other
+	 * cells, or refuses when too few are left */
+	if (rs_in && !rs_ok[rank])
+		log_warn("rank %d: its rs parity %s is not used: %s", rank, store_io_path(rs_in),
+			 err_msg());
 	c->ops->allreduce_i64(c->h, own_ok, (size_t)nranks, REDUN_MAX);
 	c->ops->allreduce_i64(c->h, rs_ok, (size_t)nranks, REDUN_MAX);
 	/* every buffer first, agreed on, so no member receives into nothing */

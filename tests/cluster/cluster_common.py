@@ -12,7 +12,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "cluster.sh"
 BASE = pathlib.Path(os.environ.get("STS_CLUSTER", "/var/tmp/stasis-cluster"))
-NODES = 4
+NODES = 4      # a test module may ask for more: CLUSTER_NODES = 7 in it
 # One simulated cluster at a time on a machine: whoever brings it up (a test
 # module, bench/cluster, a person) holds this lock until it is down again.
 LOCK = pathlib.Path(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"))
@@ -37,7 +37,9 @@ def sh(*args, check=True, timeout=120, **kw):
 
 class Cluster:
     base = BASE
-    nodes = [f"n{i}" for i in range(1, NODES + 1)]
+
+    def __init__(self, n=NODES):
+        self.nodes = [f"n{i}" for i in range(1, n + 1)]
 
     def exec(self, node, cmd, check=True, timeout=120):
         """cmd (a shell command line) on node, like ssh: the CompletedProcess."""
@@ -58,14 +60,15 @@ def down():
 
 
 @pytest.fixture(scope="module")
-def cluster():
+def cluster(request):
     if os.geteuid() != 0:
         pytest.skip("the simulated cluster needs root")
+    n = getattr(request.module, "CLUSTER_NODES", NODES)
     lock = hold_lock()
     atexit.register(down)
     try:
-        sh("up", NODES, timeout=180)
-        yield Cluster()
+        sh("up", n, timeout=180)
+        yield Cluster(n)
     finally:
         down()
         # once down, no second down at exit: by then the lock is released
