@@ -43,10 +43,10 @@ class FakeCoordinator:
                 conn.settimeout(10)
                 f = conn.makefile("rw", newline="\n")
                 try:
-                    f.write("STASIS-COORD 2\n")
+                    f.write("STASIS-COORD 3\n")
                     f.flush()
                     hello = f.readline().strip()
-                    if hello != f"HELLO 2 {self.secret}":
+                    if hello != f"HELLO 3 {self.secret}":
                         f.write("ERR wrong secret\n")
                         f.flush()
                         continue

@@ -89,7 +89,7 @@ class SimJob:
         s.connect(str(jdir / "coord.sock"))
         f = s.makefile("rwb", buffering=0)
         f.readline()
-        f.write(f"HELLO 2 {secret}\n".encode())
+        f.write(f"HELLO 3 {secret}\n".encode())
         assert f.readline().strip() == b"OK"
         t0 = now_us()
         f.write((line + "\n").encode())
