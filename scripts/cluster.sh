@@ -273,6 +273,8 @@ cmd_up() {
     [[ $1 =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= 200)) || die "up: the number of nodes must be 1..200, not '$1'"
     if anchor_pid head >/dev/null && [[ $1 != "$NNODES" ]]; then die "up: the cluster is up with $NNODES nodes: down first"; fi
     NNODES=$1
+  elif ! anchor_pid head >/dev/null; then
+    NNODES=4   # a fresh cluster without N: 4, not the count of the last one
   fi
   mkdir -p "$BASE" && echo "$NNODES" > "$BASE/nnodes"
   for c in ip nsenter unshare setsid findmnt; do command -v $c >/dev/null || die "missing $c"; done

@@ -224,7 +224,7 @@ def main():
     stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
     lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
     fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time (tests/cluster too)
-    subprocess.run([str(CLUSTER), "up"], check=True, capture_output=True)
+    subprocess.run([str(CLUSTER), "up", str(len(NODES))], check=True, capture_output=True)
     work = BASE / "global" / f"bench-{os.getpid()}"
     work.mkdir(parents=True)
     prog = work / "ckptmem"

@@ -70,4 +70,9 @@ def test_down_leaves_nothing(cluster):
     assert not any(pathlib.Path(p).exists() for p in ("/sys/fs/cgroup/stasis-cluster",
                                                       "/sys/fs/cgroup/unified/stasis-cluster"))
     sh("down")   # a second down is harmless
-    sh("up", 4, timeout=180)   # the module's fixture still owns a cluster
+    # up without N: 4 nodes, whatever the last cluster had (a module with
+    # CLUSTER_NODES = 7 ran before); the module's fixture still owns it
+    (BASE / "nnodes").write_text("7\n")
+    sh("up", timeout=180)
+    assert (BASE / "nnodes").read_text().strip() == "4"
+    assert sh("exec", "n5", "true", check=False).returncode != 0
