@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/random.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -142,6 +143,7 @@ struct coord {
 	unsigned *slot;          /* by rank: 1 + its index in ranks (checked: may be stale) */
 	struct node_conn *nodes;
 	unsigned nnodes;
+	int node_ep;              /* epoll of the agents' connections (with tcp_fd) */
 	int next_node;
 	unsigned sent, received;  /* lines to and from node agents, this checkpoint */
 	char run_id[17];          /* STASIS_RUN_ID: names the node agents' sockets */
@@ -382,7 +384,8 @@ static int tcp_listen(struct coord *c)
 		return err_set(-EINVAL, "coord_address '%s' is not an IPv4 address", host);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0 ||
-	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
+	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0 ||
+	    (c->node_ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
 		int e = errno;
 
 		if (fd >= 0)
@@ -468,6 +471,23 @@ static void node_ranks(struct coord *c, const struct node_conn *n, char *out, si
 					      c->ranks[i].rank);
 }
 
+/* The node agents' connections are one epoll set, each event pointing at
+ * its node_conn: a poll of every agent for each line made registration and
+ * a checkpoint quadratic in nodes (bench/scale). Removed before close: a
+ * child between fork and exec holds the descriptor too. */
+static int node_watch(struct coord *c, unsigned i, int op)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &c->nodes[i] };
+
+	return epoll_ctl(c->node_ep, op, c->nodes[i].fd, &ev);
+}
+
+static void node_close(struct coord *c, unsigned i)
+{
+	epoll_ctl(c->node_ep, EPOLL_CTL_DEL, c->nodes[i].fd, NULL);
+	close(c->nodes[i].fd);
+}
+
 /* Node agent ni's connection closed, or it fell silent (n->silent: its
  * node is lost): its ranks are lost with it */
 static void node_gone(struct coord *c, unsigned ni)
@@ -492,8 +512,10 @@ static void node_gone(struct coord *c, unsigned ni)
 		if (c->ranks[i].node == n->id)
 			rank_ended(c, i, why);
 	log_info("the node agent on %s (pid %d) is gone", n->host, n->pid);
-	close(n->fd);
+	node_close(c, ni);
 	c->nodes[ni] = c->nodes[--c->nnodes];
+	if (ni < c->nnodes)
+		node_watch(c, ni, EPOLL_CTL_MOD);   /* its event points at its new place */
 }
 
 /* UNSPLIT 1 <secret> <rank> <size> <pid> <host> nompi|late <why...>: a
@@ -660,7 +682,13 @@ static void accept_conn(struct coord *c)
 	n.fd = fd;
 	n.id = ++c->next_node;
 	n.seen = now_ms();
-	c->nodes[c->nnodes++] = n;
+	c->nodes[c->nnodes] = n;
+	if (node_watch(c, c->nnodes, EPOLL_CTL_ADD) != 0) {
+		reply(fd, "ERR %s", strerror(errno));
+		close(fd);
+		return;
+	}
+	c->nnodes++;
 	reply(fd, "OK");
 	if (c->stopping)
 		reply(fd, "KILL");   /* a rank of the job being stopped, late */
@@ -822,26 +850,38 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 	unsigned left = 0, nn = c->nnodes;
 	char *done = calloc(nn ? nn : 1, 1);
 	size_t wl = strlen(word);
-	int ret = 0;
+	int ret = 0, ep = epoll_create1(EPOLL_CLOEXEC);
 
-	if (!done)
-		return err_set(-ENOMEM, "out of memory");
+	/* the agents yet to answer, an epoll set of their own: each wake-up
+	 * brings the ones with something to say (a poll of every agent for
+	 * each answer made a checkpoint quadratic in nodes, bench/scale) */
+	if (!done || ep < 0) {
+		free(done);
+		if (ep >= 0)
+			close(ep);
+		return err_set(-ENOMEM, "checkpoint: %s", strerror(done ? errno : ENOMEM));
+	}
 	for (unsigned i = 0; i < nn; i++) {
+		struct epoll_event e = { .events = EPOLLIN, .data.u32 = i };
+
 		done[i] = !c->nodes[i].in_ckpt || c->nodes[i].dead;
+		if (!done[i] && epoll_ctl(ep, EPOLL_CTL_ADD, c->nodes[i].fd, &e) != 0) {
+			if (!ret)
+				ret = err_set(-errno, "checkpoint: epoll: %s", strerror(errno));
+			done[i] = 1;
+		}
 		left += !done[i];
 	}
 	while (left) {
-		struct pollfd p[nn];
+		struct epoll_event ev[64];
 		uint64_t t = now_ms();
 		int n;
 
 		int wait = t < deadline ? (int)(deadline - t) : 0;
 
-		for (unsigned i = 0; i < nn; i++)
-			p[i] = (struct pollfd){ done[i] ? -1 : c->nodes[i].fd, POLLIN, 0 };
 		if (c->hb_timeout_ms && wait > HB_CHECK_MS)
 			wait = HB_CHECK_MS;
-		n = poll(p, nn, wait);
+		n = epoll_wait(ep, ev, 64, wait);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n == 0 && now_ms() < deadline) {
@@ -859,6 +899,7 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 						      "%llu ms", nd->host, nd->pid, ranks,
 						      (unsigned long long)(now_ms() - nd->seen));
 				nd->dead = nd->silent = 1;
+				epoll_ctl(ep, EPOLL_CTL_DEL, nd->fd, NULL);
 				done[i] = 1;
 				left--;
 			}
@@ -876,43 +917,51 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 				}
 			break;
 		}
-		for (unsigned i = 0; i < nn; i++) {
+		for (int k = 0; k < n; k++) {
+			unsigned i = ev[k].data.u32;
 			struct node_conn *nd = &c->nodes[i];
-			char line[512], why[400];
-			unsigned long long a = 0, b = 0;
-			int rl;
+			int answered = 0;
 
-			if (done[i] || !p[i].revents)
+			/* every line the agent has sent, up to its answer */
+			do {
+				char line[512], why[400];
+				unsigned long long a = 0, b = 0;
+				int rl = read_line(nd->fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
+
+				if (rl == 0 && strcmp(line, "ALIVE"))
+					c->received++;
+				answered = 1;
+				if (rl != 0) {
+					char ranks[200];
+
+					node_ranks(c, nd, ranks, sizeof(ranks));
+					if (!ret)
+						ret = err_set(-EPIPE, "the node agent on %s (pid %d; ranks %s) "
+							      "ended during the checkpoint", nd->host, nd->pid,
+							      ranks);
+					nd->dead = 1;
+				} else if (!strncmp(line, word, wl) && line[wl] == ' ' &&
+					   sscanf(line + wl, "%llu %llu", &a, &b) >= 1) {
+					if (a > *max)
+						*max = a;
+					*sum += b;
+				} else if (!strncmp(line, "FAILED ", 7)) {
+					if (!ret)
+						ret = err_set(-EIO, "%s", line + 7);
+				} else {
+					if (node_line(c, nd, line, why, sizeof(why)) == 2 && !ret)
+						ret = err_set(-EPIPE, "%s", why);
+					answered = 0;   /* its answer is still to come */
+				}
+			} while (!answered && line_waiting(nd->fd));
+			if (!answered)
 				continue;
-			rl = read_line(nd->fd, line, sizeof(line), CLIENT_TIMEOUT_MS);
-			if (rl == 0 && strcmp(line, "ALIVE"))
-				c->received++;
-			if (rl != 0) {
-				char ranks[200];
-
-				node_ranks(c, nd, ranks, sizeof(ranks));
-				if (!ret)
-					ret = err_set(-EPIPE, "the node agent on %s (pid %d; ranks %s) "
-						      "ended during the checkpoint", nd->host, nd->pid,
-						      ranks);
-				nd->dead = 1;
-			} else if (!strncmp(line, word, wl) && line[wl] == ' ' &&
-				   sscanf(line + wl, "%llu %llu", &a, &b) >= 1) {
-				if (a > *max)
-					*max = a;
-				*sum += b;
-			} else if (!strncmp(line, "FAILED ", 7)) {
-				if (!ret)
-					ret = err_set(-EIO, "%s", line + 7);
-			} else {
-				if (node_line(c, nd, line, why, sizeof(why)) == 2 && !ret)
-					ret = err_set(-EPIPE, "%s", why);
-				continue;   /* its answer is still to come */
-			}
+			epoll_ctl(ep, EPOLL_CTL_DEL, nd->fd, NULL);
 			done[i] = 1;
 			left--;
 		}
 	}
+	close(ep);
 	free(done);
 	return ret;
 }
@@ -935,30 +984,48 @@ static int missing_died(struct coord *c)
 	return 0;
 }
 
+/* The lines of the node agents with something to say, outside a
+ * checkpoint: registrations, copies done, ranks that ended or died. Every
+ * line an agent has sent, not one a wake-up. Returns the index of an agent
+ * that said REQUEST (MPIX_Checkpoint asks for a checkpoint), else -1. Stops
+ * at an agent gone (the array changed); the rest, level-triggered, come
+ * at the next call. */
+static int node_events(struct coord *c)
+{
+	struct epoll_event ev[64];
+	int n = epoll_wait(c->node_ep, ev, 64, 0);
+
+	for (int k = 0; k < n; k++) {
+		unsigned i = (unsigned)((struct node_conn *)ev[k].data.ptr - c->nodes);
+		char line[512];
+		int said = 0, gone;
+
+		do {
+			gone = read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
+			said = gone ? 0 : node_line(c, &c->nodes[i], line, NULL, 0);
+		} while (!gone && said != 1 && line_waiting(c->nodes[i].fd));
+		if (gone) {
+			node_gone(c, i);
+			return -1;
+		}
+		if (said == 1)
+			return (int)i;
+	}
+	return -1;
+}
+
 /* One round of the node agents' traffic outside a checkpoint (new
  * connections, registrations, ends), for at most timeout_ms. Returns 1
  * when a node agent said REQUEST. */
 static int serve_nodes(struct coord *c, int timeout_ms)
 {
-	unsigned nn = c->nnodes;
-	struct pollfd p[nn + 1];
+	struct pollfd p[2] = { { c->tcp_fd, POLLIN, 0 }, { c->node_ep, POLLIN, 0 } };
 	int request = 0;
 
-	p[0] = (struct pollfd){ c->tcp_fd, POLLIN, 0 };
-	for (unsigned i = 0; i < nn; i++)
-		p[1 + i] = (struct pollfd){ c->nodes[i].fd, POLLIN, 0 };
-	if (poll(p, nn + 1, timeout_ms) <= 0)
+	if (poll(p, 2, timeout_ms) <= 0)
 		return 0;
-	for (unsigned i = nn; i-- > 0;) {
-		char line[512];
-
-		if (!p[1 + i].revents)
-			continue;
-		if (read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
-			node_gone(c, i);   /* moves the last node into i: visited already */
-		else if (node_line(c, &c->nodes[i], line, NULL, 0) == 1)
-			request = 1;
-	}
+	if (p[1].revents)
+		request = node_events(c) >= 0;
 	if (p[0].revents)
 		accept_conn(c);
 	return request;
@@ -1549,7 +1616,7 @@ static void launch_reset(struct coord *c)
 	c->nranks = 0;
 	c->nnotes = 0;
 	for (unsigned i = 0; i < c->nnodes; i++)
-		close(c->nodes[i].fd);
+		node_close(c, i);
 	c->nnodes = 0;
 	memset(c->copying, 0, sizeof(c->copying));
 	c->nlost_hosts = 0;
@@ -1961,8 +2028,8 @@ static void serve(struct coord *c)
 		c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 	while (!c->done) {
 		unsigned nt = proc_tree_size(c->tree);
-		struct pollfd p[5 + c->nnodes + nt];
-		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, inode = -1;
+		struct pollfd p[5 + nt];
+		int n = 0, timeout = -1, ichan = -1, istat = -1, itcp = -1, asked;
 		unsigned nn = c->nnodes;
 
 		p[n++] = (struct pollfd){ c->listen_fd, POLLIN, 0 };
@@ -1978,10 +2045,8 @@ static void serve(struct coord *c)
 		if (c->tcp_fd >= 0) {
 			itcp = n;
 			p[n++] = (struct pollfd){ c->tcp_fd, POLLIN, 0 };
+			p[n++] = (struct pollfd){ c->node_ep, POLLIN, 0 };
 		}
-		inode = n;
-		for (unsigned i = 0; i < nn; i++)
-			p[n++] = (struct pollfd){ c->nodes[i].fd, POLLIN, 0 };
 		if (c->o->interval_ms && (nt || c->nranks)) {
 			uint64_t t = now_ms();
 
@@ -2006,31 +2071,12 @@ static void serve(struct coord *c)
 			proc_tree_serve(c->tree, p + ichan, nt);
 		/* node agents: registrations, copies done, ranks that ended or
 		 * died, a checkpoint asked for (MPIX_Checkpoint) */
-		for (unsigned i = nn; i-- > 0;) {
-			char line[512];
-
-			int said = 0, gone = 0;
-
-			if (!p[inode + (int)i].revents)
-				continue;
-			/* every line the agent has sent, not one a poll of every
-			 * node: registering N ranks made N polls of them all */
-			do {
-				gone = read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
-				said = gone ? 0 : node_line(c, &c->nodes[i], line, NULL, 0);
-			} while (!gone && said != 1 && line_waiting(c->nodes[i].fd));
-			if (gone) {
-				node_gone(c, i);   /* moves the last node into i: visited already */
-				continue;
-			}
-			if (said != 1)
-				continue;
+		if (itcp >= 0 && p[itcp + 1].revents && (asked = node_events(c)) >= 0) {
 			log_info("the program asks for a checkpoint (MPIX_Checkpoint, through the node "
-				 "agent on %s)", c->nodes[i].host);
+				 "agent on %s)", c->nodes[asked].host);
 			if (checkpoint(c, 0, name, sizeof(name)) != 0)
 				fprintf(stderr, "stasis: checkpoint asked for by the program failed: %s\n",
 					err_msg());
-			break;   /* the nodes' array may have changed */
 		}
 		if (itcp >= 0 && p[itcp].revents)
 			accept_conn(c);
@@ -2103,8 +2149,10 @@ static void coord_fini(struct coord *c)
 	free(c->notes);
 	free(c->argv);
 	policy_chain_free(&c->policy);
-	if (c->tcp_fd >= 0)
+	if (c->tcp_fd >= 0) {
 		close(c->tcp_fd);
+		close(c->node_ep);
+	}
 	store_close(&c->store);
 }
 
