@@ -33,6 +33,7 @@
  */
 #include "common/err.h"
 #include "image/image.h"
+#include "node/node.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -58,7 +59,7 @@
 #define RANKS_PER_WORKER 16384    /* descriptors: the hard limit may be 20000 */
 #define AGENTS_AT_ONCE 16         /* node agents starting at the same time */
 #define READY_TIMEOUT_MS 60000
-#define PROTOCOL 2                /* NODE_PROTOCOL_VERSION */
+#define PROTOCOL NODE_PROTOCOL_VERSION
 
 struct rank {
 	int fd, rank, node;
