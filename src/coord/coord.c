@@ -459,6 +459,21 @@ static void rank_ended(struct coord *c, unsigned i, const char *why)
 	rank_drop(c, i);
 }
 
+/* QUIT <rank> exit <status> | abort <code>: the program ends the rank
+ * itself, without MPI_Finalize (its BYE follows) */
+static void rank_quit(struct coord *c, const char *args)
+{
+	char how[8];
+	int rank, code, i;
+
+	if (sscanf(args, "%d %7s %d", &rank, how, &code) != 3 || (i = rank_index(c, rank)) < 0)
+		return;
+	raise_event(c, EV_RANK_QUIT, rank, c->ranks[i].host, code, !strcmp(how, "abort") ?
+		    "rank %d (pid %d on %s) called MPI_Abort (error code %d)" :
+		    "rank %d (pid %d on %s) exited with status %d without calling MPI_Finalize",
+		    rank, c->ranks[i].pid, c->ranks[i].host, code);
+}
+
 /* The ranks of node n, "2, 3" */
 static void node_ranks(struct coord *c, const struct node_conn *n, char *out, size_t len)
 {
@@ -812,6 +827,8 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 		return 1;
 	} else if (sscanf(line, "BYE %d", &rank) == 1 && (i = rank_index(c, rank)) >= 0) {
 		rank_ended(c, (unsigned)i, NULL);
+	} else if (!strncmp(line, "QUIT ", 5)) {
+		rank_quit(c, line + 5);
 	} else if (sscanf(line, "LOST %d %n", &rank, &pos) == 1 && pos &&
 		   (i = rank_index(c, rank)) >= 0) {
 		if (why)
@@ -1960,6 +1977,16 @@ static int migrate(struct coord *c, const struct coord_event *ev)
  * a recovery the rest are stale (the old launch's) */
 static void decide(struct coord *c)
 {
+	/* a rank the program ended comes first: the losses that arrived with
+	 * it (from other nodes' agents) are its consequences */
+	for (unsigned i = 1; i < c->nevents; i++)
+		for (unsigned k = i; k > 0 && c->events[k].kind == EV_RANK_QUIT &&
+		     c->events[k - 1].kind != EV_RANK_QUIT; k--) {
+			struct coord_event t = c->events[k - 1];
+
+			c->events[k - 1] = c->events[k];
+			c->events[k] = t;
+		}
 	for (unsigned i = 0; i < c->nevents && !c->done; i++) {
 		struct coord_event ev = c->events[i];
 		char msg[600];
@@ -1983,6 +2010,8 @@ static void decide(struct coord *c)
 			predicted_checkpoint(c, msg);
 			break;
 		default:
+			if (msg[0])
+				fprintf(stderr, "stasis: %s\n", msg);
 			break;
 		}
 	}

@@ -31,19 +31,30 @@ struct policy_chain {
 	unsigned max_restarts, restarts;
 	int failed;           /* a rank or node of the running launch was lost */
 	int starting;         /* relaunched, not every rank registered yet */
+	int quit;             /* the program ended a rank of the running launch itself */
 	char first[320];      /* the first failure of the running launch */
 };
 
 /* autor: a lost rank or node, or a launcher that ended badly after one,
- * relaunches the job; after max_restarts recoveries it gives up */
+ * relaunches the job; after max_restarts recoveries it gives up. A rank
+ * the program ended itself (exit without MPI_Finalize, MPI_Abort) is not
+ * recovered: a relaunch would come to the same end. Nor are the losses
+ * that follow it in that launch (the launcher ends the other ranks). */
 static enum policy_action autor_decide(struct policy_chain *p, const struct coord_event *ev,
 				       char *msg, size_t len)
 {
 	const char *what;
 
 	switch (ev->kind) {
+	case EV_RANK_QUIT:
+		if (!p->quit && !p->failed)
+			snprintf(msg, len, "%s: the program's own end, not recovered", ev->detail);
+		p->quit = 1;
+		return POLICY_NEXT;
 	case EV_RANK_LOST:
 	case EV_NODE_LOST:
+		if (p->quit)
+			return POLICY_NEXT;
 		if (!p->failed)
 			snprintf(p->first, sizeof(p->first), "%s", ev->detail);
 		p->failed = 1;
@@ -54,7 +65,7 @@ static enum policy_action autor_decide(struct policy_chain *p, const struct coor
 		 * program's own failure), ends the job; a relaunch that ends
 		 * before every rank is back failed (a node lost meanwhile, which
 		 * the launcher could not reach) */
-		if (ev->status == 0 || (!p->failed && !p->starting))
+		if (ev->status == 0 || p->quit || (!p->failed && !p->starting))
 			return POLICY_NEXT;
 		if (!p->failed)
 			snprintf(p->first, sizeof(p->first), "the relaunched launcher ended with status "
@@ -173,6 +184,7 @@ uint64_t policy_backoff_ms(const struct policy_chain *p)
 void policy_launched(struct policy_chain *p)
 {
 	p->failed = 0;
+	p->quit = 0;
 	p->first[0] = 0;
 	p->starting = 1;
 }
@@ -186,6 +198,7 @@ const char *coord_event_name(enum coord_event_kind kind)
 {
 	static const char *const names[] = {
 		[EV_RANK_EXITED] = "rank exited", [EV_RANK_LOST] = "rank lost",
+		[EV_RANK_QUIT] = "rank quit",
 		[EV_NODE_LOST] = "node lost", [EV_LAUNCHER_ENDED] = "launcher ended",
 		[EV_CKPT_ESTABLISHED] = "checkpoint established",
 		[EV_MIGRATE_ASKED] = "migration asked", [EV_FAULT_PREDICTED] = "fault predicted",

@@ -26,6 +26,8 @@ enum coord_event_kind {
 	EV_RANK_EXITED,       /* a rank ended normally (MPI_Finalize: BYE) */
 	EV_RANK_LOST,         /* a rank's connection closed without BYE, or went with
 				 its node agent's */
+	EV_RANK_QUIT,         /* the program ended a rank itself without MPI_Finalize:
+				 exit (status), or MPI_Abort (code) */
 	EV_NODE_LOST,         /* a node agent fell silent (no heartbeat): its node is gone */
 	EV_LAUNCHER_ENDED,    /* the launcher (or the single program) ended; status */
 	EV_CKPT_ESTABLISHED,  /* a checkpoint became COMPLETE; detail: its name */
@@ -46,7 +48,8 @@ struct coord_event {
 
 enum policy_action {
 	POLICY_NEXT,          /* not this policy's: ask the next one */
-	POLICY_IGNORE,        /* nothing to do: the job goes on */
+	POLICY_IGNORE,        /* nothing to do: the job goes on (a message, if the
+				 policy gives one, is logged) */
 	POLICY_RECOVER,       /* stop the job, relaunch it from the latest usable checkpoint */
 	POLICY_END,           /* the job is over: end with the event's status */
 	POLICY_GIVE_UP,       /* a failure that will not be recovered: stop the job, end

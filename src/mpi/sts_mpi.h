@@ -135,6 +135,9 @@ struct sts_hand_ops {
 	/* a predefined attribute of MPI_COMM_WORLD (STS_ATTR_*) as the real
 	 * MPI has it; ranks neutral */
 	int (*attr_predef)(int which, int *value, int *flag);
+	/* the program exits (exit(status), or returns from main) without
+	 * MPI_Finalize: the node agent is told (docs/coordinator.md) */
+	void (*quit)(int status);
 };
 
 /* the predefined attributes the lower half is asked for (uh_attr.c) */

@@ -170,6 +170,16 @@ int stasis_mpix_checkpoint(int *state)
 
 /* ---- initialization: the lower half initialized the real MPI already ---- */
 
+/* on_exit: the program ends without MPI_Finalize (exit, a return from
+ * main); its status tells a recovery policy that the program chose to end,
+ * and did not die (docs/coordinator.md, "Events and recovery policies") */
+static void quitting(int status, void *arg)
+{
+	(void)arg;
+	if (initialized && !finalized)
+		STS_LOWER(sts_lh->hand.quit(status));
+}
+
 int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 {
 	int ret;
@@ -183,6 +193,7 @@ int PMPI_Init_thread(int *argc, char ***argv, int required, int *provided)
 	STS_LOWER(ret = sts_lh->hand.init(required, &thread_level));
 	if (ret == 0) {
 		initialized = 1;
+		on_exit(quitting, NULL);
 		main_tid = gettid();
 		if (provided)
 			*provided = thread_level;

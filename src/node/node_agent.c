@@ -68,6 +68,7 @@ struct rank {
 	unsigned restarts;
 	char host[64];
 	int in_ckpt, answered, written, leaving;
+	int quit;              /* said QUIT: the program ends it (its close is a goodbye) */
 };
 
 enum phase { IDLE, COLLECT, ANSWERED };
@@ -449,6 +450,14 @@ static int rank_said(unsigned i, const char *line)
 			to_coord("REQUEST");
 		return 0;
 	}
+	if (!strncmp(line, "QUIT ", 5)) {
+		/* exit without MPI_Finalize, or MPI_Abort: told at once, before
+		 * the launcher ends the other ranks for it */
+		to_coord("QUIT %d %.40s", r->rank, line + 5);
+		send_line(r->c.fd, "QUITOK");   /* the rank ends only now */
+		r->quit = 1;
+		return 0;
+	}
 	if (A.phase != COLLECT || !r->in_ckpt || r->answered)
 		return 0;
 	wl = strlen(A.word);
@@ -758,7 +767,7 @@ static void serve(void)
 					break;   /* BYE: freed */
 			}
 			if (gone && !said && i < A.n && A.r[i] == r)
-				rank_gone(i, r->leaving);
+				rank_gone(i, r->leaving || r->quit);
 		}
 		if (p[1].revents)
 			accept_rank();

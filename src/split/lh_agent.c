@@ -690,6 +690,8 @@ gone:
 	coord_fd = -1;
 }
 
+static int quit_acked;   /* the node agent passed this rank's QUIT on (QUITOK) */
+
 static void *agent(void *arg)
 {
 	char line[256];
@@ -698,6 +700,8 @@ static void *agent(void *arg)
 	while (coord_fd >= 0 && read_line(line, sizeof(line)) == 0) {
 		if (!strncmp(line, "CHECKPOINT ", 11))
 			checkpoint(line + 11);
+		else if (!strcmp(line, "QUITOK"))
+			__atomic_store_n(&quit_acked, 1, __ATOMIC_RELEASE);
 	}
 	/* the coordinator is gone: the program runs on without checkpoints */
 	if (coord_fd >= 0)
@@ -709,6 +713,19 @@ static void *agent(void *arg)
 int lh_agent_request(void)
 {
 	return coord_fd >= 0 && send_line("REQUEST") == 0 ? 0 : -1;
+}
+
+void lh_agent_quit(const char *how, int code)
+{
+	struct timespec ts = { 0, 10 * 1000 * 1000 };
+
+	if (coord_fd < 0 || send_line("QUIT %s %d", how, code) != 0)
+		return;
+	/* until the node agent has passed it on (QUITOK, which the agent
+	 * thread reads): the launcher ends the other ranks once this one
+	 * ends, and their losses must not reach the coordinator first */
+	for (int i = 0; i < 200 && !__atomic_load_n(&quit_acked, __ATOMIC_ACQUIRE); i++)
+		nanosleep(&ts, NULL);
 }
 
 void lh_agent_bye(void)

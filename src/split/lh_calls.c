@@ -49,7 +49,15 @@ static int lh_finalize(void)
 
 static void lh_abort(uint32_t comm, int code)
 {
+	lh_agent_quit("abort", code);
 	MPI_Abort((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), code);
+}
+
+/* the program exits without MPI_Finalize (uh_core.c's on_exit) */
+static void lh_quit(int status)
+{
+	if (!lh_info->finalized)
+		lh_agent_quit("exit", status);
 }
 
 #define SMALL 64
@@ -203,6 +211,7 @@ void lh_hand_ops_fill(struct sts_hand_ops *ops)
 	ops->init = lh_init;
 	ops->finalize = lh_finalize;
 	ops->abort = lh_abort;
+	ops->quit = lh_quit;
 	ops->waitall = lh_waitall;
 	ops->waitany = lh_waitany;
 	ops->testall = lh_testall;

@@ -249,6 +249,10 @@ int lh_coll_wait(uint64_t key, uint32_t *req);
 /* lh_agent.c: ask the job's coordinator for a checkpoint; -1 when the
  * rank has none */
 int lh_agent_request(void);
+/* The program ends the rank itself without MPI_Finalize (how: "exit" with
+ * its status, "abort" with MPI_Abort's code): tell the node agent, so that
+ * a recovery policy does not take it for a death (docs/coordinator.md) */
+void lh_agent_quit(const char *how, int code);
 /* The program ends (MPI_Finalize): tell the node agent, which otherwise
  * reports the rank dead when its connection closes */
 void lh_agent_bye(void);

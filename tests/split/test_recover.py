@@ -6,9 +6,11 @@ with the program's status and its own output; `--max-restarts 0` gives up
 in one line with the failure status; `--recover none` ends as before.
 heatdis (libstasis, application level) on two simulated nodes, its rank 2
 killed: relaunched, it recovers from its own checkpoint and ends with the
-grid of an uninterrupted run; `stasis migrate` of it is refused.
+grid of an uninterrupted run; `stasis migrate` of it is refused. A rank
+that the program ends itself (exit without MPI_Finalize, MPI_Abort) is
+not recovered: one line, the program's status.
 The cluster's cases (a node lost, spares) are tests/cluster/test_recover.py.
-About 40 s.
+About 45 s.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import os
@@ -164,3 +166,23 @@ def test_heatdis_migration_is_refused_in_one_line(job, tmp_path):
         "stasis: migrate: migration of an application-level job (libstasis) is not built: its "
         "ranks cannot be checkpointed transparently (--recover auto recovers it from its own "
         "checkpoints)\n"), r.stderr
+
+
+quit = program_fixture("quit")
+
+
+@pytest.mark.parametrize("how", ["exit", "abort"])
+def test_a_rank_the_program_ends_itself_is_not_recovered(quit, job, how):
+    """exit(3) without MPI_Finalize, or MPI_Abort(3), on rank 1: the
+    program's decision, which a relaunch would repeat. One line says so;
+    the job ends as its launcher does, with the program's status."""
+    job.start(*launcher("openmpi", 2), quit["openmpi"], ITERS, SLEEP_MS, 3, how,
+              extra=["--recover", "auto"])
+    rc, out, err = job.finish_job()
+    assert rc == 3 and "PASS" not in out, out + err
+    mine = [ln for ln in err.splitlines() if ln.startswith("stasis:")]
+    what = ("called MPI_Abort (error code 3)" if how == "abort" else
+            "exited with status 3 without calling MPI_Finalize")
+    assert len(mine) == 1 and re.fullmatch(
+        rf"stasis: rank 1 \(pid \d+ on \S+\) {re.escape(what)}: the program's own end, not "
+        rf"recovered", mine[0]), err

@@ -137,9 +137,37 @@ static void test_crmig(void)
 	}
 }
 
+/* a rank the program ended itself (exit without MPI_Finalize, MPI_Abort)
+ * is not recovered, nor are the losses that follow it in that launch */
+static void test_quit(void)
+{
+	struct policy_chain *p = NULL;
+	struct coord_event quit = ev(EV_RANK_QUIT, 3), died = ev(EV_RANK_LOST, 0),
+			   bad = ev(EV_LAUNCHER_ENDED, 3);
+	char msg[512];
+
+	strcpy(quit.detail, "rank 1 (pid 7 on n2) exited with status 3 without calling MPI_Finalize");
+	CHECK_EQ(policy_chain_create("none", 3, &p), 0);
+	CHECK_EQ(policy_decide(p, &quit, msg, sizeof(msg)), POLICY_IGNORE);
+	CHECK(msg[0] == 0);
+	policy_chain_free(&p);
+
+	CHECK_EQ(policy_chain_create("auto", 3, &p), 0);
+	CHECK_EQ(policy_decide(p, &quit, msg, sizeof(msg)), POLICY_IGNORE);
+	CHECK(!strcmp(msg, "rank 1 (pid 7 on n2) exited with status 3 without calling MPI_Finalize: "
+		      "the program's own end, not recovered"));
+	CHECK_EQ(policy_decide(p, &died, msg, sizeof(msg)), POLICY_IGNORE);
+	CHECK_EQ(policy_decide(p, &bad, msg, sizeof(msg)), POLICY_END);
+	/* a new launch: a loss is recovered again */
+	policy_launched(p);
+	CHECK_EQ(policy_decide(p, &died, msg, sizeof(msg)), POLICY_RECOVER);
+	policy_chain_free(&p);
+}
+
 int main(void)
 {
 	test_none();
+	test_quit();
 	test_crmig();
 	test_auto();
 	test_hosts();
