@@ -166,14 +166,40 @@ enum { STS_ATTR_TAG_UB, STS_ATTR_HOST, STS_ATTR_IO, STS_ATTR_UNIVERSE_SIZE, STS_
 
 #define STS_LH_INFO_ADDR 0x3ff1f0000000ull   /* in Stasis's window: never saved */
 #define STS_LH_MAGIC 0x53545348414c4631ull   /* "1FLAHSTS" */
-#define STS_LH_VERSION 2
+#define STS_LH_VERSION 3
+
+/* A TLS of the lower half that an upper thread borrows while it is inside
+ * MPI (docs/split.md, "MPI from every thread"). Below
+ * MPI_THREAD_SERIALIZED there is one, the lower half's main thread's, for
+ * the one thread that calls MPI; at SERIALIZED and MULTIPLE slot 0 is the
+ * program's main thread's and every other thread that calls MPI takes one
+ * of the others, each the TLS of a dormant thread of the lower half: MPI's
+ * and libc's per-thread state (errno, MPICH's and Open MPI's own
+ * __thread variables, pthread_self()) is then its own. */
+#define STS_TLS_SLOTS 64
+struct sts_tls {
+	uint64_t lh_fs;             /* the lower-half FS base it lends */
+	uint64_t uh_fs;             /* the borrower's FS base while it is inside */
+	volatile int32_t owner;     /* the borrower's thread id; 0: free (slot 0: the main thread's) */
+	/* a checkpoint holds this thread at a collective's entry: it parks when
+	 * it leaves the lower half (sts_leave), the others run on */
+	volatile uint32_t hold;
+	uint32_t held;              /* 1 + the communicator it is held at (lh_coll.c) */
+	uint32_t pad;
+};
 
 struct sts_lh_info {
 	uint64_t magic;
 	uint32_t version;
 	uint32_t fsgsbase;          /* the wrfsbase instruction may be used */
-	uint64_t lh_fs;             /* the lower half's FS base (its TLS) */
-	uint64_t uh_fs;             /* the upper thread's FS base while it is inside */
+	uint64_t lh_fs;             /* the lower half's FS base (its main thread's TLS) */
+	/* slots in tls[]: 1 below SERIALIZED, STS_TLS_SLOTS at SERIALIZED and
+	 * MULTIPLE, where every call also takes the lower half's lock */
+	uint32_t ntls;
+	uint32_t tls_gen;           /* new with every lower half: a slot claimed before a restart is stale */
+	struct sts_tls tls[STS_TLS_SLOTS];
+	void (*lock)(void);         /* the lower half's lock, recursive, on the borrowed TLS */
+	void (*unlock)(void);
 	int world_rank;
 	int world_size;
 	int thread_provided;

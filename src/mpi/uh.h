@@ -37,20 +37,45 @@
 /* the thread was in the lower half when a checkpoint began: park now */
 void sts_park_pending(void);
 
+/* The lower-half TLS this thread borrows (sts_mpi.h, struct sts_tls):
+ * slot 0 below SERIALIZED; at SERIALIZED and MULTIPLE the thread's own,
+ * claimed on its first call into the lower half since that one started
+ * (uh_core.c). */
+extern __thread struct sts_tls *sts_me __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t sts_me_gen __attribute__((tls_model("initial-exec")));
+struct sts_tls *sts_tls_claim(void);
+
+static inline struct sts_tls *sts_slot(void)
+{
+	struct sts_tls *me = sts_me;
+
+	if (__builtin_expect(sts_lh->ntls == 1, 1))
+		return &sts_lh->tls[0];
+	if (__builtin_expect(!me || sts_me_gen != sts_lh->tls_gen, 0))
+		me = sts_tls_claim();
+	return me;
+}
+
 static inline uint64_t sts_enter(void)
 {
 	int g = (int)sts_lh->fsgsbase;
+	struct sts_tls *me = sts_slot();
 	uint64_t fs = sts_tp();
 
-	sts_lh->uh_fs = fs;
-	sts_wrfs(g, sts_lh->lh_fs);
+	me->uh_fs = fs;
+	sts_wrfs(g, me->lh_fs);
+	if (__builtin_expect(sts_lh->ntls > 1, 0))
+		sts_lh->lock();
 	return fs;
 }
 
 static inline void sts_leave(uint64_t fs)
 {
+	if (__builtin_expect(sts_lh->ntls > 1, 0))
+		sts_lh->unlock();
 	sts_wrfs((int)sts_lh->fsgsbase, fs);
-	if (__builtin_expect(sts_lh->ckpt_pending, 0))
+	if (__builtin_expect(sts_lh->ckpt_pending, 0) ||
+	    (__builtin_expect(sts_lh->ntls > 1, 0) && sts_me->hold))
 		sts_park_pending();
 }
 

@@ -1,6 +1,7 @@
 /* uh_core.c - the upper half's hand-written MPI functions (functions.list:
  * hand) and the switch into the lower half. */
 #include <link.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -41,6 +42,64 @@ static void check_lower(void)
 		_exit(1);
 	}
 	checked = 1;
+}
+
+__thread struct sts_tls *sts_me __attribute__((tls_model("initial-exec")));
+__thread uint32_t sts_me_gen __attribute__((tls_model("initial-exec")));
+static pthread_key_t slot_key;
+static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
+
+/* a thread that ends gives its lower-half TLS back */
+static void slot_free(void *p)
+{
+	struct sts_tls *t = p;
+
+	if (t && sts_me_gen == sts_lh->tls_gen && t != &sts_lh->tls[0])
+		__atomic_store_n(&t->owner, 0, __ATOMIC_RELEASE);
+	sts_me = NULL;
+}
+
+static void slot_key_make(void)
+{
+	pthread_key_create(&slot_key, slot_free);
+}
+
+/* At SERIALIZED and MULTIPLE: the program's main thread borrows the lower
+ * half's main TLS, every other thread a free slot of its own, for as long
+ * as it lives in this lower half (a restart's fresh one has new slots). */
+struct sts_tls *sts_tls_claim(void)
+{
+	pid_t tid = gettid();
+	struct sts_tls *t = NULL;
+
+	if (tid == getpid()) {
+		t = &sts_lh->tls[0];
+	} else {
+		for (uint32_t i = 1; i < sts_lh->ntls && !t; i++) {
+			int32_t free_ = 0;
+
+			if (__atomic_compare_exchange_n(&sts_lh->tls[i].owner, &free_, tid, 0,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+				t = &sts_lh->tls[i];
+		}
+		if (!t) {
+			char msg[200];
+			int n = snprintf(msg, sizeof(msg), "stasis: rank %d: more than %u threads "
+					 "call MPI; the split process lends each one a TLS of "
+					 "its own, %u at most\n", sts_lh->world_rank,
+					 sts_lh->ntls - 1, sts_lh->ntls - 1);
+
+			/* MPI_Abort's way down borrows the main thread's */
+			sts_me = &sts_lh->tls[0];
+			sts_me_gen = sts_lh->tls_gen;
+			sts_die(msg, n, 1);
+		}
+		pthread_once(&slot_once, slot_key_make);
+		pthread_setspecific(slot_key, t);
+	}
+	sts_me = t;
+	sts_me_gen = sts_lh->tls_gen;
+	return t;
 }
 
 void sts_park_pending(void)

@@ -10,16 +10,16 @@
  * the kernel is given trampoline() for every handler, the program's own
  * goes in a table here. trampoline() finds the lower half's FS base in
  * place when the thread was inside (%fs:0 is the thread block's own
- * address), puts the program's back for the handler (sts_lh->uh_fs, which
- * sts_enter wrote before it switched) and the lower half's after it.
+ * address), puts the program's back for the handler (the uh_fs of the
+ * lower-half TLS it borrows, which sts_enter wrote before it switched) and
+ * the lower half's after it.
  * sigaction's old action and a query give back the program's own handler.
  *
  * The table is in the upper half's memory, and the kernel's actions (the
  * trampoline's address) are saved and restored by the checkpoint: both
  * come back at a restart. Limits: libc's internal callers (sysv_signal,
- * sigset) are not followed; at MPI_THREAD_MULTIPLE, with several threads
- * inside MPI at once, uh_fs is the last one's (as for everything else
- * there). Fortran programs look these up after libc and are not covered.
+ * sigset) are not followed. Fortran programs look these up after libc and
+ * are not covered.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -36,12 +36,15 @@ static sigaction_fn real_sigaction;
 
 static void trampoline(int sig, siginfo_t *si, void *uc)
 {
-	uint64_t lh = sts_lh->lh_fs;
-	int inside = sts_tp() == lh;
+	uint64_t lh = sts_tp();
+	const struct sts_tls *inside = NULL;
 	struct sigaction a = prog[sig];
 
+	for (uint32_t i = 0; i < sts_lh->ntls && !inside; i++)
+		if (sts_lh->tls[i].lh_fs == lh)
+			inside = &sts_lh->tls[i];
 	if (inside)
-		sts_wrfs((int)sts_lh->fsgsbase, sts_lh->uh_fs);
+		sts_wrfs((int)sts_lh->fsgsbase, inside->uh_fs);
 	if (a.sa_flags & SA_RESETHAND)   /* the kernel's is SIG_DFL again */
 		prog[sig].sa_handler = SIG_DFL;
 	if (a.sa_flags & SA_SIGINFO)

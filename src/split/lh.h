@@ -24,6 +24,25 @@
 
 extern struct sts_lh_info *lh_info;
 
+/* lh_tls.c: the lower-half TLS slot of the thread now running (lh_info->
+ * tls[0] below MPI_THREAD_SERIALIZED; NULL on the lower half's own
+ * threads); the dormant threads that lend theirs, started after MPI_Init
+ * (0, or -1 when none could be); the lock every call takes at SERIALIZED
+ * and MULTIPLE, let go of for a moment by a waiting call when another
+ * thread wants it; the slot a thread of the program borrows (NULL: none);
+ * whether fs is a lent TLS (a thread inside MPI: no TLS used, for the
+ * checkpoint signal's handler); and "park this thread when it leaves" for
+ * a checkpoint's hold at a collective (the rank's every thread below
+ * SERIALIZED). */
+extern __thread struct sts_tls *lh_me;
+int lh_tls_start(void);
+void lh_lock(void);
+void lh_unlock(void);
+void lh_tls_yield(void);
+struct sts_tls *lh_tls_of_tid(int32_t tid);
+int lh_tls_lent(uint64_t fs);
+void lh_hold_me(void);
+
 /* "stasis: lower half: ..." on stderr in one write, then exit status 127
  * (lh_main.c) */
 void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));

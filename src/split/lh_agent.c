@@ -138,7 +138,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 
 	(void)sig;
 	(void)si;
-	if (fs == lh_info->lh_fs) {
+	if (lh_tls_lent(fs)) {
 		/* inside an MPI call: it parks when it leaves (sts_leave) */
 		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
 		return;
@@ -162,8 +162,15 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 	/* the generation first: a resume between these two loads is seen by
 	 * one or the other, never missed (resume clears pending, then counts) */
 	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
-	if (!lh_info->ckpt_pending)
-		return;
+	if (!lh_info->ckpt_pending) {
+		/* at SERIALIZED or MULTIPLE a checkpoint may hold this thread
+		 * alone at a collective's entry (lh_coll.c); the others run on */
+		struct sts_tls *me = lh_info->ntls > 1 ? lh_tls_of_tid((int32_t)tid) : NULL;
+
+		if (!me || !me->hold)
+			return;
+		me->hold = 0;
+	}
 	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
 	if (i < LH_MAX_THREADS) {
@@ -322,14 +329,6 @@ static int check_parked(void)
 	if (main < 0)
 		return err_set(-EDEADLK, "rank %d: the program's main thread did not stop",
 			       lh_info->world_rank);
-	/* the checkpoint's MPI calls are made on the main thread, between the
-	 * program's own: only right if no other thread makes any */
-	if (n > 1 && lh_info->thread_provided > MPI_THREAD_FUNNELED)
-		return err_set(-ENOTSUP, "rank %d: the program runs %u threads at "
-			       "MPI_THREAD_%s; threaded ranks are checkpointed at funneled only "
-			       "(STASIS_MPI_THREAD_LEVEL=funneled)", lh_info->world_rank, n,
-			       lh_info->thread_provided == MPI_THREAD_MULTIPLE ? "MULTIPLE"
-									: "SERIALIZED");
 	if (main > 0) {
 		struct split_thread t = st.threads[0];
 
@@ -429,9 +428,22 @@ static int park_all(void)
 	return await_parked(PARK_TIMEOUT_MS);
 }
 
+/* at SERIALIZED or MULTIPLE: no communicator is behind its target */
+static int at_targets(void)
+{
+	int behind;
+
+	lh_lock();
+	behind = lh_coll_behind();
+	lh_unlock();
+	return !behind;
+}
+
 /* A rank behind a collective target (lh_coll.c): its threads run on until
- * the main thread parks itself at its targets (or is parked by force after
- * timeout_ms); then the others are stopped again. */
+ * the main thread parks itself at its targets (at SERIALIZED or MULTIPLE:
+ * until no communicator is behind, whichever threads brought it there), or
+ * are parked by force after timeout_ms; then the others are stopped
+ * again. */
 static int run_until_parked(int timeout_ms)
 {
 	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
@@ -441,9 +453,10 @@ static int run_until_parked(int timeout_ms)
 	resume();
 	for (;;) {
 		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
-		struct timespec ts = { 0, 20 * 1000 * 1000 };
+		struct timespec ts = { 0, lh_info->ntls > 1 ? 2 * 1000 * 1000 : 20 * 1000 * 1000 };
 
-		parked = (int)__atomic_load_n(&main_in, __ATOMIC_SEQ_CST);
+		parked = lh_info->ntls > 1 ? at_targets()
+					   : (int)__atomic_load_n(&main_in, __ATOMIC_SEQ_CST);
 		if (parked || lh_now_ms() >= deadline)
 			break;
 		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
@@ -576,6 +589,8 @@ static int coll_quiesce(void)
 
 	coll_failed = coll_stuck = 0;
 	lh_lg->held = lh_lg->held_blocking = lh_lg->go_blocking = 0;
+	for (uint32_t i = 0; i < lh_info->ntls; i++)
+		lh_info->tls[i].held = lh_info->tls[i].hold = 0;
 	while ((ret = on_main(coll_round)) > 0) {
 		uint64_t now = lh_now_ms();
 		int left = now < deadline ? (int)(deadline - now) : 1, parked;

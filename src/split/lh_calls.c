@@ -99,7 +99,7 @@ static void op_trampoline(int slot, void *in, void *inout, int *len, MPI_Datatyp
 	uint32_t n = (uint32_t)dtype_neutral(*dt);
 	uint64_t fs = sts_rdfs(g);
 
-	sts_wrfs(g, lh_info->uh_fs);
+	sts_wrfs(g, lh_me->uh_fs);
 	lh_info->uh->op_call(slot, in, inout, len, n);
 	sts_wrfs(g, fs);
 }
@@ -183,6 +183,7 @@ static int lh_mpix_wait(uint64_t ticket, int *state)
 		}
 		if (lh_info->ckpt_pending)
 			return STS_AGAIN;
+		lh_tls_yield();
 		nanosleep(&ts, NULL);
 	}
 }

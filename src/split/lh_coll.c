@@ -74,6 +74,11 @@ static int behind(void)
 	return 0;
 }
 
+int lh_coll_behind(void)
+{
+	return behind();
+}
+
 static int hold(uint32_t comm)
 {
 	lh_lg->held = comm + 1;
@@ -81,10 +86,44 @@ static int hold(uint32_t comm)
 	return STS_AGAIN;
 }
 
+/* At SERIALIZED and MULTIPLE each thread of the rank may wait in a
+ * collective of its own communicator, and one rank's threads are not in
+ * one order: a thread goes on only where its communicator is behind, and
+ * is held alone at the entry of any other (it parks, the rank's other
+ * threads run on); a release lets each held thread start the collective
+ * it is held at. The rank is at its targets when no communicator is
+ * behind (run_until_parked, lh_agent.c), whichever threads got it there. */
+static int thread_enter(uint32_t comm)
+{
+	struct sts_tls *me = lh_me;
+
+	switch (lh_lg->advancing) {
+	case LH_RUN_ADVANCE:
+		if (lh_lg->coll_seq[comm] >= lh_lg->coll_target[comm]) {
+			me->held = comm + 1;
+			lh_hold_me();
+			return STS_AGAIN;
+		}
+		break;
+	case LH_RUN_RELEASE:
+		if (me->held != comm + 1 && lh_lg->coll_seq[comm] >= lh_lg->coll_target[comm]) {
+			me->held = comm + 1;
+			lh_hold_me();
+			return STS_AGAIN;
+		}
+		break;
+	}
+	me->held = 0;
+	lh_lg->coll_seq[comm]++;
+	return 0;
+}
+
 int lh_coll_enter(uint32_t comm)
 {
 	if (ensure(comm) != 0)
 		return 0;   /* not counted: a later checkpoint may fail, never be wrong */
+	if (lh_info->ntls > 1)
+		return thread_enter(comm);
 	switch (lh_lg->advancing) {
 	case LH_RUN_ADVANCE:
 		/* a checkpoint runs and this rank was let go to reach its targets */
@@ -120,7 +159,7 @@ int lh_coll_blocking(uint32_t comm)
 	 * thread would wait for them with no way out to park */
 	lh_lg->held_blocking = LH_BLOCKING_NONE;
 	lh_lg->held = 0;
-	lh_info->ckpt_pending = 1;
+	lh_hold_me();
 	return STS_AGAIN;
 }
 
@@ -131,13 +170,13 @@ int lh_coll_passed(uint32_t comm)
 	if (lh_lg->go_blocking == comm + 1) {
 		/* every member is held past the barrier: all go in now, then park */
 		lh_lg->go_blocking = lh_lg->held_blocking = 0;
-		lh_info->ckpt_pending = 1;
+		lh_hold_me();
 		return 0;
 	}
 	/* the others may be stopped: held here until they all are */
 	lh_lg->held_blocking = comm + 1;
 	lh_lg->held = 0;
-	lh_info->ckpt_pending = 1;
+	lh_hold_me();
 	return STS_AGAIN;
 }
 

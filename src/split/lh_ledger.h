@@ -26,7 +26,7 @@
 #include "sts_mpi.h"
 
 #define LG_MAGIC 0x5245474445484c53ull   /* "SLHEDGER" */
-#define LG_VERSION 5
+#define LG_VERSION 6
 #define LG_CLASSES 40
 
 /* One neutral handle of a kind. */
@@ -55,8 +55,11 @@ struct lh_msg {
 	unsigned char data[];
 };
 
-/* A blocking call that returned STS_AGAIN and will be called again. */
+/* A blocking call that returned STS_AGAIN and will be called again: one
+ * per thread of the program caught in one (at MULTIPLE, every thread). */
+#define LH_CONTS 64
 struct lh_cont {
+	uint64_t owner;         /* the thread's upper FS base (the same after a restart) */
 	uint32_t op;            /* 0: none */
 	uint32_t req[2];        /* its requests (neutral) */
 	uint64_t key;           /* its arguments, hashed */
@@ -75,7 +78,8 @@ struct lh_ledger {
 	uint64_t *sent_to, *recv_from;   /* messages per world rank */
 	struct lh_msg *drain_head, *drain_tail;
 	uint64_t drain_n, drain_bytes;
-	struct lh_cont cont;
+	struct lh_cont cont[LH_CONTS];
+	uint32_t nconts;                 /* of cont[] in use */
 	uint32_t pending_sends;          /* send requests MPI has not completed */
 	/* collectives (lh_coll.c), per neutral communicator: how many this rank
 	 * started, the checkpoint's target, the lower half's duplicate, and
@@ -197,6 +201,8 @@ void lh_release_now(int kind, uint32_t n);
 /* lh_coll.c: a collective is about to start on comm: 0 (counted), or
  * STS_AGAIN (a checkpoint holds it) */
 int lh_coll_enter(uint32_t comm);
+/* lh_coll.c: some communicator's count is below its checkpoint target */
+int lh_coll_behind(void);
 /* lh_coll.c: a collective with no non-blocking form (a communicator
  * made, a file opened, collective MPI-IO on the file's own communicator;
  * LH_BLOCKING_NONE: on a file with no record) is about to start: 0 (go

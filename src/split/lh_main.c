@@ -675,6 +675,8 @@ int main(int argc, char **argv, char **envp)
 	lh_info->mem_unfill = lh_mem_unfill;
 	if (lh_poll_init())
 		lh_log(LOG_DEBUG, "requests tested by their completion word");
+	if (lh_tls_start() != 0)
+		lh_die("cannot start the threads whose TLS the program's threads borrow in MPI");
 
 	if (restore && *restore)
 		restart(restore, &early);

@@ -65,6 +65,7 @@ static inline int idle(unsigned *polls)
 {
 	if (++*polls % POLLS_PER_YIELD == 0)
 		sched_yield();
+	lh_tls_yield();
 	return ckpt_pending();
 }
 
@@ -444,24 +445,44 @@ static uint64_t key_of(uint32_t op, uint64_t a, uint64_t b, uint64_t c, uint64_t
 	return (h ^ d) * 0x100000001b3ull;
 }
 
+/* this thread's continuation (a new one: make), or NULL */
+static struct lh_cont *cont_of(int make)
+{
+	uint64_t who = lh_me->uh_fs;
+
+	for (uint32_t i = 0; i < LH_CONTS; i++)
+		if (lh_lg->cont[i].op && lh_lg->cont[i].owner == who)
+			return &lh_lg->cont[i];
+	for (uint32_t i = 0; make && i < LH_CONTS; i++)
+		if (!lh_lg->cont[i].op) {
+			lh_lg->cont[i].owner = who;
+			lh_lg->nconts++;
+			return &lh_lg->cont[i];
+		}
+	return NULL;
+}
+
 static int cont_take(uint32_t op, uint64_t key, uint32_t req[2], void **tmp)
 {
-	struct lh_cont *c = &lh_lg->cont;
+	struct lh_cont *c = lh_lg->nconts ? cont_of(0) : NULL;
 
-	if (c->op != op || c->key != key)
+	if (!c || c->op != op || c->key != key)
 		return 0;
 	req[0] = c->req[0];
 	req[1] = c->req[1];
 	if (tmp)
 		*tmp = c->tmp;
 	c->op = 0;
+	lh_lg->nconts--;
 	return 1;
 }
 
 static int cont_park(uint32_t op, uint64_t key, const uint32_t req[2], void *tmp)
 {
-	struct lh_cont *c = &lh_lg->cont;
+	struct lh_cont *c = cont_of(1);
 
+	if (!c)   /* more threads caught in a call than LH_MAX_THREADS */
+		return lh_err(MPI_ERR_INTERN);
 	c->op = op;
 	c->key = key;
 	c->req[0] = req[0];
@@ -834,7 +855,7 @@ static int blk_recv(struct blk *b, void *buf, int cnt, uint32_t dt, int src, int
 static inline int continued(uint32_t op, uint64_t (*key)(const void *args), const void *args,
 			    uint32_t r[2])
 {
-	return lh_lg->cont.op == op && cont_take(op, key(args), r, NULL);
+	return lh_lg->nconts && cont_take(op, key(args), r, NULL);
 }
 
 /* the drain buffer has a message for (comm, src, tag), or src is

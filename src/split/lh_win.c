@@ -327,6 +327,7 @@ static int take(struct rec_win *r, int target, int type)
 			return STS_AGAIN;   /* parks; called again, it tries again */
 		if (++polls % 16 == 0)
 			sched_yield();
+		lh_tls_yield();
 	}
 }
 
@@ -502,6 +503,7 @@ static int await_all(struct rec_win *r, int kind, uint8_t *set, int once, int *f
 			return STS_AGAIN;
 		if (++polls % 16 == 0)
 			sched_yield();
+		lh_tls_yield();
 	}
 }
 

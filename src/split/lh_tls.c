@@ -1,0 +1,181 @@
+/* lh_tls.c - a lower-half TLS for every upper thread that calls MPI, and
+ * the lower half's lock (docs/split.md, "MPI from every thread").
+ *
+ * An upper thread inside an MPI call runs the lower half's code on the
+ * lower half's TLS. Below MPI_THREAD_SERIALIZED one thread calls MPI, and
+ * it borrows the main thread's. At SERIALIZED and MULTIPLE each calling
+ * thread borrows one of its own: the TLS of a dormant thread started here
+ * (it only waits, its stack unused), so that libc's errno and
+ * pthread_self(), MPICH's and Open MPI's per-thread state, and the lower
+ * half's own __thread variables (lh_me: which slot is this thread's) are
+ * per thread as MPI expects. The dormant threads exist before the
+ * checkpoint thread lists the lower half's threads, so they are never
+ * signaled.
+ *
+ * The lower half's own state (handle tables, the ledger, message counts,
+ * the drain buffer) is kept by one thread at a time: at those levels every
+ * call takes the lock (sts_enter), recursive for a callback into the upper
+ * half that calls MPI again. A call that waits lets it go between two
+ * tests of its requests when another thread wants it (lh_tls_yield), so a
+ * thread that waits for a message another thread of the rank sends gets
+ * it.
+ */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lh.h"
+#include "lh_ckpt.h"
+
+__thread struct sts_tls *lh_me;
+
+#define DORMANT_STACK (64 * 1024)
+
+static uint32_t lock_word;            /* 0 free, 1 held, 2 held and wanted */
+static struct sts_tls *lock_owner;    /* whose TLS holds it (NULL: the checkpoint thread's) */
+static unsigned lock_depth;
+static uint32_t started;
+
+static long futex(uint32_t *w, int op, uint32_t v)
+{
+	return syscall(SYS_futex, w, op, v, NULL, NULL, 0);
+}
+
+static void lock_take(void)
+{
+	uint32_t c = 0;
+
+	if (__atomic_compare_exchange_n(&lock_word, &c, 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(&lock_word, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		futex(&lock_word, FUTEX_WAIT_PRIVATE, 2);
+		c = __atomic_exchange_n(&lock_word, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+static void lock_give(void)
+{
+	if (__atomic_exchange_n(&lock_word, 0, __ATOMIC_RELEASE) == 2)
+		futex(&lock_word, FUTEX_WAKE_PRIVATE, 1);
+}
+
+void lh_lock(void)
+{
+	if (lh_me && __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) == lh_me) {
+		lock_depth++;
+		return;
+	}
+	lock_take();
+	lock_owner = lh_me;
+	lock_depth = 1;
+}
+
+void lh_unlock(void)
+{
+	if (--lock_depth)
+		return;
+	lock_owner = NULL;
+	lock_give();
+}
+
+void lh_tls_yield(void)
+{
+	struct sts_tls *me;
+	unsigned depth;
+
+	if (lh_info->ntls == 1 || __atomic_load_n(&lock_word, __ATOMIC_RELAXED) != 2)
+		return;
+	me = lock_owner;
+	depth = lock_depth;
+	lock_owner = NULL;
+	lock_give();
+	sched_yield();
+	lock_take();
+	lock_owner = me;
+	lock_depth = depth;
+}
+
+static void *dormant(void *arg)
+{
+	struct sts_tls *t = arg;
+
+	lh_me = t;
+	t->lh_fs = sts_rdfs(0);
+	__atomic_add_fetch(&started, 1, __ATOMIC_RELEASE);
+	futex(&started, FUTEX_WAKE_PRIVATE, 1);
+	for (;;)
+		pause();
+	return NULL;
+}
+
+int lh_tls_start(void)
+{
+	struct timespec ts;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	uint32_t want = STS_TLS_SLOTS - 1, n;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	lh_info->tls_gen = (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ getpid()) | 1;
+	lh_info->tls[0].lh_fs = lh_info->lh_fs;
+	lh_info->tls[0].owner = getpid();
+	lh_info->ntls = 1;
+	lh_info->lock = lh_lock;
+	lh_info->unlock = lh_unlock;
+	lh_me = &lh_info->tls[0];
+	if (lh_info->thread_provided < MPI_THREAD_SERIALIZED)
+		return 0;
+	sigfillset(&all);
+	sigdelset(&all, LH_CKPT_SIGNAL);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, DORMANT_STACK);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	for (uint32_t i = 1; i <= want; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, &attr, dormant, &lh_info->tls[i]) != 0) {
+			want = i - 1;
+			break;
+		}
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	while ((n = __atomic_load_n(&started, __ATOMIC_ACQUIRE)) < want)
+		futex(&started, FUTEX_WAIT_PRIVATE, n);
+	if (want < 1)
+		return -1;
+	lh_info->ntls = want + 1;
+	return 0;
+}
+
+struct sts_tls *lh_tls_of_tid(int32_t tid)
+{
+	for (uint32_t i = 0; i < lh_info->ntls; i++)
+		if (__atomic_load_n(&lh_info->tls[i].owner, __ATOMIC_RELAXED) == tid)
+			return &lh_info->tls[i];
+	return NULL;
+}
+
+int lh_tls_lent(uint64_t fs)
+{
+	for (uint32_t i = 0; i < lh_info->ntls; i++)
+		if (lh_info->tls[i].lh_fs == fs)
+			return 1;
+	return 0;
+}
+
+void lh_hold_me(void)
+{
+	if (lh_info->ntls > 1)
+		lh_me->hold = 1;
+	else
+		lh_info->ckpt_pending = 1;
+}
