@@ -85,9 +85,13 @@ enum proc_msg_type {
 	PROC_MSG_POPULATE,      /* struct proc_data[]: large runs of anonymous memory that
 				 * DATA and CHUNK records will fill, in their order; the
 				 * restorer populates them ahead of the fill on a helper thread */
+	PROC_MSG_HELPER_TID,    /* int32_t: the tid the helper thread takes, one that no
+				 * thread of any process of the tree has (they restore at
+				 * once in one PID namespace); without it, the lowest that
+				 * none of this process's threads has */
 };
 /* Restore stream order: HEADER, SIGACTS, REGION*, THREAD*, THREADS_DONE,
- * POPULATE, IMAGE, (DATA | CHUNK)*, KEEP_FDS. */
+ * [HELPER_TID], POPULATE, IMAGE, (DATA | CHUNK)*, KEEP_FDS. */
 
 struct proc_msg {
 	uint32_t magic;

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
@@ -919,6 +920,7 @@ struct rproc {
 	int stream[2];              /* restore stream: the restorer reads [0] */
 	int channel;                /* the agent's new channel end */
 	int image_fd;
+	int32_t helper_tid;         /* its restorer's helper thread's (helper_tids) */
 };
 
 /* The coordinator's descriptors (its listening socket above all) must not
@@ -1005,6 +1007,16 @@ static int find_shm(struct rproc *rp, size_t np, int base)
 						if (rp[e].im.regions[j].shm_fd == r->shm_fd)
 							r->shm_fill = 0;
 			}
+	return 0;
+}
+
+/* Does the process map shared memory of the tree that another process
+ * fills (find_shm)? */
+static int maps_shm_of_others(const struct image *im)
+{
+	for (uint32_t i = 0; i < im->header.nregions; i++)
+		if (im->regions[i].shm_fd >= 0 && !im->regions[i].shm_fill)
+			return 1;
 	return 0;
 }
 
@@ -1339,7 +1351,30 @@ static int send_populate(const struct image *im, int fd)
 	return ret;
 }
 
-static int send_stream(struct image *im, int fd, void *buf)
+/* The tids the helper threads of restorers running at once take: each
+ * one that no thread or process of the tree has (the namespace's init is
+ * 1), and no two alike. */
+static void helper_tids(struct rproc *rp, size_t np)
+{
+	int32_t next = 2;
+
+	for (size_t k = 0; k < np; k++) {
+		if (!rp[k].p.img)
+			continue;
+		for (int taken = 1; taken; next += taken) {
+			taken = 0;
+			for (size_t e = 0; e < np && !taken; e++) {
+				taken = rp[e].p.pid == next;
+				for (uint32_t t = 0; rp[e].p.img && !taken &&
+						     t < rp[e].im.header.nthreads; t++)
+					taken = rp[e].im.threads[t].tid == next;
+			}
+		}
+		rp[k].helper_tid = next++;
+	}
+}
+
+static int send_stream(struct image *im, int fd, int32_t helper_tid, void *buf)
 {
 	struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_HEADER, sizeof(im->header) + im->header.cwd_len };
 	struct proc_data *pieces = NULL;
@@ -1375,6 +1410,8 @@ static int send_stream(struct image *im, int fd, void *buf)
 		ret = proc_send(fd, PROC_MSG_THREAD, &im->threads[i], sizeof(im->threads[i]));
 	if (!ret)
 		ret = proc_send(fd, PROC_MSG_THREADS_DONE, NULL, 0);
+	if (!ret && helper_tid)
+		ret = proc_send(fd, PROC_MSG_HELPER_TID, &helper_tid, sizeof(helper_tid));
 	if (!ret)
 		ret = send_populate(im, fd);
 	if (!ret)
@@ -1409,9 +1446,61 @@ static int send_stream(struct image *im, int fd, void *buf)
 	return ret;
 }
 
+/* One process's restore stream, written on a thread of its own. */
+struct stream_job {
+	struct rproc *rp;
+	void *buf;                  /* COPY_SIZE bytes for decoded chunks */
+	pthread_t thread;
+	int started, ret;
+	char msg[512];              /* its err_msg() when ret */
+};
+
+static void *stream_main(void *arg)
+{
+	struct stream_job *j = arg;
+
+	j->ret = send_stream(&j->rp->im, j->rp->stream[1], j->rp->helper_tid, j->buf);
+	if (j->ret)
+		snprintf(j->msg, sizeof(j->msg), "%s", err_msg());
+	return NULL;
+}
+
+/* Start writing rp's stream (with buf, or a buffer of its own); written
+ * here, at once, when no thread can be made. */
+static int stream_start(struct stream_job *j, struct rproc *rp, void *buf)
+{
+	j->rp = rp;
+	j->buf = buf ? buf : malloc(COPY_SIZE);
+	if (!j->buf)
+		return -ENOMEM;
+	if (pthread_create(&j->thread, NULL, stream_main, j) == 0) {
+		j->started = 1;
+		return 0;
+	}
+	stream_main(j);
+	return j->ret ? err_set(j->ret, "%s", j->msg) : 0;
+}
+
+/* Wait for the streams of jobs[0..n) being written; the first failure. */
+static int streams_join(struct stream_job *jobs, size_t n)
+{
+	int ret = 0;
+
+	for (size_t k = 0; k < n; k++) {
+		if (!jobs[k].started)
+			continue;
+		pthread_join(jobs[k].thread, NULL);
+		jobs[k].started = 0;
+		if (jobs[k].ret && !ret)
+			ret = jobs[k].msg[0] ? err_set(jobs[k].ret, "%s", jobs[k].msg) : jobs[k].ret;
+	}
+	return ret;
+}
+
 int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out)
 {
+	struct stream_job *jobs = NULL;
 	struct rproc *rp = calloc(np ? np : 1, sizeof(*rp));
 	int status[2] = { -1, -1 };
 	void *buf = NULL;
@@ -1459,6 +1548,7 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 			      proc_restorer_path());
 	if (ret)
 		goto out;
+	helper_tids(rp, np);
 	buf = malloc(COPY_SIZE);
 	if (!buf || pipe2(status, O_CLOEXEC) != 0) {
 		ret = err_set(-errno, "cannot set up the restart: %s", strerror(errno));
@@ -1511,18 +1601,38 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 			rp[k].stream[0] = -1;
 			fcntl(rp[k].stream[1], F_SETPIPE_SZ, 1 << 20);   /* fewer, larger copies; best effort */
 		}
-	/* one process after the other: each restorer reads only its own, and
-	 * the next one starts once this one runs (its agent said RESTARTED):
-	 * shared memory is filled by the first process that maps it before
-	 * any other can touch it */
+	/* every process restores at once, its stream written by a thread of
+	 * its own (a restorer reads only its stream and its image). Only
+	 * shared memory orders them: the first process that maps it fills it,
+	 * so one that maps it without filling it starts once every process
+	 * before it runs (said RESTARTED) */
+	jobs = calloc(np, sizeof(*jobs));
+	if (!jobs)
+		ret = -ENOMEM;
 	for (size_t k = 0; !ret && k < np; k++) {
-		struct pollfd pw = { v[k].peer, POLLIN, 0 };
-
 		if (!rp[k].p.img)
 			continue;
-		ret = send_stream(&rp[k].im, rp[k].stream[1], buf);
-		if (!ret && k + 1 < np && v[k].peer >= 0 && poll(&pw, 1, PROC_HELLO_TIMEOUT_MS) <= 0)
-			ret = err_set(-EIO, "process %d did not come back", (int)rp[k].p.pid);
+		if (maps_shm_of_others(&rp[k].im)) {
+			ret = streams_join(jobs, k);
+			for (size_t e = 0; !ret && e < k; e++) {
+				struct pollfd pw = { v[e].peer, POLLIN, 0 };
+
+				if (rp[e].p.img && v[e].peer >= 0 &&
+				    poll(&pw, 1, PROC_HELLO_TIMEOUT_MS) <= 0)
+					ret = err_set(-EIO, "process %d did not come back",
+						      (int)rp[e].p.pid);
+			}
+		}
+		if (!ret)
+			ret = stream_start(&jobs[k], &rp[k], k ? NULL : buf);
+	}
+	if (jobs) {
+		int joined = streams_join(jobs, np);
+
+		ret = ret ? ret : joined;
+		for (size_t k = 1; k < np; k++)
+			free(jobs[k].buf);
+		free(jobs);
 	}
 	if (ret == -EPIPE) {
 		int st;

@@ -92,6 +92,7 @@ static struct {
 	struct proc_data *ahead;
 	uint64_t nahead;
 	volatile int32_t helper_tid;       /* cleared by the kernel when it exits */
+	int32_t helper_want;               /* HELPER_TID's, or 0 */
 	volatile int helper_stop;
 	struct proc_header h;
 	char cwd[2 * MAX_PATH + 2];      /* the cwd, then the executable */
@@ -834,7 +835,7 @@ static int tid_taken(int32_t tid)
 static void helper_start(const struct proc_msg *m)
 {
 	struct clone_args ca;
-	int32_t tid = 2;
+	int32_t tid = R.helper_want > 1 ? R.helper_want : 2;
 	long ret;
 
 	if (m->len % sizeof(struct proc_data) || m->len > POPULATE_MAX)
@@ -897,6 +898,12 @@ static void fill(struct proc_msg *m)
 	int64_t t;
 
 	read_threads(m);
+	if (m->type == PROC_MSG_HELPER_TID) {
+		if (m->len != sizeof(R.helper_want))
+			die("the restore stream has a bad helper record");
+		read_all(&R.helper_want, sizeof(R.helper_want));
+		read_msg(m);
+	}
 	if (m->type == PROC_MSG_POPULATE) {
 		helper_start(m);
 		read_msg(m);
