@@ -134,6 +134,14 @@ struct coord {
 	} rec;
 	char lost_hosts[HOSTS_MAX][64];   /* nodes lost by the launch (heartbeats) */
 	unsigned nlost_hosts;
+	/* A relaunch that ends before every rank is back asks the host list's
+	 * nodes whose agents never came whether they live (a spare that died
+	 * before its agent started): the hosts that run ranks of the launch,
+	 * the hosts whose agents connected */
+	char expected[HOSTS_MAX][64];
+	unsigned nexpected;
+	char agents[HOSTS_MAX][64];
+	unsigned nagents;
 	char **argv;             /* the launcher's command as relaunched (owned) */
 	/* MPI jobs (job.h): the program is a launcher, the ranks register */
 	int tcp_fd;
@@ -168,6 +176,21 @@ struct coord {
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 };
+
+/* a set of host names (lost, agents, ...): whether host is in it; add it */
+static int host_in(char (*set)[64], unsigned n, const char *host)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (!strcmp(set[i], host))
+			return 1;
+	return 0;
+}
+
+static void host_add(char (*set)[64], unsigned *n, const char *host)
+{
+	if (!host_in(set, *n, host) && *n < HOSTS_MAX)
+		snprintf(set[(*n)++], 64, "%s", host);
+}
 
 static uint64_t now_ms(void)
 {
@@ -651,6 +674,11 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 	c->slot[r.rank] = c->nranks;
 	reply(n->fd, "OK %d", r.rank);
 	log_info("rank %d of %d registered (pid %d on %s)", r.rank, r.size, r.pid, r.host);
+	if (c->nranks == c->size) {
+		c->nexpected = 0;
+		for (unsigned i = 0; i < c->nranks; i++)
+			host_add(c->expected, &c->nexpected, c->ranks[i].host);
+	}
 	if (c->rec.pending && c->nranks == c->size) {
 		/* the recovery's one line: every rank of the relaunch is back */
 		fprintf(stderr, "stasis: %s; %.1f s\n", c->rec.line,
@@ -707,6 +735,7 @@ static void accept_conn(struct coord *c)
 	reply(fd, "OK");
 	if (c->stopping)
 		reply(fd, "KILL");   /* a rank of the job being stopped, late */
+	host_add(c->agents, &c->nagents, n.host);
 	log_info("node agent on %s (pid %d) connected", n.host, n.pid);
 }
 
@@ -1637,6 +1666,7 @@ static void launch_reset(struct coord *c)
 	c->nnodes = 0;
 	memset(c->copying, 0, sizeof(c->copying));
 	c->nlost_hosts = 0;
+	c->nagents = 0;
 }
 
 static void give_up(struct coord *c, const char *msg)
@@ -1647,12 +1677,39 @@ static void give_up(struct coord *c, const char *msg)
 	c->status = c->launcher_code ? c->launcher_code : 1;
 }
 
+/* The relaunch ended before every rank was back: a node of its host list
+ * may have died before its agent started (Open MPI's mpirun starts a
+ * daemon on every node of the list, spares too, and fails when one does
+ * not answer). The nodes whose agents did not come are asked through the
+ * remote shell; those that do not answer are lost. The hosts that run
+ * ranks are not spares (the failed launch registered none). */
+static void dead_hosts(struct coord *c, char (*used)[64], unsigned *nused)
+{
+	char hosts[HOSTS_MAX][64], ask[HOSTS_MAX][64];
+	int alive[HOSTS_MAX];
+	unsigned n = job_hosts(c->launch, hosts, HOSTS_MAX), nask = 0;
+
+	for (unsigned i = 0; i < n; i++)
+		if (!host_in(c->agents, c->nagents, hosts[i]))
+			host_add(ask, &nask, hosts[i]);
+	migrate_hosts_alive(ask, nask, alive, (int)(c->hb_timeout_ms + 2000));
+	for (unsigned i = 0; i < nask; i++)
+		if (!alive[i]) {
+			log_warn("recovery: %s does not answer (%s %s true): taken for lost", ask[i],
+				 cfg_str(CFG_MIGRATE_SHELL), ask[i]);
+			host_add(c->lost_hosts, &c->nlost_hosts, ask[i]);
+		}
+	for (unsigned i = 0; i < c->nexpected; i++)
+		host_add(used, nused, c->expected[i]);
+}
+
 /* Relaunch the job from the newest usable checkpoint, without the nodes
  * lost; said in one line once every rank registered again */
 static void recover(struct coord *c, const struct coord_event *ev)
 {
 	char used[HOSTS_MAX][64], name[64], dir[PATH_MAX], note[300], **argv = NULL, from[160];
 	uint64_t backoff;
+	unsigned nused;
 	int ret;
 
 	stop_job(c);
@@ -1671,8 +1728,11 @@ static void recover(struct coord *c, const struct coord_event *ev)
 		nanosleep(&ts, NULL);
 	}
 	policy_recovered(c->policy);
-	ret = job_launch_without(c->launch, c->lost_hosts, c->nlost_hosts, used,
-				 used_hosts(c, used), &argv, note, sizeof(note));
+	nused = used_hosts(c, used);
+	if (c->rec.pending)
+		dead_hosts(c, used, &nused);
+	ret = job_launch_without(c->launch, c->lost_hosts, c->nlost_hosts, used, nused, &argv,
+				 note, sizeof(note));
 	snprintf(c->rec.line, sizeof(c->rec.line), "recovery %u of %u: %s; from %s%s%s",
 		 policy_restarts(c->policy), c->o->max_restarts, ev->detail, from,
 		 note[0] ? "; " : "", note);

@@ -812,3 +812,26 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
 	*out = v;
 	return 0;
 }
+
+unsigned job_hosts(char *const *argv, char (*out)[64], unsigned max)
+{
+	int prog = job_program_index(argv);
+	unsigned n = 0;
+
+	for (int i = 1; i < prog; i++) {
+		const char *list = NULL;
+
+		if (!host_option(argv[i], &list))
+			continue;
+		if (!list && !(list = argv[i + 1]))
+			break;
+		for (const char *p = list; *p && n < max;) {
+			size_t l = strcspn(p, ","), h = strcspn(p, ":,");
+
+			if (h && h < 64)
+				snprintf(out[n++], 64, "%.*s", (int)h, p);
+			p += l + (p[l] == ',');
+		}
+	}
+	return n;
+}

@@ -93,4 +93,9 @@ int job_stop_grace_ms(const char *argv0);
 int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char (*used)[64],
 		       unsigned nused, char ***out, char *note, size_t nlen);
 
+/* The hosts of the launcher's host list (Open MPI's --host/-H, Hydra's
+ * -hosts/-host), without their slot counts, at most max; 0 with none
+ * (srun: Slurm places). */
+unsigned job_hosts(char *const *argv, char (*out)[64], unsigned max);
+
 #endif

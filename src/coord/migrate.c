@@ -95,6 +95,53 @@ int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
 	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EIO;
 }
 
+void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_ms)
+{
+	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	pid_t pid[n ? n : 1];
+	unsigned left = 0;
+
+	for (unsigned i = 0; i < n; i++) {
+		alive[i] = 0;
+		pid[i] = fork();
+		if (pid[i] == 0) {
+			sigset_t none;
+			int null = open("/dev/null", O_RDWR);
+
+			sigemptyset(&none);
+			sigprocmask(SIG_SETMASK, &none, NULL);
+			dup2(null, 0);
+			dup2(null, 1);
+			dup2(null, 2);
+			execlp(shell, shell, hosts[i], "true", (char *)NULL);
+			_exit(127);
+		}
+		left += pid[i] > 0;
+	}
+	for (int waited = 0; left; waited += 20) {
+		for (unsigned i = 0; i < n; i++) {
+			int st;
+
+			if (pid[i] <= 0 || waitpid(pid[i], &st, WNOHANG) != pid[i])
+				continue;
+			alive[i] = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+			pid[i] = -1;
+			left--;
+		}
+		if (left && waited >= timeout_ms) {
+			for (unsigned i = 0; i < n; i++)
+				if (pid[i] > 0) {
+					kill(pid[i], SIGKILL);
+					waitpid(pid[i], NULL, 0);
+				}
+			break;
+		}
+		if (left)
+			nanosleep(&ts, NULL);
+	}
+}
+
 uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s)
 {
 	if (!bytes_per_s)

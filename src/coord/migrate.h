@@ -29,6 +29,11 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
  * 0 when it received and checked every image. */
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms);
 
+/* Which of hosts[n] answer through the same remote shell (`migrate_shell
+ * HOST true`, all at once) within timeout_ms: alive[i] 1 or 0. A recovery
+ * whose relaunch failed asks it of the host list's nodes. */
+void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_ms);
+
 /* The expected migration time of bytes at rate bytes_per_s (0: the
  * default rate, key migrate_rate in MiB/s), in ms, and the setup's cost
  * (a checkpoint, a receiver started, a relaunch) included. */

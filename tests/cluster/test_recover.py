@@ -8,8 +8,9 @@ Open MPI's mpirun exits by itself about a second after the loss; MPICH's
 mpiexec hangs, and the coordinator finds the node by its agent's silence
 and ends it. A rank killed alone (its node lives) under staging: every
 rank back on its node, from that node's copy. An srun step in a
---no-kill allocation, relaunched on its third node. About 110 s. Needs
-root.
+--no-kill allocation, relaunched on its third node. A spare that dies
+while the job runs (Open MPI's mpirun ends the job, and cannot start
+again with it): found dead, passed over. About 130 s. Needs root.
 
 --max-restarts and --recover none are tests/split/test_recover.py: the
 same paths, on one host."""
@@ -118,5 +119,41 @@ def test_srun_step_relaunched_in_its_allocation_without_the_lost_node(cluster, p
         hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)",
                                  err.split(lines[0])[0])[-2:]
         assert victim not in hosts_after, (hosts_after, err)
+    finally:
+        job.kill()
+
+
+def node_up(node):
+    return sh("exec", node, "true", check=False, timeout=30).returncode == 0
+
+
+def test_a_spare_dead_before_its_agent_started_is_passed_over(cluster, progs, tmp_path):
+    """ranks on n1 and n4, spares n2 and n3; n2 dies while the job runs:
+    Open MPI's mpirun, which has a daemon on every node of its list, ends
+    the job; the relaunch fails at once (no daemon on n2); the coordinator
+    finds n2 dead through the remote shell and relaunches without it"""
+    for node in ("n1", "n2", "n3", "n4"):   # other tests of the module kill nodes
+        if not node_up(node):
+            sh("start-node", node, timeout=180)
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_LOG": "info"}
+    try:
+        job.start(launcher("openmpi", "n1:1,n4:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        name = job.checkpoint()
+        job.lines_until(r"rank 0 iteration 5")
+        sh("kill-node", "n2")
+        rc, out, err = job.finish()
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
+        assert re.search(r"warn: recovery: n2 does not answer \(ssh n2 true\): taken for lost",
+                         err), err
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            rf"stasis: recovery 2 of 3: .*; from {name}; n2 replaced by n3; \d+\.\d s",
+            lines[0]), err
+        hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)",
+                                 err.split(lines[0])[0])[-2:]
+        assert sorted(hosts_after) == ["n1", "n4"], (hosts_after, err)
     finally:
         job.kill()
