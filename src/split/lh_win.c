@@ -48,6 +48,15 @@ struct rec_win {
 	int64_t *seen;
 	uint8_t *post_to, *start_of;
 	int posted, started;
+	/* a window of MPI_Win_create_dynamic: the memory attached to it, in
+	 * the order attached (made again so at restart: the program's
+	 * addresses, its displacements, are the same there) */
+	int dynamic;
+	struct rec_attach {
+		void *base;
+		sts_aint size;
+	} *att;
+	uint32_t natt, att_cap;
 };
 
 #define LOCK_WRITER (INT64_MIN / 2)
@@ -64,6 +73,7 @@ static void rec_free(struct rec_win *r)
 	lg_free(r->seen);
 	lg_free(r->post_to);
 	lg_free(r->start_of);
+	lg_free(r->att);
 	lg_free(r);
 }
 
@@ -91,8 +101,8 @@ static struct rec_win *rec_of(uint32_t win)
 	return s ? s->rec : NULL;
 }
 
-int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
-		  uint32_t *win)
+static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
+		int dynamic, uint32_t *win)
 {
 	struct rec_win *r;
 	MPI_Comm dup;
@@ -119,7 +129,9 @@ int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint3
 	r->start_of = lg_calloc((size_t)r->nranks);
 	ret = r->word && r->held && r->seen && r->post_to && r->start_of ? MPI_SUCCESS :
 	      MPI_ERR_NO_MEM;
-	if (ret == MPI_SUCCESS)
+	if (ret == MPI_SUCCESS && dynamic)
+		ret = MPI_Win_create_dynamic((MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
+	else if (ret == MPI_SUCCESS)
 		ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit,
 				     (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
 	if (ret == MPI_SUCCESS) {
@@ -144,9 +156,60 @@ int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint3
 	r->size = size;
 	r->disp_unit = disp_unit;
 	r->comm = hc;
+	r->dynamic = dynamic;
 	*win = lh_alloc(STS_WIN, LH_HVAL(w));
 	lh_slot_of(STS_WIN, *win)->rec = r;
 	return 0;
+}
+
+int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
+		  uint32_t *win)
+{
+	return make(base, size, disp_unit, info, comm, 0, win);
+}
+
+int lh_Win_create_dynamic(uint32_t info, uint32_t comm, uint32_t *win)
+{
+	return make(NULL, 0, 1, info, comm, 1, win);
+}
+
+int lh_Win_attach(uint32_t win, void *base, sts_aint size)
+{
+	struct rec_win *r = rec_of(win);
+	int ret;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	if (r->natt == r->att_cap) {
+		uint32_t cap = r->att_cap ? 2 * r->att_cap : 8;
+		struct rec_attach *a = lg_realloc(r->att, cap * sizeof(*a));
+
+		if (!a)
+			return lh_err(MPI_ERR_NO_MEM);
+		r->att = a;
+		r->att_cap = cap;
+	}
+	ret = MPI_Win_attach(real_win(win), base, (MPI_Aint)size);
+	if (ret == MPI_SUCCESS)
+		r->att[r->natt++] = (struct rec_attach){ base, size };
+	return lh_err(ret);
+}
+
+int lh_Win_detach(uint32_t win, const void *base)
+{
+	struct rec_win *r = rec_of(win);
+	int ret;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	ret = MPI_Win_detach(real_win(win), base);
+	for (uint32_t i = 0; ret == MPI_SUCCESS && i < r->natt; i++)
+		if (r->att[i].base == base) {
+			memmove(&r->att[i], &r->att[i + 1], (r->natt - i - 1) * sizeof(*r->att));
+			r->natt--;
+			break;
+		}
+	return lh_err(ret);
 }
 
 int lh_Win_fence(int assert, uint32_t win)
@@ -241,10 +304,14 @@ int lh_win_progress(MPI_Comm ctl)
 int lh_win_rebuild(struct lh_slot *s)
 {
 	const struct rec_win *r = s->rec;
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);
 	MPI_Win w;
-	int ret = MPI_Win_create(r->base, (MPI_Aint)r->size, r->disp_unit, MPI_INFO_NULL,
-				 (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm), &w);
+	int ret = r->dynamic ? MPI_Win_create_dynamic(MPI_INFO_NULL, c, &w)
+			     : MPI_Win_create(r->base, (MPI_Aint)r->size, r->disp_unit,
+					      MPI_INFO_NULL, c, &w);
 
+	for (uint32_t i = 0; r->dynamic && ret == MPI_SUCCESS && i < r->natt; i++)
+		ret = MPI_Win_attach(w, r->att[i].base, (MPI_Aint)r->att[i].size);
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, w);
 	if (ret == MPI_SUCCESS)

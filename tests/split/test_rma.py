@@ -83,3 +83,22 @@ def test_rma_pscw_three_cycles(rma_pscw, lower, tmp_path):
     accumulates issued in them."""
     rc, out, err = cycled(tmp_path, lower, 2, rma_pscw[lower], ITERS, SLEEP_MS)
     assert rc == 0 and pscw_passed(2, ITERS) in out and "FAIL" not in out, out + err
+
+
+rma_dynamic = program_fixture("rma_dynamic")
+
+
+def dynamic_passed(n, iters):
+    return f"PASS ranks={n} iterations={iters} counter={n * (n + 1) // 2 * (iters - 3)}\n"
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_rma_dynamic_three_cycles(rma_dynamic, lower, tmp_path):
+    """A window of MPI_Win_create_dynamic with a static array attached
+    and a malloc'd counter attached, accumulated into and detached while
+    the program runs, puts and accumulates in flight where the
+    checkpoints come: the attached memory is attached again at each
+    restart, at the same addresses (the displacements). The counter's
+    final value is the formula's (a native run prints it too)."""
+    rc, out, err = cycled(tmp_path, lower, 2, rma_dynamic[lower], ITERS, SLEEP_MS)
+    assert rc == 0 and dynamic_passed(2, ITERS) in out and "FAIL" not in out, out + err
