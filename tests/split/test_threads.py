@@ -49,7 +49,7 @@ def test_threaded_ranks_restart_under_the_other_mpi(threads, tmp_path):
 
 
 mt = program_fixture("mt")
-MT_ITERS = 60
+MT_ITERS = 40
 MT_SLEEP_MS = 40
 
 
