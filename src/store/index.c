@@ -372,21 +372,24 @@ static int ensure_header(struct index_hold *h, uint64_t *size)
 }
 
 /* Close a last line that a crash left open, so the next record starts on a
- * line of its own and the torn one stays damaged for good. */
-static int seal_tail(struct index_hold *h, uint64_t size)
+ * line of its own and the torn one stays damaged for good. *size becomes
+ * where the next record starts. */
+static int seal_tail(struct index_hold *h, uint64_t *size)
 {
 	const struct store_tier_ops *ops = h->ix->ops;
 	char last;
 	int ret;
 
-	if (size == HEADER_LEN)
+	if (*size == HEADER_LEN)
 		return 0;
-	ret = read_exact(ops, h->fd, &last, 1, size - 1);
+	ret = read_exact(ops, h->fd, &last, 1, *size - 1);
 	if (ret || last == '\n')
 		return ret;
 	log_info("%s: last record is torn (a writer died mid-append); sealing it off at byte %" PRIu64,
-		 h->ix->path, size);
-	return write_all(ops, h->fd, TORN_SEAL, sizeof(TORN_SEAL) - 1);
+		 h->ix->path, *size);
+	ret = write_all(ops, h->fd, TORN_SEAL, sizeof(TORN_SEAL) - 1);
+	*size += sizeof(TORN_SEAL) - 1;
+	return ret;
 }
 
 int index_lock(struct index *ix, struct index_hold *h)
@@ -395,6 +398,7 @@ int index_lock(struct index *ix, struct index_hold *h)
 
 	h->ix = ix;
 	h->fd = -1;
+	h->appended_at = 0;
 	ret = ix->ops->open_append(ix->path, &h->fd);
 	if (ret)
 		return err_set(ret, "%s: cannot open the index: %s", ix->path, strerror(-ret));
@@ -467,7 +471,7 @@ int index_append_held(struct index_hold *h, const struct index_record *r)
 		return err_set(ret, "%s: cannot encode a %s record for %s", h->ix->path, op_names[r->op], r->ckpt);
 	ret = ensure_header(h, &size);
 	if (ret == 0)
-		ret = seal_tail(h, size);
+		ret = seal_tail(h, &size);
 	if (ret == 0)
 		ret = FAULT(STORE_INDEX_APPEND);
 	if (ret == 0)
@@ -476,8 +480,10 @@ int index_append_held(struct index_hold *h, const struct index_record *r)
 		ret = FAULT(STORE_INDEX_FSYNC);
 	if (ret == 0)
 		ret = h->ix->ops->fsync(h->fd);
-	if (ret == 0)
+	if (ret == 0) {
+		h->appended_at = size;
 		return 0;
+	}
 	snprintf(cause, sizeof(cause), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
 	return err_set(ret, "%s: cannot append the %s record of %s: %s", h->ix->path, op_names[r->op],
 		       r->ckpt, cause);
@@ -588,11 +594,12 @@ static void skip_line(struct scan *sc, uint64_t offset, const char *line, size_t
 		log_once(sc->ix, LOG_WARN, offset, "damaged record", why);
 }
 
-static int scan_lines(struct scan *sc, const char *buf, size_t size)
+/* The lines of buf from off on; buf[0] is the file's byte base */
+static int scan_lines(struct scan *sc, const char *buf, size_t size, size_t off, uint64_t base)
 {
 	struct index_record r;
 	const char *why;
-	size_t off = HEADER_LEN, end;
+	size_t end;
 	int ret;
 
 	while (off < size) {
@@ -601,15 +608,16 @@ static int scan_lines(struct scan *sc, const char *buf, size_t size)
 		if (!nl) {
 			/* Never trusted even if every byte of the record made
 			 * it: its writer did not finish the append. */
-			skip_line(sc, off, buf + off, size - off, 1, "no end of line");
+			skip_line(sc, base + off, buf + off, size - off, 1, "no end of line");
 			break;
 		}
 		end = (size_t)(nl - buf);
+		sc->st->end = base + end + 1;
 		if (index_decode(buf + off, end - off, &r, &why) != 0) {
-			skip_line(sc, off, buf + off, end - off, 0, why);
+			skip_line(sc, base + off, buf + off, end - off, 0, why);
 		} else {
 			sc->st->records++;
-			ret = sc->fn ? sc->fn(sc->ctx, &r, off) : 0;
+			ret = sc->fn ? sc->fn(sc->ctx, &r, base + off) : 0;
 			if (ret)
 				return ret;
 		}
@@ -630,9 +638,44 @@ static int scan_fd(struct scan *sc, int fd)
 	if (ret)
 		return err_set(ret, "%s: cannot read the index: %s", ix->path, strerror(-ret));
 	sc->st->size = size;
+	sc->st->end = HEADER_LEN;
 	ret = check_header(ix, buf, size);
 	if (ret == 0 && size > HEADER_LEN)
-		ret = scan_lines(sc, buf, size);
+		ret = scan_lines(sc, buf, size, HEADER_LEN, 0);
+	free(buf);
+	return ret;
+}
+
+int index_scan_from_held(struct index_hold *h, uint64_t from, index_record_fn fn, void *ctx,
+			 struct index_scan_stats *st)
+{
+	const struct store_tier_ops *ops = h->ix->ops;
+	struct scan sc = { h->ix, fn, ctx, st, 0 };
+	struct store_stat fs;
+	char *buf;
+	size_t len;
+	int ret;
+
+	memset(st, 0, sizeof(*st));
+	ret = ops->fstat(h->fd, &fs);
+	if (ret)
+		return err_set(ret, "%s: cannot read the index: %s", h->ix->path, strerror(-ret));
+	/* from must start a line of this file: the byte before it ends one */
+	if (from <= HEADER_LEN || fs.size < from || fs.size - from > SIZE_MAX / 2)
+		return -ESTALE;
+	len = (size_t)(fs.size - from) + 1;
+	buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	ret = read_exact(ops, h->fd, buf, len, from - 1);
+	if (ret)
+		ret = err_set(ret, "%s: cannot read the index: %s", h->ix->path, strerror(-ret));
+	else if (buf[0] != '\n')
+		ret = -ESTALE;
+	st->size = fs.size;
+	st->end = from;
+	if (ret == 0)
+		ret = scan_lines(&sc, buf, len, 1, from - 1);
 	free(buf);
 	return ret;
 }
@@ -898,6 +941,44 @@ int index_view_load(struct index *ix, struct index_view *v)
 int index_view_load_held(struct index_hold *h, struct index_view *v)
 {
 	return view_load(h->ix, h, v);
+}
+
+struct one {
+	struct index_view *v;
+	const char *name;
+	int first;
+};
+
+static int one_apply(void *ctx, const struct index_record *r, uint64_t offset)
+{
+	struct one *o = ctx;
+
+	if (o->first) {
+		o->first = 0;
+		if (r->op != INDEX_BEGIN || strcmp(r->ckpt, o->name) != 0)
+			return -ESTALE;
+	}
+	return strcmp(r->ckpt, o->name) ? 0 : view_apply(o->v, r, offset);
+}
+
+int index_view_load_one_held(struct index_hold *h, const char *name, uint64_t begun_at,
+			     struct index_view *v)
+{
+	struct one o = { v, name, 1 };
+	int ret;
+
+	memset(v, 0, sizeof(*v));
+	ret = index_scan_from_held(h, begun_at, one_apply, &o, &v->stats);
+	if (ret == 0 && o.first)
+		ret = -ESTALE;          /* no intact record at begun_at */
+	if (ret == -ENOMEM)
+		err_set(ret, "%s: out of memory reading the index", h->ix->path);
+	if (ret) {
+		index_view_free(v);
+		return ret;
+	}
+	view_finish(v);
+	return 0;
 }
 
 void index_view_free(struct index_view *v)

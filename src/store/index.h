@@ -64,6 +64,7 @@ struct index {
 struct index_hold {
 	struct index *ix;
 	int fd;
+	uint64_t appended_at;   /* the byte offset of the last record appended */
 };
 
 int index_init(struct index *ix, const struct store_tier_ops *ops, const char *path);
@@ -97,12 +98,18 @@ struct index_scan_stats {
 	unsigned bad;           /* damaged in any other way, skipped */
 	uint64_t first_bad;     /* byte offset of the first damaged one */
 	uint64_t size;          /* bytes read */
+	uint64_t end;           /* the byte after the last whole line */
 };
 /* Torn records are logged at info level, damaged ones as warnings, each once
  * per handle. index_check does the same scan without logging: its caller
  * reports the damage. */
 int index_scan(struct index *ix, index_record_fn fn, void *ctx, struct index_scan_stats *st);
 int index_scan_held(struct index_hold *h, index_record_fn fn, void *ctx, struct index_scan_stats *st);
+/* The records from byte from on (where a record starts: an appended_at),
+ * not the whole file: -ESTALE when no line starts there (the caller scans
+ * the whole index). */
+int index_scan_from_held(struct index_hold *h, uint64_t from, index_record_fn fn, void *ctx,
+			 struct index_scan_stats *st);
 int index_check(struct index *ix, struct index_scan_stats *st);
 
 struct index_file {
@@ -134,6 +141,12 @@ struct index_view {
 
 int index_view_load(struct index *ix, struct index_view *v);
 int index_view_load_held(struct index_hold *h, struct index_view *v);
+/* A view of checkpoint name alone, from its BEGIN record at byte begun_at
+ * (nothing of a checkpoint comes before it): what a seal needs, read
+ * without every record of every checkpoint the index ever held
+ * (bench/scale). -ESTALE when the record there is not name's BEGIN. */
+int index_view_load_one_held(struct index_hold *h, const char *name, uint64_t begun_at,
+			     struct index_view *v);
 void index_view_free(struct index_view *v);
 struct index_ckpt *index_view_find(const struct index_view *v, const char *name);
 

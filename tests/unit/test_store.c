@@ -886,6 +886,43 @@ static void test_concurrent_begin(void)
 	store_close(&s);
 }
 
+/* A handle's begin reads the index on from its last one: checkpoints
+ * another handle began meanwhile still count, the next number is past
+ * them. A seal reads from its BEGIN on: files another handle committed
+ * into it count. */
+static void test_begin_reads_on(void)
+{
+	struct store *a = open_job("readson"), *b = open_job("readson");
+	struct store_ckpt *c = NULL, *j = NULL;
+	char name[64];
+
+	CHECK_EQ(make_ckpt(a, 1, name), 0);
+	CHECK(strcmp(name, "ckpt-000001") == 0);
+	CHECK_EQ(make_ckpt(b, 1, name), 0);
+	CHECK_EQ(make_ckpt(b, 2, name), 0);
+	CHECK(strcmp(name, "ckpt-000003") == 0);
+	CHECK_EQ(store_prune(b, 1, NULL), 0);          /* ckpt-000002's directory goes */
+	CHECK_EQ(store_ckpt_begin(a, &c), 0);
+	CHECK(c && strcmp(store_ckpt_name(c), "ckpt-000004") == 0);
+	CHECK_EQ(make_ckpt(b, 1, name), 0);            /* begun and sealed meanwhile */
+	CHECK(strcmp(name, "ckpt-000005") == 0);
+	CHECK_EQ(store_ckpt_join(b, "ckpt-000004", &j), 0);
+	CHECK_EQ(put_file(j, "rank-1.dat", 50, 1), 0);
+	CHECK_EQ(put_file(c, "rank-0.dat", 40, 2), 0);
+	CHECK_EQ(store_ckpt_commit(c, 2), 0);
+	CHECK_EQ(state_of(b, "ckpt-000004"), STORE_COMPLETE);
+	store_ckpt_free(&j);
+	store_ckpt_free(&c);
+	CHECK_EQ(store_ckpt_begin(a, &c), 0);
+	CHECK(c && strcmp(store_ckpt_name(c), "ckpt-000006") == 0);
+	CHECK_EQ(store_ckpt_commit(c, 1), -EIO);       /* no file: still checked */
+	CHECK(strstr(err_msg(), "0 of 1 expected") != NULL);
+	store_ckpt_free(&c);
+	CHECK_EQ(store_index_check(a), 0);
+	store_close(&a);
+	store_close(&b);
+}
+
 /* ---- fault points ---- */
 
 /* One attempt at a checkpoint, as a producer would make it. */
@@ -1368,6 +1405,7 @@ int main(void)
 	test_verify_image();
 	test_ranks();
 	test_concurrent_begin();
+	test_begin_reads_on();
 	test_faults_fail();
 	test_faults_kill();
 	test_damaged_index();
