@@ -1,20 +1,22 @@
 /* pingpong.c - ranks 0 and 1 bounce a message: prints the one-way latency
  * of SIZE-byte messages in microseconds and the bandwidth in MiB/s.
- * usage: pingpong SIZE ITERATIONS */
+ * With "thread", MPI is initialized at MPI_THREAD_MULTIPLE and the
+ * bouncing is done by a thread of each rank other than the main one,
+ * which waits in pthread_join (bench/mpi/run.py, mt_latency_overhead).
+ * usage: pingpong SIZE ITERATIONS [thread] */
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-int main(int argc, char **argv)
+static int rank, size, iters;
+
+static void *bounce(void *arg)
 {
-	int rank, size = argc > 1 ? atoi(argv[1]) : 8, iters = argc > 2 ? atoi(argv[2]) : 10000;
-	char *buf;
+	char *buf = malloc((size_t)size);
 	double t;
 
-	MPI_Init(&argc, &argv);
-	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-	buf = malloc((size_t)size);
 	memset(buf, rank, (size_t)size);
 	for (int phase = 0; phase < 2; phase++) {   /* warm-up, then measured */
 		int n = phase ? iters : iters / 10 + 1;
@@ -32,10 +34,33 @@ int main(int argc, char **argv)
 		}
 		t = MPI_Wtime() - t;
 		if (phase && rank == 0)
-			printf("latency_us %.4f bw_mibs %.2f\n", t / (2.0 * n) * 1e6,
-			       2.0 * n * size / t / (1 << 20));
+			printf("%slatency_us %.4f bw_mibs %.2f\n", arg ? "mt_" : "",
+			       t / (2.0 * n) * 1e6, 2.0 * n * size / t / (1 << 20));
 	}
 	free(buf);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int threaded = argc > 3 && !strcmp(argv[3], "thread"), provided;
+	pthread_t th;
+
+	size = argc > 1 ? atoi(argv[1]) : 8;
+	iters = argc > 2 ? atoi(argv[2]) : 10000;
+	MPI_Init_thread(&argc, &argv, threaded ? MPI_THREAD_MULTIPLE : MPI_THREAD_SINGLE,
+			&provided);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (threaded && provided != MPI_THREAD_MULTIPLE) {
+		fprintf(stderr, "pingpong: MPI_THREAD_MULTIPLE not provided (%d)\n", provided);
+		MPI_Abort(MPI_COMM_WORLD, 1);
+	}
+	if (threaded) {
+		pthread_create(&th, NULL, bounce, &th);
+		pthread_join(th, NULL);
+	} else {
+		bounce(NULL);
+	}
 	MPI_Finalize();
 	return 0;
 }

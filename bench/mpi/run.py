@@ -5,6 +5,18 @@ job under `stasis run`. Not a timed test: it reports ratios.
 
   latency_overhead  8-byte ping-pong latency (200000 round trips), split / native - 1
   bw_overhead       1 MiB ping-pong bandwidth, native / split - 1
+  mt_latency_overhead  8-byte ping-pong (100000 round trips) between a
+                    thread of rank 0 and one of rank 1, neither the main
+                    one, under MPI_THREAD_MULTIPLE (pingpong.c's thread; the split
+                    process at STASIS_MPI_THREAD_LEVEL=multiple, each
+                    thread on a lower-half TLS of its own), split / native - 1
+  rma_put_overhead  an 8-byte MPI_Put + MPI_Win_flush to the other rank in a
+                    lock_all epoch (20000 of them; rmaput.c, a window of
+                    MPI_Win_create as the split process makes every one),
+                    split / native - 1. With Open MPI the native run uses
+                    the one-sided component the lower half chooses
+                    (OMPI_MCA_osc=^rdma,ucx: osc/pt2pt, docs/split.md
+                    "Windows")
   app_overhead      4-rank stencil (halo exchange + Allreduce every
                     iteration, 1500 iterations of a 1024x1024 grid),
                     runtime split / native - 1. 4 ranks share this machine's
@@ -194,22 +206,26 @@ def main():
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="stasis-bench-mpi-"))
     cc = f"mpicc.{a.mpi}"
-    for prog in ("pingpong", "stencil", "ckptmem"):
-        subprocess.run([cc, "-O2", "-o", str(tmp / prog), str(HERE / f"{prog}.c")], check=True)
+    for prog in ("pingpong", "stencil", "ckptmem", "rmaput"):
+        subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp / prog), str(HERE / f"{prog}.c")],
+                       check=True)
 
     def launch(n):
         if a.mpi == "openmpi":
             return ["mpirun.openmpi", "--oversubscribe", "--bind-to", "none", "-np", str(n)]
         return ["mpiexec.mpich", "-n", str(n)]
 
-    def run(n, args, split):
+    def run(n, args, split, extra=None):
         cmd = launch(n) + ([str(lh)] if split else []) + args
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=tmp)
+        r = subprocess.run(cmd, env=dict(env, **(extra or {})), capture_output=True, text=True,
+                           timeout=600, cwd=tmp)
         if r.returncode != 0:
             raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr}")
         return r.stdout
 
-    res = {m: {"lat": [], "bw": [], "app": [], "app2": []} for m in ("native", "split")}
+    res = {m: {"lat": [], "bw": [], "app": [], "app2": [], "mt": [], "put": []}
+           for m in ("native", "split")}
+    osc = {"OMPI_MCA_osc": "^rdma,ucx"} if a.mpi == "openmpi" else {}
     residual = {}
     for rnd in range(a.rounds):
         for mode in ("native", "split"):
@@ -217,6 +233,12 @@ def main():
             res[mode]["lat"].append(float(re.search(r"latency_us (\S+)", out).group(1)))
             out = run(2, [str(tmp / "pingpong"), str(1 << 20), "200"], mode == "split")
             res[mode]["bw"].append(float(re.search(r"bw_mibs (\S+)", out).group(1)))
+            out = run(2, [str(tmp / "pingpong"), "8", "100000", "thread"], mode == "split",
+                      {"STASIS_MPI_THREAD_LEVEL": "multiple"} if mode == "split" else None)
+            res[mode]["mt"].append(float(re.search(r"mt_latency_us (\S+)", out).group(1)))
+            out = run(2, [str(tmp / "rmaput"), "20000"], mode == "split",
+                      osc if mode == "native" else None)
+            res[mode]["put"].append(float(re.search(r"put_flush_us (\S+)", out).group(1)))
             for key, n in (("app", 4), ("app2", 2)):
                 out = run(n, [str(tmp / "stencil"), "1024", "1500"], mode == "split")
                 m = re.search(r"residual (\S+) seconds (\S+)", out)
@@ -224,6 +246,7 @@ def main():
                 res[mode][key].append(float(m.group(2)))
         print(f"round {rnd + 1}: " + "  ".join(
             f"{mode} lat={res[mode]['lat'][-1]:.3f}us bw={res[mode]['bw'][-1]:.0f}MiB/s "
+            f"mt={res[mode]['mt'][-1]:.3f}us put={res[mode]['put'][-1]:.3f}us "
             f"app={res[mode]['app'][-1]:.3f}s app2={res[mode]['app2'][-1]:.3f}s"
             for mode in ("native", "split")), flush=True)
     for n in (4, 2):
@@ -232,23 +255,17 @@ def main():
     med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in res.items()}
     ck = checkpoint_figures(a, tmp, env, launch)
     shutil.rmtree(tmp, ignore_errors=True)
-    out = {
-        "mpi": a.mpi,
-        "rounds": a.rounds,
-        "latency_native_us": round(med["native"]["lat"], 4),
-        "latency_split_us": round(med["split"]["lat"], 4),
-        "latency_overhead": round(med["split"]["lat"] / med["native"]["lat"] - 1, 4),
-        "bw_native_mibs": round(med["native"]["bw"], 1),
-        "bw_split_mibs": round(med["split"]["bw"], 1),
-        "bw_overhead": round(med["native"]["bw"] / med["split"]["bw"] - 1, 4),
-        "app_native_s": round(med["native"]["app"], 4),
-        "app_split_s": round(med["split"]["app"], 4),
-        "app_overhead": round(med["split"]["app"] / med["native"]["app"] - 1, 4),
-        "app2_native_s": round(med["native"]["app2"], 4),
-        "app2_split_s": round(med["split"]["app2"], 4),
-        "app2_overhead": round(med["split"]["app2"] / med["native"]["app2"] - 1, 4),
-        **ck,
-    }
+    def figures(name, key, unit, digits=4, inverse=False):
+        """name_native_unit, name_split_unit and name_overhead: split / native
+        - 1 (inverse: native / split - 1, for a bandwidth)"""
+        n, sp = med["native"][key], med["split"][key]
+        return {f"{name}_native_{unit}": round(n, digits), f"{name}_split_{unit}": round(sp, digits),
+                f"{name}_overhead": round((n / sp if inverse else sp / n) - 1, 4)}
+
+    out = {"mpi": a.mpi, "rounds": a.rounds, **figures("latency", "lat", "us"),
+           **figures("bw", "bw", "mibs", 1, inverse=True), **figures("mt_latency", "mt", "us"),
+           **figures("rma_put", "put", "us"), **figures("app", "app", "s"),
+           **figures("app2", "app2", "s"), **ck}
     print(json.dumps(out))
 
 
