@@ -1610,13 +1610,17 @@ static const char *applevel_path(struct coord *c, char *path, size_t len)
 
 /* An application-level job (jobenv.h: libstasis's rank 0 wrote where its
  * checkpoints are): the relaunch starts the program afresh and libstasis
- * recovers; from says from which, by the rule of choose_checkpoint (the
- * library walks back further should a rank's copy fail to verify).
- * 0 if the job is not one. */
+ * recovers from the newest checkpoint whose every rank's copy it can
+ * verify; from names the newest established one (the choice is the
+ * library's: a copy lost with a node or still under way when the job
+ * stopped sends it further back). 0 if the job is not one. */
 static int applevel_choice(struct coord *c, char *from, size_t len)
 {
-	char path[PATH_MAX], where[PATH_MAX] = "", name[64], *slash;
+	char path[PATH_MAX], where[PATH_MAX] = "", *slash;
+	struct store_ckpt_info *list = NULL;
 	struct store *s = NULL;
+	const char *name = NULL;
+	size_t n = 0;
 	FILE *f;
 	int ok;
 
@@ -1631,10 +1635,16 @@ static int applevel_choice(struct coord *c, char *from, size_t len)
 	*slash = 0;
 	if (store_open("global", where, slash + 1, &s) != 0)
 		return 0;
-	choose_checkpoint(c, s, name, sizeof(name));
+	if (store_list(s, &list, &n, NULL) == 0)
+		for (size_t i = n; i-- > 0 && !name;)
+			if (list[i].state == STORE_COMPLETE)
+				name = list[i].name;
+	if (name)
+		snprintf(from, len, "%s or older (libstasis recovers the newest it can verify)", name);
+	else
+		snprintf(from, len, "the start (libstasis has no checkpoint established)");
+	free(list);
 	store_close(&s);
-	snprintf(from, len, "%s of libstasis (the program recovers it)",
-		 name[0] ? name : "no checkpoint");
 	return 1;
 }
 

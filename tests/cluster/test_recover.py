@@ -10,7 +10,10 @@ and ends it. A rank killed alone (its node lives) under staging: every
 rank back on its node, from that node's copy. An srun step in a
 --no-kill allocation, relaunched on its third node. A spare that dies
 while the job runs (Open MPI's mpirun ends the job, and cannot start
-again with it): found dead, passed over. About 130 s. Needs root.
+again with it): found dead, passed over. heatdis (libstasis, level
+partner) losing a node: relaunched on the spare, it recovers from its
+partner copies to the grid of an uninterrupted run. About 150 s. Needs
+root.
 
 --max-restarts and --recover none are tests/split/test_recover.py: the
 same paths, on one host."""
@@ -18,7 +21,7 @@ import re
 
 import pytest
 
-from cluster_common import build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401
+from cluster_common import BASE, BUILD, STASIS, build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401,E501
 
 ITERS = 40
 SLEEP_MS = 100
@@ -123,8 +126,22 @@ def test_srun_step_relaunched_in_its_allocation_without_the_lost_node(cluster, p
         job.kill()
 
 
-def node_up(node):
-    return sh("exec", node, "true", check=False, timeout=30).returncode == 0
+def bring_up(*nodes):
+    """start the nodes that are down (other tests of the module kill
+    nodes), then wait until mpirun starts a daemon on them: right after
+    start-node the first launch may fail to (test_applevel_cluster.py)"""
+    import time
+    for node in nodes:
+        if sh("exec", node, "true", check=False, timeout=30).returncode != 0:
+            sh("start-node", node, timeout=180)
+    for _ in range(10):
+        r = sh("exec", "head", "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+               f"timeout 30 mpirun.openmpi --host {','.join(nodes)} -np {len(nodes)} true",
+               check=False, timeout=60)
+        if r.returncode == 0:
+            return
+        time.sleep(1)
+    raise AssertionError(f"mpirun cannot start daemons on {nodes}: {r.stdout}\n{r.stderr}")
 
 
 def test_a_spare_dead_before_its_agent_started_is_passed_over(cluster, progs, tmp_path):
@@ -132,9 +149,7 @@ def test_a_spare_dead_before_its_agent_started_is_passed_over(cluster, progs, tm
     Open MPI's mpirun, which has a daemon on every node of its list, ends
     the job; the relaunch fails at once (no daemon on n2); the coordinator
     finds n2 dead through the remote shell and relaunches without it"""
-    for node in ("n1", "n2", "n3", "n4"):   # other tests of the module kill nodes
-        if not node_up(node):
-            sh("start-node", node, timeout=180)
+    bring_up("n1", "n2", "n3", "n4")
     job = ClusterJob(cluster, tmp_path)
     job.env = {"STASIS_LOG": "info"}
     try:
@@ -155,5 +170,57 @@ def test_a_spare_dead_before_its_agent_started_is_passed_over(cluster, progs, tm
         hosts_after = re.findall(r"rank \d+ of \d+ registered \(pid \d+ on (\S+)\)",
                                  err.split(lines[0])[0])[-2:]
         assert sorted(hosts_after) == ["n1", "n4"], (hosts_after, err)
+    finally:
+        job.kill()
+
+
+HEATDIS = BUILD / "examples" / "heatdis" / "heatdis.openmpi"
+HEATDIS_SERIAL = BUILD / "examples" / "heatdis" / "heatdis.serial"
+HEAT_ITERS, HEAT_EVERY = 800, 50
+
+
+def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_path):
+    """heatdis (libstasis, level partner) on n1, n2, n3, spare n4: once a
+    checkpoint has its partner copies, n2 is killed; the relaunch puts n4
+    in its place and libstasis recovers rank 1 from its partner copy on n3;
+    the grid is the bytes of an uninterrupted run (heatdis.serial of the
+    same rows: the grid does not depend on the decomposition)"""
+    import subprocess
+    import time
+    if not HEATDIS.exists() or not HEATDIS_SERIAL.exists():
+        pytest.skip("heatdis not built")
+    bring_up("n1", "n2", "n3", "n4")
+    grid = ["--cols", 64, "--iterations", HEAT_ITERS]
+    ref = subprocess.run([str(HEATDIS_SERIAL), "--rows-per-rank", "96", *map(str, grid),
+                          "--output", str(tmp_path / "ref.bin")], capture_output=True, text=True,
+                         env={"STASIS_CONFIG": "/dev/null", "STASIS_GLOBAL_DIR": str(tmp_path),
+                              "PATH": "/usr/bin:/bin"}, timeout=60)
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    job = ClusterJob(cluster, tmp_path)
+    job.env = {"STASIS_LOG": "info"}
+    xs = {"STASIS_CONFIG": "/dev/null", "STASIS_GLOBAL_DIR": job.dir / "global",
+          "STASIS_JOB": "heat", "STASIS_LOCAL_DIR": BASE / "local"}
+    words = launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 3) + "".join(
+        f" -x {k}={v}" for k, v in xs.items())
+    try:
+        job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every",
+                  HEAT_EVERY, "--level", "partner", "--output", "grid.bin", opts="--recover auto")
+        end = time.time() + 60
+        while time.time() < end:
+            ls = subprocess.run([str(STASIS), "ls", "--dir", str(job.dir / "global"), "heat"],
+                                capture_output=True, text=True, timeout=30).stdout
+            if re.search(r"level partner", ls):
+                break
+            time.sleep(0.1)
+        sh("kill-node", "n2")
+        rc, out, err = job.finish()
+        assert rc == 0 and "heatdis: done" in out, out + err
+        assert "heatdis: restarted at iteration" in out, out + err
+        assert (job.dir / "grid.bin").read_bytes() == (tmp_path / "ref.bin").read_bytes(), err
+        lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+        assert len(lines) == 1 and re.fullmatch(
+            r"stasis: recovery 1 of 3: .*; from ckpt-\d+ or older \(libstasis recovers the "
+            r"newest it can verify\); n2 replaced by n4; \d+\.\d s", lines[0]), err
+        assert re.search(r"rank 1: ckpt-\d+: .*asking the partner copies", err), err
     finally:
         job.kill()
