@@ -2,6 +2,7 @@
 #include "cli/cli.h"
 #include "common/err.h"
 #include "image/image.h"
+#include "proc/proc.h"
 #include "store/store.h"
 
 #include <dirent.h>
@@ -118,23 +119,92 @@ static void print_manifest_text(const char *path, struct img_reader *r)
 	json_decref(m);
 }
 
+/* The process records of an image as JSON (proc_image_decode). */
+static int inspect_decode(const char *path)
+{
+	struct img_reader *r = NULL;
+	char *json = NULL;
+	int ret = open_image("inspect", path, &r);
+
+	if (ret)
+		return ret;
+	if (proc_image_decode(r, &json)) {
+		cli_error("inspect", "%s: %s", path, err_msg());
+		img_close(&r);
+		return EXIT_FAIL;
+	}
+	printf("%s\n", json);
+	free(json);
+	img_close(&r);
+	return EXIT_OK;
+}
+
+/* A section's bytes from the JSON of --decode, to stdout. */
+static int inspect_encode(const char *section, const char *path)
+{
+	FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+	char *text = NULL;
+	size_t cap = 0, n = 0, len = 0;
+	void *buf = NULL;
+	int ret = EXIT_OK;
+
+	if (!f) {
+		cli_error("inspect", "%s: %s", path, strerror(errno));
+		return EXIT_USAGE;
+	}
+	for (size_t got = 1; got;) {
+		if (n + 4096 > cap) {
+			char *p = realloc(text, cap = cap ? 2 * cap : 65536);
+
+			if (!p) {
+				free(text);
+				if (f != stdin)
+					fclose(f);
+				return EXIT_FAIL;
+			}
+			text = p;
+		}
+		got = fread(text + n, 1, cap - n - 1, f);
+		n += got;
+	}
+	text[n] = 0;
+	if (f != stdin)
+		fclose(f);
+	if (proc_image_encode(text, section, &buf, &len)) {
+		cli_error("inspect", "%s: %s", path, err_msg());
+		ret = EXIT_FAIL;
+	} else if (fwrite(buf, 1, len, stdout) != len || fflush(stdout) != 0) {
+		cli_error("inspect", "stdout: %s", strerror(errno));
+		ret = EXIT_FAIL;
+	}
+	free(buf);
+	free(text);
+	return ret;
+}
+
 int cmd_inspect(int argc, char **argv)
 {
 	const struct cli_command *self = cli_find("inspect");
 	struct img_reader *r = NULL;
 	const char *path = NULL;
-	int as_json = 0, ret;
+	int as_json = 0, decode = 0, ret;
 
+	if (argc == 4 && strcmp(argv[1], "--encode") == 0)
+		return inspect_encode(argv[2], argv[3]);
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--json") == 0)
 			as_json = 1;
+		else if (strcmp(argv[i], "--decode") == 0)
+			decode = 1;
 		else if (argv[i][0] == '-' || path)
 			return cli_usage(self, 1);
 		else
 			path = argv[i];
 	}
-	if (!path)
+	if (!path || (as_json && decode))
 		return cli_usage(self, 1);
+	if (decode)
+		return inspect_decode(path);
 	ret = open_image("inspect", path, &r);
 	if (ret)
 		return ret;

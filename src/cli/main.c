@@ -13,9 +13,14 @@
 
 static const struct cli_command commands[] = {
 	{ "inspect", cmd_inspect, "print an image's manifest",
-	  "usage: stasis inspect [--json] IMAGE\n"
+	  "usage: stasis inspect [--json | --decode] IMAGE\n"
+	  "       stasis inspect --encode SECTION JSON\n"
 	  "Print the manifest of IMAGE: format, metadata and sections.\n"
-	  "  --json   print the manifest as stored (JSON)\n" },
+	  "  --json    print the manifest as stored (JSON)\n"
+	  "  --decode  print the records of a process image as JSON: its sections\n"
+	  "            process, fds and thread.<tid>\n"
+	  "  --encode  write to stdout the bytes of SECTION encoded from JSON, the\n"
+	  "            output of --decode (- for stdin): the section as stored\n" },
 	{ "verify", cmd_verify, "check every checksum of an image, a checkpoint or a job",
 	  "usage: stasis verify PATH\n"
 	  "PATH is an image file, a checkpoint directory (<root>/<job>/<ckpt>) or a job\n"

@@ -22,6 +22,14 @@
 struct img_writer;
 struct img_reader;
 
+/* The records of a process image (decode.c): its sections "process",
+ * "fds" and every "thread.<tid>" as one JSON object, each record's fields
+ * by their proc_format.h names (`stasis inspect --decode`); *json is
+ * malloc'd. Encoding that JSON gives back the bytes of one of those
+ * sections (*buf malloc'd, *len bytes): decoding loses nothing. */
+int proc_image_decode(struct img_reader *img, char **json);
+int proc_image_encode(const char *json, const char *section, void **buf, size_t *len);
+
 /* Where the agent library and the restorer are: $STASIS_INJECT_LIB and
  * $STASIS_RESTORER if set, else next to the build or installation. */
 const char *proc_agent_path(void);

@@ -1,0 +1,729 @@
+/* decode.c - the records of a process image as JSON, and back
+ * (`stasis inspect --decode`, `--encode`; docs/transparent.md, "Image
+ * sections for processes").
+ *
+ * Every record of proc_format.h that an image holds is described once, as
+ * a table of its fields (name, offset, size, how it prints). Decoding and
+ * encoding walk the same tables, so the two cannot disagree, and encoding
+ * a decoded section gives back its bytes: tests/cli/test_decode.py checks
+ * that round trip on real images, as CRIU's crit-recode does. A table that
+ * does not cover its record byte for byte is refused before anything is
+ * decoded.
+ */
+#include "proc/proc.h"
+#include "proc/proc_format.h"
+#include "common/err.h"
+#include "image/image.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum field_kind {
+	F_UINT,     /* unsigned integer of the field's size (several: an array) */
+	F_INT,      /* signed integer */
+	F_ADDR,     /* unsigned, printed "0x..." (addresses, masks) */
+	F_TEXT,     /* char array, NUL-padded */
+	F_REGION_KIND,   /* enum proc_region_kind, by name where it has one */
+	F_FD_KIND,       /* enum proc_fd_kind */
+};
+
+struct field {
+	const char *name;
+	size_t off, size;           /* size of one element */
+	unsigned count;             /* elements: 1, or an array's length */
+	enum field_kind kind;
+};
+
+#define ONE(T, f, k) { #f, offsetof(T, f), sizeof(((T *)0)->f), 1, k }
+#define ARR(T, f, elem, k) { #f, offsetof(T, f), sizeof(elem), \
+			     sizeof(((T *)0)->f) / sizeof(elem), k }
+
+static const struct field header_fields[] = {
+	ONE(struct proc_header, version, F_UINT), ONE(struct proc_header, pid, F_INT),
+	ONE(struct proc_header, nthreads, F_UINT), ONE(struct proc_header, nregions, F_UINT),
+	ONE(struct proc_header, start_code, F_ADDR), ONE(struct proc_header, end_code, F_ADDR),
+	ONE(struct proc_header, start_data, F_ADDR), ONE(struct proc_header, end_data, F_ADDR),
+	ONE(struct proc_header, start_brk, F_ADDR), ONE(struct proc_header, brk, F_ADDR),
+	ONE(struct proc_header, start_stack, F_ADDR), ONE(struct proc_header, arg_start, F_ADDR),
+	ONE(struct proc_header, arg_end, F_ADDR), ONE(struct proc_header, env_start, F_ADDR),
+	ONE(struct proc_header, env_end, F_ADDR), ONE(struct proc_header, vvar_start, F_ADDR),
+	ONE(struct proc_header, vvar_end, F_ADDR), ONE(struct proc_header, vclock_start, F_ADDR),
+	ONE(struct proc_header, vclock_end, F_ADDR), ONE(struct proc_header, vdso_start, F_ADDR),
+	ONE(struct proc_header, vdso_end, F_ADDR), ONE(struct proc_header, state_addr, F_ADDR),
+	ONE(struct proc_header, umask, F_UINT), ONE(struct proc_header, cwd_len, F_UINT),
+	ARR(struct proc_header, itimer, uint64_t, F_UINT),
+	ONE(struct proc_header, shared_pending, F_ADDR),
+	ARR(struct proc_header, rlimit, uint64_t, F_UINT),
+	ONE(struct proc_header, personality, F_ADDR), ONE(struct proc_header, nrlimits, F_UINT),
+	ARR(struct proc_header, auxv, uint64_t, F_ADDR), ONE(struct proc_header, auxv_len, F_UINT),
+	ONE(struct proc_header, nice, F_INT),
+};
+
+static const struct field sigaction_fields[] = {
+	ONE(struct proc_sigaction, handler, F_ADDR), ONE(struct proc_sigaction, flags, F_ADDR),
+	ONE(struct proc_sigaction, restorer, F_ADDR), ONE(struct proc_sigaction, mask, F_ADDR),
+};
+
+static const struct field thread_fields[] = {
+	ONE(struct proc_thread, tid, F_INT), ONE(struct proc_thread, flags, F_UINT),
+	ONE(struct proc_thread, fs_base, F_ADDR), ONE(struct proc_thread, gs_base, F_ADDR),
+	ONE(struct proc_thread, sigframe, F_ADDR), ONE(struct proc_thread, rseq_addr, F_ADDR),
+	ONE(struct proc_thread, rseq_len, F_UINT), ONE(struct proc_thread, rseq_sig, F_ADDR),
+	ONE(struct proc_thread, robust_head, F_ADDR), ONE(struct proc_thread, robust_len, F_UINT),
+	ONE(struct proc_thread, clear_child_tid, F_ADDR), ONE(struct proc_thread, comm, F_TEXT),
+	ONE(struct proc_thread, sigpending, F_ADDR), ONE(struct proc_thread, uc_size, F_UINT),
+};
+
+static const struct field region_fields[] = {
+	ONE(struct proc_region, start, F_ADDR), ONE(struct proc_region, end, F_ADDR),
+	ONE(struct proc_region, file_offset, F_UINT), ONE(struct proc_region, prot, F_UINT),
+	ONE(struct proc_region, kind, F_REGION_KIND), ONE(struct proc_region, flags, F_UINT),
+	ONE(struct proc_region, path_len, F_UINT), ONE(struct proc_region, stored_pages, F_UINT),
+	ONE(struct proc_region, file_size, F_UINT), ONE(struct proc_region, file_mtime_ns, F_UINT),
+	ONE(struct proc_region, file_ino, F_UINT), ONE(struct proc_region, file_dev, F_UINT),
+};
+
+static const struct field pages_fields[] = {
+	ONE(struct proc_pages, addr, F_ADDR), ONE(struct proc_pages, npages, F_UINT),
+};
+
+static const struct field fd_fields[] = {
+	ONE(struct proc_fd, fd, F_INT), ONE(struct proc_fd, kind, F_FD_KIND),
+	ONE(struct proc_fd, flags, F_ADDR), ONE(struct proc_fd, cloexec, F_UINT),
+	ONE(struct proc_fd, offset, F_UINT), ONE(struct proc_fd, size, F_UINT),
+	ONE(struct proc_fd, ino, F_UINT), ONE(struct proc_fd, dev, F_UINT),
+	ONE(struct proc_fd, mode, F_UINT), ONE(struct proc_fd, pipe_size, F_UINT),
+	ONE(struct proc_fd, path_len, F_UINT), ONE(struct proc_fd, origin, F_INT),
+	ONE(struct proc_fd, data_len, F_UINT),
+};
+
+struct record {
+	const char *name;
+	const struct field *fields;
+	size_t nfields, size;
+};
+
+#define RECORD(T, tab) { #T, tab, sizeof(tab) / sizeof(tab[0]), sizeof(T) }
+static const struct record header_rec = RECORD(struct proc_header, header_fields);
+static const struct record sigaction_rec = RECORD(struct proc_sigaction, sigaction_fields);
+static const struct record thread_rec = RECORD(struct proc_thread, thread_fields);
+static const struct record region_rec = RECORD(struct proc_region, region_fields);
+static const struct record pages_rec = RECORD(struct proc_pages, pages_fields);
+static const struct record fd_rec = RECORD(struct proc_fd, fd_fields);
+
+static const char *const region_kinds[] = {
+	[PROC_REGION_ANON] = "anon", [PROC_REGION_FILE_PRIVATE] = "file_private",
+	[PROC_REGION_FILE_SHARED] = "file_shared", [PROC_REGION_SHARED_ANON] = "shared_anon",
+};
+
+static const char *const fd_kinds[] = {
+	[PROC_FD_FILE] = "file", [PROC_FD_UNLINKED] = "unlinked", [PROC_FD_DIR] = "dir",
+	[PROC_FD_CHAR] = "char", [PROC_FD_PIPE_READ] = "pipe_read",
+	[PROC_FD_PIPE_WRITE] = "pipe_write", [PROC_FD_STDIO] = "stdio",
+	[PROC_FD_EVENTFD] = "eventfd", [PROC_FD_TIMERFD] = "timerfd", [PROC_FD_EPOLL] = "epoll",
+	[PROC_FD_EXTERNAL] = "external", [PROC_FD_SIGNALFD] = "signalfd",
+	[PROC_FD_INOTIFY] = "inotify", [PROC_FD_SOCKET] = "socket", [PROC_FD_PTY] = "pty",
+};
+
+/* Do the fields cover the record, in order, without gaps or overlaps? */
+static int record_check(const struct record *r)
+{
+	size_t at = 0;
+
+	for (size_t i = 0; i < r->nfields; i++) {
+		if (r->fields[i].off != at)
+			return err_set(-EINVAL, "decode: the table of %s does not cover byte %zu",
+				       r->name, at);
+		at += r->fields[i].size * r->fields[i].count;
+	}
+	if (at != r->size)
+		return err_set(-EINVAL, "decode: the table of %s covers %zu of its %zu bytes",
+			       r->name, at, r->size);
+	return 0;
+}
+
+static uint64_t get_uint(const unsigned char *p, size_t size)
+{
+	uint64_t v = 0;
+
+	memcpy(&v, p, size);   /* little-endian, as the records are */
+	return v;
+}
+
+static int64_t get_int(const unsigned char *p, size_t size)
+{
+	uint64_t v = get_uint(p, size);
+	unsigned shift = (unsigned)(64 - 8 * size);
+
+	return (int64_t)(v << shift) >> shift;
+}
+
+static json_t *name_or_number(const char *const *names, size_t n, uint64_t v)
+{
+	return v < n && names[v] ? json_string(names[v]) : json_integer((json_int_t)v);
+}
+
+/* An unsigned value: a JSON integer when it fits one, else "0x..." */
+static json_t *uint_json(uint64_t v, int hex)
+{
+	char text[24];
+
+	if (!hex && v <= INT64_MAX)
+		return json_integer((json_int_t)v);
+	snprintf(text, sizeof(text), "0x%llx", (unsigned long long)v);
+	return json_string(text);
+}
+
+static json_t *element_json(const struct field *f, const unsigned char *p)
+{
+	switch (f->kind) {
+	case F_INT:
+		return json_integer(get_int(p, f->size));
+	case F_ADDR:
+		return uint_json(get_uint(p, f->size), 1);
+	case F_REGION_KIND:
+		return name_or_number(region_kinds, sizeof(region_kinds) / sizeof(*region_kinds),
+				      get_uint(p, f->size));
+	case F_FD_KIND:
+		return name_or_number(fd_kinds, sizeof(fd_kinds) / sizeof(*fd_kinds),
+				      get_uint(p, f->size));
+	default:
+		return uint_json(get_uint(p, f->size), 0);
+	}
+}
+
+static json_t *text_json(const char *p, size_t size)
+{
+	size_t n = strnlen(p, size);
+
+	return json_stringn(p, n);
+}
+
+static json_t *record_json(const struct record *r, const void *rec)
+{
+	const unsigned char *base = rec;
+	json_t *o = json_object();
+
+	for (size_t i = 0; o && i < r->nfields; i++) {
+		const struct field *f = &r->fields[i];
+		json_t *v;
+
+		if (f->kind == F_TEXT) {
+			v = text_json((const char *)base + f->off, f->size);
+		} else if (f->count == 1) {
+			v = element_json(f, base + f->off);
+		} else {
+			v = json_array();
+			for (unsigned k = 0; v && k < f->count; k++)
+				json_array_append_new(v, element_json(f, base + f->off + k * f->size));
+		}
+		json_object_set_new(o, f->name, v);
+	}
+	return o;
+}
+
+/* ---- decoding ---- */
+
+struct cursor {
+	const unsigned char *p;
+	size_t left;
+	const char *section;
+};
+
+static int take(struct cursor *c, void *out, size_t n)
+{
+	if (c->left < n)
+		return err_set(-EBADMSG, "decode: section %s ends inside a record", c->section);
+	memcpy(out, c->p, n);
+	c->p += n;
+	c->left -= n;
+	return 0;
+}
+
+/* A path of len bytes (with its NUL and any padding). */
+static json_t *take_text(struct cursor *c, size_t len)
+{
+	json_t *v;
+
+	if (c->left < len) {
+		err_set(-EBADMSG, "decode: section %s ends inside a path", c->section);
+		return NULL;
+	}
+	v = text_json((const char *)c->p, len);
+	c->p += len;
+	c->left -= len;
+	return v;
+}
+
+static int read_section(struct img_reader *img, const char *name, unsigned char **out,
+			size_t *len)
+{
+	struct img_section_info si;
+	int idx = img_section_find(img, name);
+	unsigned char *buf;
+	ssize_t got;
+
+	*out = NULL;
+	*len = 0;
+	if (idx < 0 || img_section_get(img, (unsigned)idx, &si))
+		return err_set(-ENOENT, "decode: the image has no section %s", name);
+	if (si.size > (256u << 20))
+		return err_set(-EFBIG, "decode: section %s is too large to decode", name);
+	buf = malloc(si.size ? si.size : 1);
+	if (!buf)
+		return -ENOMEM;
+	got = si.size ? img_read(img, (unsigned)idx, 0, buf, si.size) : 0;
+	if (got < 0 || (uint64_t)got != si.size) {
+		free(buf);
+		return got < 0 ? (int)got : err_set(-EBADMSG, "decode: section %s is short", name);
+	}
+	*out = buf;
+	*len = si.size;
+	return 0;
+}
+
+static int decode_process(struct cursor *c, json_t *o)
+{
+	struct proc_header h;
+	json_t *a;
+	int ret = take(c, &h, sizeof(h));
+
+	if (ret)
+		return ret;
+	if (h.version < 2)
+		return err_set(-ENOTSUP, "decode: process records of version %u (before 2) are not "
+			       "decoded", h.version);
+	json_object_set_new(o, "header", record_json(&header_rec, &h));
+	if (c->left < h.cwd_len)
+		return err_set(-EBADMSG, "decode: section process ends inside the cwd");
+	{
+		size_t first = strnlen((const char *)c->p, h.cwd_len);
+
+		json_object_set_new(o, "cwd", text_json((const char *)c->p, first));
+		json_object_set_new(o, "exe", first < h.cwd_len ? text_json((const char *)c->p + first + 1,
+									    h.cwd_len - first - 1)
+							   : json_string(""));
+		c->p += h.cwd_len;
+		c->left -= h.cwd_len;
+	}
+	a = json_array();
+	json_object_set_new(o, "sigactions", a);
+	for (unsigned i = 0; !ret && i < PROC_NSIG; i++) {
+		struct proc_sigaction sa;
+
+		ret = take(c, &sa, sizeof(sa));
+		if (!ret)
+			json_array_append_new(a, record_json(&sigaction_rec, &sa));
+	}
+	a = json_array();
+	json_object_set_new(o, "threads", a);
+	for (uint32_t i = 0; !ret && i < h.nthreads; i++) {
+		struct proc_thread t;
+
+		ret = take(c, &t, sizeof(t));
+		if (!ret)
+			json_array_append_new(a, record_json(&thread_rec, &t));
+	}
+	a = json_array();
+	json_object_set_new(o, "regions", a);
+	for (uint32_t i = 0; !ret && i < h.nregions; i++) {
+		struct proc_region r;
+		uint64_t nruns = 0;
+		json_t *ro, *runs, *path;
+
+		ret = take(c, &r, sizeof(r));
+		if (ret)
+			break;
+		ro = record_json(&region_rec, &r);
+		json_array_append_new(a, ro);
+		path = take_text(c, r.path_len);
+		if (!path)
+			return -EBADMSG;
+		json_object_set_new(ro, "path", path);
+		ret = take(c, &nruns, sizeof(nruns));
+		if (!ret && nruns > c->left / sizeof(struct proc_pages))
+			ret = err_set(-EBADMSG, "decode: section process has a bad run count");
+		runs = json_array();
+		json_object_set_new(ro, "runs", runs);
+		for (uint64_t k = 0; !ret && k < nruns; k++) {
+			struct proc_pages pg;
+
+			ret = take(c, &pg, sizeof(pg));
+			if (!ret)
+				json_array_append_new(runs, record_json(&pages_rec, &pg));
+		}
+	}
+	if (!ret && c->left)
+		ret = err_set(-EBADMSG, "decode: section process has %zu bytes after its records",
+			      c->left);
+	return ret;
+}
+
+static int decode_fds(struct cursor *c, json_t *a)
+{
+	uint64_t n = 0;
+	int ret = take(c, &n, sizeof(n));
+
+	if (!ret && n > c->left / sizeof(struct proc_fd))
+		ret = err_set(-EBADMSG, "decode: section fds has a bad count");
+	for (uint64_t i = 0; !ret && i < n; i++) {
+		struct proc_fd f;
+		json_t *fo, *path;
+
+		ret = take(c, &f, sizeof(f));
+		if (ret)
+			break;
+		fo = record_json(&fd_rec, &f);
+		json_array_append_new(a, fo);
+		path = take_text(c, f.path_len);
+		if (!path)
+			return -EBADMSG;
+		json_object_set_new(fo, "path", path);
+	}
+	if (!ret && c->left)
+		ret = err_set(-EBADMSG, "decode: section fds has %zu bytes after its records", c->left);
+	return ret;
+}
+
+static json_t *hex_json(const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *s = malloc(2 * n + 1);
+	json_t *v;
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = digits[p[i] >> 4];
+		s[2 * i + 1] = digits[p[i] & 15];
+	}
+	s[2 * n] = 0;
+	v = json_string(s);
+	free(s);
+	return v;
+}
+
+/* A thread section: its record, then the ucontext and xsave area as hex. */
+static int decode_thread(struct cursor *c, json_t *o)
+{
+	struct proc_thread t;
+	int ret = take(c, &t, sizeof(t));
+
+	if (ret)
+		return ret;
+	json_object_set_new(o, "record", record_json(&thread_rec, &t));
+	json_object_set_new(o, "context", hex_json(c->p, c->left));
+	c->left = 0;
+	return 0;
+}
+
+static int tables_check(void)
+{
+	const struct record *all[] = { &header_rec, &sigaction_rec, &thread_rec, &region_rec,
+				       &pages_rec, &fd_rec };
+	int ret = 0;
+
+	for (size_t i = 0; !ret && i < sizeof(all) / sizeof(*all); i++)
+		ret = record_check(all[i]);
+	return ret;
+}
+
+int proc_image_decode(struct img_reader *img, char **json)
+{
+	json_t *root = json_object(), *threads = json_object(), *o;
+	unsigned char *buf = NULL;
+	size_t len;
+	int ret = tables_check();
+
+	*json = NULL;
+	if (!root || !threads) {
+		json_decref(root);
+		json_decref(threads);
+		return -ENOMEM;
+	}
+	json_object_set_new(root, "format", json_integer(PROC_FORMAT_VERSION));
+	if (!ret)
+		ret = read_section(img, "process", &buf, &len);
+	if (!ret) {
+		struct cursor c = { buf, len, "process" };
+
+		o = json_object();
+		json_object_set_new(root, "process", o);
+		ret = decode_process(&c, o);
+		free(buf);
+		buf = NULL;
+	}
+	if (!ret && img_section_find(img, "fds") >= 0) {
+		ret = read_section(img, "fds", &buf, &len);
+		if (!ret) {
+			struct cursor c = { buf, len, "fds" };
+
+			o = json_array();
+			json_object_set_new(root, "fds", o);
+			ret = decode_fds(&c, o);
+		}
+		free(buf);
+		buf = NULL;
+	}
+	json_object_set_new(root, "threads", threads);
+	for (unsigned i = 0; !ret && i < img_section_count(img); i++) {
+		struct img_section_info si;
+
+		if (img_section_get(img, i, &si) || strcmp(si.kind, "thread"))
+			continue;
+		ret = read_section(img, si.name, &buf, &len);
+		if (!ret) {
+			struct cursor c = { buf, len, si.name };
+
+			o = json_object();
+			json_object_set_new(threads, si.name, o);
+			ret = decode_thread(&c, o);
+		}
+		free(buf);
+		buf = NULL;
+	}
+	if (!ret) {
+		*json = json_dumps(root, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+		if (!*json)
+			ret = -ENOMEM;
+	}
+	json_decref(root);
+	return ret;
+}
+
+/* ---- encoding ---- */
+
+struct out {
+	unsigned char *p;
+	size_t len, cap;
+};
+
+static int put(struct out *o, const void *p, size_t n)
+{
+	if (o->len + n > o->cap) {
+		size_t cap = o->cap ? o->cap : 4096;
+		unsigned char *q;
+
+		while (cap < o->len + n)
+			cap *= 2;
+		q = realloc(o->p, cap);
+		if (!q)
+			return -ENOMEM;
+		o->p = q;
+		o->cap = cap;
+	}
+	memcpy(o->p + o->len, p, n);
+	o->len += n;
+	return 0;
+}
+
+/* Bytes of text padded with NULs (or cut) to len. */
+static int put_text(struct out *o, const char *text, size_t len)
+{
+	size_t n = text ? strlen(text) : 0;
+	int ret = put(o, text ? text : "", n < len ? n : len);
+
+	for (size_t i = n; !ret && i < len; i++)
+		ret = put(o, "", 1);
+	return ret;
+}
+
+static int value_of(const struct field *f, json_t *v, uint64_t *out)
+{
+	const char *const *names = f->kind == F_REGION_KIND ? region_kinds : fd_kinds;
+	size_t n = f->kind == F_REGION_KIND ? sizeof(region_kinds) / sizeof(*region_kinds)
+					    : sizeof(fd_kinds) / sizeof(*fd_kinds);
+
+	if (json_is_integer(v)) {
+		*out = (uint64_t)json_integer_value(v);
+		return 0;
+	}
+	if (json_is_string(v)) {
+		const char *s = json_string_value(v);
+		char *end;
+
+		if (f->kind == F_REGION_KIND || f->kind == F_FD_KIND)
+			for (size_t i = 0; i < n; i++)
+				if (names[i] && strcmp(names[i], s) == 0) {
+					*out = i;
+					return 0;
+				}
+		if (strncmp(s, "0x", 2) == 0) {
+			errno = 0;
+			*out = strtoull(s + 2, &end, 16);
+			if (!errno && end != s + 2 && !*end)
+				return 0;
+		}
+	}
+	return err_set(-EINVAL, "encode: field %s has a bad value", f->name);
+}
+
+static int record_from_json(const struct record *r, json_t *o, void *rec)
+{
+	unsigned char *base = rec;
+
+	memset(rec, 0, r->size);
+	if (!json_is_object(o))
+		return err_set(-EINVAL, "encode: a %s is not an object", r->name);
+	for (size_t i = 0; i < r->nfields; i++) {
+		const struct field *f = &r->fields[i];
+		json_t *v = json_object_get(o, f->name);
+
+		if (!v)
+			return err_set(-EINVAL, "encode: a %s has no field %s", r->name, f->name);
+		if (f->kind == F_TEXT) {
+			const char *s = json_string_value(v);
+
+			if (!s || strlen(s) > f->size)
+				return err_set(-EINVAL, "encode: field %s has a bad value", f->name);
+			memcpy(base + f->off, s, strlen(s));
+			continue;
+		}
+		if (f->count > 1 && (!json_is_array(v) || json_array_size(v) != f->count))
+			return err_set(-EINVAL, "encode: field %s is not an array of %u", f->name,
+				       f->count);
+		for (unsigned k = 0; k < f->count; k++) {
+			uint64_t x;
+			int ret = value_of(f, f->count > 1 ? json_array_get(v, k) : v, &x);
+
+			if (ret)
+				return ret;
+			memcpy(base + f->off + k * f->size, &x, f->size);
+		}
+	}
+	return 0;
+}
+
+static int encode_record(struct out *o, const struct record *r, json_t *v)
+{
+	unsigned char rec[1024];
+	int ret = r->size <= sizeof(rec) ? record_from_json(r, v, rec) : -EOVERFLOW;
+
+	return ret ? ret : put(o, rec, r->size);
+}
+
+static int encode_process(struct out *o, json_t *p)
+{
+	json_t *h = json_object_get(p, "header"), *a, *v;
+	struct proc_header hdr;
+	size_t i;
+	int ret = record_from_json(&header_rec, h, &hdr);
+
+	if (!ret)
+		ret = put(o, &hdr, sizeof(hdr));
+	if (!ret) {
+		const char *cwd = json_string_value(json_object_get(p, "cwd"));
+		size_t n = cwd ? strlen(cwd) + 1 : 0;
+
+		if (!cwd || n > hdr.cwd_len)
+			return err_set(-EINVAL, "encode: the cwd is longer than cwd_len");
+		ret = put_text(o, cwd, n);
+		if (!ret)
+			ret = put_text(o, json_string_value(json_object_get(p, "exe")), hdr.cwd_len - n);
+	}
+	a = json_object_get(p, "sigactions");
+	if (!ret && json_array_size(a) != PROC_NSIG)
+		ret = err_set(-EINVAL, "encode: sigactions is not an array of %d", PROC_NSIG);
+	json_array_foreach(a, i, v)
+		if (!ret)
+			ret = encode_record(o, &sigaction_rec, v);
+	a = json_object_get(p, "threads");
+	if (!ret && json_array_size(a) != hdr.nthreads)
+		ret = err_set(-EINVAL, "encode: threads does not hold nthreads records");
+	json_array_foreach(a, i, v)
+		if (!ret)
+			ret = encode_record(o, &thread_rec, v);
+	a = json_object_get(p, "regions");
+	if (!ret && json_array_size(a) != hdr.nregions)
+		ret = err_set(-EINVAL, "encode: regions does not hold nregions records");
+	json_array_foreach(a, i, v) {
+		struct proc_region r;
+		json_t *runs = json_object_get(v, "runs"), *run;
+		uint64_t nruns = json_array_size(runs);
+		size_t k;
+
+		if (!ret)
+			ret = record_from_json(&region_rec, v, &r);
+		if (!ret)
+			ret = put(o, &r, sizeof(r));
+		if (!ret)
+			ret = put_text(o, json_string_value(json_object_get(v, "path")), r.path_len);
+		if (!ret)
+			ret = put(o, &nruns, sizeof(nruns));
+		json_array_foreach(runs, k, run)
+			if (!ret)
+				ret = encode_record(o, &pages_rec, run);
+	}
+	return ret;
+}
+
+static int encode_fds(struct out *o, json_t *a)
+{
+	uint64_t n = json_array_size(a);
+	json_t *v;
+	size_t i;
+	int ret = json_is_array(a) ? put(o, &n, sizeof(n))
+				   : err_set(-EINVAL, "encode: fds is not an array");
+
+	json_array_foreach(a, i, v) {
+		struct proc_fd f;
+
+		if (!ret)
+			ret = record_from_json(&fd_rec, v, &f);
+		if (!ret)
+			ret = put(o, &f, sizeof(f));
+		if (!ret)
+			ret = put_text(o, json_string_value(json_object_get(v, "path")), f.path_len);
+	}
+	return ret;
+}
+
+static int encode_thread(struct out *o, json_t *t)
+{
+	const char *hex = json_string_value(json_object_get(t, "context"));
+	size_t n = hex ? strlen(hex) : 0;
+	int ret = encode_record(o, &thread_rec, json_object_get(t, "record"));
+
+	if (!ret && (!hex || n % 2))
+		ret = err_set(-EINVAL, "encode: the thread's context is not hex");
+	for (size_t i = 0; !ret && i < n; i += 2) {
+		char pair[3] = { hex[i], hex[i + 1], 0 }, *end;
+		unsigned char b = (unsigned char)strtoul(pair, &end, 16);
+
+		ret = *end ? err_set(-EINVAL, "encode: the thread's context is not hex") : put(o, &b, 1);
+	}
+	return ret;
+}
+
+int proc_image_encode(const char *json, const char *section, void **buf, size_t *len)
+{
+	json_error_t jerr;
+	json_t *root = json_loads(json, 0, &jerr), *v;
+	struct out o = { NULL, 0, 0 };
+	int ret = tables_check();
+
+	*buf = NULL;
+	*len = 0;
+	if (!root)
+		return err_set(-EINVAL, "encode: not JSON: %s (line %d)", jerr.text, jerr.line);
+	if (!ret && strcmp(section, "process") == 0)
+		ret = encode_process(&o, json_object_get(root, "process"));
+	else if (!ret && strcmp(section, "fds") == 0)
+		ret = encode_fds(&o, json_object_get(root, "fds"));
+	else if (!ret && (v = json_object_get(json_object_get(root, "threads"), section)))
+		ret = encode_thread(&o, v);
+	else if (!ret)
+		ret = err_set(-ENOENT, "encode: the decoded image has no section %s", section);
+	json_decref(root);
+	if (ret) {
+		free(o.p);
+		return ret;
+	}
+	*buf = o.p;
+	*len = o.len;
+	return 0;
+}
