@@ -385,6 +385,10 @@ static int await_parked(int timeout_ms)
 				       lh_info->world_rank, left, timeout_ms / 1000);
 		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
 	}
+	if (lh_log_on(LOG_DEBUG))
+		lh_log(LOG_DEBUG, "rank %d: %u thread(s) stopped, %u of them on their way out "
+		       "of an MPI call", lh_info->world_rank, __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST),
+		       __atomic_load_n(&inlower_n, __ATOMIC_SEQ_CST));
 	/* threads of the lower half started after this one: never signaled again */
 	for (uint32_t i = 0; i < lower_n && i < sizeof(answered) / sizeof(answered[0]); i++)
 		if (!is_lower(answered[i]) && nlower < sizeof(lower_tids) / sizeof(lower_tids[0]))
