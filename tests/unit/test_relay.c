@@ -54,6 +54,33 @@ int main(void)
 	/* a finished tag starts afresh */
 	CHECK_EQ(coord_relay_gather(a[0], "ckpt-000001.up.0 0 1 aa"), 0);
 	CHECK(strcmp(received(a[1]), "GATHERED ckpt-000001.up.0 0 aa\n") == 0);
+	/* many ranks, the agents' contributions interleaved: each agent gets
+	 * every line once, in rank order (one block a gather) */
+	{
+		enum { N = 500 };
+		static char want[N * 40], got[N * 40 + 1];
+		size_t wl = 0;
+
+		for (int r = 0; r < N; r++) {
+			char line[64];
+
+			snprintf(line, sizeof(line), "big.0 %d %d %04x", r, N, r);
+			CHECK_EQ(coord_relay_gather(r % 3 ? a[0] : b[0], line), 0);
+			wl += (size_t)snprintf(want + wl, sizeof(want) - wl, "GATHERED big.0 %d %04x\n",
+					       r, r);
+		}
+		for (int k = 0; k < 2; k++) {
+			int fd = k ? b[1] : a[1];
+			ssize_t n, have = 0;
+
+			while ((n = recv(fd, got + have, sizeof(got) - 1 - (size_t)have,
+					 MSG_DONTWAIT)) > 0)
+				have += n;
+			got[have] = 0;
+			CHECK_EQ((size_t)have, wl);
+			CHECK(strcmp(got, want) == 0);
+		}
+	}
 	coord_relay_free();
 	return check_result("relay");
 }
