@@ -406,7 +406,10 @@ static int tcp_listen(struct coord *c)
 	if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
 		return err_set(-EINVAL, "coord_address '%s' is not an IPv4 address", host);
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, 128) != 0 ||
+	/* the kernel's most (net.core.somaxconn): every node's agent connects
+	 * at once when a launch starts, and a full backlog drops SYNs, which
+	 * come again only after a second */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(fd, SOMAXCONN) != 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0 ||
 	    (c->node_ep = epoll_create1(EPOLL_CLOEXEC)) < 0) {
 		int e = errno;
@@ -737,6 +740,20 @@ static void accept_conn(struct coord *c)
 		reply(fd, "KILL");   /* a rank of the job being stopped, late */
 	host_add(c->agents, &c->nagents, n.host);
 	log_info("node agent on %s (pid %d) connected", n.host, n.pid);
+}
+
+/* Every connection waiting, not one a wake-up (a launch's agents connect
+ * at once), at most ACCEPT_BURST before the rest of the loop has its turn */
+#define ACCEPT_BURST 64
+static void accept_conns(struct coord *c)
+{
+	for (int i = 0; i < ACCEPT_BURST; i++) {
+		struct pollfd p = { c->tcp_fd, POLLIN, 0 };
+
+		if (poll(&p, 1, 0) <= 0)
+			break;
+		accept_conn(c);
+	}
 }
 
 /* What a staged checkpoint reached: the agents' level (partner, rs) and the
@@ -1073,7 +1090,7 @@ static int serve_nodes(struct coord *c, int timeout_ms)
 	if (p[1].revents)
 		request = node_events(c) >= 0;
 	if (p[0].revents)
-		accept_conn(c);
+		accept_conns(c);
 	return request;
 }
 
@@ -2178,7 +2195,7 @@ static void serve(struct coord *c)
 					err_msg());
 		}
 		if (itcp >= 0 && p[itcp].revents)
-			accept_conn(c);
+			accept_conns(c);
 		if (p[0].revents)
 			serve_client(c);
 		if (c->o->interval_ms && (proc_tree_size(c->tree) || c->nranks) && now_ms() >= c->next_ckpt_ms &&
