@@ -153,7 +153,7 @@ int stasis_start_output(const char *label)
 	}
 	api.comm.ops->bcast(api.comm.h, io.ckpt, sizeof(io.ckpt), 0);
 	if (io.where == api.global)
-		ret = api.rank == 0 ? 0 : store_ckpt_join(api.global, io.ckpt, &io.c);
+		ret = api.rank == 0 ? 0 : store_ckpt_join_begun(api.global, io.ckpt, &io.c);
 	else
 		ret = store_ckpt_begin_named(api.local, io.ckpt, &io.c);
 	bad = api_agree(ret == 0, msg);
