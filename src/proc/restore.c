@@ -1113,6 +1113,28 @@ static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t
 /* pid 1 of the new namespace: creates the processes whose parent is not in
  * the tree (the first one, and orphans, whose parent was init), reaps, and
  * reports the first one's wait status. */
+/* The namespace's next new pid above every pid and tid of the tree: a
+ * restored process that forks while another one is still being restored
+ * (they restore at once) would otherwise take the lowest free pid, which
+ * may be the tid a thread of the other one is about to get back (pids
+ * made in a restarted job's namespace are low). Best effort: without it
+ * a collision fails that restore, naming clone3. */
+static void pids_above_tree(const struct rproc *rp, size_t np)
+{
+	int32_t top = 1;
+	char text[16];
+
+	for (size_t k = 0; k < np; k++) {
+		if (rp[k].p.pid > top)
+			top = rp[k].p.pid;
+		for (uint32_t t = 0; rp[k].p.img && t < rp[k].im.header.nthreads; t++)
+			if (rp[k].im.threads[t].tid > top)
+				top = rp[k].im.threads[t].tid;
+	}
+	snprintf(text, sizeof(text), "%d", (int)top);
+	write_file("/proc/sys/kernel/ns_last_pid", text);
+}
+
 static void __attribute__((noreturn)) nsinit(struct rproc *rp, size_t np, int status_fd, const char *level)
 {
 	pid_t child = -1, w;
@@ -1123,6 +1145,7 @@ static void __attribute__((noreturn)) nsinit(struct rproc *rp, size_t np, int st
 		child_fail(status_fd, "cannot make the restart's mounts private", errno);
 	if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
 		child_fail(status_fd, "cannot mount /proc for the new PID namespace", errno);
+	pids_above_tree(rp, np);
 	make_pipes(status_fd);
 	make_socks(status_fd);
 	open_files(status_fd);

@@ -13,6 +13,7 @@ compile and the link) after the restarts: the program it links must be the
 one an uninterrupted build links. About 4 s. And Python's
 multiprocessing.Pool (python3 as the PATH finds it, a pool of two forked
 workers, pipes and a lock in /dev/shm), its results the same. About 5 s."""
+import json
 import subprocess
 import time
 
@@ -151,3 +152,34 @@ def test_a_child_without_an_agent_is_refused(job):
         f"started without the agent in its environment)"], r.stderr
     rc, out, err = job.finish()
     assert rc == 0 and out.strip().endswith("PASS"), err
+
+
+LOOP = 'echo READY; while [ ! -e stop ]; do sh -c "echo \\$\\$"; sleep 0.05; done'
+
+
+def test_children_forked_after_a_restart_take_pids_above_the_checkpoints(job):
+    """The processes of a tree restore at once, so one that runs again may
+    fork while another still waits for its threads: the new PID namespace
+    hands out pids above every pid and tid of the checkpoint, never one of
+    those (a child forked at once took pid 2, 3, ..., and a restarted job's
+    own ids are that low). A shell forks a child that prints its pid every
+    50 ms; the first three after the restart are above every id in the
+    images (stasis inspect --decode). About 2 s."""
+    job.run("/bin/sh", "-c", LOOP)
+    name = job.checkpoint()
+    ids = []
+    for image in job.ck.glob(f"*/{name}/process*.img"):
+        d = json.loads(job.stasis("inspect", "--decode", image).stdout)
+        ids += [d["process"]["header"]["pid"]] + [t["tid"] for t in d["process"]["threads"]]
+    job.kill()
+    job.restart()
+    pids = []
+    while len(pids) < 3:
+        line = job.read_line(30)
+        assert line, f"the restarted loop printed nothing more: {pids}"
+        if line.strip().isdigit():
+            pids.append(int(line))
+    assert min(pids) > max(ids), (pids, sorted(ids))
+    (job.work / "stop").touch()
+    job.communicate(60)
+    assert job.proc.returncode == 0
