@@ -24,6 +24,7 @@
  *   SCALE_STATS       a file each worker appends one JSON line to per
  *                     event (registered, checkpoint), with CLOCK_MONOTONIC
  *                     times in microseconds
+ *   SCALE_AGENTS_AT_ONCE  node agents started at the same time [16]
  *   SCALE_JOIN        "worker": each worker joins a checkpoint once for all
  *                     its ranks' images (store_ckpt_join reads the whole
  *                     index); by default each rank joins, as a lower half
@@ -57,7 +58,8 @@
 #include <unistd.h>
 
 #define RANKS_PER_WORKER 16384    /* descriptors: the hard limit may be 20000 */
-#define AGENTS_AT_ONCE 16         /* node agents starting at the same time */
+#define AGENTS_AT_ONCE 16         /* node agents starting at the same time
+				     (SCALE_AGENTS_AT_ONCE: another number) */
 #define READY_TIMEOUT_MS 60000
 #define PROTOCOL NODE_PROTOCOL_VERSION
 
@@ -232,6 +234,8 @@ static void agents_start(void)
 	char prog[PATH_MAX], dir[PATH_MAX], why[600];
 	uint64_t t0 = now_us();
 	unsigned retries = 0;
+	const char *env = getenv("SCALE_AGENTS_AT_ONCE");
+	int at_once = env && atoi(env) > 0 ? atoi(env) : AGENTS_AT_ONCE;
 	FILE *pids;
 
 	if (!lh)
@@ -242,10 +246,10 @@ static void agents_start(void)
 	mkdir(dir, 0700);
 	snprintf(dir, sizeof(dir), "%s/agents", S.tmp);
 	pids = fopen(dir, "we");
-	for (int first = 0; first < S.nodes; first += AGENTS_AT_ONCE) {
-		int fds[AGENTS_AT_ONCE], n = 0, pid;
+	for (int first = 0; first < S.nodes; first += at_once) {
+		int fds[at_once], n = 0, pid;
 
-		for (int k = first; k < S.nodes && n < AGENTS_AT_ONCE; k++)
+		for (int k = first; k < S.nodes && n < at_once; k++)
 			fds[n++] = agent_start(k, prog);
 		for (int i = 0; i < n; i++) {
 			if (agent_ready(fds[i], first + i, &pid, why, sizeof(why)) != 0) {
