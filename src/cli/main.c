@@ -18,7 +18,7 @@ static const struct cli_command commands[] = {
 	  "Print the manifest of IMAGE: format, metadata and sections.\n"
 	  "  --json    print the manifest as stored (JSON)\n"
 	  "  --decode  print the records of a process image as JSON: its sections\n"
-	  "            process, fds and thread.<tid>\n"
+	  "            process, fds, thread.<tid> and fd.<n>\n"
 	  "  --encode  write to stdout the bytes of SECTION encoded from JSON, the\n"
 	  "            output of --decode (- for stdin): the section as stored\n" },
 	{ "verify", cmd_verify, "check every checksum of an image, a checkpoint or a job",

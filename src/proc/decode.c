@@ -29,6 +29,7 @@ enum field_kind {
 	F_TEXT,     /* char array, NUL-padded */
 	F_REGION_KIND,   /* enum proc_region_kind, by name where it has one */
 	F_FD_KIND,       /* enum proc_fd_kind */
+	F_BYTES,    /* a byte array, as one hex string */
 };
 
 struct field {
@@ -39,6 +40,10 @@ struct field {
 };
 
 #define ONE(T, f, k) { #f, offsetof(T, f), sizeof(((T *)0)->f), 1, k }
+/* The bytes the compiler leaves between field a and field b, shown as
+ * they are (a round trip keeps whatever the writer left there) */
+#define GAP(T, a, b) { "gap_before_" #b, offsetof(T, a) + sizeof(((T *)0)->a), 1, \
+		       offsetof(T, b) - offsetof(T, a) - sizeof(((T *)0)->a), F_BYTES }
 #define ARR(T, f, elem, k) { #f, offsetof(T, f), sizeof(elem), \
 			     sizeof(((T *)0)->f) / sizeof(elem), k }
 
@@ -101,6 +106,24 @@ static const struct field fd_fields[] = {
 	ONE(struct proc_fd, data_len, F_UINT),
 };
 
+static const struct field socket_fields[] = {
+	ONE(struct proc_socket, family, F_UINT), ONE(struct proc_socket, type, F_UINT),
+	ONE(struct proc_socket, protocol, F_UINT), ONE(struct proc_socket, state, F_UINT),
+	ONE(struct proc_socket, peer_ino, F_UINT), ONE(struct proc_socket, outside, F_UINT),
+	ONE(struct proc_socket, reuseaddr, F_UINT), ONE(struct proc_socket, local_len, F_UINT),
+	ONE(struct proc_socket, peer_len, F_UINT), ARR(struct proc_socket, local, uint8_t, F_BYTES),
+	ARR(struct proc_socket, peer, uint8_t, F_BYTES), ONE(struct proc_socket, backlog, F_UINT),
+	ONE(struct proc_socket, pad, F_UINT), ONE(struct proc_socket, queued, F_UINT),
+};
+
+static const struct field pty_fields[] = {
+	ONE(struct proc_pty, master, F_UINT), ONE(struct proc_pty, index, F_UINT),
+	ONE(struct proc_pty, locked, F_UINT), ONE(struct proc_pty, winsize_rows, F_UINT),
+	ONE(struct proc_pty, winsize_cols, F_UINT), ONE(struct proc_pty, winsize_x, F_UINT),
+	ONE(struct proc_pty, winsize_y, F_UINT), ARR(struct proc_pty, termios, uint8_t, F_BYTES),
+	GAP(struct proc_pty, termios, queued), ONE(struct proc_pty, queued, F_UINT),
+};
+
 struct record {
 	const char *name;
 	const struct field *fields;
@@ -114,6 +137,8 @@ static const struct record thread_rec = RECORD(struct proc_thread, thread_fields
 static const struct record region_rec = RECORD(struct proc_region, region_fields);
 static const struct record pages_rec = RECORD(struct proc_pages, pages_fields);
 static const struct record fd_rec = RECORD(struct proc_fd, fd_fields);
+static const struct record socket_rec = RECORD(struct proc_socket, socket_fields);
+static const struct record pty_rec = RECORD(struct proc_pty, pty_fields);
 
 static const char *const region_kinds[] = {
 	[PROC_REGION_ANON] = "anon", [PROC_REGION_FILE_PRIVATE] = "file_private",
@@ -196,6 +221,24 @@ static json_t *element_json(const struct field *f, const unsigned char *p)
 	}
 }
 
+static json_t *hex_json(const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *s = malloc(2 * n + 1);
+	json_t *v;
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = digits[p[i] >> 4];
+		s[2 * i + 1] = digits[p[i] & 15];
+	}
+	s[2 * n] = 0;
+	v = json_string(s);
+	free(s);
+	return v;
+}
+
 static json_t *text_json(const char *p, size_t size)
 {
 	size_t n = strnlen(p, size);
@@ -214,6 +257,8 @@ static json_t *record_json(const struct record *r, const void *rec)
 
 		if (f->kind == F_TEXT) {
 			v = text_json((const char *)base + f->off, f->size);
+		} else if (f->kind == F_BYTES) {
+			v = hex_json(base + f->off, f->count);
 		} else if (f->count == 1) {
 			v = element_json(f, base + f->off);
 		} else {
@@ -389,22 +434,45 @@ static int decode_fds(struct cursor *c, json_t *a)
 	return ret;
 }
 
-static json_t *hex_json(const unsigned char *p, size_t n)
+/* A descriptor's section fd.<n>: a socket's or a pty's record first (its
+ * kind in the fds section), then the bytes (a pipe's or a queue's
+ * contents, an unlinked file, fdinfo text) as hex. */
+static int decode_file(struct cursor *c, uint32_t kind, json_t *o)
 {
-	static const char digits[] = "0123456789abcdef";
-	char *s = malloc(2 * n + 1);
-	json_t *v;
+	const struct record *r = kind == PROC_FD_SOCKET ? &socket_rec
+				 : kind == PROC_FD_PTY  ? &pty_rec : NULL;
 
-	if (!s)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		s[2 * i] = digits[p[i] >> 4];
-		s[2 * i + 1] = digits[p[i] & 15];
+	if (r && c->left >= r->size) {
+		json_object_set_new(o, kind == PROC_FD_SOCKET ? "socket" : "pty",
+				    record_json(r, c->p));
+		c->p += r->size;
+		c->left -= r->size;
 	}
-	s[2 * n] = 0;
-	v = json_string(s);
-	free(s);
-	return v;
+	json_object_set_new(o, "data", hex_json(c->p, c->left));
+	c->left = 0;
+	return 0;
+}
+
+/* The kind of descriptor n in the decoded fds, or 0. */
+static uint32_t fd_kind(json_t *fds, const char *section)
+{
+	int n = atoi(section + 3);
+	json_t *f;
+	size_t i;
+
+	json_array_foreach(fds, i, f) {
+		uint64_t kind = 0;
+
+		json_t *k = json_object_get(f, "kind");
+
+		if (json_integer_value(json_object_get(f, "fd")) != n)
+			continue;
+		for (size_t j = 0; json_is_string(k) && j < sizeof(fd_kinds) / sizeof(*fd_kinds); j++)
+			if (fd_kinds[j] && strcmp(fd_kinds[j], json_string_value(k)) == 0)
+				kind = j;
+		return (uint32_t)(json_is_integer(k) ? (uint64_t)json_integer_value(k) : kind);
+	}
+	return 0;
 }
 
 /* A thread section: its record, then the ucontext and xsave area as hex. */
@@ -424,7 +492,7 @@ static int decode_thread(struct cursor *c, json_t *o)
 static int tables_check(void)
 {
 	const struct record *all[] = { &header_rec, &sigaction_rec, &thread_rec, &region_rec,
-				       &pages_rec, &fd_rec };
+				       &pages_rec, &fd_rec, &socket_rec, &pty_rec };
 	int ret = 0;
 
 	for (size_t i = 0; !ret && i < sizeof(all) / sizeof(*all); i++)
@@ -434,15 +502,16 @@ static int tables_check(void)
 
 int proc_image_decode(struct img_reader *img, char **json)
 {
-	json_t *root = json_object(), *threads = json_object(), *o;
+	json_t *root = json_object(), *threads = json_object(), *files = json_object(), *o;
 	unsigned char *buf = NULL;
 	size_t len;
 	int ret = tables_check();
 
 	*json = NULL;
-	if (!root || !threads) {
+	if (!root || !threads || !files) {
 		json_decref(root);
 		json_decref(threads);
+		json_decref(files);
 		return -ENOMEM;
 	}
 	json_object_set_new(root, "format", json_integer(PROC_FORMAT_VERSION));
@@ -470,18 +539,24 @@ int proc_image_decode(struct img_reader *img, char **json)
 		buf = NULL;
 	}
 	json_object_set_new(root, "threads", threads);
+	json_object_set_new(root, "files", files);
 	for (unsigned i = 0; !ret && i < img_section_count(img); i++) {
 		struct img_section_info si;
+		int file;
 
-		if (img_section_get(img, i, &si) || strcmp(si.kind, "thread"))
+		if (img_section_get(img, i, &si))
+			continue;
+		file = strcmp(si.kind, "file") == 0 && strncmp(si.name, "fd.", 3) == 0;
+		if (strcmp(si.kind, "thread") && !file)
 			continue;
 		ret = read_section(img, si.name, &buf, &len);
 		if (!ret) {
 			struct cursor c = { buf, len, si.name };
 
 			o = json_object();
-			json_object_set_new(threads, si.name, o);
-			ret = decode_thread(&c, o);
+			json_object_set_new(file ? files : threads, si.name, o);
+			ret = file ? decode_file(&c, fd_kind(json_object_get(root, "fds"), si.name), o)
+				   : decode_thread(&c, o);
 		}
 		free(buf);
 		buf = NULL;
@@ -530,6 +605,23 @@ static int put_text(struct out *o, const char *text, size_t len)
 	for (size_t i = n; !ret && i < len; i++)
 		ret = put(o, "", 1);
 	return ret;
+}
+
+/* The bytes of a hex string into out (at most max); how many, or -1. */
+static long unhex(const char *hex, unsigned char *out, size_t max)
+{
+	size_t n = hex ? strlen(hex) : 1;
+
+	if (n % 2 || n / 2 > max)
+		return -1;
+	for (size_t i = 0; i < n; i += 2) {
+		char pair[3] = { hex[i], hex[i + 1], 0 }, *end;
+
+		out[i / 2] = (unsigned char)strtoul(pair, &end, 16);
+		if (*end || !pair[0] || pair[0] == '-' || pair[0] == '+' || pair[0] == ' ')
+			return -1;
+	}
+	return (long)(n / 2);
 }
 
 static int value_of(const struct field *f, json_t *v, uint64_t *out)
@@ -581,6 +673,12 @@ static int record_from_json(const struct record *r, json_t *o, void *rec)
 			if (!s || strlen(s) > f->size)
 				return err_set(-EINVAL, "encode: field %s has a bad value", f->name);
 			memcpy(base + f->off, s, strlen(s));
+			continue;
+		}
+		if (f->kind == F_BYTES) {
+			if (unhex(json_string_value(v), base + f->off, f->count) != (long)f->count)
+				return err_set(-EINVAL, "encode: field %s is not %u bytes in hex",
+					       f->name, f->count);
 			continue;
 		}
 		if (f->count > 1 && (!json_is_array(v) || json_array_size(v) != f->count))
@@ -682,21 +780,37 @@ static int encode_fds(struct out *o, json_t *a)
 	return ret;
 }
 
+/* Bytes from a hex string, appended. */
+static int put_hex(struct out *o, const char *hex, const char *what)
+{
+	size_t n = hex ? strlen(hex) / 2 : 0;
+	unsigned char *b = malloc(n ? n : 1);
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	ret = unhex(hex, b, n) == (long)n ? put(o, b, n)
+					  : err_set(-EINVAL, "encode: %s is not hex", what);
+	free(b);
+	return ret;
+}
+
 static int encode_thread(struct out *o, json_t *t)
 {
-	const char *hex = json_string_value(json_object_get(t, "context"));
-	size_t n = hex ? strlen(hex) : 0;
 	int ret = encode_record(o, &thread_rec, json_object_get(t, "record"));
 
-	if (!ret && (!hex || n % 2))
-		ret = err_set(-EINVAL, "encode: the thread's context is not hex");
-	for (size_t i = 0; !ret && i < n; i += 2) {
-		char pair[3] = { hex[i], hex[i + 1], 0 }, *end;
-		unsigned char b = (unsigned char)strtoul(pair, &end, 16);
+	return ret ? ret : put_hex(o, json_string_value(json_object_get(t, "context")),
+				   "the thread's context");
+}
 
-		ret = *end ? err_set(-EINVAL, "encode: the thread's context is not hex") : put(o, &b, 1);
-	}
-	return ret;
+static int encode_file(struct out *o, json_t *f)
+{
+	json_t *sock = json_object_get(f, "socket"), *pty = json_object_get(f, "pty");
+	int ret = sock ? encode_record(o, &socket_rec, sock)
+		  : pty ? encode_record(o, &pty_rec, pty) : 0;
+
+	return ret ? ret : put_hex(o, json_string_value(json_object_get(f, "data")),
+				   "the descriptor's data");
 }
 
 int proc_image_encode(const char *json, const char *section, void **buf, size_t *len)
@@ -716,6 +830,8 @@ int proc_image_encode(const char *json, const char *section, void **buf, size_t 
 		ret = encode_fds(&o, json_object_get(root, "fds"));
 	else if (!ret && (v = json_object_get(json_object_get(root, "threads"), section)))
 		ret = encode_thread(&o, v);
+	else if (!ret && (v = json_object_get(json_object_get(root, "files"), section)))
+		ret = encode_file(&o, v);
 	else if (!ret)
 		ret = err_set(-ENOENT, "encode: the decoded image has no section %s", section);
 	json_decref(root);

@@ -23,7 +23,7 @@ struct img_writer;
 struct img_reader;
 
 /* The records of a process image (decode.c): its sections "process",
- * "fds" and every "thread.<tid>" as one JSON object, each record's fields
+ * "fds", every "thread.<tid>" and every "fd.<n>" as one JSON object, each record's fields
  * by their proc_format.h names (`stasis inspect --decode`); *json is
  * malloc'd. Encoding that JSON gives back the bytes of one of those
  * sections (*buf malloc'd, *len bytes): decoding loses nothing. */
