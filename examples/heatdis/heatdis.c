@@ -451,7 +451,7 @@ int main(int argc, char **argv)
 {
 	struct options o;
 	struct grid g = { 0 };
-	int rank, size, ret, restarted;
+	int rank, size, ret, restarted, stop = 0;
 	int step = 0;		/* iterations completed; protected */
 	double residual = 0.0;
 
@@ -499,7 +499,26 @@ int main(int argc, char **argv)
 			ret = stasis_checkpoint(o.level);
 			if (ret < 0)
 				die_stasis_together("stasis_checkpoint", ret);
+			/* asked to stop (the halt file; stasis migrate): a rerun
+			 * starts from the checkpoint just taken */
+			ret = stasis_should_exit(&stop);
+			if (ret < 0)
+				die_stasis("stasis_should_exit", ret);
+			if (stop)
+				break;
 		}
+	}
+	if (stop) {
+		if (rank == 0)
+			printf("heatdis: stopped at iteration %d\n", step);
+		fflush(stdout);
+		ret = stasis_finalize();
+		if (ret)
+			die_stasis("stasis_finalize", ret);
+		free(g.u);
+		free(g.unew);
+		par_finalize();
+		return 0;
 	}
 
 	if (o.output && output_grid(&g, o.output))

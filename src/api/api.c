@@ -161,7 +161,7 @@ static void tell_coordinator(void)
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "we");
 	if (f) {
-		ok = fprintf(f, "global %s\n", where) > 0;
+		ok = fprintf(f, "global %s\nlocal %s\n", where, cfg_str(CFG_LOCAL_DIR)) > 0;
 		ok = fclose(f) == 0 && ok;
 		if (ok && rename(tmp, path) == 0)
 			return;

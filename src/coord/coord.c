@@ -175,6 +175,12 @@ struct coord {
 		int fd;               /* the client, answered once it is carried out; -1 */
 		char from[64], to[64];  /* to: "" for the launcher's first spare */
 		uint64_t bytes_per_s; /* measured by the last migration (0: none yet) */
+		/* an application-level job asked to checkpoint and stop: the
+		 * relaunch's command, until when it may take */
+		int applevel;
+		char **argv;
+		uint64_t deadline;
+		char ranks[400];
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 };
@@ -1643,32 +1649,52 @@ static const char *applevel_path(struct coord *c, char *path, size_t len)
 	return path;
 }
 
-/* An application-level job (jobenv.h: libstasis's rank 0 wrote where its
- * checkpoints are): the relaunch starts the program afresh and libstasis
- * recovers from the newest checkpoint whose every rank's copy it can
- * verify; from names the newest established one (the choice is the
+/* What libstasis's rank 0 wrote (jobenv.h): its job's checkpoint
+ * directory in the global tier and its local_dir. -ENOENT if the job does
+ * not checkpoint at the application level. */
+struct applevel {
+	char global[PATH_MAX];
+	char local[PATH_MAX];
+};
+
+static int applevel_read(struct coord *c, struct applevel *a)
+{
+	char path[PATH_MAX], line[PATH_MAX + 16];
+	FILE *f = fopen(applevel_path(c, path, sizeof(path)), "re");
+
+	if (!f)
+		return -ENOENT;
+	a->global[0] = a->local[0] = 0;
+	while (fgets(line, sizeof(line), f)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strncmp(line, "global ", 7))
+			snprintf(a->global, sizeof(a->global), "%s", line + 7);
+		else if (!strncmp(line, "local ", 6))
+			snprintf(a->local, sizeof(a->local), "%s", line + 6);
+	}
+	fclose(f);
+	return a->global[0] && strrchr(a->global, '/') != a->global ? 0 : -ENOENT;
+}
+
+/* An application-level job: the relaunch starts the program afresh and
+ * libstasis recovers from the newest checkpoint whose every rank's copy
+ * it can verify; from names the newest established one (the choice is the
  * library's: a copy lost with a node or still under way when the job
  * stopped sends it further back). 0 if the job is not one. */
 static int applevel_choice(struct coord *c, char *from, size_t len)
 {
-	char path[PATH_MAX], where[PATH_MAX] = "", *slash;
 	struct store_ckpt_info *list = NULL;
 	struct store *s = NULL;
+	struct applevel a;
 	const char *name = NULL;
+	char *slash;
 	size_t n = 0;
-	FILE *f;
-	int ok;
 
-	f = fopen(applevel_path(c, path, sizeof(path)), "re");
-	if (!f)
+	if (applevel_read(c, &a) != 0)
 		return 0;
-	ok = fscanf(f, "global %4095[^\n]", where) == 1;
-	fclose(f);
-	slash = strrchr(where, '/');
-	if (!ok || !slash || slash == where)
-		return 0;
+	slash = strrchr(a.global, '/');
 	*slash = 0;
-	if (store_open("global", where, slash + 1, &s) != 0)
+	if (store_open("global", a.global, slash + 1, &s) != 0)
 		return 0;
 	if (store_list(s, &list, &n, NULL) == 0)
 		for (size_t i = n; i-- > 0 && !name;)
@@ -1748,6 +1774,9 @@ static void dead_hosts(struct coord *c, char (*used)[64], unsigned *nused)
 		host_add(used, nused, c->expected[i]);
 }
 
+static void mig_answer(struct coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void applevel_unhalt(struct coord *c);
+
 /* Relaunch the job from the newest usable checkpoint, without the nodes
  * lost; said in one line once every rank registered again */
 static void recover(struct coord *c, const struct coord_event *ev)
@@ -1757,6 +1786,10 @@ static void recover(struct coord *c, const struct coord_event *ev)
 	unsigned nused;
 	int ret;
 
+	if (c->mig.applevel) {
+		applevel_unhalt(c);
+		mig_answer(c, "ERR migration: %s; automatic recovery takes over", ev->detail);
+	}
 	stop_job(c);
 	choose_checkpoint(c, c->store, name, sizeof(name));
 	if (name[0] && store_ckpt_path(c->store, name, NULL, dir, sizeof(dir)) != 0)
@@ -1888,7 +1921,7 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 {
 	char from[64] = "", to[64] = "", ranks[400], note[300], path[PATH_MAX], **argv = NULL;
 	unsigned long long within = 0;
-	int rank = -1, predict = !strncmp(line, "PREDICT ", 8);
+	int rank = -1, predict = !strncmp(line, "PREDICT ", 8), applevel;
 	const char *base;
 
 	if (predict ? sscanf(line + 8, "%63s %llu", from, &within) != 2 :
@@ -1902,13 +1935,14 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 		snprintf(err, len, "migration moves the ranks of an MPI job; this job is one program");
 		return -1;
 	}
-	if (access(applevel_path(c, path, sizeof(path)), F_OK) == 0) {
-		snprintf(err, len, "migration of an application-level job (libstasis) is not built: "
-			 "its ranks cannot be checkpointed transparently (--recover auto recovers "
-			 "it from its own checkpoints)");
+	applevel = access(applevel_path(c, path, sizeof(path)), F_OK) == 0;
+	if (applevel && predict) {
+		snprintf(err, len, "a predicted fault of an application-level job (libstasis) is not "
+			 "handled: its ranks cannot be checkpointed from outside (stasis migrate "
+			 "asks it to stop and moves it; --recover auto recovers it)");
 		return -1;
 	}
-	if (!c->staged) {
+	if (!applevel && !c->staged) {
 		snprintf(err, len, "migration moves the ranks' node-local images: run the job with "
 			 "staging = on");
 		return -1;
@@ -1991,6 +2025,133 @@ static void all_nodes_in(struct coord *c)
 	}
 }
 
+/* ---- migration of an application-level job ---- */
+
+#define APPLEVEL_STOP_MS (600 * 1000)   /* for the program to reach stasis_should_exit */
+#define APPLEVEL_MOVE_MS (300 * 1000)   /* for its node cache to move */
+
+static const char *halt_path(const struct applevel *a, char *path, size_t len)
+{
+	snprintf(path, len, "%s/halt", a->global);
+	return path;
+}
+
+/* libstasis's job cannot be checkpointed from outside: it is asked to
+ * checkpoint and stop (stasis_should_exit sees the halt file in its global
+ * directory, docs/applevel.md), and the migration goes on when its
+ * launcher ends (applevel_migrated). -1: nothing relaunched yet. */
+static int applevel_stop(struct coord *c)
+{
+	char path[PATH_MAX + 8], note[300], to[64];
+	struct applevel a;
+	int fd;
+
+	snprintf(to, sizeof(to), "%s", c->mig.to);
+	if (applevel_read(c, &a) != 0 ||
+	    migrate_placement(c, c->mig.from, to, sizeof(to), &c->mig.argv, note, sizeof(note))) {
+		mig_answer(c, "ERR migration: %s", err_msg());
+		return -1;
+	}
+	snprintf(c->mig.to, sizeof(c->mig.to), "%s", to);
+	host_ranks(c, c->mig.from, c->mig.ranks, sizeof(c->mig.ranks));
+	fd = open(halt_path(&a, path, sizeof(path)), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		mig_answer(c, "ERR migration: cannot ask the program to stop: %s: %s", path,
+			   strerror(errno));
+		free(c->mig.argv);
+		c->mig.argv = NULL;
+		return -1;
+	}
+	close(fd);
+	c->mig.applevel = 1;
+	c->mig.deadline = now_ms() + APPLEVEL_STOP_MS;
+	log_info("migration: the program is asked to checkpoint and stop (%s)", path);
+	return -1;
+}
+
+/* The asked stop is over: the halt file goes, the request is answered */
+static void applevel_unhalt(struct coord *c)
+{
+	char path[PATH_MAX + 8];
+	struct applevel a;
+
+	if (applevel_read(c, &a) == 0)
+		unlink(halt_path(&a, path, sizeof(path)));
+	c->mig.applevel = 0;
+	free(c->mig.argv);
+	c->mig.argv = NULL;
+}
+
+/* A program that never stops (it does not call stasis_should_exit) */
+static void applevel_check(struct coord *c)
+{
+	if (!c->mig.applevel || now_ms() < c->mig.deadline)
+		return;
+	applevel_unhalt(c);
+	mig_answer(c, "ERR migration: the program did not stop within %d s: libstasis stops it "
+		   "only where it calls stasis_should_exit", APPLEVEL_STOP_MS / 1000);
+}
+
+/* The launcher of the job asked to stop ended. Ended well: the source
+ * node's libstasis cache moves to the target through the remote shell,
+ * and the job is relaunched with the target in the source's place (its
+ * ranks find their images in their node's cache); should the move fail,
+ * where it was. 0 when relaunched; -1: the event is the chain's (the
+ * program ended badly, not as asked). */
+static int applevel_migrated(struct coord *c, const struct coord_event *ev)
+{
+	char local_from[PATH_MAX + 64], local_to[PATH_MAX + 64], from[160], *job;
+	uint64_t t0 = now_ms();
+	struct applevel a;
+	int ret;
+
+	if (ev->status != 0 || applevel_read(c, &a) != 0) {
+		applevel_unhalt(c);
+		mig_answer(c, "ERR migration: the program ended with status %d before it stopped",
+			   ev->status);
+		return -1;
+	}
+	job = strrchr(a.global, '/') + 1;
+	snprintf(local_from, sizeof(local_from), "%s/%s", a.local, c->mig.from);
+	snprintf(local_to, sizeof(local_to), "%s/%s", a.local, c->mig.to);
+	ret = a.local[0] ? migrate_move_dir(c->mig.from, local_from, c->mig.to, local_to, job,
+					    APPLEVEL_MOVE_MS) :
+		err_set(-ENOENT, "libstasis did not say where its node caches are");
+	stop_job(c);
+	launch_reset(c);
+	applevel_choice(c, from, sizeof(from));
+	if (ret) {
+		fprintf(stderr, "stasis: migration of ranks%s from %s to %s failed: %s; the job goes "
+			"on where it was\n", c->mig.ranks, c->mig.from, c->mig.to, err_msg());
+		mig_answer(c, "ERR migration of ranks%s from %s to %s failed: %s; the job goes on "
+			   "where it was", c->mig.ranks, c->mig.from, c->mig.to, err_msg());
+		snprintf(c->rec.line, sizeof(c->rec.line), "relaunched where it was; from %s", from);
+	} else {
+		free(c->argv);
+		c->argv = c->mig.argv;
+		c->launch = c->argv;
+		c->mig.argv = NULL;
+		snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, "
+			 "libstasis's node cache moved in %.2f s; from %s", c->mig.ranks, c->mig.from,
+			 c->mig.to, (double)(now_ms() - t0) / 1000.0, from);
+	}
+	applevel_unhalt(c);
+	c->rec.t0 = ev->at_ms;
+	c->rec.pending = 1;
+	ret = c->target->relaunch(c, NULL);
+	c->nevents = 0;
+	policy_launched(c->policy);
+	if (ret) {
+		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
+		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
+		c->done = 1;
+		c->status = 1;
+		return 0;
+	}
+	mig_answer(c, "OK %s", c->rec.line);
+	return 0;
+}
+
 /* Move c->mig.from's ranks to c->mig.to: a checkpoint that leaves the
  * ranks parked, the source's agent sends their images to a receiver on the
  * target, the job stopped and relaunched with the target in the source's
@@ -2004,6 +2165,8 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
 	int ret, src = -1;
 
+	if (access(applevel_path(c, dir, sizeof(dir)), F_OK) == 0)
+		return applevel_stop(c);
 	snprintf(from, sizeof(from), "%s", c->mig.from);
 	snprintf(to, sizeof(to), "%s", c->mig.to);
 	ret = migrate_placement(c, from, to, sizeof(to), &argv, note, sizeof(note));
@@ -2095,6 +2258,9 @@ static void decide(struct coord *c)
 	for (unsigned i = 0; i < c->nevents && !c->done; i++) {
 		struct coord_event ev = c->events[i];
 		char msg[600];
+
+		if (ev.kind == EV_LAUNCHER_ENDED && c->mig.applevel && applevel_migrated(c, &ev) == 0)
+			return;   /* relaunched: the rest are the old launch's */
 
 		switch (policy_decide(c->policy, &ev, msg, sizeof(msg))) {
 		case POLICY_RECOVER:
@@ -2220,6 +2386,7 @@ static void serve(struct coord *c)
 		    checkpoint(c, 0, name, sizeof(name)) != 0)
 			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
 		check_heartbeats(c);
+		applevel_check(c);
 		decide(c);
 	}
 }
@@ -2269,6 +2436,8 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 
 static void coord_fini(struct coord *c)
 {
+	if (c->mig.applevel)
+		applevel_unhalt(c);   /* a later run must not stop at once */
 	unlisten(c);
 	if (c->channel >= 0)
 		close(c->channel);

@@ -39,10 +39,11 @@
 #define JOBENV_LH_ACTIVE    "STASIS_LH_ACTIVE"
 
 /* Written by the ranks, read by the coordinator: libstasis's rank 0 puts
- * "global <its job's checkpoint directory>" in this file of STASIS_JOB_DIR
- * at stasis_init: the job checkpoints at the application level, and a
- * recovery relaunches it for libstasis to recover (docs/coordinator.md,
- * "Application-level jobs"). */
+ * "global <its job's checkpoint directory>" and "local <its local_dir>"
+ * (lines) in this file of STASIS_JOB_DIR at stasis_init: the job
+ * checkpoints at the application level, a recovery relaunches it for
+ * libstasis to recover, a migration moves a node's cache
+ * (docs/coordinator.md, "Application-level jobs"). */
 #define JOBENV_APPLEVEL_FILE "applevel"
 
 /* Every variable a rank on another node needs, with the settings the

@@ -142,6 +142,50 @@ void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_
 	}
 }
 
+int migrate_move_dir(const char *from, const char *from_parent, const char *to,
+		     const char *to_parent, const char *name, int timeout_ms)
+{
+	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
+	const char *words[] = { shell, from, from_parent, to, to_parent, name };
+	char cmd[4 * PATH_MAX];
+	struct timespec ts = { 0, 20 * 1000 * 1000 };
+	int st = 0, waited = 0;
+	pid_t pid;
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+		if (strchr(words[i], '\'') || strchr(words[i], '"'))
+			return err_set(-EINVAL, "cannot quote '%s' for the remote shell", words[i]);
+	if (snprintf(cmd, sizeof(cmd), "%s %s \"tar -C '%s' -cf - '%s'\" | %s %s \"mkdir -p '%s' && "
+		     "tar -C '%s' -xf -\" && %s %s \"rm -rf '%s/%s'\"", shell, from, from_parent, name,
+		     shell, to, to_parent, to_parent, shell, from, from_parent, name) >= (int)sizeof(cmd))
+		return err_set(-ENAMETOOLONG, "the copy's command is too long");
+	pid = fork();
+	if (pid < 0)
+		return err_set(-errno, "fork: %s", strerror(errno));
+	if (pid == 0) {
+		sigset_t none;
+
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	while (waitpid(pid, &st, WNOHANG) == 0) {
+		if (waited >= timeout_ms) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &st, 0);
+			return err_set(-ETIMEDOUT, "moving %s/%s from %s to %s took more than %d s",
+				       from_parent, name, from, to, timeout_ms / 1000);
+		}
+		nanosleep(&ts, NULL);
+		waited += 20;
+	}
+	if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+		return err_set(-EIO, "moving %s/%s from %s to %s failed (%s: status %d)", from_parent,
+			       name, from, to, shell, WIFEXITED(st) ? WEXITSTATUS(st) : 128);
+	return 0;
+}
+
 uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s)
 {
 	if (!bytes_per_s)

@@ -34,6 +34,13 @@ int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms);
  * whose relaunch failed asks it of the host list's nodes. */
 void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_ms);
 
+/* Move directory <from_parent>/<name> of host from to <to_parent>/<name>
+ * on host to, through the remote shell (a tar stream from one to the
+ * other), then remove it on from; at most timeout_ms. An application-level
+ * job's migration moves libstasis's node cache so. */
+int migrate_move_dir(const char *from, const char *from_parent, const char *to,
+		     const char *to_parent, const char *name, int timeout_ms);
+
 /* The expected migration time of bytes at rate bytes_per_s (0: the
  * default rate, key migrate_rate in MiB/s), in ms, and the setup's cost
  * (a checkpoint, a receiver started, a relaunch) included. */

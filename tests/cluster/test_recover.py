@@ -12,8 +12,9 @@ rank back on its node, from that node's copy. An srun step in a
 while the job runs (Open MPI's mpirun ends the job, and cannot start
 again with it): found dead, passed over. heatdis (libstasis, level
 partner) losing a node: relaunched on the spare, it recovers from its
-partner copies to the grid of an uninterrupted run. About 150 s. Needs
-root.
+partner copies to the grid of an uninterrupted run; heatdis migrated
+(stasis migrate: it stops at a checkpoint, its node cache moves, it goes
+on). About 160 s. Needs root.
 
 --max-restarts and --recover none are tests/split/test_recover.py: the
 same paths, on one host."""
@@ -179,14 +180,11 @@ HEATDIS_SERIAL = BUILD / "examples" / "heatdis" / "heatdis.serial"
 HEAT_ITERS, HEAT_EVERY = 800, 50
 
 
-def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_path):
-    """heatdis (libstasis, level partner) on n1, n2, n3, spare n4: once a
-    checkpoint has its partner copies, n2 is killed; the relaunch puts n4
-    in its place and libstasis recovers rank 1 from its partner copy on n3;
-    the grid is the bytes of an uninterrupted run (heatdis.serial of the
-    same rows: the grid does not depend on the decomposition)"""
+def heatdis_start(cluster, tmp_path, level):
+    """heatdis under `stasis run --recover auto` on n1, n2, n3 (spare n4),
+    and the grid of an uninterrupted run (heatdis.serial of the same rows:
+    the grid does not depend on the decomposition): (job, reference)"""
     import subprocess
-    import time
     if not HEATDIS.exists() or not HEATDIS_SERIAL.exists():
         pytest.skip("heatdis not built")
     bring_up("n1", "n2", "n3", "n4")
@@ -202,25 +200,68 @@ def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_pat
           "STASIS_JOB": "heat", "STASIS_LOCAL_DIR": BASE / "local"}
     words = launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 3) + "".join(
         f" -x {k}={v}" for k, v in xs.items())
+    job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every", HEAT_EVERY,
+              "--level", level, "--output", "grid.bin", opts="--recover auto")
+    return job, (tmp_path / "ref.bin").read_bytes()
+
+
+def heatdis_ls(job):
+    import subprocess
+    return subprocess.run([str(STASIS), "ls", "--dir", str(job.dir / "global"), "heat"],
+                          capture_output=True, text=True, timeout=30).stdout
+
+
+def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_path):
+    """heatdis (libstasis, level partner) on n1, n2, n3, spare n4: once a
+    checkpoint has its partner copies, n2 is killed; the relaunch puts n4
+    in its place and libstasis recovers rank 1 from its partner copy on n3;
+    the grid is the bytes of an uninterrupted run"""
+    import time
+    job, reference = heatdis_start(cluster, tmp_path, "partner")
     try:
-        job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every",
-                  HEAT_EVERY, "--level", "partner", "--output", "grid.bin", opts="--recover auto")
         end = time.time() + 60
-        while time.time() < end:
-            ls = subprocess.run([str(STASIS), "ls", "--dir", str(job.dir / "global"), "heat"],
-                                capture_output=True, text=True, timeout=30).stdout
-            if re.search(r"level partner", ls):
-                break
+        while time.time() < end and not re.search(r"level partner", heatdis_ls(job)):
             time.sleep(0.1)
         sh("kill-node", "n2")
         rc, out, err = job.finish()
         assert rc == 0 and "heatdis: done" in out, out + err
         assert "heatdis: restarted at iteration" in out, out + err
-        assert (job.dir / "grid.bin").read_bytes() == (tmp_path / "ref.bin").read_bytes(), err
+        assert (job.dir / "grid.bin").read_bytes() == reference, err
         lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
         assert len(lines) == 1 and re.fullmatch(
             r"stasis: recovery 1 of 3: .*; from ckpt-\d+ or older \(libstasis recovers the "
             r"newest it can verify\); n2 replaced by n4; \d+\.\d s", lines[0]), err
         assert re.search(r"rank 1: ckpt-\d+: .*asking the partner copies", err), err
+    finally:
+        job.kill()
+
+
+def test_heatdis_migrated_stops_at_a_checkpoint_and_goes_on_from_the_moved_cache(cluster,
+                                                                                 tmp_path):
+    """`stasis migrate --node n2` of heatdis at level single: asked to stop
+    (stasis_should_exit), it checkpoints and ends; n2's libstasis cache
+    moves to n4, the job is relaunched with n4 in n2's place, and rank 1
+    reads its image there (single: no other copy exists); the grid is the
+    bytes of an uninterrupted run; nothing of the job is left on n2"""
+    import time
+    job, reference = heatdis_start(cluster, tmp_path, "single")
+    try:
+        end = time.time() + 60
+        while time.time() < end and ("ckpt-000001" not in heatdis_ls(job) or "ranks=3/3" not in
+                                     job.stasis("status", "--dir", job.ck, check=False).stdout):
+            time.sleep(0.1)
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        assert r.returncode == 0 and re.fullmatch(
+            r"migration: ranks 1 from n2 to n4, libstasis's node cache moved in \d+\.\d\d s; "
+            r"from ckpt-\d+ or older \(libstasis recovers the newest it can verify\)\n",
+            r.stdout), r.stdout + r.stderr
+        rc, out, err = job.finish()
+        assert rc == 0 and "heatdis: done" in out, out + err
+        stopped = re.findall(r"^heatdis: stopped at iteration (\d+)$", out, re.M)
+        assert stopped and f"heatdis: restarted at iteration {stopped[0]}\n" in out, out + err
+        assert (job.dir / "grid.bin").read_bytes() == reference, err
+        assert not (cluster.local("n2") / "n2" / "heat").exists(), "n2's cache stayed"
+        assert any((cluster.local("n4") / "n4" / "heat").glob("ckpt-*/rank-00001.img"))
+        assert not (job.dir / "global" / "heat" / "halt").exists()
     finally:
         job.kill()

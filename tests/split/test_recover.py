@@ -6,7 +6,7 @@ with the program's status and its own output; `--max-restarts 0` gives up
 in one line with the failure status; `--recover none` ends as before.
 heatdis (libstasis, application level) on two simulated nodes, its rank 2
 killed: relaunched, it recovers from its own checkpoint and ends with the
-grid of an uninterrupted run; `stasis migrate` of it is refused. A rank
+grid of an uninterrupted run; `stasis predict` of it is refused. A rank
 that the program ends itself (exit without MPI_Finalize, MPI_Abort) is
 not recovered: one line, the program's status.
 The cluster's cases (a node lost, spares) are tests/cluster/test_recover.py.
@@ -152,7 +152,7 @@ def test_heatdis_killed_rank_recovers_from_its_own_checkpoints(job, tmp_path):
         r"older \(libstasis recovers the newest it can verify\); \d+\.\d s", lines[0]), err
 
 
-def test_heatdis_migration_is_refused_in_one_line(job, tmp_path):
+def test_heatdis_predict_is_refused_in_one_line(job, tmp_path):
     if not HEATDIS.exists():
         pytest.skip(f"{HEATDIS} not built")
     job.env.update(STASIS_JOB="heat", STASIS_GLOBAL_DIR=str(tmp_path / "global"))
@@ -161,11 +161,12 @@ def test_heatdis_migration_is_refused_in_one_line(job, tmp_path):
     end = time.time() + 30
     while not list(job.ck.glob("*/applevel")) and time.time() < end:
         time.sleep(0.1)
-    r = job.stasis("migrate", "--dir", job.ck, "--rank", 1, check=False)
+    r = job.stasis("predict", "--dir", job.ck, "--node", os.uname().nodename, "--within", "60s",
+                   check=False)
     assert r.returncode == 1 and r.stderr == (
-        "stasis: migrate: migration of an application-level job (libstasis) is not built: its "
-        "ranks cannot be checkpointed transparently (--recover auto recovers it from its own "
-        "checkpoints)\n"), r.stderr
+        "stasis: predict: a predicted fault of an application-level job (libstasis) is not "
+        "handled: its ranks cannot be checkpointed from outside (stasis migrate asks it to stop "
+        "and moves it; --recover auto recovers it)\n"), r.stderr
 
 
 quit = program_fixture("quit")
