@@ -239,11 +239,23 @@ static json_t *hex_json(const unsigned char *p, size_t n)
 	return v;
 }
 
+/* Text of at most size bytes (a path, a name): a string when it is UTF-8
+ * and only NULs follow it, else {"hex": all size bytes} (a file name may
+ * be any bytes), so that nothing is lost either way. */
 static json_t *text_json(const char *p, size_t size)
 {
-	size_t n = strnlen(p, size);
+	size_t n = strnlen(p, size), k = n;
+	json_t *v = NULL, *o;
 
-	return json_stringn(p, n);
+	while (k < size && !p[k])
+		k++;
+	if (k == size)
+		v = json_stringn(p, n);
+	if (v)
+		return v;
+	o = json_object();
+	json_object_set_new(o, "hex", hex_json((const unsigned char *)p, size));
+	return o;
 }
 
 static json_t *record_json(const struct record *r, const void *rec)
@@ -596,17 +608,6 @@ static int put(struct out *o, const void *p, size_t n)
 	return 0;
 }
 
-/* Bytes of text padded with NULs (or cut) to len. */
-static int put_text(struct out *o, const char *text, size_t len)
-{
-	size_t n = text ? strlen(text) : 0;
-	int ret = put(o, text ? text : "", n < len ? n : len);
-
-	for (size_t i = n; !ret && i < len; i++)
-		ret = put(o, "", 1);
-	return ret;
-}
-
 /* The bytes of a hex string into out (at most max); how many, or -1. */
 static long unhex(const char *hex, unsigned char *out, size_t max)
 {
@@ -622,6 +623,30 @@ static long unhex(const char *hex, unsigned char *out, size_t max)
 			return -1;
 	}
 	return (long)(n / 2);
+}
+
+/* The bytes of text_json's value v, NUL-padded to size, into out: 0, or
+ * -1 when v is neither form or does not fit. */
+static int text_bytes(json_t *v, unsigned char *out, size_t size)
+{
+	const char *s = json_string_value(v);
+
+	memset(out, 0, size);
+	if (s && strlen(s) == json_string_length(v) && strlen(s) <= size) {
+		memcpy(out, s, strlen(s));
+		return 0;
+	}
+	return json_is_object(v) && unhex(json_string_value(json_object_get(v, "hex")), out, size) >= 0
+	       ? 0 : -1;
+}
+
+/* How many bytes text_json's value v holds before its padding. */
+static size_t text_len(json_t *v)
+{
+	const char *s = json_string_value(v);
+	const char *hex = json_string_value(json_object_get(v, "hex"));
+
+	return s ? strlen(s) : hex ? strlen(hex) / 2 : 0;
 }
 
 static int value_of(const struct field *f, json_t *v, uint64_t *out)
@@ -668,11 +693,8 @@ static int record_from_json(const struct record *r, json_t *o, void *rec)
 		if (!v)
 			return err_set(-EINVAL, "encode: a %s has no field %s", r->name, f->name);
 		if (f->kind == F_TEXT) {
-			const char *s = json_string_value(v);
-
-			if (!s || strlen(s) > f->size)
+			if (text_bytes(v, base + f->off, f->size))
 				return err_set(-EINVAL, "encode: field %s has a bad value", f->name);
-			memcpy(base + f->off, s, strlen(s));
 			continue;
 		}
 		if (f->kind == F_BYTES) {
@@ -704,6 +726,21 @@ static int encode_record(struct out *o, const struct record *r, json_t *v)
 	return ret ? ret : put(o, rec, r->size);
 }
 
+/* Text (a string, or {"hex"}) padded with NULs to len bytes. */
+static int put_text(struct out *o, json_t *v, size_t len, const char *what)
+{
+	unsigned char *b = malloc(len ? len : 1);
+	int ret;
+
+	if (!b)
+		return -ENOMEM;
+	ret = text_bytes(v, b, len) ? err_set(-EINVAL, "encode: %s does not fit in %zu bytes",
+					      what, len)
+				    : put(o, b, len);
+	free(b);
+	return ret;
+}
+
 static int encode_process(struct out *o, json_t *p)
 {
 	json_t *h = json_object_get(p, "header"), *a, *v;
@@ -714,14 +751,14 @@ static int encode_process(struct out *o, json_t *p)
 	if (!ret)
 		ret = put(o, &hdr, sizeof(hdr));
 	if (!ret) {
-		const char *cwd = json_string_value(json_object_get(p, "cwd"));
-		size_t n = cwd ? strlen(cwd) + 1 : 0;
+		json_t *cwd = json_object_get(p, "cwd");
+		size_t n = text_len(cwd) + 1;
 
-		if (!cwd || n > hdr.cwd_len)
+		if (n > hdr.cwd_len)
 			return err_set(-EINVAL, "encode: the cwd is longer than cwd_len");
-		ret = put_text(o, cwd, n);
+		ret = put_text(o, cwd, n, "the cwd");
 		if (!ret)
-			ret = put_text(o, json_string_value(json_object_get(p, "exe")), hdr.cwd_len - n);
+			ret = put_text(o, json_object_get(p, "exe"), hdr.cwd_len - n, "the executable");
 	}
 	a = json_object_get(p, "sigactions");
 	if (!ret && json_array_size(a) != PROC_NSIG)
@@ -749,7 +786,7 @@ static int encode_process(struct out *o, json_t *p)
 		if (!ret)
 			ret = put(o, &r, sizeof(r));
 		if (!ret)
-			ret = put_text(o, json_string_value(json_object_get(v, "path")), r.path_len);
+			ret = put_text(o, json_object_get(v, "path"), r.path_len, "a region's path");
 		if (!ret)
 			ret = put(o, &nruns, sizeof(nruns));
 		json_array_foreach(runs, k, run)
@@ -775,7 +812,7 @@ static int encode_fds(struct out *o, json_t *a)
 		if (!ret)
 			ret = put(o, &f, sizeof(f));
 		if (!ret)
-			ret = put_text(o, json_string_value(json_object_get(v, "path")), f.path_len);
+			ret = put_text(o, json_object_get(v, "path"), f.path_len, "a descriptor's path");
 	}
 	return ret;
 }

@@ -75,3 +75,24 @@ def test_encode_names_what_is_wrong(job, tmp_path):
     assert r.stderr == f"stasis: inspect: {bad}: encode: a struct proc_fd has no field kind\n"
     r = job.stasis("inspect", "--encode", "thread.7", bad, check=False)
     assert r.stderr == f"stasis: inspect: {bad}: encode: the decoded image has no section thread.7\n"
+
+
+NAMED = """
+import os, time
+f = open(b"caf\\xe9.txt", "wb")
+print("READY", flush=True)
+while not os.path.exists("stop"):
+    time.sleep(0.02)
+"""
+
+
+def test_a_file_name_that_is_not_utf8_decodes_as_its_bytes(job, tmp_path):
+    """A path is any bytes: one that is not UTF-8 is {"hex": ...}, every
+    byte of it, and encodes back as it was."""
+    job.run("/usr/bin/python3", "-c", NAMED)
+    ckpt = job.checkpoint()
+    image = next(job.ck.glob(f"*/{ckpt}/process.img"))
+    d = json.loads(job.stasis("inspect", "--decode", image).stdout)
+    named = [bytes.fromhex(f["path"]["hex"]) for f in d["fds"] if isinstance(f["path"], dict)]
+    assert named == [str(job.work).encode() + b"/caf\xe9.txt\0"], d["fds"]
+    round_trip(job, image, d, tmp_path)
