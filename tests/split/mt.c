@@ -1,7 +1,7 @@
 /* mt.c - MPI from every thread (MPI_THREAD_MULTIPLE; docs/split.md, "MPI
  * from every thread"; tests/split/test_threads.py). 2 ranks or more.
  *
- *   mt ITERATIONS SLEEP_MS
+ *   mt ITERATIONS SLEEP_MS [serialized]
  *
  * Each rank runs 4 threads that all call MPI at once, each on its own
  * duplicate of MPI_COMM_WORLD for its collectives, as hybrid codes do.
@@ -18,19 +18,27 @@
  * thread's checksum (combined over the ranks) and "PASS ranks=N
  * iterations=I threads=4"; anything wrong a FAIL line. The checksums
  * depend only on the ranks and iterations: a run checkpointed, killed and
- * restarted prints what an uninterrupted one does. */
+ * restarted prints what an uninterrupted one does.
+ *
+ * With "serialized" it asks for MPI_THREAD_SERIALIZED and makes the same
+ * exchanges with non-blocking calls (MPI_Iallreduce for the sum), each
+ * call, and each MPI_Testall of the loops that wait, under one mutex of
+ * the program's: one thread inside MPI at a time, any thread. */
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "fail.h"
 
 #define THREADS 4
 
-static int rank, size, iters, sleep_ms;
+static int rank, size, iters, sleep_ms, serialized;
+static pthread_mutex_t one = PTHREAD_MUTEX_INITIALIZER;
 static MPI_Comm comms[THREADS];
 static uint64_t sums[THREADS];
 
@@ -46,6 +54,27 @@ static void nap(int ms)
 	nanosleep(&ts, NULL);
 }
 
+/* serialized: one thread inside MPI at a time, by the program's mutex */
+#define ONE(call)                          \
+	do {                               \
+		pthread_mutex_lock(&one);  \
+		call;                      \
+		pthread_mutex_unlock(&one); \
+	} while (0)
+
+static void wait_one_at_a_time(int n, MPI_Request *q)
+{
+	MPI_Status st[4];
+	int done = 0;
+
+	for (;;) {
+		ONE(MPI_Testall(n, q, &done, st));
+		if (done)
+			return;
+		sched_yield();
+	}
+}
+
 static void *worker(void *arg)
 {
 	int t = (int)(intptr_t)arg, right = (rank + 1) % size, left = (rank + size - 1) % size;
@@ -58,14 +87,26 @@ static void *worker(void *arg)
 
 		if ((rank + t + i) % 2)
 			nap(sleep_ms / 4);
-		MPI_Isend(&out, 1, MPI_LONG, right, i % 64, c, &r);
-		MPI_Recv(&in, 1, MPI_LONG, left, i % 64, c, MPI_STATUS_IGNORE);
-		MPI_Wait(&r, MPI_STATUS_IGNORE);
+		if (serialized) {
+			MPI_Request q[4];
+
+			ONE(MPI_Isend(&out, 1, MPI_LONG, right, i % 64, c, &q[0]));
+			ONE(MPI_Irecv(&in, 1, MPI_LONG, left, i % 64, c, &q[1]));
+			ONE(MPI_Isend(&out, 1, MPI_LONG, left, t, MPI_COMM_WORLD, &q[2]));
+			ONE(MPI_Irecv(&back, 1, MPI_LONG, right, t, MPI_COMM_WORLD, &q[3]));
+			wait_one_at_a_time(4, q);
+			ONE(MPI_Iallreduce(&out, &all, 1, MPI_LONG, MPI_SUM, c, &q[0]));
+			wait_one_at_a_time(1, q);
+		} else {
+			MPI_Isend(&out, 1, MPI_LONG, right, i % 64, c, &r);
+			MPI_Recv(&in, 1, MPI_LONG, left, i % 64, c, MPI_STATUS_IGNORE);
+			MPI_Wait(&r, MPI_STATUS_IGNORE);
+			MPI_Sendrecv(&out, 1, MPI_LONG, left, t, &back, 1, MPI_LONG, right, t,
+				     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+			MPI_Allreduce(&out, &all, 1, MPI_LONG, MPI_SUM, c);
+		}
 		fail_unless(rank, i, "the ring's value", in, v(left, t, i));
-		MPI_Sendrecv(&out, 1, MPI_LONG, left, t, &back, 1, MPI_LONG, right, t,
-			     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
 		fail_unless(rank, i, "the value back on MPI_COMM_WORLD", back, v(right, t, i));
-		MPI_Allreduce(&out, &all, 1, MPI_LONG, MPI_SUM, c);
 		for (int k = 0; k < size; k++)
 			want += v(k, t, i);
 		fail_unless(rank, i, "the sum", all, want);
@@ -86,12 +127,16 @@ int main(int argc, char **argv)
 	uint64_t all[THREADS];
 	int provided;
 
-	MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+	serialized = argc > 3 && !strcmp(argv[3], "serialized");
+	MPI_Init_thread(&argc, &argv, serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE,
+			&provided);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	if (argc < 3 || size < 2)
-		fail(rank, 0, "usage: mt ITERATIONS SLEEP_MS, on 2 ranks or more");
-	fail_unless(rank, 0, "the thread level provided", provided, MPI_THREAD_MULTIPLE);
+		fail(rank, 0, "usage: mt ITERATIONS SLEEP_MS [serialized], on 2 ranks or more");
+	if (provided < (serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE))
+		fail_unless(rank, 0, "the thread level provided", provided,
+			    serialized ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE);
 	iters = atoi(argv[1]);
 	sleep_ms = atoi(argv[2]);
 	for (int t = 0; t < THREADS; t++)

@@ -42,10 +42,11 @@ def test_threaded_ranks_three_cycles(threads, lower, tmp_path):
 
 def test_threaded_ranks_restart_under_the_other_mpi(threads, tmp_path):
     job = threaded_job(tmp_path)
-    job.start(*launcher("openmpi", 2), threads["openmpi"], ITERS, SLEEP_MS)
+    # one cycle: half the iterations leave time enough (3 s of the run)
+    job.start(*launcher("openmpi", 2), threads["openmpi"], ITERS // 2, SLEEP_MS)
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher("mpich", 2))])
     rc, out, err = job.finish_job()
-    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS // 2}" in out, out + err
 
 
 mt = program_fixture("mt")
@@ -68,6 +69,22 @@ def test_every_thread_calls_mpi_three_cycles(mt, lower, tmp_path):
     assert native.returncode == 0 and "PASS" in native.stdout, native.stdout + native.stderr
     job = threaded_job(tmp_path, STASIS_MPI_THREAD_LEVEL="multiple")
     job.start(*launcher(lower, 2), mt[lower], MT_ITERS, MT_SLEEP_MS)
+    cycles(job)
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert results(out) == results(native.stdout), out + err
+
+
+def test_any_thread_one_at_a_time_three_cycles(mt, tmp_path):
+    """MPI_THREAD_SERIALIZED: the same exchanges, non-blocking, every MPI
+    call of the 4 threads under one mutex of the program's (any thread,
+    one at a time), some threads held at the mutex when the checkpoint
+    comes; three cycles above Open MPI, output equal to a native run's."""
+    args = [str(MT_ITERS), "0", "serialized"]
+    native = run_on(mt["openmpi"], None, 2, args, tmp_path)
+    assert native.returncode == 0 and "PASS" in native.stdout, native.stdout + native.stderr
+    job = threaded_job(tmp_path, STASIS_MPI_THREAD_LEVEL="serialized")
+    job.start(*launcher("openmpi", 2), mt["openmpi"], MT_ITERS, MT_SLEEP_MS, "serialized")
     cycles(job)
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
