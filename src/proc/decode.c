@@ -360,10 +360,12 @@ static int decode_process(struct cursor *c, json_t *o)
 	{
 		size_t first = strnlen((const char *)c->p, h.cwd_len);
 
+		if (first == h.cwd_len)
+			return err_set(-EBADMSG, "decode: section process has no NUL-terminated cwd");
+
 		json_object_set_new(o, "cwd", text_json((const char *)c->p, first));
-		json_object_set_new(o, "exe", first < h.cwd_len ? text_json((const char *)c->p + first + 1,
-									    h.cwd_len - first - 1)
-							   : json_string(""));
+		json_object_set_new(o, "exe", text_json((const char *)c->p + first + 1,
+							h.cwd_len - first - 1));
 		c->p += h.cwd_len;
 		c->left -= h.cwd_len;
 	}

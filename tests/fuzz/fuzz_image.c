@@ -7,6 +7,9 @@
  * instead of stopping at the first CRC. Any other input is a manifest, fed to
  * the parser and validator directly.
  *
+ * An image that decodes as a process image (src/proc/decode.c) must encode
+ * back, section by section, to the bytes it holds.
+ *
  * The property: no crash, no leak, no hang, no sanitizer report. Refusals are
  * expected and fine.
  */
@@ -15,6 +18,7 @@
 #include "image/format.h"
 #include "image/image.h"
 #include "image/manifest.h"
+#include "proc/proc.h"
 
 #include <jansson.h>
 #include <stdint.h>
@@ -105,6 +109,41 @@ static void read_sections(struct img_reader *r, const uint8_t *seed, size_t seed
 	}
 }
 
+/* The sections proc_image_decode decodes. */
+static int decoded(const struct img_section_info *si)
+{
+	return !strcmp(si->name, "process") || !strcmp(si->name, "fds") ||
+	       !strcmp(si->kind, "thread") ||
+	       (!strcmp(si->kind, "file") && !strncmp(si->name, "fd.", 3));
+}
+
+/* A process image decodes to JSON that encodes back to every section's
+ * bytes: decoding loses nothing. */
+static void decode_round_trip(struct img_reader *r)
+{
+	char *json = NULL;
+
+	if (proc_image_decode(r, &json))
+		return;
+	for (unsigned s = 0; s < img_section_count(r); s++) {
+		struct img_section_info si;
+		void *buf = NULL;
+		size_t len = 0;
+
+		if (img_section_get(r, s, &si))
+			abort();
+		if (!decoded(&si) || si.size > READ_MAX)
+			continue;
+		if (img_read(r, s, 0, readbuf, (size_t)si.size) != (ssize_t)si.size)
+			abort();        /* it was read to be decoded */
+		if (proc_image_encode(json, si.name, &buf, &len) || len != si.size ||
+		    memcmp(buf, readbuf, len))
+			abort();
+		free(buf);
+	}
+	free(json);
+}
+
 static void fuzz_image(int fd, const uint8_t *data, size_t size)
 {
 	struct img_reader *r = NULL;
@@ -118,6 +157,7 @@ static void fuzz_image(int fd, const uint8_t *data, size_t size)
 	img_verify(r);
 	read_sections(r, data, size);
 	img_verify(r);          /* again, with the chunk tables built */
+	decode_round_trip(r);
 	img_close(&r);
 }
 

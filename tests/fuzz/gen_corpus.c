@@ -3,13 +3,15 @@
  * usage: gen_corpus DIR
  * Writes a few tiny images (8 KiB chunks) covering every chunk kind (raw, ZERO, SPARSE,
  * ZSTD, SPARSE|ZSTD, PARENT), an empty section and an image without
- * sections, plus the manifest of each alone (the parser's seeds). The
+ * sections, plus the manifest of each alone (the parser's seeds), and a
+ * small process image (its records: src/proc/decode.c). The
  * committed corpus in tests/fuzz/corpus/ was made with it; rerun it after a
  * format change.
  */
 #include "common/err.h"
 #include "image/format.h"
 #include "image/image.h"
+#include "proc/proc_format.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,6 +126,86 @@ static int build(const char *dir, const char *name, const char *compress, const 
 	return ret;
 }
 
+static int section(struct img_writer *w, const char *kind, const char *name, const void *a,
+		   size_t alen, const void *b, size_t blen)
+{
+	int ret = img_section_begin(w, kind, name);
+
+	if (!ret)
+		ret = img_write(w, a, alen);
+	if (!ret && blen)
+		ret = img_write(w, b, blen);
+	return ret ? ret : img_section_end(w);
+}
+
+/* A process image as the checkpointer writes one, the records only: one
+ * thread, one region, a socket and a file descriptor. */
+static int process_image(const char *dir)
+{
+	struct img_writer_opts o = { .compress = "none", .threads = 0, .chunk_size = 8192 };
+	struct proc_thread t = { .tid = 7, .flags = PROC_THREAD_MAIN, .fs_base = 0x7f0000001000ull,
+				 .comm = "seed", .uc_size = 16 };
+	struct proc_region reg = { .start = 0x400000, .end = 0x401000, .prot = 3,
+				   .kind = PROC_REGION_ANON, .flags = PROC_RF_HEAP, .path_len = 7,
+				   .stored_pages = 1 };
+	struct proc_pages run = { 0x400000, 1 };
+	struct proc_socket sock = { .family = 1, .type = 1, .state = PROC_SOCK_CONNECTED,
+				    .queued = 3 };
+	struct proc_fd fds[2] = {
+		{ .fd = 3, .kind = PROC_FD_SOCKET, .path_len = 12, .data_len = sizeof(sock) + 3 },
+		{ .fd = 4, .kind = PROC_FD_FILE, .flags = 2, .offset = 5, .path_len = 7 },
+	};
+	struct proc_sigaction sa[PROC_NSIG] = { [1] = { .handler = 1 } };
+	struct proc_header h = { .version = PROC_FORMAT_VERSION, .pid = 7, .nthreads = 1,
+				 .nregions = 1, .cwd_len = 9, .umask = 022, .nice = -2 };
+	unsigned char process[4096], uc[16] = { 1, 2, 3 }, fdtab[256];
+	uint64_t nfds = 2, nruns = 1;
+	struct img_writer *w = NULL;
+	struct mem m = { 0 };
+	size_t n = 0;
+	int ret;
+
+#define ADD(buf, at, p, len) (memcpy((buf) + (at), (p), (len)), (at) += (len))
+	ADD(process, n, &h, sizeof(h));
+	ADD(process, n, "/\0/bin/x\0", 9);
+	ADD(process, n, sa, sizeof(sa));
+	ADD(process, n, &t, sizeof(t));
+	ADD(process, n, &reg, sizeof(reg));
+	ADD(process, n, "[heap]\0", 7);
+	ADD(process, n, &nruns, sizeof(nruns));
+	ADD(process, n, &run, sizeof(run));
+	{
+		size_t k = 0;
+
+		ADD(fdtab, k, &nfds, sizeof(nfds));
+		ADD(fdtab, k, &fds[0], sizeof(fds[0]));
+		ADD(fdtab, k, "socket:[42]\0", 12);
+		ADD(fdtab, k, &fds[1], sizeof(fds[1]));
+		ADD(fdtab, k, "/tmp/x\0", 7);
+		ret = img_writer_create(mem_sink, &m, &o, &w);
+		if (!ret)
+			ret = img_writer_meta(w, "producer", "stasis proc");
+		if (!ret)
+			ret = section(w, "thread", "thread.7", &t, sizeof(t), uc, sizeof(uc));
+		if (!ret)
+			ret = section(w, "file", "fd.3", &sock, sizeof(sock), "abc", 3);
+		if (!ret)
+			ret = section(w, "fdtable", "fds", fdtab, k, NULL, 0);
+	}
+#undef ADD
+	if (!ret)
+		ret = section(w, "process", "process", process, n, NULL, 0);
+	if (!ret)
+		ret = img_writer_finish(w, NULL);
+	img_writer_free(&w);
+	if (!ret)
+		ret = save_both(dir, "process.img", &m);
+	else
+		fprintf(stderr, "process.img: %s\n", err_msg());
+	free(m.data);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	int ret = 0;
@@ -137,5 +219,6 @@ int main(int argc, char **argv)
 	ret |= build(argv[1], "raw.img", "none", NULL, 0);
 	ret |= build(argv[1], "child.img", "zstd", "raw.img", 0);      /* of raw.img */
 	ret |= build(argv[1], "nosections.img", "none", NULL, -1);
+	ret |= process_image(argv[1]);
 	return ret ? 1 : 0;
 }
