@@ -952,7 +952,10 @@ struct one {
 static int one_apply(void *ctx, const struct index_record *r, uint64_t offset)
 {
 	struct one *o = ctx;
+	unsigned n = index_ckpt_number(r->ckpt);
 
+	if (n > o->v->max_number)
+		o->v->max_number = n;      /* of every record read, for the next begin */
 	if (o->first) {
 		o->first = 0;
 		if (r->op != INDEX_BEGIN || strcmp(r->ckpt, o->name) != 0)

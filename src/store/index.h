@@ -144,7 +144,9 @@ int index_view_load_held(struct index_hold *h, struct index_view *v);
 /* A view of checkpoint name alone, from its BEGIN record at byte begun_at
  * (nothing of a checkpoint comes before it): what a seal needs, read
  * without every record of every checkpoint the index ever held
- * (bench/scale). -ESTALE when the record there is not name's BEGIN. */
+ * (bench/scale). Its max_number is the highest N of every record read, its
+ * stats.end where they end. -ESTALE when the record there is not name's
+ * BEGIN. */
 int index_view_load_one_held(struct index_hold *h, const char *name, uint64_t begun_at,
 			     struct index_view *v);
 void index_view_free(struct index_view *v);

@@ -1225,6 +1225,15 @@ int store_ckpt_commit(struct store_ckpt *c, unsigned expected)
 		return ret;
 	/* its own records, from its BEGIN on, when this handle began it */
 	ret = c->begun_at ? index_view_load_one_held(&h, c->name, c->begun_at, &v) : -ESTALE;
+	if (ret == 0 && c->s->named_to && c->s->named_to <= c->begun_at) {
+		/* no begin of this handle since: nothing but its BEGIN lies
+		 * between where that begin read to and here, so the next begin
+		 * reads on from here (not through this checkpoint's FILE
+		 * records: 65,536 at 65K ranks, before the next CHECKPOINT) */
+		if (v.max_number > c->s->max_named)
+			c->s->max_named = v.max_number;
+		c->s->named_to = v.stats.end;
+	}
 	if (ret == -ESTALE)
 		ret = index_view_load_held(&h, &v);
 	if (ret)

@@ -886,15 +886,15 @@ static void test_concurrent_begin(void)
 	store_close(&s);
 }
 
-/* A handle's begin reads the index on from its last one: checkpoints
- * another handle began meanwhile still count, the next number is past
- * them. A seal reads from its BEGIN on: files another handle committed
- * into it count. */
+/* A handle's begin reads the index on from its last begin or seal:
+ * checkpoints another handle began meanwhile still count, the next number
+ * is past them. A seal reads from its BEGIN on: files another handle
+ * committed into it count. */
 static void test_begin_reads_on(void)
 {
 	struct store *a = open_job("readson"), *b = open_job("readson");
 	struct store_ckpt *c = NULL, *j = NULL;
-	char name[64];
+	char name[64], path[PATH_MAX];
 
 	CHECK_EQ(make_ckpt(a, 1, name), 0);
 	CHECK(strcmp(name, "ckpt-000001") == 0);
@@ -913,6 +913,10 @@ static void test_begin_reads_on(void)
 	CHECK_EQ(state_of(b, "ckpt-000004"), STORE_COMPLETE);
 	store_ckpt_free(&j);
 	store_ckpt_free(&c);
+	/* the seal read on past ckpt-000005 for the next begin: with its
+	 * directory gone, its number still does not come again */
+	path_of(a, "ckpt-000005", NULL, path);
+	CHECK_EQ(posix->remove_tree(path), 0);
 	CHECK_EQ(store_ckpt_begin(a, &c), 0);
 	CHECK(c && strcmp(store_ckpt_name(c), "ckpt-000006") == 0);
 	CHECK_EQ(store_ckpt_commit(c, 1), -EIO);       /* no file: still checked */
