@@ -1,7 +1,9 @@
 #!/bin/bash
 # Model-check the checkpoint protocol of an MPI job (model/ckpt.pml,
-# docs/protocol.md) with spin: exhaustive search of every configuration below
-# for assertion violations and invalid end states (deadlocks).
+# docs/protocol.md) and its collective rule for ranks whose threads all call
+# MPI (model/threads.pml, docs/protocol.md "Threads") with spin: exhaustive
+# search of every configuration below for assertion violations and invalid
+# end states (deadlocks).
 #
 #   correct models (each must pass: no error, no invalid end state):
 #     main      two checkpoints one after the other, one failed image write
@@ -9,10 +11,14 @@
 #               moment of its quiesce phase (its deadline)
 #     fail      the same as main, and a rank may die at any step of a
 #               checkpoint (the second one finds the first established)
+#     threads   2 ranks of 2 threads, each on its own communicator, 3
+#               iterations (threads.pml)
 #   broken models (each must be REFUSED, which shows the checks can fail):
 #     nodrain    ranks skip the drain: a message in flight is lost (assertion)
 #     notargets  snapshot without sequence targets: a collective half done (assertion)
 #     norelease  no release of held collectives: the job deadlocks (invalid end state)
+#     threads-norelease  threads.pml without the release: the rounds never end (assertion)
+#     threads-norounds   threads.pml's snapshot without targets: a collective half done (assertion)
 #
 # Prints one line per run (states stored, seconds); on any failure, exits 1
 # after one line saying what went wrong. Needs spin (Debian package `spin`)
@@ -37,15 +43,25 @@ runs=(
 	"nodrain|assert|-DBROKEN_NODRAIN -DNCKPT=1 -DNWFAIL=0"
 	"notargets|assert|-DBROKEN_NOTARGETS -DNCKPT=1 -DNWFAIL=0"
 	"norelease|endstate|-DBROKEN_NORELEASE -DNCKPT=1 -DNWFAIL=0"
+	"threads|pass|-DK=3"
+	"threads-norelease|assert|-DBROKEN_NORELEASE"
+	"threads-norounds|assert|-DBROKEN_NOROUNDS"
 )
+
+source_of() {  # name: the model a run checks
+	case $1 in
+	threads*) echo "$here/threads.pml" ;;
+	*) echo "$model" ;;
+	esac
+}
 
 one() {  # name flags: generate, compile and run the verifier in its own directory
 	local name=$1 flags=$2 dir=$work/$1
 	mkdir -p "$dir"
 	cd "$dir"
-	cp "$model" ckpt.pml
+	cp "$(source_of "$name")" model.pml
 	# shellcheck disable=SC2086
-	spin $flags -a ckpt.pml >spin.log 2>&1 || { echo "spin -a failed" >status; return 0; }
+	spin $flags -a model.pml >spin.log 2>&1 || { echo "spin -a failed" >status; return 0; }
 	gcc -O2 -DSAFETY -DCOLLAPSE -o pan pan.c >gcc.log 2>&1 || { echo "gcc failed" >status; return 0; }
 	local t0=$SECONDS
 	./pan -m20000 -w24 >pan.log 2>&1 || true
@@ -87,7 +103,7 @@ for r in "${runs[@]}"; do
 	pass)
 		if [ "$errors" != 0 ]; then
 			what=$(grep -m1 -E '^pan:[0-9]+:' "$log" || echo "errors: $errors")
-			failed="$name: the protocol model fails: $what (see docs/protocol.md; reproduce with: spin ${flags:+$flags }-a model/ckpt.pml)"
+			failed="$name: the protocol model fails: $what (see docs/protocol.md; reproduce with: spin ${flags:+$flags }-a model/$(basename "$(source_of "$name")"))"
 		elif [ -z "$states" ]; then
 			failed="$name: pan did not finish its search"
 		fi
