@@ -197,7 +197,7 @@ static int host_in(char (*set)[64], unsigned n, const char *host)
 static void host_add(char (*set)[64], unsigned *n, const char *host)
 {
 	if (!host_in(set, *n, host) && *n < HOSTS_MAX)
-		snprintf(set[(*n)++], 64, "%s", host);
+		snprintf(set[(*n)++], 64, "%.63s", host);
 }
 
 static uint64_t now_ms(void)
@@ -1668,9 +1668,11 @@ static int applevel_read(struct coord *c, struct applevel *a)
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
 		if (!strncmp(line, "global ", 7))
-			snprintf(a->global, sizeof(a->global), "%s", line + 7);
+			snprintf(a->global, sizeof(a->global), "%.*s", (int)sizeof(a->global) - 1,
+				 line + 7);
 		else if (!strncmp(line, "local ", 6))
-			snprintf(a->local, sizeof(a->local), "%s", line + 6);
+			snprintf(a->local, sizeof(a->local), "%.*s", (int)sizeof(a->local) - 1,
+				 line + 6);
 	}
 	fclose(f);
 	return a->global[0] && strrchr(a->global, '/') != a->global ? 0 : -ENOENT;
