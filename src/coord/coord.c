@@ -47,6 +47,7 @@
 #define SECRET_LEN 32
 #define CLIENT_TIMEOUT_MS 5000
 #define HELLO_TIMEOUT_MS 30000
+#define NOTE_SETTLE_MS 3000      /* see missing_settled() */
 #define IMAGE_NAME "process.img"
 #define TREE_NAME "tree"           /* a process tree: one line per process (docs/transparent.md) */
 #define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
@@ -83,6 +84,7 @@ enum note_kind { NOTE_NOMPI, NOTE_LATE, NOTE_ENDED, NOTE_DIED };
 struct rank_note {
 	int rank, size, pid;
 	enum note_kind kind;
+	uint64_t at_ms;          /* when it was said (now_ms) */
 	char host[64];
 	char why[320];
 };
@@ -452,6 +454,7 @@ static void note_add(struct coord *c, int rank, int size, int pid, const char *h
 	n->size = size;
 	n->pid = pid;
 	n->kind = kind;
+	n->at_ms = now_ms();
 	snprintf(n->host, sizeof(n->host), "%s", host);
 	snprintf(n->why, sizeof(n->why), "%s", why);
 }
@@ -1055,6 +1058,36 @@ static int missing_died(struct coord *c)
 	return 0;
 }
 
+/* Every rank the job still lacks said it runs without a lower half
+ * (UNSPLIT), the last of them NOTE_SETTLE_MS ago or more: a wrapper that
+ * execs the program has done so by then, so no use waiting the whole
+ * HELLO_TIMEOUT_MS for it. Only with the job's size known. */
+static int missing_settled(struct coord *c)
+{
+	unsigned size = c->size, missing, said = 0;
+	uint64_t last = 0;
+	char *seen;
+
+	for (unsigned i = 0; i < c->nnotes; i++)
+		if (c->notes[i].size > 0 && (unsigned)c->notes[i].size > size)
+			size = (unsigned)c->notes[i].size;
+	missing = size - (c->nranks < size ? c->nranks : size);
+	if (!missing || missing > c->nnotes || !(seen = calloc(size, 1)))
+		return 0;
+	for (unsigned i = 0; i < c->nnotes; i++) {
+		const struct rank_note *o = &c->notes[i];
+
+		if ((o->kind != NOTE_NOMPI && o->kind != NOTE_LATE) || o->rank < 0 ||
+		    (unsigned)o->rank >= size || rank_index(c, o->rank) >= 0)
+			continue;
+		said += !seen[o->rank];
+		seen[o->rank] = 1;
+		last = o->at_ms > last ? o->at_ms : last;
+	}
+	free(seen);
+	return said == missing && now_ms() - last >= NOTE_SETTLE_MS;
+}
+
 /* The lines of the node agents with something to say, outside a
  * checkpoint: registrations, copies done, ranks that ended or died. Every
  * line an agent has sent, not one a wake-up. Returns the index of an agent
@@ -1129,12 +1162,14 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	/* ranks still starting (or restarting) are waited for, not those that
 	 * died */
 	for (uint64_t end = now_ms() + HELLO_TIMEOUT_MS;
-	     (!c->nranks || c->nranks < c->size) && !missing_died(c);) {
+	     (!c->nranks || c->nranks < c->size) && !missing_died(c) && !missing_settled(c);) {
 		uint64_t t = now_ms();
 
 		if (t >= end)
 			break;
-		serve_nodes(c, (int)(end - t));   /* a REQUEST: this checkpoint answers it */
+		/* a REQUEST: this checkpoint answers it; back within a second to
+		 * see whether the missing ranks have settled */
+		serve_nodes(c, (int)(end - t < 1000 ? end - t : 1000));
 	}
 	if (!c->nranks || c->nranks < c->size)
 		return unregistered(c);

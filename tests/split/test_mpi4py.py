@@ -216,7 +216,8 @@ def test_unregistered_ranks_say_why(tmp_path):
     """A checkpoint that finds ranks unregistered names each one and why it
     runs without a lower half: rank 0 is Python, but with split_programs
     emptied; rank 1 is Python started by the rank's shell, not by the
-    launcher. (The checkpoint waits 30 s for registrations first.)"""
+    launcher. (The checkpoint waits for registrations first: 3 s once both
+    ranks said why they have no lower half, not the whole 30 s.)"""
     script = ('if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then STASIS_SPLIT_PROGRAMS= exec '
               f'{PY} -c "import time; time.sleep(60)"; '
               f'else {PY} -c "import time; time.sleep(60)"; fi; true')
