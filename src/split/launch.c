@@ -45,6 +45,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "coord/coord.h"
+
 #define SPLIT_PROGRAMS_DEFAULT "python*"
 
 struct libs {
@@ -203,7 +205,7 @@ static void report(const char *rank, const char *size, const char *kind, const c
 		if (*p == ' ')
 			*p = '_';
 	/* one line, within the coordinator's 512 bytes */
-	n = snprintf(line, sizeof(line), "UNSPLIT 2 %s %s %s %d %s %s %s", secret, rank,
+	n = snprintf(line, sizeof(line), "UNSPLIT %d %s %s %s %d %s %s %s", COORD_PROTOCOL_VERSION, secret, rank,
 		     size && *size ? size : "0", (int)getpid(), host, kind, why);
 	if (n <= 0)
 		return;
