@@ -511,20 +511,12 @@ int main(int argc, char **argv)
 	if (stop) {
 		if (rank == 0)
 			printf("heatdis: stopped at iteration %d\n", step);
-		fflush(stdout);
-		ret = stasis_finalize();
-		if (ret)
-			die_stasis("stasis_finalize", ret);
-		free(g.u);
-		free(g.unew);
-		par_finalize();
-		return 0;
+	} else {
+		if (o.output && output_grid(&g, o.output))
+			par_abort(1);
+		if (rank == 0)
+			printf("heatdis: done iterations=%d residual=%.17g\n", step, residual);
 	}
-
-	if (o.output && output_grid(&g, o.output))
-		par_abort(1);
-	if (rank == 0)
-		printf("heatdis: done iterations=%d residual=%.17g\n", step, residual);
 	ret = stasis_finalize();
 	if (ret)
 		die_stasis("stasis_finalize", ret);

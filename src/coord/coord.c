@@ -2062,6 +2062,22 @@ static void all_nodes_in(struct coord *c)
 	}
 }
 
+/* A migration's relaunch was made (ret 0) or failed: the old launch's
+ * events are stale, the client is answered with the line (c->rec.line) */
+static void mig_relaunched(struct coord *c, int ret)
+{
+	c->nevents = 0;
+	policy_launched(c->policy);
+	if (ret) {
+		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
+		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
+		c->done = 1;
+		c->status = c->launcher_code ? c->launcher_code : 1;
+		return;
+	}
+	mig_answer(c, "OK %s", c->rec.line);
+}
+
 /* ---- migration of an application-level job ---- */
 
 #define APPLEVEL_STOP_MS (600 * 1000)   /* for the program to reach stasis_should_exit */
@@ -2175,17 +2191,7 @@ static int applevel_migrated(struct coord *c, const struct coord_event *ev)
 	applevel_unhalt(c);
 	c->rec.t0 = ev->at_ms;
 	c->rec.pending = 1;
-	ret = c->target->relaunch(c, NULL);
-	c->nevents = 0;
-	policy_launched(c->policy);
-	if (ret) {
-		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
-		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
-		c->done = 1;
-		c->status = 1;
-		return 0;
-	}
-	mig_answer(c, "OK %s", c->rec.line);
+	mig_relaunched(c, c->target->relaunch(c, NULL));
 	return 0;
 }
 
@@ -2264,17 +2270,10 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	c->rec.pending = 1;
 	ret = store_ckpt_path(c->store, name, NULL, dir, sizeof(dir));
 	ret = ret ? ret : c->target->relaunch(c, dir);
-	c->nevents = 0;
-	policy_launched(c->policy);
-	if (ret) {
-		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
-		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
-		c->done = 1;
-		c->status = c->launcher_code ? c->launcher_code : 1;
-		return 0;
-	}
-	log_info("migration: relaunched %.1f s after the request", (double)(now_ms() - t0) / 1000.0);
-	mig_answer(c, "OK %s", c->rec.line);
+	if (!ret)
+		log_info("migration: relaunched %.1f s after the request",
+			 (double)(now_ms() - t0) / 1000.0);
+	mig_relaunched(c, ret);
 	return 0;
 }
 

@@ -180,7 +180,7 @@ HEATDIS_SERIAL = BUILD / "examples" / "heatdis" / "heatdis.serial"
 HEAT_ITERS, HEAT_EVERY = 800, 50
 
 
-def heatdis_start(cluster, tmp_path, level):
+def heatdis_start(cluster, tmp_path, level, iterations=HEAT_ITERS):
     """heatdis under `stasis run --recover auto` on n1, n2, n3 (spare n4),
     and the grid of an uninterrupted run (heatdis.serial of the same rows:
     the grid does not depend on the decomposition): (job, reference)"""
@@ -188,7 +188,7 @@ def heatdis_start(cluster, tmp_path, level):
     if not HEATDIS.exists() or not HEATDIS_SERIAL.exists():
         pytest.skip("heatdis not built")
     bring_up("n1", "n2", "n3", "n4")
-    grid = ["--cols", 64, "--iterations", HEAT_ITERS]
+    grid = ["--cols", 64, "--iterations", iterations]
     ref = subprocess.run([str(HEATDIS_SERIAL), "--rows-per-rank", "96", *map(str, grid),
                           "--output", str(tmp_path / "ref.bin")], capture_output=True, text=True,
                          env={"STASIS_CONFIG": "/dev/null", "STASIS_GLOBAL_DIR": str(tmp_path),
@@ -196,8 +196,9 @@ def heatdis_start(cluster, tmp_path, level):
     assert ref.returncode == 0, ref.stdout + ref.stderr
     job = ClusterJob(cluster, tmp_path)
     job.env = {"STASIS_LOG": "info"}
+    job.name = job.dir.name   # libstasis's job: its node caches are the test's alone
     xs = {"STASIS_CONFIG": "/dev/null", "STASIS_GLOBAL_DIR": job.dir / "global",
-          "STASIS_JOB": "heat", "STASIS_LOCAL_DIR": BASE / "local"}
+          "STASIS_JOB": job.name, "STASIS_LOCAL_DIR": BASE / "local"}
     words = launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 3) + "".join(
         f" -x {k}={v}" for k, v in xs.items())
     job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every", HEAT_EVERY,
@@ -207,8 +208,16 @@ def heatdis_start(cluster, tmp_path, level):
 
 def heatdis_ls(job):
     import subprocess
-    return subprocess.run([str(STASIS), "ls", "--dir", str(job.dir / "global"), "heat"],
+    return subprocess.run([str(STASIS), "ls", "--dir", str(job.dir / "global"), job.name],
                           capture_output=True, text=True, timeout=30).stdout
+
+
+def heatdis_end(cluster, job):
+    """every process of the job killed, its node caches removed"""
+    import shutil
+    job.kill()
+    for node in ("n1", "n2", "n3", "n4"):
+        shutil.rmtree(cluster.local(node) / node / job.name, ignore_errors=True)
 
 
 def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_path):
@@ -233,7 +242,7 @@ def test_heatdis_losing_a_node_recovers_from_its_partner_copies(cluster, tmp_pat
             r"newest it can verify\); n2 replaced by n4; \d+\.\d s", lines[0]), err
         assert re.search(r"rank 1: ckpt-\d+: .*asking the partner copies", err), err
     finally:
-        job.kill()
+        heatdis_end(cluster, job)
 
 
 def test_heatdis_migrated_stops_at_a_checkpoint_and_goes_on_from_the_moved_cache(cluster,
@@ -244,11 +253,15 @@ def test_heatdis_migrated_stops_at_a_checkpoint_and_goes_on_from_the_moved_cache
     reads its image there (single: no other copy exists); the grid is the
     bytes of an uninterrupted run; nothing of the job is left on n2"""
     import time
-    job, reference = heatdis_start(cluster, tmp_path, "single")
+    # long enough for the request to come before the end, loaded or not
+    job, reference = heatdis_start(cluster, tmp_path, "single", iterations=2000)
     try:
         end = time.time() + 60
-        while time.time() < end and ("ckpt-000001" not in heatdis_ls(job) or "ranks=3/3" not in
-                                     job.stasis("status", "--dir", job.ck, check=False).stdout):
+        # every rank registered, libstasis initialized (its rank 0 said so)
+        while time.time() < end and ("ranks=3/3" not in job.stasis("status", "--dir", job.ck,
+                                                                   check=False).stdout
+                                     or not list(job.ck.glob("*/applevel"))):
+            assert job.proc.poll() is None, f"the job ended first: {job.finish()}"
             time.sleep(0.1)
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
         assert r.returncode == 0 and re.fullmatch(
@@ -260,8 +273,8 @@ def test_heatdis_migrated_stops_at_a_checkpoint_and_goes_on_from_the_moved_cache
         stopped = re.findall(r"^heatdis: stopped at iteration (\d+)$", out, re.M)
         assert stopped and f"heatdis: restarted at iteration {stopped[0]}\n" in out, out + err
         assert (job.dir / "grid.bin").read_bytes() == reference, err
-        assert not (cluster.local("n2") / "n2" / "heat").exists(), "n2's cache stayed"
-        assert any((cluster.local("n4") / "n4" / "heat").glob("ckpt-*/rank-00001.img"))
-        assert not (job.dir / "global" / "heat" / "halt").exists()
+        assert not (cluster.local("n2") / "n2" / job.name).exists(), "n2's cache stayed"
+        assert any((cluster.local("n4") / "n4" / job.name).glob("ckpt-*/rank-00001.img"))
+        assert not (job.dir / "global" / job.name / "halt").exists()
     finally:
-        job.kill()
+        heatdis_end(cluster, job)
