@@ -259,7 +259,8 @@ def main():
         """name_native_unit, name_split_unit and name_overhead: split / native
         - 1 (inverse: native / split - 1, for a bandwidth)"""
         n, sp = med["native"][key], med["split"][key]
-        return {f"{name}_native_{unit}": round(n, digits), f"{name}_split_{unit}": round(sp, digits),
+        return {f"{name}_native_{unit}": round(n, digits),
+                f"{name}_split_{unit}": round(sp, digits),
                 f"{name}_overhead": round((n / sp if inverse else sp / n) - 1, 4)}
 
     out = {"mpi": a.mpi, "rounds": a.rounds, **figures("latency", "lat", "us"),
