@@ -570,7 +570,7 @@ static void node_gone(struct coord *c, unsigned ni)
 		node_watch(c, ni, EPOLL_CTL_MOD);   /* its event points at its new place */
 }
 
-/* UNSPLIT 1 <secret> <rank> <size> <pid> <host> nompi|late <why...>: a
+/* UNSPLIT <version> <secret> <rank> <size> <pid> <host> nompi|late <why...>: a
  * process of a rank that runs without a lower half, and why (launch.c). No
  * answer. */
 static void unsplit(struct coord *c, const char *line)
@@ -702,7 +702,7 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 	}
 }
 
-/* A connection on the job's TCP port: NODE 2 <secret> <host> <pid> (a
+/* A connection on the job's TCP port: NODE <version> <secret> <host> <pid> (a
  * node agent, which stays), or UNSPLIT (one line) */
 static void accept_conn(struct coord *c)
 {

@@ -1110,9 +1110,6 @@ static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t
 	_exit(42);
 }
 
-/* pid 1 of the new namespace: creates the processes whose parent is not in
- * the tree (the first one, and orphans, whose parent was init), reaps, and
- * reports the first one's wait status. */
 /* The namespace's next new pid above every pid and tid of the tree: a
  * restored process that forks while another one is still being restored
  * (they restore at once) would otherwise take the lowest free pid, which
@@ -1135,6 +1132,9 @@ static void pids_above_tree(const struct rproc *rp, size_t np)
 	write_file("/proc/sys/kernel/ns_last_pid", text);
 }
 
+/* pid 1 of the new namespace: creates the processes whose parent is not in
+ * the tree (the first one, and orphans, whose parent was init), reaps, and
+ * reports the first one's wait status. */
 static void __attribute__((noreturn)) nsinit(struct rproc *rp, size_t np, int status_fd, const char *level)
 {
 	pid_t child = -1, w;
