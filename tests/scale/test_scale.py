@@ -5,8 +5,9 @@ every rank's image; a rank that dies during the next checkpoint fails it
 in one line naming the rank, the previous checkpoint staying the one a
 restart takes; a node agent killed between checkpoints takes its 64
 ranks with it, and the coordinator says so (STATUS, `stasis status
---json`'s lost ranks, the next checkpoint's message). About 10 s on 2
-cores.
+--json`'s lost ranks, the next checkpoint's message); so do two more,
+the second the one that took the first's place in the coordinator's
+table. About 10 s on 2 cores.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
@@ -123,6 +124,21 @@ def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
                      r"closed", why), why
     listed = checkpoints(job)   # refused before it began
     assert sorted(listed) == ["ckpt-000001", "ckpt-000002"] and listed["ckpt-000001"]["current"]
+
+    # the coordinator's table of agents in STATUS order: the first one's
+    # agent killed, the last takes its place (and its epoll event must
+    # follow it there); that one killed in turn goes too, its ranks with it
+    def first_node():
+        host, _, pid = job.status()["nodes"].split(",")[0].partition(":")
+        return host, int(pid)
+
+    left = SIZE - 1 - PPN
+    for _ in range(2):
+        host, pid = first_node()
+        os.kill(pid, signal.SIGKILL)
+        left -= PPN
+        assert until(lambda: job.status()["registered"] == f"{left}/{SIZE}"), job.status()
+        assert host not in job.status()["nodes"], (host, job.status())
 
     # the coordinator ends: every agent of the job goes with it
     job.kill()
