@@ -8,7 +8,8 @@ heatdis (libstasis, application level) on two simulated nodes, its rank 2
 killed: relaunched, it recovers from its own checkpoint and ends with the
 grid of an uninterrupted run; `stasis predict` of it is refused. A rank
 that the program ends itself (exit without MPI_Finalize, MPI_Abort) is
-not recovered: one line, the program's status.
+not recovered: one line, the program's status; a child it forks that
+exits is not the rank's end.
 The cluster's cases (a node lost, spares) are tests/cluster/test_recover.py.
 About 45 s.
 
@@ -172,12 +173,13 @@ def test_heatdis_predict_is_refused_in_one_line(job, tmp_path):
 quit = program_fixture("quit")
 
 
-@pytest.mark.parametrize("how", ["exit", "abort"])
-def test_a_rank_the_program_ends_itself_is_not_recovered(quit, job, how):
+@pytest.mark.parametrize("lower,how", [("openmpi", "exit"), ("openmpi", "abort"),
+                                       ("mpich", "exit")])
+def test_a_rank_the_program_ends_itself_is_not_recovered(quit, job, lower, how):
     """exit(3) without MPI_Finalize, or MPI_Abort(3), on rank 1: the
     program's decision, which a relaunch would repeat. One line says so;
     the job ends as its launcher does, with the program's status."""
-    job.start(*launcher("openmpi", 2), quit["openmpi"], ITERS, SLEEP_MS, 3, how,
+    job.start(*launcher(lower, 2), quit[lower], ITERS, SLEEP_MS, 3, how,
               extra=["--recover", "auto"])
     rc, out, err = job.finish_job()
     assert rc == 3 and "PASS" not in out, out + err
@@ -187,3 +189,16 @@ def test_a_rank_the_program_ends_itself_is_not_recovered(quit, job, how):
     assert len(mine) == 1 and re.fullmatch(
         rf"stasis: rank 1 \(pid \d+ on \S+\) {re.escape(what)}: the program's own end, not "
         rf"recovered", mine[0]), err
+
+
+def test_a_forked_child_s_exit_is_not_the_rank_s(quit, job):
+    """Rank 1 forks a child that calls exit(0): the child inherits the
+    upper half's on_exit and the rank's connection to its node agent, but
+    its end is not the rank's. The job runs to its end with no line of
+    stasis's (it said 'rank 1 ... exited with status 0 without calling
+    MPI_Finalize: the program's own end, not recovered')."""
+    job.start(*launcher("openmpi", 2), quit["openmpi"], 8, SLEEP_MS, 3, "fork",
+              extra=["--recover", "auto"])
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS" in out, out + err
+    assert not [ln for ln in err.splitlines() if ln.startswith("stasis:")], err
