@@ -710,6 +710,7 @@ gone:
 }
 
 static int quit_acked;   /* the node agent passed this rank's QUIT on (QUITOK) */
+static pid_t agent_pid;  /* the rank's process: a child it forked is not the rank */
 
 static void *agent(void *arg)
 {
@@ -738,7 +739,9 @@ void lh_agent_quit(const char *how, int code)
 {
 	struct timespec ts = { 0, 10 * 1000 * 1000 };
 
-	if (coord_fd < 0 || send_line("QUIT %s %d", how, code) != 0)
+	/* a child the rank forked inherits the upper half's on_exit handler
+	 * and the connection, but its exit is not the rank's */
+	if (coord_fd < 0 || getpid() != agent_pid || send_line("QUIT %s %d", how, code) != 0)
 		return;
 	/* until the node agent has passed it on (QUITOK, which the agent
 	 * thread reads): the launcher ends the other ranks once this one
@@ -821,8 +824,9 @@ void lh_agent_start(uint32_t restarts)
 		return;
 	}
 	gethostname(host, sizeof(host) - 1);
+	agent_pid = getpid();
 	send_line("RANK %d %s %d %d %d %s %u", NODE_PROTOCOL_VERSION, secret, lh_info->world_rank,
-		  lh_info->world_size, (int)getpid(), host, restarts);
+		  lh_info->world_size, (int)agent_pid, host, restarts);
 	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "OK") != 0) {
 		warn(line[0] ? line : "the node agent did not answer");
 		close(coord_fd);
