@@ -1694,11 +1694,11 @@ struct applevel {
 
 static int applevel_read(struct coord *c, struct applevel *a)
 {
-	char path[PATH_MAX], line[PATH_MAX + 16];
+	char path[PATH_MAX], line[PATH_MAX + 16], *slash;
 	FILE *f = fopen(applevel_path(c, path, sizeof(path)), "re");
 
 	if (!f)
-		return -ENOENT;
+		return err_set(-ENOENT, "%s: %s", path, strerror(errno));
 	a->global[0] = a->local[0] = 0;
 	while (fgets(line, sizeof(line), f)) {
 		line[strcspn(line, "\n")] = 0;
@@ -1710,7 +1710,11 @@ static int applevel_read(struct coord *c, struct applevel *a)
 				 line + 6);
 	}
 	fclose(f);
-	return a->global[0] && strrchr(a->global, '/') != a->global ? 0 : -ENOENT;
+	/* <global dir>/<job>: its callers cut at the last slash */
+	slash = strrchr(a->global, '/');
+	if (!slash || slash == a->global || !slash[1])
+		return err_set(-ENOENT, "%s: no line 'global <directory>/<job>'", path);
+	return 0;
 }
 
 /* An application-level job: the relaunch starts the program afresh and

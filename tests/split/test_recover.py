@@ -97,6 +97,25 @@ def test_recover_none_ends_as_the_launcher_says(p2p, job):
     assert "recovery" not in err, err
 
 
+def test_a_bad_applevel_file_does_not_stop_a_recovery(p2p, job):
+    """The job directory's applevel file (libstasis's rank 0 writes 'global
+    <directory>/<job>' there) names no directory: the coordinator cut the
+    line at a slash it did not have and died (SIGSEGV) when the recovery,
+    with no checkpoint of its own, asked it. It now recovers from the
+    start. About 4 s."""
+    job.start(*launcher("openmpi", 2), p2p["openmpi"], 10, SLEEP_MS,
+              extra=["--recover", "auto"])
+    job.lines_until(r"rank 0 iteration 2")
+    dirs = [p.parent for p in job.ck.glob("*/coord.secret")]
+    assert len(dirs) == 1, list(job.ck.iterdir())
+    (dirs[0] / "applevel").write_text("global nodirectory\n")
+    os.kill(rank_pid(job, 1), signal.SIGKILL)
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=10 messages=" in out, out + err
+    lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
+    assert len(lines) == 1 and "; from the start (no checkpoint established); " in lines[0], err
+
+
 def test_bad_recovery_options_are_refused_in_one_line(job):
     r = job.stasis("run", "--dir", job.ck, "--recover", "sometimes", "--", "true", check=False)
     assert r.returncode == 2 and r.stderr == "stasis: run: bad --recover 'sometimes' (none or auto)\n"
