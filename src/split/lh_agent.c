@@ -432,7 +432,8 @@ static int park_all(void)
 	return await_parked(PARK_TIMEOUT_MS);
 }
 
-/* at SERIALIZED or MULTIPLE: no communicator is behind its target */
+/* at SERIALIZED or MULTIPLE: no communicator is behind its target (the
+ * lock, wanted, is let go of by a thread waiting in a loop of tests) */
 static int at_targets(void)
 {
 	int behind;
