@@ -235,7 +235,10 @@ int stasis_mpix_checkpoint(int *state)
 static void quitting(int status, void *arg)
 {
 	(void)arg;
-	if (initialized && !finalized)
+	/* a child the rank forked runs it too: its exit is not the rank's, and
+	 * the lower half's lock may be held by a thread the child lacks
+	 * (tls[0].owner: the rank's pid, set by each lower half that starts) */
+	if (initialized && !finalized && getpid() == sts_lh->tls[0].owner)
 		STS_LOWER(sts_lh->hand.quit(status));
 }
 
