@@ -580,9 +580,16 @@ static void unsplit(struct coord *c, const char *line)
 	int rank, size, pid, pos = 0;
 
 	if (sscanf(line, "UNSPLIT %u %127s %d %d %d %63s %15s %n", &version, secret, &rank, &size,
-		   &pid, host, kind, &pos) != 7 || !pos || version != COORD_PROTOCOL_VERSION ||
-	    !line_secret_equal(secret, c->secret) || rank < 0 || (size > 0 && rank >= size))
+		   &pid, host, kind, &pos) != 7 || !pos || !line_secret_equal(secret, c->secret) ||
+	    rank < 0 || (size > 0 && rank >= size))
 		return;
+	if (version != COORD_PROTOCOL_VERSION) {
+		/* it has no answer to refuse with: said here, or the checkpoint
+		 * would name the rank without its reason and nobody know why */
+		log_warn("rank %d (pid %d on %s) said UNSPLIT in protocol version %u, not %d: "
+			 "ignored", rank, pid, host, version, COORD_PROTOCOL_VERSION);
+		return;
+	}
 	log_info("rank %d (pid %d on %s) runs without a lower half: %s", rank, pid, host, line + pos);
 	note_add(c, rank, size, pid, host, strcmp(kind, "late") ? NOTE_NOMPI : NOTE_LATE,
 		 line + pos);

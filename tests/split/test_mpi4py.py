@@ -235,3 +235,23 @@ def test_unregistered_ranks_say_why(tmp_path):
     assert f"{python} loads MPI only once it runs and was started by " in msg, msg
     assert "not by the launcher" in msg and "(exec it)" in msg, msg
     assert "no word from" not in msg, msg
+
+
+def test_an_unsplit_line_of_another_version_is_not_dropped_silently(tmp_path):
+    """UNSPLIT has no answer: a line of another protocol version (launch.c
+    said 2 after the coordinator went to 3, 07a4bd8) was dropped without a
+    word, and a checkpoint named the rank without its reason. The
+    coordinator now says it in one warning. The rank, Python, sends one in
+    version 1 and waits for the coordinator to close the connection."""
+    send = ("import os, socket; h, p = os.environ['STASIS_COORD_ADDR'].rsplit(':', 1); "
+            "s = open(os.environ['STASIS_JOB_DIR'] + '/coord.secret').read(32); "
+            "c = socket.create_connection((h, int(p))); "
+            "c.sendall(f'UNSPLIT 1 {s} 0 1 {os.getpid()} here nompi old\\n'.encode()); "
+            "c.settimeout(30); print('closed' if c.recv(1) == b'' else 'answered')")
+    job = MpiJob(tmp_path)
+    job.env["STASIS_SPLIT_PROGRAMS"] = ""   # Python without a lower half
+    job.start(*launcher("openmpi", 1), PY, "-c", send)
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "closed" in out, out + err
+    assert re.search(r"^stasis\[\d+\]: warn: rank 0 \(pid \d+ on here\) said UNSPLIT in protocol "
+                     r"version 1, not \d+: ignored$", err, re.M), err
