@@ -153,7 +153,7 @@ int migrate_move_dir(const char *from, const char *from_parent, const char *to,
 	pid_t pid;
 
 	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-		if (strchr(words[i], '\'') || strchr(words[i], '"'))
+		if (strpbrk(words[i], "'\"$`\\\n"))
 			return err_set(-EINVAL, "cannot quote '%s' for the remote shell", words[i]);
 	if (snprintf(cmd, sizeof(cmd), "%s %s \"tar -C '%s' -cf - '%s'\" | %s %s \"mkdir -p '%s' && "
 		     "tar -C '%s' -xf -\" && %s %s \"rm -rf '%s/%s'\"", shell, from, from_parent, name,
@@ -167,7 +167,9 @@ int migrate_move_dir(const char *from, const char *from_parent, const char *to,
 
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		/* bash for pipefail: a tar that failed on the source must not
+		 * let the source's copy be removed */
+		execl("/bin/bash", "bash", "-o", "pipefail", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
 	while (waitpid(pid, &st, WNOHANG) == 0) {

@@ -1,11 +1,17 @@
 /* test_recovery.c - the recovery policies' decisions (coord/policy.h) and
  * the relaunch's launcher command without lost nodes (job_launch_without). */
 #include "check.h"
+#include "common/config.h"
+#include "common/err.h"
 #include "coord/job.h"
+#include "coord/migrate.h"
 #include "coord/policy.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static struct coord_event ev(enum coord_event_kind kind, int status)
 {
@@ -164,8 +170,65 @@ static void test_quit(void)
 	policy_chain_free(&p);
 }
 
+/* migrate_move_dir through a stand-in remote shell that runs the command
+ * here; with "fail" in its name the source's tar ends with status 2 after
+ * writing its whole archive (as tar does on a file it could not read): the
+ * source's copy must stay. Paths the remote shell would expand are
+ * refused. */
+static void test_move_dir(void)
+{
+	char base[] = "/tmp/sts-move-XXXXXX", sh_ok[128], sh_fail[128], path[256];
+	FILE *f;
+
+	CHECK(mkdtemp(base) != NULL);
+	snprintf(sh_ok, sizeof(sh_ok), "%s/rsh", base);
+	snprintf(sh_fail, sizeof(sh_fail), "%s/rsh-fail", base);
+	f = fopen(sh_ok, "w");
+	CHECK(f != NULL);
+	fputs("#!/bin/sh\nshift\nexec sh -c \"$*\"\n", f);
+	fclose(f);
+	f = fopen(sh_fail, "w");
+	CHECK(f != NULL);
+	fputs("#!/bin/sh\nshift\ncase \"$*\" in *'-cf -'*) sh -c \"$*\"; exit 2;; esac\n"
+	      "exec sh -c \"$*\"\n", f);
+	fclose(f);
+	CHECK_EQ(chmod(sh_ok, 0755), 0);
+	CHECK_EQ(chmod(sh_fail, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src", base);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src/cache", base);
+	CHECK_EQ(mkdir(path, 0755), 0);
+	snprintf(path, sizeof(path), "%s/src/cache/image", base);
+	f = fopen(path, "w");
+	CHECK(f != NULL);
+	fputs("bytes", f);
+	fclose(f);
+
+	char from[160], to[160];
+
+	snprintf(from, sizeof(from), "%s/src", base);
+	snprintf(to, sizeof(to), "%s/dst", base);
+	CHECK_EQ(cfg_set("migrate_shell", sh_fail), 0);
+	CHECK_EQ(migrate_move_dir("n2", from, "n4", to, "cache", 10000), -5);
+	CHECK(strstr(err_msg(), "failed") != NULL);
+	CHECK_EQ(access(path, F_OK), 0);   /* the source's copy is still there */
+
+	CHECK_EQ(cfg_set("migrate_shell", sh_ok), 0);
+	CHECK_EQ(migrate_move_dir("n2", from, "n4", to, "cache", 10000), 0);
+	CHECK(access(path, F_OK) != 0);
+	snprintf(path, sizeof(path), "%s/dst/cache/image", base);
+	CHECK_EQ(access(path, F_OK), 0);
+
+	CHECK_EQ(migrate_move_dir("n2", "/tmp/$HOME", "n4", to, "cache", 10000), -22);
+	CHECK(strstr(err_msg(), "cannot quote '/tmp/$HOME'") != NULL);
+	CHECK_EQ(migrate_move_dir("n2", from, "n4", to, "ca`x`", 10000), -22);
+	snprintf(path, sizeof(path), "rm -rf '%s'", base);
+	CHECK_EQ(system(path), 0);
+}
+
 int main(void)
 {
+	test_move_dir();
 	test_none();
 	test_quit();
 	test_crmig();
