@@ -150,18 +150,24 @@ static int start_progress(void)
  * it the relaunch still recovers, its line says less. */
 static void tell_coordinator(void)
 {
-	const char *jdir = getenv(JOBENV_JOB_DIR);
-	char where[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8];
+	const char *jdir = getenv(JOBENV_JOB_DIR), *local = cfg_str(CFG_LOCAL_DIR);
+	char where[PATH_MAX], path[PATH_MAX], tmp[PATH_MAX + 8], cwd[PATH_MAX], abs[2 * PATH_MAX];
 	FILE *f;
 	int ok;
 
 	if (api.rank != 0 || !jdir || !*jdir || !realpath(store_job_dir(api.global), where) ||
 	    snprintf(path, sizeof(path), "%s/%s", jdir, JOBENV_APPLEVEL_FILE) >= (int)sizeof(path))
 		return;
+	/* the coordinator moves node-local caches from another directory: a
+	 * relative local_dir is made absolute here (it need not exist yet) */
+	if (*local && *local != '/' && getcwd(cwd, sizeof(cwd))) {
+		snprintf(abs, sizeof(abs), "%s/%s", cwd, local);
+		local = abs;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	f = fopen(tmp, "we");
 	if (f) {
-		ok = fprintf(f, "global %s\nlocal %s\n", where, cfg_str(CFG_LOCAL_DIR)) > 0;
+		ok = fprintf(f, "global %s\nlocal %s\n", where, local) > 0;
 		ok = fclose(f) == 0 && ok;
 		if (ok && rename(tmp, path) == 0)
 			return;

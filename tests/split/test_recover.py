@@ -181,11 +181,15 @@ def test_heatdis_predict_is_refused_in_one_line(job, tmp_path):
     if not HEATDIS.exists() or SANITIZED:
         pytest.skip(f"{HEATDIS} not built, or instrumented")
     job.env.update(STASIS_JOB="heat", STASIS_GLOBAL_DIR=str(tmp_path / "global"))
-    cmd = heatdis_command(job, tmp_path / "local")
+    cmd = heatdis_command(job, "local")   # relative to the job's directory
     job.start(*[a if a != "400" else "1000000" for a in cmd])
     end = time.time() + 30
     while not list(job.ck.glob("*/applevel")) and time.time() < end:
         time.sleep(0.1)
+    # where libstasis tells the coordinator its caches are: absolute, as a
+    # migration's move runs elsewhere
+    applevel = list(job.ck.glob("*/applevel"))[0].read_text()
+    assert f"\nlocal {job.work}/local/nodeA\n" in applevel, applevel
     r = job.stasis("predict", "--dir", job.ck, "--node", os.uname().nodename, "--within", "60s",
                    check=False)
     assert r.returncode == 1 and r.stderr == (
