@@ -64,12 +64,17 @@ int stasis_should_exit(int *flag)
 	if (!api.initialized || !flag)
 		return api_fail(err_set(-EINVAL, "stasis_should_exit: %s",
 					flag ? "call stasis_init first" : "NULL flag"));
-	/* `touch <global_dir>/<job>/halt` asks a running job to stop cleanly */
+	/* `touch <global_dir>/<job>/halt` asks a running job to stop cleanly;
+	 * the request is taken (the file goes) once every rank was told: so
+	 * `stasis migrate` knows the program stopped because it was asked,
+	 * not because it had come to its end */
 	if (api.rank == 0 && snprintf(path, sizeof(path), "%s/halt", store_job_dir(api.global)) <
 	    (int)sizeof(path))
 		stop = access(path, F_OK) == 0;
 	ret = decide(&stop);
 	if (ret == 0)
 		*flag = (int)stop;
+	if (ret == 0 && stop && api.rank == 0)
+		unlink(path);
 	return ret;
 }

@@ -2175,6 +2175,15 @@ static int applevel_migrated(struct coord *c, const struct coord_event *ev)
 			   ev->status);
 		return -1;
 	}
+	/* libstasis takes the halt file when it tells the program to stop:
+	 * still there, the program came to its own end first (relaunching it
+	 * would run it again from its last checkpoint) */
+	if (access(halt_path(&a, local_from, sizeof(local_from)), F_OK) == 0) {
+		applevel_unhalt(c);
+		mig_answer(c, "ERR migration: the program ended by itself before it saw the "
+			   "request to stop");
+		return -1;
+	}
 	job = strrchr(a.global, '/') + 1;
 	snprintf(local_from, sizeof(local_from), "%s/%s", a.local, c->mig.from);
 	snprintf(local_to, sizeof(local_to), "%s/%s", a.local, c->mig.to);

@@ -180,7 +180,7 @@ HEATDIS_SERIAL = BUILD / "examples" / "heatdis" / "heatdis.serial"
 HEAT_ITERS, HEAT_EVERY = 800, 50
 
 
-def heatdis_start(cluster, tmp_path, level, iterations=HEAT_ITERS):
+def heatdis_start(cluster, tmp_path, level, iterations=HEAT_ITERS, every=HEAT_EVERY):
     """heatdis under `stasis run --recover auto` on n1, n2, n3 (spare n4),
     and the grid of an uninterrupted run (heatdis.serial of the same rows:
     the grid does not depend on the decomposition): (job, reference)"""
@@ -201,7 +201,7 @@ def heatdis_start(cluster, tmp_path, level, iterations=HEAT_ITERS):
           "STASIS_JOB": job.name, "STASIS_LOCAL_DIR": BASE / "local"}
     words = launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 3) + "".join(
         f" -x {k}={v}" for k, v in xs.items())
-    job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every", HEAT_EVERY,
+    job.start(words, HEATDIS, "--rows-per-rank", 32, *grid, "--checkpoint-every", every,
               "--level", level, "--output", "grid.bin", opts="--recover auto")
     return job, (tmp_path / "ref.bin").read_bytes()
 
@@ -275,6 +275,31 @@ def test_heatdis_migrated_stops_at_a_checkpoint_and_goes_on_from_the_moved_cache
         assert (job.dir / "grid.bin").read_bytes() == reference, err
         assert not (cluster.local("n2") / "n2" / job.name).exists(), "n2's cache stayed"
         assert any((cluster.local("n4") / "n4" / job.name).glob("ckpt-*/rank-00001.img"))
+        assert not (job.dir / "global" / job.name / "halt").exists()
+    finally:
+        heatdis_end(cluster, job)
+
+
+def test_heatdis_ending_before_it_sees_the_migration_is_not_run_again(cluster, tmp_path):
+    """`stasis migrate` of heatdis that never checkpoints (so never calls
+    stasis_should_exit) and comes to its own end: the halt file is still
+    there, so the migration fails in one line and the job is not relaunched
+    (it would have run again from its last checkpoint, its output twice)"""
+    import time
+    job, reference = heatdis_start(cluster, tmp_path, "single", iterations=1500, every=10 ** 6)
+    try:
+        end = time.time() + 60
+        while time.time() < end and not list(job.ck.glob("*/applevel")):
+            assert job.proc.poll() is None, f"the job ended first: {job.finish()}"
+            time.sleep(0.1)
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        assert r.returncode != 0 and r.stderr.endswith(
+            "migration: the program ended by itself before it saw the request to stop\n"), \
+            r.stdout + r.stderr
+        rc, out, err = job.finish()
+        assert rc == 0 and out.count("heatdis: done") == 1, out + err
+        assert "restarted" not in out, out + err
+        assert (job.dir / "grid.bin").read_bytes() == reference, err
         assert not (job.dir / "global" / job.name / "halt").exists()
     finally:
         heatdis_end(cluster, job)
