@@ -1813,7 +1813,10 @@ static void dead_hosts(struct coord *c, char (*used)[64], unsigned *nused)
 			host_add(ask, &nask, hosts[i]);
 	migrate_hosts_alive(ask, nask, alive, (int)(c->hb_timeout_ms + 2000));
 	for (unsigned i = 0; i < nask; i++)
-		if (!alive[i]) {
+		if (alive[i] < 0)
+			log_warn("recovery: cannot ask whether %s answers (%s): kept", ask[i],
+				 strerror(-alive[i]));
+		else if (!alive[i]) {
 			log_warn("recovery: %s does not answer (%s %s true): taken for lost", ask[i],
 				 cfg_str(CFG_MIGRATE_SHELL), ask[i]);
 			host_add(c->lost_hosts, &c->nlost_hosts, ask[i]);

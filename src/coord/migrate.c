@@ -105,6 +105,8 @@ void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_
 	for (unsigned i = 0; i < n; i++) {
 		alive[i] = 0;
 		pid[i] = fork();
+		if (pid[i] < 0)
+			alive[i] = -errno;   /* not asked: unknown, not dead */
 		if (pid[i] == 0) {
 			sigset_t none;
 			int null = open("/dev/null", O_RDWR);

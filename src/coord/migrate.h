@@ -30,8 +30,10 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms);
 
 /* Which of hosts[n] answer through the same remote shell (`migrate_shell
- * HOST true`, all at once) within timeout_ms: alive[i] 1 or 0. A recovery
- * whose relaunch failed asks it of the host list's nodes. */
+ * HOST true`, all at once) within timeout_ms: alive[i] 1 or 0, or a
+ * negative errno when the host could not be asked (the fork failed: its
+ * state is unknown). A recovery whose relaunch failed asks it of the host
+ * list's nodes. */
 void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_ms);
 
 /* Move directory <from_parent>/<name> of host from to <to_parent>/<name>

@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static struct coord_event ev(enum coord_event_kind kind, int status)
@@ -226,8 +229,43 @@ static void test_move_dir(void)
 	CHECK_EQ(system(path), 0);
 }
 
+/* migrate_hosts_alive when the fork fails (no process left to the user:
+ * RLIMIT_NPROC 0, as another user when run as root, whom it binds not):
+ * the host is unknown, a negative errno, not 0 (lost). */
+static void test_alive_no_fork(void)
+{
+	char hosts[1][64] = { "n2" };
+	int fds[2], alive = 7, st = 0;
+	pid_t pid;
+
+	CHECK_EQ(cfg_set("migrate_shell", "true"), 0);
+	CHECK_EQ(pipe(fds), 0);
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		struct rlimit none = { 0, 0 };
+
+		if (geteuid() == 0 && (setgid(65534) != 0 || setuid(65534) != 0))
+			_exit(2);
+		if (setrlimit(RLIMIT_NPROC, &none) != 0)
+			_exit(3);
+		migrate_hosts_alive(hosts, 1, &alive, 1000);
+		_exit(write(fds[1], &alive, sizeof(alive)) == sizeof(alive) ? 0 : 4);
+	}
+	close(fds[1]);
+	CHECK_EQ(read(fds[0], &alive, sizeof(alive)), sizeof(alive));
+	close(fds[0]);
+	CHECK_EQ(waitpid(pid, &st, 0), pid);
+	CHECK_EQ(st, 0);
+	CHECK_EQ(alive, -EAGAIN);
+	/* and a host that answers is 1 */
+	migrate_hosts_alive(hosts, 1, &alive, 10000);
+	CHECK_EQ(alive, 1);
+}
+
 int main(void)
 {
+	test_alive_no_fork();
 	test_move_dir();
 	test_none();
 	test_quit();
