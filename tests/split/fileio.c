@@ -27,8 +27,12 @@
  *  - MPI_File_get_view: displacement 0, etype MPI_INT, "native".
  * A checkpoint may come between a split collective's begin and end (the
  * program sleeps between them every third iteration). Then it starts an
- * MPI_File_iwrite_at_all and sleeps SLEEP_MS with it in flight; the next
- * iteration waits for it and reads the left neighbour's pair back.
+ * MPI_File_iwrite_at_all of (v, 6) at F + 2 r, an MPI_File_iwrite_at of
+ * (v, 7) at F + 2 n + 2 r (F = 200000 + 4 n I) and an MPI_File_iread_at of
+ * the left neighbour's pair at R + 2 L, and sleeps SLEEP_MS with the three
+ * in flight; the next iteration waits for them, checks their counts and
+ * what was read, and reads the left neighbour's two pairs back. The file's
+ * bytes are then what test_fileio.py computes, with or without restarts.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -90,34 +94,53 @@ static void shared_position(MPI_File fh, MPI_Offset *pos)
 	*pos = p;
 }
 
-/* MPI_File_iwrite_at_all left in flight across the sleep, where the
- * checkpoint comes (counted on the file's communicator, completed by the
- * drain), waited for in the next iteration, which reads the left
- * neighbour's pair back: (1000 L + I, 6) at 200000 + 2 n I + 2 L */
-static int fl_buf[2], fl_it;
-static MPI_Request fl_q;
+/* MPI_File_iwrite_at_all (counted on the file's communicator),
+ * MPI_File_iwrite_at and MPI_File_iread_at left in flight across the
+ * sleep, where the checkpoint comes (the drain completes them), waited for
+ * in the next iteration, which checks what was read and reads the left
+ * neighbour's pairs back: (1000 L + I, 6) at F + 2 L and (1000 L + I, 7)
+ * at F + 2 n + 2 L, F = 200000 + 4 n I */
+static int fl_buf[2], fl_buf2[2], fl_got[2], fl_it;
+static MPI_Request fl_q[3];
 
-static void in_flight_start(MPI_File fh)
+static MPI_Offset fl_at(int I)
+{
+	return 200000 + 4L * size * I;
+}
+
+static void in_flight_start(MPI_File fh, MPI_Offset R, int L)
 {
 	fl_it = it;
-	fl_buf[0] = 1000 * rank + it;
+	fl_buf[0] = fl_buf2[0] = 1000 * rank + it;
 	fl_buf[1] = 6;
-	MPI_File_iwrite_at_all(fh, 200000 + 2L * size * it + 2 * rank, fl_buf, 2, MPI_INT, &fl_q);
+	fl_buf2[1] = 7;
+	fl_got[0] = fl_got[1] = -1;
+	MPI_File_iwrite_at_all(fh, fl_at(it) + 2 * rank, fl_buf, 2, MPI_INT, &fl_q[0]);
+	MPI_File_iwrite_at(fh, fl_at(it) + 2L * size + 2 * rank, fl_buf2, 2, MPI_INT, &fl_q[1]);
+	MPI_File_iread_at(fh, R + 2 * L, fl_got, 2, MPI_INT, &fl_q[2]);
 }
 
 static void in_flight_check(MPI_File fh, int L)
 {
+	static const char *what[3] = {
+		"iwrite_at_all in flight: count", "iwrite_at in flight: count",
+		"iread_at in flight: count" };
 	MPI_Status st;
 	int got[2], n;
 
-	MPI_Wait(&fl_q, &st);
-	MPI_Get_count(&st, MPI_INT, &n);
-	eq("iwrite_at_all in flight: count", n, 2);
+	for (int k = 0; k < 3; k++) {
+		MPI_Wait(&fl_q[k], &st);
+		MPI_Get_count(&st, MPI_INT, &n);
+		eq(what[k], n, 2);
+	}
+	pair("iread_at in flight", fl_got, 1000 * L + fl_it, 1);
 	MPI_File_sync(fh);
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_File_sync(fh);
-	MPI_File_read_at(fh, 200000 + 2L * size * fl_it + 2 * L, got, 2, MPI_INT, &st);
+	MPI_File_read_at(fh, fl_at(fl_it) + 2 * L, got, 2, MPI_INT, &st);
 	pair("iwrite_at_all in flight", got, 1000 * L + fl_it, 6);
+	MPI_File_read_at(fh, fl_at(fl_it) + 2L * size + 2 * L, got, 2, MPI_INT, &st);
+	pair("iwrite_at in flight", got, 1000 * L + fl_it, 7);
 }
 
 int main(int argc, char **argv)
@@ -241,7 +264,7 @@ int main(int argc, char **argv)
 		MPI_File_get_view(fh, &disp, &et, &ft, rep);
 		eq("get_view", (long)disp * 10 + (et == MPI_INT) + (ft == MPI_INT) + 4 * !strcmp(rep, "native"),
 		   6);
-		in_flight_start(fh);
+		in_flight_start(fh, R, L);
 		nap_ms(ms);
 	}
 	in_flight_check(fh, L);

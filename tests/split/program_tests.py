@@ -13,10 +13,12 @@ from split_common import program_fixture, run_on
 from test_ckpt import cycled
 
 
-def program_tests(name, checks, args=lambda tmp_path: [], ranks=2, iters=20, sleep_ms=100):
+def program_tests(name, checks, args=lambda tmp_path: [], ranks=2, iters=20, sleep_ms=100,
+                  after=None):
     """The fixture and the two tests of tests/split/<name>.c; args(tmp_path):
     its arguments after ITERATIONS and SLEEP_MS; ranks: how many the native
-    run has."""
+    run has; after(tmp_path, ranks, iterations), if given, checks what the
+    program left behind after each passing run (its output files)."""
     prog = program_fixture(name)
 
     @pytest.mark.parametrize("abi", ["openmpi", "mpich"])
@@ -28,6 +30,8 @@ def program_tests(name, checks, args=lambda tmp_path: [], ranks=2, iters=20, sle
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"PASS ranks={ranks} iterations=2 checks={checks(ranks, 2)}\n" in r.stdout, \
             r.stdout + r.stderr
+        if after:
+            after(tmp_path, ranks, 2)
 
     @pytest.mark.parametrize("lower,other", [("openmpi", None), ("mpich", None),
                                              ("openmpi", "mpich"), ("mpich", "openmpi")])
@@ -40,5 +44,7 @@ def program_tests(name, checks, args=lambda tmp_path: [], ranks=2, iters=20, sle
         assert f"PASS ranks=2 iterations={iters} checks={checks(2, iters)}\n" in out, out + err
         assert "FAIL" not in out
         assert "not supported" not in err, err
+        if after:
+            after(tmp_path, 2, iters)
 
     return prog, test_runs, test_three_cycles
