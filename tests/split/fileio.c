@@ -26,13 +26,17 @@
  *    _end and (after a seek) MPI_File_read_all_begin/_end and MPI_File_iread;
  *  - MPI_File_get_view: displacement 0, etype MPI_INT, "native".
  * A checkpoint may come between a split collective's begin and end (the
- * program sleeps between them every third iteration). Then it starts an
+ * program sleeps between MPI_File_write_ordered_begin and _end on odd
+ * iterations, between the others' every third). Then it starts an
  * MPI_File_iwrite_at_all of (v, 6) at F + 2 r, an MPI_File_iwrite_at of
  * (v, 7) at F + 2 n + 2 r (F = 200000 + 4 n I) and an MPI_File_iread_at of
- * the left neighbour's pair at R + 2 L, and sleeps SLEEP_MS with the three
- * in flight; the next iteration waits for them, checks their counts and
- * what was read, and reads the left neighbour's two pairs back. The file's
- * bytes are then what test_fileio.py computes, with or without restarts.
+ * the left neighbour's pair at R + 2 L; the next iteration, once it printed
+ * its line, sleeps SLEEP_MS with the three in flight if it is even, waits
+ * for them, checks their counts and what was read, and reads the left
+ * neighbour's two pairs back. The test checkpoints right after a printed
+ * line: with the three in flight on even iterations, between a split
+ * collective's begin and end on odd ones. The file's bytes are then what
+ * test_fileio.py computes, with or without restarts.
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -176,8 +180,13 @@ int main(int argc, char **argv)
 
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
-		if (it > 0)
+		if (it > 0) {
+			/* the test checkpoints right after the line above: on even
+			 * iterations it comes here, with the three in flight */
+			if (it % 2 == 0)
+				nap_ms(ms);
 			in_flight_check(fh, L);
+		}
 
 		/* shared file pointer */
 		buf[0] = v;
@@ -194,8 +203,8 @@ int main(int argc, char **argv)
 		buf[0] = v + 1;
 		buf[1] = it + 1000;
 		MPI_File_write_ordered_begin(fh, buf, 2, MPI_INT);
-		if (it % 3 == 1)
-			nap_ms(ms);   /* a checkpoint may come between begin and end */
+		if (it % 2)
+			nap_ms(ms);   /* odd iterations' checkpoint: between begin and end */
 		MPI_File_write_ordered_end(fh, buf, &st);
 		MPI_File_sync(fh);
 		MPI_Barrier(MPI_COMM_WORLD);
@@ -265,7 +274,6 @@ int main(int argc, char **argv)
 		eq("get_view", (long)disp * 10 + (et == MPI_INT) + (ft == MPI_INT) + 4 * !strcmp(rep, "native"),
 		   6);
 		in_flight_start(fh, R, L);
-		nap_ms(ms);
 	}
 	in_flight_check(fh, L);
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);

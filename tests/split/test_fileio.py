@@ -11,7 +11,8 @@ begin and end. The shared file pointer is recorded at the checkpoint and
 sought again at the restart; a split collective is done whole by its
 begin, its status kept for the end. An MPI_File_iwrite_at_all,
 MPI_File_iwrite_at and MPI_File_iread_at are in flight where the
-checkpoint comes (the drain completes them). After every passing run, with
+checkpoint comes on even iterations (the drain completes them; on odd ones
+it comes between a split collective's begin and end). After every passing run, with
 or without restarts, the file's bytes are compared with what an
 uninterrupted run writes (expected_ints below, which the native run is held
 to as well).
