@@ -1828,6 +1828,29 @@ static void dead_hosts(struct coord *c, char (*used)[64], unsigned *nused)
 static void mig_answer(struct coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void applevel_unhalt(struct coord *c);
 
+/* The job is relaunched with argv (owned from now on) */
+static void take_launch(struct coord *c, char **argv)
+{
+	free(c->argv);
+	c->argv = argv;
+	c->launch = argv;
+}
+
+/* A relaunch (a recovery's or a migration's) was made (ret 0) or failed
+ * (the job ends, said with c->rec.line): the old launch's events are
+ * stale; ret */
+static int relaunched(struct coord *c, int ret)
+{
+	c->nevents = 0;
+	policy_launched(c->policy);
+	if (ret) {
+		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
+		c->done = 1;
+		c->status = c->launcher_code ? c->launcher_code : 1;
+	}
+	return ret;
+}
+
 /* Relaunch the job from the newest usable checkpoint, without the nodes
  * lost; said in one line once every rank registered again */
 static void recover(struct coord *c, const struct coord_event *ev)
@@ -1869,18 +1892,10 @@ static void recover(struct coord *c, const struct coord_event *ev)
 	c->rec.pending = 1;
 	launch_reset(c);
 	if (!ret) {
-		free(c->argv);
-		c->argv = argv;
-		c->launch = argv;
+		take_launch(c, argv);
 		ret = c->target->relaunch(c, name[0] ? dir : NULL);
 	}
-	c->nevents = 0;   /* the old launch's */
-	policy_launched(c->policy);
-	if (ret) {
-		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
-		c->done = 1;
-		c->status = c->launcher_code ? c->launcher_code : 1;
-	}
+	relaunched(c, ret);
 }
 
 /* ---- migration (docs/coordinator.md, "Migration") ---- */
@@ -2066,30 +2081,14 @@ static void predicted_checkpoint(struct coord *c, const char *why)
 		mig_answer(c, "ERR %s; and the checkpoint failed: %s", why, err_msg());
 }
 
-/* Every node with ranks: in the checkpoint's phases again */
-static void all_nodes_in(struct coord *c)
-{
-	for (unsigned i = 0; i < c->nnodes; i++) {
-		c->nodes[i].in_ckpt = 0;
-		for (unsigned k = 0; k < c->nranks && !c->nodes[i].in_ckpt; k++)
-			c->nodes[i].in_ckpt = c->ranks[k].node == c->nodes[i].id;
-	}
-}
-
-/* A migration's relaunch was made (ret 0) or failed: the old launch's
- * events are stale, the client is answered with the line (c->rec.line) */
+/* A migration's relaunch was made (ret 0) or failed: the client is
+ * answered with the line (c->rec.line) */
 static void mig_relaunched(struct coord *c, int ret)
 {
-	c->nevents = 0;
-	policy_launched(c->policy);
-	if (ret) {
+	if (relaunched(c, ret))
 		mig_answer(c, "ERR %s; the relaunch failed: %s", c->rec.line, err_msg());
-		fprintf(stderr, "stasis: %s; the relaunch failed: %s\n", c->rec.line, err_msg());
-		c->done = 1;
-		c->status = c->launcher_code ? c->launcher_code : 1;
-		return;
-	}
-	mig_answer(c, "OK %s", c->rec.line);
+	else
+		mig_answer(c, "OK %s", c->rec.line);
 }
 
 /* ---- migration of an application-level job ---- */
@@ -2203,9 +2202,7 @@ static int applevel_migrated(struct coord *c, const struct coord_event *ev)
 			   "where it was", c->mig.ranks, c->mig.from, c->mig.to, err_msg());
 		snprintf(c->rec.line, sizeof(c->rec.line), "relaunched where it was; from %s", from);
 	} else {
-		free(c->argv);
-		c->argv = c->mig.argv;
-		c->launch = c->argv;
+		take_launch(c, c->mig.argv);
 		c->mig.argv = NULL;
 		snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, "
 			 "libstasis's node cache moved in %.2f s; from %s", c->mig.ranks, c->mig.from,
@@ -2272,7 +2269,9 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 			mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
 			raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
 		} else {
-			all_nodes_in(c);
+			/* every node with ranks: in the checkpoint's phases again */
+			if (nodes_with_ranks(c) != 0)
+				log_warn("migration: %s", err_msg());
 			send_nodes(c, "RESUME");   /* the checkpoint stands; the job goes on */
 			mig_answer(c, "ERR %s; the job goes on where it was", why);
 		}
@@ -2283,9 +2282,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	/* every image on the target, the source's directory removed */
 	stop_job(c);
 	launch_reset(c);
-	free(c->argv);
-	c->argv = argv;
-	c->launch = argv;
+	take_launch(c, argv);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s", ranks, from, to, (double)bytes / 1048576.0,
 		 (double)ms / 1000.0, name);
