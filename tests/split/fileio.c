@@ -29,12 +29,14 @@
  * program sleeps between MPI_File_write_ordered_begin and _end on odd
  * iterations, between the others' every third). Then it starts an
  * MPI_File_iwrite_at_all of (v, 6) at F + 2 r, an MPI_File_iwrite_at of
- * (v, 7) at F + 2 n + 2 r (F = 200000 + 4 n I) and an MPI_File_iread_at of
- * the left neighbour's pair at R + 2 L; the next iteration, once it printed
- * its line, sleeps SLEEP_MS with the three in flight if it is even, waits
- * for them, checks their counts and what was read, and reads the left
- * neighbour's two pairs back. The test checkpoints right after a printed
- * line: with the three in flight on even iterations, between a split
+ * (v, 7) at F + 2 n + 2 r, after a seek an MPI_File_iwrite of (v, 8) at
+ * F + 4 n + 2 r (F = 200000 + 6 n I) and an MPI_File_iread_at of the left
+ * neighbour's pair at R + 2 L; the next iteration, once it printed its
+ * line, sleeps SLEEP_MS with the four in flight if it is even, waits for
+ * them, checks their counts, what was read and the individual pointer's
+ * position, and reads the left neighbour's three pairs back. The test
+ * checkpoints right after a printed line: with the four in flight on even
+ * iterations, between a split
  * collective's begin and end on odd ones. The file's bytes are then what
  * test_fileio.py computes, with or without restarts.
  *
@@ -99,52 +101,56 @@ static void shared_position(MPI_File fh, MPI_Offset *pos)
 }
 
 /* MPI_File_iwrite_at_all (counted on the file's communicator),
- * MPI_File_iwrite_at and MPI_File_iread_at left in flight across the
- * sleep, where the checkpoint comes (the drain completes them), waited for
- * in the next iteration, which checks what was read and reads the left
- * neighbour's pairs back: (1000 L + I, 6) at F + 2 L and (1000 L + I, 7)
- * at F + 2 n + 2 L, F = 200000 + 4 n I */
-static int fl_buf[2], fl_buf2[2], fl_got[2], fl_it;
-static MPI_Request fl_q[3];
+ * MPI_File_iwrite_at, MPI_File_iwrite (after a seek) and MPI_File_iread_at
+ * left in flight until the next iteration, where the checkpoint comes (the
+ * drain completes them), which checks their counts, what was read and the
+ * individual file pointer (moved by the MPI_File_iwrite when it started),
+ * and reads the left neighbour's pairs back: (1000 L + I, 6 + k) at
+ * F + 2 k n + 2 L, k = 0, 1, 2, F = 200000 + 6 n I */
+static int fl_buf[3][2], fl_got[2], fl_it;
+static MPI_Request fl_q[4];
 
-static MPI_Offset fl_at(int I)
+static MPI_Offset fl_at(int I, int k, int r)
 {
-	return 200000 + 4L * size * I;
+	return 200000 + 6L * size * I + 2L * k * size + 2 * r;
 }
 
 static void in_flight_start(MPI_File fh, MPI_Offset R, int L)
 {
 	fl_it = it;
-	fl_buf[0] = fl_buf2[0] = 1000 * rank + it;
-	fl_buf[1] = 6;
-	fl_buf2[1] = 7;
+	for (int k = 0; k < 3; k++) {
+		fl_buf[k][0] = 1000 * rank + it;
+		fl_buf[k][1] = 6 + k;
+	}
 	fl_got[0] = fl_got[1] = -1;
-	MPI_File_iwrite_at_all(fh, fl_at(it) + 2 * rank, fl_buf, 2, MPI_INT, &fl_q[0]);
-	MPI_File_iwrite_at(fh, fl_at(it) + 2L * size + 2 * rank, fl_buf2, 2, MPI_INT, &fl_q[1]);
-	MPI_File_iread_at(fh, R + 2 * L, fl_got, 2, MPI_INT, &fl_q[2]);
+	MPI_File_iwrite_at_all(fh, fl_at(it, 0, rank), fl_buf[0], 2, MPI_INT, &fl_q[0]);
+	MPI_File_iwrite_at(fh, fl_at(it, 1, rank), fl_buf[1], 2, MPI_INT, &fl_q[1]);
+	MPI_File_seek(fh, fl_at(it, 2, rank), MPI_SEEK_SET);
+	MPI_File_iwrite(fh, fl_buf[2], 2, MPI_INT, &fl_q[2]);
+	MPI_File_iread_at(fh, R + 2 * L, fl_got, 2, MPI_INT, &fl_q[3]);
 }
 
 static void in_flight_check(MPI_File fh, int L)
 {
-	static const char *what[3] = {
-		"iwrite_at_all in flight: count", "iwrite_at in flight: count",
-		"iread_at in flight: count" };
+	static const char *what[4] = {
+		"iwrite_at_all in flight", "iwrite_at in flight", "iwrite in flight",
+		"iread_at in flight" };
 	MPI_Status st;
 	int got[2], n;
 
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 4; k++) {
 		MPI_Wait(&fl_q[k], &st);
 		MPI_Get_count(&st, MPI_INT, &n);
 		eq(what[k], n, 2);
 	}
-	pair("iread_at in flight", fl_got, 1000 * L + fl_it, 1);
+	pair(what[3], fl_got, 1000 * L + fl_it, 1);
 	MPI_File_sync(fh);
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_File_sync(fh);
-	MPI_File_read_at(fh, fl_at(fl_it) + 2 * L, got, 2, MPI_INT, &st);
-	pair("iwrite_at_all in flight", got, 1000 * L + fl_it, 6);
-	MPI_File_read_at(fh, fl_at(fl_it) + 2L * size + 2 * L, got, 2, MPI_INT, &st);
-	pair("iwrite_at in flight", got, 1000 * L + fl_it, 7);
+	for (int k = 0; k < 3; k++) {
+		MPI_File_read_at(fh, fl_at(fl_it, k, L), got, 2, MPI_INT, &st);
+		pair(what[k], got, 1000 * L + fl_it, 6 + k);
+	}
 }
 
 int main(int argc, char **argv)
@@ -182,7 +188,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (it > 0) {
 			/* the test checkpoints right after the line above: on even
-			 * iterations it comes here, with the three in flight */
+			 * iterations it comes here, with the four in flight */
 			if (it % 2 == 0)
 				nap_ms(ms);
 			in_flight_check(fh, L);

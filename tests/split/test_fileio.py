@@ -10,12 +10,12 @@ MPI_File_get_view. A checkpoint may fall between a split collective's
 begin and end. The shared file pointer is recorded at the checkpoint and
 sought again at the restart; a split collective is done whole by its
 begin, its status kept for the end. An MPI_File_iwrite_at_all,
-MPI_File_iwrite_at and MPI_File_iread_at are in flight where the
-checkpoint comes on even iterations (the drain completes them; on odd ones
-it comes between a split collective's begin and end). After every passing run, with
-or without restarts, the file's bytes are compared with what an
-uninterrupted run writes (expected_ints below, which the native run is held
-to as well).
+MPI_File_iwrite_at, MPI_File_iwrite and MPI_File_iread_at are in flight
+where the checkpoint comes on even iterations (the drain completes them; on
+odd ones it comes between a split collective's begin and end). After every
+passing run, with or without restarts, the file's bytes are compared with
+what an uninterrupted run writes (expected_ints below, which the native run
+is held to as well).
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 
@@ -29,17 +29,17 @@ def expected_ints(n, iters):
     """The file fileio.c leaves, as ints, by its header's offsets; None for
     the shared file pointer's first pairs of each iteration, whose order
     between ranks is the MPI's."""
-    f = [0] * (200000 + 4 * n * iters)
+    f = [0] * (200000 + 6 * n * iters)
     for i in range(iters):
-        P, R, F = 4 * n * i, 100000 + 8 * n * i, 200000 + 4 * n * i
+        P, R, F = 4 * n * i, 100000 + 8 * n * i, 200000 + 6 * n * i
         for r in range(n):
             v = 1000 * r + i
             f[P + 2 * r:P + 2 * r + 2] = [None, None]
             f[P + 2 * n + 2 * r:P + 2 * n + 2 * r + 2] = [v + 1, i + 1000]
             for k in range(1, 5):
                 f[R + 2 * (k - 1) * n + 2 * r:R + 2 * (k - 1) * n + 2 * r + 2] = [v, k]
-            f[F + 2 * r:F + 2 * r + 2] = [v, 6]
-            f[F + 2 * n + 2 * r:F + 2 * n + 2 * r + 2] = [v, 7]
+            for k in range(3):
+                f[F + 2 * k * n + 2 * r:F + 2 * k * n + 2 * r + 2] = [v, 6 + k]
     return f
 
 
@@ -61,5 +61,5 @@ def check_file(tmp_path, n, iters):
 
 # fileio.c's checks per rank (n) and iterations (i)
 prog, test_runs, test_three_cycles = program_tests(
-    "fileio", lambda n, i: n * i * 17, args=lambda tmp_path: [data_file(tmp_path)], sleep_ms=60,
+    "fileio", lambda n, i: n * i * 19, args=lambda tmp_path: [data_file(tmp_path)], sleep_ms=60,
     after=check_file)
