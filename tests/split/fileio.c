@@ -6,7 +6,7 @@
  * Any number of ranks >= 2 (r: this rank, n: the size, L: its left
  * neighbour). Before the loop the ranks open FILE (created), set a view of
  * ints (MPI_File_set_view), set and read an info (MPI_File_set_info,
- * MPI_File_get_info). Iteration I, with P = 4 n I and v = 1000 r + I, all
+ * MPI_File_get_info). Iteration I, with P = 6 n I and v = 1000 r + I, all
  * offsets in ints:
  *  - shared file pointer: each rank writes (v, I) with MPI_File_write_shared
  *    (MPI_File_iwrite_shared and MPI_Wait on odd iterations), then
@@ -30,13 +30,13 @@
  * iterations, between the others' every third). Then it starts an
  * MPI_File_iwrite_at_all of (v, 6) at F + 2 r, an MPI_File_iwrite_at of
  * (v, 7) at F + 2 n + 2 r, after a seek an MPI_File_iwrite of (v, 8) at
- * F + 4 n + 2 r (F = 200000 + 6 n I) and an MPI_File_iread_at of the left
+ * F + 4 n + 2 r (F = 200000 + 6 n I), an MPI_File_iwrite_shared of (v, 9)
+ * (at P + 4 n + 2 j, some j) and an MPI_File_iread_at of the left
  * neighbour's pair at R + 2 L; the next iteration, once it printed its
- * line, sleeps SLEEP_MS with the four in flight if it is even, waits for
- * them, checks their counts, what was read and the individual pointer's
- * position, and reads the left neighbour's three pairs back. The test
- * checkpoints right after a printed line: with the four in flight on even
- * iterations, between a split
+ * line, sleeps SLEEP_MS with the five in flight if it is even, waits for
+ * them, checks their counts and what was read, and reads the left
+ * neighbour's three pairs back. The test checkpoints right after a printed
+ * line: with the five in flight on even iterations, between a split
  * collective's begin and end on odd ones. The file's bytes are then what
  * test_fileio.py computes, with or without restarts.
  *
@@ -101,14 +101,15 @@ static void shared_position(MPI_File fh, MPI_Offset *pos)
 }
 
 /* MPI_File_iwrite_at_all (counted on the file's communicator),
- * MPI_File_iwrite_at, MPI_File_iwrite (after a seek) and MPI_File_iread_at
- * left in flight until the next iteration, where the checkpoint comes (the
- * drain completes them), which checks their counts, what was read and the
- * individual file pointer (moved by the MPI_File_iwrite when it started),
- * and reads the left neighbour's pairs back: (1000 L + I, 6 + k) at
- * F + 2 k n + 2 L, k = 0, 1, 2, F = 200000 + 6 n I */
-static int fl_buf[3][2], fl_got[2], fl_it;
-static MPI_Request fl_q[4];
+ * MPI_File_iwrite_at, MPI_File_iwrite (after a seek), MPI_File_iwrite_shared
+ * and MPI_File_iread_at left in flight until the next iteration, where the
+ * checkpoint comes (the drain completes them), which checks their counts
+ * and what was read, and reads the left neighbour's pairs back:
+ * (1000 L + I, 6 + k) at F + 2 k n + 2 L, k = 0, 1, 2, F = 200000 + 6 n I
+ * (the shared pointer's pair (v, 9) is at P + 4 n + 2 j, some j: the test
+ * checks the file) */
+static int fl_buf[4][2], fl_got[2], fl_it;
+static MPI_Request fl_q[5];
 
 static MPI_Offset fl_at(int I, int k, int r)
 {
@@ -118,7 +119,7 @@ static MPI_Offset fl_at(int I, int k, int r)
 static void in_flight_start(MPI_File fh, MPI_Offset R, int L)
 {
 	fl_it = it;
-	for (int k = 0; k < 3; k++) {
+	for (int k = 0; k < 4; k++) {
 		fl_buf[k][0] = 1000 * rank + it;
 		fl_buf[k][1] = 6 + k;
 	}
@@ -127,23 +128,24 @@ static void in_flight_start(MPI_File fh, MPI_Offset R, int L)
 	MPI_File_iwrite_at(fh, fl_at(it, 1, rank), fl_buf[1], 2, MPI_INT, &fl_q[1]);
 	MPI_File_seek(fh, fl_at(it, 2, rank), MPI_SEEK_SET);
 	MPI_File_iwrite(fh, fl_buf[2], 2, MPI_INT, &fl_q[2]);
-	MPI_File_iread_at(fh, R + 2 * L, fl_got, 2, MPI_INT, &fl_q[3]);
+	MPI_File_iwrite_shared(fh, fl_buf[3], 2, MPI_INT, &fl_q[3]);
+	MPI_File_iread_at(fh, R + 2 * L, fl_got, 2, MPI_INT, &fl_q[4]);
 }
 
 static void in_flight_check(MPI_File fh, int L)
 {
-	static const char *what[4] = {
+	static const char *what[5] = {
 		"iwrite_at_all in flight", "iwrite_at in flight", "iwrite in flight",
-		"iread_at in flight" };
+		"iwrite_shared in flight", "iread_at in flight" };
 	MPI_Status st;
 	int got[2], n;
 
-	for (int k = 0; k < 4; k++) {
+	for (int k = 0; k < 5; k++) {
 		MPI_Wait(&fl_q[k], &st);
 		MPI_Get_count(&st, MPI_INT, &n);
 		eq(what[k], n, 2);
 	}
-	pair(what[3], fl_got, 1000 * L + fl_it, 1);
+	pair(what[4], fl_got, 1000 * L + fl_it, 1);
 	MPI_File_sync(fh);
 	MPI_Barrier(MPI_COMM_WORLD);
 	MPI_File_sync(fh);
@@ -178,7 +180,7 @@ int main(int argc, char **argv)
 
 	for (it = 0; it < iters; it++) {
 		int n = size, v = 1000 * rank + it, buf[2], got[2], all[64];
-		MPI_Offset P = 4L * n * it, R = 100000 + 8L * n * it, pos;
+		MPI_Offset P = 6L * n * it, R = 100000 + 8L * n * it, pos;
 		MPI_Request q;
 		MPI_Datatype et, ft;
 		char rep[MPI_MAX_DATAREP_STRING + 1];
@@ -188,7 +190,7 @@ int main(int argc, char **argv)
 		fflush(stdout);
 		if (it > 0) {
 			/* the test checkpoints right after the line above: on even
-			 * iterations it comes here, with the four in flight */
+			 * iterations it comes here, with the five in flight */
 			if (it % 2 == 0)
 				nap_ms(ms);
 			in_flight_check(fh, L);
