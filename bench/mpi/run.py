@@ -310,7 +310,7 @@ def measure_checkpoints(a, tmp, env, launch, stasis, disk):
         job.wait("out", r"^READY$")
         return job
 
-    established = r"checkpoint (ckpt-\d+): 4 ranks, (\d+) pages, coordination (\S+) ms, " \
+    established = r"checkpoint (ckpt-\d+): 4 ranks on \d+ nodes?, (\d+) pages, coordination (\S+) ms, " \
                   r"established after (\d+) ms"
 
     # coordination of small ranks
