@@ -225,90 +225,95 @@ def main():
     lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
     fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time (tests/cluster too)
     subprocess.run([str(CLUSTER), "up", str(len(NODES))], check=True, capture_output=True)
-    work = BASE / "global" / f"bench-{os.getpid()}"
-    work.mkdir(parents=True)
-    prog = work / "ckptmem"
-    subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog), str(ROOT / "bench/mpi/ckptmem.c")],
-                   check=True)
-    total = 4 * a.mib << 20
-    env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info "
-           f"STASIS_CACHE_KEEP=1 ")
-    hosts = ",".join(f"{n}:1" for n in NODES)
-    fig = {k: [] for k in ("memcpy_s", "block_s", "dd_s", "global_s", "read_s", "restart_s",
-                           "coord_ms", "srun_s", "stasis_srun_s")}
-    py = ("import numpy, time; a = numpy.ones({n}, dtype=numpy.uint8); t = time.perf_counter(); "
-          "b = a.copy(); print(time.perf_counter() - t)")
-    for rnd in range(a.rounds):
-        ck = work / f"ck{rnd}"
-        job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} -- mpirun.openmpi "
-                  f"--host {hosts} -np 4 {prog} {a.mib}")
-        job.wait_for(r"^READY")
-        # floor: 4 memcpys at once, one a node (the nodes share this
-        # machine's CPUs); each times its own copy, the slowest counts
-        ps = [subprocess.Popen([str(CLUSTER), "exec", n,
-                                f"/usr/bin/python3 -c '{py.format(n=a.mib << 20)}'"],
-                               stdout=subprocess.PIPE, text=True) for n in NODES]
-        fig["memcpy_s"].append(max(float(p.communicate(timeout=300)[0]) for p in ps))
-        t0 = time.perf_counter()
-        r = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global")
-        fig["global_s"].append(time.perf_counter() - t0)
-        name = r.stdout.strip()
-        job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
-        m = re.search(rf"checkpoint {name}: .*coordination ([\d.]+) ms, established after (\d+) ms",
-                      job.text())
-        fig["coord_ms"].append(float(m.group(1)))
-        fig["block_s"].append(int(m.group(2)) / 1000)
-        # floor: the same bytes (incompressible, from memory) into the global
-        # directory with dd conv=fsync
-        dd = work / "dd.out"
-        on("head", f"head -c {total} /dev/urandom > /dev/shm/bench-dd.src")
-        t = time.perf_counter()
-        on("head", f"dd if=/dev/shm/bench-dd.src of={dd} bs=4M conv=fsync status=none")
-        fig["dd_s"].append(time.perf_counter() - t)
-        on("head", "rm -f /dev/shm/bench-dd.src")
-        dd.unlink()
-        job.kill(str(prog))
-        # floor: the 4 nodes read their local copies at once
-        fig["read_s"].append(parallel([(n, f"cat {BASE}/local/ckptmem.*/{name}/rank-*.img > /dev/null")
-                                       for n in NODES]))
-        job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck}")
-        t0 = time.perf_counter()
-        t1 = job.wait_for(r"^RESUMED rank", count=4)
-        fig["restart_s"].append(t1 - t0)
-        job.kill(str(prog))
-        # launch through srun, with and without stasis, as steps of one
-        # allocation (a batch job holding the nodes): until the first line
-        jid = on("head", f"cd {work}; sbatch --parsable -N4 -n4 -J bench-alloc -o /dev/null "
-                 f"--wrap 'sleep 600'").stdout.strip()
-        for i in range(200):
-            if on("head", f"squeue -h -j {jid} -o %T").stdout.strip() == "RUNNING":
-                break
-            time.sleep(0.1)
-        for key, pre in (("srun_s", ""), ("stasis_srun_s", f"{stasis} run --dir {ck}s -- ")):
-            job = Job(f"cd {work}; {OK}exec {pre}srun --jobid={jid} --overlap --mpi=pmix -n 4 "
-                      f"{prog} 16")
+    try:
+        work = BASE / "global" / f"bench-{os.getpid()}"
+        work.mkdir(parents=True)
+        prog = work / "ckptmem"
+        subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog), str(ROOT / "bench/mpi/ckptmem.c")],
+                       check=True)
+        total = 4 * a.mib << 20
+        env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info "
+               f"STASIS_CACHE_KEEP=1 ")
+        hosts = ",".join(f"{n}:1" for n in NODES)
+        fig = {k: [] for k in ("memcpy_s", "block_s", "dd_s", "global_s", "read_s", "restart_s",
+                               "coord_ms", "srun_s", "stasis_srun_s")}
+        py = ("import numpy, time; a = numpy.ones({n}, dtype=numpy.uint8); t = time.perf_counter(); "
+              "b = a.copy(); print(time.perf_counter() - t)")
+        for rnd in range(a.rounds):
+            ck = work / f"ck{rnd}"
+            job = Job(f"cd {work}; {OK}{env}exec {stasis} run --dir {ck} -- mpirun.openmpi "
+                      f"--host {hosts} -np 4 {prog} {a.mib}")
+            job.wait_for(r"^READY")
+            # floor: 4 memcpys at once, one a node (the nodes share this
+            # machine's CPUs); each times its own copy, the slowest counts
+            ps = [subprocess.Popen([str(CLUSTER), "exec", n,
+                                    f"/usr/bin/python3 -c '{py.format(n=a.mib << 20)}'"],
+                                   stdout=subprocess.PIPE, text=True) for n in NODES]
+            fig["memcpy_s"].append(max(float(p.communicate(timeout=300)[0]) for p in ps))
             t0 = time.perf_counter()
-            fig[key].append(job.wait_for(r"^READY") - t0)
+            r = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global")
+            fig["global_s"].append(time.perf_counter() - t0)
+            name = r.stdout.strip()
+            job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
+            m = re.search(rf"checkpoint {name}: .*coordination ([\d.]+) ms, established after (\d+) ms",
+                          job.text())
+            fig["coord_ms"].append(float(m.group(1)))
+            fig["block_s"].append(int(m.group(2)) / 1000)
+            # floor: the same bytes (incompressible, from memory) into the global
+            # directory with dd conv=fsync
+            dd = work / "dd.out"
+            on("head", f"head -c {total} /dev/urandom > /dev/shm/bench-dd.src")
+            t = time.perf_counter()
+            on("head", f"dd if=/dev/shm/bench-dd.src of={dd} bs=4M conv=fsync status=none")
+            fig["dd_s"].append(time.perf_counter() - t)
+            on("head", "rm -f /dev/shm/bench-dd.src")
+            dd.unlink()
             job.kill(str(prog))
-        on("head", f"scancel {jid}", check=False)
-    if a.levels:
-        levels(a, stasis, work, prog, env, hosts, fig)
-    med = {k: statistics.median(v) for k, v in fig.items()}
-    out = {
-        "ckpt_block_vs_memcpy": round(med["block_s"] / med["memcpy_s"], 3),
-        "global_established_vs_dd": round(med["global_s"] / med["dd_s"], 3),
-        "restart_local_vs_read": round(med["restart_s"] / med["read_s"], 3),
-        "launch_overhead_s": round(med["stasis_srun_s"] - med["srun_s"], 3),
-        "coord_ms": round(med["coord_ms"], 2),
-        "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
-    }
-    if a.levels:
-        out["partner_vs_copy"] = round(med["partner_s"] / med["tcp_copy_s"], 3)
-        out["rs_vs_copy"] = round(med["rs_s"] / med["tcp_copy_s"], 3)
-        out["restart_node_lost_vs_local"] = round(med["restart_lost_s"] / med["restart_s"], 3)
-    out.update({k: round(v, 3) for k, v in med.items()})
-    subprocess.run(["rm", "-rf", str(work)] + [str(p) for n in NODES
-                                               for p in (BASE / "nodes" / n / "local").glob("ckptmem.*")])
+            # floor: the 4 nodes read their local copies at once
+            fig["read_s"].append(parallel([(n, f"cat {BASE}/local/ckptmem.*/{name}/rank-*.img > /dev/null")
+                                           for n in NODES]))
+            job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck}")
+            t0 = time.perf_counter()
+            t1 = job.wait_for(r"^RESUMED rank", count=4)
+            fig["restart_s"].append(t1 - t0)
+            job.kill(str(prog))
+            # launch through srun, with and without stasis, as steps of one
+            # allocation (a batch job holding the nodes): until the first line
+            jid = on("head", f"cd {work}; sbatch --parsable -N4 -n4 -J bench-alloc -o /dev/null "
+                     f"--wrap 'sleep 600'").stdout.strip()
+            for i in range(200):
+                if on("head", f"squeue -h -j {jid} -o %T").stdout.strip() == "RUNNING":
+                    break
+                time.sleep(0.1)
+            for key, pre in (("srun_s", ""), ("stasis_srun_s", f"{stasis} run --dir {ck}s -- ")):
+                job = Job(f"cd {work}; {OK}exec {pre}srun --jobid={jid} --overlap --mpi=pmix -n 4 "
+                          f"{prog} 16")
+                t0 = time.perf_counter()
+                fig[key].append(job.wait_for(r"^READY") - t0)
+                job.kill(str(prog))
+            on("head", f"scancel {jid}", check=False)
+        if a.levels:
+            levels(a, stasis, work, prog, env, hosts, fig)
+        med = {k: statistics.median(v) for k, v in fig.items()}
+        out = {
+            "ckpt_block_vs_memcpy": round(med["block_s"] / med["memcpy_s"], 3),
+            "global_established_vs_dd": round(med["global_s"] / med["dd_s"], 3),
+            "restart_local_vs_read": round(med["restart_s"] / med["read_s"], 3),
+            "launch_overhead_s": round(med["stasis_srun_s"] - med["srun_s"], 3),
+            "coord_ms": round(med["coord_ms"], 2),
+            "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
+        }
+        if a.levels:
+            out["partner_vs_copy"] = round(med["partner_s"] / med["tcp_copy_s"], 3)
+            out["rs_vs_copy"] = round(med["rs_s"] / med["tcp_copy_s"], 3)
+            out["restart_node_lost_vs_local"] = round(med["restart_lost_s"] / med["restart_s"], 3)
+        out.update({k: round(v, 3) for k, v in med.items()})
+        subprocess.run(["rm", "-rf", str(work)] + [str(p) for n in NODES
+                                                   for p in (BASE / "nodes" / n / "local").glob("ckptmem.*")])
+    finally:
+        # down before the lock goes: a cluster left up stops the next user's
+        # `up` with another node count (bench/recovery brings up 5)
+        subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
     print(json.dumps(out))
 
 
