@@ -169,6 +169,26 @@ class Heatdis:
         return found
 
 
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """reference(variant, args): (grid bytes, done line) of an uninterrupted
+    heatdis run with args (no checkpoints), made once per session for each
+    variant and args: the modules of tests/mpi compare their restarts with
+    the same grids. The grid and the residual do not depend on checkpoints
+    or their level."""
+    made = {}
+
+    def get(variant, args):
+        key = (variant, tuple(map(str, args)))
+        if key not in made:
+            ref = Heatdis(tmp_path_factory.mktemp(f"ref-{variant}"), variant)
+            first = ref.ok(*args, "--output", "ref.bin")
+            assert first.restarted_at is None, f"a fresh job restarted: {first}"
+            made[key] = ((ref.root / "ref.bin").read_bytes(), first.done)
+        return made[key]
+    return get
+
+
 @pytest.fixture
 def heatdis(tmp_path):
     """heatdis(variant, name): a Heatdis job in tmp_path/name."""

@@ -249,19 +249,9 @@ CASES = [pytest.param(mpi, case, level, id=f"{mpi}-{case}-{level}")
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
-    """Memoized per module: the reference run of an MPI, and the killed job
-    of an (MPI, level) that every case of it copies."""
+    """Memoized per module: the killed job of an (MPI, level) that every
+    case of it copies."""
     made = {}
-
-    def reference(mpi):
-        if ("ref", mpi) not in made:
-            ref = Heatdis(tmp_path_factory.mktemp(f"ref-{mpi}"), mpi)
-            first = ref.ok(*GRID, "--output", "ref.bin")
-            assert first.restarted_at is None, first
-            grid = (ref.root / "ref.bin").read_bytes()
-            assert len(grid) == GRID_BYTES, first
-            made[("ref", mpi)] = (grid, first.done)
-        return made[("ref", mpi)]
 
     def killed(mpi, level):
         if (mpi, level) not in made:
@@ -279,7 +269,7 @@ def shared(tmp_path_factory):
             made[(mpi, level)] = job
         return made[(mpi, level)]
 
-    return reference, killed
+    return killed
 
 
 def refusal_lines(r):
@@ -290,10 +280,10 @@ def refusal_lines(r):
 
 
 @pytest.mark.parametrize("mpi, case, level", CASES)
-def test_disruption(shared, tmp_path, mpi, case, level):
-    reference, killed = shared
-    grid, done = reference(mpi)
-    template = killed(mpi, level)
+def test_disruption(shared, reference, tmp_path, mpi, case, level):
+    grid, done = reference(mpi, GRID)
+    assert len(grid) == GRID_BYTES
+    template = shared(mpi, level)
     shutil.copytree(template.root, tmp_path / "job", symlinks=True)
     job = Heatdis(tmp_path / "job", mpi)
     DAMAGE[case](job, level)

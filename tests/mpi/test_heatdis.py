@@ -24,8 +24,15 @@ GRID_BYTES = RANKS * ROWS * COLS * 8
 # at LAST_CHECKPOINT, and a restart must use that one, not an older one.
 LAST_CHECKPOINT = KILL_ITERATION // EVERY * EVERY
 
+# Open MPI runs every level with either loss; MPICH (busy polling, several
+# times slower on two cores) a subset with each outcome: libstasis's code
+# above it is the same (comm_mpi.c is built for both), what differs is the
+# launcher, its abort and its transport: a refusal ending in MPI_Abort, a
+# node's loss rebuilt from partner copies, a rank's loss from rs parity.
+MPICH_SUBSET = {("single", "node"), ("partner", "node"), ("rs", "rank")}
 CASES = [pytest.param(mpi, level, loss, id=f"{mpi}-{level}-{loss}")
-         for mpi in MPIS for level in LEVELS for loss in ("rank", "node")]
+         for mpi in MPIS for level in LEVELS for loss in ("rank", "node")
+         if mpi == "openmpi" or (level, loss) in MPICH_SUBSET]
 
 
 def current_checkpoints(job):
@@ -41,20 +48,12 @@ def check_restart_point(r):
 
 
 @pytest.mark.parametrize("mpi, level, loss", CASES)
-def test_kill_and_restart(heatdis, mpi, level, loss):
+def test_kill_and_restart(heatdis, reference, mpi, level, loss):
     """loss 'rank': one rank dies, every node keeps its local storage.
     loss 'node': the dead rank's node (nodeB) also loses its local directory;
     a level that keeps no copy elsewhere must then refuse to restart."""
     args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
     survives = loss == "rank" or level in SURVIVES_NODE_LOSS
-
-    if survives:
-        ref = heatdis(mpi, "ref")
-        assert ref.ranks == RANKS
-        first = ref.ok(*args, "--output", "ref.bin")
-        assert first.restarted_at is None, f"a fresh job restarted: {first}"
-        reference = (ref.root / "ref.bin").read_bytes()
-        assert len(reference) == GRID_BYTES, f"{len(reference)} bytes: {first}"
 
     job = heatdis(mpi, "crash")
     kill = ["--kill-rank", KILL_RANK, "--kill-iteration", KILL_ITERATION]
@@ -77,30 +76,27 @@ def test_kill_and_restart(heatdis, mpi, level, loss):
         return
     assert again.rc == 0 and again.done is not None, again
     check_restart_point(again)
-    assert (job.root / "out.bin").read_bytes() == reference, \
+    grid, done = reference(mpi, GRID)
+    assert len(grid) == GRID_BYTES
+    assert (job.root / "out.bin").read_bytes() == grid, \
         f"restarted grid differs from the uninterrupted run: {again}"
     # Same grid, same ranks, same reduction: the same residual to the last bit.
-    assert again.done == first.done, f"{first}\n{again}"
+    assert again.done == done, f"{done}\n{again}"
 
 
 @pytest.mark.parametrize("mpi", MPIS)
-def test_grid_does_not_depend_on_decomposition(heatdis, mpi):
+def test_grid_does_not_depend_on_decomposition(heatdis, reference, mpi):
     """Four ranks with halo exchange compute exactly what one process does."""
-    serial = heatdis("serial", "serial")
-    serial.ok(*SERIAL_GRID, "--output", "grid.bin")
-    job = heatdis(mpi, "mpi")
-    job.ok(*GRID, "--output", "grid.bin")
-    assert (job.root / "grid.bin").read_bytes() == (serial.root / "grid.bin").read_bytes()
+    serial, _ = reference("serial", SERIAL_GRID)
+    grid, _ = reference(mpi, GRID)
+    assert len(grid) == GRID_BYTES and grid == serial
 
 
 @pytest.mark.parametrize("level", LEVELS)
-def test_serial_kill_and_restart(heatdis, level):
+def test_serial_kill_and_restart(heatdis, reference, level):
     args = [*SERIAL_GRID, "--checkpoint-every", EVERY, "--level", level]
-    ref = heatdis("serial", "ref")
-    first = ref.ok(*args, "--output", "ref.bin")
-    assert first.restarted_at is None, first
-    reference = (ref.root / "ref.bin").read_bytes()
-    assert len(reference) == GRID_BYTES
+    grid, done = reference("serial", SERIAL_GRID)
+    assert len(grid) == GRID_BYTES
 
     job = heatdis("serial", "crash")
     kill = ["--kill-rank", 0, "--kill-iteration", KILL_ITERATION]
@@ -108,8 +104,8 @@ def test_serial_kill_and_restart(heatdis, level):
     assert current_checkpoints(job), f"no established checkpoint: {job.checkpoints()}"
     again = job.ok(*args, *kill, "--output", "out.bin")
     check_restart_point(again)
-    assert (job.root / "out.bin").read_bytes() == reference, again
-    assert again.done == first.done, f"{first}\n{again}"
+    assert (job.root / "out.bin").read_bytes() == grid, again
+    assert again.done == done, f"{done}\n{again}"
 
 
 def test_serial_without_checkpoints_never_restarts(heatdis):

@@ -164,20 +164,6 @@ KILL_CASES = [pytest.param(mpi, point, rank, n, level, resume,
               if mpi == "openmpi" or (point, rank, n, level) in MPICH_KILLS]
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory):
-    """The grid and final line of an uninterrupted run, per MPI."""
-    made = {}
-
-    def get(mpi):
-        if mpi not in made:
-            ref = Heatdis(tmp_path_factory.mktemp(f"ref-{mpi}"), mpi)
-            first = ref.ok(*GRID, "--output", "ref.bin")
-            made[mpi] = ((ref.root / "ref.bin").read_bytes(), first.done)
-        return made[mpi]
-    return get
-
-
 def check_resumed(job, args, resume, reference):
     grid, done = reference
     again = job.ok(*args, "--output", "out.bin")
@@ -214,7 +200,7 @@ def test_kill_at_fault_point(heatdis, reference, mpi, point, rank, n, level, res
     newest = established(job)[-1:]
     assert newest == ([ckpt(resume // EVERY)] if resume else []), \
         f"established after the kill: {established(job)}, expected up to {resume}: {r}"
-    check_resumed(job, args, resume, reference(mpi))
+    check_resumed(job, args, resume, reference(mpi, GRID))
 
 
 # `fail` on one rank at its pass in checkpoint 3 (iteration 150): the
@@ -254,7 +240,7 @@ def test_fail_at_fault_point(heatdis, reference, mpi, level, point, rank, n):
     for where, rows in states.items():
         if where[0] == "global" or level != "global":
             assert (ckpt(3), "FAILED") in rows, f"{ckpt(3)} not FAILED in {where}: {states}\n{r}"
-    check_resumed(job, args, 2 * EVERY, reference(mpi))
+    check_resumed(job, args, 2 * EVERY, reference(mpi, GRID))
 
 
 # `fail` in checkpoint 3's upgrade, on one rank: the checkpoint stays
@@ -276,7 +262,7 @@ UPGRADE_FAIL_CASES = [pytest.param(mpi, level, point, rank, n,
 
 @pytest.mark.parametrize("mpi, level, point, rank, n", UPGRADE_FAIL_CASES)
 def test_fail_in_upgrade(heatdis, reference, mpi, level, point, rank, n):
-    grid, done = reference(mpi)
+    grid, done = reference(mpi, GRID)
     job = job_of(heatdis, mpi)
     args = [*GRID, "--checkpoint-every", EVERY, "--level", level]
     r = run_with(job, {rank: {"STASIS_FAULT": f"{point}:{n}:fail"}}, *args, "--output", "out.bin")
