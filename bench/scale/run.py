@@ -35,7 +35,8 @@ The summary: register_20k_s (measured at 20,480 ranks), coord_ms_65k,
 established_ms_65k, coord_bytes_per_rank (slope of the coordinator's RSS
 from the smallest size to the largest), and the growth exponents
 k = log(t65K/t4K) / log(16) of coord_ms and established_ms (1: linear,
-0: constant). It writes bench/scale/scale.png (matplotlib).
+0: constant). It writes bench/scale/scale.png (matplotlib; drawn by
+/usr/bin/python3, Debian's, when this interpreter has none).
 
 usage: bench/scale/run.py [--build DIR] [--sizes 1024,4096,...] [--ppn 64]
                           [--rounds 3] [--store DIR] [--plot FILE]
@@ -47,6 +48,7 @@ import os
 import pathlib
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 
@@ -150,7 +152,10 @@ def main():
     ap.add_argument("--join-sizes", default="")
     ap.add_argument("--store", default="/dev/shm")
     ap.add_argument("--plot", default=str(HERE / "scale.png"))
+    ap.add_argument("--replot", metavar="FILE", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.replot:
+        return replot(a.replot)
     os.environ["STASIS_BUILD"] = str(pathlib.Path(a.build).resolve())
     sys.path.insert(0, str(ROOT / "tests/scale"))
     import scale_harness as h
@@ -194,12 +199,38 @@ def main():
         out["written_ms_worker_join"] = {r["ranks"]: round(r["written_ms"]) for r in joins}
         out["growth_exponent_written_worker_join"] = round(
             math.log(hi["written_ms"] / lo["written_ms"]) / math.log(hi["ranks"] / lo["ranks"]), 3)
-    try:
-        plot(rows, joins, a.plot)
+    if draw(rows, joins, a.plot):
         out["plot"] = a.plot
-    except ImportError:
-        print("bench/scale: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
     print(json.dumps(out))
+
+
+# Debian's python3-matplotlib is installed for /usr/bin/python3 (scripts/
+# deps.sh); the `python3` on PATH may be another interpreter without it
+# (pyenv): the plot is then drawn by /usr/bin/python3, from the rows.
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def draw(rows, joins, path):
+    try:
+        plot(rows, joins, path)
+        return True
+    except ImportError:
+        pass
+    if os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON) and \
+            os.access(SYSTEM_PYTHON, os.X_OK):
+        r = subprocess.run([SYSTEM_PYTHON, __file__, "--replot", path],
+                           input=json.dumps({"rows": rows, "joins": joins}), text=True)
+        if r.returncode == 0:
+            return True
+    print("bench/scale: no matplotlib (python3-matplotlib): no plot", file=sys.stderr)
+    return False
+
+
+def replot(path):
+    """--replot FILE: the plot of the rows on stdin ({"rows": [...], "joins":
+    [...]}, as main has them), with this interpreter's matplotlib"""
+    d = json.load(sys.stdin)
+    plot(d["rows"], d["joins"], path)
 
 
 if __name__ == "__main__":
