@@ -223,6 +223,17 @@ struct sts_lh_info {
 
 #define STS_ERRH_FILE 0x80000000u
 
+/* MPI_Win_allocate_shared's memory, passed as its baseptr from the upper
+ * half to the lower (docs/split.md, "Shared-memory windows"): the upper
+ * half reserves the whole node segment in its arena, the lower half maps
+ * the node's shared file over that reservation and makes the window over
+ * this rank's part. */
+struct sts_shared_mem {
+	void *base;                 /* the reservation, len bytes (pages) */
+	sts_aint len;
+	sts_aint offset;            /* this rank's part: base + offset */
+};
+
 /* FS base switches: wrfsbase where the kernel allows it (FSGSBASE,
  * Linux >= 5.9), arch_prctl otherwise. Raw instructions and system calls:
  * these run with the other half's TLS in place, where libc cannot. */

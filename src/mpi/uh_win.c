@@ -3,17 +3,45 @@
  * MPI_Win_allocate is MPI_Win_create over memory allocated here, in the
  * upper half, so the image saves the window's memory with the program's
  * and a restart finds it at the same address; MPI_Win_free frees it after
- * the window. The memory's owners are kept in upper-half memory too.
+ * the window. MPI_Win_allocate_shared reserves the node's whole segment
+ * here (every member's part, contiguous in rank order), and the lower half
+ * maps the node's shared file over the reservation; MPI_Win_shared_query
+ * answers from the parts recorded here. The memory's owners are kept in
+ * upper-half memory too.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "uh.h"
+
+struct part {
+	MPI_Aint size;
+	int disp_unit;
+};
 
 static struct owned {
 	uint32_t win;           /* neutral */
 	void *mem;
+	size_t len;             /* a shared window's reservation (munmap); 0: calloc'd */
+	struct part *part;      /* a shared window's members, by rank */
+	int nparts;
 } *owned;
 static size_t nowned, owned_cap;
+
+static int owned_room(void)
+{
+	size_t cap = owned_cap ? owned_cap * 2 : 16;
+	struct owned *o;
+
+	if (nowned < owned_cap)
+		return 0;
+	o = realloc(owned, cap * sizeof(*o));
+	if (!o)
+		return -1;
+	owned = o;
+	owned_cap = cap;
+	return 0;
+}
 
 int PMPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
 		      void *baseptr, MPI_Win *win)
@@ -23,16 +51,8 @@ int PMPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm
 
 	if (size < 0)
 		return sts_fail(MPI_ERR_SIZE, sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Win_allocate");
-	if (nowned == owned_cap) {
-		size_t cap = owned_cap ? owned_cap * 2 : 16;
-		struct owned *o = realloc(owned, cap * sizeof(*o));
-
-		if (!o)
-			return sts_fail(MPI_ERR_NO_MEM, sts_in(STS_COMM, STS_HVAL(comm)),
-					"MPI_Win_allocate");
-		owned = o;
-		owned_cap = cap;
-	}
+	if (owned_room())
+		return sts_fail(MPI_ERR_NO_MEM, sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Win_allocate");
 	p = calloc(1, size ? (size_t)size : 1);
 	if (!p)
 		return sts_fail(MPI_ERR_NO_MEM, sts_in(STS_COMM, STS_HVAL(comm)), "MPI_Win_allocate");
@@ -41,8 +61,100 @@ int PMPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm
 		free(p);
 		return ret;
 	}
-	owned[nowned++] = (struct owned){ sts_in(STS_WIN, STS_HVAL(*win)), p };
+	owned[nowned++] = (struct owned){ sts_in(STS_WIN, STS_HVAL(*win)), p, 0, NULL, 0 };
 	*(void **)baseptr = p;
+	return MPI_SUCCESS;
+}
+
+#define SHM_FN "MPI_Win_allocate_shared"
+
+int PMPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+			     void *baseptr, MPI_Win *win)
+{
+	uint32_t c = sts_in(STS_COMM, STS_HVAL(comm)), w = 0;
+	struct part me = { size, disp_unit }, *part;
+	struct sts_shared_mem m = { NULL, 0, 0 };
+	size_t total = 0;
+	int n = 0, rank = 0, ret;
+
+	if (size < 0)
+		return sts_fail(MPI_ERR_SIZE, c, SHM_FN);
+	if (disp_unit <= 0)
+		return sts_fail(MPI_ERR_DISP, c, SHM_FN);
+	ret = PMPI_Comm_size(comm, &n);
+	if (ret == MPI_SUCCESS)
+		ret = PMPI_Comm_rank(comm, &rank);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	part = malloc((size_t)n * sizeof(*part));
+	if (!part || owned_room()) {
+		free(part);
+		return sts_fail(MPI_ERR_NO_MEM, c, SHM_FN);
+	}
+	/* every member's size: the segment is their parts, in rank order */
+	ret = PMPI_Allgather(&me, sizeof(me), MPI_BYTE, part, sizeof(me), MPI_BYTE, comm);
+	if (ret != MPI_SUCCESS) {
+		free(part);
+		return ret;
+	}
+	for (int i = 0; i < n; i++) {
+		if (i == rank)
+			m.offset = (MPI_Aint)total;
+		total += (size_t)part[i].size;
+	}
+	m.len = (MPI_Aint)((total + 4095) / 4096 * 4096 ?: 4096);
+	m.base = mmap(NULL, (size_t)m.len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		      -1, 0);
+	if (m.base == MAP_FAILED) {
+		free(part);
+		return sts_fail(MPI_ERR_NO_MEM, c, SHM_FN);
+	}
+	do
+		STS_LOWER(ret = sts_lh->gen.Win_allocate_shared(size, disp_unit,
+								 sts_in(STS_INFO, STS_HVAL(info)),
+								 c, &m, &w));
+	while (ret == STS_AGAIN);
+	if (ret != 0) {
+		munmap(m.base, (size_t)m.len);
+		free(part);
+		return sts_err_comm(ret, c, SHM_FN);
+	}
+	owned[nowned++] = (struct owned){ w, m.base, (size_t)m.len, part, n };
+	*win = (MPI_Win)(STS_HCAST)sts_out(STS_WIN, w);
+	*(void **)baseptr = (char *)m.base + m.offset;
+	return MPI_SUCCESS;
+}
+
+/* MPI-3.1 11.2.3: rank's part; MPI_PROC_NULL: the lowest rank's with
+ * memory (size 0 and a null base if none has) */
+int PMPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr)
+{
+	uint32_t n = sts_in(STS_WIN, STS_HVAL(win));
+	const struct owned *o = NULL;
+	MPI_Aint off = 0;
+
+	for (size_t i = 0; i < nowned && !o; i++)
+		if (owned[i].win == n)
+			o = &owned[i];
+	if (!o || !o->part)
+		return sts_err_world(sts_err_class_in(MPI_ERR_RMA_FLAVOR), "MPI_Win_shared_query");
+	if (rank == MPI_PROC_NULL) {
+		for (rank = 0; rank < o->nparts && o->part[rank].size == 0; rank++)
+			;
+		if (rank == o->nparts) {
+			*size = 0;
+			*disp_unit = o->part[0].disp_unit;
+			*(void **)baseptr = NULL;
+			return MPI_SUCCESS;
+		}
+	}
+	if (rank < 0 || rank >= o->nparts)
+		return sts_err_world(sts_err_class_in(MPI_ERR_RANK), "MPI_Win_shared_query");
+	for (int i = 0; i < rank; i++)
+		off += o->part[i].size;
+	*size = o->part[rank].size;
+	*disp_unit = o->part[rank].disp_unit;
+	*(void **)baseptr = (char *)o->mem + off;
 	return MPI_SUCCESS;
 }
 
@@ -58,7 +170,11 @@ int PMPI_Win_free(MPI_Win *win)
 		return sts_err_world(ret, "MPI_Win_free");
 	for (size_t i = 0; i < nowned; i++)
 		if (owned[i].win == n) {
-			free(owned[i].mem);
+			if (owned[i].len)
+				munmap(owned[i].mem, owned[i].len);
+			else
+				free(owned[i].mem);
+			free(owned[i].part);
 			owned[i] = owned[--nowned];
 			break;
 		}
@@ -68,6 +184,11 @@ int PMPI_Win_free(MPI_Win *win)
 
 int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm, void *baseptr,
 		     MPI_Win *win) __attribute__((weak, alias("PMPI_Win_allocate")));
+int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+			    void *baseptr, MPI_Win *win)
+	__attribute__((weak, alias("PMPI_Win_allocate_shared")));
+int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr)
+	__attribute__((weak, alias("PMPI_Win_shared_query")));
 int MPI_Win_free(MPI_Win *win) __attribute__((weak, alias("PMPI_Win_free")));
 
 /* The request-based operations: the operation, MPI_Win_flush (complete

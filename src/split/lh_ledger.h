@@ -186,6 +186,12 @@ int lh_win_quiesce(MPI_Comm ctl);
 /* MPI driven once (a parked target's part in another rank's operation) */
 int lh_win_progress(MPI_Comm ctl);
 int lh_win_rebuild(struct lh_slot *s);
+/* the segment of a window of MPI_Win_allocate_shared that holds the
+ * mapping [start, end), if one does: 1 with the file's name, the mapping's
+ * offset in it, the segment's length and whether this rank's image saves
+ * its contents (the window's rank 0); 0 if none */
+int lh_win_segment(uint64_t start, uint64_t end, const char **name, uint64_t *offset,
+		   uint64_t *len, int *owner);
 
 /* lh_handles.c */
 struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */

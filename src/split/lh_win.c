@@ -18,11 +18,25 @@
  * operation is in flight in any image (docs/protocol.md, "One-sided
  * communication"). A restart makes the window again over the same memory
  * on the rebuilt hidden communicator and opens its epoch again.
+ *
+ * MPI_Win_allocate_shared: the node's segment is a file of /dev/shm that
+ * rank 0 creates and every member maps MAP_SHARED over the reservation the
+ * upper half made in its arena (uh_win.c), unlinked once all mapped; the
+ * window is MPI_Win_create over this rank's part. Rank 0's image saves the
+ * segment once, the others' only its name (lh_image.c); a restart maps the
+ * file again, rank 0 fills it, and the rebuild unlinks it again once every
+ * member has it (docs/split.md, "Shared-memory windows").
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "lh.h"
 #include "lh_ledger.h"
@@ -57,6 +71,13 @@ struct rec_win {
 		sts_aint size;
 	} *att;
 	uint32_t natt, att_cap;
+	/* a window of MPI_Win_allocate_shared: the node's segment (every
+	 * member's part), the file it was mapped from, and whether this rank
+	 * made it (rank 0 of the window) */
+	void *seg;
+	sts_aint seg_len;
+	int seg_owner;
+	char seg_name[64];
 };
 
 #define LOCK_WRITER (INT64_MIN / 2)
@@ -101,8 +122,79 @@ static struct rec_win *rec_of(uint32_t win)
 	return s ? s->rec : NULL;
 }
 
+/* 0 if every member of c is on this node, else MPI_ERR_COMM (said once) */
+static int one_node(MPI_Comm c, const char *when)
+{
+	MPI_Comm node;
+	int n = 0, nn = 0, ret = MPI_Comm_split_type(c, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	MPI_Comm_size(c, &n);
+	MPI_Comm_size(node, &nn);
+	MPI_Comm_free(&node);
+	if (nn == n)
+		return MPI_SUCCESS;
+	fprintf(stderr, "stasis: rank %d: MPI_Win_allocate_shared: %d of the window's %d ranks are "
+		"on another node%s: a shared-memory window needs them on one\n",
+		lh_info->world_rank, n - nn, n, when);
+	return MPI_ERR_COMM;
+}
+
+/* The node's segment for a window of MPI_Win_allocate_shared over dup:
+ * rank 0 creates the file, every member maps it over its reservation m,
+ * rank 0 unlinks it once all did (the mappings keep it). */
+static int seg_map(struct rec_win *r, MPI_Comm dup, const struct sts_shared_mem *m)
+{
+	int me = 0, fd = -1, ok, ret = one_node(dup, "");
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	MPI_Comm_rank(dup, &me);
+	r->seg_owner = me == 0;
+	if (r->seg_owner) {
+		uint32_t rnd = 0;
+
+		if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+			rnd = (uint32_t)(uintptr_t)r;
+		snprintf(r->seg_name, sizeof(r->seg_name), "/dev/shm/stasis-win-%d-%08x",
+			 (int)getpid(), rnd);
+		fd = open(r->seg_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+		if (fd < 0 || ftruncate(fd, (off_t)m->len) != 0) {
+			fprintf(stderr, "stasis: rank %d: MPI_Win_allocate_shared: cannot make %s: %s\n",
+				lh_info->world_rank, r->seg_name, strerror(errno));
+			if (fd >= 0)
+				unlink(r->seg_name);
+			r->seg_name[0] = 0;
+		}
+	}
+	ret = MPI_Bcast(r->seg_name, sizeof(r->seg_name), MPI_CHAR, 0, dup);
+	if (ret != MPI_SUCCESS || !r->seg_name[0]) {
+		if (fd >= 0)
+			close(fd);
+		return ret != MPI_SUCCESS ? ret : MPI_ERR_NO_MEM;
+	}
+	if (fd < 0)
+		fd = open(r->seg_name, O_RDWR | O_CLOEXEC);
+	ok = fd >= 0 && mmap(m->base, (size_t)m->len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+			     fd, 0) == m->base;
+	if (!ok)
+		fprintf(stderr, "stasis: rank %d: MPI_Win_allocate_shared: cannot map %s: %s\n",
+			lh_info->world_rank, r->seg_name, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	ret = MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, dup);
+	if (r->seg_owner)
+		unlink(r->seg_name);
+	if (ret == MPI_SUCCESS && !ok)
+		ret = MPI_ERR_NO_MEM;
+	r->seg = m->base;
+	r->seg_len = m->len;
+	return ret;
+}
+
 static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
-		int dynamic, uint32_t *win)
+		int dynamic, const struct sts_shared_mem *shm, uint32_t *win)
 {
 	struct rec_win *r;
 	MPI_Comm dup;
@@ -129,6 +221,10 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 	r->start_of = lg_calloc((size_t)r->nranks);
 	ret = r->word && r->held && r->seen && r->post_to && r->start_of ? MPI_SUCCESS :
 	      MPI_ERR_NO_MEM;
+	if (ret == MPI_SUCCESS && shm) {
+		ret = seg_map(r, dup, shm);
+		base = (char *)shm->base + shm->offset;
+	}
 	if (ret == MPI_SUCCESS && dynamic)
 		ret = MPI_Win_create_dynamic((MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
 	else if (ret == MPI_SUCCESS)
@@ -165,12 +261,38 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 int lh_Win_create(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
 		  uint32_t *win)
 {
-	return make(base, size, disp_unit, info, comm, 0, win);
+	return make(base, size, disp_unit, info, comm, 0, NULL, win);
 }
 
 int lh_Win_create_dynamic(uint32_t info, uint32_t comm, uint32_t *win)
 {
-	return make(NULL, 0, 1, info, comm, 1, win);
+	return make(NULL, 0, 1, info, comm, 1, NULL, win);
+}
+
+int lh_Win_allocate_shared(sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
+			   void *baseptr, uint32_t *win)
+{
+	return make(NULL, size, disp_unit, info, comm, 0, baseptr, win);
+}
+
+int lh_win_segment(uint64_t start, uint64_t end, const char **name, uint64_t *offset,
+		   uint64_t *len, int *owner)
+{
+	const struct lh_table *t = &lh_lg->tables[STS_WIN];
+
+	for (uint32_t n = STS_FIRST_USER; n < t->next; n++) {
+		const struct rec_win *r = t->slot[n].rec;
+		uint64_t a = r ? (uint64_t)(uintptr_t)r->seg : 0;
+
+		if (!a || start < a || end > a + (uint64_t)r->seg_len)
+			continue;
+		*name = r->seg_name;
+		*offset = start - a;
+		*len = (uint64_t)r->seg_len;
+		*owner = r->seg_owner;
+		return 1;
+	}
+	return 0;
 }
 
 int lh_Win_attach(uint32_t win, void *base, sts_aint size)
@@ -306,9 +428,21 @@ int lh_win_rebuild(struct lh_slot *s)
 	const struct rec_win *r = s->rec;
 	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);
 	MPI_Win w;
-	int ret = r->dynamic ? MPI_Win_create_dynamic(MPI_INFO_NULL, c, &w)
-			     : MPI_Win_create(r->base, (MPI_Aint)r->size, r->disp_unit,
-					      MPI_INFO_NULL, c, &w);
+	int ret = MPI_SUCCESS;
+
+	/* a shared window's segment: every member mapped the file again
+	 * (lh_image.c) and rank 0 filled it before any goes on; the file goes */
+	if (r->seg) {
+		ret = one_node(c, " after the restart");
+		if (ret == MPI_SUCCESS)
+			ret = MPI_Barrier(c);
+		if (ret == MPI_SUCCESS && r->seg_owner)
+			unlink(r->seg_name);
+	}
+	if (ret == MPI_SUCCESS)
+		ret = r->dynamic ? MPI_Win_create_dynamic(MPI_INFO_NULL, c, &w)
+				 : MPI_Win_create(r->base, (MPI_Aint)r->size, r->disp_unit,
+						  MPI_INFO_NULL, c, &w);
 
 	for (uint32_t i = 0; r->dynamic && ret == MPI_SUCCESS && i < r->natt; i++)
 		ret = MPI_Win_attach(w, r->att[i].base, (MPI_Aint)r->att[i].size);

@@ -70,6 +70,12 @@ struct split_sigaction {
 enum split_region_flag {
 	SPLIT_SHARED = 1,           /* MAP_SHARED */
 	SPLIT_FILE = 2,             /* mapped from the file at path, file_offset */
+	/* a shared-memory window's node segment (docs/split.md, "Shared-memory
+	 * windows"): the file at path, file_size bytes, made again at restart;
+	 * SPLIT_SEG_OWNER: this image holds its contents (every page), the
+	 * other members' images none */
+	SPLIT_SEGMENT = 4,
+	SPLIT_SEG_OWNER = 8,
 };
 
 struct split_region {
