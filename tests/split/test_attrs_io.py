@@ -5,8 +5,8 @@ MPI_COMM_WORLD, MPI_COMM_SELF and a datatype, names objects, exchanges
 data from memory of MPI_Alloc_mem, and writes and reads a file at offsets
 and with its file pointer through a view; in every iteration it checks all
 of them, and at the end the whole file. It is checkpointed, killed with
-SIGKILL and restarted three times under `stasis run`, under Open MPI and
-MPICH, on 2 and 4 ranks, and once under the other MPI.
+SIGKILL and restarted three times under `stasis run`, under Open MPI (2
+and 4 ranks) and MPICH (2), and once under the other MPI.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pathlib
@@ -24,7 +24,7 @@ from test_ckpt import MpiJob, cycles  # noqa: E402
 
 ITERS = 25          # about 0.1 s each (test_ckpt.ITERS)
 SLEEP_MS = 100
-MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
+MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2)]     # (test_local.MATRIX says why)
 
 
 @pytest.fixture(scope="module")
