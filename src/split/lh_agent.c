@@ -746,8 +746,13 @@ void lh_agent_quit(const char *how, int code)
 		return;
 	/* until the node agent has passed it on (QUITOK, which the agent
 	 * thread reads): the launcher ends the other ranks once this one
-	 * ends, and their losses must not reach the coordinator first */
-	for (int i = 0; i < 200 && !__atomic_load_n(&quit_acked, __ATOMIC_ACQUIRE); i++)
+	 * ends, and their losses must not reach the coordinator first. A
+	 * checkpoint that began meanwhile holds the agent thread until this
+	 * one leaves the lower half: QUITOK cannot be read before, so the
+	 * wait ends (the QUIT went out; the node agent passes it on as it
+	 * comes) */
+	for (int i = 0; i < 200 && !__atomic_load_n(&quit_acked, __ATOMIC_ACQUIRE) &&
+	     !__atomic_load_n(&lh_info->ckpt_pending, __ATOMIC_ACQUIRE); i++)
 		nanosleep(&ts, NULL);
 }
 
