@@ -13,15 +13,9 @@ translated going down and recorded in neutral terms, so a restart above the
 other MPI builds the same datatypes.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
-import pytest
-
-from split_common import launcher, program_fixture, run_on
-from test_ckpt import cycled
+from program_tests import program_tests
 
 ITERS = 24
-SLEEP_MS = 100
-
-typeconv = program_fixture("typeconv")
 
 
 def checks(n, iters):
@@ -30,23 +24,4 @@ def checks(n, iters):
     return n * iters * (2 + 2 * 8 + 6)
 
 
-@pytest.mark.parametrize("abi", ["openmpi", "mpich"])
-@pytest.mark.parametrize("lower", [None, "openmpi", "mpich"])
-def test_runs(typeconv, abi, lower, tmp_path):
-    """Natively (lower None), and above either lower half without a
-    checkpoint (a program of one ABI above the other MPI included)."""
-    r = run_on(typeconv[abi], lower, 2, ["3", "10"], tmp_path)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert f"PASS ranks=2 iterations=3 checks={checks(2, 3)}\n" in r.stdout, r.stdout + r.stderr
-
-
-@pytest.mark.parametrize("lower,other", [("openmpi", None), ("mpich", None),
-                                         ("openmpi", "mpich"), ("mpich", "openmpi")])
-def test_three_cycles(typeconv, lower, other, tmp_path):
-    """Three checkpoint, SIGKILL and restart cycles on lower, or one whose
-    restart is above the other MPI."""
-    rc, out, err = cycled(tmp_path, lower, 2, typeconv[lower], ITERS, SLEEP_MS, other=other)
-    assert rc == 0, out + err
-    assert f"PASS ranks=2 iterations={ITERS} checks={checks(2, ITERS)}\n" in out, out + err
-    assert "FAIL" not in out
-    assert "not supported" not in err, err
+prog, test_runs, test_three_cycles = program_tests("typeconv", checks, iters=ITERS)
