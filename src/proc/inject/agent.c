@@ -21,6 +21,7 @@
  * library requires the ASan runtime to be loaded first into the program,
  * which an unmodified program does not do.
  */
+#include "pimg/pimg.h"
 #include "proc/fd_kind.h"
 #include "proc/proc_format.h"
 
@@ -71,10 +72,6 @@
 #define PAGEMAP_BATCH 32768           /* entries per pagemap read: 128 MiB of address space */
 #define COPY_BUF (1u << 20)
 #define MAPS_BUF_MIN (1u << 20)
-
-#define PM_PRESENT (1ull << 63)
-#define PM_SWAPPED (1ull << 62)
-#define PM_FILE    (1ull << 61)
 
 /* glibc >= 2.35 exports where each thread's rseq area is. */
 extern const ptrdiff_t __rseq_offset __attribute__((weak));
@@ -506,16 +503,10 @@ struct dump {
 	int bad_errno;      /* memory that could not be read (sent as zeros) */
 };
 
-static int line_ends(const char *l, const char *e, const char *name)
-{
-	size_t n = str_len(name);
-
-	return (size_t)(e - l) > n && memcmp(e - n, name, n) == 0;
-}
-
 static int send_header(const struct dump *d, unsigned nthreads, unsigned nregions)
 {
 	struct proc_header h;
+	struct pimg_mapping m;
 	char cwd[2 * PATH_MAX + 2];
 	char *stat, *p;
 	size_t len, cap;
@@ -617,26 +608,23 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 		h.cwd_len = (uint32_t)(n + (size_t)(e > 0 ? e : 0) + 1);
 	}
 	/* kernel mappings, from the maps text */
-	for (const char *l = d->maps; *l;) {
-		const char *e = strchr(l, '\n');
-		const char *q = l;
-		uint64_t s = parse_hex(&q), t;
-
-		q++;
-		t = parse_hex(&q);
-		if (!e)
-			e = l + str_len(l);
-		if (line_ends(l, e, "[vdso]")) {
-			h.vdso_start = s;
-			h.vdso_end = t;
-		} else if (line_ends(l, e, "[vvar_vclock]")) {
-			h.vclock_start = s;
-			h.vclock_end = t;
-		} else if (line_ends(l, e, "[vvar]")) {
-			h.vvar_start = s;
-			h.vvar_end = t;
+	for (const char *c = d->maps; pimg_maps_next(&c, &m);) {
+		switch (pimg_special(&m)) {
+		case PIMG_VDSO:
+			h.vdso_start = m.start;
+			h.vdso_end = m.end;
+			break;
+		case PIMG_VVAR_VCLOCK:
+			h.vclock_start = m.start;
+			h.vclock_end = m.end;
+			break;
+		case PIMG_VVAR:
+			h.vvar_start = m.start;
+			h.vvar_end = m.end;
+			break;
+		default:
+			break;
 		}
-		l = *e ? e + 1 : e;
 	}
 	return send_msg(PROC_MSG_HEADER, &h, sizeof(h), cwd, h.cwd_len);
 }
@@ -665,132 +653,6 @@ static int send_thread(const struct slot *s)
 	if (!ret && s->xsave_size)
 		ret = write_all(g_channel, s->xsave, s->xsave_size);
 	return ret;
-}
-
-struct mapline {
-	uint64_t start, end, offset, ino;
-	uint32_t prot;
-	int shared;
-	unsigned dev_major, dev_minor;
-	const char *path;      /* NUL-terminated copy in a small buffer */
-	char pathbuf[PATH_MAX];
-};
-
-static void parse_mapline(const char *l, const char *e, struct mapline *m)
-{
-	const char *q = l;
-	size_t n;
-
-	m->start = parse_hex(&q);
-	q++;
-	m->end = parse_hex(&q);
-	q++;
-	m->prot = (q[0] == 'r' ? PROT_READ : 0) | (q[1] == 'w' ? PROT_WRITE : 0) |
-		  (q[2] == 'x' ? PROT_EXEC : 0);
-	m->shared = q[3] == 's';
-	q += 5;
-	m->offset = parse_hex(&q);
-	q++;
-	m->dev_major = (unsigned)parse_hex(&q);
-	q++;
-	m->dev_minor = (unsigned)parse_hex(&q);
-	q++;
-	m->ino = parse_dec(&q);
-	while (q < e && *q == ' ')
-		q++;
-	n = (size_t)(e - q);
-	if (n >= sizeof(m->pathbuf))
-		n = sizeof(m->pathbuf) - 1;
-	memcpy(m->pathbuf, q, n);
-	m->pathbuf[n] = 0;
-	m->path = m->pathbuf;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t a = str_len(s), b = str_len(suffix);
-
-	return a >= b && memcmp(s + a - b, suffix, b) == 0;
-}
-
-/* Regions that are not the program's: kernel mappings, the restorer's window,
- * this checkpoint's scratch buffers. */
-static int skip_region(const struct dump *d, const struct mapline *m)
-{
-	(void)d;
-	if (m->start >= PROC_WINDOW_START && m->end <= PROC_WINDOW_END)
-		return 1;
-	if (strcmp(m->path, "[vdso]") == 0 || strcmp(m->path, "[vvar]") == 0 ||
-	    strcmp(m->path, "[vvar_vclock]") == 0 || strcmp(m->path, "[vsyscall]") == 0 ||
-	    strcmp(m->path, "[uprobes]") == 0)
-		return 1;
-	return 0;
-}
-
-/* Fill the region record; a nonzero return refuses the checkpoint. */
-static int classify(const struct mapline *m, struct proc_region *r)
-{
-	struct stat st;
-
-	memset(r, 0, sizeof(r[0]));
-	r->start = m->start;
-	r->end = m->end;
-	r->prot = m->prot;
-	r->file_offset = m->offset;
-	r->kind = m->shared ? PROC_REGION_SHARED_ANON : PROC_REGION_ANON;
-	if (!m->path[0] || strncmp(m->path, "[anon:", 6) == 0)
-		return 0;
-	if (strcmp(m->path, "[heap]") == 0) {
-		r->flags |= PROC_RF_HEAP;
-		return 0;
-	}
-	if (strcmp(m->path, "[stack]") == 0) {
-		r->flags |= PROC_RF_STACK;
-		return 0;
-	}
-	if (m->path[0] != '/')
-		return -EINVAL;
-	if (ends_with(m->path, " (deleted)") || strncmp(m->path, "/SYSV", 5) == 0) {
-		r->flags |= PROC_RF_DELETED;
-		if (m->shared) {
-			/* shared memory: which object, so that processes of a tree
-			 * that share it share it again after a restart */
-			r->file_ino = m->ino;
-			r->file_dev = ((uint64_t)m->dev_major << 32) | m->dev_minor;
-		}
-		return 0;
-	}
-	if (stat(m->path, &st) != 0 || st.st_ino != m->ino) {
-		/* replaced since it was mapped: keep the contents as memory */
-		r->flags |= PROC_RF_DELETED;
-		return 0;
-	}
-	if (!S_ISREG(st.st_mode))
-		return -ENODEV;
-	r->kind = m->shared ? PROC_REGION_FILE_SHARED : PROC_REGION_FILE_PRIVATE;
-	r->file_size = (uint64_t)st.st_size;
-	r->file_mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec;
-	r->file_ino = st.st_ino;
-	r->file_dev = st.st_dev;
-	return 0;
-}
-
-/* Is this page's content needed in the image? */
-static int page_stored(const struct proc_region *r, uint64_t pm)
-{
-	switch (r->kind) {
-	case PROC_REGION_ANON:
-		if (r->flags & PROC_RF_DELETED)
-			return 1;
-		return (pm & (PM_PRESENT | PM_SWAPPED)) != 0;
-	case PROC_REGION_FILE_PRIVATE:
-		/* a private page that is not the file's is a written (copied) page */
-		return (pm & PM_SWAPPED) || ((pm & PM_PRESENT) && !(pm & PM_FILE));
-	case PROC_REGION_SHARED_ANON:
-		return 1;
-	default:
-		return 0;
-	}
 }
 
 /* len bytes of the program's memory at addr into the channel: straight from
@@ -853,70 +715,64 @@ static int send_run(struct dump *d, const struct proc_region *r, uint64_t addr, 
 	return 0;
 }
 
-static int send_region(struct dump *d, const struct mapline *m, const struct proc_region *r)
+/* The region's record, then its stored pages (pimg.h's rule), run by run. */
+static int send_region(struct dump *d, const char *path, const struct proc_region *r,
+		       const struct pimg_region *g)
 {
-	uint64_t npages = (r->end - r->start) / PROC_PAGE_SIZE;
-	uint64_t run_start = 0, run_len = 0;
+	struct pimg_runs it;
+	uint64_t addr, npages;
 	int ret;
 
-	ret = send_msg(PROC_MSG_REGION, r, sizeof(*r), m->path, r->path_len);
-	if (ret)
-		return ret;
-	for (uint64_t base = 0; base < npages; base += PAGEMAP_BATCH) {
-		uint64_t n = npages - base < PAGEMAP_BATCH ? npages - base : PAGEMAP_BATCH;
-		uint64_t need_all = r->kind == PROC_REGION_SHARED_ANON || (r->flags & PROC_RF_DELETED);
-
-		if (r->kind == PROC_REGION_FILE_SHARED)
-			break;
-		if (!need_all) {
-			ssize_t got = pread(d->pagemap_fd, d->pagemap, n * 8,
-					    (off_t)((r->start / PROC_PAGE_SIZE + base) * 8));
-
-			if (got != (ssize_t)(n * 8))
-				return got < 0 ? -errno : -EIO;
-		}
-		for (uint64_t i = 0; i < n; i++) {
-			uint64_t page = r->start + (base + i) * PROC_PAGE_SIZE;
-
-			if (need_all || page_stored(r, d->pagemap[i])) {
-				if (run_len && run_start + run_len * PROC_PAGE_SIZE == page) {
-					run_len++;
-					continue;
-				}
-				if (run_len && (ret = send_run(d, r, run_start, run_len)))
-					return ret;
-				run_start = page;
-				run_len = 1;
-			}
-		}
-	}
-	if (run_len)
-		return send_run(d, r, run_start, run_len);
-	return 0;
+	ret = send_msg(PROC_MSG_REGION, r, sizeof(*r), path, r->path_len);
+	pimg_runs_init(&it, g, r->start, r->end, d->pagemap_fd, d->pagemap, PAGEMAP_BATCH);
+	while (!ret && (ret = pimg_runs_next(&it, &addr, &npages)) == 1)
+		ret = send_run(d, r, addr, npages);
+	return ret;
 }
+
+/* pimg's kinds and flags are the values images store */
+_Static_assert((int)PIMG_ANON == (int)PROC_REGION_ANON &&
+	       (int)PIMG_FILE_PRIVATE == (int)PROC_REGION_FILE_PRIVATE &&
+	       (int)PIMG_FILE_SHARED == (int)PROC_REGION_FILE_SHARED &&
+	       (int)PIMG_SHARED_ANON == (int)PROC_REGION_SHARED_ANON &&
+	       (int)PIMG_F_HEAP == (int)PROC_RF_HEAP && (int)PIMG_F_STACK == (int)PROC_RF_STACK &&
+	       (int)PIMG_F_DELETED == (int)PROC_RF_DELETED,
+	       "pimg.h and proc_format.h disagree");
 
 static int dump_memory(struct dump *d)
 {
-	struct mapline m;
+	struct pimg_mapping m;
+	struct pimg_region g;
 	struct proc_region r;
+	char path[PATH_MAX];
 
-	for (const char *l = d->maps; *l;) {
-		const char *e = strchr(l, '\n');
+	for (const char *c = d->maps; pimg_maps_next(&c, &m);) {
 		int ret;
 
-		if (!e)
-			e = l + str_len(l);
-		parse_mapline(l, e, &m);
-		l = *e ? e + 1 : e;
-		if (skip_region(d, &m))
+		/* Stasis's window: the restorer's, this checkpoint's scratch buffers */
+		if (m.start >= PROC_WINDOW_START && m.end <= PROC_WINDOW_END)
 			continue;
-		ret = classify(&m, &r);
+		pimg_mapping_path(&m, path, sizeof(path));
+		ret = pimg_classify(&m, path, &g);
+		if (ret == PIMG_SKIP)
+			continue;
 		if (ret) {
-			send_error("cannot checkpoint a mapping of", m.path, 0);
+			send_error("cannot checkpoint a mapping of", path, 0);
 			return -ENOTSUP;
 		}
-		r.path_len = (uint32_t)str_len(m.path) + 1;
-		ret = send_region(d, &m, &r);
+		memset(&r, 0, sizeof(r));
+		r.start = m.start;
+		r.end = m.end;
+		r.prot = m.prot;
+		r.file_offset = m.offset;
+		r.kind = g.kind;
+		r.flags = g.flags;
+		r.file_size = g.file_size;
+		r.file_mtime_ns = g.file_mtime_ns;
+		r.file_ino = g.file_ino;
+		r.file_dev = g.file_dev;
+		r.path_len = (uint32_t)str_len(path) + 1;
+		ret = send_region(d, path, &r, &g);
 		if (ret)
 			return ret;
 	}

@@ -12,6 +12,7 @@
  * level, and docs/transparent.md says what holds when each one ends.
  * usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL
  */
+#include "pimg/pimg.h"
 #include "proc/proc_format.h"
 #include "proc/restorer/sys.h"
 
@@ -325,48 +326,15 @@ static void *map_window(uint64_t addr, uint64_t len)
 	return (void *)p;
 }
 
-static uint64_t parse_hex(const char **s)
-{
-	uint64_t v = 0;
-
-	for (;; (*s)++) {
-		char c = **s;
-
-		if (c >= '0' && c <= '9')
-			v = v * 16 + (uint64_t)(c - '0');
-		else if (c >= 'a' && c <= 'f')
-			v = v * 16 + (uint64_t)(c - 'a' + 10);
-		else
-			return v;
-	}
-}
-
 /* Read /proc/self/maps into `out` (NUL-terminated). */
 static void read_maps(char *out, uint64_t cap)
 {
-	long fd = sys3(__NR_open, "/proc/self/maps", O_RDONLY | O_CLOEXEC, 0);
-	uint64_t used = 0;
+	long n = pimg_maps_read(out, cap);
 
-	if (fd < 0)
-		die_errno("cannot open /proc/self/maps", fd);
-	for (;;) {
-		long n = sys3(__NR_read, fd, out + used, cap - 1 - used);
-
-		if (n <= 0)
-			break;
-		used += (uint64_t)n;
-		if (used == cap - 1)
-			die("/proc/self/maps of the restorer is too large");
-	}
-	out[used] = 0;
-	sys1(__NR_close, fd);
-}
-
-static int line_is(const char *l, const char *e, const char *name)
-{
-	size_t n = slen(name);
-
-	return (size_t)(e - l) > n && memcmp(e - n, name, n) == 0;
+	if (n == -ENOSPC)
+		die("/proc/self/maps of the restorer is too large");
+	if (n < 0)
+		die_errno("cannot read /proc/self/maps", n);
 }
 
 /* ---- STAGE_SELF ---- */
@@ -390,28 +358,27 @@ static void clear_self(void)
 {
 	char *maps = map_window(TABLE_ADDR, 1ul << 20);
 	uint64_t stack_s = 0, stack_e = 0, base, lowest;
+	struct pimg_mapping m;
 
 	read_maps(maps, 1ul << 20);
-	for (const char *l = maps; *l;) {
-		const char *e = l, *q = l;
-		uint64_t s, t;
-
-		while (*e && *e != '\n')
-			e++;
-		s = parse_hex(&q);
-		q++;
-		t = parse_hex(&q);
-		if (line_is(l, e, "[stack]")) {
-			stack_s = s;
-			stack_e = t;
-		} else if (line_is(l, e, "[vvar_vclock]")) {
-			R.vclock = (struct kmap){ s, t };
-		} else if (line_is(l, e, "[vvar]")) {
-			R.vvar = (struct kmap){ s, t };
-		} else if (line_is(l, e, "[vdso]")) {
-			R.vdso = (struct kmap){ s, t };
+	for (const char *c = maps; pimg_maps_next(&c, &m);) {
+		switch (pimg_special(&m)) {
+		case PIMG_STACK:
+			stack_s = m.start;
+			stack_e = m.end;
+			break;
+		case PIMG_VVAR_VCLOCK:
+			R.vclock = (struct kmap){ m.start, m.end };
+			break;
+		case PIMG_VVAR:
+			R.vvar = (struct kmap){ m.start, m.end };
+			break;
+		case PIMG_VDSO:
+			R.vdso = (struct kmap){ m.start, m.end };
+			break;
+		default:
+			break;
 		}
-		l = *e ? e + 1 : e;
 	}
 	sys2(__NR_munmap, maps, 1ul << 20);
 	if (stack_e)
@@ -490,23 +457,16 @@ static void collision(const struct proc_region *r, const char *path, long err)
 		/* name what is there, if we can */
 		if (sys6(__NR_mmap, (long)maps, 1l << 20, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0) == (long)maps) {
-			read_maps(maps, 1ul << 20);
-			for (const char *q = maps; *q;) {
-				const char *e = q, *p = q;
-				uint64_t s, t;
+			struct pimg_mapping m;
 
-				while (*e && *e != '\n')
-					e++;
-				s = parse_hex(&p);
-				p++;
-				t = parse_hex(&p);
-				if (s < r->end && t > r->start) {
+			read_maps(maps, 1ul << 20);
+			for (const char *c = maps; pimg_maps_next(&c, &m);) {
+				if (m.start < r->end && m.end > r->start) {
 					put(&l, ": ");
-					while (q < e && l.n + 2 < sizeof(l.b))
-						l.b[l.n++] = *q++;
+					for (uint32_t i = 0; i < m.line_len && l.n + 2 < sizeof(l.b); i++)
+						l.b[l.n++] = m.line[i];
 					break;
 				}
-				q = *e ? e + 1 : e;
 			}
 		}
 	} else {

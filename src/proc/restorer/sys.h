@@ -80,6 +80,7 @@
 #define CLONE_CHILD_CLEARTID 0x200000
 #define EEXIST 17
 #define EINTR 4
+#define ENOSPC 28
 
 static inline long sys6(long n, long a, long b, long c, long d, long e, long f)
 {

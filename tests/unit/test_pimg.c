@@ -1,0 +1,294 @@
+/* test_pimg.c - the process-image core (src/pimg/pimg.h): maps lines
+ * parsed, this process's own mappings classified, and the page-storing
+ * rule's runs over its pagemap, for each region kind. */
+#include "pimg/pimg.h"
+#include "check.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096ul
+
+static char *maps;
+static size_t maps_cap;
+
+static void reread(void)
+{
+	long n;
+
+	if (!maps_cap)
+		maps_cap = 4096;
+	for (;;) {
+		maps = realloc(maps, maps_cap);
+		n = pimg_maps_read(maps, maps_cap);
+		if (n != -ENOSPC)
+			break;
+		maps_cap *= 2;
+	}
+	CHECK(n > 0);
+}
+
+/* The mapping of this process that holds addr, classified. */
+static int find(const void *addr, struct pimg_mapping *m, struct pimg_region *r, char *path)
+{
+	uint64_t a = (uint64_t)(uintptr_t)addr;
+	const char *c;
+
+	reread();
+	c = maps;
+	while (pimg_maps_next(&c, m))
+		if (m->start <= a && a < m->end) {
+			pimg_mapping_path(m, path, 4096);
+			return pimg_classify(m, path, r);
+		}
+	CHECK(!"mapping found");
+	return -ENOENT;
+}
+
+/* The runs of stored pages as page numbers from base: "0+1,5+1". */
+static void runs_of(const struct pimg_mapping *m, const struct pimg_region *r, size_t cap,
+		    char *out, size_t outcap)
+{
+	uint64_t buf[8], addr, npages;
+	struct pimg_runs it;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), ret;
+	size_t n = 0;
+
+	CHECK(fd >= 0);
+	out[0] = 0;
+	pimg_runs_init(&it, r, m->start, m->end, fd, buf, cap);
+	while ((ret = pimg_runs_next(&it, &addr, &npages)) == 1)
+		n += (size_t)snprintf(out + n, outcap - n, "%s%lu+%lu", n ? "," : "",
+				      (unsigned long)((addr - m->start) / PAGE), (unsigned long)npages);
+	CHECK_EQ(ret, 0);
+	close(fd);
+}
+
+static void test_parse(void)
+{
+	const char *text =
+		"00400000-00452000 r-xp 00001000 fd:01 1234567                            /usr/bin/a b\n"
+		"7f0000000000-7f0000002000 rw-s 00000000 00:01 42 /SYSV00000000 (deleted)\n"
+		"7f0000002000-7f0000003000 ---p 00000000 00:00 0 \n"
+		"7ffff7fc1000-7ffff7fc3000 r-xp 00000000 00:00 0                          [vdso]\n"
+		"7ffff7fc3000-7ffff7fc4000 rw-p 00000000 00:00 0                          [anon:glibc]\n"
+		"7ffff7fc4000-7ffff7fc5000 rw-s 00000000 00:01 7                          [anon_shmem:x]";
+	const char *c = text;
+	struct pimg_mapping m;
+	struct pimg_region r;
+	char path[4096];
+
+	CHECK(pimg_maps_next(&c, &m));
+	CHECK_EQ(m.start, 0x400000);
+	CHECK_EQ(m.end, 0x452000);
+	CHECK_EQ(m.prot, PROT_READ | PROT_EXEC);
+	CHECK_EQ(m.shared, 0);
+	CHECK_EQ(m.offset, 0x1000);
+	CHECK_EQ(m.dev_major, 0xfd);
+	CHECK_EQ(m.dev_minor, 1);
+	CHECK_EQ(m.ino, 1234567);
+	CHECK_EQ(pimg_mapping_path(&m, path, sizeof(path)), 12);
+	CHECK(strcmp(path, "/usr/bin/a b") == 0);
+	CHECK_EQ(pimg_mapping_path(&m, path, 5), 4);
+	CHECK(strcmp(path, "/usr") == 0);
+
+	CHECK(pimg_maps_next(&c, &m));
+	CHECK_EQ(m.shared, 1);
+	CHECK_EQ(m.prot, PROT_READ | PROT_WRITE);
+	pimg_mapping_path(&m, path, sizeof(path));
+	CHECK_EQ(pimg_classify(&m, path, &r), 0);
+	CHECK_EQ(r.kind, PIMG_SHARED_ANON);
+	CHECK_EQ(r.flags, PIMG_F_DELETED);
+	CHECK_EQ(r.file_ino, 42);
+	CHECK_EQ(r.file_dev, 1);
+	CHECK_EQ(pimg_pages(&r), PIMG_PAGES_ALL);
+
+	CHECK(pimg_maps_next(&c, &m));
+	CHECK_EQ(m.prot, 0);
+	CHECK_EQ(m.path_len, 0);
+	CHECK_EQ(pimg_classify(&m, "", &r), 0);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(r.flags, 0);
+
+	CHECK(pimg_maps_next(&c, &m));
+	CHECK_EQ(pimg_special(&m), PIMG_VDSO);
+	CHECK_EQ(pimg_classify(&m, "[vdso]", &r), PIMG_SKIP);
+
+	CHECK(pimg_maps_next(&c, &m));
+	CHECK_EQ(pimg_special(&m), PIMG_PLAIN);
+	CHECK_EQ(pimg_classify(&m, "[anon:glibc]", &r), 0);
+	CHECK_EQ(r.kind, PIMG_ANON);
+
+	CHECK(pimg_maps_next(&c, &m));     /* the last line has no newline */
+	CHECK_EQ(pimg_special(&m), PIMG_OTHER);
+	CHECK_EQ(pimg_classify(&m, "[anon_shmem:x]", &r), -EINVAL);
+	CHECK_EQ(pimg_maps_next(&c, &m), 0);
+	CHECK_EQ(pimg_maps_next(&c, &m), 0);
+}
+
+/* A path that names another inode than the mapping's: replaced, kept as
+ * memory; a device: refused. */
+static void test_files_by_name(void)
+{
+	struct pimg_mapping m = { .start = 0x10000, .end = 0x11000, .prot = PROT_READ };
+	struct pimg_region r;
+	struct stat st;
+
+	CHECK_EQ(stat("/dev/null", &st), 0);
+	m.path = "/dev/null";
+	m.path_len = 9;
+	m.ino = st.st_ino;
+	CHECK_EQ(pimg_classify(&m, "/dev/null", &r), -ENODEV);
+	m.ino = st.st_ino + 1;
+	CHECK_EQ(pimg_classify(&m, "/dev/null", &r), 0);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(r.flags, PIMG_F_DELETED);
+	m.path = "relative";
+	m.path_len = 8;
+	CHECK_EQ(pimg_classify(&m, "relative", &r), -EINVAL);
+}
+
+static int temp_file(char *name, size_t pages)
+{
+	const char *dir = getenv("TMPDIR");
+	char page[PAGE];
+	int fd;
+
+	snprintf(name, 4096, "%s/test_pimg.XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(name);
+	CHECK(fd >= 0);
+	memset(page, 'f', sizeof(page));
+	for (size_t i = 0; i < pages; i++)
+		CHECK_EQ(write(fd, page, sizeof(page)), (long)sizeof(page));
+	return fd;
+}
+
+static void test_own_mappings(void)
+{
+	struct pimg_mapping m;
+	struct pimg_region r;
+	char path[4096], name[4096], runs[256];
+	volatile char *p;
+	char *guard;
+	int fd, local = 0;
+
+	/* private anonymous: the pages touched, in runs across pagemap batches */
+	guard = mmap(NULL, 10 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	CHECK(guard != MAP_FAILED);
+	/* between two PROT_NONE pages, it merges with no neighbour */
+	p = guard + PAGE;
+	CHECK_EQ(mprotect((void *)p, 8 * PAGE, PROT_READ | PROT_WRITE), 0);
+	p[0] = 1;
+	p[2 * PAGE] = p[3 * PAGE] = p[4 * PAGE] = 1;
+	p[7 * PAGE] = 1;
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(m.start, (uint64_t)(uintptr_t)p);
+	CHECK_EQ(m.end, (uint64_t)(uintptr_t)p + 8 * PAGE);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(pimg_pages(&r), PIMG_PAGES_PAGEMAP);
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "0+1,2+3,7+1") == 0);
+	runs_of(&m, &r, 3, runs, sizeof(runs));     /* batches of 3 pages */
+	CHECK(strcmp(runs, "0+1,2+3,7+1") == 0);
+	if (strcmp(runs, "0+1,2+3,7+1"))
+		fprintf(stderr, "anonymous runs: %s\n", runs);
+	munmap(guard, 10 * PAGE);
+
+	/* shared anonymous: every page, touched here or not */
+	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	CHECK(p != MAP_FAILED);
+	p[PAGE] = 1;
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(r.kind, PIMG_SHARED_ANON);
+	CHECK(r.flags & PIMG_F_DELETED);
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "0+4") == 0);
+	munmap((void *)p, 4 * PAGE);
+
+	/* a private file mapping: the written page only, not the one read */
+	fd = temp_file(name, 4);
+	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	CHECK(p != MAP_FAILED);
+	CHECK_EQ(p[0], 'f');
+	p[2 * PAGE] = 'w';
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK(strcmp(path, name) == 0);
+	CHECK_EQ(r.kind, PIMG_FILE_PRIVATE);
+	CHECK_EQ(r.flags, 0);
+	CHECK_EQ(r.file_size, 4 * PAGE);
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "2+1") == 0);
+	munmap((void *)p, 4 * PAGE);
+
+	/* the same file shared: nothing, the file holds it */
+	p = mmap(NULL, 4 * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(p != MAP_FAILED);
+	p[PAGE] = 'w';
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(r.kind, PIMG_FILE_SHARED);
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "") == 0);
+
+	/* unlinked while mapped: deleted, every page kept */
+	CHECK_EQ(unlink(name), 0);
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(r.kind, PIMG_SHARED_ANON);
+	CHECK_EQ(r.flags, PIMG_F_DELETED);
+	CHECK_EQ(r.file_ino, m.ino);
+	munmap((void *)p, 4 * PAGE);
+	p = mmap(NULL, 4 * PAGE, PROT_READ, MAP_PRIVATE, fd, 0);
+	CHECK(p != MAP_FAILED);
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(r.flags, PIMG_F_DELETED);
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "0+4") == 0);
+	munmap((void *)p, 4 * PAGE);
+	close(fd);
+
+	/* the main stack */
+	CHECK_EQ(find(&local, &m, &r, path), 0);
+	CHECK_EQ(pimg_special(&m), PIMG_STACK);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(r.flags, PIMG_F_STACK);
+}
+
+/* The kernel's own mappings are skipped; a buffer too small says so. */
+static void test_kernel_and_sizes(void)
+{
+	const char *c;
+	struct pimg_mapping m;
+	struct pimg_region r;
+	char path[4096], small[64];
+	int vdso = 0;
+
+	reread();
+	for (c = maps; pimg_maps_next(&c, &m);) {
+		pimg_mapping_path(&m, path, sizeof(path));
+		if (pimg_special(&m) == PIMG_VDSO) {
+			vdso++;
+			CHECK_EQ(pimg_classify(&m, path, &r), PIMG_SKIP);
+		}
+		/* every line of a real process classifies */
+		CHECK(pimg_classify(&m, path, &r) >= 0);
+	}
+	CHECK_EQ(vdso, 1);
+	CHECK_EQ(pimg_maps_read(small, sizeof(small)), -ENOSPC);
+	CHECK_EQ(small[sizeof(small) - 1], 0);
+	CHECK_EQ(pimg_maps_read(small, 1), -ENOSPC);
+}
+
+int main(void)
+{
+	test_parse();
+	test_files_by_name();
+	test_own_mappings();
+	test_kernel_and_sizes();
+	free(maps);
+	return check_result("test_pimg");
+}
