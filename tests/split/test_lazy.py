@@ -16,7 +16,11 @@ import pytest
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob, cycles
 
-ITERS = 150
+# An iteration is 20 sleeps of SLEEP_MS (lazy.c): 0.1 s. The cycles take
+# the first few (test_ckpt.ITERS); each restart's lazy fill ends within
+# the restart's first iteration (the rank checks every word at once); the
+# rest is margin.
+ITERS = 50
 SLEEP_MS = 5
 DONE = r"rank \d: lazy restore done, (\d+) MiB in \S+ s, (\d+) touched pages served first"
 
