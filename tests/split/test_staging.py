@@ -53,7 +53,10 @@ def images(root, name):
     return sorted(p.name for p in root.glob(f"*/{name}/rank-*.img"))
 
 
-@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+# (Open MPI: the node agent's copy and the image's reading are the same
+# above either MPI; test_recover.py's killed rank restarts from staged
+# copies above MPICH too)
+@pytest.mark.parametrize("lower", ["openmpi"])
 def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
     job = staged_job(tmp_path)
     job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS)
