@@ -23,13 +23,12 @@
 #include "common/err.h"
 #include "image/image.h"
 #include "lh.h"
+#include "pimg/pimg.h"
 #include "lh_ckpt.h"
+#include "lh_ledger.h"
 #include "split_format.h"
 
 #define PAGE 4096ul
-#define PM_PRESENT (1ull << 63)
-#define PM_SWAPPED (1ull << 62)
-#define PM_FILE (1ull << 61)
 
 struct kact {                      /* the kernel's struct sigaction */
 	uint64_t handler, flags, restorer, mask;
@@ -57,84 +56,53 @@ static void layout_free(struct layout *l)
 
 static char *read_maps(void)
 {
-	size_t cap = 1 << 16, n = 0;
-	char *buf = malloc(cap);
-	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
-	ssize_t r;
+	size_t cap = 1 << 16;
 
-	if (!buf || fd < 0) {
+	for (;;) {
+		char *buf = malloc(cap);
+		long n = buf ? pimg_maps_read(buf, cap) : -ENOMEM;
+
+		if (n >= 0)
+			return buf;
 		free(buf);
-		if (fd >= 0)
-			close(fd);
-		return NULL;
+		if (n != -ENOSPC)
+			return NULL;
+		cap *= 4;
 	}
-	while ((r = read(fd, buf + n, cap - n - 1)) > 0) {
-		n += (size_t)r;
-		if (cap - n < 4096) {
-			char *b = realloc(buf, cap * 2);
-
-			if (!b)
-				break;
-			buf = b;
-			cap *= 2;
-		}
-	}
-	close(fd);
-	buf[n] = 0;
-	return buf;
 }
 
-static int stored(const struct split_region *r, uint64_t pm)
+/* The runs of pages of r whose contents go into the image (pimg.h's rule). */
+static int region_runs(int pm_fd, struct region *g, const struct pimg_region *pr)
 {
-	if (r->flags & SPLIT_SHARED)
-		return !(r->flags & SPLIT_FILE) && (pm & (PM_PRESENT | PM_SWAPPED));
-	if (r->flags & SPLIT_FILE)
-		return (pm & PM_SWAPPED) || ((pm & PM_PRESENT) && !(pm & PM_FILE));
-	return (pm & (PM_PRESENT | PM_SWAPPED)) != 0;
-}
-
-/* The runs of pages of r whose contents go into the image. */
-static int region_runs(int pm_fd, struct region *g)
-{
-	uint64_t batch[4096];
+	uint64_t batch[4096], addr, npages;
+	struct pimg_runs it;
 	unsigned cap = 0;
+	int ret;
 
-	for (uint64_t a = g->r.start; a < g->r.end;) {
-		size_t n = (g->r.end - a) / PAGE;
+	pimg_runs_init(&it, pr, g->r.start, g->r.end, pm_fd, batch, 4096);
+	while ((ret = pimg_runs_next(&it, &addr, &npages)) == 1) {
+		if (g->r.nruns == cap) {
+			struct split_run *v = realloc(g->runs, (cap ? cap * 2 : 16) * sizeof(*v));
 
-		if (n > 4096)
-			n = 4096;
-		if (pread(pm_fd, batch, n * 8, (off_t)(a / PAGE * 8)) != (ssize_t)(n * 8))
-			return err_set(-EIO, "cannot read /proc/self/pagemap at %#lx", (unsigned long)a);
-		for (size_t i = 0; i < n; i++, a += PAGE) {
-			struct split_run *last;
-
-			if (!stored(&g->r, batch[i]))
-				continue;
-			last = g->r.nruns ? &g->runs[g->r.nruns - 1] : NULL;
-			if (last && last->addr + last->npages * PAGE == a) {
-				last->npages++;
-				continue;
-			}
-			if (g->r.nruns == cap) {
-				struct split_run *v = realloc(g->runs, (cap ? cap * 2 : 16) * sizeof(*v));
-
-				if (!v)
-					return err_set(-ENOMEM, "out of memory");
-				g->runs = v;
-				cap = cap ? cap * 2 : 16;
-			}
-			g->runs[g->r.nruns++] = (struct split_run){ a, 1 };
+			if (!v)
+				return err_set(-ENOMEM, "out of memory");
+			g->runs = v;
+			cap = cap ? cap * 2 : 16;
 		}
+		g->runs[g->r.nruns++] = (struct split_run){ addr, npages };
 	}
+	if (ret)
+		return err_set(-EIO, "cannot read /proc/self/pagemap at %#lx", (unsigned long)it.next);
 	return 0;
 }
 
 /* Every mapping of the upper half's range, with its stored runs. */
 static int scan(struct layout *l)
 {
-	char *maps = read_maps(), *line, *save = NULL;
+	char *maps = read_maps();
+	const char *c = maps;
 	int pm_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), ret = 0;
+	struct pimg_mapping m;
 
 	if (!maps || pm_fd < 0) {
 		free(maps);
@@ -142,19 +110,17 @@ static int scan(struct layout *l)
 			close(pm_fd);
 		return err_set(-EIO, "cannot read /proc/self/maps or pagemap");
 	}
-	for (line = strtok_r(maps, "\n", &save); line && !ret; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long start, end, off, ino;
-		char perms[8], dev[16];
-		int pos = 0;
+	while (!ret && pimg_maps_next(&c, &m)) {
+		struct pimg_region pr;
 		struct region *g;
+		const char *seg_name = NULL;
+		uint64_t seg_off = 0, seg_len = 0;
+		int seg, owner = 0;
 
-		if (sscanf(line, "%lx-%lx %7s %lx %15s %lu %n", &start, &end, perms, &off, dev, &ino,
-			   &pos) < 6)
+		if (m.start < SPLIT_SAVED_LO || m.start >= STS_UPPER_HI)
 			continue;
-		if (start < SPLIT_SAVED_LO || start >= STS_UPPER_HI)
-			continue;
-		if (end > STS_UPPER_HI)
-			end = STS_UPPER_HI;
+		if (m.end > STS_UPPER_HI)
+			m.end = STS_UPPER_HI;
 		if (l->n == l->cap) {
 			struct region *v = realloc(l->v, (l->cap ? l->cap * 2 : 64) * sizeof(*v));
 
@@ -165,34 +131,51 @@ static int scan(struct layout *l)
 			l->v = v;
 			l->cap = l->cap ? l->cap * 2 : 64;
 		}
-		g = &l->v[l->n++];
+		g = &l->v[l->n];
 		memset(g, 0, sizeof(*g));
-		g->r.start = start;
-		g->r.end = end;
-		g->r.prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-			    (perms[2] == 'x' ? PROT_EXEC : 0);
-		if (perms[3] == 's')
-			g->r.flags |= SPLIT_SHARED;
-		snprintf(g->path, sizeof(g->path), "%s", pos ? line + pos : "");
-		if (ino != 0 && g->path[0] == '/' && !strstr(g->path, " (deleted)")) {
-			struct stat fst;
-
-			g->r.flags |= SPLIT_FILE;
-			g->r.file_offset = off;
-			if (stat(g->path, &fst) == 0) {
-				g->r.file_size = (uint64_t)fst.st_size;
-				g->r.file_mtime_ns = (uint64_t)fst.st_mtim.tv_sec * 1000000000ull +
-						     (uint64_t)fst.st_mtim.tv_nsec;
-				g->r.file_ino = (uint64_t)fst.st_ino;
-			}
-		} else if (ino != 0 && (g->r.flags & SPLIT_SHARED)) {
-			ret = err_set(-ENOTSUP, "rank %d: the upper half maps %s shared at %#lx: memfd, "
-				      "SysV and deleted shared files are not supported by the split "
-				      "process yet", lh_info->world_rank, g->path, start);
+		pimg_mapping_path(&m, g->path, sizeof(g->path));
+		ret = pimg_classify(&m, g->path, &pr);
+		if (ret == PIMG_SKIP) {
+			ret = 0;
+			continue;
+		}
+		if (ret) {
+			ret = err_set(-ENOTSUP, "rank %d: the upper half maps %s at %#lx: not a regular file",
+				      lh_info->world_rank, g->path, (unsigned long)m.start);
 			break;
 		}
+		seg = m.shared ? lh_win_segment(m.start, m.end, &seg_name, &seg_off, &seg_len,
+						&owner) : 0;
+		if (seg) {
+			/* a shared-memory window's segment (lh_win.c): its
+			 * owner's image holds every page, the others' none */
+			pr.kind = owner ? PIMG_SHARED_ANON : PIMG_FILE_SHARED;
+			snprintf(g->path, sizeof(g->path), "%s", seg_name);
+		} else if (pr.kind == PIMG_SHARED_ANON && m.ino != 0) {
+			ret = err_set(-ENOTSUP, "rank %d: the upper half maps %s shared at %#lx: memfd, "
+				      "SysV and deleted shared files are not supported by the split "
+				      "process yet", lh_info->world_rank, g->path, (unsigned long)m.start);
+			break;
+		}
+		l->n++;
+		g->r.start = m.start;
+		g->r.end = m.end;
+		g->r.prot = m.prot;
+		if (m.shared)
+			g->r.flags |= SPLIT_SHARED;
+		if (seg) {
+			g->r.flags |= SPLIT_SEGMENT | (owner ? SPLIT_SEG_OWNER : 0);
+			g->r.file_offset = seg_off;
+			g->r.file_size = seg_len;
+		} else if (pr.kind == PIMG_FILE_PRIVATE || pr.kind == PIMG_FILE_SHARED) {
+			g->r.flags |= SPLIT_FILE;
+			g->r.file_offset = m.offset;
+			g->r.file_size = pr.file_size;
+			g->r.file_mtime_ns = pr.file_mtime_ns;
+			g->r.file_ino = pr.file_ino;
+		}
 		g->r.path_len = (uint32_t)strlen(g->path) + 1;
-		ret = region_runs(pm_fd, g);
+		ret = region_runs(pm_fd, g, &pr);
 		for (unsigned i = 0; i < g->r.nruns; i++)
 			l->pages += g->runs[i].npages;
 	}
@@ -320,18 +303,43 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 /* What occupies [a, b) now, for the collision message. */
 static void occupant(uint64_t a, uint64_t b, char *out, size_t len)
 {
-	char *maps = read_maps(), *line, *save = NULL;
+	char *maps = read_maps();
+	const char *c = maps;
+	struct pimg_mapping m;
 
 	snprintf(out, len, "another mapping");
-	for (line = maps ? strtok_r(maps, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned long s, e;
-
-		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s < b && e > a) {
-			snprintf(out, len, "%s", line);
+	while (c && pimg_maps_next(&c, &m))
+		if (m.start < b && m.end > a) {
+			snprintf(out, len, "%.*s", (int)m.line_len, m.line);
 			break;
 		}
-	}
 	free(maps);
+}
+
+/* A shared-memory window's segment, made again: every member of the node
+ * opens (or creates) the file and maps it; the owner empties it first and
+ * fills it from its image; the rebuild unlinks it once all have it
+ * (lh_win.c). An fd or -errno. */
+static int seg_open(const struct split_region *r, const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	struct stat st;
+
+	if (fd < 0)
+		return err_set(-errno, "cannot make %s, a shared-memory window's memory: %s", path,
+			       strerror(errno));
+	/* a file left by an earlier try holds stale pages: emptied by the
+	 * owner (its first region) before any member reads it */
+	if (((r->flags & SPLIT_SEG_OWNER) && r->file_offset == 0 && ftruncate(fd, 0) != 0) ||
+	    fstat(fd, &st) != 0 ||
+	    ((uint64_t)st.st_size < r->file_size && ftruncate(fd, (off_t)r->file_size) != 0)) {
+		int e = errno;
+
+		close(fd);
+		return err_set(-e, "cannot size %s, a shared-memory window's memory: %s", path,
+			       strerror(e));
+	}
+	return fd;
 }
 
 static int map_region(const struct split_region *r, const char *path)
@@ -342,7 +350,11 @@ static int map_region(const struct split_region *r, const char *path)
 	void *p;
 	int fd = -1;
 
-	if (r->flags & SPLIT_FILE) {
+	if (r->flags & SPLIT_SEGMENT) {
+		fd = seg_open(r, path);
+		if (fd < 0)
+			return fd;
+	} else if (r->flags & SPLIT_FILE) {
 		struct stat st;
 
 		fd = open(path, ((r->flags & SPLIT_SHARED) && (r->prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);

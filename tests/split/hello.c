@@ -11,15 +11,22 @@
  * hold what the previous iteration wrote, rewrites them for this
  * iteration, prints one line and sleeps. At the end the ranks agree on the
  * total with one Allreduce and rank 0 prints PASS. A checkpoint taken at
- * any moment of the sleeps, killed and restarted, must end the same. */
+ * any moment of the sleeps, killed and restarted, must end the same.
+ *
+ * A private mapping of a file deleted at once, never touched until the
+ * end, must then still read as the file did: its pages exist only in the
+ * image (the page rule of docs/format.md, "Process memory in images"). */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #define WORDS (1u << 19)
+#define GONE_WORDS (16u * 4096 / 8)   /* the deleted file's 16 pages */
 
 static void fill(uint64_t *v, size_t n, int rank, int it)
 {
@@ -35,11 +42,35 @@ static int check(const uint64_t *v, size_t n, int rank, int it)
 	return -1;
 }
 
+/* The file's words (iteration 1000), mapped privately, the file deleted;
+ * NULL if no file can be made here. */
+static const uint64_t *map_gone(int rank)
+{
+	const char *dir = getenv("TMPDIR");
+	char name[4096];
+	uint64_t *v = malloc(GONE_WORDS * sizeof(uint64_t));
+	void *p = MAP_FAILED;
+	int fd;
+
+	snprintf(name, sizeof(name), "%s/hello-gone.XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = v ? mkstemp(name) : -1;
+	if (fd >= 0) {
+		fill(v, GONE_WORDS, rank, 1000);
+		if (write(fd, v, GONE_WORDS * sizeof(uint64_t)) == (ssize_t)(GONE_WORDS * sizeof(uint64_t)))
+			p = mmap(NULL, GONE_WORDS * sizeof(uint64_t), PROT_READ, MAP_PRIVATE, fd, 0);
+		unlink(name);
+		close(fd);
+	}
+	free(v);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 int main(int argc, char **argv)
 {
 	int rank, size, iters = argc > 1 ? atoi(argv[1]) : 20;
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 50;
 	uint64_t stack[512], *heap = malloc(WORDS * sizeof(uint64_t)), sum = 0, total = 0, expect = 0;
+	const uint64_t *gone;
 	struct timespec ts = { sleep_ms / 1000, (sleep_ms % 1000) * 1000000 };
 	MPI_Comm comm = MPI_COMM_WORLD;
 	int late;
@@ -52,6 +83,7 @@ int main(int argc, char **argv)
 	late = argc > 3 && !strcmp(argv[3], "late") && size > 1;
 	if (late && rank == 0)
 		MPI_Send(&iters, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
+	gone = map_gone(rank);
 	fill(heap, WORDS, rank, -1);
 	fill(stack, 512, rank, -1);
 	for (int it = 0; it < iters; it++) {
@@ -68,6 +100,11 @@ int main(int argc, char **argv)
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
 		nanosleep(&ts, NULL);
+	}
+	if (gone && check(gone, GONE_WORDS, rank, 1000) >= 0) {
+		printf("FAIL rank %d: the deleted file's word %d\n", rank, check(gone, GONE_WORDS, rank, 1000));
+		fflush(stdout);
+		MPI_Abort(MPI_COMM_WORLD, 3);
 	}
 	if (late && rank == 1) {
 		int got = 0;
