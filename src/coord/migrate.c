@@ -4,6 +4,7 @@
 
 #include "common/config.h"
 #include "common/err.h"
+#include "common/line.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -24,8 +25,8 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 			   struct migrate_receiver *r)
 {
 	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
-	char cmd[2 * PATH_MAX + 64], line[64];
-	int p[2], n = 0;
+	char cmd[2 * PATH_MAX + 64];
+	int p[2];
 	pid_t pid;
 
 	r->pid = -1;
@@ -53,6 +54,15 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 	close(p[1]);
 	r->pid = pid;
 	r->out = p[0];
+	return 0;
+}
+
+int migrate_receiver_port(const char *host, struct migrate_receiver *r)
+{
+	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
+	char line[64];
+	int n = 0;
+
 	/* PORT <n> */
 	while (n + 1 < (int)sizeof(line)) {
 		struct pollfd q = { r->out, POLLIN, 0 };
@@ -70,6 +80,20 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 			       "message above)", host, shell, host);
 	}
 	return 0;
+}
+
+void migrate_receiver_cancel(const char *host, struct migrate_receiver *r)
+{
+	char addr[128];
+	int fd;
+
+	/* a connection that closes before its first line ends the receiver
+	 * at once; without it the receiver would wait for its source */
+	if (r->pid > 0 && (r->port > 0 || migrate_receiver_port(host, r) == 0) &&
+	    snprintf(addr, sizeof(addr), "%s:%d", host, r->port) < (int)sizeof(addr) &&
+	    line_connect(addr, "the migration's receiver", &fd) == 0)
+		close(fd);
+	migrate_receiver_end(r, 5000);
 }
 
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)

@@ -21,9 +21,18 @@ struct migrate_receiver {
 };
 
 /* Start the receiver on host for the job of job_dir (the node agent's
- * program in lh_dir), and wait (30 s at most) for its port. */
+ * program in lh_dir), without waiting: the migration's checkpoint runs
+ * meanwhile. */
 int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
 			   struct migrate_receiver *r);
+
+/* Wait (30 s at most) for the port of the receiver started on host; on
+ * failure the receiver is ended. */
+int migrate_receiver_port(const char *host, struct migrate_receiver *r);
+
+/* Cancel the receiver started on host (a migration that stopped before
+ * its transfer): it is asked to end, waited for, killed after 5 s. */
+void migrate_receiver_cancel(const char *host, struct migrate_receiver *r);
 
 /* Wait for the receiver's end (at most timeout_ms; then it is killed).
  * 0 when it received and checked every image. */

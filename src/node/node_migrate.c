@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #define PIECE (4u << 20)
-#define ACCEPT_TIMEOUT_MS 60000
+#define ACCEPT_TIMEOUT_MS 300000   /* started while the ranks checkpoint */
 #define LINE_TIMEOUT_MS 60000
 
 static int write_all(int fd, const void *buf, size_t len)

@@ -112,15 +112,24 @@ def test_a_fault_mid_migration_hands_over_to_automatic_recovery(cluster, progs, 
 
 
 def test_without_recovery_a_failed_migration_lets_the_job_go_on(cluster, progs, tmp_path):
-    """--recover none, the source agent killed mid-transfer: the others
-    resume at the checkpoint, the source's rank runs on without its agent"""
+    """--recover none: a migration whose checkpoint fails (the ranks cannot
+    write their images) is refused, and the receiver started on the target
+    meanwhile is gone; then the source agent killed mid-transfer: the
+    others resume at the checkpoint, the source's rank runs on without its
+    agent"""
     job = ClusterJob(cluster, tmp_path)
-    staged(job, {"STASIS_FAULT": "node.migrate:1:kill",
+    staged(job, {"STASIS_FAULT": "split.rank.write:1:fail,node.migrate:1:kill",
                  "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")], ITERS,
                   SLEEP_MS)
         job.lines_until(r"rank 0 iteration 3")
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        assert r.returncode == 1 and re.fullmatch(
+            r"stasis: migrate: migration: the checkpoint failed: .*split\.rank\.write.*\n",
+            r.stderr), r.stdout + r.stderr
+        left = cluster.exec("n3", "pgrep -af '[s]tasis-node --receive' || true").stdout.strip()
+        assert left == "", left
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
         assert r.returncode == 1 and re.fullmatch(
             r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: the node agent on n2 "
