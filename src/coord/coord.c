@@ -2226,21 +2226,26 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
 	char from[64], to[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
-	int ret, src = -1;
+	int ret, rret, src = -1;
 
 	if (access(applevel_path(c, dir, sizeof(dir)), F_OK) == 0)
 		return applevel_stop(c);
 	snprintf(from, sizeof(from), "%s", c->mig.from);
 	snprintf(to, sizeof(to), "%s", c->mig.to);
 	ret = migrate_placement(c, from, to, sizeof(to), &argv, note, sizeof(note));
-	if (!ret && (ret = job_checkpoint(c, 2, name, sizeof(name))) != 0) {
-		mig_answer(c, "ERR migration: the checkpoint failed: %s", err_msg());
-		free(argv);
-		return -1;   /* the ranks resumed (RESUME failed) */
-	}
 	if (ret) {
 		mig_answer(c, "ERR %s", err_msg());
 		return -1;
+	}
+	/* the receiver starts on the target while the ranks checkpoint */
+	rret = migrate_receiver_start(to, job_lh_dir(), c->dir, &r);
+	if ((ret = job_checkpoint(c, 2, name, sizeof(name))) != 0) {
+		snprintf(why, sizeof(why), "%s", err_msg());
+		if (!rret)
+			migrate_receiver_cancel(to, &r);   /* gone before the answer */
+		mig_answer(c, "ERR migration: the checkpoint failed: %s", why);
+		free(argv);
+		return -1;   /* the ranks resumed (RESUME failed) */
 	}
 	host_ranks(c, from, ranks, sizeof(ranks));
 	for (unsigned i = 0; i < c->nnodes; i++) {
@@ -2248,8 +2253,14 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		if (c->nodes[i].in_ckpt)
 			src = (int)i;
 	}
-	ret = src < 0 ? err_set(-EHOSTDOWN, "the node agent on %s went away", from) :
-		migrate_receiver_start(to, job_lh_dir(), c->dir, &r);
+	if (src < 0) {
+		if (!rret)
+			migrate_receiver_cancel(to, &r);
+		ret = err_set(-EHOSTDOWN, "the node agent on %s went away", from);
+	} else {
+		ret = rret ? err_set(rret, "cannot start the receiver on %s: %s", to,
+				     strerror(-rret)) : migrate_receiver_port(to, &r);
+	}
 	if (!ret) {
 		snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, r.port, name, ranks);
 		reply(c->nodes[src].fd, "%s", line);
