@@ -1,6 +1,6 @@
 /* node_agent.c - the node agent's loop (node.h, docs/coordinator.md "Node
  * agents"). One thread serves the node's ranks of the job and the
- * coordinator, in one poll loop; mover threads (stage_copies of them, at
+ * coordinator, in one epoll loop; mover threads (stage_copies of them, at
  * idle CPU and I/O priority) copy the staged images to the global tier.
  *
  * A checkpoint, as the agent sees it: CHECKPOINT from the coordinator goes
@@ -34,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -69,6 +70,7 @@ struct rank {
 	char host[64];
 	int in_ckpt, answered, written, leaving;
 	int quit;              /* said QUIT: the program ends it (its close is a goodbye) */
+	unsigned slot;         /* its place in A.r */
 };
 
 enum phase { IDLE, COLLECT, ANSWERED };
@@ -77,8 +79,11 @@ static struct {
 	struct conn coord;
 	pthread_mutex_t send_lock;
 	int lfd;
+	int ep;                       /* epoll: the coordinator, the socket, each rank */
 	struct rank **r;
 	unsigned n, cap;
+	struct rank **by_fd;          /* a rank by its socket, for epoll's events */
+	unsigned fd_cap;
 	int had_ranks;
 	char secret[33], host[64], sock[PATH_MAX];
 	/* the checkpoint under way */
@@ -92,7 +97,7 @@ static struct {
 	struct store *global;
 	const char *stage_dir;
 	char local_job[256];
-} A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .coord = { .fd = -1 } };
+} A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .ep = -1, .coord = { .fd = -1 } };
 
 /* Something went wrong that the log keeps: a clean end removes the log */
 static int warned;
@@ -338,9 +343,16 @@ static void copy_written(void)
 
 static void rank_free(unsigned i)
 {
-	close(A.r[i]->c.fd);
+	int fd = A.r[i]->c.fd;
+
+	/* out of the epoll set first: a RECOVER's dup keeps the socket open */
+	epoll_ctl(A.ep, EPOLL_CTL_DEL, fd, NULL);
+	close(fd);
 	free(A.r[i]);
+	A.by_fd[fd] = NULL;
 	A.r[i] = A.r[--A.n];
+	if (i < A.n)
+		A.r[i]->slot = i;    /* the last moved into the hole */
 }
 
 static struct rank *rank_by_number(int rank, enum rank_state state)
@@ -532,6 +544,22 @@ static void upgrade(const char *args)
 		agent_warn("node agent on %s: %s", A.host, err_msg());
 }
 
+/* STREAM (with WRITE): the node's ranks in the checkpoint send their
+ * images to their partners while they write them */
+static void stream(const char *args)
+{
+	int ranks[A.n + 1], size = 0;
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < A.n; i++)
+		if (A.r[i]->in_ckpt) {
+			ranks[n++] = A.r[i]->rank;
+			size = A.r[i]->size;
+		}
+	if (n && A.stage_dir && node_level_stream(args, ranks, n, size) != 0)
+		agent_warn("node agent on %s: %s", A.host, err_msg());
+}
+
 /* the heartbeat while the agent's one thread sends a migration's images */
 static void say_alive(void)
 {
@@ -595,6 +623,8 @@ static void coord_said(const char *line)
 		node_level_gathered(line + 9);
 	} else if (!strncmp(line, "UPGRADE ", 8)) {
 		upgrade(line + 8);
+	} else if (!strncmp(line, "STREAM ", 7)) {
+		stream(line + 7);
 	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct rank *q = A.r[i];
@@ -606,6 +636,8 @@ static void coord_said(const char *line)
 			q->leaving = !strcmp(line, "EXIT");
 		}
 		A.phase = IDLE;
+		if (strcmp(line, "RESUME"))
+			node_level_abort();     /* a STREAM's checkpoint failed, or ends the job */
 		if (!strcmp(line, "RESUME") && A.stage_dir && A.global)
 			copy_written();
 		for (unsigned i = 0; i < A.n; i++) {
@@ -695,14 +727,68 @@ static void accept_rank(void)
 		}
 		A.r = v;
 	}
+	if ((unsigned)fd >= A.fd_cap) {
+		unsigned cap = (unsigned)fd * 2 + 16;
+		void *v = realloc(A.by_fd, cap * sizeof(*A.by_fd));
+
+		if (!v) {
+			close(fd);
+			return;
+		}
+		A.by_fd = v;
+		memset(A.by_fd + A.fd_cap, 0, (cap - A.fd_cap) * sizeof(*A.by_fd));
+		A.fd_cap = cap;
+	}
 	r = calloc(1, sizeof(*r));
-	if (!r) {
+	if (!r || epoll_ctl(A.ep, EPOLL_CTL_ADD, fd,
+			    &(struct epoll_event){ .events = EPOLLIN, .data.fd = fd }) != 0) {
+		free(r);
 		close(fd);
 		return;
 	}
 	r->c.fd = fd;
 	r->state = R_HELLO;
+	r->slot = A.n;
+	A.by_fd[fd] = r;
 	A.r[A.n++] = r;
+}
+
+/* The agent's loop: one epoll set (the coordinator, the socket, every
+ * rank), so a wake-up costs what became ready, not a poll of the node's
+ * ranks (each PARKED and DONE line wakes it) */
+static int serve_setup(void)
+{
+	A.ep = epoll_create1(EPOLL_CLOEXEC);
+	if (A.ep < 0 ||
+	    epoll_ctl(A.ep, EPOLL_CTL_ADD, A.coord.fd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = A.coord.fd }) != 0 ||
+	    epoll_ctl(A.ep, EPOLL_CTL_ADD, A.lfd,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = A.lfd }) != 0) {
+		log_error("node agent on %s: epoll: %s", A.host, strerror(errno));
+		return -errno;
+	}
+	return 0;
+}
+
+/* What rank r sent (its socket was ready) */
+static void rank_ready(struct rank *r)
+{
+	char line[LINE_MAX_LEN];
+	unsigned i = r->slot;
+	int gone, said = 0;
+
+	gone = conn_fill(&r->c) != 0;
+	while (i < A.n && A.r[i] == r && conn_line(&r->c, line, sizeof(line))) {
+		said = rank_said(i, line);
+		if (said < 0) {
+			rank_free(i);
+			break;
+		}
+		if (said > 0)
+			break;   /* BYE: freed */
+	}
+	if (gone && !said && i < A.n && A.r[i] == r)
+		rank_gone(i, r->leaving || r->quit);
 }
 
 static void serve(void)
@@ -711,11 +797,12 @@ static void serve(void)
 	const char *hb = getenv("STASIS_HEARTBEAT_MS");   /* coord/jobenv.h */
 	int beat_ms = hb ? atoi(hb) : 0;
 
+	if (serve_setup() != 0)
+		return;
 	for (;;) {
-		struct pollfd p[2 + A.n];
-		unsigned n = A.n;
+		struct epoll_event ev[64];
 		char line[LINE_MAX_LEN];
-		int cgone = 0;
+		int cgone = 0, listen = 0, k;
 
 		/* every rank gone, every copy made: the agent's work is done */
 		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy())
@@ -725,19 +812,19 @@ static void serve(void)
 				 FIRST_RANK_TIMEOUT_MS / 1000);
 			return;
 		}
-		p[0] = (struct pollfd){ A.coord.fd, POLLIN, 0 };
-		p[1] = (struct pollfd){ A.lfd, POLLIN, 0 };
-		for (unsigned i = 0; i < n; i++)
-			p[2 + i] = (struct pollfd){ A.r[i]->c.fd, POLLIN, 0 };
-		if (poll(p, 2 + n, beat_ms > 0 && beat_ms < 1000 ? beat_ms : 1000) < 0 && errno != EINTR)
+		k = epoll_wait(A.ep, ev, 64, beat_ms > 0 && beat_ms < 1000 ? beat_ms : 1000);
+		if (k < 0 && errno != EINTR)
 			return;
 		if (beat_ms > 0 && now_ms() - beat_at >= (uint64_t)beat_ms) {
 			/* the coordinator finds a lost node by its agent's silence */
 			to_coord("ALIVE");
 			beat_at = now_ms();
 		}
-		if (p[0].revents)
-			cgone = conn_fill(&A.coord) != 0;
+		for (int e = 0; e < k; e++) {
+			if (ev[e].data.fd == A.coord.fd)
+				cgone = conn_fill(&A.coord) != 0;
+			listen |= ev[e].data.fd == A.lfd;
+		}
 		while (conn_line(&A.coord, line, sizeof(line)))
 			coord_said(line);
 		if (killed)
@@ -748,28 +835,15 @@ static void serve(void)
 			log_info("node agent on %s: the coordinator closed; %u rank(s) here", A.host, A.n);
 			return;
 		}
-		/* ranks from the last down: rank_free moves the last into a hole */
-		for (unsigned i = n; i-- > 0;) {
-			struct rank *r;
-			int gone, said = 0;
+		/* a rank freed by an earlier line of this wake-up has no entry any
+		 * more; no socket is accepted (no descriptor reused) until after */
+		for (int e = 0; e < k; e++) {
+			int fd = ev[e].data.fd;
 
-			if (i >= A.n || !p[2 + i].revents)
-				continue;
-			r = A.r[i];
-			gone = conn_fill(&r->c) != 0;
-			while (i < A.n && A.r[i] == r && conn_line(&r->c, line, sizeof(line))) {
-				said = rank_said(i, line);
-				if (said < 0) {
-					rank_free(i);
-					break;
-				}
-				if (said > 0)
-					break;   /* BYE: freed */
-			}
-			if (gone && !said && i < A.n && A.r[i] == r)
-				rank_gone(i, r->leaving || r->quit);
+			if (fd != A.coord.fd && fd != A.lfd && (unsigned)fd < A.fd_cap && A.by_fd[fd])
+				rank_ready(A.by_fd[fd]);
 		}
-		if (p[1].revents)
+		if (listen)
 			accept_rank();
 	}
 }
@@ -817,5 +891,7 @@ int node_agent_main(int ready_fd)
 	}
 	close(A.lfd);
 	close(A.coord.fd);
+	if (A.ep >= 0)
+		close(A.ep);
 	return 0;
 }
