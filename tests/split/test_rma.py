@@ -2,8 +2,9 @@
 accumulates and gets through a window of MPI_Win_create and one of
 MPI_Win_allocate with fences, with operations in flight while it sleeps
 (where the checkpoints come), and checks every value itself; natively,
-above either lower half, and through three checkpoint, SIGKILL and
-restart cycles on each MPI (2 ranks: MPICH busy-polls). The final sum of
+above the other ABI's lower half, and through three checkpoint, SIGKILL
+and restart cycles above each MPI's own (2 ranks: MPICH busy-polls).
+rma_passive.c, rma_pscw.c, rma_dynamic.c and rma_shared.c likewise. The final sum of
 the accumulates is the native run's and the formula's.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
@@ -15,6 +16,9 @@ from test_local import ABOVE
 
 rma_fence = program_fixture("rma_fence")
 ITERS, SLEEP_MS = 12, 100
+# natively and above the other ABI's lower half: above its own, each
+# program runs in its three-cycle test
+ACROSS = [(abi, lower) for abi, lower in ABOVE if abi != lower]
 
 
 def passed(n, iters):
@@ -23,7 +27,7 @@ def passed(n, iters):
     return f"PASS ranks={n} iterations={iters} checks={4 * n * iters} sum={total}\n"
 
 
-@pytest.mark.parametrize("abi,lower", ABOVE)
+@pytest.mark.parametrize("abi,lower", ACROSS)
 def test_rma_fence(rma_fence, abi, lower, tmp_path):
     """Natively (lower None) and above a lower half, without a checkpoint."""
     r = run_on(rma_fence[abi], lower, 2, ["4", "10"], tmp_path)
@@ -43,7 +47,7 @@ def passive_passed(n, iters):
     return f"PASS ranks={n} iterations={iters} checks={4 * n * iters} count={n * iters}\n"
 
 
-@pytest.mark.parametrize("abi,lower", ABOVE)
+@pytest.mark.parametrize("abi,lower", ACROSS)
 def test_rma_passive(rma_passive, abi, lower, tmp_path):
     """Natively and above a lower half, without a checkpoint. Natively
     Open MPI's osc/rdma dies of SIGSEGV in MPI_Win_lock_all (vader, Open
@@ -70,7 +74,7 @@ def pscw_passed(n, iters):
            f"sum={(n - 1) * iters * (iters + 1) // 2}\n"
 
 
-@pytest.mark.parametrize("abi,lower", ABOVE)
+@pytest.mark.parametrize("abi,lower", ACROSS)
 def test_rma_pscw(rma_pscw, abi, lower, tmp_path):
     """Natively and above a lower half, without a checkpoint."""
     r = run_on(rma_pscw[abi], lower, 2, ["4", "20"], tmp_path)
@@ -102,3 +106,30 @@ def test_rma_dynamic_three_cycles(rma_dynamic, lower, tmp_path):
     final value is the formula's (a native run prints it too)."""
     rc, out, err = cycled(tmp_path, lower, 2, rma_dynamic[lower], ITERS, SLEEP_MS)
     assert rc == 0 and dynamic_passed(2, ITERS) in out and "FAIL" not in out, out + err
+
+
+rma_shared = program_fixture("rma_shared")
+
+
+def shared_passed(n, iters):
+    return f"PASS ranks={n} iterations={iters} counter={n * (n + 1) // 2 * iters}\n"
+
+
+@pytest.mark.parametrize("abi,lower", [("mpich", None), ("openmpi", "mpich")])
+def test_rma_shared(rma_shared, abi, lower, tmp_path):
+    """Natively (the result the cycles must give) and above the other
+    ABI's lower half, without a checkpoint."""
+    r = run_on(rma_shared[abi], lower, 2, ["4", "10"], tmp_path)
+    assert r.returncode == 0 and shared_passed(2, 4) in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_rma_shared_three_cycles(rma_shared, lower, tmp_path):
+    """A window of MPI_Win_allocate_shared between the 2 ranks of one node:
+    plain stores into the neighbour's part (MPI_Win_shared_query) and an
+    accumulate made where the checkpoints come, checked with plain loads
+    after each: the segment is one memory again after every restart, its
+    contents rank 0's image's. The native run's result is the same
+    (test_rma_shared_natively)."""
+    rc, out, err = cycled(tmp_path, lower, 2, rma_shared[lower], ITERS, SLEEP_MS)
+    assert rc == 0 and shared_passed(2, ITERS) in out and "FAIL" not in out, out + err
