@@ -1,7 +1,7 @@
 /* pimg.h - the process-image core: what the single-process checkpointer
  * (src/proc: the agent inside the program, the restorer) and the split
  * process (src/split: the lower half saving its upper half) share about a
- * process's memory (docs/format.md, "Process memory").
+ * process's memory (docs/format.md, "Process memory in images").
  *
  * One reader of /proc/self/maps, one classification of its lines into region
  * kinds, and one rule for which pages of a region an image stores, applied
