@@ -505,7 +505,16 @@ def lower(funcs):
             out.append(f"\tif ({' || '.join('!' + a for a in nomem)}) {{")
             out += [f"\t\tfree({a});" for a in nomem]
             out.append("\t\treturn lh_err(MPI_ERR_NO_MEM);\n\t}")
-        out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
+        if f.short in BLOCKING_ON_COMM | BLOCKING_ON_FILE:
+            # the arguments read under the lower half's lock, the call
+            # without it: it waits for the other members, one of which may
+            # be another thread of this rank (lh_lock_out)
+            out += [f"\t__typeof__({a}) b{j} = {a};" for j, a in enumerate(args)]
+            out.append("\tunsigned depth = lh_lock_out();")
+            out.append(f"\tint ret = {f.name}({', '.join(f'b{j}' for j in range(len(args)))});")
+            out.append("\tlh_lock_back(depth);\n")
+        else:
+            out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
         req = next((p.name for p in f.params if p.kind() == "Request" and p.ptr == 1), None)
         for t, _ in kept:   # a non-blocking one keeps them with its request
             post.append(f"\tlh_keep(*{req}, {t});")

@@ -39,6 +39,12 @@ int lh_tls_start(void);
 void lh_lock(void);
 void lh_unlock(void);
 void lh_tls_yield(void);
+/* around a real call that blocks until the other members of a communicator
+ * join it (one made, a collective on a file): the lock let go of, so the
+ * rank's other threads go on (one of them may be the member another rank
+ * waits for); lh_lock_out's result back to lh_lock_back */
+unsigned lh_lock_out(void);
+void lh_lock_back(unsigned depth);
 struct sts_tls *lh_tls_of_tid(int32_t tid);
 int lh_tls_lent(uint64_t fs);
 void lh_hold_me(void);

@@ -187,13 +187,19 @@ void lh_coll_comm_made(uint32_t comm)
 	if (ensure(comm) != 0)
 		return;
 	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
-	int inter = 0;
+	int inter = 0, ret;
+	unsigned depth;
 
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
 	/* an intercommunicator's counts are reduced over both groups: its
-	 * duplicate is the merged intracommunicator */
+	 * duplicate is the merged intracommunicator. Made without the lock:
+	 * the member another rank waits for may be another thread of this one
+	 * (lh_lock_out), which may also grow the arrays */
 	MPI_Comm_test_inter(c, &inter);
-	if ((inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh)) == MPI_SUCCESS)
+	depth = lh_lock_out();
+	ret = inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh);
+	lh_lock_back(depth);
+	if (ret == MPI_SUCCESS)
 		lh_lg->shadow[comm] = LH_HVAL(sh);
 }
 

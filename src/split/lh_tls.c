@@ -18,7 +18,10 @@
  * half that calls MPI again. A call that waits lets it go between two
  * tests of its requests when another thread wants it (lh_tls_yield), so a
  * thread that waits for a message another thread of the rank sends gets
- * it.
+ * it. A call that waits inside the real MPI for the other members of a
+ * communicator (one made, a collective on a file) lets it go for that
+ * call (lh_lock_out): the member another rank waits for may be another
+ * thread of this one.
  */
 #include <linux/futex.h>
 #include <pthread.h>
@@ -99,6 +102,27 @@ void lh_tls_yield(void)
 	sched_yield();
 	lock_take();
 	lock_owner = me;
+	lock_depth = depth;
+}
+
+unsigned lh_lock_out(void)
+{
+	unsigned depth = lock_depth;
+
+	if (lh_info->ntls == 1 || __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) != lh_me)
+		return 0;
+	lock_owner = NULL;
+	lock_depth = 0;
+	lock_give();
+	return depth;
+}
+
+void lh_lock_back(unsigned depth)
+{
+	if (!depth)
+		return;
+	lock_take();
+	lock_owner = lh_me;
 	lock_depth = depth;
 }
 

@@ -196,10 +196,11 @@ static int seg_map(struct rec_win *r, MPI_Comm dup, const struct sts_shared_mem 
 static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
 		int dynamic, const struct sts_shared_mem *shm, uint32_t *win)
 {
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), dup = MPI_COMM_NULL;
+	MPI_Info in = (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info);
 	struct rec_win *r;
-	MPI_Comm dup;
 	MPI_Win w;
-	uint32_t hc;
+	unsigned depth;
 	int ret = lh_coll_blocking(comm);
 
 	if (ret)
@@ -207,13 +208,7 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 	r = lg_calloc(sizeof(*r));
 	if (!r)
 		return lh_err(MPI_ERR_NO_MEM);
-	ret = MPI_Comm_dup((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), &dup);
-	if (ret != MPI_SUCCESS) {
-		lg_free(r);
-		return lh_err(ret);
-	}
-	hc = lh_alloc(STS_COMM, LH_HVAL(dup));
-	MPI_Comm_size(dup, &r->nranks);
+	MPI_Comm_size(c, &r->nranks);
 	r->word = lg_calloc((1 + 2 * (size_t)r->nranks) * sizeof(*r->word));
 	r->held = lg_calloc((size_t)r->nranks);
 	r->seen = lg_calloc(2 * (size_t)r->nranks * sizeof(*r->seen));
@@ -221,15 +216,19 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 	r->start_of = lg_calloc((size_t)r->nranks);
 	ret = r->word && r->held && r->seen && r->post_to && r->start_of ? MPI_SUCCESS :
 	      MPI_ERR_NO_MEM;
+	/* the real calls wait for the other members, one of which may be
+	 * another thread of this rank: without the lock (lh_lock_out) */
+	depth = lh_lock_out();
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Comm_dup(c, &dup);
 	if (ret == MPI_SUCCESS && shm) {
 		ret = seg_map(r, dup, shm);
 		base = (char *)shm->base + shm->offset;
 	}
 	if (ret == MPI_SUCCESS && dynamic)
-		ret = MPI_Win_create_dynamic((MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
+		ret = MPI_Win_create_dynamic(in, dup, &w);
 	else if (ret == MPI_SUCCESS)
-		ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit,
-				     (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), dup, &w);
+		ret = MPI_Win_create(base, (MPI_Aint)size, disp_unit, in, dup, &w);
 	if (ret == MPI_SUCCESS) {
 		ret = MPI_Win_lock_all(MPI_MODE_NOCHECK, w);
 		if (ret != MPI_SUCCESS)
@@ -242,16 +241,17 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 			MPI_Win_free(&w);
 		}
 	}
-	if (ret != MPI_SUCCESS) {
+	if (ret != MPI_SUCCESS && dup != MPI_COMM_NULL)
 		MPI_Comm_free(&dup);
-		lh_release(STS_COMM, hc);
+	lh_lock_back(depth);
+	if (ret != MPI_SUCCESS) {
 		rec_free(r);
 		return lh_err(ret);
 	}
 	r->base = base;
 	r->size = size;
 	r->disp_unit = disp_unit;
-	r->comm = hc;
+	r->comm = lh_alloc(STS_COMM, LH_HVAL(dup));
 	r->dynamic = dynamic;
 	*win = lh_alloc(STS_WIN, LH_HVAL(w));
 	lh_slot_of(STS_WIN, *win)->rec = r;
@@ -349,13 +349,17 @@ int lh_Win_fence(int assert, uint32_t win)
 	ret = lh_coll_blocking(r->comm);
 	if (ret)
 		return ret;
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);
+	unsigned depth = lh_lock_out();   /* the barrier waits for the others */
+
 	ret = MPI_Win_flush_all(w);
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_sync(w);
 	if (ret == MPI_SUCCESS)
-		ret = MPI_Barrier((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm));
+		ret = MPI_Barrier(c);
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_sync(w);
+	lh_lock_back(depth);
 	return lh_err(ret);
 }
 
@@ -373,6 +377,7 @@ int lh_Win_free(uint32_t *win)
 	if (ret)
 		return ret;
 	MPI_Win lw = (MPI_Win)(LH_HCAST)r->lockwin;
+	unsigned depth = lh_lock_out();   /* the frees wait for the others */
 
 	ret = MPI_Win_unlock_all(w);
 	if (ret == MPI_SUCCESS)
@@ -381,6 +386,7 @@ int lh_Win_free(uint32_t *win)
 		ret = MPI_Win_unlock_all(lw);
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Win_free(&lw);
+	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
 	c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);

@@ -91,6 +91,23 @@ def test_any_thread_one_at_a_time_three_cycles(mt, tmp_path):
     assert results(out) == results(native.stdout), out + err
 
 
+mt_dup = program_fixture("mt_dup")
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_threads_make_communicators_at_once(mt_dup, lower, tmp_path):
+    """MPI_THREAD_MULTIPLE: on each rank one thread duplicates A while the
+    other duplicates B, 300 times, the other rank's threads the other way
+    round. A call that kept the lower half's lock while the real
+    MPI_Comm_dup waited for the other rank let neither rank's other thread
+    in: both waited for good (500 iterations did on each MPI, ended by
+    the program's SIGALRM after 60 s). About 2 s each."""
+    r = run_on(mt_dup[lower], lower, 2, ["300"], tmp_path,
+               env={"STASIS_MPI_THREAD_LEVEL": "multiple"})
+    assert r.returncode == 0 and "PASS ranks=2 iterations=300\n" in r.stdout, \
+        r.stdout + r.stderr
+
+
 # main, ticker, waiter and the 2 other threads of the OpenMP team: 5
 def test_sixty_four_threads_restart(threads, tmp_path):
     """A rank of 64 threads, the most the image's table holds, is
