@@ -853,16 +853,18 @@ static void staged(struct coord *c, const char *name)
 
 static void send_nodes(struct coord *c, const char *line);
 
-/* After RESUME: the node agents bring a staged checkpoint to level partner
- * or rs (checkpoint --level, else the configuration's `level`) */
-static void upgrade(struct coord *c, const char *name)
+/* After RESUME (word UPGRADE): the node agents bring a staged checkpoint
+ * to level partner or rs (checkpoint --level, else the configuration's
+ * `level`). With WRITE (word STREAM): at partner, they send the images to
+ * the partners while the ranks write them (docs/levels.md) */
+static void upgrade(struct coord *c, const char *word, const char *name)
 {
 	const char *level = c->next_level[0] ? c->next_level : cfg_str(CFG_LEVEL);
 	char line[160];
 
-	if (strcmp(level, "partner") && strcmp(level, "rs"))
+	if (strcmp(level, "partner") && (strcmp(level, "rs") || !strcmp(word, "STREAM")))
 		return;
-	snprintf(line, sizeof(line), "UPGRADE %s %s %llu %llu", name, level,
+	snprintf(line, sizeof(line), "%s %s %s %llu %llu", word, name, level,
 		 (unsigned long long)cfg_u64(CFG_GROUP_SIZE), (unsigned long long)cfg_u64(CFG_RS_PARITY));
 	send_nodes(c, line);
 }
@@ -1199,6 +1201,8 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
 		if (!ret) {
 			send_nodes(c, "WRITE");
+			if (!stop && c->staged)
+				upgrade(c, "STREAM", name);
 			/* while the ranks write: what a restart reads ahead (a
 			 * restart without it reads the files when it needs them) */
 			files = job_files_write(ck, (int)c->child) == 0;
@@ -1222,7 +1226,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	if (stop != 2 || ret)
 		send_nodes(c, stop && !ret ? "EXIT" : ret ? "RESUME failed" : "RESUME");
 	if (!ret && !stop && c->staged)
-		upgrade(c, name);
+		upgrade(c, "UPGRADE", name);
 	if (!ret) {
 		unsigned nodes = 0;
 

@@ -379,7 +379,7 @@ static int layout_read(struct store *global, const char *ckpt, struct layout *l)
 	return ret;
 }
 
-/* ---- members ---- */
+/* ---- streaming: partner copies sent while the ranks write ---- */
 
 struct member {
 	int rank, size;
@@ -388,7 +388,81 @@ struct member {
 	unsigned group, parity;
 	int fd;                 /* rebuild: the rank's connection (answered), else -1 */
 	int have_own;
+	struct stream *ss;      /* an upgrade begun at STREAM, while the ranks write; or NULL */
 };
+
+
+/* One checkpoint's STREAM: its members send the images as they are
+ * written (redun_stream_begin), then wait for its verdict: UPGRADE (it
+ * is established and sealed: the level goes on) or its failure */
+struct stream {
+	char ckpt[64], level[16];
+	unsigned group, parity;
+	int verdict;            /* 0: being written; 1: UPGRADE came; -1: it failed */
+	int refs;
+};
+static struct stream *streaming;        /* the latest STREAM's (under lock) */
+
+#define VERDICT_TIMEOUT_S 600           /* a checkpoint's write that takes longer failed */
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void stream_put(struct stream *ss)
+{
+	if (ss && --ss->refs == 0)
+		free(ss);
+}
+
+static int stream_abort(void *arg)
+{
+	struct stream *ss = arg;
+	int v;
+
+	pthread_mutex_lock(&lock);
+	v = ss->verdict;
+	pthread_mutex_unlock(&lock);
+	return v < 0;
+}
+
+/* The checkpoint's verdict; on UPGRADE the member takes its level */
+static int stream_verdict(struct member *m)
+{
+	struct timespec until;
+	int v = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += VERDICT_TIMEOUT_S;
+	pthread_mutex_lock(&lock);
+	while (!m->ss->verdict && !v)
+		v = pthread_cond_timedwait(&cond, &lock, &until);
+	if (!m->ss->verdict)
+		m->ss->verdict = -1;
+	v = m->ss->verdict;
+	snprintf(m->level, sizeof(m->level), "%s", m->ss->level);
+	m->group = m->ss->group;
+	m->parity = m->ss->parity;
+	pthread_mutex_unlock(&lock);
+	return v;
+}
+
+void node_level_abort(void)
+{
+	pthread_mutex_lock(&lock);
+	if (streaming && !streaming->verdict) {
+		streaming->verdict = -1;
+		pthread_cond_broadcast(&cond);
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+/* ---- members ---- */
+
 
 static int open_local(struct store **out)
 {
@@ -454,16 +528,18 @@ static int level_stage(void *arg, enum redun_stage st)
 
 static int upgrade_member(struct member *m)
 {
-	const struct redun_level *level = redun_level_find(m->level);
+	const struct redun_level *level = NULL;
 	struct store *local = NULL, *global = NULL;
 	struct redun_comm boot, link = { 0 };
+	struct redun_stream *stream = NULL;
 	struct relay rl;
 	struct layout l = { 0 };
 	char (*node)[64] = NULL, host[64] = "", msg[REDUN_MSG_LEN];
 	const char **names = NULL;
 	uint8_t id[16] = { 0 }, (*ids)[16] = NULL;
 	int64_t bytes = 0;
-	int ret, bad;
+	uint64_t t0 = mono_ms(), t_stream = t0, t_seal = t0;
+	int ret, bad, quiet = 0;
 
 	/* the buffers of the exchanges first: a member that fails later still
 	 * takes part in them */
@@ -474,10 +550,7 @@ static int upgrade_member(struct member *m)
 		goto out;
 	}
 	node = l.host;
-	ret = level ? open_local(&local) : -EINVAL;
-	ret = ret ? ret : own_image(local, m->ckpt, m->rank, id, &bytes);
-	if (!ret && m->rank == 0)
-		ret = open_global(&global);
+	ret = open_local(&local);
 	/* the bootstrap goes on for a member that failed: the others must not
 	 * wait for it; the link's agreements carry the failure */
 	if (open_link(&rl, m, "up", NULL, &boot, &link) != 0) {
@@ -486,6 +559,30 @@ static int upgrade_member(struct member *m)
 	}
 	snprintf(host, sizeof(host), "%s", E.host);
 	ret = link.ops->allgather(link.h, host, sizeof(host), node) ?: ret;
+	for (int r = 0; r < m->size; r++)
+		names[r] = node[r];
+	if (m->ss) {
+		struct redun_set set = { .ckpt = m->ckpt, .local = ret ? NULL : local,
+					 .nranks = m->size, .node = names };
+		struct sched_param sp = { 0 };
+
+		if (redun_stream_begin(&set, &link, stream_abort, m->ss, &stream) != 0)
+			log_warn("node agent on %s: rank %d: %s: the copies go after the write: %s",
+				 E.host, m->rank, m->ckpt, err_msg());
+		t_stream = mono_ms();
+		if (stream_verdict(m) < 0) {
+			quiet = 1;      /* not established: no level to say */
+			goto out;
+		}
+		t_seal = mono_ms();
+		/* the ranks run again: their CPU comes first */
+		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+	}
+	level = redun_level_find(m->level);
+	ret = ret ? ret : level ? 0 : -EINVAL;
+	ret = ret ? ret : own_image(local, m->ckpt, m->rank, id, &bytes);
+	if (!ret && m->rank == 0)
+		ret = open_global(&global);
 	ret = link.ops->allgather(link.h, &bytes, sizeof(bytes), l.bytes) ?: ret;
 	ret = link.ops->allgather(link.h, id, sizeof(id), ids) ?: ret;
 	bad = redun_agree(&link, ret == 0, msg);
@@ -493,10 +590,8 @@ static int upgrade_member(struct member *m)
 		ret = err_set(-EIO, "rank %d: %s", bad, msg);
 		goto out;
 	}
-	for (int r = 0; r < m->size; r++) {
-		names[r] = node[r];
+	for (int r = 0; r < m->size; r++)
 		hex16(ids[r], l.id[r]);
-	}
 	snprintf(l.level, sizeof(l.level), "%s", m->level);
 	l.group = m->group;
 	l.parity = m->parity;
@@ -512,13 +607,19 @@ static int upgrade_member(struct member *m)
 			.ckpt = m->ckpt, .local = local, .global = NULL, .nranks = m->size,
 			.node = names, .size = l.bytes, .group_size = m->group,
 			.rs_parity = m->parity, .producer = "stasis-node",
+			.stream = level == redun_level_find("partner") ? stream : NULL,
 		};
 		struct redun_request req = { .level = level, .stage = level_stage };
 
 		ret = redun_upgrade(&set, &link, &req);
 	}
+	log_info("node agent on %s: rank %d: %s at level %s %s after %llu ms (streamed while "
+		 "written: %llu ms, then %llu ms after the seal)", E.host, m->rank, m->ckpt,
+		 m->level, ret ? "failed" : "reached", (unsigned long long)(mono_ms() - t0),
+		 (unsigned long long)(t_stream - t0), (unsigned long long)(mono_ms() - t_seal));
 out:
-	if (m->rank == 0) {
+	redun_stream_free(&stream);
+	if (m->rank == 0 && !quiet) {
 		/* the engine's "checkpoint C stays established at level L: why":
 		 * the coordinator records the level, why is the rest */
 		const char *why = err_msg(), *p = strstr(why, "stays established at level ");
@@ -527,7 +628,7 @@ out:
 			why = p + 2;
 		E.to_coord("LEVEL %s %s %s", m->ckpt, ret ? "local" : m->level, ret ? why : "ok");
 	}
-	if (ret)
+	if (ret && !quiet)
 		log_warn("node agent on %s: rank %d: checkpoint %s: %s", E.host, m->rank, m->ckpt,
 			 err_msg());
 	redun_comm_close(&link);
@@ -870,17 +971,20 @@ static void *member_main(void *arg)
 	struct sched_param sp = { 0 };
 
 	if (m->fd < 0) {
-		/* an upgrade: the ranks' CPU comes first */
-		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
+		/* an upgrade: the ranks' CPU comes first (a stream's member runs
+		 * while they are stopped, and yields once they run again) */
+		if (!m->ss)
+			pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 		upgrade_member(m);
 	} else {
 		recover_member(m);
 		close(m->fd);
 	}
-	free(m);
 	pthread_mutex_lock(&lock);
+	stream_put(m->ss);
 	busy--;
 	pthread_mutex_unlock(&lock);
+	free(m);
 	return NULL;
 }
 
@@ -960,15 +1064,22 @@ static void drop_stale(const char *current)
 		closedir(d);
 }
 
+static int members_start(const char *ckpt, const char *level, unsigned group, unsigned parity,
+			 struct stream *ss, const int *ranks, unsigned n, int size);
+
 int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 {
 	char ckpt[64], level[16];
 	unsigned group = 0, parity = 0;
+	struct stream *ss;
 	int ret;
 
 	if (sscanf(args, "%63s %15s %u %u", ckpt, level, &group, &parity) != 4 ||
 	    !redun_level_find(level))
 		return err_set(-EINVAL, "bad UPGRADE '%.80s'", args);
+	pthread_mutex_lock(&lock);
+	ss = streaming && !strcmp(streaming->ckpt, ckpt) && !streaming->verdict ? streaming : NULL;
+	pthread_mutex_unlock(&lock);
 	/* a node whose seal fails still runs its members: they fail at the
 	 * annex and say so, and the others do not wait for them */
 	ret = seal_local(ckpt, n);
@@ -976,17 +1087,73 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 		log_warn("node agent on %s: %s: %s", E.host, ckpt, err_msg());
 	drop_stale(ckpt);
 	node_level_fini();      /* the ranks run again: they read their images */
+	if (ss) {
+		/* the members of its STREAM go on, at the level asked now */
+		pthread_mutex_lock(&lock);
+		snprintf(ss->level, sizeof(ss->level), "%s", level);
+		ss->group = group;
+		ss->parity = parity;
+		ss->verdict = 1;
+		pthread_cond_broadcast(&cond);
+		pthread_mutex_unlock(&lock);
+		return 0;
+	}
+	return members_start(ckpt, level, group, parity, NULL, ranks, n, size);
+}
+
+int node_level_stream(const char *args, const int *ranks, unsigned n, int size)
+{
+	char ckpt[64], level[16];
+	unsigned group = 0, parity = 0;
+	struct stream *ss;
+
+	if (sscanf(args, "%63s %15s %u %u", ckpt, level, &group, &parity) != 4)
+		return err_set(-EINVAL, "bad STREAM '%.80s'", args);
+	if (strcmp(level, "partner") || !n)
+		return 0;       /* only partner copies stream */
+	ss = calloc(1, sizeof(*ss));
+	if (!ss)
+		return err_set(-ENOMEM, "out of memory");
+	snprintf(ss->ckpt, sizeof(ss->ckpt), "%s", ckpt);
+	snprintf(ss->level, sizeof(ss->level), "%s", level);
+	ss->group = group;
+	ss->parity = parity;
+	ss->refs = 1;           /* streaming's */
+	pthread_mutex_lock(&lock);
+	if (streaming && !streaming->verdict) {
+		streaming->verdict = -1;        /* a new checkpoint: that one is over */
+		pthread_cond_broadcast(&cond);
+	}
+	stream_put(streaming);
+	streaming = ss;
+	pthread_mutex_unlock(&lock);
+	return members_start(ckpt, level, group, parity, ss, ranks, n, size);
+}
+
+static int members_start(const char *ckpt, const char *level, unsigned group, unsigned parity,
+			 struct stream *ss, const int *ranks, unsigned n, int size)
+{
+	int ret;
+
 	for (unsigned i = 0; i < n; i++) {
 		struct member *m = calloc(1, sizeof(*m));
 
 		if (!m)
 			return err_set(-ENOMEM, "out of memory");
 		*m = (struct member){ .rank = ranks[i], .size = size, .group = group,
-				      .parity = parity, .fd = -1 };
+				      .parity = parity, .fd = -1, .ss = ss };
+		if (ss) {
+			pthread_mutex_lock(&lock);
+			ss->refs++;
+			pthread_mutex_unlock(&lock);
+		}
 		snprintf(m->ckpt, sizeof(m->ckpt), "%s", ckpt);
 		snprintf(m->level, sizeof(m->level), "%s", level);
 		ret = member_start(m);
 		if (ret) {
+			pthread_mutex_lock(&lock);
+			stream_put(ss);
+			pthread_mutex_unlock(&lock);
 			free(m);
 			return ret;
 		}

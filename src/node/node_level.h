@@ -44,6 +44,17 @@ void node_level_init(const struct node_level_env *env);
  * 0's says LEVEL <ckpt> <reached> ok|<why> to the coordinator. */
 int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size);
 
+/* STREAM <ckpt> <level> <group size> <rs parity> from the coordinator
+ * (with WRITE, while the ranks write their images): at level partner, one
+ * member thread per rank of ranks[n] (the node's ranks in the checkpoint)
+ * sends its rank's image to its partner as it is written
+ * (redun_stream_begin), then waits for the checkpoint's verdict: its
+ * UPGRADE (node_level_upgrade hands it the level asked then, and the
+ * members end the copies and commit them) or node_level_abort (the
+ * checkpoint failed: what they received goes). Other levels: nothing. */
+int node_level_stream(const char *args, const int *ranks, unsigned n, int size);
+void node_level_abort(void);
+
 /* GATHERED <tag> <rank> <hex> from the coordinator (its arguments). */
 void node_level_gathered(const char *args);
 

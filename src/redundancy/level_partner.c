@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define XFER_FAILED UINT64_MAX
 
@@ -35,20 +36,36 @@ static int partner_permutation(const int *partner, int n, int me)
 	return from;
 }
 
+/* What a stream (redun_stream_begin) left for the last pieces */
+struct redun_stream {
+	struct store_ckpt *early;       /* the checkpoint's early annex */
+	struct store_file *f;           /* the copy received, uncommitted; or NULL */
+	struct store_io *in;            /* this member's file; or NULL */
+	uint64_t sent, received;        /* bytes of each moved already */
+	int ret;                        /* this member's file could not be sent */
+	int put;                        /* the copy received could not be filed */
+};
+
 /* When every member holds exactly one copy (as with equal ranks per node),
  * all copies move at once: each member sends its file to its partner while
- * receiving the one it keeps. */
+ * receiving the one it keeps. With st, the stream moved all but the last
+ * pieces already: the rest goes the same way. */
 static int partner_pairwise(const struct redun_set *set, const struct redun_comm *c,
-			    struct store_ckpt *lc, int to, int from, char *buf, char *back)
+			    struct store_ckpt *lc, int to, int from, char *buf, char *back,
+			    struct redun_stream *st)
 {
 	char file[32];
-	uint64_t mine = XFER_FAILED, theirs = 0;
-	struct store_file *f = NULL;
-	struct store_io *in = NULL;
-	int ret = 0, put = 0, me = redun_rank(c);
+	uint64_t mine = XFER_FAILED, theirs = 0, so = st ? st->sent : 0, ro = st ? st->received : 0;
+	struct store_file *f = st ? st->f : NULL;
+	struct store_io *in = st ? st->in : NULL;
+	int ret = 0, put = st ? st->put : 0, me = redun_rank(c);
 
 	redun_name(file, REDUN_FILE, me);
-	if (store_io_open(set->local, set->ckpt, file, &in) == 0)
+	if (st && in && !st->ret)
+		mine = store_io_size(in);       /* committed: final */
+	else if (st)
+		ret = st->ret ? st->ret : err_set(-EIO, "%s: never sent to rank %d", file, to);
+	else if (store_io_open(set->local, set->ckpt, file, &in) == 0)
 		mine = store_io_size(in);
 	else
 		ret = err_set(-EIO, "%s: cannot read it to send to rank %d", err_msg(), to);
@@ -57,11 +74,15 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 		goto out;
 	}
 	redun_name(file, REDUN_PARTNER_FILE, from);
-	put = store_file_create(lc, file, &f);
+	if (!st)
+		put = store_file_create(lc, file, &f);
+	else if (!put && !f)
+		put = err_set(-EIO, "%s: the stream from rank %d never began", file, from);
 	if (theirs == XFER_FAILED)
 		put = put ? put : err_set(-EIO, "rank %d could not send its image", from);
-	for (uint64_t so = 0, ro = 0; (mine != XFER_FAILED && so < mine) ||
-				      (theirs != XFER_FAILED && ro < theirs);) {
+	if (theirs != XFER_FAILED && ro > theirs)
+		put = put ? put : err_set(-EIO, "rank %d sent more than its image", from);
+	while ((mine != XFER_FAILED && so < mine) || (theirs != XFER_FAILED && ro < theirs)) {
 		size_t sn = mine == XFER_FAILED || so >= mine ? 0 :
 			    mine - so < XFER_PIECE ? (size_t)(mine - so) : XFER_PIECE;
 		size_t rn = theirs == XFER_FAILED || ro >= theirs ? 0 :
@@ -84,8 +105,10 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 	}
 	put = put ? put : store_file_commit(f);
 out:
-	store_io_close(&in);
-	store_file_free(&f);    /* an uncommitted copy's *.tmp goes with it */
+	if (!st) {
+		store_io_close(&in);
+		store_file_free(&f);    /* an uncommitted copy's *.tmp goes with it */
+	}
 	return ret ? ret : put;
 }
 
@@ -144,7 +167,7 @@ static int partner_apply(const struct redun_set *set, const struct redun_comm *c
 	*degraded = partner[me] < 0;
 	from = partner_permutation(partner, set->nranks, me);
 	if (from >= 0)  /* the same decision on every member: the layout is */
-		ret = partner_pairwise(set, c, lc, partner[me], from, buf, back);
+		ret = partner_pairwise(set, c, lc, partner[me], from, buf, back, set->stream);
 	else
 		ret = partner_ordered(set, c, lc, partner, buf);
 out:
@@ -152,6 +175,157 @@ out:
 	redun_xfer_put(buf);
 	redun_xfer_put(back);
 	return ret;
+}
+
+/* ---- streaming: the copies sent while the files are written ---- */
+
+#define STREAM_IDLE_NS 2000000          /* a member with nothing new waits this long */
+#define STREAM_DIR_WAIT 30000           /* times it waits for the checkpoint's directory */
+
+enum { STREAM_DATA, STREAM_IDLE, STREAM_DONE, STREAM_FAIL };
+
+struct stream_hdr {
+	uint32_t state;
+	uint32_t pad;
+	uint64_t len;                   /* STREAM_DATA: bytes that follow */
+};
+
+static void stream_nap(void)
+{
+	struct timespec ts = { 0, STREAM_IDLE_NS };
+
+	nanosleep(&ts, NULL);
+}
+
+/* What this member sends next: a full piece of its file while more than
+ * one is written (the last piece stays for the level's own exchange, so
+ * its fault points and commit come after the checkpoint's seal), DONE once
+ * the file is committed and only that is left */
+static struct stream_hdr stream_next(const struct redun_set *set, struct redun_stream *st,
+				     int me, int (*abort)(void *), void *arg)
+{
+	struct stream_hdr h = { STREAM_IDLE, 0, 0 };
+	char file[32];
+	int ret;
+
+	if (st->ret || abort(arg))
+		return (struct stream_hdr){ STREAM_FAIL, 0, 0 };
+	redun_name(file, REDUN_FILE, me);
+	if (!st->in && (ret = store_io_open_writing(set->local, set->ckpt, file, &st->in)) &&
+	    ret != -ENOENT)
+		st->ret = ret;
+	if (st->in) {
+		int done = store_io_committed(st->in);   /* before the size: then final */
+		uint64_t size = store_io_size(st->in);
+
+		if (size > st->sent + XFER_PIECE)
+			h = (struct stream_hdr){ STREAM_DATA, 0, XFER_PIECE };
+		else if (done)
+			h.state = STREAM_DONE;
+	}
+	return st->ret ? (struct stream_hdr){ STREAM_FAIL, 0, 0 } : h;
+}
+
+/* The copy received goes into the early annex: the checkpoint's directory
+ * is there once this node's rank began its image */
+static int stream_sink(const struct redun_set *set, struct redun_stream *st, int from,
+		       int (*abort)(void *), void *arg)
+{
+	char file[32];
+	int ret = 0;
+
+	redun_name(file, REDUN_PARTNER_FILE, from);
+	for (int i = 0; !st->early; i++) {
+		ret = store_ckpt_annex_early(set->local, set->ckpt, &st->early);
+		if (ret != -ENOENT || i == STREAM_DIR_WAIT || abort(arg))
+			break;
+		stream_nap();
+	}
+	return ret ? ret : store_file_create(st->early, file, &st->f);
+}
+
+int redun_stream_begin(const struct redun_set *set, const struct redun_comm *c,
+		       int (*abort)(void *arg), void *arg, struct redun_stream **out)
+{
+	int *partner = calloc((size_t)set->nranks, sizeof(int));
+	char *buf = redun_xfer_get(), *back = redun_xfer_get(), msg[REDUN_MSG_LEN];
+	int alone = 0, me = redun_rank(c), from, to, mine_done = 0, theirs_done = 0;
+	struct redun_stream *st = calloc(1, sizeof(*st));
+	int ret = partner && buf && back && st ? 0 : err_set(-ENOMEM, "out of memory");
+
+	*out = NULL;
+	if (!ret && !set->local)
+		ret = err_set(-EINVAL, "partner stream: no node-local store");
+	ret = ret ? ret : redun_layout_partners(set->nranks, set->node, partner, &alone);
+	if (redun_agree(c, ret == 0, msg) < set->nranks) {
+		ret = ret ? ret : err_set(-EIO, "partner: %s", msg);
+		goto out;
+	}
+	from = partner_permutation(partner, set->nranks, me);
+	if (from < 0)
+		goto out;       /* on every member: the layout is the same */
+	to = partner[me];
+	/* lockstep: each round every member sends its partner a header (and
+	 * the piece it announces) and gets one from the member it keeps */
+	while (!mine_done || !theirs_done) {
+		struct stream_hdr h = { STREAM_IDLE, 0, 0 }, t = { STREAM_IDLE, 0, 0 };
+		size_t sn, rn;
+
+		if (!mine_done) {
+			h = stream_next(set, st, me, abort, arg);
+			if (h.state == STREAM_IDLE)
+				stream_nap();
+		}
+		if (c->ops->sendrecv(c->h, &h, mine_done ? 0 : sizeof(h), to, &t,
+				     theirs_done ? 0 : sizeof(t), from)) {
+			ret = -EIO;
+			goto out;
+		}
+		sn = !mine_done && h.state == STREAM_DATA ? (size_t)h.len : 0;
+		rn = !theirs_done && t.state == STREAM_DATA ? (size_t)t.len : 0;
+		if (rn > XFER_PIECE) {
+			ret = err_set(-EPROTO, "partner stream: rank %d announced %zu bytes", from, rn);
+			goto out;
+		}
+		if (rn && !st->put && !st->f)
+			st->put = stream_sink(set, st, from, abort, arg);
+		if ((sn ? redun_sendrecv_io(c, st->in, st->sent, sn, to, back, rn, from, buf, &st->ret) :
+		     rn ? c->ops->sendrecv(c->h, NULL, 0, to, back, rn, from) : 0)) {
+			ret = -EIO;
+			goto out;
+		}
+		if (rn && !st->put)
+			st->put = store_file_write(st->f, back, rn);
+		st->sent += sn;
+		st->received += rn;
+		mine_done |= h.state == STREAM_DONE || h.state == STREAM_FAIL;
+		if (!theirs_done && (t.state == STREAM_DONE || t.state == STREAM_FAIL)) {
+			theirs_done = 1;
+			if (t.state == STREAM_FAIL && !st->put)
+				st->put = err_set(-EIO, "rank %d could not send its image", from);
+			else if (!st->put && !st->f)
+				st->put = stream_sink(set, st, from, abort, arg);
+		}
+	}
+	*out = st;
+	st = NULL;
+out:
+	redun_stream_free(&st);
+	free(partner);
+	redun_xfer_put(buf);
+	redun_xfer_put(back);
+	return ret;
+}
+
+void redun_stream_free(struct redun_stream **s)
+{
+	if (!s || !*s)
+		return;
+	store_io_close(&(*s)->in);
+	store_file_free(&(*s)->f);      /* an uncommitted copy's *.tmp goes with it */
+	store_ckpt_free(&(*s)->early);
+	free(*s);
+	*s = NULL;
 }
 
 /* Member s's partner copy in this node's cache, or its own file when s ran

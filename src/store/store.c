@@ -56,6 +56,7 @@ struct store_ckpt {
 	char name[64];
 	char dir[PATH_MAX];
 	int annex;                      /* files commit under ANNEX records */
+	int early;                      /* an annex opened before the seal (files commit after it) */
 	uint64_t begun_at;              /* its BEGIN record's offset (0: unknown) */
 };
 
@@ -618,6 +619,17 @@ int store_ckpt_annex(struct store *s, const char *name, struct store_ckpt **out)
 	return ckpt_open(s, name, STORE_COMPLETE, out);
 }
 
+int store_ckpt_annex_early(struct store *s, const char *name, struct store_ckpt **out)
+{
+	int ret = store_ckpt_join_begun(s, name, out);
+
+	if (ret == 0) {
+		(*out)->annex = 1;
+		(*out)->early = 1;
+	}
+	return ret;
+}
+
 int store_ckpt_level(struct store *s, const char *name, const char *level, const char *reason)
 {
 	struct index_record r;
@@ -1052,6 +1064,22 @@ int store_file_commit(struct store_file *f)
 	if (f->fd < 0 || f->renamed)
 		return err_set(-EINVAL, "%s/%s: not committed: an earlier commit failed", f->c->name, f->name);
 	err_clear();
+	if (f->c->early) {
+		/* an annex file written before the seal: only a COMPLETE
+		 * checkpoint takes it */
+		struct index_view v;
+		struct index_ckpt *ck;
+
+		ret = load_ckpt(f->c->s, f->c->name, &v, &ck);
+		if (ret)
+			return ret;
+		ret = ck->info.state == STORE_COMPLETE ? 0 :
+		      err_set(-EINVAL, "%s: %s, not COMPLETE; nothing can be added to its annex",
+			      f->c->name, store_state_name(ck->info.state));
+		index_view_free(&v);
+		if (ret)
+			return ret;
+	}
 	ret = commit_steps(f);
 	if (ret) {
 		f->error = ret;
@@ -1692,6 +1720,7 @@ struct store_io {
 	const struct store_tier_ops *ops;
 	int fd;
 	char path[PATH_MAX];
+	char tmp[PATH_MAX + 8];         /* store_io_open_writing: its *.tmp */
 };
 
 static int io_path(const struct store *s, const char *ckpt, const char *name, char *buf, size_t len)
@@ -1735,6 +1764,34 @@ int store_io_open(struct store *s, const char *ckpt, const char *name, struct st
 		store_io_close(out);
 	}
 	return ret;
+}
+
+int store_io_open_writing(struct store *s, const char *ckpt, const char *name,
+			  struct store_io **out)
+{
+	int ret = io_new(s, ckpt, name, out);
+
+	if (ret)
+		return ret;
+	snprintf((*out)->tmp, sizeof((*out)->tmp), "%s" TMP_SUFFIX, (*out)->path);
+	/* the *.tmp first: renamed between the two opens, the file is found
+	 * under its final name */
+	ret = s->ops->open_read((*out)->tmp, &(*out)->fd);
+	if (ret == -ENOENT)
+		ret = s->ops->open_read((*out)->path, &(*out)->fd);
+	if (ret) {
+		ret = err_set(ret, "%s: %s", (*out)->path, strerror(-ret));
+		store_io_close(out);
+	}
+	return ret;
+}
+
+int store_io_committed(const struct store_io *io)
+{
+	struct store_stat st;
+
+	return !io->tmp[0] || (io->ops->stat(io->tmp, &st) == -ENOENT &&
+			       io->ops->stat(io->path, &st) == 0);
 }
 
 int store_scratch_create(struct store *s, const char *name, struct store_io **out)

@@ -73,6 +73,12 @@ void store_ckpt_free(struct store_ckpt **c);
  * leaves the checkpoint exactly as it was sealed. -EINVAL if the checkpoint
  * is not COMPLETE. */
 int store_ckpt_annex(struct store *s, const char *name, struct store_ckpt **out);
+/* The same for a checkpoint still being written (begun, its directory
+ * there, not sealed yet): its annex files can be created and written at
+ * once (a partner copy sent while the images are written), but
+ * store_file_commit takes them only once the checkpoint is COMPLETE
+ * (-EINVAL before); store_file_free removes an uncommitted one. */
+int store_ckpt_annex_early(struct store *s, const char *name, struct store_ckpt **out);
 /* Record how far a COMPLETE checkpoint's redundancy got: `level` reached, or
  * (reason != NULL) the level it stays at and why the rest failed. */
 int store_ckpt_level(struct store *s, const char *name, const char *level, const char *reason);
@@ -174,6 +180,15 @@ int store_spares_drop(struct store *s);
 struct store_io;
 int store_io_open(struct store *s, const char *ckpt, const char *name, struct store_io **out);
 int store_scratch_create(struct store *s, const char *name, struct store_io **out);
+/* A file of checkpoint ckpt that another process is writing: its *.tmp,
+ * or the file itself once committed (-ENOENT while neither exists), read
+ * only; store_io_size grows as it is written. store_io_committed: 1 once
+ * it has its final name (its size is then final; 1 for handles of
+ * store_io_open too), 0 while it is still a *.tmp (or was removed: its
+ * writer failed). */
+int store_io_open_writing(struct store *s, const char *ckpt, const char *name,
+			  struct store_io **out);
+int store_io_committed(const struct store_io *io);
 /* 1 if the file exists (a regular file), 0 if not. */
 int store_io_exists(struct store *s, const char *ckpt, const char *name);
 /* Size now (the file may grow while written); its path, for messages; its
