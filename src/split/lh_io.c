@@ -173,9 +173,11 @@ static void ompio_unstick(const char *path)
 int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint32_t *fh)
 {
 	MPI_Comm real = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), own;
+	MPI_Info in = (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info);
 	uint32_t mine = 2;
 	MPI_File f;
 	struct lh_slot *s;
+	unsigned depth;
 	int ret = lh_coll_blocking(comm), size = 1, me = 0;
 
 	if (ret)
@@ -188,13 +190,19 @@ int lh_File_open(uint32_t comm, const char *name, int amode, uint32_t info, uint
 	MPI_Comm_rank(real, &me);
 	if (me == 0)
 		ompio_unstick(name);
+	/* the real calls wait for the other members, one of which may be
+	 * another thread of this rank: without the lock (lh_lock_out) */
 	if (size > 1) {
+		depth = lh_lock_out();
 		ret = MPI_Comm_dup(real, &own);
+		lh_lock_back(depth);
 		if (ret != MPI_SUCCESS)
 			return lh_err(ret);
 		mine = lh_new(STS_COMM, LH_HVAL(own));
 	}
-	ret = MPI_File_open(real, name, amode, (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info), &f);
+	depth = lh_lock_out();
+	ret = MPI_File_open(real, name, amode, in, &f);
+	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS) {
 		comm_gone(mine);
 		return lh_err(ret);
@@ -344,11 +352,14 @@ int lh_File_close(uint32_t *fh)
 	MPI_File f = real_file(*fh);
 	const struct rec_file *r = rec_of(*fh);
 	uint32_t mine = r ? r->comm : 2;
+	unsigned depth;
 	int ret = lh_io_blocking(*fh);
 
 	if (ret)
 		return ret;
+	depth = lh_lock_out();
 	ret = MPI_File_close(&f);
+	lh_lock_back(depth);
 	if (ret == MPI_SUCCESS) {
 		*fh = lh_update(STS_FILE, *fh, LH_HVAL(f));
 		comm_gone(mine);
@@ -361,13 +372,18 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 {
 	MPI_Datatype e = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, etype);
 	MPI_Datatype t = (MPI_Datatype)(LH_HCAST)lh_real(STS_DATATYPE, ftype);
+	MPI_Info in = (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info);
 	struct rec_file *r = rec_of(fh);
+	MPI_File f;
+	unsigned depth;
 	int ret = lh_io_blocking(fh);
 
 	if (ret)
 		return ret;
-	ret = MPI_File_set_view(real_file(fh), disp, e, t, datarep,
-				(MPI_Info)(LH_HCAST)lh_real(STS_INFO, info));
+	f = real_file(fh);
+	depth = lh_lock_out();
+	ret = MPI_File_set_view(f, disp, e, t, datarep, in);
+	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS || !r)
 		return lh_err(ret);
 	forget_view(r);
@@ -382,11 +398,16 @@ int lh_File_set_view(uint32_t fh, sts_offset disp, uint32_t etype, uint32_t ftyp
 int lh_File_set_atomicity(uint32_t fh, int flag)
 {
 	struct rec_file *r = rec_of(fh);
+	MPI_File f;
+	unsigned depth;
 	int ret = lh_io_blocking(fh);
 
 	if (ret)
 		return ret;
-	ret = MPI_File_set_atomicity(real_file(fh), flag);
+	f = real_file(fh);
+	depth = lh_lock_out();
+	ret = MPI_File_set_atomicity(f, flag);
+	lh_lock_back(depth);
 	if (ret == MPI_SUCCESS && r)
 		r->atomic = flag;
 	return lh_err(ret);

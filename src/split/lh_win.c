@@ -196,8 +196,8 @@ static int seg_map(struct rec_win *r, MPI_Comm dup, const struct sts_shared_mem 
 static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_t comm,
 		int dynamic, const struct sts_shared_mem *shm, uint32_t *win)
 {
-	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), dup = MPI_COMM_NULL;
-	MPI_Info in = (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info);
+	MPI_Comm c, dup = MPI_COMM_NULL;
+	MPI_Info in;
 	struct rec_win *r;
 	MPI_Win w;
 	unsigned depth;
@@ -205,6 +205,8 @@ static int make(void *base, sts_aint size, int disp_unit, uint32_t info, uint32_
 
 	if (ret)
 		return ret;
+	c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
+	in = (MPI_Info)(LH_HCAST)lh_real(STS_INFO, info);
 	r = lg_calloc(sizeof(*r));
 	if (!r)
 		return lh_err(MPI_ERR_NO_MEM);
