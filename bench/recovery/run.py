@@ -29,6 +29,14 @@ copy of n2's rank.
   migrate_copy_s, migrated_s  the two times of the ratio
   migrate_transfer_s  the images' transfer alone, agent to receiver (the
                coordinator's "node to node in" figure)
+  migrate_checkpoint_s  the request until the migration's checkpoint is
+               established (its "event: checkpoint established"): every
+               rank's image written on its node
+  migrate_stopped_s  from there until the relaunch is made ("migration:
+               relaunched"): the receiver started, the transfer, the
+               source's directory removed, every rank stopped
+  migrate_relaunch_s  from there until every rank computes again: the
+               launcher, MPI_Init, the images read, the restore
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
@@ -111,10 +119,13 @@ def migration(stasis, prog, work, mib, heartbeat):
         transfer = float(re.search(r"node to node in (\d+\.\d+) s", said).group(1))
         moved = job.wait_for(r"^RESUMED rank 1$") - t0
         every = job.wait_for(r"^RESUMED rank", count=4) - t0
+        # where it went: the coordinator's lines as they came (STASIS_LOG=info)
+        ckpt = job.wait_for(r"event: checkpoint established", count=2, stream="err") - t0
+        relaunched = job.wait_for(r"info: migration: relaunched", stream="err") - t0
         (work / "stop").touch()
         job.wait_for(rf"^PASS ranks=4 mib={mib}")
         (work / "stop").unlink()
-        return copy, moved, every, transfer
+        return copy, moved, every, transfer, ckpt, relaunched
     finally:
         job.kill(str(prog))
 
@@ -151,8 +162,12 @@ def main():
         first = 64 if 64 in sizes else sizes[0]
         out["detect_ms"] = out[f"detect_ms_{first}"]
         out["recovery_s"] = out[f"recovery_s_{first}"]
-        copy, moved, every, transfer = migration(stasis, prog, work, first, a.heartbeat)
+        copy, moved, every, transfer, ckpt, relaunched = migration(stasis, prog, work, first,
+                                                                  a.heartbeat)
+        out["migrate_checkpoint_s"] = round(ckpt, 3)
         out["migrate_transfer_s"] = transfer
+        out["migrate_stopped_s"] = round(relaunched - ckpt, 3)
+        out["migrate_relaunch_s"] = round(every - relaunched, 3)
         out["migrate_copy_s"] = round(copy, 3)
         out["migrated_s"] = round(moved, 3)
         out["migrate_vs_copy"] = round(moved / copy, 1)
