@@ -69,6 +69,10 @@ def test_down_leaves_nothing(cluster):
     assert str(BASE) not in mounts and "sts-local-" not in mounts, mounts
     assert not any(pathlib.Path(p).exists() for p in ("/sys/fs/cgroup/stasis-cluster",
                                                       "/sys/fs/cgroup/unified/stasis-cluster"))
+    # Open MPI's session directories of the nodes (the modules before this
+    # one killed jobs on them)
+    left = [p for n in ["head"] + cluster.nodes for p in pathlib.Path("/tmp").glob(f"ompi.{n}.*")]
+    assert not left, left
     sh("down")   # a second down is harmless
     # up without N: 4 nodes, whatever the last cluster had (a module with
     # CLUSTER_NODES = 7 ran before); the module's fixture still owns it
