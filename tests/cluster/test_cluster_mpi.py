@@ -61,17 +61,6 @@ def test_mpich_across_nodes_then_open_mpi_elsewhere(cluster, progs, tmp_path):
         job.kill()
 
 
-def test_ranks_are_on_the_nodes_named(cluster, progs, tmp_path):
-    job = ClusterJob(cluster, tmp_path)
-    try:
-        job.start(launcher("openmpi", "n2:1,n3:1", 2), progs[("hello", "openmpi")], 200, SLEEP_MS)
-        job.lines_until(r"rank 0 iteration 2")
-        st = job.stasis("status", "--dir", job.ck).stdout
-        assert "ranks=2/2" in st and "@n2" in st and "@n3" in st, st
-    finally:
-        job.kill()
-
-
 @pytest.mark.parametrize("lower,mpi,n", [("openmpi", "pmix", 4), ("mpich", "pmi2", 2)])
 def test_srun_job_restarted_in_another_allocation(cluster, progs, lower, mpi, n, tmp_path):
     """stasis run -- srun inside an allocation; the allocation ends (the
@@ -197,7 +186,8 @@ def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, 
     agent and gets 2 back (PARKED, DONE), whatever the ranks per node (its
     STASIS_LOG=info line: 12 and 8, not 24 and 16); n2's agent killed
     alone, STATUS shows n2's ranks lost and the next checkpoint fails in
-    one line naming n2; the ranks run on to PASS."""
+    one line naming n2; the ranks run on to PASS. STATUS names each rank's
+    node (the nodes of the launcher's --host)."""
     import os
     import re
     import signal
@@ -210,6 +200,7 @@ def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, 
         job.lines_until(r"rank 0 iteration 3")
         assert job.checkpoint() == "ckpt-000001"
         status = job.stasis("status", "--dir", job.ck).stdout
+        assert "ranks=8/8" in status and all(f"@{n}" in status for n in cluster.nodes), status
         agents = dict(w.split(":") for w in re.search(r" nodes=(\S+)", status).group(1).split(","))
         assert sorted(agents) == cluster.nodes, status
         os.kill(int(agents["n2"]), signal.SIGKILL)   # no PID namespace: the host reaches it
