@@ -1303,11 +1303,17 @@ static int job_status(struct coord *c, char *out, size_t len)
 struct tree_sink {
 	struct coord *c;
 	struct store_ckpt *ck;
-	struct store_file *f;
 	unsigned files;
 };
 
-static int sink_open(void *arg, pid_t pid, int root, struct img_writer **w)
+/* One file per process: open and close are called one at a time, from the
+ * threads that read the processes' dumps at once (proc/tree.c). With
+ * several at once, those threads are the parallelism: a writer's own
+ * workers would only add a copy of every chunk and thread switches on the
+ * same CPUs (with none, a whole chunk goes from the reader's buffer to the
+ * file), so each writer checksums inline. */
+static int sink_open(void *arg, pid_t pid, int root, unsigned at_once, void **file,
+		     struct img_writer **w)
 {
 	struct tree_sink *k = arg;
 	struct img_writer_opts opts;
@@ -1319,9 +1325,11 @@ static int sink_open(void *arg, pid_t pid, int root, struct img_writer **w)
 	else
 		snprintf(name, sizeof(name), "process.%d.img", (int)pid);
 	img_writer_opts_default(&opts);
-	ret = store_file_create(k->ck, name, &k->f);
+	if (at_once > 1)
+		opts.threads = 0;
+	ret = store_file_create(k->ck, name, (struct store_file **)file);
 	if (!ret)
-		ret = img_writer_create(store_file_write, k->f, &opts, w);
+		ret = img_writer_create(store_file_write, *file, &opts, w);
 	if (!ret)
 		ret = img_writer_meta(*w, "producer", "stasis proc");
 	if (!ret)
@@ -1333,31 +1341,33 @@ static int sink_open(void *arg, pid_t pid, int root, struct img_writer **w)
 	return ret;
 }
 
-static int sink_close(void *arg, struct img_writer *w, int ret)
+static int sink_close(void *arg, void *file, struct img_writer *w, int ret)
 {
 	struct tree_sink *k = arg;
+	struct store_file *f = file;
 
 	if (!ret)
 		ret = img_writer_finish(w, NULL);
 	if (!ret)
-		ret = store_file_commit(k->f);
+		ret = store_file_commit(f);
 	k->files += !ret;
 	img_writer_free(&w);
-	store_file_free(&k->f);
+	store_file_free(&f);
 	return ret;
 }
 
 static int sink_tree(void *arg, const char *text, size_t len)
 {
 	struct tree_sink *k = arg;
-	int ret = store_file_create(k->ck, TREE_NAME, &k->f);
+	struct store_file *f = NULL;
+	int ret = store_file_create(k->ck, TREE_NAME, &f);
 
 	if (!ret)
-		ret = store_file_write(k->f, text, len);
+		ret = store_file_write(f, text, len);
 	if (!ret)
-		ret = store_file_commit(k->f);
+		ret = store_file_commit(f);
 	k->files += !ret;
-	store_file_free(&k->f);
+	store_file_free(&f);
 	return ret;
 }
 
@@ -1370,7 +1380,7 @@ static int sink_done(void *arg, int ret)
 
 static int process_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
-	struct tree_sink k = { c, NULL, NULL, 0 };
+	struct tree_sink k = { c, NULL, 0 };
 	struct proc_tree_sink s = { &k, sink_open, sink_close, sink_tree, sink_done };
 	struct proc_tree_info info;
 	int ret;

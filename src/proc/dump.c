@@ -180,7 +180,23 @@ struct dump_state {
 	int section_open;
 	void *buf;
 	char *refusal;          /* a socket the checkpoint must not take (outside_socket) */
+	int werr;               /* the image writer's first error (kept) */
+	char wmsg[512];         /* and its message */
 };
+
+/* An error of the image writer (a write that failed, a fault point) does not
+ * stop the reading: the agent's stream is read to its end, so the agent is
+ * not left blocked mid-stream and its channel stays in step for the next
+ * checkpoint. The writer's errors are sticky, so the calls after the first
+ * failure write nothing; the error is returned at END. Returns 0. */
+static int keep(struct dump_state *d, int ret)
+{
+	if (ret && !d->werr) {
+		d->werr = ret;
+		snprintf(d->wmsg, sizeof(d->wmsg), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
+	}
+	return 0;
+}
 
 static void state_free(struct dump_state *d)
 {
@@ -230,7 +246,7 @@ static int end_section(struct dump_state *d)
 	if (!d->section_open)
 		return 0;
 	d->section_open = 0;
-	return img_section_end(d->w);
+	return keep(d, img_section_end(d->w));
 }
 
 static int recv_region(struct dump_state *d, int fd, uint64_t len)
@@ -277,9 +293,8 @@ static int recv_region(struct dump_state *d, int fd, uint64_t len)
 		ret = img_section_attr_u64(d->w, "end", r->rec.end);
 	if (!ret && r->path[0])
 		ret = img_section_attr(d->w, "path", r->path);
-	if (!ret)
-		d->section_open = 1;
-	return ret;
+	d->section_open = !ret;
+	return keep(d, ret);
 }
 
 static int recv_pages(struct dump_state *d, int fd, uint64_t len)
@@ -313,10 +328,10 @@ static int recv_pages(struct dump_state *d, int fd, uint64_t len)
 		size_t n = bytes < COPY_SIZE ? (size_t)bytes : COPY_SIZE;
 
 		ret = chan_read(fd, d->buf, n);
-		if (!ret)
-			ret = img_write(d->w, d->buf, n);
 		if (ret)
 			return ret;
+		if (!d->werr)
+			keep(d, img_write(d->w, d->buf, n));
 		bytes -= n;
 	}
 	return 0;
@@ -350,8 +365,7 @@ static int recv_thread(struct dump_state *d, int fd, uint64_t len)
 		ret = img_write(d->w, uc, len - sizeof(t));
 	if (!ret)
 		ret = img_section_end(d->w);
-	if (ret)
-		goto out;
+	ret = keep(d, ret);
 	void *p = realloc(d->threads, (d->nthreads + 1) * sizeof(t));
 
 	if (!p) {
@@ -402,20 +416,21 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	ret = img_section_begin(d->w, "file", name);
 	if (!ret)
 		ret = img_section_attr(d->w, "path", f->path);
-	for (uint64_t left = f->rec.data_len; !ret && left;) {
+	keep(d, ret);
+	for (uint64_t left = f->rec.data_len; left;) {
 		size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
 
 		ret = chan_read(fd, d->buf, n);
-		if (!ret && left == f->rec.data_len && f->rec.kind == PROC_FD_SOCKET &&
+		if (ret)
+			return ret;
+		if (left == f->rec.data_len && f->rec.kind == PROC_FD_SOCKET &&
 		    n >= sizeof(struct proc_socket))
 			outside_socket(d, &f->rec, d->buf);
-		if (!ret)
-			ret = img_write(d->w, d->buf, n);
+		if (!d->werr)
+			keep(d, img_write(d->w, d->buf, n));
 		left -= n;
 	}
-	if (!ret)
-		ret = img_section_end(d->w);
-	return ret;
+	return keep(d, img_section_end(d->w));
 }
 
 /* The "fds" section: every descriptor record with its path. */
@@ -549,6 +564,8 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 				return err_set(-EBADMSG, "the agent's dump has no header or no thread");
 			if (d->refusal)
 				return err_set(-ENOTSUP, "%s", d->refusal);
+			if (d->werr)
+				return err_set(d->werr, "%s", d->wmsg);
 			ret = end_section(d);
 			if (!ret)
 				ret = write_fds(d);

@@ -76,14 +76,19 @@ unsigned proc_tree_poll(const struct proc_tree *t, struct pollfd *p, unsigned ma
 void proc_tree_serve(struct proc_tree *t, const struct pollfd *p, unsigned n);
 
 /* Where a tree checkpoint goes: open an image for process pid (root: the
- * job's first process), close it (ret: 0 to keep it; returns the result),
- * store the tree's description (text; only for more than one process or a
- * zombie), then done (ret so far; returns the checkpoint's result: it
- * decides, e.g. by committing, before any process runs on). */
+ * job's first process; *file: the sink's own handle of it), close it (ret:
+ * 0 to keep it; returns the result), store the tree's description (text;
+ * only for more than one process or a zombie), then done (ret so far;
+ * returns the checkpoint's result: it decides, e.g. by committing, before
+ * any process runs on). The processes of a tree dump at once (at_once of
+ * them, each read on a thread of its own): open and close are called from
+ * several threads, never two at a time, and the writers they give are
+ * written concurrently. */
 struct proc_tree_sink {
 	void *arg;
-	int (*open)(void *arg, pid_t pid, int root, struct img_writer **w);
-	int (*close)(void *arg, struct img_writer *w, int ret);
+	int (*open)(void *arg, pid_t pid, int root, unsigned at_once, void **file,
+		    struct img_writer **w);
+	int (*close)(void *arg, void *file, struct img_writer *w, int ret);
 	int (*tree)(void *arg, const char *text, size_t len);
 	int (*done)(void *arg, int ret);
 };

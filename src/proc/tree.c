@@ -19,6 +19,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -544,6 +545,111 @@ static int park_all(struct proc_tree *t, char *why, size_t len)
 	return ended ? -EAGAIN : 0;
 }
 
+/* Phase two: every process streams its image at once, each read on a
+ * thread of its own into its own image, at most TREE_DUMPS_AT_ONCE at a
+ * time (a writer holds a few chunks of memory); the others stay parked
+ * until a thread takes them. The sink's open and close (store files, the
+ * index) run one at a time under the lock. A dump that fails is read to its
+ * end all the same (proc_dump_recv), so no agent is left mid-stream; once
+ * one failed, the processes not yet begun are not dumped. */
+#define TREE_DUMPS_AT_ONCE 8
+
+struct dump_job {
+	struct proc_tree *t;
+	const struct proc_tree_sink *s;
+	unsigned at_once;            /* threads reading dumps */
+	pthread_mutex_t lock;        /* the sink's open and close; next */
+	size_t next;                 /* the next member to dump */
+	int failed;                  /* a dump failed: begin no other */
+	int *rets;                   /* each member's result */
+	char (*msgs)[512];           /* and its message */
+};
+
+static int dump_one(struct dump_job *j, size_t i)
+{
+	struct member *m = &j->t->m[i];
+	struct img_writer *w = NULL;
+	void *file = NULL;
+	int ret;
+
+	pthread_mutex_lock(&j->lock);
+	ret = j->s->open(j->s->arg, m->pid, i == 0, j->at_once, &file, &w);
+	pthread_mutex_unlock(&j->lock);
+	if (!ret && proc_send(m->fd, PROC_CMD_DUMP, NULL, 0) != 0)
+		ret = err_set(-EPIPE, "process %d ended during the checkpoint", (int)m->pid);
+	else if (!ret) {
+		ret = proc_dump_recv(m->fd, w, &m->info);
+		if (ret == -EPIPE)
+			ret = err_set(ret, "process %d ended during the checkpoint", (int)m->pid);
+	}
+	pthread_mutex_lock(&j->lock);
+	ret = j->s->close(j->s->arg, file, w, ret);
+	pthread_mutex_unlock(&j->lock);
+	return ret;
+}
+
+static void *dump_worker(void *arg)
+{
+	struct dump_job *j = arg;
+
+	for (;;) {
+		size_t i;
+		int ret;
+
+		pthread_mutex_lock(&j->lock);
+		i = j->failed ? j->t->n : j->next++;
+		pthread_mutex_unlock(&j->lock);
+		if (i >= j->t->n)
+			return NULL;
+		err_clear();
+		ret = dump_one(j, i);
+		if (ret) {
+			snprintf(j->msgs[i], sizeof(j->msgs[i]), "%s",
+				 err_msg()[0] ? err_msg() : strerror(-ret));
+			pthread_mutex_lock(&j->lock);
+			j->failed = 1;
+			pthread_mutex_unlock(&j->lock);
+		}
+		j->rets[i] = ret;
+	}
+}
+
+/* 0, or the first failed process's error; *fin: an agent went silent. */
+static int dump_all(struct proc_tree *t, const struct proc_tree_sink *s, int *fin)
+{
+	struct dump_job j = { .t = t, .s = s };
+	size_t nthreads = t->n < TREE_DUMPS_AT_ONCE ? t->n : TREE_DUMPS_AT_ONCE, started = 0;
+	pthread_t tid[TREE_DUMPS_AT_ONCE];
+	int ret = 0;
+
+	j.rets = calloc(t->n, sizeof(*j.rets));
+	j.msgs = calloc(t->n, sizeof(*j.msgs));
+	if (!j.rets || !j.msgs) {
+		free(j.rets);
+		free(j.msgs);
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&j.lock, NULL);
+	j.at_once = (unsigned)nthreads;
+	/* the first process on this thread: a tree of one starts none */
+	for (; started + 1 < nthreads; started++)
+		if (pthread_create(&tid[started], NULL, dump_worker, &j) != 0)
+			break;
+	dump_worker(&j);
+	for (size_t k = 0; k < started; k++)
+		pthread_join(tid[k], NULL);
+	pthread_mutex_destroy(&j.lock);
+	for (size_t i = 0; i < t->n; i++) {
+		if (j.rets[i] == -ETIMEDOUT)
+			*fin = j.rets[i];
+		if (j.rets[i] && !ret)
+			ret = err_set(j.rets[i], "%s", j.msgs[i]);
+	}
+	free(j.rets);
+	free(j.msgs);
+	return ret;
+}
+
 int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, int stop,
 			 struct proc_tree_info *info)
 {
@@ -557,11 +663,12 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 	if (t->n == 1 && t->m[0].version < 3) {
 		/* an agent restored from an older image: one process, dumped at once */
 		struct img_writer *w = NULL;
+		void *file = NULL;
 
-		ret = s->open(s->arg, t->m[0].pid, 1, &w);
+		ret = s->open(s->arg, t->m[0].pid, 1, 1, &file, &w);
 		if (!ret)
 			ret = proc_dump(t->m[0].fd, w, &t->m[0].info);
-		ret = s->close(s->arg, w, ret);
+		ret = s->close(s->arg, file, w, ret);
 		info->processes = 1;
 		goto verdict;
 	}
@@ -586,29 +693,15 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 		ret = err_set(ret, "%s", why);
 	if (!ret)
 		ret = check_closure(t);
-	/* one at a time: a process told DUMP streams until it is read, and
-	 * one whose dump fails must leave none of the others mid-stream */
+	if (!ret)
+		ret = dump_all(t, s, &fin);
 	for (size_t i = 0; !ret && i < t->n; i++) {
-		struct img_writer *w = NULL;
-
-		ret = s->open(s->arg, t->m[i].pid, i == 0, &w);
-		if (!ret && proc_send(t->m[i].fd, PROC_CMD_DUMP, NULL, 0) != 0)
-			ret = err_set(-EPIPE, "process %d ended during the checkpoint", (int)t->m[i].pid);
-		else if (!ret) {
-			ret = proc_dump_recv(t->m[i].fd, w, &t->m[i].info);
-			if (ret == -EPIPE)
-				ret = err_set(ret, "process %d ended during the checkpoint",
-					      (int)t->m[i].pid);
-		}
-		ret = s->close(s->arg, w, ret);
 		info->threads += t->m[i].info.threads;
 		info->regions += t->m[i].info.regions;
 		info->stored_bytes += t->m[i].info.stored_bytes;
 		info->processes++;
 		for (uint32_t k = 0; k < t->m[i].self.nkids; k++)
 			info->zombies += t->m[i].kids[k].zombie;
-		if (ret == -ETIMEDOUT)
-			fin = ret;
 	}
 	if (!ret) {
 		int **group = calloc(t->n, sizeof(*group)), ngroups = 0;
