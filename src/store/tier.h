@@ -81,6 +81,12 @@ struct store_tier_ops {
 	int (*stat)(const char *path, struct store_stat *st);
 	int (*rename)(const char *from, const char *to);
 	int (*unlink)(const char *path);
+	/* Optional (NULL: stat each path): a directory held open (closed with
+	 * close), and one of its entries stat'ed by name through it, as stat
+	 * does, so that a seal's check of 65,536 images costs no path walk
+	 * each. */
+	int (*open_dir)(const char *path, int *fd);
+	int (*stat_at)(int dirfd, const char *name, struct store_stat *st);
 };
 
 /* The tier registered under this name, or NULL. "local" and "global" always

@@ -327,6 +327,22 @@ static int posix_stat(const char *path, struct store_stat *out)
 	return 0;
 }
 
+static int posix_open_dir(const char *path, int *fd)
+{
+	*fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	return *fd < 0 ? -errno : 0;
+}
+
+static int posix_stat_at(int dirfd, const char *name, struct store_stat *out)
+{
+	struct stat st;
+
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+		return -errno;
+	fill_stat(&st, out);
+	return 0;
+}
+
 static int posix_rename(const char *from, const char *to)
 {
 	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
@@ -368,7 +384,9 @@ static int posix_unlink(const char *path)
 	.fstat = posix_fstat, \
 	.stat = posix_stat, \
 	.rename = posix_rename, \
-	.unlink = posix_unlink
+	.unlink = posix_unlink, \
+	.open_dir = posix_open_dir, \
+	.stat_at = posix_stat_at
 
 static const struct store_tier_ops tier_local = {
 	.name = "local",
