@@ -4,8 +4,9 @@ and requests posted and not completed, at almost every moment; objects.c
 makes communicators, groups, Cartesian topologies, derived datatypes and a
 user operation before its loop and uses them in every iteration. Each is
 checkpointed, killed with SIGKILL and restarted three times under
-`stasis run`, under Open MPI and MPICH, on 2 and 4 ranks; the programs check
-every message and every object themselves and count what they checked.
+`stasis run`, under Open MPI and MPICH, on 2 and 4 ranks (objects.c on 2 of
+MPICH); the programs check every message and every object themselves and
+count what they checked.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pathlib
@@ -22,9 +23,13 @@ from split_common import ENV, TIMEOUT, build_programs, launcher  # noqa: E402
 from test_ckpt import MpiJob, cycles  # noqa: E402
 
 P2P_ITERS = 16      # about 0.3 s each with SLEEP_MS = 100 (test_ckpt.ITERS)
-OBJECTS_ITERS = 30  # about 0.1 s each
+OBJECTS_ITERS = 20  # about 0.1 s each (test_local.ITERS)
 SLEEP_MS = 100
 MATRIX = [("openmpi", 2), ("openmpi", 4), ("mpich", 2), ("mpich", 4)]
+# objects.c's objects are rebuilt by the same calls on 2 ranks as on 4:
+# MPICH's 4 busy-polling ranks only for p2p.c's traffic in flight (the
+# drain), as test_local.MATRIX
+OBJECTS_MATRIX = MATRIX[:3]
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +90,7 @@ def test_p2p_three_cycles(progs, lower, n, tmp_path):
     assert_checkpoints(job, n)
 
 
-@pytest.mark.parametrize("lower,n", MATRIX)
+@pytest.mark.parametrize("lower,n", OBJECTS_MATRIX)
 def test_objects_three_cycles(progs, lower, n, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, n), progs[("objects", lower)], OBJECTS_ITERS, SLEEP_MS)
