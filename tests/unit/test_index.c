@@ -236,6 +236,83 @@ static void test_decode_rejects(void)
 	CHECK_EQ(index_decode(bad, strlen(bad), &r, NULL), 0);
 }
 
+/* FILE and ANNEX lines as index_encode writes them skip jansson
+ * (decode_file_fast): every other spelling of the same record must decode
+ * to the same fields, and what jansson refuses stays refused. */
+static void test_file_fast_path(void)
+{
+	static const char *const same[] = {
+		/* the encoder's own spelling: the fast path */
+		"{\"op\":\"FILE\",\"ckpt\":\"ckpt-000007\",\"time\":-3,\"name\":\"rank-00042.img\","
+		"\"size\":123456789012345,\"crc\":\"0a1b2c3d\",\"image\":true}",
+		/* jansson's: blanks, another key order, an escaped character */
+		"{\"op\": \"FILE\",\"ckpt\":\"ckpt-000007\",\"time\":-3,\"name\":\"rank-00042.img\","
+		"\"size\":123456789012345,\"crc\":\"0a1b2c3d\",\"image\":true}",
+		"{\"ckpt\":\"ckpt-000007\",\"op\":\"FILE\",\"time\":-3,\"name\":\"rank-00042.img\","
+		"\"size\":123456789012345,\"crc\":\"0a1b2c3d\",\"image\":true}",
+		"{\"op\":\"FILE\",\"ckpt\":\"ckpt-000007\",\"time\":-3,\"name\":\"rank-00042\\u002eimg\","
+		"\"size\":123456789012345,\"crc\":\"0a1b2c3d\",\"image\":true} ",
+	};
+	struct index_record want = file_rec("ckpt-000007", "rank-00042.img", 123456789012345ULL,
+					    0x0a1b2c3d), got;
+	struct index_record in[] = {
+		file_rec("c", "a", 0, 0),
+		file_rec("ckpt-000001", "r\xc3\xa9sum\xc3\xa9.img", 1, 2),   /* UTF-8: jansson */
+		file_rec("ckpt-000001", "tab\there", 1, 2),                 /* escaped: jansson */
+		file_rec("ckpt-000001", "a/b c~", UINT64_C(999999999999999999), 0xffffffff),
+		file_rec("ckpt-000001", "big", (uint64_t)INT64_MAX, 1),    /* 19 digits: jansson */
+	};
+	char line[INDEX_MAX_LINE], name[300];
+	size_t len;
+
+	want.time = -3;
+	want.image = 1;
+	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
+		framed(same[i], line, sizeof(line));
+		CHECK_EQ(index_decode(line, strlen(line), &got, NULL), 0);
+		CHECK(same_record(&want, &got));
+	}
+	in[0].op = INDEX_ANNEX;
+	in[3].time = 0;
+	memset(name, 'n', 255);
+	name[255] = '\0';
+	for (size_t i = 0; i < sizeof(in) / sizeof(in[0]); i++) {
+		CHECK_EQ(index_encode(&in[i], line, sizeof(line), &len), 0);
+		CHECK_EQ(index_decode(line, len - 1, &got, NULL), 0);
+		CHECK(same_record(&in[i], &got));
+	}
+	/* the longest name and checkpoint name there is room for */
+	memcpy(in[0].name, name, sizeof(in[0].name));
+	memset(in[0].ckpt, 'c', 63);
+	in[0].ckpt[63] = '\0';
+	CHECK_EQ(index_encode(&in[0], line, sizeof(line), &len), 0);
+	CHECK_EQ(index_decode(line, len - 1, &got, NULL), 0);
+	CHECK(same_record(&in[0], &got));
+
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":01,\"crc\":\"00000000\"}",
+	       line, sizeof(line));
+	check_rejected(line, "a leading zero");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1.5,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\"}",
+	       line, sizeof(line));
+	check_rejected(line, "a time that is not an integer");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"0000000A\"}",
+	       line, sizeof(line));
+	check_rejected(line, "an upper-case crc");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\","
+	       "\"image\":false}", line, sizeof(line));
+	check_rejected(line, "image false");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"\",\"size\":1,\"crc\":\"00000000\"}",
+	       line, sizeof(line));
+	check_rejected(line, "an empty name");
+	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\"}}",
+	       line, sizeof(line));
+	check_rejected(line, "a byte after the object");
+	snprintf(name, sizeof(name), "{\"op\":\"FILE\",\"ckpt\":\"%064d\",\"time\":1,\"name\":\"a\","
+		 "\"size\":1,\"crc\":\"00000000\"}", 0);
+	framed(name, line, sizeof(line));
+	check_rejected(line, "a checkpoint name of 64 bytes");
+}
+
 static void test_round_trip(void)
 {
 	struct index_record in[] = {
@@ -848,6 +925,7 @@ int main(void)
 	make_dir();
 	test_encode_decode();
 	test_decode_rejects();
+	test_file_fast_path();
 	test_round_trip();
 	test_headers();
 	test_torn_last_record();
