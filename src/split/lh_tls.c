@@ -105,11 +105,15 @@ void lh_tls_yield(void)
 	lock_depth = depth;
 }
 
+/* Only the outermost call lets go: one made inside a callback of another
+ * (an error handler, a reduction) keeps the lock, which the outer call's
+ * frame relies on. */
 unsigned lh_lock_out(void)
 {
 	unsigned depth = lock_depth;
 
-	if (lh_info->ntls == 1 || __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) != lh_me)
+	if (lh_info->ntls == 1 || __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) != lh_me ||
+	    depth != 1)
 		return 0;
 	lock_owner = NULL;
 	lock_depth = 0;
