@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/personality.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -276,7 +277,7 @@ __attribute__((constructor)) static void launch(void)
 	const char *dir = getenv("STASIS_LH_DIR");
 	char lh[PATH_MAX], entry[128], whybuf[PATH_MAX * 2 + 256], *cmdline, **argv;
 	struct libs libs = { 0, 0 };
-	int argc = 0;
+	int argc = 0, persona;
 	size_t n = 0;
 
 	for (unsigned i = 0; i < sizeof(vars) / sizeof(vars[0]) && !rank; i++)
@@ -332,6 +333,12 @@ __attribute__((constructor)) static void launch(void)
 		argv[k++] = cmdline + i;
 	unpreload(getenv("STASIS_LAUNCH_LIB"));
 	setenv("STASIS_LH_ACTIVE", "1", 1);
+	/* the lower half runs without address randomization: set here, it
+	 * need not execute itself again to get it (one exec of a program that
+	 * loads MPI less a rank) */
+	persona = personality(0xffffffff);
+	if (persona != -1 && !(persona & ADDR_NO_RANDOMIZE))
+		personality((unsigned long)persona | ADDR_NO_RANDOMIZE);
 	execv(lh, argv);
 	fail("cannot execute ", lh);
 }

@@ -237,6 +237,13 @@ static inline int lh_test(MPI_Request *r, int *flag, MPI_Status *st)
 	return MPI_Test(r, flag, st);
 }
 
+/* Wait for req with MPI_Test every 200 us, sleeping between: a collective
+ * of the lower half's own whose members may be late (still initializing
+ * or restoring) leaves them the CPUs instead of busy-polling (MPICH and
+ * Open MPI both spin in MPI_Wait; ranks of other nodes share CPUs with
+ * them on an oversubscribed host). Returns MPI_Test's error code. */
+int lh_wait_idle(MPI_Request *req);
+
 /* lh_test with the status ignored, of a request the caller forgets once it
  * completed: with Open MPI one that completed without error is freed only
  * at the next lh_done_free (blocking receives, lh_p2p.c) */

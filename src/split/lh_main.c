@@ -496,14 +496,10 @@ static void early_start(struct early *e, const char *dir)
  * images need (4 ranks on 2 CPUs: a restart measured 0.3 s slower) */
 static void idle_barrier(void)
 {
-	struct timespec ts = { 0, 200 * 1000 };
 	MPI_Request req;
-	int done = 0;
 
-	if (MPI_Ibarrier(MPI_COMM_WORLD, &req) != MPI_SUCCESS)
-		return;
-	while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done)
-		nanosleep(&ts, NULL);
+	if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+		lh_wait_idle(&req);
 }
 
 /* A checkpoint at level partner or rs whose image some rank's node lost:
@@ -573,6 +569,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 	lh_handles_init(1);
 	if (lh_state_rebuild() != 0)
 		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+	stage("register");
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
 	if (lh_fds_place(r->fds, r->nfds) != 0)

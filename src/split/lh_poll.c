@@ -19,6 +19,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "lh.h"
 
@@ -146,3 +147,13 @@ void lh_done_free(void)
 {
 }
 #endif
+
+int lh_wait_idle(MPI_Request *req)
+{
+	struct timespec ts = { 0, 200 * 1000 };
+	int done = 0, ret;
+
+	while ((ret = MPI_Test(req, &done, MPI_STATUS_IGNORE)) == MPI_SUCCESS && !done)
+		nanosleep(&ts, NULL);
+	return ret;
+}
