@@ -105,15 +105,16 @@ void lh_tls_yield(void)
 	lock_depth = depth;
 }
 
-/* Only the outermost call lets go: one made inside a callback of another
- * (an error handler, a reduction) keeps the lock, which the outer call's
- * frame relies on. */
+/* Only the outermost call of an upper thread lets go: one made inside a
+ * callback of another (an error handler, a reduction) keeps the lock,
+ * which the outer call's frame relies on, and so does the lower half's own
+ * (the checkpoint thread's, a restart's rebuild). */
 unsigned lh_lock_out(void)
 {
 	unsigned depth = lock_depth;
 
-	if (lh_info->ntls == 1 || __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) != lh_me ||
-	    depth != 1)
+	if (lh_info->ntls == 1 || !lh_me ||
+	    __atomic_load_n(&lock_owner, __ATOMIC_RELAXED) != lh_me || depth != 1)
 		return 0;
 	lock_owner = NULL;
 	lock_depth = 0;
