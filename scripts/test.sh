@@ -19,7 +19,13 @@
 # [other] the model check, the other test directories on the normal
 # build, then the ASan, TSan, Release and fuzzing stages, then a few
 # tests/split files (split_late) so that both end together (1807 s in all
-# before that move, 2026-11-26: streams 1235 s, cluster 540 s).
+# before that move, 2026-11-26: streams 1235 s, cluster 540 s; 1804 s on
+# 2026-11-27 with more tests: streams 1118 s ([other] 1106 s), cluster
+# 653 s. Then cases that repeated a path were cut (MPICH where the code
+# above it is the same, reference runs shared, programs that ran long
+# after their last event): about 190 s of [jobs], 185 s of [other] and
+# 90 s of the cluster by estimate, each commit saying which; about 1520 s
+# in all expected on a quiet machine).
 # The cluster's tests run alone after both: they start daemons in network
 # namespaces and are the ones that time out under load. Each stage ends
 # with a line '== stage NAME took N s'.
