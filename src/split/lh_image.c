@@ -459,9 +459,9 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		goto out;
 	}
 	memcpy(&h, buf, sizeof(h));
-	if (h.version != SPLIT_FORMAT_VERSION) {
-		ret = err_set(-EBADMSG, "%s: split format version %u, this Stasis reads %d", path,
-			      h.version, SPLIT_FORMAT_VERSION);
+	if (h.version < SPLIT_FORMAT_OLDEST || h.version > SPLIT_FORMAT_VERSION) {
+		ret = err_set(-EBADMSG, "%s: split format version %u, this Stasis reads %d to %d",
+			      path, h.version, SPLIT_FORMAT_OLDEST, SPLIT_FORMAT_VERSION);
 		goto out;
 	}
 	if (h.rank != rank || h.size != size) {

@@ -17,14 +17,17 @@
  *                          data_len bytes of data (src/proc/fds.h)
  *
  * Little-endian fixed-size records; SPLIT_FORMAT_VERSION is checked at
- * restart. Meta: producer "stasis split", job, rank, size, library.
+ * restart. Version 5 added the segment flags (SPLIT_SEGMENT,
+ * SPLIT_SEG_OWNER) that an older reader would take for plain memory; a
+ * version 4 image has the same records without them and is still read. Meta: producer "stasis split", job, rank, size, library.
  */
 #ifndef STS_SPLIT_FORMAT_H
 #define STS_SPLIT_FORMAT_H
 
 #include <stdint.h>
 
-#define SPLIT_FORMAT_VERSION 4
+#define SPLIT_FORMAT_VERSION 5
+#define SPLIT_FORMAT_OLDEST 4
 
 /* What an image holds: every mapping in [SPLIT_SAVED_LO, STS_UPPER_HI).
  * The upper half's arena starts at STS_UPPER_LO, but a program linked
