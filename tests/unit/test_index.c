@@ -262,6 +262,20 @@ static void test_file_fast_path(void)
 		file_rec("ckpt-000001", "a/b c~", UINT64_C(999999999999999999), 0xffffffff),
 		file_rec("ckpt-000001", "big", (uint64_t)INT64_MAX, 1),    /* 19 digits: jansson */
 	};
+#define FILE_JSON(time, name, size, crc, more) \
+	"{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":" time ",\"name\":\"" name "\",\"size\":" size \
+	",\"crc\":\"" crc "\"" more "}"
+	static const struct {
+		const char *json, *what;
+	} refused[] = {
+		{ FILE_JSON("1", "a", "01", "00000000", ""), "a leading zero" },
+		{ FILE_JSON("1.5", "a", "1", "00000000", ""), "a time that is not an integer" },
+		{ FILE_JSON("1", "a", "1", "0000000A", ""), "an upper-case crc" },
+		{ FILE_JSON("1", "a", "1", "00000000", ",\"image\":false"), "image false" },
+		{ FILE_JSON("1", "", "1", "00000000", ""), "an empty name" },
+		{ FILE_JSON("1", "a", "1", "00000000", "}"), "a byte after the object" },
+	};
+#undef FILE_JSON
 	char line[INDEX_MAX_LINE], name[300];
 	size_t len;
 
@@ -289,24 +303,10 @@ static void test_file_fast_path(void)
 	CHECK_EQ(index_decode(line, len - 1, &got, NULL), 0);
 	CHECK(same_record(&in[0], &got));
 
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":01,\"crc\":\"00000000\"}",
-	       line, sizeof(line));
-	check_rejected(line, "a leading zero");
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1.5,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\"}",
-	       line, sizeof(line));
-	check_rejected(line, "a time that is not an integer");
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"0000000A\"}",
-	       line, sizeof(line));
-	check_rejected(line, "an upper-case crc");
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\","
-	       "\"image\":false}", line, sizeof(line));
-	check_rejected(line, "image false");
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"\",\"size\":1,\"crc\":\"00000000\"}",
-	       line, sizeof(line));
-	check_rejected(line, "an empty name");
-	framed("{\"op\":\"FILE\",\"ckpt\":\"c\",\"time\":1,\"name\":\"a\",\"size\":1,\"crc\":\"00000000\"}}",
-	       line, sizeof(line));
-	check_rejected(line, "a byte after the object");
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++) {
+		framed(refused[i].json, line, sizeof(line));
+		check_rejected(line, refused[i].what);
+	}
 	snprintf(name, sizeof(name), "{\"op\":\"FILE\",\"ckpt\":\"%064d\",\"time\":1,\"name\":\"a\","
 		 "\"size\":1,\"crc\":\"00000000\"}", 0);
 	framed(name, line, sizeof(line));
