@@ -16,6 +16,7 @@ PACKAGES=(
 	gfortran                      # Fortran binding
 	python3-numpy python3-mpi4py  # Python binding, mpi4py programs under the split process
 	hpcc                          # HPC Challenge: a real application under the split process (tests/split)
+	nwchem-openmpi nwchem-mpich   # NWChem: one-sided MPI (ARMCI-MPI windows) and ScaLAPACK under the split process (tests/split/test_apps.py)
 	spin                          # model check of the MPI checkpoint protocol (model/)
 	iproute2 util-linux           # scripts/cluster.sh: nodes as namespaces on a bridge
 	munge slurmctld slurmd slurm-client   # scripts/cluster.sh: a real Slurm across the simulated nodes

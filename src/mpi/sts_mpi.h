@@ -138,10 +138,19 @@ struct sts_hand_ops {
 	/* the program exits (exit(status), or returns from main) without
 	 * MPI_Finalize: the node agent is told (docs/coordinator.md) */
 	void (*quit)(int status);
+	/* a predefined attribute of window win (STS_WATTR_*) as the lower
+	 * half made it: its base address, size, displacement unit, flavor
+	 * (STS_WIN_FLAVOR_*) or memory model (STS_WIN_MODEL_*) */
+	int (*win_attr)(uint32_t win, int which, sts_aint *value);
 };
 
 /* the predefined attributes the lower half is asked for (uh_attr.c) */
 enum { STS_ATTR_TAG_UB, STS_ATTR_HOST, STS_ATTR_IO, STS_ATTR_UNIVERSE_SIZE, STS_ATTR_APPNUM };
+/* a window's (uh_win.c); the flavors are numbered as in both MPIs' mpi.h */
+enum { STS_WATTR_BASE, STS_WATTR_SIZE, STS_WATTR_DISP_UNIT, STS_WATTR_FLAVOR, STS_WATTR_MODEL };
+enum { STS_WIN_FLAVOR_CREATE = 1, STS_WIN_FLAVOR_ALLOCATE, STS_WIN_FLAVOR_DYNAMIC,
+       STS_WIN_FLAVOR_SHARED };
+enum { STS_WIN_MODEL_SEPARATE, STS_WIN_MODEL_UNIFIED };
 
 /* The upper half's address range. Everything the upper half maps lies in
  * [STS_UPPER_LO, STS_UPPER_HI): its ld.so at STS_UH_INTERP, its first stack

@@ -165,6 +165,10 @@ void sts_unsupported_why(const char *name, const char *why)
 /* ---- user reduction operations: called back from the lower half ---- */
 
 static MPI_User_function *op_fn[STS_OP_SLOTS];
+static uint32_t op_of[STS_OP_SLOTS];   /* each slot's operation (neutral) */
+static int op_next;     /* where the search for a free slot starts */
+
+int sts_gen_Op_free(MPI_Op *op);
 
 static void op_call(int slot, void *in, void *inout, int *len, uint32_t dt)
 {
@@ -180,20 +184,43 @@ int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 	uint32_t n = 0;
 	int slot, ret;
 
-	for (slot = 0; slot < STS_OP_SLOTS && op_fn[slot]; slot++)
+	/* round the slots from the last one taken: a freed operation's slot
+	 * is taken again as late as can be (the BLACS create and free one
+	 * per combine, thousands in a run of NWChem) */
+	for (slot = 0; slot < STS_OP_SLOTS && op_fn[(op_next + slot) % STS_OP_SLOTS]; slot++)
 		;
-	if (slot == STS_OP_SLOTS)   /* TODO reuse slots of freed operations */
+	if (slot == STS_OP_SLOTS)
 		return sts_fail(MPI_ERR_OTHER, 1, "MPI_Op_create");
+	slot = (op_next + slot) % STS_OP_SLOTS;
 	op_fn[slot] = fn;
 	STS_LOWER(ret = sts_lh->hand.op_create(slot, commute, &n));
-	if (ret == 0)
+	if (ret == 0) {
 		*op = (MPI_Op)(STS_HCAST)sts_out(STS_OP, n);
-	else
+		op_of[slot] = n;
+		op_next = (slot + 1) % STS_OP_SLOTS;
+	} else {
 		op_fn[slot] = NULL;
+	}
 	return sts_err_world(ret, "MPI_Op_create");
 }
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 	__attribute__((weak, alias("PMPI_Op_create")));
+
+/* the operation's slot is free again once the lower half freed it */
+int PMPI_Op_free(MPI_Op *op)
+{
+	uint32_t n = sts_in(STS_OP, STS_HVAL(*op));
+	int ret = sts_gen_Op_free(op);
+
+	for (int slot = 0; ret == MPI_SUCCESS && n && slot < STS_OP_SLOTS; slot++)
+		if (op_fn[slot] && op_of[slot] == n) {
+			op_fn[slot] = NULL;
+			op_of[slot] = 0;
+			break;
+		}
+	return ret;
+}
+int MPI_Op_free(MPI_Op *op) __attribute__((weak, alias("PMPI_Op_free")));
 
 /* ---- MPIX_Checkpoint (include/stasis_mpix.h finds this by name) ---- */
 

@@ -158,6 +158,102 @@ int PMPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit,
 	return MPI_SUCCESS;
 }
 
+/* The predefined window attributes (MPI-3.1 11.2.6), asked of the lower
+ * half on every call (after a restart, a new MPI's window); the values
+ * the pointers point to are the window's own until it is freed. Keyvals
+ * of the program's own are refused (MPI_Win_create_keyval). */
+static struct wattr {
+	uint32_t win;           /* neutral */
+	MPI_Aint size;
+	int disp_unit, flavor, model;
+} **wattrs;
+static size_t nwattrs;
+
+static struct wattr *wattr_of(uint32_t n)
+{
+	struct wattr **t, *a;
+
+	for (size_t i = 0; i < nwattrs; i++)
+		if (wattrs[i]->win == n)
+			return wattrs[i];
+	t = realloc(wattrs, (nwattrs + 1) * sizeof(*t));
+	if (!t)
+		return NULL;
+	wattrs = t;
+	a = calloc(1, sizeof(*a));
+	if (!a)
+		return NULL;
+	a->win = n;
+	wattrs[nwattrs++] = a;
+	return a;
+}
+
+static void wattr_drop(uint32_t n)
+{
+	for (size_t i = 0; i < nwattrs; i++)
+		if (wattrs[i]->win == n) {
+			free(wattrs[i]);
+			wattrs[i] = wattrs[--nwattrs];
+			return;
+		}
+}
+
+int PMPI_Win_get_attr(MPI_Win win, int keyval, void *val, int *flag)
+{
+	static const int models[] = { [STS_WIN_MODEL_SEPARATE] = MPI_WIN_SEPARATE,
+				      [STS_WIN_MODEL_UNIFIED] = MPI_WIN_UNIFIED };
+	uint32_t n = sts_in(STS_WIN, STS_HVAL(win));
+	struct wattr *a;
+	sts_aint v = 0;
+	int which, ret;
+
+	*flag = 0;
+	if (keyval == MPI_WIN_BASE)
+		which = STS_WATTR_BASE;
+	else if (keyval == MPI_WIN_SIZE)
+		which = STS_WATTR_SIZE;
+	else if (keyval == MPI_WIN_DISP_UNIT)
+		which = STS_WATTR_DISP_UNIT;
+	else if (keyval == MPI_WIN_CREATE_FLAVOR)
+		which = STS_WATTR_FLAVOR;
+	else if (keyval == MPI_WIN_MODEL)
+		which = STS_WATTR_MODEL;
+	else
+		return sts_err_world(sts_err_class_in(MPI_ERR_KEYVAL), "MPI_Win_get_attr");
+	STS_LOWER(ret = sts_lh->hand.win_attr(n, which, &v));
+	if (ret != 0)
+		return sts_err_world(ret, "MPI_Win_get_attr");
+	a = wattr_of(n);
+	if (!a)
+		return sts_err_world(sts_err_class_in(MPI_ERR_NO_MEM), "MPI_Win_get_attr");
+	switch (which) {
+	case STS_WATTR_BASE:
+		*(void **)val = (void *)(uintptr_t)v;
+		break;
+	case STS_WATTR_SIZE:
+		a->size = (MPI_Aint)v;
+		*(MPI_Aint **)val = &a->size;
+		break;
+	case STS_WATTR_DISP_UNIT:
+		a->disp_unit = (int)v;
+		*(int **)val = &a->disp_unit;
+		break;
+	case STS_WATTR_FLAVOR:
+		/* MPI_Win_allocate's window is MPI_Win_create's below */
+		for (size_t i = 0; i < nowned && v == STS_WIN_FLAVOR_CREATE; i++)
+			if (owned[i].win == n && !owned[i].part)
+				v = STS_WIN_FLAVOR_ALLOCATE;
+		a->flavor = (int)v;   /* numbered alike in every mpi.h */
+		*(int **)val = &a->flavor;
+		break;
+	default:
+		a->model = models[v == STS_WIN_MODEL_UNIFIED];
+		*(int **)val = &a->model;
+	}
+	*flag = 1;
+	return MPI_SUCCESS;
+}
+
 int PMPI_Win_free(MPI_Win *win)
 {
 	uint32_t n = sts_in(STS_WIN, STS_HVAL(*win)), m = n;
@@ -178,6 +274,7 @@ int PMPI_Win_free(MPI_Win *win)
 			owned[i] = owned[--nowned];
 			break;
 		}
+	wattr_drop(n);
 	*win = MPI_WIN_NULL;
 	return MPI_SUCCESS;
 }
@@ -190,6 +287,8 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info, MPI_Com
 int MPI_Win_shared_query(MPI_Win win, int rank, MPI_Aint *size, int *disp_unit, void *baseptr)
 	__attribute__((weak, alias("PMPI_Win_shared_query")));
 int MPI_Win_free(MPI_Win *win) __attribute__((weak, alias("PMPI_Win_free")));
+int MPI_Win_get_attr(MPI_Win win, int keyval, void *val, int *flag)
+	__attribute__((weak, alias("PMPI_Win_get_attr")));
 
 /* The request-based operations: the operation, MPI_Win_flush (complete
  * at origin and target: more than the request's completion says,

@@ -209,6 +209,7 @@ static int lh_attr_predef(int which, int *value, int *flag)
 void lh_hand_ops_fill(struct sts_hand_ops *ops)
 {
 	ops->attr_predef = lh_attr_predef;
+	ops->win_attr = lh_win_attr;
 	ops->init = lh_init;
 	ops->finalize = lh_finalize;
 	ops->abort = lh_abort;

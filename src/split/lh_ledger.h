@@ -192,6 +192,8 @@ int lh_win_rebuild(struct lh_slot *s);
  * its contents (the window's rank 0); 0 if none */
 int lh_win_segment(uint64_t start, uint64_t end, const char **name, uint64_t *offset,
 		   uint64_t *len, int *owner);
+/* a predefined attribute of window win (struct sts_hand_ops's win_attr) */
+int lh_win_attr(uint32_t win, int which, sts_aint *value);
 
 /* lh_handles.c */
 struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */

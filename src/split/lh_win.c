@@ -297,6 +297,42 @@ int lh_win_segment(uint64_t start, uint64_t end, const char **name, uint64_t *of
 	return 0;
 }
 
+/* base, size and displacement unit as the program gave them (a shared
+ * window's: this rank's part; a dynamic one's: MPI_BOTTOM, 0 and 1), the
+ * flavor of the lower half's call (MPI_Win_allocate is MPI_Win_create
+ * here: uh_win.c tells it apart), the real window's memory model */
+int lh_win_attr(uint32_t win, int which, sts_aint *value)
+{
+	const struct rec_win *r = rec_of(win);
+	int *model = NULL, flag = 0, ret;
+
+	if (!r)
+		return lh_err(MPI_ERR_WIN);
+	switch (which) {
+	case STS_WATTR_BASE:
+		*value = (sts_aint)(uintptr_t)r->base;
+		return 0;
+	case STS_WATTR_SIZE:
+		*value = r->size;
+		return 0;
+	case STS_WATTR_DISP_UNIT:
+		*value = r->disp_unit;
+		return 0;
+	case STS_WATTR_FLAVOR:
+		*value = r->dynamic ? STS_WIN_FLAVOR_DYNAMIC :
+			 r->seg ? STS_WIN_FLAVOR_SHARED : STS_WIN_FLAVOR_CREATE;
+		return 0;
+	case STS_WATTR_MODEL:
+		ret = MPI_Win_get_attr(real_win(win), MPI_WIN_MODEL, &model, &flag);
+		if (ret != MPI_SUCCESS)
+			return lh_err(ret);
+		*value = flag && *model == MPI_WIN_UNIFIED ? STS_WIN_MODEL_UNIFIED :
+			 STS_WIN_MODEL_SEPARATE;
+		return 0;
+	}
+	return lh_err(MPI_ERR_KEYVAL);
+}
+
 int lh_Win_attach(uint32_t win, void *base, sts_aint size)
 {
 	struct rec_win *r = rec_of(win);

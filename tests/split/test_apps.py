@@ -76,3 +76,98 @@ def test_hpcc_checkpointed_twice_restarted_under_mpich(tmp_path):
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     assert summary(job.work) == want
+
+
+NWCHEM = {abi: shutil.which(f"nwchem.{abi}") for abi in ("openmpi", "mpich")}
+# MPICH's NWChem over MPI_Win_allocate's windows may stall in its SCF on
+# 2 ranks, natively too (its README.Debian, NWChem issue 633)
+NWCHEM_ENV = {"mpich": {"ARMCI_USE_WIN_ALLOCATE": "0"}}
+# a table row of the geometry optimization (`@ step energy delta gmax grms
+# xrms xmax walltime`) and a final SCF energy
+STEP = re.compile(r"@ +(\d+) +(-\d+\.\d+ .*) +\d+\.\d+$")
+ENERGY = re.compile(r"Total SCF energy = +(-\d+\.\d+)")
+
+
+def nwchem_input(d):
+    """NWChem's SCF water in the 6-31G basis, optimized from a stretched
+    geometry (4 steps, about 4 s on 2 ranks here), with its own scratch
+    and permanent directories (docs/split.md, "Windows")."""
+    for sub in ("scr", "perm"):
+        (d / sub).mkdir()
+    (d / "h2o.nw").write_text(f"""start h2o
+scratch_dir {d}/scr
+permanent_dir {d}/perm
+geometry units angstrom
+  O   0.00000000   0.00000000   0.11726921
+  H   0.85698224   0.00000000  -0.46907685
+  H  -0.85698224   0.00000000  -0.46907685
+end
+basis
+  * library 6-31g
+end
+scf
+  thresh 1e-8
+end
+task scf optimize
+""")
+
+
+def nwchem_result(lines):
+    """Each step of the optimization (the wall time left out) and the last
+    SCF energy, from NWChem's output lines."""
+    steps, energy = {}, None
+    for ln in lines:
+        m = STEP.search(ln.rstrip())
+        if m:
+            steps[int(m.group(1))] = [float(v.replace("D", "E")) for v in m.group(2).split()]
+        m = ENERGY.search(ln)
+        if m:
+            energy = float(m.group(1))
+    return steps, energy
+
+
+def nwchem_same(got, want):
+    """The same optimization: as many steps, each as NWChem prints it, and
+    the same final energy, to what two native runs agree on (GA's
+    accumulates sum in the order they arrive: energies of two native runs
+    differ by up to 3e-11, beyond the 1e-8 of the SCF's threshold here)"""
+    (steps, energy), (want_steps, want_energy) = got, want
+    assert energy is not None and abs(energy - want_energy) < 1e-9, (energy, want_energy)
+    assert sorted(steps) == sorted(want_steps), (steps, want_steps)
+    for k, row in steps.items():
+        # energy to the 1e-8 printed, the change (2 digits printed) to 10%,
+        # the gradient and step norms to their last printed digit
+        tol = [2e-8, 0.1 * abs(want_steps[k][1])] + [2e-5] * 4
+        assert all(abs(a - b) <= t for a, b, t in zip(row, want_steps[k], tol)), \
+            (k, row, want_steps[k])
+
+
+@pytest.mark.parametrize("abi", ["openmpi", "mpich"])
+def test_nwchem_scf_checkpointed_twice_restarted(abi, tmp_path):
+    """NWChem: Global Arrays over ARMCI-MPI, MPI-3 windows with passive
+    targets (MPI_Win_lock_all, flushes, MPI_Win_get_attr), ScaLAPACK's
+    BLACS (a user operation made and freed per combine)."""
+    if not NWCHEM[abi]:
+        pytest.skip(f"Debian's nwchem-{abi} is not installed (scripts/deps.sh)")
+    env = NWCHEM_ENV.get(abi, {})
+    native = tmp_path / "native"
+    native.mkdir()
+    nwchem_input(native)
+    r = subprocess.run(launcher(abi, 2) + [NWCHEM[abi], "h2o.nw"], cwd=native,
+                       env=dict(ENV, **env), capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    want = nwchem_result(r.stdout.splitlines())
+    assert len(want[0]) >= 3 and want[1], r.stdout
+
+    job = MpiJob(tmp_path)
+    job.env.update(env)
+    nwchem_input(job.work)
+    job.start(*launcher(abi, 2), NWCHEM[abi], "h2o.nw")
+    lines = []
+    for step in (0, 1):   # a checkpoint during step 1, then during step 2
+        job.lines_until(r"@ +%d .*" % step, timeout=120)
+        lines += job.seen
+        job.checkpoint_kill_restart()
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    nwchem_same(nwchem_result(lines + out.splitlines()), want)
