@@ -318,16 +318,60 @@ static void absmax(void *in, void *inout, int *len, MPI_Datatype *dt)
 	}
 }
 
+/* made and freed 100 times, as ScaLAPACK's BLACS do per combine: more
+ * than the split process's 64 trampolines, which a freed operation must
+ * give back (NWChem failed at its 65th) */
 static void user_op(void)
 {
-	MPI_Op op;
-	double v[2] = { rank % 2 ? -(double)rank : rank, 1.0 }, r[2];
+	for (int i = 0; i < 100; i++) {
+		MPI_Op op;
+		double v[2] = { rank % 2 ? -(double)rank : rank, i }, r[2];
 
-	MPI_Op_create(absmax, 1, &op);
-	MPI_Allreduce(v, r, 2, MPI_DOUBLE, op, MPI_COMM_WORLD);
-	CHECK(r[0] == size - 1 && r[1] == 1.0);
-	MPI_Op_free(&op);
-	CHECK(op == MPI_OP_NULL);
+		CHECK(MPI_Op_create(absmax, 1, &op) == MPI_SUCCESS);
+		MPI_Allreduce(v, r, 2, MPI_DOUBLE, op, MPI_COMM_WORLD);
+		CHECK(r[0] == size - 1 && r[1] == i);
+		MPI_Op_free(&op);
+		CHECK(op == MPI_OP_NULL);
+	}
+}
+
+/* The predefined attributes of a window of each flavor: what the program
+ * gave, the flavor of its call (MPI_Win_allocate's too, which the lower
+ * half makes with MPI_Win_create) and a memory model of the program's
+ * mpi.h (MPI_WIN_UNIFIED is 0 in Open MPI's, 2 in MPICH's) */
+static void win_attrs(void)
+{
+	static int mem[10];
+	MPI_Win w[3];
+	MPI_Aint *sz;
+	int *du, *fl, *model, flag, *base, *abase;
+
+	MPI_Win_create(mem, sizeof(mem), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD, &w[0]);
+	MPI_Win_allocate(24, 8, MPI_INFO_NULL, MPI_COMM_WORLD, &abase, &w[1]);
+	MPI_Win_create_dynamic(MPI_INFO_NULL, MPI_COMM_WORLD, &w[2]);
+	for (int i = 0; i < 3; i++) {
+		static const int flavors[] = { MPI_WIN_FLAVOR_CREATE, MPI_WIN_FLAVOR_ALLOCATE,
+					       MPI_WIN_FLAVOR_DYNAMIC };
+		static const MPI_Aint sizes[] = { sizeof(mem), 24, 0 };
+		static const int units[] = { sizeof(int), 8, 1 };
+
+		CHECK(MPI_Win_get_attr(w[i], MPI_WIN_BASE, &base, &flag) == MPI_SUCCESS && flag);
+		/* MPICH's own MPI_Win_allocate answers another base on rank 1
+		 * than the one it gave (its node's segment), so that one is
+		 * not checked */
+		CHECK(i == 1 || base == (i == 0 ? mem : MPI_BOTTOM));
+		CHECK(MPI_Win_get_attr(w[i], MPI_WIN_SIZE, &sz, &flag) == MPI_SUCCESS && flag);
+		CHECK(*sz == sizes[i]);
+		CHECK(MPI_Win_get_attr(w[i], MPI_WIN_DISP_UNIT, &du, &flag) == MPI_SUCCESS && flag);
+		CHECK(*du == units[i]);
+		CHECK(MPI_Win_get_attr(w[i], MPI_WIN_CREATE_FLAVOR, &fl, &flag) == MPI_SUCCESS &&
+		      flag);
+		CHECK(*fl == flavors[i]);
+		CHECK(MPI_Win_get_attr(w[i], MPI_WIN_MODEL, &model, &flag) == MPI_SUCCESS && flag);
+		CHECK(*model == MPI_WIN_UNIFIED || *model == MPI_WIN_SEPARATE);
+	}
+	for (int i = 0; i < 3; i++)
+		MPI_Win_free(&w[i]);
 }
 
 /* Strings MPI writes into the program's buffers stay inside them, with
@@ -385,6 +429,7 @@ int main(int argc, char **argv)
 	datatypes();
 	topology();
 	user_op();
+	win_attrs();
 	strings();
 	CHECK(MPI_Wtime() >= t0);
 	MPI_Allreduce(&fails, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
