@@ -345,7 +345,7 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	}
 	/* Open MPI's rsh launcher starts its daemons as a tree by default,
 	 * daemons starting daemons: on 4 nodes of the simulated cluster a
-	 * restart reached MPI_Init 0.21 s later that way than with mpirun
+	 * restart reached MPI_Init 0.13-0.21 s later that way than with mpirun
 	 * starting every daemon itself (docs/performance.md). A tree pays at
 	 * hundreds of nodes, where the user's own setting (this variable, or
 	 * mpirun's --mca, which wins) brings it back; srun and Hydra ignore it */
