@@ -1282,6 +1282,63 @@ static void test_annex(void)
 	store_close(&s);
 }
 
+/* An annex written before the seal (a partner copy streamed while the
+ * images are written): its file commits only once the checkpoint is
+ * COMPLETE; the file being written is read as it grows. */
+#define BIG (9u << 20)
+static void test_annex_early(void)
+{
+	struct store *s = open_job("early");
+	struct store_ckpt *c = NULL, *a = NULL;
+	struct store_file *f = NULL, *p = NULL, *q = NULL;
+	struct store_file_info *files = NULL;
+	struct store_io *io = NULL;
+	char buf[4096], path[PATH_MAX], *big = calloc(1, BIG);
+	size_t count = 0;
+
+	memset(buf, 7, sizeof(buf));
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	CHECK_EQ(store_io_open_writing(s, store_ckpt_name(c), "rank-0.img", &io), -ENOENT);
+	CHECK_EQ(store_file_create(c, "rank-0.img", &f), 0);
+	CHECK_EQ(store_file_write(f, buf, 1000), 0);
+	CHECK_EQ(store_io_open_writing(s, store_ckpt_name(c), "rank-0.img", &io), 0);
+	/* (with direct I/O the writer's bytes land in stages of 8 MiB) */
+	CHECK(store_io_size(io) <= 1000 && !store_io_committed(io));
+	CHECK(big != NULL);
+	if (big)
+		CHECK_EQ(store_file_write(f, big, BIG), 0);
+	CHECK(store_io_size(io) >= (8u << 20) && store_io_size(io) <= BIG + 1000 &&
+	      !store_io_committed(io));
+
+	CHECK_EQ(store_ckpt_annex_early(s, store_ckpt_name(c), &a), 0);
+	CHECK_EQ(store_file_create(a, "partner-1.img", &p), 0);
+	CHECK_EQ(store_file_write(p, buf, 2000), 0);
+	CHECK_EQ(store_file_create(a, "partner-2.img", &q), 0);
+	/* not sealed yet: nothing of the annex counts */
+	CHECK_EQ(store_file_commit(p), -EINVAL);
+	CHECK(strstr(err_msg(), "PARTIAL, not COMPLETE") != NULL);
+
+	CHECK_EQ(store_file_commit(f), 0);
+	CHECK(store_io_committed(io) && store_io_size(io) == BIG + 1000);
+	CHECK_EQ(store_ckpt_commit(c, 1), 0);
+	CHECK_EQ(store_file_commit(p), 0);
+	/* one never committed leaves nothing, not even its *.tmp */
+	store_file_free(&q);
+	path_of(s, store_ckpt_name(c), "partner-2.img.tmp", path);
+	CHECK(!exists(path));
+	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &count), 0);
+	CHECK(count == 2 && strcmp(files[1].name, "partner-1.img") == 0 && files[1].size == 2000);
+	free(files);
+	CHECK_EQ(store_verify(s, store_ckpt_name(c)), 0);
+	store_file_free(&p);
+	store_file_free(&f);
+	store_io_close(&io);
+	store_ckpt_free(&a);
+	store_ckpt_free(&c);
+	store_close(&s);
+	free(big);
+}
+
 /* A checkpoint of .img files of the given sizes (seeds 1, 2, ...). */
 static int make_images(struct store *s, const size_t *sizes, unsigned n, char *name)
 {
@@ -1400,6 +1457,7 @@ int main(void)
 	test_round_trip();
 	test_file_rules();
 	test_annex();
+	test_annex_early();
 	test_recycle();
 	test_commit_order();
 	test_large_files();
