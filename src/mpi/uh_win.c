@@ -202,23 +202,19 @@ int PMPI_Win_get_attr(MPI_Win win, int keyval, void *val, int *flag)
 {
 	static const int models[] = { [STS_WIN_MODEL_SEPARATE] = MPI_WIN_SEPARATE,
 				      [STS_WIN_MODEL_UNIFIED] = MPI_WIN_UNIFIED };
+	static const int keys[] = { [STS_WATTR_BASE] = MPI_WIN_BASE, [STS_WATTR_SIZE] = MPI_WIN_SIZE,
+				    [STS_WATTR_DISP_UNIT] = MPI_WIN_DISP_UNIT,
+				    [STS_WATTR_FLAVOR] = MPI_WIN_CREATE_FLAVOR,
+				    [STS_WATTR_MODEL] = MPI_WIN_MODEL };
 	uint32_t n = sts_in(STS_WIN, STS_HVAL(win));
 	struct wattr *a;
 	sts_aint v = 0;
 	int which, ret;
 
 	*flag = 0;
-	if (keyval == MPI_WIN_BASE)
-		which = STS_WATTR_BASE;
-	else if (keyval == MPI_WIN_SIZE)
-		which = STS_WATTR_SIZE;
-	else if (keyval == MPI_WIN_DISP_UNIT)
-		which = STS_WATTR_DISP_UNIT;
-	else if (keyval == MPI_WIN_CREATE_FLAVOR)
-		which = STS_WATTR_FLAVOR;
-	else if (keyval == MPI_WIN_MODEL)
-		which = STS_WATTR_MODEL;
-	else
+	for (which = 0; which <= STS_WATTR_MODEL && keys[which] != keyval; which++)
+		;
+	if (which > STS_WATTR_MODEL)
 		return sts_err_world(sts_err_class_in(MPI_ERR_KEYVAL), "MPI_Win_get_attr");
 	STS_LOWER(ret = sts_lh->hand.win_attr(n, which, &v));
 	if (ret != 0)
