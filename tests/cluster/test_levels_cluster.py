@@ -12,6 +12,7 @@ older checkpoint that can be rebuilt.
 One job of 3 ranks on n1..n3 per test, n4 the spare; rs 4+2 on n1..n6,
 n7 the spare (the module's cluster has 7 nodes). Needs root."""
 import re
+import time
 
 import pytest
 
@@ -127,16 +128,29 @@ NO_GLOBAL = "node.copy.corrupt:1:fail"
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
     """n2 killed and wiped: rank 1's image comes back from its partner copy
-    on n3, checked, and the job ends on n1, n4, n3 as an uninterrupted run"""
-    job = staged_job(cluster, tmp_path, STASIS_FAULT=NO_GLOBAL)
+    on n3, checked, and the job ends on n1, n4, n3 as an uninterrupted run.
+    Before, a checkpoint that fails while the images stream to their
+    partners (rank 1 cannot write its image) leaves no copy of it behind."""
+    job = staged_job(cluster, tmp_path, STASIS_FAULT=f"{NO_GLOBAL},split.rank.write:1:fail",
+                     STASIS_FAULT_RANK="1")
     hosts, n, spare = SETUPS[lower]
     try:
         # Open MPI's mpirun passes only the variables it is told to (stasis
         # run adds its own to the list)
-        job.env["OMPI_MCA_mca_base_env_list"] = "STASIS_FAULT"
+        job.env["OMPI_MCA_mca_base_env_list"] = "'STASIS_FAULT;STASIS_FAULT_RANK'"
         start(job, launcher(lower, hosts, n), progs[("p2p", lower)], "--level partner")
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode != 0 and "split.rank.write" in r.stderr, r.stdout + r.stderr
+        stale = [1]
+        for _ in range(100):
+            stale = [str(p) for nd in cluster.nodes
+                     for p in (cluster.local(nd) / local_job(job)).glob("ckpt-000001/partner-*")]
+            if not stale:
+                break
+            time.sleep(0.1)
+        assert not stale, stale
         name = job.stasis("checkpoint", "--dir", job.ck, "--wait", "partner").stdout.strip()
-        assert name == "ckpt-000001"
+        assert name == "ckpt-000002"
         # each node holds its rank's image and the partner copy of the
         # previous node's rank (a ring n1 -> n2 -> ... -> n1)
         nodes = [f"n{i}" for i in range(1, n + 1)]
