@@ -427,9 +427,14 @@ int lh_Win_free(uint32_t *win)
 	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
+	/* the hidden communicator goes with its duplicate, not retired until
+	 * the next checkpoint (lh_release): every member passed the entry
+	 * barrier and frees it before it can park, so none still counts on it.
+	 * (Retired, a program making and freeing windows used up MPICH's 2048
+	 * context ids between two checkpoints.) */
 	c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, r->comm);
 	MPI_Comm_free(&c);
-	lh_release(STS_COMM, r->comm);
+	lh_release_now(STS_COMM, r->comm);
 	s->rec = NULL;
 	rec_free(r);
 	lh_release(STS_WIN, *win);

@@ -5,13 +5,14 @@ MPI_Win_allocate with fences, with operations in flight while it sleeps
 above the other ABI's lower half, and through three checkpoint, SIGKILL
 and restart cycles above each MPI's own (2 ranks: MPICH busy-polls).
 rma_passive.c, rma_pscw.c, rma_dynamic.c and rma_shared.c likewise. The final sum of
-the accumulates is the native run's and the formula's.
+the accumulates is the native run's and the formula's. rma_churn.c makes
+and frees windows by the thousand after a restart.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pytest
 
-from split_common import program_fixture, run_on
-from test_ckpt import cycled
+from split_common import launcher, program_fixture, run_on
+from test_ckpt import MpiJob, cycled
 from test_local import ABOVE
 
 rma_fence = program_fixture("rma_fence")
@@ -133,3 +134,21 @@ def test_rma_shared_three_cycles(rma_shared, lower, tmp_path):
     (test_rma_shared_natively)."""
     rc, out, err = cycled(tmp_path, lower, 2, rma_shared[lower], ITERS, SLEEP_MS)
     assert rc == 0 and shared_passed(2, ITERS) in out and "FAIL" not in out, out + err
+
+
+rma_churn = program_fixture("rma_churn")
+
+
+def test_rma_churn_after_restart_mpich(rma_churn, tmp_path):
+    """2100 windows made and freed after a restart above MPICH, 8 at a
+    time, each checked with a put, as NWChem's Global Arrays do in an SCF:
+    each window's hidden communicator used to stay retired, with its
+    duplicate, until the next checkpoint, and MPICH's 2048 context ids ran
+    out (`MPI_Win_create` failed; NWChem went on with garbage handles).
+    About 1 s here."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher("mpich", 2), rma_churn["mpich"], "4", str(SLEEP_MS), "2100")
+    job.lines_until(r"rank 0 iteration 1")
+    job.checkpoint_kill_restart()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 windows=2100 checks=4200\n" in out, out + err
