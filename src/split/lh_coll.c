@@ -43,6 +43,10 @@ static int ensure(uint32_t comm)
 
 	if (comm < lh_lg->coll_cap)
 		return 0;
+	/* no communicator has that number (the upper half's for a value that
+	 * is no handle: the real call refuses it), and cap would overflow */
+	if (comm >= lh_lg->tables[STS_COMM].next)
+		return -EINVAL;
 	while (cap <= comm)
 		cap *= 2;
 	a = lg_realloc(lh_lg->coll_seq, cap * sizeof(*a));

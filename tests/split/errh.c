@@ -27,6 +27,11 @@
  *                                of WORLD, whose handler is still
  *                                MPI_ERRORS_ARE_FATAL: the job ends;
  *                                "survived" is printed if it does not.
+ *   errh badcomm                 with MPI_ERRORS_RETURN on WORLD, each rank
+ *                                duplicates a value that is no
+ *                                communicator and prints "rank R:
+ *                                MPI_Comm_dup of no communicator: class
+ *                                C" (MPI_ERR_COMM expected).
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -204,6 +209,23 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 1 && !strcmp(argv[1], "badcomm")) {
+		static char junk[64];
+		int ret, cls = -1;
+
+		MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+#ifdef OPEN_MPI
+		ret = MPI_Comm_dup((MPI_Comm)(void *)junk, &dup);
+#else
+		(void)junk;
+		ret = MPI_Comm_dup((MPI_Comm)0x12345678, &dup);
+#endif
+		MPI_Error_class(ret, &cls);
+		printf("rank %d: MPI_Comm_dup of no communicator: class %s\n", rank,
+		       cls == MPI_ERR_COMM ? "MPI_ERR_COMM" : "other");
+		MPI_Finalize();
+		return 0;
+	}
 	if (argc > 1 && !strcmp(argv[1], "fatal")) {
 		MPI_Comm_dup(MPI_COMM_WORLD, &dup);
 		MPI_Barrier(MPI_COMM_WORLD);

@@ -48,6 +48,22 @@ def test_fatal_error_names_the_call(errh, lower, tmp_path):
         r.stderr
 
 
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_no_communicator_is_refused(errh, lower, tmp_path):
+    """A value that is no communicator given to a collective: MPI_ERR_COMM
+    returned (MPICH's answer natively), where the lower half used to spin
+    for good growing its counts' arrays to the upper half's number for it
+    (NWChem's BLACS did, after an MPI_Win_create that failed)."""
+    lh = str(LH / f"stasis-lh-{lower}")
+    r = subprocess.run(launcher(lower, 2) + [lh, errh[lower], "badcomm"], cwd=tmp_path,
+                       env=ENV, capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for rank in (0, 1):
+        assert f"rank {rank}: MPI_Comm_dup of no communicator: class MPI_ERR_COMM" in \
+            r.stdout.splitlines(), r.stdout + r.stderr
+
+
 waitall_err = program_fixture("waitall_err")
 
 
