@@ -343,15 +343,6 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 	} else {
 		unsetenv(JOBENV_STAGE_DIR);
 	}
-	/* Open MPI's rsh launcher starts its daemons as a tree by default,
-	 * daemons starting daemons: on 4 nodes of the simulated cluster a
-	 * restart reached MPI_Init 0.13-0.21 s later that way than with mpirun
-	 * starting every daemon itself (docs/performance.md). A tree pays at
-	 * hundreds of nodes, where the user's own setting (this variable, or
-	 * mpirun's --mca, which wins) brings it back; srun and Hydra ignore it */
-	if (!getenv("OMPI_MCA_plm_rsh_no_tree_spawn") &&
-	    setenv("OMPI_MCA_plm_rsh_no_tree_spawn", "1", 1) != 0)
-		return err_set(-ENOMEM, "cannot set the job's environment");
 	return forward_env();
 }
 

@@ -251,19 +251,3 @@ def test_restart_reads_the_job_files_ahead(hello, tmp_path):
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     assert "rank images ahead" not in err, err
-
-
-def test_open_mpi_daemons_started_by_mpirun_not_as_a_tree(tmp_path):
-    """`stasis run` has Open MPI's rsh launcher start every daemon itself
-    (plm_rsh_no_tree_spawn: 0.21 s sooner at MPI_Init on 4 nodes,
-    docs/performance.md) unless the user chose: the launcher's environment,
-    which mpirun hands to its ranks, says which."""
-    for user, want in ((None, "1"), ("0", "0")):
-        (tmp_path / f"user{user}").mkdir()
-        job = MpiJob(tmp_path / f"user{user}")
-        job.env.pop("OMPI_MCA_plm_rsh_no_tree_spawn", None)
-        if user:
-            job.env["OMPI_MCA_plm_rsh_no_tree_spawn"] = user
-        job.start("mpirun.openmpi", "-np", "1", "printenv", "OMPI_MCA_plm_rsh_no_tree_spawn")
-        rc, out, err = job.finish_job(timeout=60)
-        assert rc == 0 and out == f"{want}\n", out + err
