@@ -529,34 +529,21 @@ static void phase_begin(const char *line, const char *word)
 
 /* ---- the coordinator ---- */
 
-/* UPGRADE: the node's ranks that wrote the checkpoint join its level */
-static void upgrade(const char *args)
+/* UPGRADE (written: the node's ranks that wrote the checkpoint join its
+ * level) and STREAM (with WRITE; !written: the node's ranks in the
+ * checkpoint send their images to their partners while they write them) */
+static void level_call(const char *args, int written,
+		       int (*call)(const char *args, const int *ranks, unsigned n, int size))
 {
 	int ranks[A.n + 1], size = 0;
 	unsigned n = 0;
 
 	for (unsigned i = 0; i < A.n; i++)
-		if (A.r[i]->written) {
+		if (written ? A.r[i]->written : A.r[i]->in_ckpt) {
 			ranks[n++] = A.r[i]->rank;
 			size = A.r[i]->size;
 		}
-	if (n && A.stage_dir && node_level_upgrade(args, ranks, n, size) != 0)
-		agent_warn("node agent on %s: %s", A.host, err_msg());
-}
-
-/* STREAM (with WRITE): the node's ranks in the checkpoint send their
- * images to their partners while they write them */
-static void stream(const char *args)
-{
-	int ranks[A.n + 1], size = 0;
-	unsigned n = 0;
-
-	for (unsigned i = 0; i < A.n; i++)
-		if (A.r[i]->in_ckpt) {
-			ranks[n++] = A.r[i]->rank;
-			size = A.r[i]->size;
-		}
-	if (n && A.stage_dir && node_level_stream(args, ranks, n, size) != 0)
+	if (n && A.stage_dir && call(args, ranks, n, size) != 0)
 		agent_warn("node agent on %s: %s", A.host, err_msg());
 }
 
@@ -622,9 +609,9 @@ static void coord_said(const char *line)
 	} else if (!strncmp(line, "GATHERED ", 9)) {
 		node_level_gathered(line + 9);
 	} else if (!strncmp(line, "UPGRADE ", 8)) {
-		upgrade(line + 8);
+		level_call(line + 8, 1, node_level_upgrade);
 	} else if (!strncmp(line, "STREAM ", 7)) {
-		stream(line + 7);
+		level_call(line + 7, 0, node_level_stream);
 	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct rank *q = A.r[i];
