@@ -100,9 +100,11 @@ others=(tests/cli tests/proc tests/scale)
 [ -d tests/bindings ] && others+=(tests/bindings)
 # tests/split files run in [other] after its builds, where that stream
 # would otherwise stand idle while [jobs] still runs (about 150 s of the
-# 1235 s the streams took together, 2026-11-26)
+# 1235 s the streams took together, 2026-11-26; test_attrs_io.py, about
+# 40 s, joined them when [other] still ended 20 to 75 s before [jobs],
+# 2026-11-27)
 split_late=(tests/split/test_lazy.py tests/split/test_recover.py tests/split/test_migrate_refused.py
-	tests/split/test_mpi4py.py)
+	tests/split/test_mpi4py.py tests/split/test_attrs_io.py)
 
 # A failed test stage does not stop the others (one run shows every
 # failure); a failed build does.
