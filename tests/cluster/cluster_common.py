@@ -5,6 +5,7 @@ import atexit
 import fcntl
 import os
 import pathlib
+import shlex
 import subprocess
 
 import pytest
@@ -124,7 +125,9 @@ class ClusterJob:
         self.env = {}   # STASIS_* settings of every stasis command of the job
 
     def _envs(self):
-        return "".join(f"{k}={v} " for k, v in self.env.items())
+        """self.env as the shell's words (each value quoted: a space or a
+        ';' in it stays in it)"""
+        return "".join(f"{k}={shlex.quote(str(v))} " for k, v in self.env.items())
 
     def _start(self, words, alloc=None):
         """words of stasis on head; inside `salloc ALLOC` (an allocation of

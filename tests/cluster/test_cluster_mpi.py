@@ -191,20 +191,23 @@ def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, 
     STASIS_LOG=info line: 12 and 8, not 24 and 16); n2's agent killed
     alone, STATUS shows n2's ranks lost and the next checkpoint fails in
     one line naming n2; the ranks run on to PASS. STATUS names each rank's
-    node (the nodes of the launcher's --host)."""
+    node (the nodes of the launcher's --host). The job's name has a space
+    (STASIS_JOB, as every stasis command of the job sees it)."""
     import os
     import re
     import signal
     import time
     job = ClusterJob(cluster, tmp_path)
-    job.env = {"STASIS_LOG": "info"}
+    job.env = {"STASIS_LOG": "info", "STASIS_JOB": "nightly run"}
     try:
         job.start(launcher("openmpi", "n1:2,n2:2,n3:2,n4:2", 8), progs[("hello", "openmpi")],
                   ITERS, SLEEP_MS)
         job.lines_until(r"rank 0 iteration 3")
         assert job.checkpoint() == "ckpt-000001"
         status = job.stasis("status", "--dir", job.ck).stdout
-        assert "ranks=8/8" in status and all(f"@{n}" in status for n in cluster.nodes), status
+        assert " job=nightly run launcher=" in status and "ranks=8/8" in status and \
+            all(f"@{n}" in status for n in cluster.nodes), status
+        assert (job.ck / "nightly run" / "ckpt-000001").is_dir(), list(job.ck.iterdir())
         agents = dict(w.split(":") for w in re.search(r" nodes=(\S+)", status).group(1).split(","))
         assert sorted(agents) == cluster.nodes, status
         os.kill(int(agents["n2"]), signal.SIGKILL)   # no PID namespace: the host reaches it

@@ -137,7 +137,7 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
     try:
         # Open MPI's mpirun passes only the variables it is told to (stasis
         # run adds its own to the list)
-        job.env["OMPI_MCA_mca_base_env_list"] = "'STASIS_FAULT;STASIS_FAULT_RANK'"
+        job.env["OMPI_MCA_mca_base_env_list"] = "STASIS_FAULT;STASIS_FAULT_RANK"
         start(job, launcher(lower, hosts, n), progs[("p2p", lower)], "--level partner")
         r = job.stasis("checkpoint", "--dir", job.ck, check=False)
         assert r.returncode != 0 and "split.rank.write" in r.stderr, r.stdout + r.stderr
