@@ -23,7 +23,12 @@ For each size (--ppn ranks a node, 64 by default):
                   a node agent's for one checkpoint (the mean). On 2
                   cores the simulation serializes what real nodes do at
                   once: the wall times above are upper bounds, these the
-                  coordinator's own share
+                  coordinator's own share. At 65K, established_ms is
+                  bounded by the simulation: the simulated ranks' image
+                  commits and the agents take 7.8-10 s of CPU for one
+                  checkpoint, the coordinator 0.25-0.3 s (bench/scale/
+                  phases.py; docs/scale.md, "Where the 65K checkpoint's
+                  time goes"): at least 3.9 s on 2 cores
 Medians of --rounds checkpoints. The store is on tmpfs (--store, /dev/shm
 by default): the figures are the coordination's, not a disk's. Every
 simulated rank joins the checkpoint before writing its image, as lower
