@@ -72,6 +72,10 @@ enum pimg_flag {
 	PIMG_F_HEAP = 1u << 0,
 	PIMG_F_STACK = 1u << 1,
 	PIMG_F_DELETED = 1u << 2,   /* its file is gone or replaced: saved as memory */
+	/* 1u << 3 is proc_format.h's PROC_RF_SHM_FD (restore stream only) */
+	PIMG_F_SEGMENT = 1u << 4,   /* split: a shared-memory window's node segment, the
+				     * file at path, file_size bytes, made again at restart */
+	PIMG_F_SEG_OWNER = 1u << 5, /* split: this image holds the segment's pages */
 };
 
 /* What a mapping is, and the identity of its file when it has one. */

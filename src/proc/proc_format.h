@@ -18,6 +18,8 @@
 
 #include <stdint.h>
 
+#include "../pimg/pimg_format.h"
+
 /* 2: PROC_FD_EXTERNAL and struct proc_fd's origin, the nice value in the
  * header (version 1 images, which have neither, are still read).
  * 3: process trees: the agent follows fork (CHILD), parks before it dumps
@@ -128,37 +130,24 @@ struct proc_agent_state {
 };
 
 enum proc_region_kind {
-	PROC_REGION_ANON = 1,       /* private anonymous (and [heap], [stack], deleted files) */
-	PROC_REGION_FILE_PRIVATE,   /* private file mapping: file + written pages */
-	PROC_REGION_FILE_SHARED,    /* shared file mapping: re-mapped from the file */
-	PROC_REGION_SHARED_ANON,    /* shared anonymous / memfd / SysV: all pages stored */
+	PROC_REGION_ANON = PIMG_ANON,       /* private anonymous (and [heap], [stack], deleted files) */
+	PROC_REGION_FILE_PRIVATE = PIMG_FILE_PRIVATE,   /* private file mapping: file + written pages */
+	PROC_REGION_FILE_SHARED = PIMG_FILE_SHARED,    /* shared file mapping: re-mapped from the file */
+	PROC_REGION_SHARED_ANON = PIMG_SHARED_ANON,    /* shared anonymous / memfd / SysV: all pages stored */
 };
 
 enum proc_region_flag {
-	PROC_RF_HEAP      = 1u << 0,
-	PROC_RF_STACK     = 1u << 1,  /* the main stack: restored MAP_GROWSDOWN */
-	PROC_RF_DELETED   = 1u << 2,  /* backed by a deleted file: saved as memory */
+	PROC_RF_HEAP      = PIMG_F_HEAP,
+	PROC_RF_STACK     = PIMG_F_STACK,  /* the main stack: restored MAP_GROWSDOWN */
+	PROC_RF_DELETED   = PIMG_F_DELETED,  /* backed by a deleted file: saved as memory */
 	PROC_RF_SHM_FD    = 1u << 3,  /* restore stream only: shared memory of a process tree,
 				       * mapped from the descriptor in file_size */
 };
 
-struct proc_region {
-	uint64_t start, end;        /* page aligned */
-	uint64_t file_offset;
-	uint32_t prot;              /* PROT_* */
-	uint32_t kind;              /* enum proc_region_kind */
-	uint32_t flags;             /* enum proc_region_flag */
-	uint32_t path_len;          /* bytes of path following the record, with its NUL */
-	uint64_t stored_pages;      /* pages whose contents are in the image */
-	/* identity of the mapped file at checkpoint time (file kinds) */
-	uint64_t file_size, file_mtime_ns, file_ino, file_dev;
-};
-
-/* A run of stored pages of the region being dumped (dump stream). */
-struct proc_pages {
-	uint64_t addr;              /* first page */
-	uint64_t npages;
-};
+/* struct proc_region and proc_pages: the process image's records
+ * (pimg_format.h); the dump stream carries them too. */
+#define proc_region pimg_rec_region
+#define proc_pages  pimg_rec_run
 
 /* A byte range to fill (restore stream). */
 struct proc_data {
@@ -183,24 +172,11 @@ struct proc_chunk {
 	uint32_t pad;
 };
 
-enum proc_thread_flag {
-	PROC_THREAD_MAIN = 1u << 0,  /* tid == pid */
-	PROC_THREAD_AGENT = 1u << 1, /* the agent's checkpoint thread */
-};
-
-struct proc_thread {
-	int32_t tid;
-	uint32_t flags;
-	uint64_t fs_base, gs_base;
-	uint64_t sigframe;          /* address of the saved ucontext: rsp for rt_sigreturn */
-	uint64_t rseq_addr;         /* 0: none registered */
-	uint32_t rseq_len, rseq_sig;
-	uint64_t robust_head, robust_len;
-	uint64_t clear_child_tid;
-	char comm[16];              /* thread name (PR_GET_NAME) */
-	uint64_t sigpending;        /* signals pending for this thread (bit n-1: signal n) */
-	uint64_t uc_size;           /* bytes of ucontext + xsave area that follow (copy for inspection) */
-};
+#define proc_thread pimg_rec_thread   /* pimg_format.h */
+#define PROC_THREAD_MAIN  PIMG_THREAD_MAIN
+#define PROC_THREAD_AGENT PIMG_THREAD_AGENT
+/* A THREAD record in a stream: the record, then uc_size bytes of
+ * ucontext + xsave area (a copy for inspection). */
 
 enum proc_fd_kind {
 	PROC_FD_FILE = 1,       /* regular file: reopened by path at its offset */
@@ -281,39 +257,9 @@ struct proc_keep_fd {
 	uint32_t cloexec;
 };
 
-#define PROC_NSIG 64
-/* The kernel's struct sigaction on x86-64 (rt_sigaction with an 8-byte mask). */
-struct proc_sigaction {
-	uint64_t handler;
-	uint64_t flags;
-	uint64_t restorer;
-	uint64_t mask;
-};
+#define PROC_NSIG PIMG_NSIG
+#define proc_sigaction pimg_rec_sigaction   /* pimg_format.h */
 
-struct proc_header {
-	uint32_t version;           /* PROC_FORMAT_VERSION */
-	int32_t pid;
-	uint32_t nthreads;
-	uint32_t nregions;
-	/* the mm fields PR_SET_MM_MAP takes (from /proc/self/stat) */
-	uint64_t start_code, end_code, start_data, end_data;
-	uint64_t start_brk, brk, start_stack;
-	uint64_t arg_start, arg_end, env_start, env_end;
-	/* kernel-provided mappings, moved back where the program expects them */
-	uint64_t vvar_start, vvar_end, vclock_start, vclock_end, vdso_start, vdso_end;
-	uint64_t state_addr;        /* struct proc_agent_state */
-	uint32_t umask;
-	uint32_t cwd_len;           /* bytes following the record: the cwd and the
-				 * executable (/proc/self/exe), each NUL-terminated */
-	/* ITIMER_REAL, _VIRTUAL, _PROF: interval and remaining value, microseconds */
-	uint64_t itimer[3][2];
-	uint64_t shared_pending;    /* signals pending for the process */
-	uint64_t rlimit[16][2];     /* RLIMIT_*: soft, hard */
-	uint32_t personality;
-	uint32_t nrlimits;          /* how many of rlimit are meaningful */
-	uint64_t auxv[64];          /* /proc/self/auxv as it was (auxv_len bytes) */
-	uint32_t auxv_len;
-	int32_t nice;               /* the main thread's nice value (0 in version 1) */
-};
+#define proc_header pimg_rec_header   /* pimg_format.h; version: PROC_FORMAT_VERSION */
 
 #endif
