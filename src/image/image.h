@@ -129,6 +129,10 @@ int img_section_find(const struct img_reader *r, const char *name);
  * naming both files. (Images written before ids were recorded carry no
  * "parent_id"; their parent is used unchecked.) */
 ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *buf, size_t len);
+/* The whole section called name, at most max bytes, into *buf (malloc'd,
+ * *len bytes). 0, -ENOENT (no such section), -EFBIG (larger than max), or
+ * the error of img_read; with err_msg() naming the section. */
+int img_section_load(struct img_reader *r, const char *name, size_t max, void **buf, size_t *len);
 
 /* Where one chunk of a section lies in the file, for a consumer that reads
  * payloads itself instead of through img_read (the process restorer reads

@@ -809,6 +809,33 @@ ssize_t img_read(struct img_reader *r, unsigned section, uint64_t offset, void *
 	return (ssize_t)len;
 }
 
+int img_section_load(struct img_reader *r, const char *name, size_t max, void **buf, size_t *len)
+{
+	struct img_section_info si;
+	int idx = img_section_find(r, name);
+	ssize_t got;
+	void *p;
+
+	*buf = NULL;
+	*len = 0;
+	if (idx < 0 || img_section_get(r, (unsigned)idx, &si))
+		return err_set(-ENOENT, "the image has no section %s", name);
+	if (si.size > max)
+		return err_set(-EFBIG, "section %s is too large (%llu bytes)", name,
+			       (unsigned long long)si.size);
+	p = malloc(si.size ? si.size : 1);
+	if (!p)
+		return err_set(-ENOMEM, "out of memory");
+	got = si.size ? img_read(r, (unsigned)idx, 0, p, si.size) : 0;
+	if (got < 0 || (uint64_t)got != si.size) {
+		free(p);
+		return got < 0 ? (int)got : err_set(-EBADMSG, "section %s is short", name);
+	}
+	*buf = p;
+	*len = si.size;
+	return 0;
+}
+
 int img_chunk_locate(struct img_reader *r, unsigned section, uint32_t chunk, struct img_chunk_loc *out)
 {
 	const struct chunk_ent *e;

@@ -2,7 +2,10 @@
  *
  * Checkpoint: the rank's lower half writes every mapping of the upper
  * half's range, with the pages that are not the file's (pagemap), the
- * parked threads and the upper half's signal handlers. Restart: a fresh
+ * parked threads and the upper half's signal handlers, as the process
+ * records of any process image (pimg_format.h), and what only a rank has
+ * in the split section. An image of split format 4 or 5 is converted to
+ * those records as it is read (split_convert.c). Restart: a fresh
  * lower half, MPI initialized, maps them back at their addresses
  * (MAP_FIXED_NOREPLACE: a collision is refused, naming both), fills them
  * and returns what the jump back into the upper half needs.
@@ -35,9 +38,10 @@ struct kact {                      /* the kernel's struct sigaction */
 };
 
 struct region {
-	struct split_region r;
+	struct pimg_rec_region r;
 	char path[PATH_MAX];
-	struct split_run *runs;
+	struct pimg_rec_run *runs;
+	uint64_t nruns;
 };
 
 struct layout {
@@ -81,15 +85,16 @@ static int region_runs(int pm_fd, struct region *g, const struct pimg_region *pr
 
 	pimg_runs_init(&it, pr, g->r.start, g->r.end, pm_fd, batch, 4096);
 	while ((ret = pimg_runs_next(&it, &addr, &npages)) == 1) {
-		if (g->r.nruns == cap) {
-			struct split_run *v = realloc(g->runs, (cap ? cap * 2 : 16) * sizeof(*v));
+		if (g->nruns == cap) {
+			struct pimg_rec_run *v = realloc(g->runs, (cap ? cap * 2 : 16) * sizeof(*v));
 
 			if (!v)
 				return err_set(-ENOMEM, "out of memory");
 			g->runs = v;
 			cap = cap ? cap * 2 : 16;
 		}
-		g->runs[g->r.nruns++] = (struct split_run){ addr, npages };
+		g->runs[g->nruns++] = (struct pimg_rec_run){ addr, npages };
+		g->r.stored_pages += npages;
 	}
 	if (ret)
 		return err_set(-EIO, "cannot read /proc/self/pagemap at %#lx", (unsigned long)it.next);
@@ -161,23 +166,22 @@ static int scan(struct layout *l)
 		g->r.start = m.start;
 		g->r.end = m.end;
 		g->r.prot = m.prot;
-		if (m.shared)
-			g->r.flags |= SPLIT_SHARED;
+		g->r.kind = pr.kind;
+		g->r.flags = pr.flags;
 		if (seg) {
-			g->r.flags |= SPLIT_SEGMENT | (owner ? SPLIT_SEG_OWNER : 0);
+			g->r.flags |= PIMG_F_SEGMENT | (owner ? PIMG_F_SEG_OWNER : 0);
 			g->r.file_offset = seg_off;
 			g->r.file_size = seg_len;
 		} else if (pr.kind == PIMG_FILE_PRIVATE || pr.kind == PIMG_FILE_SHARED) {
-			g->r.flags |= SPLIT_FILE;
 			g->r.file_offset = m.offset;
 			g->r.file_size = pr.file_size;
 			g->r.file_mtime_ns = pr.file_mtime_ns;
 			g->r.file_ino = pr.file_ino;
+			g->r.file_dev = pr.file_dev;
 		}
 		g->r.path_len = (uint32_t)strlen(g->path) + 1;
 		ret = region_runs(pm_fd, g, &pr);
-		for (unsigned i = 0; i < g->r.nruns; i++)
-			l->pages += g->runs[i].npages;
+		l->pages += g->r.stored_pages;
 	}
 	close(pm_fd);
 	free(maps);
@@ -212,12 +216,61 @@ static int put(struct img_writer *w, const void *p, size_t n)
 	return img_write(w, p, n);
 }
 
+/* The "process" section: the process records of the upper half. */
+static int write_process(struct img_writer *w, const struct lh_ckpt_state *st,
+			 const struct layout *l)
+{
+	struct pimg_rec_header h = { 0 };
+	struct pimg_rec_sigaction sa[PIMG_NSIG];
+	char cwd[PATH_MAX + 1] = "";
+	int ret;
+
+	memset(sa, 0, sizeof(sa));
+	for (int s = 1; s <= PIMG_NSIG; s++) {
+		struct kact k;
+
+		if (s == SIGKILL || s == SIGSTOP || syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
+			continue;
+		/* the upper half's own handlers; the lower half's stay its own */
+		if (k.handler >= SPLIT_SAVED_LO && k.handler < STS_UPPER_HI)
+			sa[s - 1] = (struct pimg_rec_sigaction){ k.handler, k.flags, k.restorer, k.mask };
+	}
+	if (!getcwd(cwd, PATH_MAX))
+		cwd[0] = 0;
+	h.version = PIMG_FORMAT_VERSION;
+	h.pid = (int32_t)getpid();
+	h.nthreads = st->nthreads;
+	h.nregions = l->n;
+	h.vdso_start = st->vdso;
+	h.shared_pending = st->shared_pending;
+	/* the cwd, and no executable: the lower half is the process's */
+	h.cwd_len = (uint32_t)strlen(cwd) + 2;
+	ret = img_section_begin(w, "process", "process");
+	ret = ret ? ret : img_section_attr_u64(w, "pid", (uint64_t)h.pid);
+	ret = ret ? ret : img_section_attr_u64(w, "format", PIMG_FORMAT_VERSION);
+	ret = ret ? ret : put(w, &h, sizeof(h));
+	ret = ret ? ret : put(w, cwd, h.cwd_len - 1);
+	ret = ret ? ret : put(w, "", 1);
+	ret = ret ? ret : put(w, sa, sizeof(sa));
+	for (unsigned i = 0; !ret && i < st->nthreads; i++) {
+		struct pimg_rec_thread t;
+
+		split_thread_to_rec(&st->threads[i], &t);
+		ret = put(w, &t, sizeof(t));
+	}
+	for (unsigned i = 0; !ret && i < l->n; i++) {
+		ret = put(w, &l->v[i].r, sizeof(l->v[i].r));
+		ret = ret ? ret : put(w, l->v[i].path, l->v[i].r.path_len);
+		ret = ret ? ret : put(w, &l->v[i].nruns, sizeof(l->v[i].nruns));
+		ret = ret ? ret : put(w, l->v[i].runs, l->v[i].nruns * sizeof(struct pimg_rec_run));
+	}
+	return ret ? ret : img_section_end(w);
+}
+
 int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump_info *info)
 {
 	struct layout l = { 0 };
-	struct split_header h = { 0 };
-	struct split_sigaction sa[64];
-	unsigned nsigs = 0;
+	struct split_info si = { 0 };
 	int ret, mem_fd = -1;
 	char *bounce = NULL;
 
@@ -225,42 +278,21 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	ret = lh_brk_check();
 	ret = ret ? ret : check_objects(st->vdso);
 	ret = ret ? ret : scan(&l);
-	for (int s = 1; !ret && s <= 64; s++) {
-		struct kact k;
-
-		if (s == SIGKILL || s == SIGSTOP || syscall(SYS_rt_sigaction, s, NULL, &k, 8) != 0)
-			continue;
-		if (k.handler >= SPLIT_SAVED_LO && k.handler < STS_UPPER_HI)
-			sa[nsigs++] = (struct split_sigaction){ (uint32_t)s, 0, k.handler, k.flags,
-								k.restorer, k.mask };
-	}
-	h.version = SPLIT_FORMAT_VERSION;
-	h.nthreads = st->nthreads;
-	h.nregions = l.n;
-	h.nsigs = nsigs;
-	h.rank = lh_info->world_rank;
-	h.size = lh_info->world_size;
-	h.uh_callbacks = (uint64_t)(uintptr_t)lh_info->uh;
-	h.vdso = st->vdso;
-	h.stored_pages = l.pages;
-	h.tid_offset = st->tid_offset;
-	h.restarts = st->restarts;
-	h.shared_pending = st->shared_pending;
+	si.version = SPLIT_FORMAT_VERSION;
+	si.rank = lh_info->world_rank;
+	si.size = lh_info->world_size;
+	si.uh_callbacks = (uint64_t)(uintptr_t)lh_info->uh;
+	si.tid_offset = st->tid_offset;
+	si.restarts = st->restarts;
+	ret = ret ? ret : write_process(w, st, &l);
 	ret = ret ? ret : img_section_begin(w, "split", "split");
-	ret = ret ? ret : put(w, &h, sizeof(h));
-	ret = ret ? ret : put(w, st->threads, st->nthreads * sizeof(st->threads[0]));
-	ret = ret ? ret : put(w, sa, nsigs * sizeof(sa[0]));
-	for (unsigned i = 0; !ret && i < l.n; i++) {
-		ret = put(w, &l.v[i].r, sizeof(l.v[i].r));
-		ret = ret ? ret : put(w, l.v[i].path, l.v[i].r.path_len);
-		ret = ret ? ret : put(w, l.v[i].runs, l.v[i].r.nruns * sizeof(struct split_run));
-	}
+	ret = ret ? ret : put(w, &si, sizeof(si));
 	ret = ret ? ret : img_section_end(w);
 	ret = ret ? ret : img_section_begin(w, "memory", "pages");
 	for (unsigned i = 0; !ret && i < l.n; i++) {
 		const struct region *g = &l.v[i];
 
-		for (unsigned j = 0; !ret && j < g->r.nruns; j++) {
+		for (unsigned j = 0; !ret && j < g->nruns; j++) {
 			uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
 
 			if (g->r.prot & PROT_READ) {
@@ -320,7 +352,7 @@ static void occupant(uint64_t a, uint64_t b, char *out, size_t len)
  * opens (or creates) the file and maps it; the owner empties it first and
  * fills it from its image; the rebuild unlinks it once all have it
  * (lh_win.c). An fd or -errno. */
-static int seg_open(const struct split_region *r, const char *path)
+static int seg_open(const struct pimg_rec_region *r, const char *path)
 {
 	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
 	struct stat st;
@@ -330,7 +362,7 @@ static int seg_open(const struct split_region *r, const char *path)
 			       strerror(errno));
 	/* a file left by an earlier try holds stale pages: emptied by the
 	 * owner (its first region) before any member reads it */
-	if (((r->flags & SPLIT_SEG_OWNER) && r->file_offset == 0 && ftruncate(fd, 0) != 0) ||
+	if (((r->flags & PIMG_F_SEG_OWNER) && r->file_offset == 0 && ftruncate(fd, 0) != 0) ||
 	    fstat(fd, &st) != 0 ||
 	    ((uint64_t)st.st_size < r->file_size && ftruncate(fd, (off_t)r->file_size) != 0)) {
 		int e = errno;
@@ -342,22 +374,34 @@ static int seg_open(const struct split_region *r, const char *path)
 	return fd;
 }
 
-static int map_region(const struct split_region *r, const char *path)
+static int region_shared(const struct pimg_rec_region *r)
 {
-	int prot = r->prot | (r->nruns ? PROT_READ | PROT_WRITE : 0);
-	int flags = MAP_FIXED_NOREPLACE | ((r->flags & SPLIT_SHARED) ? MAP_SHARED : MAP_PRIVATE);
+	return r->kind == PIMG_FILE_SHARED || r->kind == PIMG_SHARED_ANON;
+}
+
+/* Mapped from its file: a window segment is made again instead */
+static int region_file(const struct pimg_rec_region *r)
+{
+	return (r->kind == PIMG_FILE_SHARED || r->kind == PIMG_FILE_PRIVATE) &&
+	       !(r->flags & PIMG_F_SEGMENT);
+}
+
+static int map_region(const struct pimg_rec_region *r, const char *path, uint64_t nruns)
+{
+	int prot = r->prot | (nruns ? PROT_READ | PROT_WRITE : 0);
+	int flags = MAP_FIXED_NOREPLACE | (region_shared(r) ? MAP_SHARED : MAP_PRIVATE);
 	size_t len = r->end - r->start;
 	void *p;
 	int fd = -1;
 
-	if (r->flags & SPLIT_SEGMENT) {
+	if (r->flags & PIMG_F_SEGMENT) {
 		fd = seg_open(r, path);
 		if (fd < 0)
 			return fd;
-	} else if (r->flags & SPLIT_FILE) {
+	} else if (region_file(r)) {
 		struct stat st;
 
-		fd = open(path, ((r->flags & SPLIT_SHARED) && (r->prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);
+		fd = open(path, (region_shared(r) && (r->prot & PROT_WRITE)) ? O_RDWR : O_RDONLY);
 		if (fd < 0)
 			return err_set(-errno, "cannot open %s, mapped by the upper half at %#lx: %s", path,
 				       (unsigned long)r->start, strerror(errno));
@@ -394,11 +438,11 @@ static int map_region(const struct split_region *r, const char *path)
  * are read lazily (lh_lazy.c), unless STASIS_RESTORE_LAZY=0. */
 #define LAZY_MIN (1ul << 20)
 
-static int lazy_wanted(const struct split_region *r, uint64_t len)
+static int lazy_wanted(const struct pimg_rec_region *r, uint64_t len)
 {
 	const char *v = getenv("STASIS_RESTORE_LAZY");
 
-	return len >= LAZY_MIN && !(r->flags & (SPLIT_FILE | SPLIT_SHARED)) &&
+	return len >= LAZY_MIN && !region_file(r) && !region_shared(r) &&
 	       r->prot == (PROT_READ | PROT_WRITE) && !(v && !strcmp(v, "0"));
 }
 
@@ -426,47 +470,69 @@ static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
 	return 0;
 }
 
+/* The sections the restart reads: the process records and the split
+ * section, converted from version 4 or 5 when the image is that old. */
+static int read_records(struct img_reader *img, const char *path, unsigned char **proc,
+			size_t *proc_len, struct split_info *info)
+{
+	void *buf = NULL, *p = NULL;
+	size_t len = 0;
+	uint32_t version = 0;
+	int ret = img_section_load(img, "split", 1 << 20, &buf, &len);
+
+	*proc = NULL;
+	if (!ret && len >= sizeof(version))
+		memcpy(&version, buf, sizeof(version));
+	if (ret || len < sizeof(version)) {
+		ret = err_set(-EBADMSG, "%s is not a split-process image", path);
+	} else if (version < SPLIT_FORMAT_OLDEST || version > SPLIT_FORMAT_VERSION) {
+		ret = err_set(-EBADMSG, "%s: split format version %u, this Stasis reads %d to %d",
+			      path, version, SPLIT_FORMAT_OLDEST, SPLIT_FORMAT_VERSION);
+	} else if (version < 6) {
+		ret = split_convert(buf, len, &p, proc_len, info);
+		if (ret)
+			ret = err_set(ret, "%s: %s", path, err_msg());
+	} else if (len != sizeof(*info)) {
+		ret = err_set(-EBADMSG, "%s: the split section is %zu bytes", path, len);
+	} else {
+		memcpy(info, buf, sizeof(*info));
+		ret = img_section_load(img, "process", 256u << 20, &p, proc_len);
+		if (ret)
+			ret = err_set(ret, "%s: %s", path, err_msg());
+	}
+	*proc = p;
+	free(buf);
+	return ret;
+}
+
 int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 {
 	struct img_reader *img = NULL;
-	struct img_section_info si;
-	struct split_header h;
+	struct pimg_rec_header h;
+	struct pimg_rec_sigaction sa[PIMG_NSIG];
+	struct split_info info;
 	struct lh_lazy_piece *lazy = NULL;
 	unsigned nlazy = 0, caplazy = 0;
-	char *buf = NULL;
-	const char *p, *end;
-	int ret, sec, pages;
+	unsigned char *buf = NULL;
+	size_t proc_len = 0;
+	const unsigned char *p, *end;
+	int ret, pages;
 	uint64_t off = 0;
 
 	memset(out, 0, sizeof(*out));
 	ret = img_open(path, &img);
 	if (ret)
 		return ret;
-	sec = img_section_find(img, "split");
 	pages = img_section_find(img, "pages");
-	if (sec < 0 || pages < 0 || img_section_get(img, (unsigned)sec, &si) != 0 ||
-	    si.size < sizeof(h)) {
+	ret = read_records(img, path, &buf, &proc_len, &info);
+	if (!ret && (pages < 0 || proc_len < sizeof(h)))
 		ret = err_set(-EBADMSG, "%s is not a split-process image", path);
+	if (ret)
 		goto out;
-	}
-	buf = malloc(si.size);
-	if (!buf) {
-		ret = err_set(-ENOMEM, "out of memory");
-		goto out;
-	}
-	if (img_read(img, (unsigned)sec, 0, buf, si.size) != (ssize_t)si.size) {
-		ret = -EBADMSG;
-		goto out;
-	}
 	memcpy(&h, buf, sizeof(h));
-	if (h.version < SPLIT_FORMAT_OLDEST || h.version > SPLIT_FORMAT_VERSION) {
-		ret = err_set(-EBADMSG, "%s: split format version %u, this Stasis reads %d to %d",
-			      path, h.version, SPLIT_FORMAT_OLDEST, SPLIT_FORMAT_VERSION);
-		goto out;
-	}
-	if (h.rank != rank || h.size != size) {
+	if (info.rank != rank || info.size != size) {
 		ret = err_set(-EINVAL, "%s is rank %d of %d, but this process is rank %d of %d", path,
-			      h.rank, h.size, rank, size);
+			      info.rank, info.size, rank, size);
 		goto out;
 	}
 	if (h.nthreads == 0 || h.nthreads > LH_MAX_THREADS) {
@@ -474,51 +540,64 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		goto out;
 	}
 	p = buf + sizeof(h);
-	end = buf + si.size;
-	if ((size_t)(end - p) < h.nthreads * sizeof(struct split_thread) +
-				h.nsigs * sizeof(struct split_sigaction)) {
-		ret = err_set(-EBADMSG, "%s: the split section is truncated", path);
+	end = buf + proc_len;
+	if ((size_t)(end - p) < (uint64_t)h.cwd_len + sizeof(sa) +
+				h.nthreads * sizeof(struct pimg_rec_thread)) {
+		ret = err_set(-EBADMSG, "%s: the process section is truncated", path);
 		goto out;
 	}
-	memcpy(out->threads, p, h.nthreads * sizeof(struct split_thread));
-	p += h.nthreads * sizeof(struct split_thread);
+	p += h.cwd_len;
+	memcpy(sa, p, sizeof(sa));
+	p += sizeof(sa);
+	for (unsigned s = 0; s < PIMG_NSIG; s++)
+		if (sa[s].handler >= SPLIT_SAVED_LO && sa[s].handler < STS_UPPER_HI)
+			out->sigs[out->nsigs++] = (struct split_sigaction){
+				s + 1, 0, sa[s].handler, sa[s].flags, sa[s].restorer, sa[s].mask };
+	for (unsigned i = 0; i < h.nthreads; i++) {
+		struct pimg_rec_thread t;
+
+		memcpy(&t, p, sizeof(t));
+		p += sizeof(t);
+		split_thread_from_rec(&t, &out->threads[i]);
+	}
 	out->nthreads = h.nthreads;
-	memcpy(out->sigs, p, h.nsigs * sizeof(struct split_sigaction));
-	out->nsigs = h.nsigs;
-	p += h.nsigs * sizeof(struct split_sigaction);
-	out->uh_callbacks = h.uh_callbacks;
-	out->vdso = h.vdso;
-	out->tid_offset = h.tid_offset;
-	out->restarts = h.restarts;
+	out->uh_callbacks = info.uh_callbacks;
+	out->vdso = h.vdso_start;
+	out->tid_offset = info.tid_offset;
+	out->restarts = info.restarts;
 	out->shared_pending = h.shared_pending;
 	/* map and fill, region by region */
 	for (unsigned i = 0; i < h.nregions; i++) {
-		struct split_region r;
+		struct pimg_rec_region r;
 		const char *rpath;
-		const struct split_run *runs;
+		const unsigned char *runs;
+		uint64_t nruns = 0;
 
-		if ((size_t)(end - p) < sizeof(r)) {
-			ret = err_set(-EBADMSG, "%s: the split section is truncated", path);
+		if ((size_t)(end - p) < sizeof(r) + sizeof(nruns)) {
+			ret = err_set(-EBADMSG, "%s: the process section is truncated", path);
 			goto out;
 		}
 		memcpy(&r, p, sizeof(r));
 		p += sizeof(r);
-		rpath = p;
-		if ((size_t)(end - p) < r.path_len + (uint64_t)r.nruns * sizeof(struct split_run) ||
+		rpath = (const char *)p;
+		if ((size_t)(end - p) >= (uint64_t)r.path_len + sizeof(nruns))
+			memcpy(&nruns, p + r.path_len, sizeof(nruns));
+		if ((size_t)(end - p) < (uint64_t)r.path_len + sizeof(nruns) ||
+		    nruns > ((size_t)(end - p) - r.path_len - sizeof(nruns)) / sizeof(struct pimg_rec_run) ||
 		    r.path_len == 0 || rpath[r.path_len - 1] != 0 || r.start < SPLIT_SAVED_LO ||
 		    r.end > STS_UPPER_HI || r.end <= r.start) {
 			ret = err_set(-EBADMSG, "%s: bad region record %u", path, i);
 			goto out;
 		}
-		p += r.path_len;
-		runs = (const struct split_run *)(const void *)p;
-		p += r.nruns * sizeof(struct split_run);
-		ret = map_region(&r, rpath);
-		for (unsigned j = 0; !ret && j < r.nruns; j++) {
-			struct split_run run;
+		p += r.path_len + sizeof(nruns);
+		runs = p;
+		p += nruns * sizeof(struct pimg_rec_run);
+		ret = map_region(&r, rpath, nruns);
+		for (uint64_t j = 0; !ret && j < nruns; j++) {
+			struct pimg_rec_run run;
 			size_t len;
 
-			memcpy(&run, &runs[j], sizeof(run));
+			memcpy(&run, runs + j * sizeof(run), sizeof(run));
 			len = run.npages * PAGE;
 			if (run.addr < r.start || run.addr + len > r.end) {
 				ret = err_set(-EBADMSG, "%s: bad run in region %u", path, i);
@@ -546,7 +625,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 			off += len;
 			out->bytes += len;
 		}
-		if (!ret && r.nruns && mprotect((void *)(uintptr_t)r.start, r.end - r.start, (int)r.prot))
+		if (!ret && nruns && mprotect((void *)(uintptr_t)r.start, r.end - r.start, (int)r.prot))
 			ret = err_set(-errno, "mprotect %#lx: %s", (unsigned long)r.start, strerror(errno));
 		if (ret)
 			goto out;

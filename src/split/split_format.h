@@ -1,32 +1,41 @@
-/* split_format.h - a rank's image in the split process (docs/split.md).
+/* split_format.h - a rank's image in the split process (docs/split.md,
+ * docs/format.md "Process records").
  *
  * One image per rank, <checkpoint>/rank-NNNNN.img, written by the rank's
  * lower half while the upper half is parked. It holds only the upper half:
- * the memory in [STS_UPPER_LO, STS_UPPER_HI) and what the kernel keeps for
- * it outside memory (its threads' FS bases and signal frames, the signal
- * handlers it installed). Sections:
+ * the memory in [SPLIT_SAVED_LO, STS_UPPER_HI) and what the kernel keeps
+ * for it outside memory (its threads' FS bases and signal frames, the
+ * signal handlers it installed). It is a process image plus one split
+ * section:
  *
- *   "split" (kind split)   struct split_header, struct split_thread[nthreads],
- *                          struct split_sigaction[nsigs], then per region
- *                          struct split_region, its path (path_len bytes,
- *                          NUL included) and nruns struct split_run
- *   "pages" (kind memory)  the stored pages of every run, in the order above
+ *   "process" (kind process) the process records (src/pimg/pimg_format.h),
+ *                          as a process image has them
+ *   "split" (kind split)   struct split_info: what only a rank has
+ *   "pages" (kind memory)  the stored pages of every run, in the order of
+ *                          the regions and runs of "process"
  *   "fds" (kind fds)       the program's descriptors: uint64_t n, then per
  *                          descriptor struct proc_fd (src/proc/proc_format.h),
  *                          its path (path_len bytes, NUL included) and
  *                          data_len bytes of data (src/proc/fds.h)
  *
- * Little-endian fixed-size records; SPLIT_FORMAT_VERSION is checked at
- * restart. Version 5 added the segment flags (SPLIT_SEGMENT,
- * SPLIT_SEG_OWNER) that an older reader would take for plain memory; a
- * version 4 image has the same records without them and is still read. Meta: producer "stasis split", job, rank, size, library.
+ * Little-endian fixed-size records; the split section's version is
+ * checked at restart. Version 6 moved the threads, signal handlers and
+ * regions into the process records. Versions 4 and 5 held them in the
+ * split section (struct split_header, split_thread, split_sigaction,
+ * split_region, split_run below); split_convert() turns such a section
+ * into version 6's at load (version 5 added the segment flags, SPLIT_SEGMENT
+ * and SPLIT_SEG_OWNER). Meta: producer "stasis split", job, rank, size,
+ * library.
  */
 #ifndef STS_SPLIT_FORMAT_H
 #define STS_SPLIT_FORMAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-#define SPLIT_FORMAT_VERSION 5
+#include "../pimg/pimg_format.h"
+
+#define SPLIT_FORMAT_VERSION 6
 #define SPLIT_FORMAT_OLDEST 4
 
 /* What an image holds: every mapping in [SPLIT_SAVED_LO, STS_UPPER_HI).
@@ -37,6 +46,33 @@
  * below STS_UPPER_LO. */
 #define SPLIT_SAVED_LO 0x10000ull
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
+
+/* The split section of version 6. */
+struct split_info {
+	uint32_t version;           /* SPLIT_FORMAT_VERSION */
+	int32_t rank, size;
+	uint32_t tid_offset;        /* of the thread id in glibc's struct pthread */
+	uint64_t uh_callbacks;      /* the upper half's sts_uh_callbacks (sts_lh_info.uh) */
+	uint32_t restarts;          /* restarts the job went through before this image */
+	uint32_t pad;
+};
+
+/* A version 4 or 5 split section (old, len bytes) as version 6's: *process
+ * (malloc'd, *process_len bytes) the process section, *info the split
+ * section. 0, or -EBADMSG / -ENOMEM with err_msg(). (split_convert.c) */
+int split_convert(const void *old, size_t len, void **process, size_t *process_len,
+		  struct split_info *info);
+
+struct split_thread;
+/* A parked thread as a process record, and back. */
+void split_thread_to_rec(const struct split_thread *t, struct pimg_rec_thread *rec);
+void split_thread_from_rec(const struct pimg_rec_thread *rec, struct split_thread *t);
+/* A region's kind and flags (pimg.h) from a version 4 or 5 region's flags. */
+void split_region_kind(uint32_t old_flags, uint32_t *kind, uint32_t *flags);
+
+/* The records of versions 4 and 5; struct split_thread and split_sigaction
+ * also hold the lower half's view of the parked upper half in memory
+ * (lh_ckpt.h). */
 
 struct split_header {
 	uint32_t version;
