@@ -1,8 +1,13 @@
 /* decode.c - the records of a process image as JSON, and back
  * (`stasis inspect --decode`, `--encode`; docs/transparent.md, "Image
- * sections for processes").
+ * sections for processes"; docs/format.md, "Process records").
  *
- * Every record of proc_format.h that an image holds is described once, as
+ * Both image kinds hold the process records of pimg_format.h: a process
+ * image (proc/) and a split image (split/, one rank's upper half), which
+ * adds a split section (split_format.h); one of split format 4 or 5 is
+ * shown converted (split_convert.c), as a restart reads it.
+ *
+ * Every record that an image holds is described once, as
  * a table of its fields (name, offset, size, how it prints). Decoding and
  * encoding walk the same tables, so the two cannot disagree, and encoding
  * a decoded section gives back its bytes: tests/cli/test_decode.py checks
@@ -12,6 +17,7 @@
  */
 #include "proc/proc.h"
 #include "proc/proc_format.h"
+#include "split/split_format.h"
 #include "common/err.h"
 #include "image/image.h"
 
@@ -48,52 +54,59 @@ struct field {
 			     sizeof(((T *)0)->f) / sizeof(elem), k }
 
 static const struct field header_fields[] = {
-	ONE(struct proc_header, version, F_UINT), ONE(struct proc_header, pid, F_INT),
-	ONE(struct proc_header, nthreads, F_UINT), ONE(struct proc_header, nregions, F_UINT),
-	ONE(struct proc_header, start_code, F_ADDR), ONE(struct proc_header, end_code, F_ADDR),
-	ONE(struct proc_header, start_data, F_ADDR), ONE(struct proc_header, end_data, F_ADDR),
-	ONE(struct proc_header, start_brk, F_ADDR), ONE(struct proc_header, brk, F_ADDR),
-	ONE(struct proc_header, start_stack, F_ADDR), ONE(struct proc_header, arg_start, F_ADDR),
-	ONE(struct proc_header, arg_end, F_ADDR), ONE(struct proc_header, env_start, F_ADDR),
-	ONE(struct proc_header, env_end, F_ADDR), ONE(struct proc_header, vvar_start, F_ADDR),
-	ONE(struct proc_header, vvar_end, F_ADDR), ONE(struct proc_header, vclock_start, F_ADDR),
-	ONE(struct proc_header, vclock_end, F_ADDR), ONE(struct proc_header, vdso_start, F_ADDR),
-	ONE(struct proc_header, vdso_end, F_ADDR), ONE(struct proc_header, state_addr, F_ADDR),
-	ONE(struct proc_header, umask, F_UINT), ONE(struct proc_header, cwd_len, F_UINT),
-	ARR(struct proc_header, itimer, uint64_t, F_UINT),
-	ONE(struct proc_header, shared_pending, F_ADDR),
-	ARR(struct proc_header, rlimit, uint64_t, F_UINT),
-	ONE(struct proc_header, personality, F_ADDR), ONE(struct proc_header, nrlimits, F_UINT),
-	ARR(struct proc_header, auxv, uint64_t, F_ADDR), ONE(struct proc_header, auxv_len, F_UINT),
-	ONE(struct proc_header, nice, F_INT),
+	ONE(struct pimg_rec_header, version, F_UINT), ONE(struct pimg_rec_header, pid, F_INT),
+	ONE(struct pimg_rec_header, nthreads, F_UINT), ONE(struct pimg_rec_header, nregions, F_UINT),
+	ONE(struct pimg_rec_header, start_code, F_ADDR), ONE(struct pimg_rec_header, end_code, F_ADDR),
+	ONE(struct pimg_rec_header, start_data, F_ADDR), ONE(struct pimg_rec_header, end_data, F_ADDR),
+	ONE(struct pimg_rec_header, start_brk, F_ADDR), ONE(struct pimg_rec_header, brk, F_ADDR),
+	ONE(struct pimg_rec_header, start_stack, F_ADDR), ONE(struct pimg_rec_header, arg_start, F_ADDR),
+	ONE(struct pimg_rec_header, arg_end, F_ADDR), ONE(struct pimg_rec_header, env_start, F_ADDR),
+	ONE(struct pimg_rec_header, env_end, F_ADDR), ONE(struct pimg_rec_header, vvar_start, F_ADDR),
+	ONE(struct pimg_rec_header, vvar_end, F_ADDR), ONE(struct pimg_rec_header, vclock_start, F_ADDR),
+	ONE(struct pimg_rec_header, vclock_end, F_ADDR), ONE(struct pimg_rec_header, vdso_start, F_ADDR),
+	ONE(struct pimg_rec_header, vdso_end, F_ADDR), ONE(struct pimg_rec_header, state_addr, F_ADDR),
+	ONE(struct pimg_rec_header, umask, F_UINT), ONE(struct pimg_rec_header, cwd_len, F_UINT),
+	ARR(struct pimg_rec_header, itimer, uint64_t, F_UINT),
+	ONE(struct pimg_rec_header, shared_pending, F_ADDR),
+	ARR(struct pimg_rec_header, rlimit, uint64_t, F_UINT),
+	ONE(struct pimg_rec_header, personality, F_ADDR), ONE(struct pimg_rec_header, nrlimits, F_UINT),
+	ARR(struct pimg_rec_header, auxv, uint64_t, F_ADDR), ONE(struct pimg_rec_header, auxv_len, F_UINT),
+	ONE(struct pimg_rec_header, nice, F_INT),
 };
 
 static const struct field sigaction_fields[] = {
-	ONE(struct proc_sigaction, handler, F_ADDR), ONE(struct proc_sigaction, flags, F_ADDR),
-	ONE(struct proc_sigaction, restorer, F_ADDR), ONE(struct proc_sigaction, mask, F_ADDR),
+	ONE(struct pimg_rec_sigaction, handler, F_ADDR), ONE(struct pimg_rec_sigaction, flags, F_ADDR),
+	ONE(struct pimg_rec_sigaction, restorer, F_ADDR), ONE(struct pimg_rec_sigaction, mask, F_ADDR),
 };
 
 static const struct field thread_fields[] = {
-	ONE(struct proc_thread, tid, F_INT), ONE(struct proc_thread, flags, F_UINT),
-	ONE(struct proc_thread, fs_base, F_ADDR), ONE(struct proc_thread, gs_base, F_ADDR),
-	ONE(struct proc_thread, sigframe, F_ADDR), ONE(struct proc_thread, rseq_addr, F_ADDR),
-	ONE(struct proc_thread, rseq_len, F_UINT), ONE(struct proc_thread, rseq_sig, F_ADDR),
-	ONE(struct proc_thread, robust_head, F_ADDR), ONE(struct proc_thread, robust_len, F_UINT),
-	ONE(struct proc_thread, clear_child_tid, F_ADDR), ONE(struct proc_thread, comm, F_TEXT),
-	ONE(struct proc_thread, sigpending, F_ADDR), ONE(struct proc_thread, uc_size, F_UINT),
+	ONE(struct pimg_rec_thread, tid, F_INT), ONE(struct pimg_rec_thread, flags, F_UINT),
+	ONE(struct pimg_rec_thread, fs_base, F_ADDR), ONE(struct pimg_rec_thread, gs_base, F_ADDR),
+	ONE(struct pimg_rec_thread, sigframe, F_ADDR), ONE(struct pimg_rec_thread, rseq_addr, F_ADDR),
+	ONE(struct pimg_rec_thread, rseq_len, F_UINT), ONE(struct pimg_rec_thread, rseq_sig, F_ADDR),
+	ONE(struct pimg_rec_thread, robust_head, F_ADDR), ONE(struct pimg_rec_thread, robust_len, F_UINT),
+	ONE(struct pimg_rec_thread, clear_child_tid, F_ADDR), ONE(struct pimg_rec_thread, comm, F_TEXT),
+	ONE(struct pimg_rec_thread, sigpending, F_ADDR), ONE(struct pimg_rec_thread, uc_size, F_UINT),
 };
 
 static const struct field region_fields[] = {
-	ONE(struct proc_region, start, F_ADDR), ONE(struct proc_region, end, F_ADDR),
-	ONE(struct proc_region, file_offset, F_UINT), ONE(struct proc_region, prot, F_UINT),
-	ONE(struct proc_region, kind, F_REGION_KIND), ONE(struct proc_region, flags, F_UINT),
-	ONE(struct proc_region, path_len, F_UINT), ONE(struct proc_region, stored_pages, F_UINT),
-	ONE(struct proc_region, file_size, F_UINT), ONE(struct proc_region, file_mtime_ns, F_UINT),
-	ONE(struct proc_region, file_ino, F_UINT), ONE(struct proc_region, file_dev, F_UINT),
+	ONE(struct pimg_rec_region, start, F_ADDR), ONE(struct pimg_rec_region, end, F_ADDR),
+	ONE(struct pimg_rec_region, file_offset, F_UINT), ONE(struct pimg_rec_region, prot, F_UINT),
+	ONE(struct pimg_rec_region, kind, F_REGION_KIND), ONE(struct pimg_rec_region, flags, F_UINT),
+	ONE(struct pimg_rec_region, path_len, F_UINT), ONE(struct pimg_rec_region, stored_pages, F_UINT),
+	ONE(struct pimg_rec_region, file_size, F_UINT), ONE(struct pimg_rec_region, file_mtime_ns, F_UINT),
+	ONE(struct pimg_rec_region, file_ino, F_UINT), ONE(struct pimg_rec_region, file_dev, F_UINT),
 };
 
 static const struct field pages_fields[] = {
-	ONE(struct proc_pages, addr, F_ADDR), ONE(struct proc_pages, npages, F_UINT),
+	ONE(struct pimg_rec_run, addr, F_ADDR), ONE(struct pimg_rec_run, npages, F_UINT),
+};
+
+static const struct field split_fields[] = {
+	ONE(struct split_info, version, F_UINT), ONE(struct split_info, rank, F_INT),
+	ONE(struct split_info, size, F_INT), ONE(struct split_info, tid_offset, F_UINT),
+	ONE(struct split_info, uh_callbacks, F_ADDR), ONE(struct split_info, restarts, F_UINT),
+	ONE(struct split_info, pad, F_UINT),
 };
 
 static const struct field fd_fields[] = {
@@ -131,11 +144,12 @@ struct record {
 };
 
 #define RECORD(T, tab) { #T, tab, sizeof(tab) / sizeof(tab[0]), sizeof(T) }
-static const struct record header_rec = RECORD(struct proc_header, header_fields);
-static const struct record sigaction_rec = RECORD(struct proc_sigaction, sigaction_fields);
-static const struct record thread_rec = RECORD(struct proc_thread, thread_fields);
-static const struct record region_rec = RECORD(struct proc_region, region_fields);
-static const struct record pages_rec = RECORD(struct proc_pages, pages_fields);
+static const struct record header_rec = RECORD(struct pimg_rec_header, header_fields);
+static const struct record sigaction_rec = RECORD(struct pimg_rec_sigaction, sigaction_fields);
+static const struct record thread_rec = RECORD(struct pimg_rec_thread, thread_fields);
+static const struct record region_rec = RECORD(struct pimg_rec_region, region_fields);
+static const struct record pages_rec = RECORD(struct pimg_rec_run, pages_fields);
+static const struct record split_rec = RECORD(struct split_info, split_fields);
 static const struct record fd_rec = RECORD(struct proc_fd, fd_fields);
 static const struct record socket_rec = RECORD(struct proc_socket, socket_fields);
 static const struct record pty_rec = RECORD(struct proc_pty, pty_fields);
@@ -319,41 +333,24 @@ static json_t *take_text(struct cursor *c, size_t len)
 static int read_section(struct img_reader *img, const char *name, unsigned char **out,
 			size_t *len)
 {
-	struct img_section_info si;
-	int idx = img_section_find(img, name);
-	unsigned char *buf;
-	ssize_t got;
+	void *p;
+	int ret = img_section_load(img, name, 256u << 20, &p, len);
 
-	*out = NULL;
-	*len = 0;
-	if (idx < 0 || img_section_get(img, (unsigned)idx, &si))
-		return err_set(-ENOENT, "decode: the image has no section %s", name);
-	if (si.size > (256u << 20))
-		return err_set(-EFBIG, "decode: section %s is too large to decode", name);
-	buf = malloc(si.size ? si.size : 1);
-	if (!buf)
-		return -ENOMEM;
-	got = si.size ? img_read(img, (unsigned)idx, 0, buf, si.size) : 0;
-	if (got < 0 || (uint64_t)got != si.size) {
-		free(buf);
-		return got < 0 ? (int)got : err_set(-EBADMSG, "decode: section %s is short", name);
-	}
-	*out = buf;
-	*len = si.size;
-	return 0;
+	*out = p;
+	return ret ? err_set(ret, "decode: %s", err_msg()) : 0;
 }
 
 static int decode_process(struct cursor *c, json_t *o)
 {
-	struct proc_header h;
+	struct pimg_rec_header h;
 	json_t *a;
 	int ret = take(c, &h, sizeof(h));
 
 	if (ret)
 		return ret;
-	if (h.version < 2)
-		return err_set(-ENOTSUP, "decode: process records of version %u (before 2) are not "
-			       "decoded", h.version);
+	if (h.version < PIMG_FORMAT_OLDEST)
+		return err_set(-ENOTSUP, "decode: process records of version %u (before %d) are not "
+			       "decoded", h.version, PIMG_FORMAT_OLDEST);
 	json_object_set_new(o, "header", record_json(&header_rec, &h));
 	if (c->left < h.cwd_len)
 		return err_set(-EBADMSG, "decode: section process ends inside the cwd");
@@ -372,7 +369,7 @@ static int decode_process(struct cursor *c, json_t *o)
 	a = json_array();
 	json_object_set_new(o, "sigactions", a);
 	for (unsigned i = 0; !ret && i < PROC_NSIG; i++) {
-		struct proc_sigaction sa;
+		struct pimg_rec_sigaction sa;
 
 		ret = take(c, &sa, sizeof(sa));
 		if (!ret)
@@ -381,7 +378,7 @@ static int decode_process(struct cursor *c, json_t *o)
 	a = json_array();
 	json_object_set_new(o, "threads", a);
 	for (uint32_t i = 0; !ret && i < h.nthreads; i++) {
-		struct proc_thread t;
+		struct pimg_rec_thread t;
 
 		ret = take(c, &t, sizeof(t));
 		if (!ret)
@@ -390,7 +387,7 @@ static int decode_process(struct cursor *c, json_t *o)
 	a = json_array();
 	json_object_set_new(o, "regions", a);
 	for (uint32_t i = 0; !ret && i < h.nregions; i++) {
-		struct proc_region r;
+		struct pimg_rec_region r;
 		uint64_t nruns = 0;
 		json_t *ro, *runs, *path;
 
@@ -404,12 +401,12 @@ static int decode_process(struct cursor *c, json_t *o)
 			return -EBADMSG;
 		json_object_set_new(ro, "path", path);
 		ret = take(c, &nruns, sizeof(nruns));
-		if (!ret && nruns > c->left / sizeof(struct proc_pages))
+		if (!ret && nruns > c->left / sizeof(struct pimg_rec_run))
 			ret = err_set(-EBADMSG, "decode: section process has a bad run count");
 		runs = json_array();
 		json_object_set_new(ro, "runs", runs);
 		for (uint64_t k = 0; !ret && k < nruns; k++) {
-			struct proc_pages pg;
+			struct pimg_rec_run pg;
 
 			ret = take(c, &pg, sizeof(pg));
 			if (!ret)
@@ -492,7 +489,7 @@ static uint32_t fd_kind(json_t *fds, const char *section)
 /* A thread section: its record, then the ucontext and xsave area as hex. */
 static int decode_thread(struct cursor *c, json_t *o)
 {
-	struct proc_thread t;
+	struct pimg_rec_thread t;
 	int ret = take(c, &t, sizeof(t));
 
 	if (ret)
@@ -506,11 +503,47 @@ static int decode_thread(struct cursor *c, json_t *o)
 static int tables_check(void)
 {
 	const struct record *all[] = { &header_rec, &sigaction_rec, &thread_rec, &region_rec,
-				       &pages_rec, &fd_rec, &socket_rec, &pty_rec };
+				       &pages_rec, &split_rec, &fd_rec, &socket_rec, &pty_rec };
 	int ret = 0;
 
 	for (size_t i = 0; !ret && i < sizeof(all) / sizeof(*all); i++)
 		ret = record_check(all[i]);
+	return ret;
+}
+
+/* A split image's split section, and its process records: *buf, either
+ * its process section or, for split format 4 or 5, the converted split
+ * section (the JSON says "converted_from"). */
+static int split_records(struct img_reader *img, json_t *root, unsigned char **buf, size_t *len)
+{
+	struct split_info info;
+	unsigned char *sec;
+	size_t n;
+	uint32_t version = 0;
+	int ret = read_section(img, "split", &sec, &n);
+
+	if (ret)
+		return ret;
+	if (n >= sizeof(version))
+		memcpy(&version, sec, sizeof(version));
+	if (version >= SPLIT_FORMAT_OLDEST && version < 6) {
+		void *p;
+
+		ret = split_convert(sec, n, &p, len, &info);
+		*buf = p;
+		if (ret)
+			ret = err_set(ret, "decode: %s", err_msg());
+		json_object_set_new(root, "converted_from", json_integer(version));
+	} else if (version == SPLIT_FORMAT_VERSION && n == sizeof(info)) {
+		memcpy(&info, sec, sizeof(info));
+		ret = read_section(img, "process", buf, len);
+	} else {
+		ret = err_set(-ENOTSUP, "decode: split format version %u (%zu bytes), this Stasis "
+			      "reads %d to %d", version, n, SPLIT_FORMAT_OLDEST, SPLIT_FORMAT_VERSION);
+	}
+	if (!ret)
+		json_object_set_new(root, "split", record_json(&split_rec, &info));
+	free(sec);
 	return ret;
 }
 
@@ -529,7 +562,9 @@ int proc_image_decode(struct img_reader *img, char **json)
 		return -ENOMEM;
 	}
 	json_object_set_new(root, "format", json_integer(PROC_FORMAT_VERSION));
-	if (!ret)
+	if (!ret && img_section_find(img, "split") >= 0)
+		ret = split_records(img, root, &buf, &len);
+	else if (!ret)
 		ret = read_section(img, "process", &buf, &len);
 	if (!ret) {
 		struct cursor c = { buf, len, "process" };
@@ -746,7 +781,7 @@ static int put_text(struct out *o, json_t *v, size_t len, const char *what)
 static int encode_process(struct out *o, json_t *p)
 {
 	json_t *h = json_object_get(p, "header"), *a, *v;
-	struct proc_header hdr;
+	struct pimg_rec_header hdr;
 	size_t i;
 	int ret = record_from_json(&header_rec, h, &hdr);
 
@@ -778,7 +813,7 @@ static int encode_process(struct out *o, json_t *p)
 	if (!ret && json_array_size(a) != hdr.nregions)
 		ret = err_set(-EINVAL, "encode: regions does not hold nregions records");
 	json_array_foreach(a, i, v) {
-		struct proc_region r;
+		struct pimg_rec_region r;
 		json_t *runs = json_object_get(v, "runs"), *run;
 		uint64_t nruns = json_array_size(runs);
 		size_t k;
@@ -867,6 +902,12 @@ int proc_image_encode(const char *json, const char *section, void **buf, size_t 
 		ret = encode_process(&o, json_object_get(root, "process"));
 	else if (!ret && strcmp(section, "fds") == 0)
 		ret = encode_fds(&o, json_object_get(root, "fds"));
+	else if (!ret && strcmp(section, "split") == 0 && json_object_get(root, "converted_from"))
+		ret = err_set(-ENOTSUP, "encode: this image's split section was converted from "
+			      "format %lld, which is not written", (long long)json_integer_value(
+			      json_object_get(root, "converted_from")));
+	else if (!ret && strcmp(section, "split") == 0)
+		ret = encode_record(&o, &split_rec, json_object_get(root, "split"));
 	else if (!ret && (v = json_object_get(json_object_get(root, "threads"), section)))
 		ret = encode_thread(&o, v);
 	else if (!ret && (v = json_object_get(json_object_get(root, "files"), section)))

@@ -5,9 +5,11 @@ with SIGKILL and `stasis restart` brings it back on a fresh MPI, three
 times; the program checks its own memory and results.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import json
 import os
 import pathlib
 import re
+import subprocess
 import sys
 import time
 
@@ -15,7 +17,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
-from proc_harness import Job  # noqa: E402
+from proc_harness import BIN, Job  # noqa: E402
 from split_common import MPI_ENV, launcher, program_fixture  # noqa: E402
 
 # The three cycles of cycles() take a job's first few iterations (each
@@ -134,9 +136,33 @@ def test_checkpoint_stop_then_restart(hello, tmp_path):
     rc, out, err = job.finish_job(timeout=60)
     assert rc == 0, err
     assert "PASS" not in out
+    decode_round_trip(job, next(job.ck.glob(f"*/{r.stdout.strip()}/rank-00001.img")),
+                      hello["openmpi"], tmp_path)
     job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=2 iterations=40" in out, out + err
+
+
+def decode_round_trip(job, image, prog, tmp_path):
+    """A rank's image holds the process records of any process image and
+    a split section (`stasis inspect --decode`, docs/format.md); each
+    decoded section encodes back to its bytes as stored."""
+    d = json.loads(job.stasis("inspect", "--decode", image).stdout)
+    assert d["split"]["rank"] == 1 and d["split"]["size"] == 2, d["split"]
+    proc = d["process"]
+    assert len(proc["threads"]) == proc["header"]["nthreads"] >= 1
+    assert [t["flags"] for t in proc["threads"]].count(1) == 1, proc["threads"]
+    assert len(proc["sigactions"]) == 64
+    assert any(r["kind"] == "file_private" and r["path"] == prog for r in proc["regions"])
+    assert any(r["kind"] == "anon" and r["runs"] for r in proc["regions"])
+    decoded = tmp_path / "decoded.json"
+    decoded.write_text(json.dumps(d))
+    for section in ["process", "split", "fds", *d["files"]]:
+        stored = tmp_path / f"stored.{section}"
+        job.stasis("extract", image, section, stored)
+        encoded = subprocess.run([BIN, "inspect", "--encode", section,
+                                 str(decoded)], capture_output=True, check=True).stdout
+        assert encoded == stored.read_bytes(), section
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
