@@ -127,10 +127,26 @@ static int put_fields(json_t *o, const struct index_record *r)
 	return ret ? ret : put_op_fields(o, r);
 }
 
+/* "R <length> <crc> <json>\n" */
+static int frame(const char *json, size_t n, char *line, size_t size, size_t *len)
+{
+	char prefix[32];
+	size_t plen;
+
+	plen = (size_t)snprintf(prefix, sizeof(prefix), "R %zu %08" PRIx32 " ", n, crc32c(0, json, n));
+	if (plen + n + 1 > size || plen + n + 1 > INDEX_MAX_LINE)
+		return -E2BIG;
+	memcpy(line, prefix, plen);
+	memcpy(line + plen, json, n);
+	line[plen + n] = '\n';
+	*len = plen + n + 1;
+	return 0;
+}
+
 int index_encode(const struct index_record *r, char *line, size_t size, size_t *len)
 {
-	char json[INDEX_MAX_LINE], prefix[32];
-	size_t n, plen;
+	char json[INDEX_MAX_LINE];
+	size_t n;
 	json_t *o;
 	int ret;
 
@@ -147,14 +163,44 @@ int index_encode(const struct index_record *r, char *line, size_t size, size_t *
 		return ret;
 	if (n == 0 || n > sizeof(json))
 		return -E2BIG;
-	plen = (size_t)snprintf(prefix, sizeof(prefix), "R %zu %08" PRIx32 " ", n, crc32c(0, json, n));
-	if (plen + n + 1 > size || plen + n + 1 > INDEX_MAX_LINE)
+	return frame(json, n, line, size, len);
+}
+
+/* FILES: the files of several writers in one record (a node agent's for
+ * its ranks' images), each an array [name, size, crc, image]:
+ *     {"op":"FILES","ckpt":"ckpt-000002","time":T,"files":[["rank-00000.img",512,"89abcdef",true],...]}
+ * Readers see one FILE record per entry, at the line's offset. */
+int index_encode_files(const struct index_record *files, unsigned n, char *line, size_t size, size_t *len)
+{
+	char json[INDEX_MAX_LINE], crc[9];
+	json_t *o, *list;
+	size_t jn;
+	int ret;
+
+	if (!n || n > INDEX_FILES_MAX || !files[0].ckpt[0])
+		return -EINVAL;
+	o = json_object();
+	list = json_array();
+	ret = o && list && json_object_set_new(o, "op", json_string(INDEX_FILES_OP)) == 0 ? 0 : -ENOMEM;
+	ret = ret ? ret : put_str(o, "ckpt", files[0].ckpt);
+	ret = ret ? ret : put_int(o, "time", files[0].time);
+	for (unsigned i = 0; i < n && !ret; i++) {
+		json_t *e;
+
+		snprintf(crc, sizeof(crc), "%08" PRIx32, files[i].crc);
+		e = files[i].size > (uint64_t)INT64_MAX ? NULL :
+		    json_pack("[s,I,s,b]", files[i].name, (json_int_t)files[i].size, crc, files[i].image);
+		ret = e && json_array_append_new(list, e) == 0 ? 0 : -EINVAL;
+	}
+	ret = ret ? ret : json_object_set(o, "files", list) ? -ENOMEM : 0;
+	jn = ret ? 0 : json_dumpb(o, json, sizeof(json), JSON_COMPACT | JSON_PRESERVE_ORDER);
+	json_decref(list);
+	json_decref(o);
+	if (ret)
+		return ret;
+	if (jn == 0 || jn > sizeof(json))
 		return -E2BIG;
-	memcpy(line, prefix, plen);
-	memcpy(line + plen, json, n);
-	line[plen + n] = '\n';
-	*len = plen + n + 1;
-	return 0;
+	return frame(json, jn, line, size, len);
 }
 
 /* ---- decoding ---- */
@@ -405,6 +451,103 @@ int index_decode(const char *line, size_t len, struct index_record *r, const cha
 	return ret ? bad(why, "JSON lacks a field its op needs") : 0;
 }
 
+/* The entries of a FILES record in index_encode_files' spelling */
+static int decode_files_fast(const char *json, size_t len, struct index_record *out, unsigned max,
+			     unsigned *n)
+{
+	struct cursor c = { json, json + len };
+	struct index_record head = { .op = INDEX_FILE };
+
+	*n = 0;
+	if (!eat(&c, "{\"op\":\"" INDEX_FILES_OP "\",\"ckpt\":\"") ||
+	    !eat_str(&c, head.ckpt, sizeof(head.ckpt)) || !eat(&c, ",\"time\":") ||
+	    !eat_int(&c, &head.time) || !eat(&c, ",\"files\":["))
+		return 0;
+	do {
+		struct index_record *r = &out[*n];
+		char crc[16];
+		int64_t size;
+
+		if (*n == max)
+			return 0;
+		*r = head;
+		if (!eat(&c, "[\"") || !eat_str(&c, r->name, sizeof(r->name)) || !eat(&c, ",") ||
+		    !eat_int(&c, &size) || size < 0 || !eat(&c, ",\"") || !eat_str(&c, crc, sizeof(crc)) ||
+		    strlen(crc) != 8 || !is_hex8(crc) || !eat(&c, ","))
+			return 0;
+		r->image = eat(&c, "true");
+		if ((!r->image && !eat(&c, "false")) || !eat(&c, "]"))
+			return 0;
+		r->size = (uint64_t)size;
+		r->crc = parse_hex8(crc);
+		++*n;
+	} while (eat(&c, ","));
+	return eat(&c, "]}") && c.p == c.end;
+}
+
+/* Any other spelling of it, through jansson */
+static int decode_files_json(const char *json, size_t len, struct index_record *out, unsigned max,
+			     unsigned *n)
+{
+	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL), *list, *e;
+	struct index_record head = { .op = INDEX_FILE };
+	char op[16];
+	size_t i;
+	int ok;
+
+	*n = 0;
+	list = json_object_get(o, "files");
+	ok = o && !get_str(o, "op", op, sizeof(op), 1) && !strcmp(op, INDEX_FILES_OP) &&
+	     !get_str(o, "ckpt", head.ckpt, sizeof(head.ckpt), 1) &&
+	     json_is_integer(json_object_get(o, "time")) && json_is_array(list) &&
+	     json_array_size(list) > 0 && json_array_size(list) <= max;
+	head.time = ok ? json_integer_value(json_object_get(o, "time")) : 0;
+	json_array_foreach(ok ? list : NULL, i, e) {
+		struct index_record *r = &out[i];
+		const char *name = json_string_value(json_array_get(e, 0));
+		const char *crc = json_string_value(json_array_get(e, 2));
+		json_t *size = json_array_get(e, 1), *image = json_array_get(e, 3);
+
+		*r = head;
+		ok = json_array_size(e) == 4 && name && *name && strlen(name) < sizeof(r->name) &&
+		     strlen(name) == json_string_length(json_array_get(e, 0)) && json_is_integer(size) &&
+		     json_integer_value(size) >= 0 && crc && strlen(crc) == 8 && is_hex8(crc) &&
+		     json_is_boolean(image);
+		if (!ok)
+			break;
+		strcpy(r->name, name);
+		r->size = (uint64_t)json_integer_value(size);
+		r->crc = parse_hex8(crc);
+		r->image = json_is_true(image);
+	}
+	*n = ok ? (unsigned)json_array_size(list) : 0;
+	json_decref(o);
+	return ok;
+}
+
+int index_decode_files(const char *line, size_t len, struct index_record *out, unsigned max,
+		       unsigned *n, const char **why)
+{
+	static const char start[] = "{\"op\":\"" INDEX_FILES_OP "\",";
+	const char *json, *dummy;
+	size_t json_len;
+	uint32_t crc;
+	int ret;
+
+	if (!why)
+		why = &dummy;
+	ret = decode_prefix(line, len, &json, &json_len, &crc, why);
+	if (ret)
+		return ret;
+	if (json_len < sizeof(start) - 1 || memcmp(json, start, sizeof(start) - 1))
+		return -ENOMSG;
+	if (crc32c(0, json, json_len) != crc)
+		return bad(why, "checksum mismatch");
+	if (decode_files_fast(json, json_len, out, max, n) || decode_files_json(json, json_len, out, max, n))
+		return 0;
+	return bad(why, "FILES record without its files");
+}
+
 /* ---- writing ---- */
 
 static int write_all(const struct store_tier_ops *ops, int fd, const char *buf, size_t len)
@@ -551,10 +694,11 @@ static int write_record(struct index_hold *h, const char *line, size_t len)
 	return ret;
 }
 
+static int append_line(struct index_hold *h, const char *line, size_t len, const char *op, const char *ckpt);
+
 int index_append_held(struct index_hold *h, const struct index_record *r)
 {
-	char line[INDEX_MAX_LINE], cause[256];
-	uint64_t size;
+	char line[INDEX_MAX_LINE];
 	size_t len;
 	int ret;
 
@@ -562,6 +706,21 @@ int index_append_held(struct index_hold *h, const struct index_record *r)
 	ret = index_encode(r, line, sizeof(line), &len);
 	if (ret)
 		return err_set(ret, "%s: cannot encode a %s record for %s", h->ix->path, op_names[r->op], r->ckpt);
+	return append_line(h, line, len, op_names[r->op], r->ckpt);
+}
+
+int index_append_files(struct index_hold *h, const char *line, size_t len, const char *ckpt)
+{
+	err_clear();
+	return append_line(h, line, len, INDEX_FILES_OP, ckpt);
+}
+
+static int append_line(struct index_hold *h, const char *line, size_t len, const char *op, const char *ckpt)
+{
+	char cause[256];
+	uint64_t size;
+	int ret;
+
 	ret = ensure_header(h, &size);
 	if (ret == 0)
 		ret = seal_tail(h, &size);
@@ -578,8 +737,7 @@ int index_append_held(struct index_hold *h, const struct index_record *r)
 		return 0;
 	}
 	snprintf(cause, sizeof(cause), "%s", err_msg()[0] ? err_msg() : strerror(-ret));
-	return err_set(ret, "%s: cannot append the %s record of %s: %s", h->ix->path, op_names[r->op],
-		       r->ckpt, cause);
+	return err_set(ret, "%s: cannot append the %s record of %s: %s", h->ix->path, op, ckpt, cause);
 }
 
 int index_append(struct index *ix, const struct index_record *r)
@@ -690,10 +848,11 @@ static void skip_line(struct scan *sc, uint64_t offset, const char *line, size_t
 /* The lines of buf from off on; buf[0] is the file's byte base */
 static int scan_lines(struct scan *sc, const char *buf, size_t size, size_t off, uint64_t base)
 {
-	struct index_record r;
+	struct index_record *files = NULL;
 	const char *why;
+	unsigned nfiles;
 	size_t end;
-	int ret;
+	int ret = 0;
 
 	while (off < size) {
 		const char *nl = memchr(buf + off, '\n', size - off);
@@ -706,17 +865,30 @@ static int scan_lines(struct scan *sc, const char *buf, size_t size, size_t off,
 		}
 		end = (size_t)(nl - buf);
 		sc->st->end = base + end + 1;
-		if (index_decode(buf + off, end - off, &r, &why) != 0) {
+		if (!files && !(files = malloc(INDEX_FILES_MAX * sizeof(*files)))) {
+			ret = -ENOMEM;
+			break;
+		}
+		ret = index_decode_files(buf + off, end - off, files, INDEX_FILES_MAX, &nfiles, &why);
+		if (ret == -ENOMSG) {
+			/* every other record: one a line */
+			ret = index_decode(buf + off, end - off, &files[0], &why);
+			nfiles = 1;
+		}
+		if (ret != 0) {
 			skip_line(sc, base + off, buf + off, end - off, 0, why);
 		} else {
 			sc->st->records++;
-			ret = sc->fn ? sc->fn(sc->ctx, &r, base + off) : 0;
+			for (unsigned i = 0; i < nfiles && sc->fn && !ret; i++)
+				ret = sc->fn(sc->ctx, &files[i], base + off);
 			if (ret)
-				return ret;
+				break;
 		}
+		ret = 0;
 		off = end + 1;
 	}
-	return 0;
+	free(files);
+	return ret;
 }
 
 static int scan_fd(struct scan *sc, int fd)

@@ -80,6 +80,8 @@ void index_unlock(struct index_hold *h);
  * Fault points store.index.append, store.index.torn, store.index.fsync. */
 int index_append_held(struct index_hold *h, const struct index_record *r);
 int index_append(struct index *ix, const struct index_record *r);
+/* Append a FILES line (index_encode_files) under a hold */
+int index_append_files(struct index_hold *h, const char *line, size_t len, const char *ckpt);
 
 /* Encode a record as its line (with '\n'). -E2BIG if it would exceed
  * INDEX_MAX_LINE. */
@@ -87,6 +89,21 @@ int index_encode(const struct index_record *r, char *line, size_t size, size_t *
 /* Decode one line (without its '\n'); -EBADMSG if it is damaged, with *why
  * (may be NULL) saying which check failed. */
 int index_decode(const char *line, size_t len, struct index_record *r, const char **why);
+
+/* FILES records: the FILE records of several files in one line (a node
+ * agent's for its ranks' images: one append a node, not one a rank), each
+ * file [name, size, crc, image] in the list "files". Readers (index_scan)
+ * see one INDEX_FILE record per file, all at the line's offset. */
+#define INDEX_FILES_OP "FILES"
+#define INDEX_FILES_MAX 160     /* more never fit in INDEX_MAX_LINE */
+/* The line of files[0..n) (their ckpt and time: files[0]'s); -E2BIG if it
+ * would exceed INDEX_MAX_LINE (the caller splits the list). */
+int index_encode_files(const struct index_record *files, unsigned n, char *line, size_t size, size_t *len);
+/* Decode a FILES line into out[0..*n) (INDEX_FILE records); -ENOMSG if the
+ * line is not one (its JSON does not begin {"op":"FILES",: index_decode
+ * reads it), -EBADMSG if it is damaged. */
+int index_decode_files(const char *line, size_t len, struct index_record *out, unsigned max,
+		       unsigned *n, const char **why);
 
 /* Every intact record, in file order, with its byte offset. A callback
  * returning non-zero stops the scan with that value. */

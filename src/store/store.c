@@ -964,8 +964,10 @@ static int close_file(struct store_file *f)
 }
 
 /* Each step waits for the one before it to be durable: the data before the
- * name points at it, the name before the index says the file exists. */
-static int commit_steps(struct store_file *f)
+ * name points at it, the name before the index says the file exists. With
+ * rec, the record is not appended but handed back (store_ckpt_record_files
+ * appends it with others). */
+static int commit_steps(struct store_file *f, struct store_file_record *rec)
 {
 	const struct store_tier_ops *ops = f->c->s->ops;
 	struct index_record r;
@@ -1004,6 +1006,12 @@ static int commit_steps(struct store_file *f)
 	/* Recorded now, while the bytes are known good, so that verify still
 	 * hands a file whose magic was damaged to the image reader. */
 	r.image = img_has_magic(f->head, f->head_len);
+	if (rec) {
+		rec->info = (struct store_file_info){ .size = r.size, .crc = r.crc };
+		snprintf(rec->info.name, sizeof(rec->info.name), "%s", r.name);
+		rec->image = r.image;
+		return 0;
+	}
 	return index_append(&f->c->s->index, &r);
 }
 
@@ -1042,7 +1050,7 @@ int store_file_adopt(struct store_ckpt *c, const char *name)
 		ret = report((int)n, "%s: cannot read", f->tmp);
 		goto out;
 	}
-	ret = commit_steps(f);
+	ret = commit_steps(f, NULL);
 	if (ret == 0)
 		f->committed = 1;
 out:
@@ -1053,7 +1061,7 @@ out:
 	return ret;
 }
 
-int store_file_commit(struct store_file *f)
+static int file_commit(struct store_file *f, struct store_file_record *rec)
 {
 	int ret;
 
@@ -1080,14 +1088,68 @@ int store_file_commit(struct store_file *f)
 		if (ret)
 			return ret;
 	}
-	ret = commit_steps(f);
+	ret = commit_steps(f, rec);
 	if (ret) {
 		f->error = ret;
 		return ret;
 	}
 	f->committed = 1;
-	log_debug("%s: committed %s (%" PRIu64 " bytes)", f->c->dir, f->name, f->size);
+	log_debug("%s: committed %s (%" PRIu64 " bytes)%s", f->c->dir, f->name, f->size,
+		  rec ? ", its record left to the caller" : "");
 	return 0;
+}
+
+int store_file_commit(struct store_file *f)
+{
+	return file_commit(f, NULL);
+}
+
+int store_file_commit_unrecorded(struct store_file *f, struct store_file_record *rec)
+{
+	if (f->c->annex)
+		return err_set(-EINVAL, "%s/%s: an annex file is recorded as it commits", f->c->name, f->name);
+	return file_commit(f, rec);
+}
+
+int store_ckpt_record_files(struct store_ckpt *c, const struct store_file_record *recs, unsigned n)
+{
+	struct index_record *files = calloc(INDEX_FILES_MAX, sizeof(*files));
+	struct index_hold h;
+	char line[INDEX_MAX_LINE];
+	unsigned done = 0, take = INDEX_FILES_MAX;
+	size_t len;
+	int ret;
+
+	err_clear();
+	if (!files)
+		return err_set(-ENOMEM, "out of memory");
+	ret = index_lock(&c->s->index, &h);
+	/* as many files a record as fit a line of the index */
+	while (ret == 0 && done < n) {
+		unsigned k = n - done < take ? n - done : take;
+
+		for (unsigned i = 0; i < k; i++) {
+			const struct store_file_record *fr = &recs[done + i];
+
+			record_init(&files[i], INDEX_FILE, c->name);
+			snprintf(files[i].name, sizeof(files[i].name), "%s", fr->info.name);
+			files[i].size = fr->info.size;
+			files[i].crc = fr->info.crc;
+			files[i].image = fr->image;
+		}
+		ret = index_encode_files(files, k, line, sizeof(line), &len);
+		if (ret == -E2BIG && k > 1) {
+			take = k / 2;
+			ret = 0;
+			continue;
+		}
+		ret = ret ? err_set(ret, "%s: cannot encode a FILES record: %s", c->name, strerror(-ret))
+			  : index_append_files(&h, line, len, c->name);
+		done += ret ? 0 : k;
+	}
+	index_unlock(&h);
+	free(files);
+	return ret;
 }
 
 void store_file_free(struct store_file **fp)

@@ -109,6 +109,23 @@ struct store_file_info {
 	uint32_t crc;
 };
 
+/* Records appended for many files at once (a node agent's for its ranks'
+ * images: one append to the index a node instead of one a rank, at 65,536
+ * ranks a serialization point on one index; docs/coordinator.md). The
+ * writer commits with store_file_commit_unrecorded: fsync, rename, fsync
+ * the directory as store_file_commit, and *rec (out) says what its record
+ * must say instead of appending it; another handle on the same checkpoint
+ * (out of the same store or not) appends the records of many with
+ * store_ckpt_record_files, in FILES records of the index (as many files
+ * as fit a line: docs/store.md). Until then nothing vouches for the file:
+ * a seal counts it as missing. -EINVAL for an annex file. */
+struct store_file_record {
+	struct store_file_info info;
+	int image;                      /* the content began with the image magic */
+};
+int store_file_commit_unrecorded(struct store_file *f, struct store_file_record *rec);
+int store_ckpt_record_files(struct store_ckpt *c, const struct store_file_record *recs, unsigned n);
+
 struct store_ckpt_info {
 	char name[64];
 	enum store_state state;

@@ -236,6 +236,47 @@ static void test_decode_rejects(void)
 	CHECK_EQ(index_decode(bad, strlen(bad), &r, NULL), 0);
 }
 
+/* FILES records (index_encode_files): the encoder's spelling and
+ * jansson's read alike, as FILE records; a damaged one is refused, other
+ * lines are left to index_decode. */
+static void test_files_records(void)
+{
+	struct index_record in[3], out[INDEX_FILES_MAX];
+	char line[INDEX_MAX_LINE];
+	const char *why = NULL;
+	unsigned n = 0;
+	size_t len;
+
+	in[0] = file_rec("ckpt-000003", "rank-00000.img", 512, 0x89abcdef);
+	in[0].image = 1;
+	in[1] = file_rec("ckpt-000003", "rank-00001.img", 0, 0);
+	in[2] = file_rec("ckpt-000003", "r\xc3\xa9sum\xc3\xa9", 77, 1);  /* UTF-8: jansson */
+	for (int i = 0; i < 3; i++)
+		in[i].time = 1700000000;
+	CHECK_EQ(index_encode_files(in, 3, line, sizeof(line), &len), 0);
+	CHECK_EQ(index_decode_files(line, len - 1, out, INDEX_FILES_MAX, &n, &why), 0);
+	CHECK_EQ(n, 3);
+	for (unsigned i = 0; i < n && i < 3; i++)
+		CHECK(out[i].op == INDEX_FILE && !strcmp(out[i].ckpt, "ckpt-000003") &&
+		      out[i].time == 1700000000 && !strcmp(out[i].name, in[i].name) &&
+		      out[i].size == in[i].size && out[i].crc == in[i].crc && out[i].image == in[i].image);
+	/* more than fit the list */
+	CHECK_EQ(index_decode_files(line, len - 1, out, 2, &n, &why), -EBADMSG);
+	/* another spelling after the op */
+	framed("{\"op\":\"FILES\",\"time\":5,\"ckpt\":\"c\",\"files\":[ [\"a\", 1, \"0000000a\", false] ]}",
+	       line, sizeof(line));
+	CHECK_EQ(index_decode_files(line, strlen(line), out, INDEX_FILES_MAX, &n, &why), 0);
+	CHECK(n == 1 && !strcmp(out[0].name, "a") && out[0].size == 1 && out[0].crc == 10 &&
+	      !out[0].image && out[0].time == 5);
+	framed("{\"op\":\"FILES\",\"ckpt\":\"c\",\"time\":5,\"files\":[[\"a\",1,\"0000000a\"]]}",
+	       line, sizeof(line));
+	CHECK_EQ(index_decode_files(line, strlen(line), out, INDEX_FILES_MAX, &n, &why), -EBADMSG);
+	framed("{\"op\":\"FILES\",\"ckpt\":\"c\",\"time\":5,\"files\":[]}", line, sizeof(line));
+	CHECK_EQ(index_decode_files(line, strlen(line), out, INDEX_FILES_MAX, &n, &why), -EBADMSG);
+	framed("{\"op\":\"BEGIN\",\"ckpt\":\"c\",\"time\":1}", line, sizeof(line));
+	CHECK_EQ(index_decode_files(line, strlen(line), out, INDEX_FILES_MAX, &n, &why), -ENOMSG);
+}
+
 /* FILE and ANNEX lines as index_encode writes them skip jansson
  * (decode_file_fast): every other spelling of the same record must decode
  * to the same fields, and what jansson refuses stays refused. */
@@ -926,6 +967,7 @@ int main(void)
 	test_encode_decode();
 	test_decode_rejects();
 	test_file_fast_path();
+	test_files_records();
 	test_round_trip();
 	test_headers();
 	test_torn_last_record();

@@ -836,6 +836,79 @@ static void test_ranks(void)
 	store_close(&s);
 }
 
+#define NODE_FILES 200     /* more than one FILES record holds */
+
+/* A node agent's way (docs/coordinator.md): its ranks commit their images
+ * without records, it records them all at once in FILES records; the
+ * seal, the file list, verify and a reopened store see every file. A
+ * file committed but never recorded fails the seal. */
+static void test_node_records(void)
+{
+	struct store *s = open_job("node_records"), *agent = open_job("node_records");
+	struct store_file_record recs[NODE_FILES], extra;
+	struct store_file_info *files = NULL;
+	struct store_ckpt *c = NULL, *join = NULL;
+	struct store_file *f = NULL;
+	size_t count = 0;
+	char name[32], path[PATH_MAX];
+	int ret;
+
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	if (!c)
+		return;
+	for (unsigned i = 0; i < NODE_FILES; i++) {
+		char buf[100];
+
+		snprintf(name, sizeof(name), "rank-%05u.img", i);
+		fill(buf, sizeof(buf), i);
+		CHECK_EQ(store_file_create(c, name, &f), 0);
+		CHECK_EQ(store_file_write(f, buf, 50 + i % 50), 0);
+		CHECK_EQ(store_file_commit_unrecorded(f, &recs[i]), 0);
+		CHECK_EQ(recs[i].info.size, 50 + i % 50);
+		CHECK_EQ(recs[i].info.crc, crc32c(0, buf, 50 + i % 50));
+		store_file_free(&f);
+		path_of(s, store_ckpt_name(c), name, path);
+		CHECK(exists(path));    /* durable under its name, kept */
+	}
+	/* not recorded yet: the index knows none of them */
+	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &count), 0);
+	CHECK_EQ(count, 0);
+	free(files);
+	CHECK_EQ(store_ckpt_join_begun(agent, store_ckpt_name(c), &join), 0);
+	CHECK_EQ(store_ckpt_record_files(join, recs, NODE_FILES), 0);
+	CHECK_EQ(store_ckpt_commit(c, NODE_FILES), 0);
+	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &count), 0);
+	CHECK_EQ(count, NODE_FILES);
+	for (size_t i = 0; i < count; i++)
+		CHECK(files[i].size == recs[i].info.size && files[i].crc == recs[i].info.crc &&
+		      strcmp(files[i].name, recs[i].info.name) == 0);
+	free(files);
+	CHECK_EQ(store_verify(s, store_ckpt_name(c)), 0);
+	CHECK(selected(s, store_ckpt_name(c)));
+	store_ckpt_free(&join);
+	store_ckpt_free(&c);
+
+	/* one of 3 committed but not recorded: the seal fails, naming the count */
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	if (!c)
+		return;
+	for (unsigned i = 0; i < 3; i++) {
+		snprintf(name, sizeof(name), "rank-%05u.img", i);
+		CHECK_EQ(store_file_create(c, name, &f), 0);
+		CHECK_EQ(store_file_write(f, "abc", 3), 0);
+		CHECK_EQ(store_file_commit_unrecorded(f, i < 2 ? &recs[i] : &extra), 0);
+		store_file_free(&f);
+	}
+	CHECK_EQ(store_ckpt_record_files(c, recs, 2), 0);
+	ret = store_ckpt_commit(c, 3);
+	CHECK_EQ(ret, -EIO);
+	CHECK(strstr(err_msg(), "2 of 3 expected file(s) committed") != NULL);
+	CHECK_EQ(state_of(s, store_ckpt_name(c)), STORE_FAILED);
+	store_ckpt_free(&c);
+	store_close(&agent);
+	store_close(&s);
+}
+
 #define BEGINNERS 8
 
 /* Checkpoints begun at the same time get distinct names. */
@@ -1466,6 +1539,7 @@ int main(void)
 	test_verify();
 	test_verify_image();
 	test_ranks();
+	test_node_records();
 	test_concurrent_begin();
 	test_begin_reads_on();
 	test_faults_fail();
