@@ -10,6 +10,7 @@
  * use it.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,28 +58,10 @@ void split_region_kind(uint32_t old_flags, uint32_t *kind, uint32_t *flags)
 	}
 }
 
-struct buf {
-	unsigned char *p;
-	size_t len, cap;
-};
-
-static int put(struct buf *b, const void *p, size_t n)
+/* The converted section grows in a memory stream (open_memstream). */
+static int put(FILE *out, const void *p, size_t n)
 {
-	if (b->len + n > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		unsigned char *q;
-
-		while (cap < b->len + n)
-			cap *= 2;
-		q = realloc(b->p, cap);
-		if (!q)
-			return err_set(-ENOMEM, "out of memory");
-		b->p = q;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, p, n);
-	b->len += n;
-	return 0;
+	return fwrite(p, 1, n, out) == n ? 0 : err_set(-ENOMEM, "out of memory");
 }
 
 struct cursor {
@@ -97,7 +80,7 @@ static const void *take(struct cursor *c, size_t n)
 	return p;
 }
 
-static int convert_regions(struct cursor *c, uint32_t nregions, struct buf *out)
+static int convert_regions(struct cursor *c, uint32_t nregions, FILE *out)
 {
 	for (uint32_t i = 0; i < nregions; i++) {
 		struct split_region r;
@@ -149,7 +132,9 @@ int split_convert(const void *old, size_t len, void **process, size_t *process_l
 	struct pimg_rec_sigaction sa[PIMG_NSIG];
 	struct pimg_rec_header h = { 0 };
 	struct split_header sh;
-	struct buf out = { 0 };
+	char *mem = NULL;
+	size_t mem_len = 0;
+	FILE *out;
 	const unsigned char *threads, *sigs;
 	const void *p = take(&c, sizeof(sh));
 	int ret = 0;
@@ -169,14 +154,17 @@ int split_convert(const void *old, size_t len, void **process, size_t *process_l
 	info->tid_offset = sh.tid_offset;
 	info->uh_callbacks = sh.uh_callbacks;
 	info->restarts = sh.restarts;
+	out = open_memstream(&mem, &mem_len);
+	if (!out)
+		return err_set(-ENOMEM, "out of memory");
 	h.version = PIMG_FORMAT_VERSION;
 	h.nthreads = sh.nthreads;
 	h.nregions = sh.nregions;
 	h.vdso_start = sh.vdso;
 	h.shared_pending = sh.shared_pending;
 	h.cwd_len = 2;   /* unknown cwd and executable: two empty strings */
-	ret = put(&out, &h, sizeof(h));
-	ret = ret ? ret : put(&out, "\0", 2);
+	ret = put(out, &h, sizeof(h));
+	ret = ret ? ret : put(out, "\0", 2);
 	threads = take(&c, (size_t)sh.nthreads * sizeof(struct split_thread));
 	sigs = take(&c, (size_t)sh.nsigs * sizeof(struct split_sigaction));
 	if (!ret && (!threads || !sigs))
@@ -192,23 +180,25 @@ int split_convert(const void *old, size_t len, void **process, size_t *process_l
 			sa[a.signo - 1] = (struct pimg_rec_sigaction){ a.handler, a.flags, a.restorer,
 								       a.mask };
 	}
-	ret = ret ? ret : put(&out, sa, sizeof(sa));
+	ret = ret ? ret : put(out, sa, sizeof(sa));
 	for (uint32_t i = 0; !ret && i < sh.nthreads; i++) {
 		struct split_thread st;
 		struct pimg_rec_thread rec;
 
 		memcpy(&st, threads + i * sizeof(st), sizeof(st));
 		split_thread_to_rec(&st, &rec);
-		ret = put(&out, &rec, sizeof(rec));
+		ret = put(out, &rec, sizeof(rec));
 	}
-	ret = ret ? ret : convert_regions(&c, sh.nregions, &out);
+	ret = ret ? ret : convert_regions(&c, sh.nregions, out);
 	if (!ret && c.left)
 		ret = err_set(-EBADMSG, "the split section has %zu bytes after its records", c.left);
+	if (fclose(out) != 0 && !ret)
+		ret = err_set(-ENOMEM, "out of memory");
 	if (ret) {
-		free(out.p);
+		free(mem);
 		return ret;
 	}
-	*process = out.p;
-	*process_len = out.len;
+	*process = mem;
+	*process_len = mem_len;
 	return 0;
 }
