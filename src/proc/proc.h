@@ -165,6 +165,10 @@ int proc_tree_parse(const char *text, size_t len, struct proc_restore_proc **v, 
 int proc_tree_restart(const char *dir, const char *ckpt, const char *level, struct proc_child *out,
 		      struct proc_tree **tree);
 
+/* Wait until every process restored lazily here has all its pages in: a
+ * checkpoint does first (a page not yet in would look never touched). */
+void proc_lazy_wait(void);
+
 /* Wait for a restored process to end: its wait status (as waitpid gives). */
 int proc_child_wait(struct proc_child *c, int *status);
 

@@ -17,6 +17,7 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "image/image.h"
+#include "pimg/pimg_lazy.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -32,9 +33,11 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/timerfd.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -122,6 +125,7 @@ struct image_region {
 	int section;
 	int shm_fd;                 /* shared memory of the tree: its descriptor, else -1 */
 	int shm_fill;               /* this process fills it (the first that maps it) */
+	int lazy;                   /* its runs are served lazily, when the image's lazy_on */
 };
 
 
@@ -191,10 +195,17 @@ struct image {
 	struct image_region *regions;
 	uint64_t off;          /* read position in the process section */
 	int section;
+	struct pimg_lazy_piece *lazy;   /* the runs of regions to serve lazily */
+	unsigned nlazy;
+	int lazy_fd;                /* our end of the restorer's LAZY_FD, or -1 */
+	int lazy_on;                /* they are served: the stream leaves them out */
 };
 
 static void image_free(struct image *im)
 {
+	if (im->nlazy && im->lazy_fd >= 0)
+		close(im->lazy_fd);
+	free(im->lazy);
 	free(im->pipes);
 	free(im->files);
 	free(im->socks);
@@ -236,6 +247,7 @@ static int image_load(struct img_reader *img, struct image *im)
 
 	memset(im, 0, sizeof(*im));
 	im->img = img;
+	im->lazy_fd = -1;
 	im->section = img_section_find(img, "process");
 	if (im->section < 0)
 		return err_set(-EINVAL, "the image is not a process image (no \"process\" section)");
@@ -492,9 +504,10 @@ static int finish_fds(const struct image *im)
 /* Runs in the restored program's process, before exec of the restorer:
  * every descriptor of the image at its number. Our own three and the
  * inherited sources of external ones move above them first. */
-static void setup_fds(const struct image *im, int *stream_fd, int *channel, int *image_fd)
+static void setup_fds(const struct image *im, int *stream_fd, int *channel, int *image_fd,
+		      int *lazy_fd)
 {
-	int floor = 3, *own[3] = { stream_fd, channel, image_fd };
+	int floor = 3, *own[4] = { stream_fd, channel, image_fd, lazy_fd };
 	int *src = calloc(im->nfds ? im->nfds : 1, sizeof(*src));
 
 	if (!src)
@@ -514,9 +527,12 @@ static void setup_fds(const struct image *im, int *stream_fd, int *channel, int 
 		if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && im->fds[i].rec.origin + 1 > floor)
 			floor = im->fds[i].rec.origin + 1;
 	}
-	for (int i = 0; i < 3; i++) {
-		int n = fcntl(*own[i], F_DUPFD, floor);
+	for (int i = 0; i < 4; i++) {
+		int n;
 
+		if (*own[i] < 0)
+			continue;   /* no lazy restore */
+		n = fcntl(*own[i], F_DUPFD, floor);
 		if (n < 0)
 			child_fail(-1, "cannot move a descriptor out of the way", errno);
 		close(*own[i]);
@@ -920,6 +936,7 @@ struct rproc {
 	int stream[2];              /* restore stream: the restorer reads [0] */
 	int channel;                /* the agent's new channel end */
 	int image_fd;
+	int lazy_peer;              /* the restorer's LAZY_FD, or -1 */
 	int32_t helper_tid;         /* its restorer's helper thread's (helper_tids) */
 };
 
@@ -933,7 +950,7 @@ static void close_other_fds(const struct rproc *rp, size_t np, int status_fd)
 	int *keep;
 
 	for (size_t k = 0; k < np; k++)
-		cap += 3 + rp[k].im.nfds;
+		cap += 4 + rp[k].im.nfds;
 	keep = calloc(cap, sizeof(*keep));
 	if (!keep)
 		child_fail(-1, "cannot set up the descriptors", ENOMEM);
@@ -946,6 +963,8 @@ static void close_other_fds(const struct rproc *rp, size_t np, int status_fd)
 		keep[n++] = rp[k].stream[0];
 		keep[n++] = rp[k].channel;
 		keep[n++] = rp[k].image_fd;
+		if (rp[k].lazy_peer >= 0)
+			keep[n++] = rp[k].lazy_peer;
 		for (uint64_t i = 0; i < im->nfds; i++)
 			if (im->fds[i].rec.kind == PROC_FD_EXTERNAL && have_inherited(im->fds[i].rec.origin))
 				keep[n++] = im->fds[i].rec.origin;
@@ -1028,6 +1047,8 @@ static void close_theirs(const struct rproc *rp, size_t np, size_t mine)
 			close(rp[k].stream[0]);
 			close(rp[k].channel);
 			close(rp[k].image_fd);
+			if (rp[k].lazy_peer >= 0)
+				close(rp[k].lazy_peer);
 		}
 }
 
@@ -1070,7 +1091,7 @@ static pid_t spawn(struct rproc *rp, size_t np, size_t i, const char *level)
 static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t i, const char *level)
 {
 	struct rproc *me = &rp[i];
-	char sfd[16], cfd[16], ifd[16];
+	char sfd[16], cfd[16], ifd[16], lfd[16];
 	const char *restorer = proc_restorer_path();
 
 	/* a session or group led by a process outside the tree stays the
@@ -1099,13 +1120,15 @@ static void __attribute__((noreturn)) become(struct rproc *rp, size_t np, size_t
 			child_fail(-1, "cannot create a process with its checkpointed pid (clone3 set_tid)",
 				   errno);
 	close_theirs(rp, np, i);
-	setup_fds(&me->im, &me->stream[0], &me->channel, &me->image_fd);
+	setup_fds(&me->im, &me->stream[0], &me->channel, &me->image_fd, &me->lazy_peer);
 	close_pipes();
 	keep_caps();
 	snprintf(sfd, sizeof(sfd), "%d", me->stream[0]);
 	snprintf(cfd, sizeof(cfd), "%d", me->channel);
 	snprintf(ifd, sizeof(ifd), "%d", me->image_fd);
-	execl(restorer, "stasis-restore", sfd, cfd, ifd, level, (char *)NULL);
+	snprintf(lfd, sizeof(lfd), "%d", me->lazy_peer);
+	execl(restorer, "stasis-restore", sfd, cfd, ifd, level, me->lazy_peer >= 0 ? lfd : NULL,
+	      (char *)NULL);
 	child_fail(-1, "cannot execute the restorer", errno);
 	_exit(42);
 }
@@ -1350,7 +1373,7 @@ static int send_populate(const struct image *im, int fd)
 		const struct image_region *r = &im->regions[i];
 
 		if ((r->rec.kind != PROC_REGION_ANON && r->rec.kind != PROC_REGION_SHARED_ANON) ||
-		    (r->shm_fd >= 0 && !r->shm_fill))
+		    (r->shm_fd >= 0 && !r->shm_fill) || (im->lazy_on && r->lazy))
 			continue;
 		for (uint64_t k = 0; k < r->nruns; k++) {
 			uint64_t len = r->runs[k].npages * PROC_PAGE_SIZE;
@@ -1427,6 +1450,11 @@ static int send_stream(struct image *im, int fd, int32_t helper_tid, void *buf)
 		if (!ret)
 			ret = proc_write_all(fd, r->path, r->rec.path_len);
 	}
+	/* every region mapped: the restorer hands over its userfaultfd */
+	if (!ret && im->nlazy) {
+		im->lazy_on = proc_lazy_serve(im->lazy_fd, im->header.pid, name, im->lazy, im->nlazy) == 0;
+		im->lazy_fd = -1;
+	}
 	/* threads before the pages: the restorer's helper thread must take a
 	 * tid that none of the program's threads needs */
 	for (uint32_t i = 0; !ret && i < im->header.nthreads; i++)
@@ -1444,7 +1472,8 @@ static int send_stream(struct image *im, int fd, int32_t helper_tid, void *buf)
 	if (!pieces && !ret)
 		ret = -ENOMEM;
 	for (uint32_t i = 0; !ret && i < im->header.nregions; i++)
-		if (im->regions[i].shm_fd < 0 || im->regions[i].shm_fill)
+		if ((im->regions[i].shm_fd < 0 || im->regions[i].shm_fill) &&
+		    !(im->lazy_on && im->regions[i].lazy))
 			ret = send_region(im, fd, &im->regions[i], buf, pieces);
 	free(pieces);
 	if (!ret) {
@@ -1520,6 +1549,53 @@ static int streams_join(struct stream_job *jobs, size_t n)
 	return ret;
 }
 
+/* Lazy restore (docs/transparent.md): the stored runs of plain read-write
+ * private anonymous regions of at least LAZY_MIN bytes (heaps, arrays) are
+ * served by lazy.c once the program runs, if its restorer can make a
+ * userfaultfd; they get a socket pair for the handshake. */
+#define LAZY_MIN (1ul << 20)
+
+static int lazy_setup(struct rproc *rp)
+{
+	struct image *im = &rp->im;
+	unsigned cap = 0;
+	int sv[2];
+
+	for (uint32_t i = 0; i < im->header.nregions; i++) {
+		struct image_region *r = &im->regions[i];
+		uint64_t stored = 0, off = 0;
+
+		for (uint64_t k = 0; k < r->nruns; k++)
+			stored += r->runs[k].npages * PROC_PAGE_SIZE;
+		if (r->rec.kind != PROC_REGION_ANON || r->rec.prot != (PROT_READ | PROT_WRITE) ||
+		    (r->rec.flags & PROC_RF_STACK) || stored < LAZY_MIN)
+			continue;
+		r->lazy = 1;
+		for (uint64_t k = 0; k < r->nruns; k++) {
+			if (im->nlazy == cap) {
+				struct pimg_lazy_piece *v;
+
+				cap = cap ? 2 * cap : 64;
+				v = realloc(im->lazy, cap * sizeof(*v));
+				if (!v)
+					return -ENOMEM;
+				im->lazy = v;
+			}
+			im->lazy[im->nlazy++] = (struct pimg_lazy_piece){
+				.addr = r->runs[k].addr, .npages = r->runs[k].npages, .off = off,
+				.section = (uint32_t)r->section };
+			off += r->runs[k].npages * PROC_PAGE_SIZE;
+		}
+	}
+	if (!im->nlazy)
+		return 0;
+	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+		return err_set(-errno, "cannot set up the restart: %s", strerror(errno));
+	im->lazy_fd = sv[0];
+	rp->lazy_peer = sv[1];
+	return 0;
+}
+
 int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out)
 {
@@ -1535,6 +1611,7 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 	for (size_t k = 0; rp && k < np; k++) {
 		rp[k].p = v[k];
 		rp[k].stream[0] = rp[k].stream[1] = rp[k].channel = rp[k].image_fd = -1;
+		rp[k].lazy_peer = -1;
 		if (!v[k].img)
 			continue;
 		rp[k].channel = v[k].channel;
@@ -1565,6 +1642,8 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 				      (int)rp[k].p.pid, (int)im->header.pid);
 		if (!ret && pipe2(rp[k].stream, O_CLOEXEC) != 0)
 			ret = err_set(-errno, "cannot set up the restart: %s", strerror(errno));
+		if (!ret && proc_lazy_wanted())
+			ret = lazy_setup(&rp[k]);
 	}
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
@@ -1622,6 +1701,9 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 		if (rp[k].p.img) {
 			close(rp[k].stream[0]);
 			rp[k].stream[0] = -1;
+			if (rp[k].lazy_peer >= 0)
+				close(rp[k].lazy_peer);
+			rp[k].lazy_peer = -1;
 			fcntl(rp[k].stream[1], F_SETPIPE_SZ, 1 << 20);   /* fewer, larger copies; best effort */
 		}
 	/* every process restores at once, its stream written by a thread of
@@ -1677,6 +1759,8 @@ out:
 				close(rp[k].stream[i]);
 		if (rp[k].channel >= 0)
 			close(rp[k].channel);
+		if (rp[k].lazy_peer >= 0)
+			close(rp[k].lazy_peer);
 		image_free(&rp[k].im);
 	}
 	for (int i = 0; i < 2; i++)

@@ -660,6 +660,7 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 	if (!t || !t->n)
 		return err_set(-ENOTCONN, "the program has no Stasis agent (it ended, or was not "
 			       "started under `stasis run`)");
+	proc_lazy_wait();   /* the pagemap shows only pages that are in */
 	if (t->n == 1 && t->m[0].version < 3) {
 		/* an agent restored from an older image: one process, dumped at once */
 		struct img_writer *w = NULL;

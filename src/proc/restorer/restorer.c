@@ -10,7 +10,7 @@
  *
  * Restore is a list of named stages (enum stage); each is logged at debug
  * level, and docs/transparent.md says what holds when each one ends.
- * usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL
+ * usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL [LAZY_FD]
  */
 #include "pimg/pimg.h"
 #include "proc/proc_format.h"
@@ -82,6 +82,7 @@ struct kmap {
 
 static struct {
 	int stream, channel, image, debug;
+	int lazy;                          /* LAZY_FD, or -1 */
 	char image_name[MAX_PATH];
 	struct proc_data *pieces;
 	uint64_t ra_end;
@@ -560,6 +561,66 @@ static void add_region(const struct proc_region *r)
 	x->stored_pages = r->stored_pages;
 }
 
+/* Lazy restore (docs/transparent.md): `stasis restart` serves some runs of
+ * anonymous memory from outside with a userfaultfd of this address space,
+ * which only this process can make. Once every region is mapped it gets
+ * one on LAZY_FD (with 0; or -errno and none), registers the runs, and
+ * says so with a byte; the stream then leaves those runs out. */
+#define USERFAULTFD_IOC_NEW 0xAA00      /* _IO(0xAA, 0x00), /dev/userfaultfd */
+#define NR_ioctl 16
+#define NR_sendmsg 46
+#define NR_userfaultfd 323
+#define O_NONBLOCK_ 04000
+
+struct lazy_msghdr {
+	void *name;
+	uint32_t namelen, pad;
+	void *iov;
+	uint64_t iovlen;
+	void *control;
+	uint64_t controllen;
+	int32_t flags, pad2;
+};
+
+static void lazy_handshake(void)
+{
+	struct { uint64_t base, len; } iov;
+	struct { uint64_t len; int32_t level, type, fd, pad; } cmsg = { 20, 1 /* SOL_SOCKET */,
+									    1 /* SCM_RIGHTS */, -1, 0 };
+	struct lazy_msghdr mh = { 0 };
+	int32_t err = 0;
+	long fd, dev = sys3(__NR_open, "/dev/userfaultfd", O_RDWR | O_CLOEXEC, 0);
+	char go;
+
+	/* the device needs no capability in the first user namespace (this
+	 * one is a new one); the system call, vm.unprivileged_userfaultfd */
+	fd = dev >= 0 ? sys3(NR_ioctl, dev, USERFAULTFD_IOC_NEW, O_CLOEXEC | O_NONBLOCK_) : dev;
+	if (dev >= 0)
+		sys1(__NR_close, dev);
+	if (fd < 0)
+		fd = sys1(NR_userfaultfd, O_CLOEXEC | O_NONBLOCK_);
+	if (fd < 0)
+		err = (int32_t)fd;
+	iov.base = (uint64_t)(uintptr_t)&err;
+	iov.len = sizeof(err);
+	mh.iov = &iov;
+	mh.iovlen = 1;
+	if (fd >= 0) {
+		cmsg.fd = (int32_t)fd;
+		mh.control = &cmsg;
+		mh.controllen = 24;   /* CMSG_SPACE(sizeof(int)) */
+	}
+	if (sys3(NR_sendmsg, R.lazy, &mh, 0) < 0)
+		die("cannot hand the lazy restore its descriptor");
+	if (fd >= 0)
+		sys1(__NR_close, fd);
+	/* the runs are registered (or will be read from the stream) */
+	if (sys3(__NR_read, R.lazy, &go, 1) < 0)
+		die("the lazy restore did not answer");
+	sys1(__NR_close, R.lazy);
+	R.lazy = -1;
+}
+
 /* Returns the first message that is not a REGION. */
 static void map_regions(struct proc_msg *next)
 {
@@ -578,6 +639,8 @@ static void map_regions(struct proc_msg *next)
 			die("the image has a region that is not page aligned");
 		add_region(&r);
 		map_region(&r, R.buf);
+		if (R.lazy >= 0 && R.nregions == R.h.nregions)
+			lazy_handshake();
 	}
 }
 
@@ -1314,12 +1377,14 @@ void restorer_main(uint64_t *sp)
 	uint64_t all = ~0ull;
 
 	sys4(__NR_rt_sigprocmask, 2 /* SIG_SETMASK */, &all, 0, 8);
-	if (argc != 5)
-		die("usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL (started by `stasis restart`)");
+	if (argc != 5 && argc != 6)
+		die("usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL [LAZY_FD] (started by "
+		    "`stasis restart`)");
 	R.stream = parse_int(argv[1]);
 	R.channel = parse_int(argv[2]);
 	R.image = parse_int(argv[3]);
 	R.debug = argv[4][0] == 'd';
+	R.lazy = argc == 6 ? parse_int(argv[5]) : -1;
 	restorer_crc_init();
 	stage(STAGE_START);
 	map_window(SELF_STACK_ADDR, SELF_STACK_SIZE);
