@@ -21,7 +21,7 @@
 
 /* parse()'s `allowed` names options by letter: a for OPT_DIR, b for the next... */
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
-       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS };
+       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS, OPT_SPARES };
 
 /* 'z' in parse()'s allowed, apart from the letters in order above */
 enum { OPT_LEVEL = OPT_DIR + 25 };
@@ -39,11 +39,12 @@ static const struct option proc_options[] = {
 	{ "level", required_argument, NULL, OPT_LEVEL },
 	{ "recover", required_argument, NULL, OPT_RECOVER },
 	{ "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
+	{ "spares", required_argument, NULL, OPT_SPARES },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
-	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts;
+	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts, *spares;
 	const char *level;        /* --level */
 	int stop, no_signal, resume, json;
 	int first_operand;
@@ -77,6 +78,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_LEVEL: a->level = optarg; break;
 		case OPT_RECOVER: a->recover = optarg; break;
 		case OPT_MAX_RESTARTS: a->max_restarts = optarg; break;
+		case OPT_SPARES: a->spares = optarg; break;
 		}
 	}
 	a->first_operand = optind;
@@ -106,30 +108,40 @@ static int parse_interval(const char *s, uint64_t *ms)
 	return 0;
 }
 
-/* --recover and --max-restarts over the keys recover and max_restarts */
-static int recovery_opts(const char *cmd, const struct proc_args *a, struct coord_opts *o)
+/* option opt's text (NULL: not given) as a number from 0 to max into *v */
+static int count_arg(const char *cmd, const char *opt, const char *text, unsigned long max,
+		     unsigned *v)
 {
+	unsigned long n;
 	char *end;
 
+	if (!text)
+		return EXIT_OK;
+	errno = 0;
+	n = strtoul(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-' || n > max) {
+		cli_error(cmd, "bad %s '%s' (a number from 0 to %lu)", opt, text, max);
+		return EXIT_USAGE;
+	}
+	*v = (unsigned)n;
+	return EXIT_OK;
+}
+
+/* --recover, --max-restarts and --spares over the keys recover,
+ * max_restarts and spares */
+static int recovery_opts(const char *cmd, const struct proc_args *a, struct coord_opts *o)
+{
 	o->recover = a->recover ? a->recover : cfg_str(CFG_RECOVER);
 	if (strcmp(o->recover, "none") && strcmp(o->recover, "auto")) {
 		cli_error(cmd, "bad --recover '%s' (none or auto)", o->recover);
 		return EXIT_USAGE;
 	}
 	o->max_restarts = (unsigned)cfg_u64(CFG_MAX_RESTARTS);
-	if (a->max_restarts) {
-		unsigned long v;
-
-		errno = 0;
-		v = strtoul(a->max_restarts, &end, 10);
-		if (errno || end == a->max_restarts || *end || a->max_restarts[0] == '-' || v > 1000) {
-			cli_error(cmd, "bad --max-restarts '%s' (a number from 0 to 1000)",
-				  a->max_restarts);
-			return EXIT_USAGE;
-		}
-		o->max_restarts = (unsigned)v;
-	}
 	o->heartbeat_timeout_ms = cfg_u64(CFG_HEARTBEAT_TIMEOUT);
+	o->spares = (unsigned)cfg_u64(CFG_SPARES);
+	if (count_arg(cmd, "--max-restarts", a->max_restarts, 1000, &o->max_restarts) != EXIT_OK ||
+	    count_arg(cmd, "--spares", a->spares, 4096, &o->spares) != EXIT_OK)
+		return EXIT_USAGE;
 	return EXIT_OK;
 }
 
@@ -269,7 +281,7 @@ int cmd_run(int argc, char **argv)
 	const char *root;
 	int status = 0, ret;
 
-	if ((ret = parse("run", argc, argv, &a, "abcefgjkz")) != EXIT_OK)
+	if ((ret = parse("run", argc, argv, &a, "abcefgjklz")) != EXIT_OK)
 		return ret;
 	/* the level of the job's checkpoints: the coordinator and its node
 	 * agents read the key (docs/levels.md) */
@@ -555,7 +567,7 @@ int cmd_restart(int argc, char **argv)
 	size_t count = 0;
 	int status = 0, ret;
 
-	if ((ret = parse("restart", argc, argv, &a, "abefjkz")) != EXIT_OK)
+	if ((ret = parse("restart", argc, argv, &a, "abefjklz")) != EXIT_OK)
 		return ret;
 	if (a.level && cfg_set("level", a.level) != 0) {
 		cli_error("restart", "bad --level '%s' (single, partner, rs or global)", a.level);

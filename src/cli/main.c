@@ -50,7 +50,7 @@ static const struct cli_command commands[] = {
 	{ "run", cmd_run, "run a program with transparent checkpoints",
 	  "usage: stasis run [--dir D] [--job NAME] [--interval T] [--level L] [--no-signal-checkpoint]\n"
 	  "                  [--resume [--launcher \"WORDS\"]] [--recover none|auto]\n"
-	  "                  [--max-restarts N] -- PROGRAM ARGS...\n"
+	  "                  [--max-restarts N] [--spares S] -- PROGRAM ARGS...\n"
 	  "Run PROGRAM in the foreground under Stasis (LD_PRELOAD agent, docs/transparent.md)\n"
 	  "and exit with its exit status (128+N if killed by signal N, 0 after\n"
 	  "`stasis checkpoint --stop`). Checkpoints go to job NAME (default: the configured\n"
@@ -67,6 +67,8 @@ static const struct cli_command commands[] = {
 	  "                 host list in a lost node's place (none: the job ends; the\n"
 	  "                 key `recover`)\n"
 	  "  --max-restarts N  at most N relaunches (3; the key `max_restarts`)\n"
+	  "  --spares S     an MPI job: S ranks more than the launcher's count, held in\n"
+	  "                 reserve past MPI_Init (the key `spares`; docs/coordinator.md)\n"
 	  "SIGTERM to stasis takes a checkpoint, then ends the program; SIGUSR1 takes one\n"
 	  "and lets it run on (--no-signal-checkpoint: SIGTERM is passed on, SIGUSR1 ignored).\n" },
 	{ "checkpoint", cmd_checkpoint, "checkpoint a running job now",
@@ -96,7 +98,7 @@ static const struct cli_command commands[] = {
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
-	  "                      [--level L]\n"
+	  "                      [--level L] [--spares S]\n"
 	  "                      [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"

@@ -70,6 +70,9 @@ CONFIG_KEY(RECOVER,        "recover",        CHOICE, "none", 0, 0, "none|auto",
 	   "checkpoint without the lost nodes; docs/coordinator.md)")
 CONFIG_KEY(MAX_RESTARTS,   "max_restarts",   UINT,   "3", 0, 1000, "",
 	   "recover = auto: relaunches at most, per run (then the job ends with its status)")
+CONFIG_KEY(SPARES,         "spares",         UINT,   "0", 0, 4096, "",
+	   "an MPI job: ranks launched beyond the program's, held in reserve past MPI_Init for "
+	   "migrations (docs/coordinator.md, Spare ranks); the launcher's -np counts the program's")
 CONFIG_KEY(HEARTBEAT_TIMEOUT, "heartbeat_timeout", UINT, "3000", 200, 600000, "",
 	   "recover = auto: milliseconds of silence after which a node agent's node is lost "
 	   "(the agents say ALIVE five times as often)")

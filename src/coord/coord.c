@@ -2557,7 +2557,7 @@ static void child_reset(void)
  * ranks register as they start. */
 static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir)
 {
-	char root[PATH_MAX], jdir[PATH_MAX], rdir[PATH_MAX];
+	char root[PATH_MAX], jdir[PATH_MAX], rdir[PATH_MAX], **spawn = NULL;
 	int ret;
 
 	c->target = &mpi_target;
@@ -2573,6 +2573,10 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 	ret = c->tcp_fd < 0 ? tcp_listen(c) : 0;   /* a relaunch keeps the port */
 	if (ret)
 		return ret;
+	/* the stored command keeps the program's count: the spares are this
+	 * launch's (a restart chooses its own) */
+	if (c->o->spares && (ret = job_launch_spares(argv, c->o->spares, &spawn)) != 0)
+		return ret;
 	{
 		unsigned char r[8];
 
@@ -2582,8 +2586,10 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 			snprintf(c->run_id + 2 * i, 3, "%02x", r[i]);
 	}
 	c->child = fork();
-	if (c->child < 0)
+	if (c->child < 0) {
+		free(spawn);
 		return err_set(-errno, "fork: %s", strerror(errno));
+	}
 	if (c->child == 0) {
 		child_reset();
 		/* before job_child_env, which passes it on to Open MPI's ranks */
@@ -2594,16 +2600,25 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 			setenv(JOBENV_HEARTBEAT_MS, beat, 1);
 		else
 			unsetenv(JOBENV_HEARTBEAT_MS);
+		if (c->o->spares) {
+			char n[16];
+
+			snprintf(n, sizeof(n), "%u", c->o->spares);
+			setenv(JOBENV_SPARES, n, 1);
+		} else {
+			unsetenv(JOBENV_SPARES);
+		}
 		if (setenv(JOBENV_RUN_ID, c->run_id, 1) != 0 ||
 		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
 				  restore_dir ? rdir : NULL) != 0) {
 			fprintf(stderr, "stasis: %s\n", err_msg());
 			_exit(127);
 		}
-		job_child_exec(argv);
+		job_child_exec(spawn ? spawn : argv);
 		fprintf(stderr, "stasis: cannot execute %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
 	}
+	free(spawn);
 	c->pid = c->child;
 	return 0;
 }
@@ -2635,6 +2650,11 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 			serve(&c);
 			*status = c.status;
 		}
+		goto out;
+	}
+	if (o->spares) {
+		ret = err_set(-EINVAL, "--spares holds ranks of an MPI job in reserve (a launcher "
+			      "such as mpirun), not of a single program");
 		goto out;
 	}
 	if (policy_recovers(c.policy)) {

@@ -29,6 +29,8 @@ struct coord_opts {
 	unsigned max_restarts;     /* recover auto: at most this many relaunches */
 	uint64_t heartbeat_timeout_ms; /* recover auto: a node agent silent this long is lost
 					  (0: 3000) */
+	unsigned spares;           /* an MPI job: ranks launched beyond the program's, held in
+				      reserve (job_launch_spares) */
 };
 
 /* Run argv under the agent until it ends. *status: the program's exit code

@@ -667,23 +667,30 @@ int job_stop_grace_ms(const char *argv0)
 	return !strncmp(base, "srun", 4) ? 90000 : 0;
 }
 
+/* Whether word w is one of the n options opts, alone (*value NULL: the
+ * value is the next word) or as "option=value" (*value: after the '=') */
+static int launcher_option(const char *w, const char *const *opts, size_t n, const char **value)
+{
+	*value = NULL;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(opts[i]);
+
+		if (!strcmp(w, opts[i]))
+			return 1;
+		if (!strncmp(w, opts[i], len) && w[len] == '=') {
+			*value = w + len + 1;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* the host-list options of the launchers (Open MPI's, MPICH's Hydra) */
 static int host_option(const char *w, const char **list)
 {
 	static const char *const opts[] = { "--host", "-H", "-host", "-hosts", "--hosts" };
 
-	*list = NULL;
-	for (size_t i = 0; i < sizeof(opts) / sizeof(opts[0]); i++) {
-		size_t n = strlen(opts[i]);
-
-		if (!strcmp(w, opts[i]))
-			return 1;
-		if (!strncmp(w, opts[i], n) && w[n] == '=') {
-			*list = w + n + 1;
-			return 1;
-		}
-	}
-	return 0;
+	return launcher_option(w, opts, sizeof(opts) / sizeof(opts[0]), list);
 }
 
 static int in_hosts(const char *host, size_t len, char (*hosts)[64], unsigned n)
@@ -809,6 +816,45 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
 	if (nlost && !note[0])
 		snprintf(note, nlen, "%s lost, but the launcher's command names no host list to "
 			 "take it out of", lost[0]);
+	*out = v;
+	return 0;
+}
+
+int job_launch_spares(char *const *argv, unsigned spares, char ***out)
+{
+	static const char *const counts[] = { "-np", "-n", "--np", "-c", "--n", "--ntasks" };
+	int prog = job_program_index(argv), argc, at = -1;
+	const char *num = NULL;
+	size_t bytes = 0;
+	char **v, *strs;
+
+	for (argc = 0; argv[argc]; argc++)
+		bytes += strlen(argv[argc]) + 1;
+	for (int i = 1; i < prog && at < 0; i++) {
+		if (!launcher_option(argv[i], counts, sizeof(counts) / sizeof(counts[0]), &num))
+			continue;
+		if (num)
+			at = i;   /* --ntasks=4 */
+		else if (i + 1 < prog)
+			at = i + 1, num = argv[i + 1];
+	}
+	if (at < 0 || !num || strspn(num, "0123456789") != strlen(num) || !*num ||
+	    strlen(num) > 6)
+		return err_set(-EINVAL, "--spares %u: the launcher's command (%s) gives no number of "
+			       "ranks (-np N, -n N) to add the spares to", spares, argv[0]);
+	v = malloc((size_t)(argc + 1) * sizeof(char *) + bytes + 16);
+	if (!v)
+		return err_set(-ENOMEM, "out of memory");
+	strs = (char *)(v + argc + 1);
+	for (int i = 0; i < argc; i++) {
+		int n = i != at ? sprintf(strs, "%s", argv[i])
+				: sprintf(strs, "%.*s%ld", (int)(num - argv[i]), argv[i],
+					  atol(num) + (long)spares);
+
+		v[i] = strs;
+		strs += n + 1;
+	}
+	v[argc] = NULL;
 	*out = v;
 	return 0;
 }

@@ -93,6 +93,13 @@ int job_stop_grace_ms(const char *argv0);
 int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char (*used)[64],
 		       unsigned nused, char ***out, char *note, size_t nlen);
 
+/* The launcher's command argv with spares more ranks (*out: one malloc'd
+ * block, free()): the rank count before the program (Open MPI's -np, -n,
+ * --np, -c; Hydra's -n, -np; srun's -n, --ntasks) raised by spares, the
+ * lower halves told by JOBENV_SPARES that the last ones are spares
+ * (src/split/lh_spare.h). -EINVAL when the command has no rank count. */
+int job_launch_spares(char *const *argv, unsigned spares, char ***out);
+
 /* The hosts of the launcher's host list (Open MPI's --host/-H, Hydra's
  * -hosts/-host), without their slot counts, at most max; 0 with none
  * (srun: Slurm places). */

@@ -35,6 +35,9 @@
 #define JOBENV_STAGE_COMPRESS "STASIS_STAGE_COMPRESS"
 /* which programs go above a lower half */
 #define JOBENV_SPLIT_PROGRAMS "STASIS_SPLIT_PROGRAMS"
+/* ranks the launcher starts beyond the program's, the last ones of its
+ * MPI_COMM_WORLD, held in reserve (src/split/lh_spare.h); unset: none */
+#define JOBENV_SPARES       "STASIS_SPARES"
 /* set by the lower half for its own children; never inherited from here */
 #define JOBENV_LH_ACTIVE    "STASIS_LH_ACTIVE"
 
@@ -55,6 +58,7 @@
 	JOBENV_SPLIT_PROGRAMS, JOBENV_RESTORE_DIR, "STASIS_LOG",                    \
 	"STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY", "STASIS_RESTORE_EARLY",   \
 	JOBENV_STAGE_DIR, JOBENV_STAGE_COPIES, JOBENV_CACHE_KEEP,                   \
-	JOBENV_STAGE_COMPRESS, JOBENV_STAGE_ID, JOBENV_RUN_ID, JOBENV_HEARTBEAT_MS
+	JOBENV_STAGE_COMPRESS, JOBENV_STAGE_ID, JOBENV_RUN_ID, JOBENV_HEARTBEAT_MS,  \
+	JOBENV_SPARES
 
 #endif

@@ -56,6 +56,7 @@
 #include "lh.h"
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 #include "lh_stage.h"
 #include "node/node.h"
 #include "store/store.h"
@@ -652,6 +653,7 @@ static int quiesce(void)
 
 static int finalize(void)
 {
+	lh_spare_release();
 	return MPI_Finalize();
 }
 
@@ -777,7 +779,7 @@ static void warn(const char *what)
 static int idle_dup(void)
 {
 	MPI_Request req;
-	int ret = MPI_Comm_idup(MPI_COMM_WORLD, &agent_comm, &req);
+	int ret = MPI_Comm_idup(lh_world, &agent_comm, &req);
 
 	return ret == MPI_SUCCESS ? lh_wait_idle(&req) : ret;
 }

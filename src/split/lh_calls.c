@@ -6,6 +6,7 @@
 #include "common/fault.h"
 #include "lh.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 
 /* MPICH's MPI_STATUS(ES)_IGNORE is the address 1: gcc sees an access to it */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -44,6 +45,7 @@ static int lh_finalize(void)
 	lh_info->finalized = 1;
 	lh_done_free();
 	lh_agent_bye();
+	lh_spare_release();
 	return lh_err(MPI_Finalize());
 }
 

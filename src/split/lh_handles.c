@@ -12,6 +12,7 @@
 
 #include "lh.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 
 #define STS_PREDEF_VALUE(name) LH_HVAL(name)
 #include "predef.c"
@@ -34,6 +35,8 @@ static int grow(struct lh_table *t, uint32_t need)
 	t->cap = cap;
 	return 0;
 }
+
+static uint32_t predefined(int kind, uint64_t real);
 
 /* restored: the tables came back with the ledger; only the predefined
  * handles (this MPI's values) are written again */
@@ -59,6 +62,9 @@ void lh_handles_init(int restored)
 			errors_in[sts_predef_error[i].value] = (int)sts_predef_error[i].neutral;
 		errors_real[sts_predef_error[i].neutral] = (int)sts_predef_error[i].value;
 	}
+	/* the program's MPI_COMM_WORLD: the active ranks' (lh_spare.h) */
+	lh_lg->tables[STS_COMM].slot[predefined(STS_COMM, LH_HVAL(MPI_COMM_WORLD))].real =
+		LH_HVAL(lh_world);
 }
 
 

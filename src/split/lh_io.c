@@ -33,6 +33,7 @@
 
 #include "lh.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 
 struct rec_file {
 	int amode;
@@ -478,12 +479,12 @@ int lh_io_rebuild(struct lh_slot *s)
 	 * called it */
 	if (r->ranks[0] == lh_info->world_rank)
 		ompio_unstick(r->path);
-	MPI_Comm_group(MPI_COMM_WORLD, &wg);
+	MPI_Comm_group(lh_world, &wg);
 	ret = MPI_Group_incl(wg, r->n, r->ranks, &g);
 	MPI_Group_free(&wg);
 	if (ret != MPI_SUCCESS)
 		return ret;
-	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5355, &c);
+	ret = MPI_Comm_create_group(lh_world, g, 0x5355, &c);
 	MPI_Group_free(&g);
 	if (ret != MPI_SUCCESS)
 		return ret;

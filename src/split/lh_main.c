@@ -49,6 +49,7 @@
 #include "lh_stage.h"
 #include "node/node.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 
 #define PAGE 4096ul
 
@@ -481,8 +482,8 @@ static void early_start(struct early *e, const char *dir)
 		return;   /* the launcher's variables are not to be trusted */
 	e->rank = launcher_int(rank);
 	e->size = launcher_int(size);
-	if (e->rank < 0 || e->size <= 0)
-		return;
+	if (e->rank < 0 || e->size <= 0 || lh_spare_env(&e->rank, &e->size))
+		return;   /* a spare restores nothing */
 	/* a lost node's rank gets its image from the others after MPI_Init */
 	if (lh_stage_leveled(dir) && !lh_stage_has_local(dir, e->rank))
 		return;
@@ -498,7 +499,7 @@ static void idle_barrier(void)
 {
 	MPI_Request req;
 
-	if (MPI_Ibarrier(MPI_COMM_WORLD, &req) == MPI_SUCCESS)
+	if (MPI_Ibarrier(lh_world, &req) == MPI_SUCCESS)
 		lh_wait_idle(&req);
 }
 
@@ -514,7 +515,7 @@ static int rebuilt(const char *dir, struct early *e)
 		return 0;
 	own = e->started || lh_stage_has_local(dir, rank);
 	mine = !own;
-	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD) != MPI_SUCCESS || !any)
+	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, lh_world) != MPI_SUCCESS || !any)
 		return 0;
 	stage("rebuild images");
 	if (lh_stage_rebuild(dir, rank, size, own, e->path, sizeof(e->path)) != 0) {
@@ -650,6 +651,7 @@ int main(int argc, char **argv, char **envp)
 	 * later inherits this, files return errors by default */
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+	lh_spare_start();   /* a spare rank stays there until the job ends */
 
 	stage("table");
 	page = mmap((void *)STS_LH_INFO_ADDR, (sizeof(*lh_info) + PAGE - 1) & ~(PAGE - 1),
@@ -662,8 +664,8 @@ int main(int argc, char **argv, char **envp)
 	lh_info->fsgsbase = (getauxval(AT_HWCAP2) & 2) ? 1 : 0;
 	lh_info->lh_fs = sts_rdfs(0);
 	lh_info->thread_provided = provided;
-	MPI_Comm_rank(MPI_COMM_WORLD, &lh_info->world_rank);
-	MPI_Comm_size(MPI_COMM_WORLD, &lh_info->world_size);
+	MPI_Comm_rank(lh_world, &lh_info->world_rank);
+	MPI_Comm_size(lh_world, &lh_info->world_size);
 	MPI_Get_library_version(lib, &len);
 	lib[strcspn(lib, "\n")] = 0;
 	snprintf(lh_info->library, sizeof(lh_info->library), "%.255s", lib);

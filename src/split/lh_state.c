@@ -38,6 +38,7 @@
 #include "common/err.h"
 #include "lh.h"
 #include "lh_ledger.h"
+#include "lh_spare.h"
 
 enum { TOPO_NONE, TOPO_CART, TOPO_GRAPH, TOPO_DIST, TOPO_INTER };
 
@@ -87,7 +88,7 @@ static MPI_Group world_group(void)
 	static MPI_Group g = MPI_GROUP_NULL;
 
 	if (g == MPI_GROUP_NULL)
-		MPI_Comm_group(MPI_COMM_WORLD, &g);
+		MPI_Comm_group(lh_world, &g);
 	return g;
 }
 
@@ -901,12 +902,12 @@ static int rebuild_comm(struct lh_slot *s)
 
 	if (ret != MPI_SUCCESS)
 		return ret;
-	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, 0x5354, &c);
+	ret = MPI_Comm_create_group(lh_world, g, 0x5354, &c);
 	MPI_Group_free(&g);
 	if (ret == MPI_SUCCESS && r->topo == TOPO_INTER) {
 		/* the two groups' first members lead, over MPI_COMM_WORLD; both
 		 * groups rebuild their objects in creation order */
-		ret = MPI_Intercomm_create(c, 0, MPI_COMM_WORLD, r->v[r->n + 1], 0x5355, &topo);
+		ret = MPI_Intercomm_create(c, 0, lh_world, r->v[r->n + 1], 0x5355, &topo);
 		MPI_Comm_free(&c);
 		c = topo;
 	} else if (ret == MPI_SUCCESS && r->topo != TOPO_NONE) {

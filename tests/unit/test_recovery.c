@@ -90,6 +90,43 @@ static void relaunch(char *const *argv, unsigned nlost, char *out, size_t len, c
 	free(v);
 }
 
+/* job_launch_spares's argv joined by spaces, "" when refused */
+static void with_spares(char *const *argv, unsigned spares, char *out, size_t len)
+{
+	char **v = NULL;
+	size_t n = 0;
+
+	out[0] = 0;
+	if (job_launch_spares(argv, spares, &v) != 0)
+		return;
+	for (int i = 0; v[i]; i++)
+		n += (size_t)snprintf(out + n, len - n, "%s%s", i ? " " : "", v[i]);
+	free(v);
+}
+
+/* the rank count before the program raised, the program's own -n kept */
+static void test_spares(void)
+{
+	char out[512];
+	char *ompi[] = { "mpirun", "--oversubscribe", "-np", "2", "/bin/true", "-n", "5", NULL };
+	char *hydra[] = { "mpiexec.mpich", "-hosts=n1,n2", "-n", "9", "/bin/true", NULL };
+	char *srun[] = { "srun", "--mpi=pmix", "--ntasks=4", "/bin/true", NULL };
+	char *none[] = { "mpiexec.mpich", "/bin/true", "-n", "2", NULL };
+	char *bad[] = { "mpirun", "-np", "x", "/bin/true", NULL };
+
+	with_spares(ompi, 1, out, sizeof(out));
+	CHECK(!strcmp(out, "mpirun --oversubscribe -np 3 /bin/true -n 5"));
+	with_spares(hydra, 2, out, sizeof(out));
+	CHECK(!strcmp(out, "mpiexec.mpich -hosts=n1,n2 -n 11 /bin/true"));
+	with_spares(srun, 1, out, sizeof(out));
+	CHECK(!strcmp(out, "srun --mpi=pmix --ntasks=5 /bin/true"));
+	with_spares(none, 1, out, sizeof(out));
+	CHECK(!out[0] && strstr(err_msg(), "gives no number of ranks"));
+	with_spares(bad, 1, out, sizeof(out));
+	CHECK(!out[0]);
+	err_clear();
+}
+
 static void test_hosts(void)
 {
 	char out[512], note[200];
@@ -272,5 +309,6 @@ int main(void)
 	test_crmig();
 	test_auto();
 	test_hosts();
+	test_spares();
 	return check_result("recovery");
 }
