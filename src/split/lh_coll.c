@@ -184,12 +184,15 @@ int lh_coll_passed(uint32_t comm)
 	return STS_AGAIN;
 }
 
+static int post_release(uint32_t comm);
+
 void lh_coll_comm_made(uint32_t comm)
 {
 	MPI_Comm sh = MPI_COMM_NULL;
 
 	if (ensure(comm) != 0)
 		return;
+	lh_coll_poll();   /* the context ids of those every member freed come back */
 	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
 	int inter = 0, ret;
 	unsigned depth;
@@ -203,8 +206,88 @@ void lh_coll_comm_made(uint32_t comm)
 	depth = lh_lock_out();
 	ret = inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh);
 	lh_lock_back(depth);
-	if (ret == MPI_SUCCESS)
-		lh_lg->shadow[comm] = LH_HVAL(sh);
+	if (ret != MPI_SUCCESS)
+		return;
+	lh_lg->shadow[comm] = LH_HVAL(sh);
+	if (lh_lg->retired[comm])   /* made again at a restart: its release too */
+		post_release(comm);
+}
+
+/* A retired communicator's release: the reduction a round would make on
+ * its duplicate (this rank's final count, "not held", "not blocked"),
+ * posted when the program frees it. It completes when every member posted
+ * one too (every member freed it: the communicator goes on each member at
+ * once, lh_coll_poll) or made a round with it (a checkpoint consumes it in
+ * place of its own reduction and posts it again, targets()); so each
+ * member makes the same reductions on the duplicate in the same order.
+ * Kept in the lower half's memory: a restart posts it again
+ * (lh_coll_comm_made). Not posted (out of memory, an MPI error): retired
+ * until a checkpoint finds every member freed it, as before. */
+struct release {
+	MPI_Request r;
+	uint64_t io[3];
+};
+static struct release **rel;
+static uint32_t rel_cap, rel_live;
+
+static int post_release(uint32_t comm)
+{
+	MPI_Comm sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
+	struct release *x = comm < rel_cap ? rel[comm] : NULL;
+
+	if (comm >= rel_cap) {
+		uint32_t cap = rel_cap ? rel_cap : 64;
+		void *p;
+
+		while (cap <= comm)
+			cap *= 2;
+		p = realloc(rel, cap * sizeof(*rel));
+		if (!p)
+			return -ENOMEM;
+		rel = p;
+		memset(rel + rel_cap, 0, (cap - rel_cap) * sizeof(*rel));
+		rel_cap = cap;
+	}
+	if (!x && !(x = malloc(sizeof(*x))))
+		return -ENOMEM;
+	x->io[0] = lh_lg->coll_seq[comm];
+	x->io[1] = 0;
+	x->io[2] = 1;
+	if (MPI_Iallreduce(MPI_IN_PLACE, x->io, 3, MPI_UINT64_T, MPI_MAX, sh, &x->r) != MPI_SUCCESS) {
+		free(x);
+		rel[comm] = NULL;
+		return -EIO;
+	}
+	if (!rel[comm])
+		rel_live++;
+	rel[comm] = x;
+	return 0;
+}
+
+/* the release of comm is done (or never was): forget it */
+static void drop_release(uint32_t comm)
+{
+	if (comm >= rel_cap || !rel[comm])
+		return;
+	free(rel[comm]);
+	rel[comm] = NULL;
+	rel_live--;
+}
+
+void lh_coll_poll(void)
+{
+	for (uint32_t c = STS_FIRST_USER; rel_live && c < rel_cap; c++) {
+		int done = 0;
+
+		if (!rel[c] || MPI_Test(&rel[c]->r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
+			continue;
+		if (rel[c]->io[1]) {   /* no round runs outside a checkpoint: cannot be */
+			post_release(c);
+			continue;
+		}
+		drop_release(c);
+		lh_release_now(STS_COMM, c);
+	}
 }
 
 int lh_coll_comm_retire(uint32_t comm)
@@ -212,6 +295,8 @@ int lh_coll_comm_retire(uint32_t comm)
 	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
 		return 0;
 	lh_lg->retired[comm] = 1;
+	post_release(comm);
+	lh_coll_poll();
 	return 1;
 }
 
@@ -226,6 +311,17 @@ void lh_coll_comm_gone(uint32_t comm)
 
 	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
 		return;
+	if (comm < rel_cap && rel[comm]) {
+		int done = 0;
+
+		/* (a release still pending, which every path here completed
+		 * first: its memory stays the MPI's) */
+		MPI_Test(&rel[comm]->r, &done, MPI_STATUS_IGNORE);
+		if (done)
+			free(rel[comm]);
+		rel[comm] = NULL;
+		rel_live--;
+	}
 	sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
 	MPI_Comm_free(&sh);
 	lh_lg->shadow[comm] = 0;
@@ -262,6 +358,11 @@ static int targets(MPI_Comm ctl)
 
 		if (c == 2 || (c > 2 && !lh_lg->shadow[c]))
 			continue;
+		if (c < rel_cap && rel[c]) {   /* its release is this rank's part */
+			r[n++] = rel[c]->r;
+			rel[c]->r = MPI_REQUEST_NULL;
+			continue;
+		}
 		io[c][0] = lh_lg->coll_seq[c];
 		io[c][1] = !lh_lg->retired[c];
 		io[c][2] = lh_lg->held_blocking != c + 1;
@@ -269,20 +370,31 @@ static int targets(MPI_Comm ctl)
 	}
 	if (ret == MPI_SUCCESS)
 		ret = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
-	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++)
-		if (c != 2 && (c == 1 || lh_lg->shadow[c]))
-			lh_lg->coll_target[c] = io[c][0];
+	for (uint32_t c = STS_FIRST_USER; c < rel_cap && ret != MPI_SUCCESS; c++)
+		if (rel[c] && rel[c]->r == MPI_REQUEST_NULL) {
+			rel[c] = NULL;   /* its memory stays the MPI's: retired */
+			rel_live--;
+		}
+	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++) {
+		if (c == 2 || (c != 1 && !lh_lg->shadow[c]))
+			continue;
+		if (c < rel_cap && rel[c])
+			memcpy(io[c], rel[c]->io, sizeof(io[c]));
+		lh_lg->coll_target[c] = io[c][0];
+		if (!lh_lg->retired[c])
+			continue;
+		/* every member freed it: it goes on every member after this
+		 * round (all saw the same answer; none is behind on it, so none
+		 * makes another reduction on it); else the release again */
+		if (!io[c][1]) {
+			drop_release(c);
+			lh_release_now(STS_COMM, c);
+		} else if (c < rel_cap && rel[c]) {
+			post_release(c);
+		}
+	}
 	free(r);
 	return ret;
-}
-
-/* After the last round: communicators every member freed go for good (every
- * member saw the same answers, so all let go of them together). */
-static void purge(void)
-{
-	for (uint32_t c = STS_FIRST_USER; c < lh_lg->coll_cap && c < io_cap; c++)
-		if (lh_lg->retired[c] && lh_lg->shadow[c] && !io[c][1])
-			lh_release_now(STS_COMM, c);
 }
 
 /* this rank is held past the entry barrier of a blocking collective, and
@@ -321,6 +433,5 @@ int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 			       "between collectives within %d s (a rank behind waits for "
 			       "a rank that is stopped?)", lh_lg->world_rank,
 			       LH_QUIESCE_TIMEOUT_MS / 1000);
-	purge();
 	return LH_ROUND_DONE;
 }

@@ -228,10 +228,14 @@ int lh_coll_passed(uint32_t comm);
  * end; lh_state.c calls them */
 void lh_coll_comm_made(uint32_t comm);
 void lh_coll_comm_gone(uint32_t comm);
-/* the program freed comm: 1 if it is kept, retired, until a checkpoint
- * finds every member freed it (its slot then released), 0 if it goes now */
+/* the program freed comm: 1 if it is kept, retired, until every member
+ * freed it (its slot then released, lh_coll_poll or a checkpoint's
+ * round), 0 if it goes now */
 int lh_coll_comm_retire(uint32_t comm);
 int lh_coll_retired(uint32_t comm);
+/* retired communicators every member freed since go now (lh_coll.c's
+ * releases; called where communicators are made and freed) */
+void lh_coll_poll(void);
 /* One round of targets (collective over ctl; every rank parked, on its
  * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
  * run on until it parks at its targets, LH_ROUND_AGAIN when another is,

@@ -1,7 +1,7 @@
 /* comm_churn.c - communicators made and freed in every iteration, with the
  * ranks apart between the two (tests/split).
  *
- *   comm_churn ITERATIONS SLEEP_MS
+ *   comm_churn ITERATIONS SLEEP_MS [PAIRS]
  *
  * Each iteration prints "rank R iteration I", dups MPI_COMM_WORLD, checks an
  * MPI_Allreduce on the dup, and frees it; even ranks sleep SLEEP_MS after
@@ -10,22 +10,52 @@
  * collectives must still be agreed on it (docs/split.md, "Collectives at a
  * checkpoint": a freed communicator is retired, not forgotten) and a
  * restart must make it again on every member. Every 8th iteration the dup
- * is split by parity instead and both are freed in the same way. At the
- * end rank 0 prints "PASS ranks=N iterations=I checks=K". */
+ * is split by parity instead and both are freed in the same way. Before
+ * the first iteration and after the last, PAIRS dups of MPI_COMM_WORLD
+ * are made and freed at once, each checked with an MPI_Allreduce (more
+ * than MPICH's 2048 context ids: under Stasis the lower half's
+ * duplicates of the freed ones must go as well). At the end rank 0
+ * prints "PASS ranks=N iterations=I checks=K". */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+/* pairs dup/free pairs: the checks they made, or aborts the job */
+static long churn(int pairs, int rank, int size)
+{
+	for (int p = 0; p < pairs; p++) {
+		MPI_Comm dup;
+		int one = 1, n = 0, ret = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+
+		if (ret != MPI_SUCCESS) {
+			printf("FAIL rank %d: MPI_Comm_dup failed at pair %d\n", rank, p);
+			fflush(stdout);
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
+		MPI_Allreduce(&one, &n, 1, MPI_INT, MPI_SUM, dup);
+		if (n != size) {
+			printf("FAIL rank %d: pair %d: sum %d, want %d\n", rank, p, n, size);
+			fflush(stdout);
+			MPI_Abort(MPI_COMM_WORLD, 3);
+		}
+		MPI_Comm_free(&dup);
+	}
+	return pairs;
+}
+
 int main(int argc, char **argv)
 {
 	int iters = argc > 1 ? atoi(argv[1]) : 20, rank, size;
 	long ms = argc > 2 ? atol(argv[2]) : 100, checks = 0, total = 0;
+	int pairs = argc > 3 ? atoi(argv[3]) : 0;
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+	checks += churn(pairs, rank, size);
 	for (int it = 0; it < iters; it++) {
 		MPI_Comm dup, half = MPI_COMM_NULL;
 		long v = rank + it, sum = 0, want = (long)size * (size - 1) / 2 + (long)size * it;
@@ -50,10 +80,12 @@ int main(int argc, char **argv)
 		if (rank % 2 == 0)
 			nanosleep(&ts, NULL);
 	}
+	checks += churn(pairs, rank, size);
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
 		printf("%s ranks=%d iterations=%d checks=%ld\n",
-		       total == (long)size * iters ? "PASS" : "FAIL", size, iters, total);
+		       total == (long)size * (iters + 2L * pairs) ? "PASS" : "FAIL", size, iters,
+		       total);
 		fflush(stdout);
 	}
 	MPI_Finalize();

@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from split_common import ENV, LH, TIMEOUT, build_programs, launcher, program_fixture
+from split_common import ENV, LH, TIMEOUT, build_programs, launcher, program_fixture, run_on
 from test_ckpt import MpiJob, cycles
 
 ITERS = 16         # test_ckpt.ITERS says why few
@@ -94,3 +94,23 @@ def test_freed_communicator_three_cycles(churn, lower, tmp_path):
     assert rc == 0, out + err
     assert "PASS ranks=2 iterations=40 checks=80\n" in out, out + err
     assert "FAIL" not in out
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_comm_churn(churn, lower, tmp_path):
+    """2100 dup/free pairs of MPI_COMM_WORLD, then a checkpoint, SIGKILL
+    and restart while the ranks free communicators apart, then 2100 more
+    (comm_churn.c): the result is the native run's. The lower half's
+    duplicate of a freed communicator goes once every member freed it;
+    kept until the next checkpoint, it used up MPICH's 2048 context ids
+    and the program's MPI_Comm_dup failed where the native one succeeds."""
+    prog, args = churn[("comm_churn", lower)], ["3", "100", "2100"]
+    native = run_on(prog, None, 2, args, tmp_path)
+    want = "PASS ranks=2 iterations=3 checks=8406\n"
+    assert native.returncode == 0 and want in native.stdout, native.stdout + native.stderr
+    job = MpiJob(tmp_path)
+    job.start(*launcher(lower, 2), prog, *args)
+    job.lines_until(r"rank 1 iteration 1")
+    job.checkpoint_kill_restart()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and want in out and "FAIL" not in out, out + err
