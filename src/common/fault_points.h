@@ -29,5 +29,6 @@ FAULT_POINT(REDUN_RS_ENCODE,      "redun.rs.encode",     "before the parity of t
 FAULT_POINT(REDUN_GLOBAL_COPY,    "redun.global.copy",   "before the last piece of each file the redundancy engine copies into the global tier (level global, libstasis's flush; n-th file)")
 FAULT_POINT(NODE_AGENT_CKPT,      "node.agent.ckpt",     "when the node agent gets the n-th CHECKPOINT from the coordinator, before it tells its ranks (:kill: the agent dies alone at the worst moment)")
 FAULT_POINT(NODE_MIGRATE,         "node.migrate",        "before each 4 MiB piece of a migrating rank's image the source node's agent sends to the target node (:fail: the migration fails and automatic recovery takes over; :kill: the source agent dies mid-transfer)")
+FAULT_POINT(SPLIT_COLL_DUP,       "split.coll.dup",      "when the lower half duplicates a communicator the program made, to count its collectives (n-th one; on every rank): :fail leaves it without, as when MPI's context ids run out")
 FAULT_POINT(SPLIT_MPIX_LATE,      "split.mpix.late",     "after MPIX_Checkpoint's barrier, before its request; with :fail the rank stays 2 s in the program there, stoppable, as a descheduled rank would (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

@@ -23,11 +23,13 @@
  * on every rank, which all run on.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/err.h"
+#include "common/fault.h"
 #include "lh.h"
 #include "lh_ledger.h"
 
@@ -186,12 +188,48 @@ int lh_coll_passed(uint32_t comm)
 
 static int post_release(uint32_t comm);
 
+/* Communicators the program holds whose duplicate could not be made (MPI
+ * out of context ids, or of memory): their collectives are not counted, so
+ * a checkpoint is refused while the program holds one (refuse()), never
+ * taken with one of them half done. uncounted[c]: 1 + the MPI error class;
+ * uncounted_lost: ones with no room in it. Lower-half memory: a restart
+ * makes every duplicate again. */
+static uint8_t *uncounted;
+static uint32_t uncounted_cap, uncounted_live, uncounted_lost;
+
+static void mark_uncounted(uint32_t comm, int ret)
+{
+	int cls = MPI_ERR_OTHER;
+
+	if (comm >= uncounted_cap) {
+		uint32_t cap = uncounted_cap ? uncounted_cap : 64;
+		void *p;
+
+		while (cap <= comm)
+			cap *= 2;
+		p = realloc(uncounted, cap);
+		if (!p) {
+			uncounted_lost++;
+			return;
+		}
+		uncounted = p;
+		memset(uncounted + uncounted_cap, 0, cap - uncounted_cap);
+		uncounted_cap = cap;
+	}
+	MPI_Error_class(ret, &cls);
+	if (!uncounted[comm])
+		uncounted_live++;
+	uncounted[comm] = (uint8_t)(cls < 254 ? cls + 1 : 255);
+}
+
 void lh_coll_comm_made(uint32_t comm)
 {
 	MPI_Comm sh = MPI_COMM_NULL;
 
-	if (ensure(comm) != 0)
+	if (ensure(comm) != 0) {
+		mark_uncounted(comm, MPI_ERR_NO_MEM);
 		return;
+	}
 	lh_coll_poll();   /* the context ids of those every member freed come back */
 	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
 	int inter = 0, ret;
@@ -204,10 +242,15 @@ void lh_coll_comm_made(uint32_t comm)
 	 * (lh_lock_out), which may also grow the arrays */
 	MPI_Comm_test_inter(c, &inter);
 	depth = lh_lock_out();
-	ret = inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh);
+	if (FAULT(SPLIT_COLL_DUP) != 0)
+		ret = MPI_ERR_OTHER;
+	else
+		ret = inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh);
 	lh_lock_back(depth);
-	if (ret != MPI_SUCCESS)
+	if (ret != MPI_SUCCESS) {
+		mark_uncounted(comm, ret);
 		return;
+	}
 	lh_lg->shadow[comm] = LH_HVAL(sh);
 	if (lh_lg->retired[comm])   /* made again at a restart: its release too */
 		post_release(comm);
@@ -309,6 +352,10 @@ void lh_coll_comm_gone(uint32_t comm)
 {
 	MPI_Comm sh;
 
+	if (comm < uncounted_cap && uncounted[comm]) {
+		uncounted[comm] = 0;
+		uncounted_live--;
+	}
 	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
 		return;
 	if (comm < rel_cap && rel[comm]) {
@@ -410,11 +457,39 @@ static int go_together(void)
 	return 1;
 }
 
+/* Some rank holds a communicator whose collectives it does not count
+ * (collective over ctl: then every rank skips the reductions, which would
+ * not be the same on all members): the checkpoint's error, or 0. */
+static int refuse(MPI_Comm ctl)
+{
+	int mine = uncounted_live + uncounted_lost > 0, any = 0, len = 0, size = 0;
+	char what[MPI_MAX_ERROR_STRING];
+
+	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS || !any)
+		return 0;
+	if (!mine)
+		return err_set(-ENOTSUP, "rank %d: another rank holds a communicator whose "
+			       "collectives it cannot count", lh_lg->world_rank);
+	for (uint32_t c = STS_FIRST_USER; c < uncounted_cap; c++) {
+		if (!uncounted[c])
+			continue;
+		if (MPI_Error_string(uncounted[c] - 1, what, &len) != MPI_SUCCESS)
+			snprintf(what, sizeof(what), "MPI error class %d", uncounted[c] - 1);
+		MPI_Comm_size((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, c), &size);
+		return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds "
+			       "communicator %u (%d ranks): the lower half could not duplicate "
+			       "it to count its collectives (%s)", lh_lg->world_rank, c, size, what);
+	}
+	return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds a communicator "
+		       "the lower half could not duplicate to count its collectives (out of memory)",
+		       lh_lg->world_rank);
+}
+
 int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 {
-	int mine[3], all[3], go;
+	int mine[3], all[3], go, refused = refuse(ctl);
 
-	if (ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
+	if (refused || ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
 		*failed = 1;
 	go = !*failed && go_together();
 	mine[0] = !*failed && (go || behind());
@@ -428,6 +503,8 @@ int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 		return all[2] ? LH_ROUND_RELEASE : mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
 	lh_lg->held = lh_lg->held_blocking = lh_lg->go_blocking = 0;
 	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
+	if (refused)
+		return refused;
 	if (all[1])
 		return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
 			       "between collectives within %d s (a rank behind waits for "

@@ -8,6 +8,7 @@ others before it. Three checkpoint, SIGKILL and restart cycles; the program
 checks every result.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import re
 import subprocess
 
 import pytest
@@ -111,6 +112,36 @@ def test_comm_churn(churn, lower, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, 2), prog, *args)
     job.lines_until(r"rank 1 iteration 1")
+    job.checkpoint_kill_restart()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and want in out and "FAIL" not in out, out + err
+
+
+held = program_fixture("comm_held")
+
+
+def test_uncounted_communicator_refuses_the_checkpoint(held, tmp_path):
+    """The lower half's duplicate of the program's communicator cannot be
+    made (STASIS_FAULT=split.coll.dup: as when MPICH's context ids run
+    out): its collectives go uncounted, so a checkpoint while the program
+    holds it is refused in one line naming it, the job runs on, and once
+    the program freed it a checkpoint, kill and restart ends as the native
+    run does. Before, the checkpoint was taken without counting them."""
+    prog, want = held["openmpi"], "PASS ranks=2 iterations=12 checks=24\n"
+    native = run_on(prog, None, 2, ["12", "10"], tmp_path)
+    assert native.returncode == 0 and want in native.stdout, native.stdout + native.stderr
+    job = MpiJob(tmp_path)
+    job.env["STASIS_FAULT"] = "split.coll.dup:1:fail"
+    job.start(*launcher("openmpi", 2), prog, "12", "150")
+    del job.env["STASIS_FAULT"]   # the job has it; not the restart
+    job.lines_until(r"rank 0 iteration 1")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode != 0, r.stdout
+    assert re.fullmatch(r"stasis: checkpoint: checkpoint failed: rank [01]: no checkpoint while "
+                        r"the program holds communicator "
+                        r"\d+ \(2 ranks\): the lower half could not duplicate it to count its "
+                        r"collectives \(.+\)\n", r.stderr), r.stderr
+    job.lines_until(r"freed")
     job.checkpoint_kill_restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and want in out and "FAIL" not in out, out + err
