@@ -54,7 +54,7 @@ def test_spare_checkpoint_restart(spares, tmp_path):
     native = subprocess.run(launcher("openmpi", 2) + [prog, "2", "0"], env=ENV,
                             capture_output=True, text=True, timeout=TIMEOUT)
     job = MpiJob(tmp_path)
-    job.start(*launcher("openmpi", 2), prog, "20", "100", extra=["--spares", "1"])
+    job.start(*launcher("openmpi", 2), prog, "30", "100", extra=["--spares", "1"])
     job.lines_until(r"rank 0 iteration 2")
     assert lower_halves(prog, "openmpi") == 3
     job.checkpoint_kill_restart("--spares", "1")
