@@ -109,6 +109,8 @@ struct sts_uh_callbacks {
 };
 
 #define STS_OP_SLOTS 64         /* user-defined operations at once */
+#define STS_OP_SLOT_BUSY 0x5a5b /* op_create: a live request may still call the
+				 * slot's freed operation: take another */
 
 /* Hand-written calls (functions.list: hand). */
 struct sts_hand_ops {
@@ -194,7 +196,12 @@ struct sts_tls {
 	 * it leaves the lower half (sts_leave), the others run on */
 	volatile uint32_t hold;
 	uint32_t held;              /* 1 + the communicator it is held at (lh_coll.c) */
-	uint32_t pad;
+	/* set by the lower half when a request of this thread's call completes
+	 * in error: the communicator (neutral), or STS_ERRH_FILE | the file,
+	 * whose error handler the upper half raises it on (MPI-3.1 8.3). Per
+	 * thread: the upper half reads it after the call let the lock go,
+	 * when another thread's call may have set its own. */
+	volatile uint32_t err_on;
 };
 
 struct sts_lh_info {
@@ -224,10 +231,6 @@ struct sts_lh_info {
 	/* called by the upper half once its libc's mmap is patched: the
 	 * reservations above STS_UH_STACK_TOP go (lh_mem.c) */
 	void (*mem_unfill)(void);
-	/* set by the lower half when a request completes in error: the
-	 * communicator (neutral), or STS_ERRH_FILE | the file, whose error
-	 * handler the upper half raises it on (MPI-3.1 8.3) */
-	volatile uint32_t err_on;
 };
 
 #define STS_ERRH_FILE 0x80000000u

@@ -129,7 +129,7 @@ static inline int sts_err_world(int neutral_class, const char *fn)
 
 /* an error of a request's completion (Wait, Test, ...): raised on the
  * handler of the request's communicator or file, which the lower half
- * left in sts_lh->err_on (MPI_COMM_WORLD's for an invalid request) */
+ * left in its slot's err_on (MPI_COMM_WORLD's for an invalid request) */
 int sts_raise_req(int code, const char *fn);
 
 static inline int sts_err_req(int neutral_class, const char *fn)

@@ -266,9 +266,10 @@ int sts_raise(int kind, uint32_t obj, int code, const char *fn)
 
 int sts_raise_req(int code, const char *fn)
 {
-	uint32_t on = sts_lh->err_on;
+	struct sts_tls *me = sts_slot();
+	uint32_t on = me->err_on;
 
-	sts_lh->err_on = 1;
+	me->err_on = 1;
 	if (on & STS_ERRH_FILE)
 		return sts_raise(STS_FILE, on & ~STS_ERRH_FILE, code, fn);
 	return sts_raise(STS_COMM, on, code, fn);

@@ -67,7 +67,7 @@ int lh_sig_wrap(void);
 /* a new real handle: its neutral number (predefined ones keep theirs) */
 uint32_t lh_new(int kind, uint64_t real);
 /* the communicator (neutral), or STS_ERRH_FILE | the file, on whose error
- * handler an error of request req is raised (lh_info->err_on) */
+ * handler an error of request req is raised (lh_me->err_on) */
 void lh_req_raises_on(uint32_t req, uint32_t obj);
 /* n after a call that may have changed or freed its real handle */
 uint32_t lh_update(int kind, uint32_t n, uint64_t real);

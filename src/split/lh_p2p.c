@@ -190,7 +190,7 @@ static int progress(struct lh_slot *s)
 	return 1;
 }
 
-/* whose handler raises request q's error (lh_info->err_on): its record's
+/* whose handler raises request q's error (lh_me->err_on): its record's
  * errh, else its communicator (a send's or receive's), else (no such
  * request) MPI_COMM_WORLD */
 static uint32_t errh_of(const struct lh_req *q)
@@ -212,7 +212,7 @@ static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
 	}
 	if (!q) {
 		*err = lh_err(MPI_ERR_REQUEST);
-		lh_info->err_on = errh_of(q);
+		lh_me->err_on = errh_of(q);
 		return 1;
 	}
 	if (q->state == REQ_PENDING && !progress(s))
@@ -225,7 +225,7 @@ static int req_test(uint32_t *pn, struct sts_status *st, int keep, int *err)
 		*st = q->status;
 	*err = q->status.error;
 	if (__builtin_expect(*err != 0, 0))
-		lh_info->err_on = errh_of(q);
+		lh_me->err_on = errh_of(q);
 	if (!keep && q->persist) {
 		/* seen complete: inactive again, under the same handle */
 		q->state = REQ_INACTIVE;
@@ -703,7 +703,7 @@ int lh_Start(uint32_t *req)
 	MPI_Request r = MPI_REQUEST_NULL;
 	int ret;
 
-	lh_info->err_on = errh_of(q);
+	lh_me->err_on = errh_of(q);
 	if (!q || !q->persist || q->state != REQ_INACTIVE)
 		return lh_err(MPI_ERR_REQUEST);   /* not persistent, or already active */
 	/* posted now: a restart posts active receives again in this order */
@@ -1201,7 +1201,7 @@ int lh_Request_free(uint32_t *req)
 	struct lh_slot *s;
 	struct lh_req *q = req_rec(*req, &s);
 
-	lh_info->err_on = errh_of(q);
+	lh_me->err_on = errh_of(q);
 	if (!q)
 		return lh_err(MPI_ERR_REQUEST);
 	if (q->state != REQ_PENDING)
@@ -1218,7 +1218,7 @@ int lh_Cancel(uint32_t *req)
 	struct lh_req *q = req_rec(*req, &s);
 	MPI_Request r;
 
-	lh_info->err_on = errh_of(q);
+	lh_me->err_on = errh_of(q);
 	if (!q)
 		return lh_err(MPI_ERR_REQUEST);
 	if (q->state != REQ_PENDING)
@@ -1334,11 +1334,11 @@ int lh_waitall(int n, uint32_t *reqs, struct sts_status *st)
 				left++;
 			else if (e && !err) {
 				err = e;
-				on = lh_info->err_on;
+				on = lh_me->err_on;
 			}
 		}
 		if (!left) {
-			lh_info->err_on = on;
+			lh_me->err_on = on;
 			return err;
 		}
 		if (idle(&polls)) {
@@ -1364,9 +1364,9 @@ int lh_testall(int n, uint32_t *reqs, int *flag, struct sts_status *st)
 	for (int i = 0; i < n; i++)
 		if (req_active(reqs[i]) && req_test(&reqs[i], st ? &st[i] : NULL, 0, &e) && e && !err) {
 			err = e;
-			on = lh_info->err_on;
+			on = lh_me->err_on;
 		}
-	lh_info->err_on = on;
+	lh_me->err_on = on;
 	return err;
 }
 
@@ -1424,13 +1424,13 @@ static int some(int n, uint32_t *reqs, int *outcount, int *indices, struct sts_s
 			indices[(*outcount)++] = i;
 			if (e && !err) {
 				err = e;
-				on = lh_info->err_on;
+				on = lh_me->err_on;
 			}
 		}
 	}
 	if (!active)
 		*outcount = MPI_UNDEFINED;
-	lh_info->err_on = on;
+	lh_me->err_on = on;
 	return err;
 }
 
