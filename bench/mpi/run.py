@@ -69,9 +69,22 @@ from 4 to 300 us while the batch medians stayed within 1.5-1.9 us). A
 preemption now spoils a few batches of 1000, which the median leaves
 out. The whole loops' means are still reported, as *_mean_overhead.
 
-Rounds alternate native and split runs; each figure is the median of its
-rounds. The raw seconds behind the checkpoint ratios are reported too
-(ckpt_s, dd_write_s, restart_s, dd_read_s). Checkpoints and dd's file go to
+This machine's two CPUs also pass messages at one of two speeds, for
+seconds at a time, natively and under the split process alike (the
+virtual CPUs' placement on the host, out of our hands): under SCHED_RR,
+with no preemption at all (2026-11-27 06:55), rmaput's put + flush took
+1.46-1.49 us natively and 1.58-1.77 us split in four rounds, then 0.73
+and 0.66-0.68 us in the next two, and the threads' ping-pong 0.16-0.20 us
+natively in one minute, 0.39-0.43 us the next. A ratio of the medians of
+native and split rounds mixes the two speeds whenever more of one mode's
+rounds fell on one side; each *_overhead is therefore the median of the
+rounds' own ratios, and a round runs each program natively and then
+split, one right after the other (a second or two apart, mostly at one
+speed; before, a round ran every native program, then every split one).
+
+Each time is the median of its rounds. The raw seconds behind the
+checkpoint ratios are reported too (ckpt_s, dd_write_s, restart_s,
+dd_read_s). Checkpoints and dd's file go to
 a temporary directory under /var/tmp (or the build tree) that is not a
 tmpfs, removed at the end. Dropping the page cache needs root: without it
 restart_vs_read is measured warm and "cold_cache" is false.
@@ -242,26 +255,36 @@ def main():
     mean = lambda out: float(re.search(r"mean_us (\S+)", out).group(1))
     osc = {"OMPI_MCA_osc": "^rdma,ucx"} if a.mpi == "openmpi" else {}
     residual = {}
+    def lat(key, pattern, mean_key=None):
+        def parse(mode, out):
+            res[mode][key].append(float(re.search(pattern, out).group(1)))
+            if mean_key:
+                res[mode][mean_key].append(mean(out))
+        return parse
+
+    def stencil(key, n):
+        def parse(mode, out):
+            m = re.search(r"residual (\S+) seconds (\S+)", out)
+            residual.setdefault((mode, n), m.group(1))
+            res[mode][key].append(float(m.group(2)))
+        return parse
+
+    mt_env = {"STASIS_MPI_THREAD_LEVEL": "multiple"}
+    # (ranks, arguments, native's environment, split's, what to take from the output)
+    steps = [(2, ["pingpong", "8", "200000"], None, None,
+              lat("lat", r"latency_us (\S+)", "lat_mean")),
+             (2, ["pingpong", str(1 << 20), "200"], None, None, lat("bw", r"bw_mibs (\S+)")),
+             (2, ["pingpong", "8", "100000", "thread"], None, mt_env,
+              lat("mt", r"mt_latency_us (\S+)", "mt_mean")),
+             (2, ["rmaput", "20000"], osc, None, lat("put", r"put_flush_us (\S+)", "put_mean")),
+             (4, ["stencil", "1024", "1500"], None, None, stencil("app", 4)),
+             (2, ["stencil", "1024", "1500"], None, None, stencil("app2", 2))]
     for rnd in range(a.rounds):
-        for mode in ("native", "split"):
-            out = run(2, [str(tmp / "pingpong"), "8", "200000"], mode == "split")
-            res[mode]["lat"].append(float(re.search(r"latency_us (\S+)", out).group(1)))
-            res[mode]["lat_mean"].append(mean(out))
-            out = run(2, [str(tmp / "pingpong"), str(1 << 20), "200"], mode == "split")
-            res[mode]["bw"].append(float(re.search(r"bw_mibs (\S+)", out).group(1)))
-            out = run(2, [str(tmp / "pingpong"), "8", "100000", "thread"], mode == "split",
-                      {"STASIS_MPI_THREAD_LEVEL": "multiple"} if mode == "split" else None)
-            res[mode]["mt"].append(float(re.search(r"mt_latency_us (\S+)", out).group(1)))
-            res[mode]["mt_mean"].append(mean(out))
-            out = run(2, [str(tmp / "rmaput"), "20000"], mode == "split",
-                      osc if mode == "native" else None)
-            res[mode]["put"].append(float(re.search(r"put_flush_us (\S+)", out).group(1)))
-            res[mode]["put_mean"].append(mean(out))
-            for key, n in (("app", 4), ("app2", 2)):
-                out = run(n, [str(tmp / "stencil"), "1024", "1500"], mode == "split")
-                m = re.search(r"residual (\S+) seconds (\S+)", out)
-                residual.setdefault((mode, n), m.group(1))
-                res[mode][key].append(float(m.group(2)))
+        for n, args, native_env, split_env, parse in steps:
+            for mode in ("native", "split"):   # one after the other: see above
+                split = mode == "split"
+                parse(mode, run(n, [str(tmp / args[0]), *args[1:]], split,
+                                split_env if split else native_env))
         print(f"round {rnd + 1}: " + "  ".join(
             f"{mode} lat={res[mode]['lat'][-1]:.3f}us bw={res[mode]['bw'][-1]:.0f}MiB/s "
             f"mt={res[mode]['mt'][-1]:.3f}us put={res[mode]['put'][-1]:.3f}us "
@@ -274,12 +297,15 @@ def main():
     ck = checkpoint_figures(a, tmp, env, launch)
     shutil.rmtree(tmp, ignore_errors=True)
     def figures(name, key, unit, digits=4, inverse=False):
-        """name_native_unit, name_split_unit and name_overhead: split / native
-        - 1 (inverse: native / split - 1, for a bandwidth)"""
+        """name_native_unit, name_split_unit (medians of the rounds) and
+        name_overhead: the median of the rounds' split / native - 1
+        (inverse: native / split - 1, for a bandwidth)"""
         n, sp = med["native"][key], med["split"][key]
+        ratios = [(x / y if inverse else y / x) - 1
+                  for x, y in zip(res["native"][key], res["split"][key])]
         return {f"{name}_native_{unit}": round(n, digits),
                 f"{name}_split_{unit}": round(sp, digits),
-                f"{name}_overhead": round((n / sp if inverse else sp / n) - 1, 4)}
+                f"{name}_overhead": round(statistics.median(ratios), 4)}
 
     out = {"mpi": a.mpi, "rounds": a.rounds, **figures("latency", "lat", "us"),
            **figures("bw", "bw", "mibs", 1, inverse=True), **figures("mt_latency", "mt", "us"),
