@@ -688,6 +688,7 @@ int main(int argc, char **argv, char **envp)
 	l = load_interp(interp, STS_UH_INTERP);
 
 	stage("stack");
+	lh_spare_environ(envp);
 	sp = build_stack(interp, &l, prog, argc, argv, envp);
 
 	stage("fill");

@@ -109,6 +109,22 @@ void lh_spare_start(void)
 	}
 }
 
+void lh_spare_environ(char **envp)
+{
+	static const char *const sizes[] = { "OMPI_COMM_WORLD_SIZE=", "OMPI_UNIVERSE_SIZE=",
+					     "PMI_SIZE=", "PMIX_SIZE=" };
+	static char put[sizeof(sizes) / sizeof(sizes[0])][40];
+
+	if (!spare_count() || lh_world == MPI_COMM_WORLD)
+		return;
+	for (char **e = envp; *e; e++)
+		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+			if (!strncmp(*e, sizes[i], strlen(sizes[i]))) {
+				snprintf(put[i], sizeof(put[i]), "%s%d", sizes[i], active_n);
+				*e = put[i];
+			}
+}
+
 void lh_spare_release(void)
 {
 	static int released;

@@ -30,6 +30,10 @@ int lh_spare_env(int *rank, int *size);
  * job's end, finalizes MPI and exits 0. */
 void lh_spare_start(void);
 
+/* Before the program starts: the launcher's world-size variables in envp
+ * (the environment the upper half gets) say the program's N, not N + S */
+void lh_spare_environ(char **envp);
+
 /* Just before the real MPI_Finalize of an active rank (the program's, or
  * --stop's): the program's rank 0 tells the spares that the job ends, so
  * that they finalize with it. Once per process. */

@@ -4,7 +4,8 @@
  *   spares ITERATIONS SLEEP_MS STATUS
  *
  * Each rank prints what MPI_COMM_WORLD, a communicator split from it,
- * MPI_COMM_SELF's group and a message round the ring tell it; between,
+ * MPI_COMM_SELF's group, a message round the ring and the launcher's
+ * world-size variable tell it; between,
  * ITERATIONS reductions over MPI_COMM_WORLD, one every SLEEP_MS (rank 0
  * prints each), each checked. A run above lower halves with spare ranks
  * must print what a native run prints, and end with STATUS after
@@ -49,8 +50,10 @@ int main(int argc, char **argv)
 		nanosleep(&nap, NULL);
 	}
 	MPI_Allreduce(&rank, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
-	printf("rank %d of %d: from %d, sum %d, congruent %d, half %d of %d, self %d, errors %d\n",
-	       rank, size, got, sum, cmp == MPI_CONGRUENT, hrank, half, self, err);
+	printf("rank %d of %d: from %d, sum %d, congruent %d, half %d of %d, self %d, errors %d, "
+	       "launcher's size %s\n", rank, size, got, sum, cmp == MPI_CONGRUENT, hrank, half, self,
+	       err, getenv("OMPI_COMM_WORLD_SIZE") ? getenv("OMPI_COMM_WORLD_SIZE") :
+	       getenv("PMI_SIZE") ? getenv("PMI_SIZE") : "-");
 	MPI_Group_free(&wg);
 	MPI_Group_free(&sg);
 	MPI_Comm_free(&split);
