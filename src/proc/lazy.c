@@ -27,11 +27,13 @@ struct served {
 	struct pimg_lazy *z;
 	pid_t pid;                  /* as the program sees it */
 	pid_t host_pid;             /* as we see it (0: unknown) */
+	struct served *next;
 };
 
+/* the processes of every restore of this coordinator not waited for yet
+ * (a tree's restore streams run at once) */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static struct served **all;
-static size_t nall;
+static struct served *all;
 
 int proc_lazy_wanted(void)
 {
@@ -80,8 +82,11 @@ static int receive(int fd, pid_t *host_pid)
 	do
 		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
 	while (n < 0 && errno == EINTR);
-	if (n <= 0)
-		return err_set(n ? -errno : -EPIPE, "the restorer did not hand over its userfaultfd");
+	if (n == 0)
+		return -EPIPE;   /* the restorer is gone and said why */
+	if (n < 0)
+		return err_set(-errno, "the restorer did not hand over its userfaultfd: %s",
+			       strerror(errno));
 	for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
 		if (c->cmsg_level != SOL_SOCKET)
 			continue;
@@ -103,7 +108,7 @@ static int receive(int fd, pid_t *host_pid)
 static int start(int fd, pid_t pid, const char *image, const struct pimg_lazy_piece *v, unsigned n)
 {
 	struct img_reader *img = NULL;
-	struct served *s = calloc(1, sizeof(*s)), **grown;
+	struct served *s = calloc(1, sizeof(*s));
 	sigset_t every, old;
 	int uffd, ret;
 
@@ -122,17 +127,6 @@ static int start(int fd, pid_t pid, const char *image, const struct pimg_lazy_pi
 		free(s);
 		return ret;
 	}
-	pthread_mutex_lock(&lock);
-	grown = realloc(all, (nall + 1) * sizeof(*all));
-	if (grown)
-		all = grown;
-	pthread_mutex_unlock(&lock);
-	if (!grown) {
-		close(uffd);
-		img_close(&img);
-		free(s);
-		return -ENOMEM;
-	}
 	/* the coordinator's signals stay its main thread's */
 	sigfillset(&every);
 	pthread_sigmask(SIG_BLOCK, &every, &old);
@@ -144,19 +138,18 @@ static int start(int fd, pid_t pid, const char *image, const struct pimg_lazy_pi
 		return ret;
 	}
 	pthread_mutex_lock(&lock);
-	all[nall++] = s;
+	s->next = all;
+	all = s;
 	pthread_mutex_unlock(&lock);
 	return 0;
 }
 
 int proc_lazy_serve(int fd, pid_t pid, const char *image, const struct pimg_lazy_piece *v, unsigned n)
 {
-	int one = 1, ret;
 	char go = 1;
+	int ret = start(fd, pid, image, v, n);
 
-	(void)setsockopt(fd, SOL_SOCKET, SO_PASSCRED, &one, sizeof(one));
-	ret = start(fd, pid, image, v, n);
-	if (ret)
+	if (ret && ret != -EPIPE)
 		fprintf(stderr, "stasis: restart: process %d: no lazy restore (%s); reading its "
 			"memory first\n", (int)pid, err_msg());
 	/* the restorer goes on either way: the stream brings what is not served */
@@ -172,12 +165,9 @@ void proc_lazy_wait(void)
 		struct served *s = NULL;
 
 		pthread_mutex_lock(&lock);
-		if (nall)
-			s = all[--nall];
-		if (!nall) {
-			free(all);
-			all = NULL;
-		}
+		s = all;
+		if (s)
+			all = s->next;
 		pthread_mutex_unlock(&lock);
 		if (!s)
 			return;

@@ -22,10 +22,11 @@ int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *inf
 /* lazy.c: lazy restore of a restored process (docs/transparent.md).
  * Whether it is asked for (STASIS_RESTORE_LAZY=1). */
 int proc_lazy_wanted(void);
-/* On fd (our end of the restorer's LAZY_FD, closed here), take the
- * restorer's userfaultfd and serve v[0..n) from a reader of the image at
- * path image; the restorer is told to go on either way. 0: served;
- * -errno (one line printed): the stream must bring those pages. */
+/* On fd (our end of the restorer's LAZY_FD, with SO_PASSCRED; closed
+ * here), take the restorer's userfaultfd and serve v[0..n) from a reader
+ * of the image at path image; the restorer is told to go on either way.
+ * 0: served; -errno (one line printed, unless -EPIPE: the restorer is
+ * gone): the stream must bring those pages. */
 struct pimg_lazy_piece;
 int proc_lazy_serve(int fd, int32_t pid, const char *image, const struct pimg_lazy_piece *v,
 		    unsigned n);

@@ -1591,6 +1591,8 @@ static int lazy_setup(struct rproc *rp)
 		return 0;
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
 		return err_set(-errno, "cannot set up the restart: %s", strerror(errno));
+	/* the restorer's pid as we see it comes with its userfaultfd */
+	(void)setsockopt(sv[0], SOL_SOCKET, SO_PASSCRED, &(int){ 1 }, sizeof(int));
 	im->lazy_fd = sv[0];
 	rp->lazy_peer = sv[1];
 	return 0;
