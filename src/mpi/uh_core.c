@@ -164,6 +164,9 @@ void sts_unsupported_why(const char *name, const char *why)
 
 /* ---- user reduction operations: called back from the lower half ---- */
 
+/* A slot is free when op_of is 0; op_fn stays after MPI_Op_free, for the
+ * reductions still running with the freed operation (lh_calls.c keeps the
+ * slot from another operation until they are done) */
 static MPI_User_function *op_fn[STS_OP_SLOTS];
 static uint32_t op_of[STS_OP_SLOTS];   /* each slot's operation (neutral) */
 static int op_next;     /* where the search for a free slot starts */
@@ -182,39 +185,39 @@ static const struct sts_uh_callbacks callbacks = { op_call, &_r_debug };
 int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 {
 	uint32_t n = 0;
-	int slot, ret;
+	int slot = 0, i, ret = STS_OP_SLOT_BUSY;
 
 	/* round the slots from the last one taken: a freed operation's slot
 	 * is taken again as late as can be (the BLACS create and free one
-	 * per combine, thousands in a run of NWChem) */
-	for (slot = 0; slot < STS_OP_SLOTS && op_fn[(op_next + slot) % STS_OP_SLOTS]; slot++)
-		;
-	if (slot == STS_OP_SLOTS)
+	 * per combine, thousands in a run of NWChem); one whose freed
+	 * operation a request may still call is passed over */
+	for (i = 0; i < STS_OP_SLOTS && ret == STS_OP_SLOT_BUSY; i++) {
+		slot = (op_next + i) % STS_OP_SLOTS;
+		if (!op_of[slot])
+			STS_LOWER(ret = sts_lh->hand.op_create(slot, commute, &n));
+	}
+	if (ret == STS_OP_SLOT_BUSY)
 		return sts_fail(MPI_ERR_OTHER, 1, "MPI_Op_create");
-	slot = (op_next + slot) % STS_OP_SLOTS;
-	op_fn[slot] = fn;
-	STS_LOWER(ret = sts_lh->hand.op_create(slot, commute, &n));
 	if (ret == 0) {
+		op_fn[slot] = fn;
 		*op = (MPI_Op)(STS_HCAST)sts_out(STS_OP, n);
 		op_of[slot] = n;
 		op_next = (slot + 1) % STS_OP_SLOTS;
-	} else {
-		op_fn[slot] = NULL;
 	}
 	return sts_err_world(ret, "MPI_Op_create");
 }
 int MPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 	__attribute__((weak, alias("PMPI_Op_create")));
 
-/* the operation's slot is free again once the lower half freed it */
+/* the operation's slot is free again once the lower half freed it (its
+ * function stays: a reduction started before may still call it) */
 int PMPI_Op_free(MPI_Op *op)
 {
 	uint32_t n = sts_in(STS_OP, STS_HVAL(*op));
 	int ret = sts_gen_Op_free(op);
 
 	for (int slot = 0; ret == MPI_SUCCESS && n && slot < STS_OP_SLOTS; slot++)
-		if (op_fn[slot] && op_of[slot] == n) {
-			op_fn[slot] = NULL;
+		if (op_of[slot] == n) {
 			op_of[slot] = 0;
 			break;
 		}

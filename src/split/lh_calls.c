@@ -117,6 +117,58 @@ static MPI_User_function *const op_slots[STS_OP_SLOTS] = {
 	T8(0) T8(1) T8(2) T8(3) T8(4) T8(5) T8(6) T8(7)
 };
 
+/* A user operation's slot stays its own while a request that may still
+ * call it lives: the program may free the operation right after starting
+ * a non-blocking reduction with it (MPI-3.1 5.9.5: the MPI keeps it until
+ * the reduction completes), and the real operation keeps calling its
+ * slot's trampoline. So op_create refuses a slot a live request holds
+ * (STS_OP_SLOT_BUSY) and the upper half takes another. Held: the
+ * requests of the non-blocking and persistent reductions (generated
+ * wrappers, lh_op_hold), until the program frees them. */
+struct op_hold {
+	uint32_t req;
+	int slot;
+	uint64_t seq;   /* the request's: a slot taken again is another */
+};
+static struct op_hold *holds;
+static size_t nholds, holds_cap;
+
+void lh_op_hold(uint32_t op, uint32_t req)
+{
+	const struct lh_slot *s = lh_slot_of(STS_REQUEST, req);
+	int slot = lh_state_op_slot(op);
+
+	if (slot < 0 || !s)
+		return;   /* a predefined operation */
+	if (nholds == holds_cap) {
+		size_t cap = holds_cap ? holds_cap * 2 : 16;
+		struct op_hold *h = realloc(holds, cap * sizeof(*h));
+
+		if (!h)
+			abort();
+		holds = h;
+		holds_cap = cap;
+	}
+	holds[nholds++] = (struct op_hold){ req, slot, s->seq };
+}
+
+static int slot_busy(int slot)
+{
+	const struct lh_table *t = &lh_lg->tables[STS_REQUEST];
+	int busy = 0;
+
+	for (size_t i = 0; i < nholds; i++) {
+		const struct lh_slot *s = lh_slot_of(STS_REQUEST, holds[i].req);
+
+		if (!s || s->seq != holds[i].seq || (!s->rec && s->real == t->slot[0].real)) {
+			holds[i--] = holds[--nholds];   /* freed */
+			continue;
+		}
+		busy |= holds[i].slot == slot;
+	}
+	return busy;
+}
+
 static int lh_op_create(int slot, int commute, uint32_t *op)
 {
 	MPI_Op out;
@@ -124,6 +176,8 @@ static int lh_op_create(int slot, int commute, uint32_t *op)
 
 	if (slot < 0 || slot >= STS_OP_SLOTS)
 		return lh_err(MPI_ERR_ARG);
+	if (slot_busy(slot))
+		return STS_OP_SLOT_BUSY;
 	ret = MPI_Op_create(op_slots[slot], commute, &out);
 	if (ret == MPI_SUCCESS) {
 		*op = lh_new(STS_OP, LH_HVAL(out));

@@ -157,6 +157,11 @@ int lh_state_rebuild(void);
 /* an operation's trampoline slot (lh_calls.c makes them) */
 void lh_state_op(uint32_t n, int slot, int commute);
 int lh_op_build(int slot, int commute, uint64_t *real);
+/* the trampoline slot of user operation n, or -1 (lh_state.c) */
+int lh_state_op_slot(uint32_t n);
+/* request req, just started, may call operation op until it is freed: op's
+ * slot is not given to another operation until then (lh_calls.c) */
+void lh_op_hold(uint32_t op, uint32_t req);
 
 /* a datatype's construction, to build it again (a file's view, lh_io.c):
  * NULL and *pre its neutral number for a predefined one */

@@ -802,6 +802,14 @@ void lh_state_op(uint32_t n, int slot, int commute)
 	}
 }
 
+int lh_state_op_slot(uint32_t n)
+{
+	struct lh_slot *s = lh_slot_of(STS_OP, n);
+	const struct rec_op *r = s ? s->rec : NULL;
+
+	return r ? r->slot : -1;
+}
+
 static const char *const kind_names[] = STS_KIND_NAMES;
 
 static const char *comb_name(int c)

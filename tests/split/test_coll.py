@@ -145,3 +145,19 @@ def test_uncounted_communicator_refuses_the_checkpoint(held, tmp_path):
     job.checkpoint_kill_restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and want in out and "FAIL" not in out, out + err
+
+
+op_pending = program_fixture("op_pending")
+
+
+@pytest.mark.parametrize("abi,lower", [("openmpi", None), ("openmpi", "openmpi"),
+                                       ("mpich", "mpich")])
+def test_freed_operation_of_a_pending_reduction(op_pending, abi, lower, tmp_path):
+    """A user operation freed right after MPI_Iallreduce, and 65 others
+    made before MPI_Wait (op_pending.c): the reduction still calls the
+    freed one, natively and above a lower half. Before, the freed
+    operation's trampoline slot went to a new operation, which the pending
+    reduction then called (a sum of -1)."""
+    r = run_on(op_pending[abi], lower, 2, ["3"], tmp_path)
+    assert r.returncode == 0 and "PASS ranks=2 rounds=3 checks=12\n" in r.stdout, \
+        r.stdout + r.stderr
