@@ -855,14 +855,15 @@ static void send_nodes(struct coord *c, const char *line);
 
 /* After RESUME (word UPGRADE): the node agents bring a staged checkpoint
  * to level partner or rs (checkpoint --level, else the configuration's
- * `level`). With WRITE (word STREAM): at partner, they send the images to
- * the partners while the ranks write them (docs/levels.md) */
+ * `level`). With WRITE (word STREAM): they send the images to the
+ * partners, or encode rs parity, while the ranks write them
+ * (docs/levels.md) */
 static void upgrade(struct coord *c, const char *word, const char *name)
 {
 	const char *level = c->next_level[0] ? c->next_level : cfg_str(CFG_LEVEL);
 	char line[160];
 
-	if (strcmp(level, "partner") && (strcmp(level, "rs") || !strcmp(word, "STREAM")))
+	if (strcmp(level, "partner") && strcmp(level, "rs"))
 		return;
 	snprintf(line, sizeof(line), "%s %s %s %llu %llu", word, name, level,
 		 (unsigned long long)cfg_u64(CFG_GROUP_SIZE), (unsigned long long)cfg_u64(CFG_RS_PARITY));

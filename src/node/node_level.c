@@ -379,7 +379,7 @@ static int layout_read(struct store *global, const char *ckpt, struct layout *l)
 	return ret;
 }
 
-/* ---- streaming: partner copies sent while the ranks write ---- */
+/* ---- streaming: partner copies and rs parity made while the ranks write ---- */
 
 struct member {
 	int rank, size;
@@ -392,8 +392,8 @@ struct member {
 };
 
 
-/* One checkpoint's STREAM: its members send the images as they are
- * written (redun_stream_begin), then wait for its verdict: UPGRADE (it
+/* One checkpoint's STREAM: its members send the images, or encode their
+ * parity, as they are written (redun_stream_begin), then wait for its verdict: UPGRADE (it
  * is established and sealed: the level goes on) or its failure */
 struct stream {
 	char ckpt[64], level[16];
@@ -563,10 +563,12 @@ static int upgrade_member(struct member *m)
 		names[r] = node[r];
 	if (m->ss) {
 		struct redun_set set = { .ckpt = m->ckpt, .local = ret ? NULL : local,
-					 .nranks = m->size, .node = names };
+					 .nranks = m->size, .node = names, .group_size = m->group,
+					 .rs_parity = m->parity, .producer = "stasis-node" };
 		struct sched_param sp = { 0 };
 
-		if (redun_stream_begin(&set, &link, stream_abort, m->ss, &stream) != 0)
+		if (redun_stream_begin(redun_level_find(m->level), &set, &link, stream_abort, m->ss,
+				       &stream) != 0)
 			log_warn("node agent on %s: rank %d: %s: the copies go after the write: %s",
 				 E.host, m->rank, m->ckpt, err_msg());
 		t_stream = mono_ms();
@@ -607,7 +609,7 @@ static int upgrade_member(struct member *m)
 			.ckpt = m->ckpt, .local = local, .global = NULL, .nranks = m->size,
 			.node = names, .size = l.bytes, .group_size = m->group,
 			.rs_parity = m->parity, .producer = "stasis-node",
-			.stream = level == redun_level_find("partner") ? stream : NULL,
+			.stream = stream,       /* taken by its own level only */
 		};
 		struct redun_request req = { .level = level, .stage = level_stage };
 
@@ -1109,8 +1111,8 @@ int node_level_stream(const char *args, const int *ranks, unsigned n, int size)
 
 	if (sscanf(args, "%63s %15s %u %u", ckpt, level, &group, &parity) != 4)
 		return err_set(-EINVAL, "bad STREAM '%.80s'", args);
-	if (strcmp(level, "partner") || !n)
-		return 0;       /* only partner copies stream */
+	if ((strcmp(level, "partner") && strcmp(level, "rs")) || !n)
+		return 0;       /* only partner copies and rs parity stream */
 	ss = calloc(1, sizeof(*ss));
 	if (!ss)
 		return err_set(-ENOMEM, "out of memory");

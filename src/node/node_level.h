@@ -45,13 +45,14 @@ void node_level_init(const struct node_level_env *env);
 int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size);
 
 /* STREAM <ckpt> <level> <group size> <rs parity> from the coordinator
- * (with WRITE, while the ranks write their images): at level partner, one
- * member thread per rank of ranks[n] (the node's ranks in the checkpoint)
- * sends its rank's image to its partner as it is written
- * (redun_stream_begin), then waits for the checkpoint's verdict: its
- * UPGRADE (node_level_upgrade hands it the level asked then, and the
- * members end the copies and commit them) or node_level_abort (the
- * checkpoint failed: what they received goes). Other levels: nothing. */
+ * (with WRITE, while the ranks write their images): at level partner or
+ * rs, one member thread per rank of ranks[n] (the node's ranks in the
+ * checkpoint) sends its rank's image to its partner, or encodes its rs
+ * parity, as it is written (redun_stream_begin), then waits for the
+ * checkpoint's verdict: its UPGRADE (node_level_upgrade hands it the level
+ * asked then, and the members end the copies or parity and commit them)
+ * or node_level_abort (the checkpoint failed: what they made goes). Other
+ * levels: nothing. */
 int node_level_stream(const char *args, const int *ranks, unsigned n, int size);
 void node_level_abort(void);
 

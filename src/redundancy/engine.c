@@ -35,6 +35,22 @@ const char *redun_level_name(const struct redun_level *level)
 	return level->name;
 }
 
+int redun_stream_begin(const struct redun_level *level, const struct redun_set *set,
+		       const struct redun_comm *c, int (*abort)(void *arg), void *arg,
+		       struct redun_stream **out)
+{
+	*out = NULL;
+	return level && level->stream ? level->stream(set, c, abort, arg, out) : 0;
+}
+
+void redun_stream_free(struct redun_stream **s)
+{
+	if (s && *s)
+		(*s)->free(*s);
+	if (s)
+		*s = NULL;
+}
+
 static void add_reason(char *reason, size_t len, const char *what, int bad, const char *msg)
 {
 	size_t used = strlen(reason);

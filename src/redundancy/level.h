@@ -27,6 +27,18 @@ struct redun_level {
 	/* Get this member a file when it has none (need); see redun_recover. */
 	int (*recover)(const struct redun_set *set, const struct redun_comm *c, int need,
 		       redun_accept_fn accept, void *arg, struct redun_found *found);
+	/* Optional: begin this level's copies while the files are written
+	 * (redun_stream_begin); *out NULL when the layout does not allow it. */
+	int (*stream)(const struct redun_set *set, const struct redun_comm *c,
+		      int (*abort)(void *arg), void *arg, struct redun_stream **out);
+};
+
+/* What a level's stream leaves for its apply: each level's own state
+ * begins with this header, and its apply takes set->stream only when
+ * level is itself. */
+struct redun_stream {
+	const struct redun_level *level;
+	void (*free)(struct redun_stream *s);  /* drops what was not committed */
 };
 
 extern const struct redun_level redun_level_single;

@@ -37,7 +37,8 @@ static int partner_permutation(const int *partner, int n, int me)
 }
 
 /* What a stream (redun_stream_begin) left for the last pieces */
-struct redun_stream {
+struct partner_stream {
+	struct redun_stream base;
 	struct store_ckpt *early;       /* the checkpoint's early annex */
 	struct store_file *f;           /* the copy received, uncommitted; or NULL */
 	struct store_io *in;            /* this member's file; or NULL */
@@ -52,7 +53,7 @@ struct redun_stream {
  * pieces already: the rest goes the same way. */
 static int partner_pairwise(const struct redun_set *set, const struct redun_comm *c,
 			    struct store_ckpt *lc, int to, int from, char *buf, char *back,
-			    struct redun_stream *st)
+			    struct partner_stream *st)
 {
 	char file[32];
 	uint64_t mine = XFER_FAILED, theirs = 0, so = st ? st->sent : 0, ro = st ? st->received : 0;
@@ -156,6 +157,7 @@ static int partner_apply(const struct redun_set *set, const struct redun_comm *c
 	char msg[REDUN_MSG_LEN];
 	int alone = 0, ret = partner && buf && back ? 0 : err_set(-ENOMEM, "out of memory");
 	int me = redun_rank(c), from;
+	struct partner_stream *st;
 
 	ret = ret ? ret : redun_layout_partners(set->nranks, set->node, partner, &alone);
 	/* every buffer first, agreed on: the exchanges pair every send with a
@@ -166,8 +168,10 @@ static int partner_apply(const struct redun_set *set, const struct redun_comm *c
 	}
 	*degraded = partner[me] < 0;
 	from = partner_permutation(partner, set->nranks, me);
+	st = set->stream && set->stream->level == &redun_level_partner ?
+	     (struct partner_stream *)set->stream : NULL;
 	if (from >= 0)  /* the same decision on every member: the layout is */
-		ret = partner_pairwise(set, c, lc, partner[me], from, buf, back, set->stream);
+		ret = partner_pairwise(set, c, lc, partner[me], from, buf, back, st);
 	else
 		ret = partner_ordered(set, c, lc, partner, buf);
 out:
@@ -201,7 +205,7 @@ static void stream_nap(void)
  * one is written (the last piece stays for the level's own exchange, so
  * its fault points and commit come after the checkpoint's seal), DONE once
  * the file is committed and only that is left */
-static struct stream_hdr stream_next(const struct redun_set *set, struct redun_stream *st,
+static struct stream_hdr stream_next(const struct redun_set *set, struct partner_stream *st,
 				     int me, int (*abort)(void *), void *arg)
 {
 	struct stream_hdr h = { STREAM_IDLE, 0, 0 };
@@ -228,7 +232,7 @@ static struct stream_hdr stream_next(const struct redun_set *set, struct redun_s
 
 /* The copy received goes into the early annex: the checkpoint's directory
  * is there once this node's rank began its image */
-static int stream_sink(const struct redun_set *set, struct redun_stream *st, int from,
+static int stream_sink(const struct redun_set *set, struct partner_stream *st, int from,
 		       int (*abort)(void *), void *arg)
 {
 	char file[32];
@@ -244,16 +248,28 @@ static int stream_sink(const struct redun_set *set, struct redun_stream *st, int
 	return ret ? ret : store_file_create(st->early, file, &st->f);
 }
 
-int redun_stream_begin(const struct redun_set *set, const struct redun_comm *c,
-		       int (*abort)(void *arg), void *arg, struct redun_stream **out)
+static void partner_stream_free(struct redun_stream *s)
+{
+	struct partner_stream *st = (struct partner_stream *)s;
+
+	store_io_close(&st->in);
+	store_file_free(&st->f);        /* an uncommitted copy's *.tmp goes with it */
+	store_ckpt_free(&st->early);
+	free(st);
+}
+
+static int partner_stream(const struct redun_set *set, const struct redun_comm *c,
+			  int (*abort)(void *arg), void *arg, struct redun_stream **out)
 {
 	int *partner = calloc((size_t)set->nranks, sizeof(int));
 	char *buf = redun_xfer_get(), *back = redun_xfer_get(), msg[REDUN_MSG_LEN];
 	int alone = 0, me = redun_rank(c), from, to, mine_done = 0, theirs_done = 0;
-	struct redun_stream *st = calloc(1, sizeof(*st));
+	struct partner_stream *st = calloc(1, sizeof(*st));
 	int ret = partner && buf && back && st ? 0 : err_set(-ENOMEM, "out of memory");
 
 	*out = NULL;
+	if (st)
+		st->base = (struct redun_stream){ &redun_level_partner, partner_stream_free };
 	if (!ret && !set->local)
 		ret = err_set(-EINVAL, "partner stream: no node-local store");
 	ret = ret ? ret : redun_layout_partners(set->nranks, set->node, partner, &alone);
@@ -307,25 +323,15 @@ int redun_stream_begin(const struct redun_set *set, const struct redun_comm *c,
 				st->put = stream_sink(set, st, from, abort, arg);
 		}
 	}
-	*out = st;
+	*out = &st->base;
 	st = NULL;
 out:
-	redun_stream_free(&st);
+	if (st)
+		partner_stream_free(&st->base);
 	free(partner);
 	redun_xfer_put(buf);
 	redun_xfer_put(back);
 	return ret;
-}
-
-void redun_stream_free(struct redun_stream **s)
-{
-	if (!s || !*s)
-		return;
-	store_io_close(&(*s)->in);
-	store_file_free(&(*s)->f);      /* an uncommitted copy's *.tmp goes with it */
-	store_ckpt_free(&(*s)->early);
-	free(*s);
-	*s = NULL;
 }
 
 /* Member s's partner copy in this node's cache, or its own file when s ran
@@ -361,4 +367,5 @@ const struct redun_level redun_level_partner = {
 	.name = "partner",
 	.apply = partner_apply,
 	.recover = partner_recover,
+	.stream = partner_stream,
 };

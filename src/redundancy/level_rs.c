@@ -19,6 +19,14 @@
  * Encoding moves cells in rounds of paired exchanges inside each group
  * (rs_apply); the rebuild in one global order, so blocking send and
  * receive pair up.
+ *
+ * A segment is laid out in rows of `row` bytes: row u of segment q is
+ * bytes (u k + q) row.. of the file. Encoded after the seal, a segment is
+ * one row (row = seg: the segments are contiguous). Encoded while the
+ * files are written (rs_stream), rows are RS_ROW bytes, so that row u of
+ * every column can be encoded once every member wrote (u + 1) k RS_ROW
+ * bytes; such a parity image says so in a section "row" (its row size,
+ * a little-endian u64), which the rebuild reads.
  */
 #include "redundancy/level.h"
 #include "common/err.h"
@@ -34,14 +42,44 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 struct rs_group {
 	int n, k, m;
 	int *member;            /* ranks, ascending */
-	uint64_t seg;
+	uint64_t longest;       /* the group's longest file */
+	uint64_t seg, row;      /* a segment's bytes; its rows' (seg: one row) */
 	struct redun_ctx *ctx;
 };
+
+#define RS_ROW (1u << 20)       /* a streamed segment's rows */
+
+/* The group's segments for rows of row bytes (0: one row each) */
+static void group_shape(struct rs_group *g, uint64_t row)
+{
+	uint64_t rows;
+
+	if (g->k < 1) {
+		g->seg = 0;
+		g->row = 1;
+		return;
+	}
+	if (row > 1) {
+		rows = (g->longest + (uint64_t)g->k * row - 1) / ((uint64_t)g->k * row);
+		g->seg = rows * row;
+		g->row = row;
+	} else {
+		g->seg = (g->longest + (uint64_t)g->k - 1) / (uint64_t)g->k;
+		g->row = g->seg ? g->seg : 1;
+	}
+}
+
+/* Where byte coff of data segment q is in the member's file */
+static uint64_t seg_offset(const struct rs_group *g, int q, uint64_t coff)
+{
+	return (coff / g->row * (uint64_t)g->k + (uint64_t)q) * g->row + coff % g->row;
+}
 
 struct rs_plan {
 	struct rs_group *group;
@@ -87,11 +125,25 @@ static void plan_free(struct rs_plan *p)
 	memset(p, 0, sizeof(*p));
 }
 
+/* The groups' longest files (sizes NULL: not known yet), their segments in
+ * one row each */
+static void plan_sizes(struct rs_plan *p, const int64_t *sizes)
+{
+	for (int i = 0; i < p->ngroups; i++) {
+		struct rs_group *g = &p->group[i];
+
+		g->longest = 0;
+		for (int x = 0; sizes && x < g->n; x++)
+			if ((uint64_t)sizes[g->member[x]] > g->longest)
+				g->longest = (uint64_t)sizes[g->member[x]];
+		group_shape(g, 0);
+	}
+}
+
 /* The layout of the checkpoint: where the members ran when it was taken. */
 static int plan_make(const struct redun_set *set, struct rs_plan *p)
 {
 	const char *const *names = set->node_then ? set->node_then : set->node;
-	const int64_t *sizes = set->size;
 	unsigned parity = set->rs_parity;
 	int nranks = set->nranks, alone = 0, ret;
 
@@ -124,18 +176,14 @@ static int plan_make(const struct redun_set *set, struct rs_plan *p)
 	}
 	for (int i = 0; i < p->ngroups && !ret; i++) {
 		struct rs_group *g = &p->group[i];
-		uint64_t longest = 0;
 
 		if (g->n < 2)
 			continue;       /* alone: its level degrades to single */
 		g->m = (int)parity < g->n ? (int)parity : g->n - 1;
 		g->k = g->n - g->m;
-		for (int x = 0; x < g->n; x++)
-			if ((uint64_t)sizes[g->member[x]] > longest)
-				longest = (uint64_t)sizes[g->member[x]];
-		g->seg = (longest + (uint64_t)g->k - 1) / (uint64_t)g->k;
 		ret = redun_create(redun_find("rs"), (unsigned)g->k, (unsigned)g->m, &g->ctx);
 	}
+	plan_sizes(p, set->size);
 out:
 	if (ret)
 		plan_free(p);
@@ -172,9 +220,15 @@ static int read_slice(struct store_io *in, uint64_t size, uint64_t off, uint64_t
 }
 
 /* Segment q of this member's file, zero-padded to seg bytes. */
-static int read_segment(struct store_io *in, uint64_t size, uint64_t seg, int q, uint8_t *buf)
+static int read_segment(const struct rs_group *g, struct store_io *in, uint64_t size, int q,
+			uint8_t *buf)
 {
-	return read_slice(in, size, (uint64_t)q * seg, seg, buf);
+	int ret = 0;
+
+	for (uint64_t off = 0; !ret && off < g->seg; off += g->row)
+		ret = read_slice(in, size, seg_offset(g, q, off),
+				 g->seg - off < g->row ? g->seg - off : g->row, buf + off);
+	return ret;
 }
 
 /* Send one cell (status, then seg bytes when ok) or receive it into buf. */
@@ -253,188 +307,429 @@ static int exchange_cell(const struct redun_comm *c, int dest, int has_send, int
  * i + j what it needs from i, while it receives from member i - j what it
  * needs from that one: every member sends and receives at once, and the
  * rounds pair up on every member alike. All of it runs slice by slice
- * (RS_SLICE of every cell at a time): buffers of a slice, not of a segment,
- * so the encoding costs no fresh memory in proportion to the data. The first
- * column a member holds streams into its parity image as it is computed;
- * the others (rs_parity > 1) are kept whole until their turn. */
+ * (RS_SLICE of every cell at a time, or a row when the rows are smaller):
+ * buffers of a slice, not of a segment, so the encoding costs no fresh
+ * memory in proportion to the data. The first column a member holds
+ * streams into its parity image as it is computed; the others
+ * (rs_parity > 1) are kept whole until their turn. */
 #define RS_SLICE (8u << 20)
+
+/* One member's encode, slice after slice: begun by rs_apply, or by
+ * rs_stream while the files are written and finished by rs_apply */
+struct rs_enc {
+	struct rs_plan p;
+	struct rs_group *g;             /* this member's group */
+	int me, nheld, degraded, err;   /* err: this member's, its cells go "not ok" */
+	int *held, *scols, *rcols, *ok; /* held[h]: the h-th column where it holds
+					 * parity; ok[h]: every cell of it arrived */
+	uint8_t **cells, **parity, **later, *mybuf;   /* cells[h * k + pos]: a slice
+						       * of its data cells; later[h]:
+						       * whole parity for h > 0 */
+	uint64_t slice, done, later_cap;        /* done: bytes of every cell encoded */
+	struct store_io *own;
+	struct store_file *f;
+	struct img_writer *w;
+	struct store_ckpt *early;       /* the stream's annex */
+};
+
+static void enc_free(struct rs_enc *e)
+{
+	int cells = e->g ? e->nheld * e->g->k : 0;
+
+	img_writer_free(&e->w);
+	store_file_free(&e->f);         /* an uncommitted parity's *.tmp goes with it */
+	store_io_close(&e->own);
+	store_ckpt_free(&e->early);
+	for (int x = 0; e->cells && x < cells; x++)
+		free(e->cells[x]);
+	for (int x = 0; e->parity && e->g && x < e->g->m; x++)
+		free(e->parity[x]);
+	for (int h = 0; e->later && h < e->nheld; h++)
+		free(e->later[h]);
+	free(e->cells);
+	free(e->parity);
+	free(e->later);
+	free(e->mybuf);
+	free(e->held);
+	free(e->scols);
+	free(e->rcols);
+	free(e->ok);
+	plan_free(&e->p);
+	memset(e, 0, sizeof(*e));
+}
+
+/* The whole parity of columns h > 0 has room for len bytes */
+static int enc_later(struct rs_enc *e, uint64_t len)
+{
+	uint64_t cap = e->later_cap ? e->later_cap : len ? len : 1;
+
+	if (e->later_cap && len <= e->later_cap)
+		return 0;
+	while (cap < len)
+		cap *= 2;
+	for (int h = 1; h < e->nheld; h++) {
+		uint8_t *p = e->later[h] ? realloc(e->later[h], (size_t)cap) : seg_alloc(cap);
+
+		if (!p)
+			return err_set(-ENOMEM, "out of memory");
+		e->later[h] = p;
+	}
+	e->later_cap = cap;
+	return 0;
+}
+
+/* The buffers of this member's encode, with segments in rows of row bytes
+ * (0: one row); -ENOMEM (the caller agrees on it) or 0 */
+static int enc_init(const struct redun_set *set, const struct redun_comm *c, uint64_t row,
+		    struct rs_enc *e)
+{
+	int rank = redun_rank(c), ret = 0;
+	struct rs_group *g;
+
+	memset(e, 0, sizeof(*e));
+	ret = plan_make(set, &e->p);
+	if (ret)
+		return ret;
+	g = e->g = &e->p.group[e->p.group_of[rank]];
+	group_shape(g, row);
+	e->me = e->p.index_of[rank];
+	e->degraded = g->n < 2;
+	if (e->degraded)
+		return 0;
+	e->slice = g->seg < RS_SLICE || !set->size ? g->seg : RS_SLICE;
+	if (!set->size || g->row < e->slice)
+		e->slice = g->row;      /* a slice never crosses a row */
+	e->held = calloc((size_t)g->n, sizeof(int));
+	e->scols = calloc((size_t)g->n, sizeof(int));
+	e->rcols = calloc((size_t)g->n, sizeof(int));
+	e->ok = calloc((size_t)g->n, sizeof(int));
+	for (int col = 0; e->held && col < g->n; col++)
+		if (is_parity(g, col, e->me))
+			e->held[e->nheld++] = col;
+	e->cells = calloc((size_t)(e->nheld * g->k), sizeof(*e->cells));
+	e->parity = calloc((size_t)g->m, sizeof(*e->parity));
+	e->later = calloc((size_t)g->n, sizeof(*e->later));
+	e->mybuf = seg_alloc(e->slice);
+	for (int x = 0; e->cells && x < e->nheld * g->k; x++)
+		if (!(e->cells[x] = seg_alloc(e->slice)))
+			ret = -ENOMEM;
+	for (int x = 0; e->parity && x < g->m; x++)
+		if (!(e->parity[x] = seg_alloc(e->slice)))
+			ret = -ENOMEM;
+	if (!e->held || !e->scols || !e->rcols || !e->ok || !e->cells || !e->parity ||
+	    !e->later || !e->mybuf)
+		ret = -ENOMEM;
+	if (!ret && set->size)
+		ret = enc_later(e, g->seg);
+	for (int h = 0; e->ok && h < e->nheld; h++)
+		e->ok[h] = 1;
+	return ret ? err_set(-ENOMEM, "out of memory") : 0;
+}
+
+/* This member's parity image, begun in lc; rows: say its row size */
+static int enc_open(const struct redun_set *set, struct rs_enc *e, struct store_ckpt *lc,
+		    int rows)
+{
+	struct img_writer_opts opts;
+	char file[32], name[32];
+	uint8_t b[8];
+	int err, rank = e->g->member[e->me];
+
+	if (set->writer)
+		opts = *set->writer;
+	else
+		img_writer_opts_default(&opts);
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(e->g->row >> (8 * i));
+	redun_name(file, REDUN_RS_FILE, rank);
+	err = store_file_create(lc, file, &e->f);
+	err = err ? err : img_writer_create(store_file_write, e->f, &opts, &e->w);
+	err = err ? err : img_writer_meta(e->w, "producer", set->producer ? set->producer : "rs");
+	err = err ? err : img_writer_meta(e->w, "checkpoint", set->ckpt);
+	if (rows) {
+		err = err ? err : img_section_begin(e->w, "rs", "row");
+		err = err ? err : img_write(e->w, b, sizeof(b));
+		err = err ? err : img_section_end(e->w);
+	}
+	snprintf(name, sizeof(name), "parity-%d", e->held[0]);
+	err = err ? err : img_section_begin(e->w, "parity", name);
+	err = err ? err : img_section_attr_u64(e->w, "parity",
+					       (uint64_t)parity_of(e->g, e->held[0], e->me));
+	return err;
+}
+
+/* The slice of every cell at off, len bytes: exchanged, encoded, filed.
+ * own_size: the bytes of this member's file there to read (its size, or
+ * while it is written what it has: the caller made sure the slice is in
+ * it). last: the encode's last slice (its fault point). Returns the
+ * transport's error; this member's own go to e->err, and it goes on
+ * exchanging (sending "not ok" for its cells) so the others stay in step. */
+static int enc_slice(const struct redun_comm *c, struct rs_enc *e, uint64_t own_size, uint64_t off,
+		     uint64_t len, int last)
+{
+	struct rs_group *g = e->g;
+	int me = e->me, ret;
+
+	for (int j = 1; j < g->n; j++) {
+		int to = (me + j) % g->n, from = (me - j + g->n) % g->n;
+		int ns = cells_between(g, me, to, e->scols), nr = cells_between(g, from, me, e->rcols);
+
+		for (int i = 0; i < ns || i < nr; i++) {
+			uint64_t foff = seg_offset(g, seg_of(g, e->scols[i < ns ? i : 0], me), off);
+			/* straight from the file when the transport can and the
+			 * slice has no padding */
+			int direct = i < ns && e->own && c->ops->sendrecv_fd && foff + len <= own_size;
+			uint8_t *dst = NULL;
+			int64_t got = 1;
+			int h = 0;
+
+			if (i < ns && !direct && !e->err)
+				e->err = read_slice(e->own, own_size, foff, len, e->mybuf);
+			if (i < nr) {
+				while (e->held[h] != e->rcols[i])
+					h++;
+				dst = e->cells[h * g->k + data_pos(g, e->rcols[i], from)];
+			}
+			ret = exchange_cell(c, g->member[to], i < ns, !e->err, e->mybuf,
+					    direct ? e->own : NULL, foff, g->member[from], i < nr, dst,
+					    len, &got);
+			if (ret)
+				return ret;
+			if (i < nr && !got)
+				e->ok[h] = 0;
+		}
+	}
+	/* the fault point: an encode cut off before its last slice */
+	if (last && !e->err)
+		e->err = FAULT(REDUN_RS_ENCODE);
+	if (!e->err && e->nheld > 1)
+		e->err = enc_later(e, off + len);
+	for (int h = 0; h < e->nheld; h++) {
+		int t = parity_of(g, e->held[h], me);
+		const uint8_t *coded = e->parity[t];
+
+		if (!e->ok[h] && !e->err)
+			e->err = err_set(-EIO, "rs: a member of the group could not send its data");
+		/* rs 1+1 (a group of two): G's parity row is 1 / (1 XOR 0) = 1,
+		 * the parity is the data itself; no pass to copy it */
+		if (g->k == 1 && g->m == 1)
+			coded = e->cells[h * g->k];
+		else if (!e->err)
+			e->err = redun_encode(g->ctx, (size_t)len,
+					      (const uint8_t *const *)(e->cells + h * g->k), e->parity);
+		if (e->err)
+			continue;
+		if (h == 0)
+			e->err = img_write(e->w, coded, (size_t)len);
+		else
+			memcpy(e->later[h] + off, coded, (size_t)len);
+	}
+	return 0;
+}
+
+/* The rest of the segments from e->done, then the other columns' parity,
+ * and the commit */
+static int enc_finish(const struct redun_comm *c, struct rs_enc *e, uint64_t own_size)
+{
+	struct rs_group *g = e->g;
+	char name[32];
+	int ret;
+
+	for (uint64_t off = e->done; off < g->seg; off += e->slice) {
+		uint64_t len = g->seg - off < e->slice ? g->seg - off : e->slice;
+
+		ret = enc_slice(c, e, own_size, off, len, off + len >= g->seg);
+		if (ret)
+			return ret;
+		e->done = off + len;
+	}
+	e->err = e->err ? e->err : img_section_end(e->w);
+	for (int h = 1; h < e->nheld; h++) {
+		snprintf(name, sizeof(name), "parity-%d", e->held[h]);
+		e->err = e->err ? e->err : img_section_begin(e->w, "parity", name);
+		e->err = e->err ? e->err : img_section_attr_u64(e->w, "parity",
+								(uint64_t)parity_of(g, e->held[h], e->me));
+		e->err = e->err ? e->err : img_write(e->w, e->later[h], g->seg);
+		e->err = e->err ? e->err : img_section_end(e->w);
+	}
+	e->err = e->err ? e->err : img_writer_finish(e->w, NULL);
+	e->err = e->err ? e->err : store_file_commit(e->f);
+	return e->err;
+}
+
+/* What rs_stream leaves for rs_apply */
+struct rs_stream {
+	struct redun_stream base;
+	struct rs_enc e;
+	unsigned group_size, rs_parity; /* the layout it was begun with */
+};
+
+static void rs_stream_free(struct redun_stream *s)
+{
+	struct rs_stream *st = (struct rs_stream *)s;
+
+	enc_free(&st->e);
+	free(st);
+}
+
+/* A group's stream goes on after the seal only if every member of it has
+ * one, at the same row (they move in step, but a member whose stream
+ * broke has none), and some row went (else the segments stay whole: small
+ * files keep parity of their own size) */
+static int stream_usable(const struct rs_group *g, const int64_t *done)
+{
+	for (int x = 0; x < g->n; x++)
+		if (done[g->member[x]] < 2 || done[g->member[x]] != done[g->member[0]])
+			return 0;
+	return 1;
+}
 
 static int rs_apply(const struct redun_set *set, const struct redun_comm *c, struct store_ckpt *lc,
 		    int *degraded)
 {
-	const int64_t *sizes = set->size;
-	const char *ckpt = set->ckpt;
-	struct store_io *own = NULL;
-	int rank = redun_rank(c), nranks = set->nranks;
-	struct rs_plan p;
-	struct rs_group *g;
-	struct img_writer_opts opts;
-	struct img_writer *w = NULL;
-	struct store_file *f = NULL;
-	uint8_t **cells = NULL, **parity = NULL, **later = NULL, *mybuf = NULL;
-	int *held = NULL, *scols = NULL, *rcols = NULL, *ok = NULL;
-	uint64_t slice = 0;
-	char file[32], name[32];
-	int ret, me, err = 0, nheld = 0;
+	struct rs_stream *st = set->stream && set->stream->level == &redun_level_rs ?
+			       (struct rs_stream *)set->stream : NULL;
+	int rank = redun_rank(c), nranks = set->nranks, ret, bad;
+	int64_t *done = calloc((size_t)nranks, sizeof(int64_t));
+	struct rs_enc fresh = { 0 }, *e = &fresh;
+	char msg[REDUN_MSG_LEN] = "";
 
-	ret = plan_make(set, &p);
-	if (ret) {
-		char msg[REDUN_MSG_LEN];
-
+	if (!done) {
 		redun_agree(c, 0, msg);      /* the others' agreement on their buffers, below */
-		return ret;
+		return err_set(-ENOMEM, "out of memory");
 	}
-	g = &p.group[p.group_of[rank]];
-	me = p.index_of[rank];
-	*degraded = g->n < 2;
-	if (!*degraded) {
-		/* held[h]: the h-th column where this member holds parity;
-		 * cells[h * k + pos]: a slice of its data cells; later[h]: its
-		 * whole parity for h > 0; ok[h]: every cell arrived */
-		slice = g->seg < RS_SLICE ? g->seg : RS_SLICE;
-		held = calloc((size_t)g->n, sizeof(int));
-		scols = calloc((size_t)g->n, sizeof(int));
-		rcols = calloc((size_t)g->n, sizeof(int));
-		ok = calloc((size_t)g->n, sizeof(int));
-		for (int col = 0; held && col < g->n; col++)
-			if (is_parity(g, col, me))
-				held[nheld++] = col;
-		cells = calloc((size_t)(nheld * g->k), sizeof(*cells));
-		parity = calloc((size_t)g->m, sizeof(*parity));
-		later = calloc((size_t)g->n, sizeof(*later));
-		mybuf = seg_alloc(slice);
-		for (int x = 0; cells && x < nheld * g->k; x++)
-			if (!(cells[x] = seg_alloc(slice)))
-				err = err_set(-ENOMEM, "out of memory");
-		for (int x = 0; parity && x < g->m; x++)
-			if (!(parity[x] = seg_alloc(slice)))
-				err = err_set(-ENOMEM, "out of memory");
-		for (int h = 1; later && h < nheld; h++)
-			if (!(later[h] = seg_alloc(g->seg)))
-				err = err_set(-ENOMEM, "out of memory");
-		if (!held || !scols || !rcols || !ok || !cells || !parity || !later || !mybuf)
-			err = err_set(-ENOMEM, "out of memory");
-		for (int h = 0; ok && h < nheld; h++)
-			ok[h] = 1;
-		redun_name(file, REDUN_RS_FILE, rank);
-		if (set->writer)
-			opts = *set->writer;
-		else
-			img_writer_opts_default(&opts);
-		redun_name(name, REDUN_FILE, rank);
-		if (store_io_open(set->local, ckpt, name, &own))
-			own = NULL;     /* read_slice says so, and the member sends "not ok" */
-		err = err ? err : store_file_create(lc, file, &f);
-		err = err ? err : img_writer_create(store_file_write, f, &opts, &w);
-		err = err ? err : img_writer_meta(w, "producer", set->producer ? set->producer : "rs");
-		err = err ? err : img_writer_meta(w, "checkpoint", ckpt);
-		snprintf(name, sizeof(name), "parity-%d", held ? held[0] : 0);
-		err = err ? err : img_section_begin(w, "parity", name);
-		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)parity_of(g, held[0], me));
+	/* done[r]: 1 + the bytes of every cell rank r's stream encoded, 0: none */
+	if (st && st->e.g && st->group_size == set->group_size && st->rs_parity == set->rs_parity)
+		done[rank] = (int64_t)st->e.done + 1;
+	ret = c->ops->allreduce_i64(c->h, done, (size_t)nranks, REDUN_MAX);
+	if (!ret && st && st->e.g && stream_usable(st->e.g, done)) {
+		e = &st->e;     /* the rows left, now that every size is known */
+		plan_sizes(&e->p, set->size);
+		group_shape(e->g, RS_ROW);
+		if (e->done >= e->g->seg)
+			e->err = e->err ? e->err : err_set(-EIO, "rs: the stream encoded past the end");
+		if (e->nheld > 1 && !e->err)
+			e->err = enc_later(e, e->g->seg);
+	} else {
+		if (st)
+			enc_free(&st->e);       /* its *.tmp, before this one's */
+		ret = ret ? ret : enc_init(set, c, 0, e);
+		if (!ret && !e->degraded)
+			e->err = enc_open(set, e, lc, 0);
 	}
+	free(done);
+	*degraded = e->g ? e->degraded : 0;
 	/* a rank without its buffers would receive into nothing: stop together */
-	{
-		char msg[REDUN_MSG_LEN] = "";
-		int bad = redun_agree(c, err != -ENOMEM, msg);
+	bad = redun_agree(c, ret != -ENOMEM && e->g, msg);
+	if (bad < nranks) {
+		ret = ret ? ret : err_set(-ENOMEM, "rs: rank %d: %s", bad, msg);
+		goto out;
+	}
+	if (!e->own && !e->degraded) {
+		char name[32];
 
-		if (bad < nranks) {
-			ret = err_set(-ENOMEM, "rs: rank %d: %s", bad, msg);
+		redun_name(name, REDUN_FILE, rank);
+		if (store_io_open(set->local, set->ckpt, name, &e->own))
+			e->own = NULL;  /* read_slice says so, and the member sends "not ok" */
+	}
+	ret = e->degraded ? 0 : enc_finish(c, e, (uint64_t)set->size[rank]);
+out:
+	enc_free(e);
+	return ret;
+}
+
+/* ---- streaming: the parity encoded while the files are written ---- */
+
+#define STREAM_IDLE_NS 2000000          /* a member with nothing new waits this long */
+
+enum { ST_SIZE, ST_COMMITTED, ST_FAILED, ST_N };
+
+/* Whether row `e->done / row` of every cell of the group can be encoded:
+ * every member wrote it (or ended before it: padding), and it is not the
+ * group's last (some member wrote past it), which waits for the seal */
+static int stream_row_ready(const struct rs_enc *e, const int64_t (*state)[ST_N])
+{
+	const struct rs_group *g = e->g;
+	uint64_t end = (e->done / g->row + 1) * (uint64_t)g->k * g->row;
+	int past = 0;
+
+	for (int x = 0; x < g->n; x++) {
+		const int64_t *s = state[g->member[x]];
+
+		if (!s[ST_COMMITTED] && (uint64_t)s[ST_SIZE] <= end)
+			return 0;
+		past |= (uint64_t)s[ST_SIZE] > end;
+	}
+	return past;
+}
+
+static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
+		     int (*abort)(void *arg), void *arg, struct redun_stream **out)
+{
+	struct rs_stream *st = calloc(1, sizeof(*st));
+	int64_t (*state)[ST_N] = calloc((size_t)set->nranks, sizeof(*state));
+	int rank = redun_rank(c), ret = st && state ? 0 : err_set(-ENOMEM, "out of memory");
+	char file[32], msg[REDUN_MSG_LEN];
+	struct rs_enc *e = st ? &st->e : NULL;
+
+	*out = NULL;
+	if (!ret && !set->local)
+		ret = err_set(-EINVAL, "rs stream: no node-local store");
+	ret = ret ? ret : enc_init(set, c, RS_ROW, e);
+	if (redun_agree(c, ret == 0, msg) < set->nranks) {
+		ret = ret ? ret : err_set(-EIO, "rs: %s", msg);
+		goto out;
+	}
+	st->base = (struct redun_stream){ &redun_level_rs, rs_stream_free };
+	st->group_size = set->group_size;
+	st->rs_parity = set->rs_parity;
+	redun_name(file, REDUN_FILE, rank);
+	for (;;) {
+		int64_t mine[ST_N] = { 0 };
+		int all = 1, failed = 0, r;
+
+		if (!e->own && (r = store_io_open_writing(set->local, set->ckpt, file, &e->own)) &&
+		    r != -ENOENT)
+			e->err = e->err ? e->err : r;
+		if (e->own) {
+			mine[ST_COMMITTED] = store_io_committed(e->own);  /* before the size */
+			mine[ST_SIZE] = (int64_t)store_io_size(e->own);
+		}
+		mine[ST_FAILED] = e->err || abort(arg);
+		if (c->ops->allgather(c->h, mine, sizeof(mine), state)) {
+			ret = -EIO;
 			goto out;
 		}
-	}
-	/* after a local error this member goes on exchanging (sending "not
-	 * ok" for its cells), so the others stay in step */
-	for (uint64_t off = 0; !*degraded && off < g->seg; off += slice) {
-		uint64_t len = g->seg - off < slice ? g->seg - off : slice;
-
-		for (int j = 1; j < g->n; j++) {
-			int to = (me + j) % g->n, from = (me - j + g->n) % g->n;
-			int ns = cells_between(g, me, to, scols), nr = cells_between(g, from, me, rcols);
-
-			for (int i = 0; i < ns || i < nr; i++) {
-				uint8_t *dst = NULL;
-				int64_t got = 1;
-				int h = 0;
-
-				uint64_t foff = (uint64_t)seg_of(g, scols[i < ns ? i : 0], me) * g->seg + off;
-				/* straight from the file when the transport can and the
-				 * slice has no padding */
-				int direct = i < ns && own && c->ops->sendrecv_fd &&
-					     foff + len <= (uint64_t)sizes[rank];
-
-				if (i < ns && !direct)
-					err = err ? err : read_slice(own, (uint64_t)sizes[rank], foff, len, mybuf);
-				if (i < nr) {
-					while (held[h] != rcols[i])
-						h++;
-					dst = cells[h * g->k + data_pos(g, rcols[i], from)];
-				}
-				ret = exchange_cell(c, g->member[to], i < ns, !err, mybuf, direct ? own : NULL,
-						    foff, g->member[from], i < nr, dst, len, &got);
-				if (ret)
-					goto out;
-				if (i < nr && !got)
-					ok[h] = 0;
-			}
+		for (int x = 0; x < set->nranks; x++) {
+			all &= state[x][ST_COMMITTED] != 0;
+			failed |= state[x][ST_FAILED] != 0;
 		}
-		/* the fault point: an encode cut off before its last slice */
-		if (off + len >= g->seg && !err)
-			err = FAULT(REDUN_RS_ENCODE);
-		for (int h = 0; h < nheld; h++) {
-			int t = parity_of(g, held[h], me);
-			const uint8_t *coded = parity[t];
+		if (all || failed)
+			break;  /* on every member alike: the rest after the seal */
+		if (e->degraded || !stream_row_ready(e, (const int64_t (*)[ST_N])state)) {
+			struct timespec ts = { 0, STREAM_IDLE_NS };
 
-			if (!ok[h] && !err)
-				err = err_set(-EIO, "rs: a member of the group could not send its data");
-			/* rs 1+1 (a group of two): G's parity row is 1 / (1 XOR 0) = 1,
-			 * the parity is the data itself; no pass to copy it */
-			if (g->k == 1 && g->m == 1)
-				coded = cells[h * g->k];
-			else
-				err = err ? err : redun_encode(g->ctx, (size_t)len,
-							       (const uint8_t *const *)(cells + h * g->k),
-							       parity);
-			if (err)
-				continue;
-			if (h == 0)
-				err = img_write(w, coded, (size_t)len);
-			else
-				memcpy(later[h] + off, coded, (size_t)len);
+			nanosleep(&ts, NULL);
+			continue;
 		}
+		/* the checkpoint's directory is there: this member's file is */
+		if (!e->early && !e->err)
+			e->err = store_ckpt_annex_early(set->local, set->ckpt, &e->early);
+		if (!e->w && !e->err)
+			e->err = enc_open(set, e, e->early, 1);
+		ret = enc_slice(c, e, (uint64_t)mine[ST_SIZE], e->done, e->g->row, 0);
+		if (ret)
+			goto out;
+		e->done += e->g->row;
 	}
-	if (!*degraded)
-		err = err ? err : img_section_end(w);
-	for (int h = 1; !*degraded && h < nheld; h++) {
-		snprintf(name, sizeof(name), "parity-%d", held[h]);
-		err = err ? err : img_section_begin(w, "parity", name);
-		err = err ? err : img_section_attr_u64(w, "parity", (uint64_t)parity_of(g, held[h], me));
-		err = err ? err : img_write(w, later[h], g->seg);
-		err = err ? err : img_section_end(w);
-	}
-	if (!*degraded) {
-		err = err ? err : img_writer_finish(w, NULL);
-		err = err ? err : store_file_commit(f);
-	}
-	ret = err;
+	log_info("rank %d: %s: %" PRIu64 " KiB of each rs cell encoded while the files were "
+		 "written", rank, set->ckpt, e->done >> 10);
+	*out = &st->base;
+	st = NULL;
 out:
-	img_writer_free(&w);
-	store_file_free(&f);
-	store_io_close(&own);
-	for (int x = 0; cells && x < nheld * g->k; x++)
-		free(cells[x]);
-	for (int x = 0; parity && x < g->m; x++)
-		free(parity[x]);
-	for (int h = 0; later && h < nheld; h++)
-		free(later[h]);
-	free(cells);
-	free(parity);
-	free(later);
-	free(mybuf);
-	free(held);
-	free(scols);
-	free(rcols);
-	free(ok);
-	plan_free(&p);
+	if (st)
+		rs_stream_free(&st->base);
+	free(state);
 	return ret;
 }
 
@@ -451,6 +746,21 @@ static int read_parity(struct img_reader *rs, int col, uint8_t *buf, uint64_t se
 	return img_read(rs, (unsigned)idx, 0, buf, seg) == (ssize_t)seg ? 0 : -EIO;
 }
 
+/* The rows of an rs image's segments: its section "row" (streamed), else 1
+ * (a segment is one row) */
+static int64_t parity_row(struct img_reader *rs)
+{
+	uint8_t b[8];
+	int64_t row = 0;
+	int idx = img_section_find(rs, "row");
+
+	if (idx < 0 || img_read(rs, (unsigned)idx, 0, b, sizeof(b)) != (ssize_t)sizeof(b))
+		return 1;
+	for (int i = 7; i >= 0; i--)
+		row = row << 8 | b[i];
+	return row > 1 ? row : 1;
+}
+
 /* Collective: every member without a good file of its own (have_own 0)
  * gets it rebuilt into the scratch file out_name from its group's files
  * (own: this member's, NULL if it has none) and parity (rs_in: its rs
@@ -464,15 +774,17 @@ static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, i
 	struct rs_plan p;
 	int64_t *own_ok = calloc((size_t)nranks, sizeof(int64_t));
 	int64_t *rs_ok = calloc((size_t)nranks, sizeof(int64_t));
+	int64_t *row = calloc((size_t)nranks, sizeof(int64_t));
 	struct img_reader *rs = NULL;
 	uint8_t **blocks = NULL, *cell = NULL, *present = NULL;
 	struct store_io *out = NULL;
 	int ret, err = 0;
 
 	ret = plan_make(set, &p);
-	if (ret || !own_ok || !rs_ok) {
+	if (ret || !own_ok || !rs_ok || !row) {
 		free(own_ok);
 		free(rs_ok);
+		free(row);
 		return ret ? ret : err_set(-ENOMEM, "out of memory");
 	}
 	own_ok[rank] = have_own;
@@ -483,8 +795,19 @@ static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, i
 	if (rs_in && !rs_ok[rank])
 		log_warn("rank %d: its rs parity %s is not used: %s", rank, store_io_path(rs_in),
 			 err_msg());
+	row[rank] = rs_ok[rank] ? parity_row(rs) : 0;
 	c->ops->allreduce_i64(c->h, own_ok, (size_t)nranks, REDUN_MAX);
 	c->ops->allreduce_i64(c->h, rs_ok, (size_t)nranks, REDUN_MAX);
+	c->ops->allreduce_i64(c->h, row, (size_t)nranks, REDUN_MAX);
+	/* the rows of a group's parity, as its surviving images say */
+	for (int gi = 0; gi < p.ngroups; gi++) {
+		int64_t most = 0;
+
+		for (int x = 0; x < p.group[gi].n; x++)
+			if (row[p.group[gi].member[x]] > most)
+				most = row[p.group[gi].member[x]];
+		group_shape(&p.group[gi], (uint64_t)most);
+	}
 	/* every buffer first, agreed on, so no member receives into nothing */
 	{
 		struct rs_group *mine = &p.group[p.group_of[rank]];
@@ -551,7 +874,7 @@ static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, i
 					if (rank == r && ok) {
 						ok = !(is_parity(g, col, x)
 						       ? read_parity(rs, col, cell, g->seg)
-						       : read_segment(own, (uint64_t)sizes[r], g->seg,
+						       : read_segment(g, own, (uint64_t)sizes[r],
 								      seg_of(g, col, x), cell));
 					}
 					ret = move_cell(c, r, rt, ok, cell,
@@ -566,12 +889,16 @@ static int rs_rebuild(const struct redun_set *set, const struct redun_comm *c, i
 				present[data_pos(g, col, target)] = 0;
 				err = redun_rebuild(g->ctx, g->seg, blocks, present);
 				if (!err) {
-					uint64_t off = (uint64_t)seg_of(g, col, target) * g->seg;
-					uint64_t size = (uint64_t)sizes[rt];
-					uint64_t n = off >= size ? 0 : size - off < g->seg ? size - off : g->seg;
+					int q = seg_of(g, col, target);
+					uint8_t *b = blocks[data_pos(g, col, target)];
 
-					err = store_io_write(out, blocks[data_pos(g, col, target)], (size_t)n,
-							     off);
+					for (uint64_t o = 0; !err && o < g->seg; o += g->row) {
+						uint64_t off = seg_offset(g, q, o), size = (uint64_t)sizes[rt];
+						uint64_t len = g->seg - o < g->row ? g->seg - o : g->row;
+						uint64_t n = off >= size ? 0 : size - off < len ? size - off : len;
+
+						err = n ? store_io_write(out, b + o, (size_t)n, off) : 0;
+					}
 				} else {
 					char why[256];
 
@@ -595,6 +922,7 @@ out:
 	img_close(&rs);
 	free(own_ok);
 	free(rs_ok);
+	free(row);
 	plan_free(&p);
 	return ret;
 }
@@ -668,4 +996,5 @@ const struct redun_level redun_level_rs = {
 	.name = "rs",
 	.apply = rs_apply,
 	.recover = rs_recover,
+	.stream = rs_stream,
 };

@@ -187,8 +187,9 @@ struct redun_set {
 	unsigned group_size, rs_parity; /* rs: group size (2..255), parity per group */
 	const struct img_writer_opts *writer;   /* for parity images; NULL: defaults */
 	const char *producer;           /* the "producer" of parity images */
-	struct redun_stream *stream;    /* partner: the copies sent while the files were
-					 * written (redun_stream_begin); NULL: none */
+	struct redun_stream *stream;    /* partner, rs: the copies sent or parity encoded
+					 * while the files were written
+					 * (redun_stream_begin); NULL: none */
 };
 
 /* A level: "single", "partner", "rs" or "global" (a table of operations,
@@ -232,27 +233,33 @@ int redun_upgrade(const struct redun_set *set, const struct redun_comm *c,
 int redun_reserve(const struct redun_set *set, const struct redun_level *level, int rank,
 		  uint64_t size);
 
-/* -- streaming: partner copies sent while the files are written --
+/* -- streaming: partner copies and rs parity made while the files are written --
  *
  * A member whose file is still being written by another process (the
- * *.tmp of begun checkpoint set->ckpt in set->local) sends it to its
- * partner as it grows, so that level partner is reached shortly after the
- * write ends instead of a whole copy later. redun_stream_begin (collective;
- * reads set->ckpt, local, nranks, node) sends every member's file but its
- * last piece, and returns once every member's is sent (its writer committed
- * it) or the stream was abandoned: abort(arg) is polled while a member
- * waits for bytes, and nonzero (the checkpoint failed) ends the stream on
- * every member. The copies received wait, uncommitted, as *.tmp files of
- * the checkpoint's early annex (store_ckpt_annex_early). Only when the
- * partners form a permutation (every member keeps one copy, as with equal
- * ranks per node); otherwise *out is NULL and the level copies as usual.
- * Then redun_upgrade at level partner, with set->stream, sends only the
- * last pieces and commits the copies, with the same fault points and
- * agreements as a whole copy: a stream cut off never yields a committed
- * copy. redun_stream_free drops what was not committed (its *.tmp). */
+ * *.tmp of begun checkpoint set->ckpt in set->local) starts its level's
+ * copies as it grows, so that the level is reached shortly after the
+ * write ends instead of a whole copy or encode later. redun_stream_begin
+ * (collective; reads set->ckpt, local, nranks, node, and for rs
+ * group_size, rs_parity, producer) returns once every member's file is
+ * committed (its writer gave it its final name) or the stream was
+ * abandoned: abort(arg) is polled while a member waits for bytes, and
+ * nonzero (the checkpoint failed) ends the stream on every member.
+ * partner sends every member's file but its last piece; rs encodes the
+ * parity of every row of 1 MiB cells but the last (a streamed parity
+ * image lays its segments out in rows: docs/redundancy.md). What was
+ * received or encoded waits, uncommitted, as *.tmp files of the
+ * checkpoint's early annex (store_ckpt_annex_early). partner streams only
+ * when the partners form a permutation (every member keeps one copy, as
+ * with equal ranks per node); other levels never: then *out is NULL and
+ * the level runs as usual. Then redun_upgrade at that level, with
+ * set->stream, does only what is left (the last pieces or rows) and
+ * commits, with the same fault points and agreements as without a stream:
+ * a stream cut off never yields a committed copy or parity.
+ * redun_stream_free drops what was not committed (its *.tmp). */
 struct redun_stream;
-int redun_stream_begin(const struct redun_set *set, const struct redun_comm *c,
-		       int (*abort)(void *arg), void *arg, struct redun_stream **out);
+int redun_stream_begin(const struct redun_level *level, const struct redun_set *set,
+		       const struct redun_comm *c, int (*abort)(void *arg), void *arg,
+		       struct redun_stream **out);
 void redun_stream_free(struct redun_stream **s);
 
 /* Where recovery found a member's file: in checkpoint ckpt of store s, or

@@ -8,13 +8,17 @@
  * for a level of the file set, lose node B's files, and get them back:
  *   partner, through the progress engine;   rs (2 groups of 2, 1 parity);
  *   global (taken from the global tier);    rs with more of a group lost
- *   than its parity covers: refused on the member that cannot be rebuilt.
+ *   than its parity covers: refused on the member that cannot be rebuilt;
+ *   rs 3+1 on four nodes, its parity's rows encoded while the files are
+ *   written (redun_stream_begin), and the same stream abandoned: no parity
+ *   left behind.
  * Every recovered file is checked byte for byte against what its member
  * wrote, and the level record against the level asked for; the room
  * reserved for a partner copy or parity (redun_reserve) is what it is
  * written over.
  */
 #include "redundancy/redundancy.h"
+#include "common/config.h"
 #include "common/err.h"
 #include "image/image.h"
 #include "store/store.h"
@@ -28,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -39,6 +44,7 @@
 struct shm {
 	pthread_barrier_t bar;
 	char slot[N][SLOT];
+	int abort;              /* the streamed checkpoint failed */
 };
 
 struct boot {
@@ -143,12 +149,15 @@ static const struct redun_comm_ops boot_ops = {
 /* ---- one member ---- */
 
 static char root[PATH_MAX];
-static const char *const nodes[N] = { "A", "A", "B", "B" };
+static const char *const nodes2[N] = { "A", "A", "B", "B" };
+static const char *const nodes4[N] = { "A", "B", "C", "D" };
+static const char *const *nodes = nodes2;
+static int streamed;            /* this scenario streams: files of several rows */
 
 /* Member r's data: sizes differ, so rs pads. */
 static size_t data_len(int r)
 {
-	return 300000 + (size_t)r * 12345;
+	return (streamed ? 5u << 20 : 300000) + (size_t)r * 12345;
 }
 
 static void fill(int r, unsigned char *buf, size_t len)
@@ -163,7 +172,28 @@ static void fill(int r, unsigned char *buf, size_t len)
 	}
 }
 
-static int write_image(struct store_ckpt *c, int rank)
+/* Streamed: the first 4 MiB, then (once this member's parity began:
+ * a row of every file went) the rest. Returns whether the pause ended so. */
+static int write_paused(struct img_writer *w, const unsigned char *data, size_t len,
+			struct store *local, const char *ckpt, int rank)
+{
+	char name[32], path[PATH_MAX];
+	size_t first = 4u << 20;
+	int seen = 0;
+
+	if (img_write(w, data, first) != 0)
+		return -EIO;
+	snprintf(name, sizeof(name), REDUN_RS_FILE ".tmp", rank);
+	for (int i = 0; i < 10000 && !seen; i++) {
+		seen = store_ckpt_path(local, ckpt, name, path, sizeof(path)) == 0 &&
+		       access(path, F_OK) == 0;
+		if (!seen)
+			usleep(2000);
+	}
+	return img_write(w, data + first, len - first) ?: (seen ? 0 : -ETIMEDOUT);
+}
+
+static int write_image(struct store_ckpt *c, int rank, struct store *local, const char *ckpt)
 {
 	size_t len = data_len(rank);
 	unsigned char *data = malloc(len);
@@ -177,13 +207,17 @@ static int write_image(struct store_ckpt *c, int rank)
 	snprintf(num, sizeof(num), "%d", rank);
 	img_writer_opts_default(&opts);
 	opts.threads = 0;
+	opts.chunk_size = 64 << 10;     /* the file grows as it is written */
 	if (data)
 		fill(rank, data, len);
 	ret = ret ? ret : store_file_create(c, name, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
 	ret = ret ? ret : img_writer_meta(w, "rank", num);
 	ret = ret ? ret : img_section_begin(w, "data", "data");
-	ret = ret ? ret : img_write(w, data, len);
+	if (streamed)
+		ret = ret ? ret : write_paused(w, data, len, local, ckpt, rank);
+	else
+		ret = ret ? ret : img_write(w, data, len);
 	ret = ret ? ret : img_section_end(w);
 	ret = ret ? ret : img_writer_finish(w, NULL);
 	ret = ret ? ret : store_file_commit(f);
@@ -270,9 +304,83 @@ static void task_free(struct redun_task *t)
 	free(t);
 }
 
-enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY };
+enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT };
 
-static const char *const scenario_level[] = { "partner", "rs", "global", "rs" };
+static const char *const scenario_level[] = { "partner", "rs", "global", "rs", "rs", "rs" };
+static const char *const scenario_name[] = {
+	"partner", "rs", "global", "rs (too many lost)", "rs (streamed)", "rs (stream abandoned)",
+};
+
+/* A member's image written by a thread of its own, as a rank writes while
+ * its node agent streams */
+struct writer {
+	pthread_t th;
+	struct store_ckpt *lc;
+	struct store *local;
+	const char *ckpt;
+	int rank, ret;
+	struct shm *m;
+	int abandon;            /* the checkpoint fails once a row went */
+};
+
+static void *writer_main(void *arg)
+{
+	struct writer *wr = arg;
+
+	wr->ret = write_image(wr->lc, wr->rank, wr->local, wr->ckpt);
+	if (wr->abandon)
+		__atomic_store_n(&wr->m->abort, 1, __ATOMIC_SEQ_CST);
+	return NULL;
+}
+
+static int stream_abort(void *arg)
+{
+	struct writer *wr = arg;
+
+	return __atomic_load_n(&wr->m->abort, __ATOMIC_SEQ_CST);
+}
+
+/* No parity of ckpt in this member's tier, not even a *.tmp */
+static int no_parity_left(struct store *local, const char *ckpt)
+{
+	char dir[PATH_MAX];
+	char *slash;
+	struct dirent *e;
+	DIR *d;
+	int left = 0;
+
+	if (store_ckpt_path(local, ckpt, "x", dir, sizeof(dir)) != 0)
+		return 0;
+	slash = strrchr(dir, '/');
+	*slash = '\0';
+	d = opendir(dir);
+	while (d && (e = readdir(d)))
+		if (!strncmp(e->d_name, "rs-", 3)) {
+			fprintf(stderr, "left: %s/%s\n", dir, e->d_name);
+			left++;
+		}
+	if (d)
+		closedir(d);
+	return d && !left;
+}
+
+/* rs's parity image of this member was streamed: it has rows */
+static int parity_has_rows(struct store *local, const char *ckpt, int rank)
+{
+	struct store_io *io = NULL;
+	struct img_reader *r = NULL;
+	char name[32];
+	int ret;
+
+	snprintf(name, sizeof(name), REDUN_RS_FILE, rank);
+	ret = store_io_open(local, ckpt, name, &io);
+	ret = ret ? ret : img_open_fd(store_io_fd(io), store_io_path(io), &r);
+	ret = ret ? ret : img_verify(r);
+	ret = ret ? ret : img_section_find(r, "row") >= 0 ? 0 : -ENOENT;
+	img_close(&r);
+	store_io_close(&io);
+	return ret == 0;
+}
 
 /* One scenario on one member; returns the number of failed checks. */
 static int member(struct shm *m, int rank, enum scenario sc)
@@ -286,10 +394,16 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	struct accept_arg a = { rank, 0 };
 	char dir[PATH_MAX + 8], job[32], ckpt[64] = "", msg[REDUN_MSG_LEN];
 	int64_t size, sizes[N];
-	int leader = rank == 0 || rank == 2, ret, bad, result = -1, have_own;
+	int leader, ret, bad, result = -1, have_own;
 	const char *level_name = scenario_level[sc];
+	struct redun_stream *stream = NULL;
 
+	streamed = sc == RS_STREAM || sc == RS_STREAM_ABORT;
+	nodes = streamed ? nodes4 : nodes2;
+	leader = streamed || rank == 0 || rank == 2;
 	check_failures = 0;
+	if (streamed)   /* the file grows as written, not by 8 MiB stages */
+		CHECK_EQ(cfg_set("direct_io", "off"), 0);
 	snprintf(job, sizeof(job), "job-%d", (int)sc);
 	snprintf(dir, sizeof(dir), "%s/%s", root, nodes[rank]);
 	/* rank 0 and the node leaders create, the others open */
@@ -305,10 +419,32 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	b_bcast(&b, ckpt, sizeof(ckpt), 0);
 	CHECK(ckpt[0] != '\0');
 	CHECK_EQ(store_ckpt_begin_named(local, ckpt, &lc), 0);
-	CHECK_EQ(write_image(lc, rank), 0);
+	if (streamed) {
+		/* the parity's rows encoded while the images are written */
+		struct writer wr = { .lc = lc, .local = local, .ckpt = ckpt, .rank = rank, .m = m,
+				     .abandon = sc == RS_STREAM_ABORT };
+		struct redun_set sset = { .ckpt = ckpt, .local = local, .nranks = N, .node = nodes,
+					  .group_size = 4, .rs_parity = 1, .producer = "test" };
+
+		CHECK_EQ(redun_link_open(&boot, &link), 0);
+		CHECK_EQ(pthread_create(&wr.th, NULL, writer_main, &wr), 0);
+		CHECK_EQ(redun_stream_begin(redun_level_find("rs"), &sset, &link, stream_abort, &wr,
+					    &stream), 0);
+		pthread_join(wr.th, NULL);
+		CHECK_EQ(wr.ret, 0);
+		CHECK(stream != NULL);
+		if (sc == RS_STREAM_ABORT) {
+			/* the checkpoint failed: what the stream encoded goes */
+			redun_stream_free(&stream);
+			CHECK(no_parity_left(local, ckpt));
+			goto out;
+		}
+	} else {
+		CHECK_EQ(write_image(lc, rank, local, ckpt), 0);
+	}
 	b_barrier(&b);
 	if (leader)
-		CHECK_EQ(store_ckpt_commit(lc, 2), 0);
+		CHECK_EQ(store_ckpt_commit(lc, streamed ? 1 : 2), 0);
 	if (rank == 0) {
 		struct store_file *f = NULL;
 
@@ -330,7 +466,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	}
 	b_allgather(&b, &size, sizeof(size), sizes);
 
-	ret = redun_link_open(&boot, &link);
+	ret = link.ops ? 0 : redun_link_open(&boot, &link);
 	CHECK_EQ(ret, 0);
 	if (ret)
 		return check_failures;
@@ -338,6 +474,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		struct redun_set set = {
 			.ckpt = ckpt, .local = local, .global = global, .nranks = N, .node = nodes,
 			.size = sizes, .group_size = 4, .rs_parity = 1, .producer = "test",
+			.stream = stream,
 		};
 		struct redun_request req = { .level = redun_level_find(level_name) };
 		struct store_ckpt_info *list = NULL;
@@ -377,6 +514,9 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		} else {
 			CHECK_EQ(redun_upgrade(&set, &link, &req), 0);
 		}
+		redun_stream_free(&stream);
+		if (streamed)   /* the rows went on after the seal */
+			CHECK(parity_has_rows(local, ckpt, rank));
 		b_barrier(&b);
 		if (reserved_spare)     /* taken by the copy or the parity */
 			CHECK(access(reserved_spare, F_OK) != 0);
@@ -408,7 +548,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			snprintf(name, sizeof(name), REDUN_FILE, rank);
 			have_own = store_io_exists(local, ckpt, name) && accept(&a, local, ckpt, name) == 0;
 		}
-		CHECK_EQ(have_own, rank < 2 && !(sc == RS_TOO_MANY && rank == 0));
+		CHECK_EQ(have_own, streamed ? rank != 2 : rank < 2 && !(sc == RS_TOO_MANY && rank == 0));
 		ret = redun_recover(req.level, &set, &link, have_own, 0, accept, &a, &found);
 		bad = redun_agree(&boot, ret == 0, msg);
 		if (sc == RS_TOO_MANY) {
@@ -423,13 +563,14 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			CHECK_EQ(bad, N);
 			CHECK_EQ(ret, 0);
 			CHECK_EQ(a.accepted, 1);
-			if (rank >= 2)
+			if (streamed ? rank == 2 : rank >= 2)
 				CHECK(found.name[0] != '\0');
 		}
 		if (ret && sc != RS_TOO_MANY)
 			fprintf(stderr, "rank %d: %s\n", rank, err_msg());
 		redun_found_drop(&found);
 	}
+out:
 	redun_comm_close(&link);
 	store_ckpt_free(&lc);
 	store_ckpt_free(&gc);
@@ -461,7 +602,7 @@ static int run(enum scenario sc)
 
 		if (pid[r] < 0 || waitpid(pid[r], &status, 0) != pid[r] || !WIFEXITED(status) ||
 		    WEXITSTATUS(status) != 0) {
-			fprintf(stderr, "%s: rank %d failed\n", scenario_level[sc], r);
+			fprintf(stderr, "%s: rank %d failed\n", scenario_name[sc], r);
 			failed = 1;
 		}
 	}
@@ -480,11 +621,10 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	for (int sc = PARTNER; sc <= RS_TOO_MANY; sc++) {
+	for (int sc = PARTNER; sc <= RS_STREAM_ABORT; sc++) {
 		int f = run((enum scenario)sc);
 
-		printf("%s%s: %s\n", scenario_level[sc], sc == RS_TOO_MANY ? " (too many lost)" : "",
-		       f ? "FAIL" : "ok");
+		printf("%s: %s\n", scenario_name[sc], f ? "FAIL" : "ok");
 		failed += f;
 	}
 	if (!failed) {
