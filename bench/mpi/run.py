@@ -57,7 +57,8 @@ job under `stasis run`. Not a timed test: it reports ratios.
 
 The latencies (latency, mt_latency, rma_put, and the bandwidth) are each
 run's median of 1000 batches of its measured loop (pingpong.c and rmaput.c,
-batches.h): a batch's mean time per operation, the median batch. The
+batches.h; the bandwidth's 200 round trips are 200 batches of one): a
+batch's mean time per operation, the median batch. The
 whole loop's mean was the figure before, and it swung: 20000 puts of
 0.8 us take 16 ms, 100000 threads' round trips 50 ms, less than or about
 what one other process's turn on a CPU takes (the scheduler's slices are
