@@ -153,6 +153,7 @@ static const char *const nodes2[N] = { "A", "A", "B", "B" };
 static const char *const nodes4[N] = { "A", "B", "C", "D" };
 static const char *const *nodes = nodes2;
 static int streamed;            /* this scenario streams: files of several rows */
+static int *abandon;            /* streamed: set once a row went (the checkpoint fails) */
 
 /* Member r's data: sizes differ, so rs pads. */
 static size_t data_len(int r)
@@ -173,7 +174,8 @@ static void fill(int r, unsigned char *buf, size_t len)
 }
 
 /* Streamed: the first 4 MiB, then (once this member's parity began:
- * a row of every file went) the rest. Returns whether the pause ended so. */
+ * a row of every file went; *abandon set if asked) the rest. Returns
+ * whether the pause ended so. */
 static int write_paused(struct img_writer *w, const unsigned char *data, size_t len,
 			struct store *local, const char *ckpt, int rank)
 {
@@ -190,6 +192,8 @@ static int write_paused(struct img_writer *w, const unsigned char *data, size_t 
 		if (!seen)
 			usleep(2000);
 	}
+	if (abandon)
+		__atomic_store_n(abandon, 1, __ATOMIC_SEQ_CST);
 	return img_write(w, data + first, len - first) ?: (seen ? 0 : -ETIMEDOUT);
 }
 
@@ -311,33 +315,30 @@ static const char *const scenario_name[] = {
 	"partner", "rs", "global", "rs (too many lost)", "rs (streamed)", "rs (stream abandoned)",
 };
 
-/* A member's image written by a thread of its own, as a rank writes while
- * its node agent streams */
-struct writer {
-	pthread_t th;
-	struct store_ckpt *lc;
-	struct store *local;
-	const char *ckpt;
-	int rank, ret;
-	struct shm *m;
-	int abandon;            /* the checkpoint fails once a row went */
-};
-
-static void *writer_main(void *arg)
+/* A member's image written by a process of its own, as a rank writes
+ * while its node agent streams: its pid */
+static pid_t writer_start(struct store_ckpt *lc, int rank, struct store *local, const char *ckpt)
 {
-	struct writer *wr = arg;
+	pid_t pid = fork();
 
-	wr->ret = write_image(wr->lc, wr->rank, wr->local, wr->ckpt);
-	if (wr->abandon)
-		__atomic_store_n(&wr->m->abort, 1, __ATOMIC_SEQ_CST);
-	return NULL;
+	if (pid == 0)
+		_exit(write_image(lc, rank, local, ckpt) ? 1 : 0);
+	return pid;
+}
+
+static int writer_wait(pid_t pid)
+{
+	int status = 0;
+
+	return pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
+	       WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 static int stream_abort(void *arg)
 {
-	struct writer *wr = arg;
+	struct shm *m = arg;
 
-	return __atomic_load_n(&wr->m->abort, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(&m->abort, __ATOMIC_SEQ_CST);
 }
 
 /* No parity of ckpt in this member's tier, not even a *.tmp */
@@ -421,17 +422,17 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	CHECK_EQ(store_ckpt_begin_named(local, ckpt, &lc), 0);
 	if (streamed) {
 		/* the parity's rows encoded while the images are written */
-		struct writer wr = { .lc = lc, .local = local, .ckpt = ckpt, .rank = rank, .m = m,
-				     .abandon = sc == RS_STREAM_ABORT };
 		struct redun_set sset = { .ckpt = ckpt, .local = local, .nranks = N, .node = nodes,
 					  .group_size = 4, .rs_parity = 1, .producer = "test" };
 
+		pid_t writer;
+
+		abandon = sc == RS_STREAM_ABORT ? &m->abort : NULL;
 		CHECK_EQ(redun_link_open(&boot, &link), 0);
-		CHECK_EQ(pthread_create(&wr.th, NULL, writer_main, &wr), 0);
-		CHECK_EQ(redun_stream_begin(redun_level_find("rs"), &sset, &link, stream_abort, &wr,
+		writer = writer_start(lc, rank, local, ckpt);
+		CHECK_EQ(redun_stream_begin(redun_level_find("rs"), &sset, &link, stream_abort, m,
 					    &stream), 0);
-		pthread_join(wr.th, NULL);
-		CHECK_EQ(wr.ret, 0);
+		CHECK_EQ(writer_wait(writer), 0);
 		CHECK(stream != NULL);
 		if (sc == RS_STREAM_ABORT) {
 			/* the checkpoint failed: what the stream encoded goes */
