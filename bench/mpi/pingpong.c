@@ -66,7 +66,7 @@ int main(int argc, char **argv)
 		MPI_Abort(MPI_COMM_WORLD, 1);
 	}
 	if (threaded) {
-		pthread_create(&th, NULL, bounce, &th);
+		pthread_create(&th, NULL, bounce, &threaded);
 		pthread_join(th, NULL);
 	} else {
 		bounce(NULL);
