@@ -655,13 +655,18 @@ void store_ckpt_free(struct store_ckpt **c)
 
 /* ---- files ---- */
 
-/* A file handle of checkpoint c: its final and *.tmp paths, no descriptor. */
+/* A file handle of checkpoint c: its final and *.tmp paths, no descriptor;
+ * an error if name is not a file name the store takes. */
 static int file_new(struct store_ckpt *c, const char *name, struct store_file **out)
 {
-	struct store_file *f = calloc(1, sizeof(*f));
+	struct store_file *f;
 	int ret;
 
 	*out = NULL;
+	ret = check_file_name(name);
+	if (ret)
+		return ret;
+	f = calloc(1, sizeof(*f));
 	if (!f)
 		return err_set(-ENOMEM, "out of memory");
 	f->c = c;
@@ -794,9 +799,6 @@ int store_file_create(struct store_ckpt *c, const char *name, struct store_file 
 
 	err_clear();
 	*out = NULL;
-	ret = check_file_name(name);
-	if (ret)
-		return ret;
 	ret = file_new(c, name, &f);
 	if (ret)
 		return ret;
@@ -1024,9 +1026,6 @@ int store_file_adopt(struct store_ckpt *c, const char *name)
 	int ret;
 
 	err_clear();
-	ret = check_file_name(name);
-	if (ret)
-		return ret;
 	ret = file_new(c, name, &f);
 	if (ret)
 		return ret;
