@@ -6,7 +6,9 @@
  * A checkpoint, as the agent sees it: CHECKPOINT from the coordinator goes
  * to every registered rank; when each has said PARKED (or FAILED, or
  * died) the agent says PARKED <max us> <ranks> (or FAILED <the first
- * reason>) once; WRITE likewise gives DONE <regions> <pages> <ranks>; the
+ * reason>) once; WRITE likewise gives DONE <regions> <pages> <ranks>, after
+ * the agent appended the index records of the images its ranks left to it
+ * (their DONE names the file, its size and CRC: one append a node); the
  * verdict (RESUME, RESUME failed, EXIT) goes to every rank. Registrations
  * that arrive during a checkpoint wait for its end.
  */
@@ -71,6 +73,8 @@ struct rank {
 	int in_ckpt, answered, written, leaving;
 	int quit;              /* said QUIT: the program ends it (its close is a goodbye) */
 	unsigned slot;         /* its place in A.r */
+	int has_rec;           /* its DONE left its image's record to the agent */
+	struct store_file_record rec;
 };
 
 enum phase { IDLE, COLLECT, ANSWERED };
@@ -364,6 +368,7 @@ static struct rank *rank_by_number(int rank, enum rank_state state)
 }
 
 static void phase_answer(void);
+static int done_record(struct rank *r, const char *args);
 
 /* One of this checkpoint's ranks will not answer */
 static void ckpt_miss(struct rank *r, const char *why)
@@ -480,6 +485,9 @@ static int rank_said(unsigned i, const char *line)
 		A.sum1 += a;
 		A.sum2 += k == 2 ? b : 0;
 		r->written = !strcmp(A.word, "DONE");
+		if (r->written && done_record(r, line + wl) && !A.failed[0])
+			snprintf(A.failed, sizeof(A.failed), "rank %d: a DONE line the node agent on %.40s "
+				 "cannot read: %.200s", r->rank, A.host, line);
 	} else if (!A.failed[0]) {
 		snprintf(A.failed, sizeof(A.failed), "%.399s",
 			 strncmp(line, "FAILED ", 7) ? line : line + 7);
@@ -491,12 +499,62 @@ static int rank_said(unsigned i, const char *line)
 	return 0;
 }
 
+/* DONE <regions> <pages> [<file> <size> <crc> <image 0|1>]: with the
+ * file, the rank committed its image without its index record
+ * (store_file_commit_unrecorded) and the agent appends it (record_files).
+ * -EBADMSG for a line of another form. */
+static int done_record(struct rank *r, const char *args)
+{
+	unsigned long long regions, pages, size;
+	unsigned crc;
+	int image, end = 0;
+	char name[256];
+
+	r->has_rec = 0;
+	if (sscanf(args, " %llu %llu %255s %llu %8x %d%n", &regions, &pages, name, &size, &crc, &image,
+		   &end) != 6)
+		return sscanf(args, " %llu %llu %n", &regions, &pages, &end) == 2 && !args[end] ? 0 : -EBADMSG;
+	if (args[end] || (image != 0 && image != 1))
+		return -EBADMSG;
+	r->rec = (struct store_file_record){ .info = { .size = size, .crc = crc }, .image = image };
+	snprintf(r->rec.info.name, sizeof(r->rec.info.name), "%s", name);
+	r->has_rec = 1;
+	return 0;
+}
+
+/* The records of the images the node's ranks left to the agent, in one
+ * append to the job's index (FILES: docs/store.md) before the node's DONE,
+ * so that the coordinator's seal finds them. */
+static int record_files(void)
+{
+	const char *tier = getenv("STASIS_STORE_TIER");
+	struct store_file_record *recs = calloc(A.n + 1, sizeof(*recs));
+	struct store_ckpt *ck = NULL;
+	unsigned n = 0;
+	int ret = recs ? 0 : err_set(-ENOMEM, "out of memory");
+
+	for (unsigned i = 0; i < A.n && !ret; i++)
+		if (A.r[i]->in_ckpt && A.r[i]->written && A.r[i]->has_rec)
+			recs[n++] = A.r[i]->rec;
+	if (!ret && n && !A.global)
+		ret = store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"),
+				 getenv("STASIS_JOB_NAME"), &A.global);
+	ret = ret || !n ? ret : store_ckpt_join_begun(A.global, A.ckpt, &ck);
+	ret = ret || !n ? ret : store_ckpt_record_files(ck, recs, n);
+	store_ckpt_free(&ck);
+	free(recs);
+	return ret;
+}
+
 /* Every rank of the checkpoint answered the phase: one line for them all */
 static void phase_answer(void)
 {
 	if (A.phase != COLLECT || A.waiting)
 		return;
 	A.phase = ANSWERED;
+	if (!A.failed[0] && !strcmp(A.word, "DONE") && record_files() != 0)
+		snprintf(A.failed, sizeof(A.failed), "node agent on %.40s: cannot record its ranks' images: %.290s",
+			 A.host, err_msg());
 	if (A.failed[0])
 		to_coord("FAILED %s", A.failed);
 	else if (!strcmp(A.word, "PARKED"))

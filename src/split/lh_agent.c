@@ -12,7 +12,7 @@
  *   agent: CHECKPOINT <name>
  *   rank:  PARKED <us> | FAILED <why>
  *   agent: WRITE | RESUME failed
- *   rank:  DONE <regions> <pages> | FAILED <why>
+ *   rank:  DONE <regions> <pages> [<file> <size> <crc> <image>] | FAILED <why>
  *   agent: RESUME | RESUME failed | EXIT
  *   rank:  REQUEST (MPIX_Checkpoint), BYE (MPI_Finalize: it ends)
  *
@@ -472,8 +472,11 @@ static int run_until_parked(int timeout_ms)
 }
 
 /* The rank's image of checkpoint name: into its node's local directory
- * with staging on (lh_stage.c), else into the global tier */
-static int write_image(const char *name, struct lh_dump_info *info)
+ * with staging on (lh_stage.c), else into the global tier, its record
+ * left to the node agent (*rec, named in DONE: one append to the job's
+ * index a node, docs/coordinator.md "Records a node"); rec->info.name
+ * empty when the rank appended it itself */
+static int write_image(const char *name, struct lh_dump_info *info, struct store_file_record *rec)
 {
 	struct store *to = lh_stage_on() ? lh_stage_store() : NULL;
 	struct store_ckpt *ck = NULL;
@@ -507,7 +510,8 @@ static int write_image(const char *name, struct lh_dump_info *info)
 	ret = ret ? ret : img_writer_meta(w, "library", lh_info->library);
 	ret = ret ? ret : lh_dump(w, &st, info);
 	ret = ret ? ret : img_writer_finish(w, NULL);
-	ret = ret ? ret : store_file_commit(f);
+	rec->info.name[0] = '\0';
+	ret = ret ? ret : to ? store_file_commit(f) : store_file_commit_unrecorded(f, rec);
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
@@ -662,6 +666,7 @@ static int finalize(void)
 static void checkpoint(const char *name)
 {
 	struct lh_dump_info info = { 0 };
+	struct store_file_record rec = { 0 };
 	char line[128];
 	uint64_t t0 = now_us();
 	int ret;
@@ -681,9 +686,12 @@ static void checkpoint(const char *name)
 		if (!ret)
 			ret = on_main(quiesce);
 		if (!ret)
-			ret = write_image(name, &info);
+			ret = write_image(name, &info, &rec);
 		if (ret)
 			send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
+		else if (rec.info.name[0])
+			send_line("DONE %u %llu %s %llu %08x %d", info.regions, (unsigned long long)info.pages,
+				  rec.info.name, (unsigned long long)rec.info.size, rec.info.crc, rec.image);
 		else
 			send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
 		/* every rank stays parked until the coordinator has every image: a

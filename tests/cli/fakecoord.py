@@ -5,9 +5,15 @@ CLI's side of the protocol (status --json, the progress of checkpoint) is
 checked against exact replies without running a job. (Not a conftest.py
 fixture: imported by the tests that need it.)"""
 import os
+import pathlib
+import re
 import secrets
 import socket
 import threading
+
+# the coordinator's protocol version, from its one definition
+PROTOCOL = int(re.search(r"#define COORD_PROTOCOL_VERSION (\d+)", (
+    pathlib.Path(__file__).resolve().parents[2] / "src/coord/coord.h").read_text()).group(1))
 
 
 class FakeCoordinator:
@@ -43,10 +49,10 @@ class FakeCoordinator:
                 conn.settimeout(10)
                 f = conn.makefile("rw", newline="\n")
                 try:
-                    f.write("STASIS-COORD 3\n")
+                    f.write(f"STASIS-COORD {PROTOCOL}\n")
                     f.flush()
                     hello = f.readline().strip()
-                    if hello != f"HELLO 3 {self.secret}":
+                    if hello != f"HELLO {PROTOCOL} {self.secret}":
                         f.write("ERR wrong secret\n")
                         f.flush()
                         continue

@@ -15,7 +15,8 @@
  * "Rank and agent" on a Unix socket to its node's agent: RANK, PARKED
  * at once on CHECKPOINT, on WRITE a real (tiny) image rank-NNNNN.img
  * written and committed through image/ and store/ like a lower half's,
- * then DONE; BYE after EXIT. At restart (STASIS_RESTORE_DIR) every rank
+ * then DONE naming it (its node agent records the node's images at
+ * once); BYE after EXIT. At restart (STASIS_RESTORE_DIR) every rank
  * registers with restarts 1 after finding its image in the checkpoint.
  *
  * Harness variables (none reaches the coordinator or the agents):
@@ -28,6 +29,11 @@
  *   SCALE_JOIN        "worker": each worker joins a checkpoint once for all
  *                     its ranks' images (store_ckpt_join reads the whole
  *                     index); by default each rank joins, as a lower half
+ *   SCALE_RECORD      "rank": each rank appends its image's FILE record to the
+ *                     index itself (store_file_commit); by default it commits
+ *                     the image without it and its DONE names the file, its
+ *                     size and CRC, for its node agent to record with the
+ *                     node's others (one FILES record a node)
  *   SCALE_FAIL_RANK   this rank closes its connection without a word when
  *   SCALE_FAIL_CKPT   the SCALE_FAIL_CKPT-th CHECKPOINT reaches it (a rank
  *                     killed during a checkpoint)
@@ -74,7 +80,7 @@ static struct {
 	int nodes, ppn, size, restarts;
 	const char *job, *run, *tmp, *stats, *restore;
 	char secret[33];
-	int fail_rank, join_each;
+	int fail_rank, join_each, record_each;
 	unsigned fail_ckpt;
 } S = { .fail_rank = -1 };
 
@@ -278,8 +284,8 @@ static struct store *store;
 static struct store_ckpt *joined;
 
 /* The rank's image of checkpoint name, as a lower half writes it (a tiny
- * one: meta data, no section) */
-static int write_image(const struct rank *r, const char *name)
+ * one: meta data, no section); its record in *rec unless SCALE_RECORD=rank */
+static int write_image(const struct rank *r, const char *name, struct store_file_record *rec)
 {
 	struct img_writer_opts opts;
 	struct img_writer *w = NULL;
@@ -305,7 +311,10 @@ static int write_image(const struct rank *r, const char *name)
 	snprintf(num, sizeof(num), "%d", S.size);
 	ret = ret ? ret : img_writer_meta(w, "size", num);
 	ret = ret ? ret : img_writer_finish(w, NULL);
-	ret = ret ? ret : store_file_commit(f);
+	if (S.record_each)
+		ret = ret ? ret : store_file_commit(f);
+	else
+		ret = ret ? ret : store_file_commit_unrecorded(f, rec);
 	img_writer_free(&w);
 	store_file_free(&f);
 	return ret;
@@ -371,13 +380,19 @@ static int rank_line(struct rank *r, const char *line, unsigned *registered, int
 		return say(r, "PARKED 1") ? -1 : 0;
 	}
 	if (!strcmp(line, "WRITE")) {
-		if (write_image(r, C.name) != 0) {
+		struct store_file_record rec;
+
+		if (write_image(r, C.name, &rec) != 0) {
 			C.failed++;
 			return say(r, "FAILED rank %d: %s", r->rank, err_msg()) ? -1 : 0;
 		}
 		C.done++;
 		C.done_us = now_us();
-		return say(r, "DONE 0 0") ? -1 : 0;
+		if (S.record_each)
+			return say(r, "DONE 0 0") ? -1 : 0;
+		/* the image's record is the node agent's to append */
+		return say(r, "DONE 0 0 %s %llu %08x %d", rec.info.name, (unsigned long long)rec.info.size,
+			   rec.info.crc, rec.image) ? -1 : 0;
 	}
 	if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
 		snprintf(C.verdict, sizeof(C.verdict), "%.31s", line);
@@ -547,6 +562,7 @@ int main(int argc, char **argv)
 		S.fail_rank = atoi(v);
 	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
 	S.join_each = !getenv("SCALE_JOIN") || strcmp(getenv("SCALE_JOIN"), "worker") != 0;
+	S.record_each = getenv("SCALE_RECORD") && !strcmp(getenv("SCALE_RECORD"), "rank");
 	read_secret();
 	{
 		struct rlimit rl;

@@ -7,6 +7,7 @@ Used by tests/scale/test_scale.py and bench/scale/run.py."""
 import json
 import os
 import pathlib
+import re
 import socket
 import subprocess
 import time
@@ -16,6 +17,9 @@ BUILD = pathlib.Path(os.environ.get("STASIS_BUILD", str(ROOT / "build"))).resolv
 STASIS = os.environ.get("STASIS_BIN", str(BUILD / "src/cli/stasis"))
 SIM = str(BUILD / "tests/scale/mpirun.sim")
 JOB = "true"   # the job's name: the program operand's (/bin/true, never run)
+# the coordinator's protocol version, from its one definition
+PROTOCOL = int(re.search(r"#define COORD_PROTOCOL_VERSION (\d+)",
+                         (ROOT / "src/coord/coord.h").read_text()).group(1))
 
 
 def now_us():
@@ -89,7 +93,7 @@ class SimJob:
         s.connect(str(jdir / "coord.sock"))
         f = s.makefile("rwb", buffering=0)
         f.readline()
-        f.write(f"HELLO 3 {secret}\n".encode())
+        f.write(f"HELLO {PROTOCOL} {secret}\n".encode())
         assert f.readline().strip() == b"OK"
         t0 = now_us()
         f.write((line + "\n").encode())

@@ -1,7 +1,8 @@
 """The scale harness at CI size (docs/scale.md): 4,096 simulated ranks on 64
 simulated nodes, each node a real stasis-node, under the real `stasis
 run` coordinator. Every rank registers; a checkpoint is established with
-every rank's image; a rank that dies during the next checkpoint fails it
+every rank's image, recorded by the node agents (one FILES record a
+node); a rank that dies during the next checkpoint fails it
 in one line naming the rank, the previous checkpoint staying the one a
 restart takes; a node agent killed between checkpoints takes its 64
 ranks with it, and the coordinator says so (STATUS, `stasis status
@@ -84,6 +85,13 @@ def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
     assert all(e["parked"] == e["ranks"] == e["done"] and e["verdict"] == "RESUME" for e in ev), ev
     images = sorted(p.name for p in (job.ck / h.JOB / name).glob("rank-*.img"))
     assert images == [f"rank-{r:05d}.img" for r in range(SIZE)]
+    # their records: one FILES record a node, appended by its agent
+    # (docs/coordinator.md "Records a node"), every image listed once
+    index = (job.ck / h.JOB / "index").read_text().splitlines()
+    files = [json.loads(x.split(" ", 3)[3]) for x in index if '"op":"FILES"' in x]
+    assert len(files) == NODES, len(files)
+    assert sorted(f[0] for r in files for f in r["files"]) == images
+    assert not [x for x in index if '"op":"FILE"' in x and '"rank-' in x]
 
     # rank FAIL_RANK closes its connection when CHECKPOINT reaches it
     ok, why, _, _ = job.checkpoint()
