@@ -8,6 +8,12 @@ measured in one run (issue 5). Not a timed test: it reports ratios.
   restart_vs_read `stasis restart` with a cold page cache until the program
                   runs again / `dd` reading the image cold
   overhead        a compute-bound loop under `stasis run` / native - 1
+  lazy_first_output_vs_eager  the same checkpoint restarted with a cold page
+                  cache, lazily (STASIS_RESTORE_LAZY=1) / eagerly: seconds
+                  from `stasis restart` to the program's first line after it
+                  (it prints one when it sees it was stopped)
+  lazy_all_in_vs_eager  the same until the program, told to, read one byte
+                  of every page of its 1 GiB and ended
   tree_ckpt_vs_dd a tree of 8 processes holding 128 MiB of random data each:
                   `stasis checkpoint` until established / `dd bs=1M
                   conv=fsync` of the same bytes (1 GiB)
@@ -37,8 +43,13 @@ HOLDER = r"""
 import os, sys, time
 data = bytearray(os.urandom(%d << 20))
 print("READY", flush=True)
+last = time.monotonic()
 while not os.path.exists("stop"):
     time.sleep(0.01)
+    now = time.monotonic()
+    if now - last > 0.5:
+        print("BACK", flush=True)   # restarted (or stopped that long)
+    last = now
 print(sum(data[::4096]) & 0xff)
 """
 
@@ -110,6 +121,26 @@ def timed_restart(stasis, ck, work, env):
             sys.exit("restart failed")
         time.sleep(0.005)
     return time.perf_counter() - t, rs
+
+
+def first_output(stasis, ck, work, env):
+    """`stasis restart` with a cold page cache: the seconds until the
+    program's first line after it, and until it ended after reading a byte
+    of each page."""
+    (work / "stop").unlink(missing_ok=True)
+    drop_caches()
+    t = time.perf_counter()
+    rs = subprocess.Popen([stasis, "restart", "--dir", str(ck)], cwd=work, env=env,
+                          stdout=subprocess.PIPE, text=True)
+    line = rs.stdout.readline()
+    first = time.perf_counter() - t
+    if line.strip() != "BACK":
+        sys.exit(f"the restarted program said {line!r}, not BACK")
+    (work / "stop").touch()
+    rs.communicate(timeout=300)
+    if rs.returncode != 0:
+        sys.exit(f"the restarted program failed: rc {rs.returncode}")
+    return first, time.perf_counter() - t
 
 
 def tree_round(stasis, py, scratch, env, procs, mib):
@@ -205,6 +236,8 @@ def single_figures(stasis, py, scratch, env, mib):
     restart, rs = timed_restart(stasis, ck, work, env)
     (work / "stop").touch()
     rs.communicate(timeout=120)
+    first_eager, all_eager = first_output(stasis, ck, work, env)
+    first_lazy, all_lazy = first_output(stasis, ck, work, {**env, "STASIS_RESTORE_LAZY": "1"})
 
     n = 10_000_000
     (work / "loop.py").write_text(LOOP % n)
@@ -219,6 +252,10 @@ def single_figures(stasis, py, scratch, env, mib):
         "image_vs_rss": round(image_bytes / rss, 4),
         "restart_s": round(restart, 3), "dd_read_s": round(dd_read, 3), "cold_cache": cold,
         "restart_vs_read": round(restart / dd_read, 3),
+        "first_output_eager_s": round(first_eager, 3), "first_output_lazy_s": round(first_lazy, 3),
+        "lazy_first_output_vs_eager": round(first_lazy / first_eager, 3),
+        "all_in_eager_s": round(all_eager, 3), "all_in_lazy_s": round(all_lazy, 3),
+        "lazy_all_in_vs_eager": round(all_lazy / all_eager, 3),
         "native_s": round(native, 3), "under_stasis_s": round(under, 3),
         "overhead": round(under / native - 1, 4),
     }
