@@ -21,7 +21,7 @@
 
 /* parse()'s `allowed` names options by letter: a for OPT_DIR, b for the next... */
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
-       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS, OPT_SPARES };
+       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS, OPT_SPARES, OPT_LAZY };
 
 /* 'z' in parse()'s allowed, apart from the letters in order above */
 enum { OPT_LEVEL = OPT_DIR + 25 };
@@ -40,13 +40,14 @@ static const struct option proc_options[] = {
 	{ "recover", required_argument, NULL, OPT_RECOVER },
 	{ "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
 	{ "spares", required_argument, NULL, OPT_SPARES },
+	{ "lazy", no_argument, NULL, OPT_LAZY },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
 	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts, *spares;
 	const char *level;        /* --level */
-	int stop, no_signal, resume, json;
+	int stop, no_signal, resume, json, lazy;
 	int first_operand;
 };
 
@@ -79,6 +80,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_RECOVER: a->recover = optarg; break;
 		case OPT_MAX_RESTARTS: a->max_restarts = optarg; break;
 		case OPT_SPARES: a->spares = optarg; break;
+		case OPT_LAZY: a->lazy = 1; break;
 		}
 	}
 	a->first_operand = optind;
@@ -567,8 +569,14 @@ int cmd_restart(int argc, char **argv)
 	size_t count = 0;
 	int status = 0, ret;
 
-	if ((ret = parse("restart", argc, argv, &a, "abefjklz")) != EXIT_OK)
+	if ((ret = parse("restart", argc, argv, &a, "abefjklmz")) != EXIT_OK)
 		return ret;
+	/* the key single processes read here and split ranks in their lower
+	 * half (docs/transparent.md, "Lazy restore") */
+	if (a.lazy && setenv("STASIS_RESTORE_LAZY", "1", 1) != 0) {
+		cli_error("restart", "cannot set STASIS_RESTORE_LAZY: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
 	if (a.level && cfg_set("level", a.level) != 0) {
 		cli_error("restart", "bad --level '%s' (single, partner, rs or global)", a.level);
 		return EXIT_USAGE;

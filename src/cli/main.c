@@ -98,7 +98,7 @@ static const struct cli_command commands[] = {
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
-	  "                      [--level L] [--spares S]\n"
+	  "                      [--level L] [--spares S] [--lazy]\n"
 	  "                      [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"
@@ -106,7 +106,10 @@ static const struct cli_command commands[] = {
 	  "The restarted program is coordinated as under `stasis run`.\n"
 	  "  --launcher W   an MPI job: start it with these launcher words instead of the\n"
 	  "                 stored ones (\"mpiexec.mpich -hosts n3,n4 -n 4\": other nodes,\n"
-	  "                 the other MPI), followed by the stored program and arguments\n" },
+	  "                 the other MPI), followed by the stored program and arguments\n"
+	  "  --lazy         the program runs before its large runs of memory are in; they\n"
+	  "                 come as it touches them (STASIS_RESTORE_LAZY=1; MPI ranks\n"
+	  "                 restart lazily anyway)\n" },
 	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
 	  "usage: stasis status [--dir D] [--json]\n"
 	  "One line per job under D: running, busy (a checkpoint or a restore is under\n"

@@ -1,7 +1,7 @@
 """Lazy restore of single processes (docs/transparent.md, "Lazy restore"):
-with STASIS_RESTORE_LAZY=1 `stasis restart` runs the program before its
-large runs of memory are in and serves them from the image as they are
-touched.
+with `stasis restart --lazy` (or STASIS_RESTORE_LAZY=1) the program runs
+before its large runs of memory are in, and `stasis restart` serves them
+from the image as they are touched.
 lazy.c checks its memory while it waits (so it touches pages before their
 turn) and in a child it forks right after each restart."""
 import hashlib
@@ -13,12 +13,12 @@ from proc_harness import job, program  # noqa: F401 (job is a fixture)
 DONE = "lazy restore done"
 
 
-def final_run(job, env):
+def final_run(job, *extra, env):
     """Restart from the newest checkpoint, let the program check itself:
     its output, the sha256 of its data.bin and the restart's stderr."""
     for f in ("stop", "data.bin"):
         (job.work / f).unlink(missing_ok=True)
-    job.restart(env=env)
+    job.restart(*extra, env=env)
     rc, out, err = job.finish()
     assert rc == 0 and out.strip().endswith("PASS") and "FAIL" not in out, f"rc={rc}\n{out}\n{err}"
     return out, hashlib.sha256((job.work / "data.bin").read_bytes()).hexdigest(), err
@@ -39,7 +39,7 @@ def test_lazy_restart_is_bit_identical_to_an_eager_one(job):
         job.checkpoint()
         _, err = job.kill()
         assert DONE in err, err
-    lazy_out, lazy_data, err = final_run(job, env=lazy)
+    lazy_out, lazy_data, err = final_run(job, "--lazy", env=info)
     assert DONE in err, err
     eager_out, eager_data, err = final_run(job, env=info)
     assert DONE not in err, err
