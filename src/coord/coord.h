@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define COORD_PROTOCOL_VERSION 3
+#define COORD_PROTOCOL_VERSION 4
 
 struct coord_opts {
 	const char *root;          /* checkpoint root */

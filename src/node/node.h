@@ -26,7 +26,7 @@
 
 struct store;
 
-#define NODE_PROTOCOL_VERSION 3
+#define NODE_PROTOCOL_VERSION 4
 #define NODE_AGENT_PROGRAM "stasis-node"
 
 /* The Unix socket of this node's agent for the job of the environment:

@@ -411,7 +411,7 @@ static void forward_rank(struct rank *r)
 	to_coord("RANK %d %d %d %s %u", r->rank, r->size, r->pid, r->host, r->restarts);
 }
 
-/* RANK 3 <secret> <rank> <size> <pid> <host> <restarts> */
+/* RANK 4 <secret> <rank> <size> <pid> <host> <restarts> */
 static int rank_hello(struct rank *r, const char *line)
 {
 	char secret[128];

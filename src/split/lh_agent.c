@@ -7,7 +7,7 @@
  * speaks for the node's ranks to the coordinator: text lines over a Unix
  * socket.
  *
- *   rank:  RANK 3 <secret> <rank> <size> <pid> <host> <restarts>
+ *   rank:  RANK 4 <secret> <rank> <size> <pid> <host> <restarts>
  *   agent: OK | ERR <why>
  *   agent: CHECKPOINT <name>
  *   rank:  PARKED <us> | FAILED <why>

@@ -456,7 +456,7 @@ static int decode_files_fast(const char *json, size_t len, struct index_record *
 			     unsigned *n)
 {
 	struct cursor c = { json, json + len };
-	struct index_record head = { .op = INDEX_FILE };
+	struct index_record head = { .op = INDEX_FILE, .vouched = 1 };
 
 	*n = 0;
 	if (!eat(&c, "{\"op\":\"" INDEX_FILES_OP "\",\"ckpt\":\"") ||
@@ -490,7 +490,7 @@ static int decode_files_json(const char *json, size_t len, struct index_record *
 			     unsigned *n)
 {
 	json_t *o = json_loadb(json, len, JSON_REJECT_DUPLICATES, NULL), *list, *e;
-	struct index_record head = { .op = INDEX_FILE };
+	struct index_record head = { .op = INDEX_FILE, .vouched = 1 };
 	char op[16];
 	size_t i;
 	int ok;
@@ -1095,6 +1095,7 @@ static int add_file(struct index_ckpt *c, const struct index_record *r)
 		fresh = 1;
 	}
 	f->annex = r->op == INDEX_ANNEX;
+	f->vouched = r->vouched;
 	if (fresh && !f->annex)
 		c->file_records++;
 	memcpy(f->info.name, r->name, sizeof(f->info.name));

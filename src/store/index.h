@@ -47,6 +47,8 @@ struct index_record {
 	unsigned files;         /* COMPLETE: FILE records it sealed */
 	uint64_t bytes;         /* COMPLETE: their total size */
 	char reason[160];       /* FAILED: why; PRUNED, LEVEL: optional */
+	int vouched;            /* FILE read from a FILES record, whose writer found
+				   the file in place with its size as it appended it */
 };
 
 /* One job's index file and the damaged records already reported (each is
@@ -133,6 +135,7 @@ struct index_file {
 	struct store_file_info info;
 	int image;                      /* verify it with the image reader */
 	int annex;                      /* from an ANNEX record, not sealed by COMPLETE */
+	int vouched;                    /* from a FILES record: in place when recorded */
 };
 
 /* The checkpoints as the records describe them (docs/store.md, "states"). */

@@ -1110,6 +1110,37 @@ int store_file_commit_unrecorded(struct store_file *f, struct store_file_record 
 	return file_commit(f, rec);
 }
 
+static int stat_file(struct store *s, int dirfd, const char *ckpt, const char *name,
+		     struct store_stat *st);
+
+/* What a FILES record vouches for (the seal does not stat its files again):
+ * each file in place with its size */
+static int records_in_place(struct store_ckpt *c, const struct store_file_record *recs, unsigned n)
+{
+	const struct store_tier_ops *ops = c->s->ops;
+	struct store_stat st;
+	int dirfd = -1, ret = 0;
+
+	if (!ops->open_dir || !ops->stat_at || ops->open_dir(c->dir, &dirfd))
+		dirfd = -1;
+	for (unsigned i = 0; i < n && !ret; i++) {
+		const struct store_file_info *fi = &recs[i].info;
+
+		ret = check_file_name(fi->name);
+		ret = ret ? ret : stat_file(c->s, dirfd, c->name, fi->name, &st);
+		if (ret == -ENOENT)
+			ret = err_set(-EIO, "%s/%s is missing", c->name, fi->name);
+		else if (ret && !err_msg()[0])
+			ret = err_set(ret, "%s/%s: %s", c->name, fi->name, strerror(-ret));
+		else if (!ret && (!st.is_file || st.size != fi->size))
+			ret = err_set(-EIO, "%s/%s has %" PRIu64 " bytes, its record says %" PRIu64, c->name,
+				      fi->name, st.is_file ? st.size : 0, fi->size);
+	}
+	if (dirfd >= 0)
+		ops->close(dirfd);
+	return ret;
+}
+
 int store_ckpt_record_files(struct store_ckpt *c, const struct store_file_record *recs, unsigned n)
 {
 	struct index_record *files = calloc(INDEX_FILES_MAX, sizeof(*files));
@@ -1122,6 +1153,11 @@ int store_ckpt_record_files(struct store_ckpt *c, const struct store_file_record
 	err_clear();
 	if (!files)
 		return err_set(-ENOMEM, "out of memory");
+	ret = records_in_place(c, recs, n);
+	if (ret) {
+		free(files);
+		return ret;
+	}
 	ret = index_lock(&c->s->index, &h);
 	/* as many files a record as fit a line of the index */
 	while (ret == 0 && done < n) {
@@ -1227,7 +1263,10 @@ static int stat_file(struct store *s, int dirfd, const char *ckpt, const char *n
 /* Is every file the index lists in place with its size? On the first that
  * is not, -EIO and why in `why`. The names are plain (check_file_name):
  * each is looked up in the checkpoint's directory, held open, not by a
- * walk of its whole path (65,536 of them at 65K ranks, bench/scale). */
+ * walk of its whole path (65,536 of them at 65K ranks, bench/scale).
+ * Files of FILES records were checked by their recorder as it appended
+ * them (store_ckpt_record_files: on its node, 64 files each where the
+ * seal would stat them all one after another). */
 static int files_in_place(struct store *s, const struct index_ckpt *ck, char *why, size_t len)
 {
 	char dir[PATH_MAX];
@@ -1241,6 +1280,8 @@ static int files_in_place(struct store *s, const struct index_ckpt *ck, char *wh
 	for (size_t i = 0; i < ck->nfiles && !ret; i++) {
 		const struct store_file_info *fi = &ck->files[i].info;
 
+		if (ck->files[i].vouched)
+			continue;
 		ret = stat_file(s, dirfd, ck->info.name, fi->name, &st);
 		if (ret == -ENOENT)
 			ret = because(why, len, "%s is missing", fi->name);

@@ -839,9 +839,9 @@ static void test_ranks(void)
 #define NODE_FILES 200     /* more than one FILES record holds */
 
 /* A node agent's way (docs/coordinator.md): its ranks commit their images
- * without records, it records them all at once in FILES records; the
- * seal, the file list, verify and a reopened store see every file. A
- * file committed but never recorded fails the seal. */
+ * without records, it records them all at once in FILES records (each file
+ * checked in place first); the seal, the file list and verify see every
+ * file. A file committed but never recorded fails the seal. */
 static void test_node_records(void)
 {
 	struct store *s = open_job("node_records"), *agent = open_job("node_records");
@@ -875,6 +875,17 @@ static void test_node_records(void)
 	CHECK_EQ(count, 0);
 	free(files);
 	CHECK_EQ(store_ckpt_join_begun(agent, store_ckpt_name(c), &join), 0);
+	/* a record must say what is in place: refused, nothing appended */
+	extra = recs[7];
+	extra.info.size++;
+	CHECK_EQ(store_ckpt_record_files(join, &extra, 1), -EIO);
+	CHECK(strstr(err_msg(), "rank-00007.img has 57 bytes, its record says 58") != NULL);
+	snprintf(extra.info.name, sizeof(extra.info.name), "rank-99999.img");
+	CHECK_EQ(store_ckpt_record_files(join, &extra, 1), -EIO);
+	CHECK(strstr(err_msg(), "rank-99999.img is missing") != NULL);
+	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &count), 0);
+	CHECK_EQ(count, 0);
+	free(files);
 	CHECK_EQ(store_ckpt_record_files(join, recs, NODE_FILES), 0);
 	CHECK_EQ(store_ckpt_commit(c, NODE_FILES), 0);
 	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &count), 0);
