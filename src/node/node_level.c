@@ -399,6 +399,7 @@ struct stream {
 	char ckpt[64], level[16];
 	unsigned group, parity;
 	int verdict;            /* 0: being written; 1: UPGRADE came; -1: it failed */
+	uint64_t upgrade_ms;    /* when UPGRADE came (monotonic), for the log */
 	int refs;
 };
 static struct stream *streaming;        /* the latest STREAM's (under lock) */
@@ -538,7 +539,7 @@ static int upgrade_member(struct member *m)
 	const char **names = NULL;
 	uint8_t id[16] = { 0 }, (*ids)[16] = NULL;
 	int64_t bytes = 0;
-	uint64_t t0 = mono_ms(), t_stream = t0, t_seal = t0;
+	uint64_t t0 = mono_ms(), t_link = t0, t_stream = t0, t_seal = t0, t_upgrade = t0;
 	int ret, bad, quiet = 0;
 
 	/* the buffers of the exchanges first: a member that fails later still
@@ -557,6 +558,7 @@ static int upgrade_member(struct member *m)
 		ret = ret ? ret : -EIO;
 		goto out;
 	}
+	t_link = mono_ms();
 	snprintf(host, sizeof(host), "%s", E.host);
 	ret = link.ops->allgather(link.h, host, sizeof(host), node) ?: ret;
 	for (int r = 0; r < m->size; r++)
@@ -577,6 +579,7 @@ static int upgrade_member(struct member *m)
 			goto out;
 		}
 		t_seal = mono_ms();
+		t_upgrade = m->ss->upgrade_ms;
 		/* the ranks run again: their CPU comes first */
 		pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp);
 	}
@@ -615,10 +618,15 @@ static int upgrade_member(struct member *m)
 
 		ret = redun_upgrade(&set, &link, &req);
 	}
+	/* with the phases' monotonic times, comparable across the nodes of
+	 * one machine (docs/levels.md) */
 	log_info("node agent on %s: rank %d: %s at level %s %s after %llu ms (streamed while "
-		 "written: %llu ms, then %llu ms after the seal)", E.host, m->rank, m->ckpt,
+		 "written: %llu ms, then %llu ms after the seal; at ms %llu: link %llu, streamed "
+		 "%llu, UPGRADE %llu, level %llu)", E.host, m->rank, m->ckpt,
 		 m->level, ret ? "failed" : "reached", (unsigned long long)(mono_ms() - t0),
-		 (unsigned long long)(t_stream - t0), (unsigned long long)(mono_ms() - t_seal));
+		 (unsigned long long)(t_stream - t0), (unsigned long long)(mono_ms() - t_seal),
+		 (unsigned long long)t0, (unsigned long long)t_link, (unsigned long long)t_stream,
+		 (unsigned long long)t_upgrade, (unsigned long long)mono_ms());
 out:
 	redun_stream_free(&stream);
 	if (m->rank == 0 && !quiet) {
@@ -1074,6 +1082,7 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 	char ckpt[64], level[16];
 	unsigned group = 0, parity = 0;
 	struct stream *ss;
+	uint64_t t_in = mono_ms();
 	int ret;
 
 	if (sscanf(args, "%63s %15s %u %u", ckpt, level, &group, &parity) != 4 ||
@@ -1096,6 +1105,7 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 		ss->group = group;
 		ss->parity = parity;
 		ss->verdict = 1;
+		ss->upgrade_ms = t_in;
 		pthread_cond_broadcast(&cond);
 		pthread_mutex_unlock(&lock);
 		return 0;
