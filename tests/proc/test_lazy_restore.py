@@ -8,7 +8,9 @@ import hashlib
 import json
 import struct
 
-from proc_harness import job, program  # noqa: F401 (job is a fixture)
+import pytest
+
+from proc_harness import BIN, job, program  # noqa: F401 (job is a fixture)
 
 DONE = "lazy restore done"
 
@@ -86,3 +88,24 @@ def test_a_damaged_chunk_read_lazily_ends_the_program_in_one_line(job):
     assert "payload checksum mismatch" in lines[0], lines
     assert lines[0].endswith("; the restarted process cannot go on"), lines
     assert r.returncode != 0 and "PASS" not in r.stdout, (r.returncode, r.stdout)
+
+
+def test_no_userfaultfd_is_one_line_and_an_eager_restart(job):
+    """Where the restart may not serve pages (here: inside a user namespace
+    of its own, UFFDIO_API with fork events needs CAP_SYS_PTRACE of the
+    first one), one line says so and the process restarts eagerly. About
+    1 s."""
+    job.run(program("lazy"))
+    job.checkpoint()
+    pid = job.program_pid()
+    job.kill()
+    (job.work / "stop").touch()
+    r = job.stasis("unshare", "--user", "--map-root-user", BIN, "restart", "--lazy", "--dir",
+                   job.ck, raw=True, check=False)
+    if r.stderr.startswith("unshare:"):
+        pytest.skip(f"no user namespace here: {r.stderr.strip()}")
+    assert r.returncode == 0 and r.stdout.strip().endswith("PASS"), (r.returncode, r.stdout,
+                                                                     r.stderr)
+    assert r.stderr.splitlines() == [
+        f"stasis: restart: process {pid}: no lazy restore (UFFDIO_API: Operation not "
+        "permitted); reading its memory first"], r.stderr
