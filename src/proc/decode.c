@@ -526,7 +526,11 @@ static int split_records(struct img_reader *img, json_t *root, unsigned char **b
 		return ret;
 	if (n >= sizeof(version))
 		memcpy(&version, sec, sizeof(version));
-	if (version >= SPLIT_FORMAT_OLDEST && version < 6) {
+	if (version >= SPLIT_FORMAT_OLDEST && version < 6 && img_section_find(img, "process") >= 0) {
+		/* what would be decoded is not the process section it has */
+		ret = err_set(-EBADMSG, "decode: split format %u has no process section, this "
+			      "image has one", version);
+	} else if (version >= SPLIT_FORMAT_OLDEST && version < 6) {
 		void *p;
 
 		ret = split_convert(sec, n, &p, len, &info);

@@ -4,7 +4,8 @@
  * Writes a few tiny images (8 KiB chunks) covering every chunk kind (raw, ZERO, SPARSE,
  * ZSTD, SPARSE|ZSTD, PARENT), an empty section and an image without
  * sections, plus the manifest of each alone (the parser's seeds), and a
- * small process image (its records: src/proc/decode.c). The
+ * small process image (its records: src/proc/decode.c) and two split
+ * images, of split format 6 and 5 (split_format.h). The
  * committed corpus in tests/fuzz/corpus/ was made with it; rerun it after a
  * format change.
  */
@@ -12,6 +13,7 @@
 #include "image/format.h"
 #include "image/image.h"
 #include "proc/proc_format.h"
+#include "split/split_format.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +208,75 @@ static int process_image(const char *dir)
 	return ret;
 }
 
+/* A rank's image of the split process, its records only: format 6 (the
+ * process records and a split_info) or 5 (converted when read). */
+static int split_image(const char *dir, uint32_t version)
+{
+	struct img_writer_opts o = { .compress = "none", .threads = 0, .chunk_size = 8192 };
+	struct pimg_rec_header h = { .version = PIMG_FORMAT_VERSION, .pid = 9, .nthreads = 1,
+				     .nregions = 1, .cwd_len = 4, .vdso_start = 0x7fff0000 };
+	struct pimg_rec_sigaction sa[PIMG_NSIG] = { [9] = { .handler = 0x401000 } };
+	struct pimg_rec_thread t = { .tid = 9, .flags = PIMG_THREAD_MAIN, .fs_base = 0x500000 };
+	struct pimg_rec_region reg = { .start = 0x600000, .end = 0x601000, .prot = 3,
+				       .kind = PIMG_ANON, .path_len = 1, .stored_pages = 1 };
+	struct pimg_rec_run run = { 0x600000, 1 };
+	struct split_info info = { .version = 6, .rank = 1, .size = 2, .tid_offset = 720,
+				   .uh_callbacks = 0x10000000, .restarts = 1 };
+	struct split_header sh = { .version = 5, .nthreads = 1, .nregions = 1, .nsigs = 1,
+				   .rank = 1, .size = 2, .vdso = 0x7fff0000, .stored_pages = 1 };
+	struct split_thread st = { .fs = 0x500000, .tid = 9, .main = 1 };
+	struct split_sigaction ssa = { .signo = 10, .handler = 0x401000 };
+	struct split_region sreg = { .start = 0x600000, .end = 0x601000, .prot = 3,
+				     .path_len = 1, .nruns = 1 };
+	unsigned char rec[4096], page[4096] = { 7 };
+	uint64_t nruns = 1, nfds = 0;
+	struct img_writer *w = NULL;
+	struct mem m = { 0 };
+	const char *name = version == 6 ? "split6.img" : "split5.img";
+	size_t n = 0;
+	int ret;
+
+#define ADD(buf, at, p, len) (memcpy((buf) + (at), (p), (len)), (at) += (len))
+	ret = img_writer_create(mem_sink, &m, &o, &w);
+	if (!ret)
+		ret = img_writer_meta(w, "producer", "stasis split");
+	if (!ret && version == 6) {
+		ADD(rec, n, &h, sizeof(h));
+		ADD(rec, n, "/w\0\0", 4);
+		ADD(rec, n, sa, sizeof(sa));
+		ADD(rec, n, &t, sizeof(t));
+		ADD(rec, n, &reg, sizeof(reg));
+		ADD(rec, n, "", 1);
+		ADD(rec, n, &nruns, sizeof(nruns));
+		ADD(rec, n, &run, sizeof(run));
+		ret = section(w, "process", "process", rec, n, NULL, 0);
+		if (!ret)
+			ret = section(w, "split", "split", &info, sizeof(info), NULL, 0);
+	} else if (!ret) {
+		ADD(rec, n, &sh, sizeof(sh));
+		ADD(rec, n, &st, sizeof(st));
+		ADD(rec, n, &ssa, sizeof(ssa));
+		ADD(rec, n, &sreg, sizeof(sreg));
+		ADD(rec, n, "", 1);
+		ADD(rec, n, &run, sizeof(run));
+		ret = section(w, "split", "split", rec, n, NULL, 0);
+	}
+#undef ADD
+	if (!ret)
+		ret = section(w, "memory", "pages", page, sizeof(page), NULL, 0);
+	if (!ret)
+		ret = section(w, "fdtable", "fds", &nfds, sizeof(nfds), NULL, 0);
+	if (!ret)
+		ret = img_writer_finish(w, NULL);
+	img_writer_free(&w);
+	if (!ret)
+		ret = save_both(dir, name, &m);
+	else
+		fprintf(stderr, "%s: %s\n", name, err_msg());
+	free(m.data);
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	int ret = 0;
@@ -220,5 +291,7 @@ int main(int argc, char **argv)
 	ret |= build(argv[1], "child.img", "zstd", "raw.img", 0);      /* of raw.img */
 	ret |= build(argv[1], "nosections.img", "none", NULL, -1);
 	ret |= process_image(argv[1]);
+	ret |= split_image(argv[1], 6);
+	ret |= split_image(argv[1], 5);
 	return ret ? 1 : 0;
 }
