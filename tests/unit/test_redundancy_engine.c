@@ -9,7 +9,7 @@
  *   partner, through the progress engine;   rs (2 groups of 2, 1 parity);
  *   global (taken from the global tier);    rs with more of a group lost
  *   than its parity covers: refused on the member that cannot be rebuilt;
- *   rs 3+1 on four nodes, its parity's rows encoded while the files are
+ *   rs 2+2 on four nodes, its parity's rows encoded while the files are
  *   written (redun_stream_begin), and the same stream abandoned: no parity
  *   left behind.
  * Every recovered file is checked byte for byte against what its member
@@ -423,7 +423,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	if (streamed) {
 		/* the parity's rows encoded while the images are written */
 		struct redun_set sset = { .ckpt = ckpt, .local = local, .nranks = N, .node = nodes,
-					  .group_size = 4, .rs_parity = 1, .producer = "test" };
+					  .group_size = 4, .rs_parity = 2, .producer = "test" };
 
 		pid_t writer;
 
@@ -474,7 +474,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	{
 		struct redun_set set = {
 			.ckpt = ckpt, .local = local, .global = global, .nranks = N, .node = nodes,
-			.size = sizes, .group_size = 4, .rs_parity = 1, .producer = "test",
+			.size = sizes, .group_size = 4, .rs_parity = streamed ? 2 : 1, .producer = "test",
 			.stream = stream,
 		};
 		struct redun_request req = { .level = redun_level_find(level_name) };
