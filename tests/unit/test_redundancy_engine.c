@@ -154,6 +154,7 @@ static const char *const nodes4[N] = { "A", "B", "C", "D" };
 static const char *const *nodes = nodes2;
 static int streamed;            /* this scenario streams: files of several rows */
 static int *abandon;            /* streamed: set once a row went (the checkpoint fails) */
+static int partnered;           /* streamed at partner (else rs) */
 
 /* Member r's data: sizes differ, so rs pads. */
 static size_t data_len(int r)
@@ -173,22 +174,29 @@ static void fill(int r, unsigned char *buf, size_t len)
 	}
 }
 
-/* Streamed: the first 4 MiB, then (once this member's parity began:
- * a row of every file went; *abandon set if asked) the rest. Returns
- * whether the pause ended so. */
+/* Streamed: the first 4 MiB, then (once this member's parity began, a
+ * row of every file went; or at partner, once its copy began on the other
+ * node; *abandon set if asked) the rest. Returns whether the pause ended
+ * so. */
 static int write_paused(struct img_writer *w, const unsigned char *data, size_t len,
 			struct store *local, const char *ckpt, int rank)
 {
-	char name[32], path[PATH_MAX];
+	char name[32], path[PATH_MAX], there[PATH_MAX + 64];
 	size_t first = 4u << 20;
 	int seen = 0;
 
 	if (img_write(w, data, first) != 0)
 		return -EIO;
-	snprintf(name, sizeof(name), REDUN_RS_FILE ".tmp", rank);
+	snprintf(name, sizeof(name), partnered ? REDUN_PARTNER_FILE ".tmp" : REDUN_RS_FILE ".tmp",
+		 rank);
+	if (store_ckpt_path(local, ckpt, name, path, sizeof(path)) != 0)
+		return -EIO;
+	/* partner: the same path in the other node's tier (A A B B: rank r's
+	 * partner is r + 2) */
+	snprintf(there, sizeof(there), "%s/%s%s", root, partnered ? nodes[(rank + 2) % N] : nodes[rank],
+		 path + strlen(root) + 1 + strlen(nodes[rank]));
 	for (int i = 0; i < 10000 && !seen; i++) {
-		seen = store_ckpt_path(local, ckpt, name, path, sizeof(path)) == 0 &&
-		       access(path, F_OK) == 0;
+		seen = access(there, F_OK) == 0;
 		if (!seen)
 			usleep(2000);
 	}
@@ -308,11 +316,13 @@ static void task_free(struct redun_task *t)
 	free(t);
 }
 
-enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT };
+enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT, PARTNER_STREAM };
 
-static const char *const scenario_level[] = { "partner", "rs", "global", "rs", "rs", "rs" };
+static const char *const scenario_level[] = { "partner", "rs", "global", "rs", "rs", "rs",
+					      "partner" };
 static const char *const scenario_name[] = {
 	"partner", "rs", "global", "rs (too many lost)", "rs (streamed)", "rs (stream abandoned)",
+	"partner (streamed)",
 };
 
 /* A member's image written by a process of its own, as a rank writes
@@ -399,9 +409,12 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	const char *level_name = scenario_level[sc];
 	struct redun_stream *stream = NULL;
 
-	streamed = sc == RS_STREAM || sc == RS_STREAM_ABORT;
-	nodes = streamed ? nodes4 : nodes2;
-	leader = streamed || rank == 0 || rank == 2;
+	const int four = sc == RS_STREAM || sc == RS_STREAM_ABORT;      /* nodes A B C D */
+
+	streamed = four || sc == PARTNER_STREAM;
+	partnered = sc == PARTNER_STREAM;
+	nodes = four ? nodes4 : nodes2;
+	leader = four || rank == 0 || rank == 2;
 	check_failures = 0;
 	if (streamed)   /* the file grows as written, not by 8 MiB stages */
 		CHECK_EQ(cfg_set("direct_io", "off"), 0);
@@ -421,7 +434,8 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	CHECK(ckpt[0] != '\0');
 	CHECK_EQ(store_ckpt_begin_named(local, ckpt, &lc), 0);
 	if (streamed) {
-		/* the parity's rows encoded while the images are written */
+		/* the parity's rows encoded, or the copies sent, while the
+		 * images are written */
 		struct redun_set sset = { .ckpt = ckpt, .local = local, .nranks = N, .node = nodes,
 					  .group_size = 4, .rs_parity = 2, .producer = "test" };
 
@@ -430,8 +444,8 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		abandon = sc == RS_STREAM_ABORT ? &m->abort : NULL;
 		CHECK_EQ(redun_link_open(&boot, &link), 0);
 		writer = writer_start(lc, rank, local, ckpt);
-		CHECK_EQ(redun_stream_begin(redun_level_find("rs"), &sset, &link, stream_abort, m,
-					    &stream), 0);
+		CHECK_EQ(redun_stream_begin(redun_level_find(level_name), &sset, &link, stream_abort,
+					    m, &stream), 0);
 		CHECK_EQ(writer_wait(writer), 0);
 		CHECK(stream != NULL);
 		if (sc == RS_STREAM_ABORT) {
@@ -445,7 +459,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	}
 	b_barrier(&b);
 	if (leader)
-		CHECK_EQ(store_ckpt_commit(lc, streamed ? 1 : 2), 0);
+		CHECK_EQ(store_ckpt_commit(lc, four ? 1 : 2), 0);
 	if (rank == 0) {
 		struct store_file *f = NULL;
 
@@ -516,7 +530,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			CHECK_EQ(redun_upgrade(&set, &link, &req), 0);
 		}
 		redun_stream_free(&stream);
-		if (streamed)   /* the rows went on after the seal */
+		if (four)       /* the rows went on after the seal */
 			CHECK(parity_has_rows(local, ckpt, rank));
 		b_barrier(&b);
 		if (reserved_spare)     /* taken by the copy or the parity */
@@ -527,7 +541,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			CHECK(count == 1 && strcmp(list[0].level, level_name) == 0);
 			free(list);
 		}
-		if (sc == PARTNER && rank >= 2) {
+		if ((sc == PARTNER || sc == PARTNER_STREAM) && rank >= 2) {
 			char name[32];
 
 			/* the copies are on the other node */
@@ -549,7 +563,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			snprintf(name, sizeof(name), REDUN_FILE, rank);
 			have_own = store_io_exists(local, ckpt, name) && accept(&a, local, ckpt, name) == 0;
 		}
-		CHECK_EQ(have_own, streamed ? rank != 2 : rank < 2 && !(sc == RS_TOO_MANY && rank == 0));
+		CHECK_EQ(have_own, four ? rank != 2 : rank < 2 && !(sc == RS_TOO_MANY && rank == 0));
 		ret = redun_recover(req.level, &set, &link, have_own, 0, accept, &a, &found);
 		bad = redun_agree(&boot, ret == 0, msg);
 		if (sc == RS_TOO_MANY) {
@@ -564,7 +578,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			CHECK_EQ(bad, N);
 			CHECK_EQ(ret, 0);
 			CHECK_EQ(a.accepted, 1);
-			if (streamed ? rank == 2 : rank >= 2)
+			if (four ? rank == 2 : rank >= 2)
 				CHECK(found.name[0] != '\0');
 		}
 		if (ret && sc != RS_TOO_MANY)
@@ -622,7 +636,7 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	for (int sc = PARTNER; sc <= RS_STREAM_ABORT; sc++) {
+	for (int sc = PARTNER; sc <= PARTNER_STREAM; sc++) {
 		int f = run((enum scenario)sc);
 
 		printf("%s: %s\n", scenario_name[sc], f ? "FAIL" : "ok");
