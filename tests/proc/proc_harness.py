@@ -31,6 +31,36 @@ def program(name):
     return str(path)
 
 
+def raw_page_chunks(img):
+    """(section, payload offset, length) of every raw (stored as is) chunk of
+    page data ("mem." sections) of a process image, in file order."""
+    import json
+    import struct
+    data = img.read_bytes()
+    manifest_offset, manifest_len = struct.unpack_from("<QQ", data, len(data) - 48 + 8)
+    manifest = json.loads(data[manifest_offset:manifest_offset + manifest_len])
+    out = []
+    for sec in manifest["sections"]:
+        if not sec["name"].startswith("mem."):
+            continue
+        pos = sec["offset"]
+        for _ in range(sec["chunks"]):
+            flags, _, _, _, raw_len, stored_len = struct.unpack_from("<IIIQII", data, pos + 4)
+            if flags == 0:
+                out.append((sec["name"], pos + 48, raw_len))
+            pos += 48 + stored_len
+    return out
+
+
+def flip_bit(path, at):
+    """Flip the lowest bit of the byte at offset at of file path."""
+    with open(path, "r+b") as f:
+        f.seek(at)
+        b = f.read(1)
+        f.seek(at)
+        f.write(bytes([b[0] ^ 0x01]))
+
+
 def descendants(pid):
     out = []
     try:

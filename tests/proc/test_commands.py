@@ -5,7 +5,7 @@ import pathlib
 import signal
 import time
 
-from proc_harness import BIN, job, program  # noqa: F401 (job is a fixture)
+from proc_harness import BIN, flip_bit, job, program, raw_page_chunks  # noqa: F401 (job is a fixture)
 
 
 def established(job):
@@ -120,20 +120,9 @@ def test_restart_refuses_a_damaged_image(job):
 
 def raw_page_chunk(img):
     """File offset of the payload of a raw (stored as is) chunk of page data."""
-    import json
-    import struct
-    data = img.read_bytes()
-    manifest_offset, manifest_len = struct.unpack_from("<QQ", data, len(data) - 48 + 8)
-    manifest = json.loads(data[manifest_offset:manifest_offset + manifest_len])
-    for sec in manifest["sections"]:
-        if not sec["name"].startswith("mem."):
-            continue
-        pos = sec["offset"]
-        for _ in range(sec["chunks"]):
-            flags, _, _, _, raw_len, stored_len = struct.unpack_from("<IIIQII", data, pos + 4)
-            if flags == 0 and raw_len >= 4096:
-                return pos + 48, raw_len
-            pos += 48 + stored_len
+    for _, at, length in raw_page_chunks(img):
+        if length >= 4096:
+            return at, length
     raise AssertionError("no raw chunk of page data in the image")
 
 
@@ -147,11 +136,7 @@ def test_restart_refuses_a_damaged_page_chunk(job):
     job.kill()
     img = job.ck / "heap" / "ckpt-000001" / "process.img"
     at, length = raw_page_chunk(img)
-    with open(img, "r+b") as f:
-        f.seek(at + length // 2)
-        b = f.read(1)
-        f.seek(at + length // 2)
-        f.write(bytes([b[0] ^ 0x01]))
+    flip_bit(img, at + length // 2)
     r = job.stasis("restart", "--dir", job.ck, check=False)
     line = one_line_error(r, rc=1)
     assert str(img) in line and "section 'mem." in line and " chunk " in line, line

@@ -5,12 +5,10 @@ from the image as they are touched.
 lazy.c checks its memory while it waits (so it touches pages before their
 turn) and in a child it forks right after each restart."""
 import hashlib
-import json
-import struct
 
 import pytest
 
-from proc_harness import BIN, job, program  # noqa: F401 (job is a fixture)
+from proc_harness import BIN, flip_bit, job, program, raw_page_chunks  # noqa: F401 (job is a fixture)
 
 DONE = "lazy restore done"
 
@@ -48,22 +46,15 @@ def test_lazy_restart_is_bit_identical_to_an_eager_one(job):
     assert lazy_out == eager_out and lazy_data == eager_data
 
 
-def largest_section_chunk(img):
-    """File offset and length of the payload of a raw chunk in the middle of
-    the image's largest memory section (lazy.c's 40 MiB mapping)."""
-    data = img.read_bytes()
-    manifest_offset, manifest_len = struct.unpack_from("<QQ", data, len(data) - 48 + 8)
-    manifest = json.loads(data[manifest_offset:manifest_offset + manifest_len])
-    sec = max((s for s in manifest["sections"] if s["name"].startswith("mem.")),
-              key=lambda s: s["chunks"])
-    pos, raw = sec["offset"], []
-    for _ in range(sec["chunks"]):
-        flags, _, _, _, raw_len, stored_len = struct.unpack_from("<IIIQII", data, pos + 4)
-        if flags == 0:
-            raw.append((pos + 48, raw_len))
-        pos += 48 + stored_len
-    assert len(raw) > 2, sec
-    return raw[len(raw) // 2]
+def middle_chunk_of_largest_section(img):
+    """(offset, length) of the payload of a raw chunk in the middle of the
+    image's largest memory section (lazy.c's 40 MiB mapping)."""
+    chunks = raw_page_chunks(img)
+    names = [name for name, _, _ in chunks]
+    largest = [(at, length) for name, at, length in chunks
+               if name == max(names, key=names.count)]
+    assert len(largest) > 2, chunks
+    return largest[len(largest) // 2]
 
 
 def test_a_damaged_chunk_read_lazily_ends_the_program_in_one_line(job):
@@ -75,12 +66,8 @@ def test_a_damaged_chunk_read_lazily_ends_the_program_in_one_line(job):
     pid = job.program_pid()
     job.kill()
     img = next(job.ck.glob("*/ckpt-000001/process.img"))
-    at, length = largest_section_chunk(img)
-    with open(img, "r+b") as f:
-        f.seek(at + length // 2)
-        b = f.read(1)
-        f.seek(at + length // 2)
-        f.write(bytes([b[0] ^ 0x01]))
+    at, length = middle_chunk_of_largest_section(img)
+    flip_bit(img, at + length // 2)
     r = job.stasis("restart", "--dir", job.ck, check=False, env={"STASIS_RESTORE_LAZY": "1"})
     lines = [l for l in r.stderr.splitlines() if "lazy restore" in l]
     assert len(lines) == 1, r.stderr
