@@ -333,6 +333,22 @@ void lh_coll_poll(void)
 	}
 }
 
+/* MPI_Finalize: the releases complete first (the MPI would otherwise
+ * finalize with their requests outstanding: UCX warns of each). Freeing a
+ * communicator is collective, so once every rank is here every member
+ * posted its release; one some members never freed stays pending, after
+ * a second. */
+void lh_coll_finalize(MPI_Comm world)
+{
+	uint64_t end;
+
+	if (MPI_Barrier(world) != MPI_SUCCESS)
+		return;
+	end = lh_now_ms() + 1000;
+	for (lh_coll_poll(); rel_live && lh_now_ms() < end; lh_coll_poll())
+		;
+}
+
 int lh_coll_comm_retire(uint32_t comm)
 {
 	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])

@@ -241,6 +241,8 @@ int lh_coll_retired(uint32_t comm);
 /* retired communicators every member freed since go now (lh_coll.c's
  * releases; called where communicators are made and freed) */
 void lh_coll_poll(void);
+/* MPI_Finalize (collective over world): the releases complete first */
+void lh_coll_finalize(MPI_Comm world);
 /* One round of targets (collective over ctl; every rank parked, on its
  * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
  * run on until it parks at its targets, LH_ROUND_AGAIN when another is,

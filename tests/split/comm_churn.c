@@ -14,17 +14,24 @@
  * the first iteration and after the last, PAIRS dups of MPI_COMM_WORLD
  * are made and freed at once, each checked with an MPI_Allreduce (more
  * than MPICH's 2048 context ids: under Stasis the lower half's
- * duplicates of the freed ones must go as well). At the end rank 0
- * prints "PASS ranks=N iterations=I checks=K". */
+ * duplicates of the freed ones must go as well); with PAIRS, HELD dups
+ * are then made, checked and held together. At the end rank 0 prints
+ * "PASS ranks=N iterations=I checks=K", then every rank frees the HELD
+ * dups one after the other just before MPI_Finalize. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
-/* pairs dup/free pairs: the checks they made, or aborts the job */
-static long churn(int pairs, int rank, int size)
+#define HELD 16
+
+static MPI_Comm kept[HELD];
+
+/* pairs dup/free pairs, then held dups kept: the checks they made, or
+ * aborts the job */
+static long churn(int pairs, int rank, int size, int held)
 {
-	for (int p = 0; p < pairs; p++) {
+	for (int p = 0; p < pairs + held; p++) {
 		MPI_Comm dup;
 		int one = 1, n = 0, ret = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
 
@@ -39,9 +46,12 @@ static long churn(int pairs, int rank, int size)
 			fflush(stdout);
 			MPI_Abort(MPI_COMM_WORLD, 3);
 		}
-		MPI_Comm_free(&dup);
+		if (p < pairs)
+			MPI_Comm_free(&dup);
+		else
+			kept[p - pairs] = dup;
 	}
-	return pairs;
+	return pairs + held;
 }
 
 int main(int argc, char **argv)
@@ -55,7 +65,7 @@ int main(int argc, char **argv)
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-	checks += churn(pairs, rank, size);
+	checks += churn(pairs, rank, size, 0);
 	for (int it = 0; it < iters; it++) {
 		MPI_Comm dup, half = MPI_COMM_NULL;
 		long v = rank + it, sum = 0, want = (long)size * (size - 1) / 2 + (long)size * it;
@@ -80,14 +90,16 @@ int main(int argc, char **argv)
 		if (rank % 2 == 0)
 			nanosleep(&ts, NULL);
 	}
-	checks += churn(pairs, rank, size);
+	checks += churn(pairs, rank, size, pairs ? HELD : 0);
 	MPI_Reduce(&checks, &total, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
 	if (rank == 0) {
 		printf("%s ranks=%d iterations=%d checks=%ld\n",
-		       total == (long)size * (iters + 2L * pairs) ? "PASS" : "FAIL", size, iters,
+		       total == (long)size * (iters + 2L * pairs + (pairs ? HELD : 0)) ? "PASS" : "FAIL", size, iters,
 		       total);
 		fflush(stdout);
 	}
+	for (int k = 0; pairs && k < HELD; k++)
+		MPI_Comm_free(&kept[k]);
 	MPI_Finalize();
 	return 0;
 }
