@@ -1,7 +1,7 @@
 /* comm_churn.c - communicators made and freed in every iteration, with the
  * ranks apart between the two (tests/split).
  *
- *   comm_churn ITERATIONS SLEEP_MS [PAIRS]
+ *   comm_churn ITERATIONS SLEEP_MS [PAIRS [FILE]]
  *
  * Each iteration prints "rank R iteration I", dups MPI_COMM_WORLD, checks an
  * MPI_Allreduce on the dup, and frees it; even ranks sleep SLEEP_MS after
@@ -17,7 +17,9 @@
  * duplicates of the freed ones must go as well); with PAIRS, HELD dups
  * are then made, checked and held together. At the end rank 0 prints
  * "PASS ranks=N iterations=I checks=K", then every rank frees the HELD
- * dups one after the other just before MPI_Finalize. */
+ * dups one after the other just before MPI_Finalize. With FILE, each pair
+ * also opens FILE on MPI_COMM_WORLD and closes it (under Stasis the file
+ * has a communicator of its own, docs/split.md). */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +28,7 @@
 #define HELD 16
 
 static MPI_Comm kept[HELD];
+static const char *path;
 
 /* pairs dup/free pairs, then held dups kept: the checks they made, or
  * aborts the job */
@@ -46,6 +49,17 @@ static long churn(int pairs, int rank, int size, int held)
 			fflush(stdout);
 			MPI_Abort(MPI_COMM_WORLD, 3);
 		}
+		if (path && p < pairs) {
+			MPI_File f;
+
+			if (MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_RDWR,
+					  MPI_INFO_NULL, &f) != MPI_SUCCESS) {
+				printf("FAIL rank %d: MPI_File_open failed at pair %d\n", rank, p);
+				fflush(stdout);
+				MPI_Abort(MPI_COMM_WORLD, 3);
+			}
+			MPI_File_close(&f);
+		}
 		if (p < pairs)
 			MPI_Comm_free(&dup);
 		else
@@ -59,6 +73,8 @@ int main(int argc, char **argv)
 	int iters = argc > 1 ? atoi(argv[1]) : 20, rank, size;
 	long ms = argc > 2 ? atol(argv[2]) : 100, checks = 0, total = 0;
 	int pairs = argc > 3 ? atoi(argv[3]) : 0;
+
+	path = argc > 4 ? argv[4] : NULL;
 	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
 
 	MPI_Init(&argc, &argv);
