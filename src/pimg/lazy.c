@@ -70,11 +70,9 @@ struct pimg_lazy {
 	void *arg;
 	uint64_t bytes, served;
 	struct timespec t0;
-	/* readahead: chunks of section ra_sec up to logical ra_end asked for;
-	 * ra_chunk the next one */
+	/* read_ahead's: the section, its size and chunk size, what was asked */
 	unsigned ra_sec;
-	uint32_t ra_chunk;
-	uint64_t ra_from, ra_end, ra_size;
+	uint64_t ra_size, ra_csize, ra_begin, ra_end;
 };
 
 static int is_settled(const struct mm *m, uint64_t pg)
@@ -228,6 +226,41 @@ static int copy_in(struct pimg_lazy *z, struct mm *m, const struct piece *p, uin
 	return 0;
 }
 
+/* Keep the disk reading ahead of the fill at off of section sec, as the
+ * restorer does for an eager restore: a 4 MiB read at a time from a cold
+ * cache left the disk idle while each unit was copied in (2.7 times an
+ * eager restore's time until every page was in, 256 MiB). Asked for:
+ * [ra_begin, ra_end) of section ra_sec. */
+static void read_ahead(struct pimg_lazy *z, unsigned sec, uint64_t off)
+{
+	struct img_section_info si;
+	struct img_chunk_loc loc;
+	uint64_t from = off, to;
+
+	if (sec != z->ra_sec || !z->ra_csize) {
+		if (img_section_get(z->img, sec, &si) != 0 || !si.chunks ||
+		    img_chunk_locate(z->img, sec, 0, &loc) != 0 || !loc.raw_len)
+			return;
+		z->ra_sec = sec;
+		z->ra_size = si.size;
+		z->ra_csize = loc.raw_len;   /* every chunk's but the last */
+		z->ra_begin = z->ra_end = 0;
+	}
+	if (off >= z->ra_begin && off < z->ra_end) {
+		if (off + RA_AHEAD / 2 <= z->ra_end)
+			return;
+		from = z->ra_end;
+	} else {
+		z->ra_begin = off;
+	}
+	to = off + RA_AHEAD < z->ra_size ? off + RA_AHEAD : z->ra_size;
+	for (uint64_t c = from / z->ra_csize; c * z->ra_csize < to; c++)
+		if (img_chunk_locate(z->img, sec, (uint32_t)c, &loc) == 0 && loc.form != IMG_FORM_ZERO)
+			posix_fadvise(img_fd(z->img), (off_t)loc.payload_pos, loc.stored_len,
+				      POSIX_FADV_WILLNEED);
+	z->ra_end = to;
+}
+
 /* Fill the unit (4 MiB of its section) holding page pg of piece p. */
 static int fill(struct pimg_lazy *z, struct mm *m, const struct piece *p, uint64_t pg)
 {
@@ -248,6 +281,7 @@ static int fill(struct pimg_lazy *z, struct mm *m, const struct piece *p, uint64
 		for (b = a + 1; b < u1 && !is_settled(m, b); b++)
 			;
 		if (!loaded) {
+			read_ahead(z, p->section, p->off + (u0 - p->page0) * PAGE);
 			if (img_read(z->img, p->section, p->off + (u0 - p->page0) * PAGE, z->buf,
 				     (u1 - u0) * PAGE) != (ssize_t)((u1 - u0) * PAGE))
 				return fail(z, *err_msg() ? err_msg() : "a section is short");
@@ -367,36 +401,6 @@ static int serve(struct pimg_lazy *z, struct mm *m)
 	return 0;
 }
 
-/* Keep the disk reading ahead of the fill at off of section sec, as the
- * restorer does for an eager restore: a 4 MiB read at a time from a cold
- * cache left the disk idle while each unit was copied in (2.7 times an
- * eager restore's time until every page was in, 256 MiB). */
-static void read_ahead(struct pimg_lazy *z, unsigned sec, uint64_t off)
-{
-	struct img_section_info si;
-	struct img_chunk_loc loc;
-
-	if (sec != z->ra_sec || off < z->ra_from || !z->ra_size) {
-		if (img_section_get(z->img, sec, &si) != 0)
-			return;
-		z->ra_sec = sec;
-		z->ra_chunk = 0;
-		z->ra_end = 0;
-		z->ra_size = si.size;
-	}
-	z->ra_from = off;
-	if (z->ra_end >= off + RA_AHEAD / 2)
-		return;
-	while (z->ra_end < z->ra_size && z->ra_end < off + RA_AHEAD &&
-	       img_chunk_locate(z->img, sec, z->ra_chunk, &loc) == 0) {
-		if (loc.offset + loc.raw_len > off && loc.form != IMG_FORM_ZERO)
-			posix_fadvise(img_fd(z->img), (off_t)loc.payload_pos, loc.stored_len,
-				      POSIX_FADV_WILLNEED);
-		z->ra_end = loc.offset + loc.raw_len;
-		z->ra_chunk++;
-	}
-}
-
 /* The next unit of the background fill; -EAGAIN to read events first. */
 static int background(struct pimg_lazy *z, struct mm *m)
 {
@@ -409,7 +413,6 @@ static int background(struct pimg_lazy *z, struct mm *m)
 			settle(m, m->cursor, 1);   /* moved away and unmapped in part */
 			return 0;
 		}
-		read_ahead(z, p->section, p->off + (m->cursor - p->page0) * PAGE);
 		return fill(z, m, p, m->cursor);
 	}
 	return 0;
