@@ -140,6 +140,29 @@ static int section(struct img_writer *w, const char *kind, const char *name, con
 	return ret ? ret : img_section_end(w);
 }
 
+#define ADD(buf, at, p, len) (memcpy((buf) + (at), (p), (len)), (at) += (len))
+
+/* A process section (pimg_format.h) of one thread and one region of one
+ * run into buf; its length. */
+static size_t process_records(unsigned char *buf, const struct pimg_rec_header *h,
+			      const char *names, const struct pimg_rec_sigaction *sa,
+			      const struct pimg_rec_thread *t, const struct pimg_rec_region *reg,
+			      const char *path, const struct pimg_rec_run *run)
+{
+	uint64_t nruns = 1;
+	size_t n = 0;
+
+	ADD(buf, n, h, sizeof(*h));
+	ADD(buf, n, names, h->cwd_len);
+	ADD(buf, n, sa, sizeof(*sa) * PIMG_NSIG);
+	ADD(buf, n, t, sizeof(*t));
+	ADD(buf, n, reg, sizeof(*reg));
+	ADD(buf, n, path, reg->path_len);
+	ADD(buf, n, &nruns, sizeof(nruns));
+	ADD(buf, n, run, sizeof(*run));
+	return n;
+}
+
 /* A process image as the checkpointer writes one, the records only: one
  * thread, one region, a socket and a file descriptor. */
 static int process_image(const char *dir)
@@ -161,21 +184,13 @@ static int process_image(const char *dir)
 	struct proc_header h = { .version = PROC_FORMAT_VERSION, .pid = 7, .nthreads = 1,
 				 .nregions = 1, .cwd_len = 9, .umask = 022, .nice = -2 };
 	unsigned char process[4096], uc[16] = { 1, 2, 3 }, fdtab[256];
-	uint64_t nfds = 2, nruns = 1;
+	uint64_t nfds = 2;
 	struct img_writer *w = NULL;
 	struct mem m = { 0 };
 	size_t n = 0;
 	int ret;
 
-#define ADD(buf, at, p, len) (memcpy((buf) + (at), (p), (len)), (at) += (len))
-	ADD(process, n, &h, sizeof(h));
-	ADD(process, n, "/\0/bin/x\0", 9);
-	ADD(process, n, sa, sizeof(sa));
-	ADD(process, n, &t, sizeof(t));
-	ADD(process, n, &reg, sizeof(reg));
-	ADD(process, n, "[heap]\0", 7);
-	ADD(process, n, &nruns, sizeof(nruns));
-	ADD(process, n, &run, sizeof(run));
+	n = process_records(process, &h, "/\0/bin/x\0", sa, &t, &reg, "[heap]\0", &run);
 	{
 		size_t k = 0;
 
@@ -194,7 +209,6 @@ static int process_image(const char *dir)
 		if (!ret)
 			ret = section(w, "fdtable", "fds", fdtab, k, NULL, 0);
 	}
-#undef ADD
 	if (!ret)
 		ret = section(w, "process", "process", process, n, NULL, 0);
 	if (!ret)
@@ -229,26 +243,18 @@ static int split_image(const char *dir, uint32_t version)
 	struct split_region sreg = { .start = 0x600000, .end = 0x601000, .prot = 3,
 				     .path_len = 1, .nruns = 1 };
 	unsigned char rec[4096], page[4096] = { 7 };
-	uint64_t nruns = 1, nfds = 0;
+	uint64_t nfds = 0;
 	struct img_writer *w = NULL;
 	struct mem m = { 0 };
 	const char *name = version == 6 ? "split6.img" : "split5.img";
 	size_t n = 0;
 	int ret;
 
-#define ADD(buf, at, p, len) (memcpy((buf) + (at), (p), (len)), (at) += (len))
 	ret = img_writer_create(mem_sink, &m, &o, &w);
 	if (!ret)
 		ret = img_writer_meta(w, "producer", "stasis split");
 	if (!ret && version == 6) {
-		ADD(rec, n, &h, sizeof(h));
-		ADD(rec, n, "/w\0\0", 4);
-		ADD(rec, n, sa, sizeof(sa));
-		ADD(rec, n, &t, sizeof(t));
-		ADD(rec, n, &reg, sizeof(reg));
-		ADD(rec, n, "", 1);
-		ADD(rec, n, &nruns, sizeof(nruns));
-		ADD(rec, n, &run, sizeof(run));
+		n = process_records(rec, &h, "/w\0\0", sa, &t, &reg, "", &run);
 		ret = section(w, "process", "process", rec, n, NULL, 0);
 		if (!ret)
 			ret = section(w, "split", "split", &info, sizeof(info), NULL, 0);
@@ -261,7 +267,6 @@ static int split_image(const char *dir, uint32_t version)
 		ADD(rec, n, &run, sizeof(run));
 		ret = section(w, "split", "split", rec, n, NULL, 0);
 	}
-#undef ADD
 	if (!ret)
 		ret = section(w, "memory", "pages", page, sizeof(page), NULL, 0);
 	if (!ret)
