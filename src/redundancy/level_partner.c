@@ -185,6 +185,9 @@ out:
 
 #define STREAM_IDLE_NS 2000000          /* a member with nothing new waits this long */
 #define STREAM_DIR_WAIT 30000           /* times it waits for the checkpoint's directory */
+/* Pieces a round may carry: fewer rounds, each a header exchange in
+ * lockstep with the partner, when the file has grown by more */
+#define STREAM_ROUND 8
 
 enum { STREAM_DATA, STREAM_IDLE, STREAM_DONE, STREAM_FAIL };
 
@@ -201,10 +204,11 @@ static void stream_nap(void)
 	nanosleep(&ts, NULL);
 }
 
-/* What this member sends next: a full piece of its file while more than
- * one is written (the last piece stays for the level's own exchange, so
- * its fault points and commit come after the checkpoint's seal), DONE once
- * the file is committed and only that is left */
+/* What this member sends next: full pieces of its file (up to
+ * STREAM_ROUND) while more than one is written (the last piece stays for
+ * the level's own exchange, so its fault points and commit come after the
+ * checkpoint's seal), DONE once the file is committed and only that is
+ * left */
 static struct stream_hdr stream_next(const struct redun_set *set, struct partner_stream *st,
 				     int me, int (*abort)(void *), void *arg)
 {
@@ -222,8 +226,11 @@ static struct stream_hdr stream_next(const struct redun_set *set, struct partner
 		int done = store_io_committed(st->in);   /* before the size: then final */
 		uint64_t size = store_io_size(st->in);
 
-		if (size > st->sent + XFER_PIECE)
-			h = (struct stream_hdr){ STREAM_DATA, 0, XFER_PIECE };
+		uint64_t n = size > st->sent + XFER_PIECE ? (size - st->sent - 1) / XFER_PIECE : 0;
+
+		if (n)
+			h = (struct stream_hdr){ STREAM_DATA, 0,
+						 (n < STREAM_ROUND ? n : STREAM_ROUND) * XFER_PIECE };
 		else if (done)
 			h.state = STREAM_DONE;
 	}
@@ -299,21 +306,30 @@ static int partner_stream(const struct redun_set *set, const struct redun_comm *
 		}
 		sn = !mine_done && h.state == STREAM_DATA ? (size_t)h.len : 0;
 		rn = !theirs_done && t.state == STREAM_DATA ? (size_t)t.len : 0;
-		if (rn > XFER_PIECE) {
+		if (rn > STREAM_ROUND * (size_t)XFER_PIECE || rn % XFER_PIECE) {
 			ret = err_set(-EPROTO, "partner stream: rank %d announced %zu bytes", from, rn);
 			goto out;
 		}
 		if (rn && !st->put && !st->f)
 			st->put = stream_sink(set, st, from, abort, arg);
-		if ((sn ? redun_sendrecv_io(c, st->in, st->sent, sn, to, back, rn, from, buf, &st->ret) :
-		     rn ? c->ops->sendrecv(c->h, NULL, 0, to, back, rn, from) : 0)) {
-			ret = -EIO;
-			goto out;
+		/* the round's pieces, one by one each way: both sides know how
+		 * many from the headers */
+		while (sn || rn) {
+			size_t s1 = sn < XFER_PIECE ? sn : XFER_PIECE, r1 = rn < XFER_PIECE ? rn : XFER_PIECE;
+
+			if ((s1 ? redun_sendrecv_io(c, st->in, st->sent, s1, to, back, r1, from, buf,
+						    &st->ret) :
+			     c->ops->sendrecv(c->h, NULL, 0, to, back, r1, from))) {
+				ret = -EIO;
+				goto out;
+			}
+			if (r1 && !st->put)
+				st->put = store_file_write(st->f, back, r1);
+			st->sent += s1;
+			st->received += r1;
+			sn -= s1;
+			rn -= r1;
 		}
-		if (rn && !st->put)
-			st->put = store_file_write(st->f, back, rn);
-		st->sent += sn;
-		st->received += rn;
 		mine_done |= h.state == STREAM_DONE || h.state == STREAM_FAIL;
 		if (!theirs_done && (t.state == STREAM_DONE || t.state == STREAM_FAIL)) {
 			theirs_done = 1;
