@@ -59,6 +59,7 @@
 #include "lh_spare.h"
 #include "lh_stage.h"
 #include "node/node.h"
+#include "pimg/pimg_threads.h"
 #include "store/store.h"
 
 #define PARK_TIMEOUT_MS 10000
@@ -928,15 +929,7 @@ static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 /* Send the signals of set to thread tid, or to the process (tid 0). */
 static void raise_pending(long tid, uint64_t set)
 {
-	long pid = rsys(SYS_getpid, 0, 0, 0, 0);
-
-	for (int s = 1; s <= 64; s++)
-		if (set & (1ull << (s - 1))) {
-			if (tid)
-				rsys(SYS_tgkill, pid, tid, s, 0);
-			else
-				rsys(SYS_kill, pid, s, 0, 0);
-		}
+	pimg_raise_pending((int32_t)rsys(SYS_getpid, 0, 0, 0, 0), (int32_t)tid, set);
 }
 
 void lh_enter_upper(const struct lh_restored *r)

@@ -13,6 +13,7 @@
  * usage: stasis-restore STREAM_FD CHANNEL_FD IMAGE_FD LOGLEVEL [LAZY_FD]
  */
 #include "pimg/pimg.h"
+#include "pimg/pimg_threads.h"
 #include "proc/proc_format.h"
 #include "proc/restorer/sys.h"
 
@@ -1289,12 +1290,8 @@ static const struct proc_thread *start_threads(void)
 	/* pending signals again: every thread still blocks all of them, and
 	 * each gets its own mask back with rt_sigreturn */
 	for (uint64_t i = 0; i < R.nthreads; i++)
-		for (int sig = 1; sig <= PROC_NSIG; sig++)
-			if (R.threads[i].sigpending & (1ull << (sig - 1)))
-				sys3(__NR_tgkill, R.h.pid, R.threads[i].tid, sig);
-	for (int sig = 1; sig <= PROC_NSIG; sig++)
-		if (R.h.shared_pending & (1ull << (sig - 1)))
-			sys2(__NR_kill, R.h.pid, sig);
+		pimg_raise_pending(R.h.pid, R.threads[i].tid, R.threads[i].sigpending);
+	pimg_raise_pending(R.h.pid, 0, R.h.shared_pending);
 	return main_thread;
 }
 
