@@ -124,8 +124,9 @@ static MPI_User_function *const op_slots[STS_OP_SLOTS] = {
  * the reduction completes), and the real operation keeps calling its
  * slot's trampoline. So op_create refuses a slot a live request holds
  * (STS_OP_SLOT_BUSY) and the upper half takes another. Held: the
- * requests of the non-blocking and persistent reductions (generated
- * wrappers, lh_op_hold), until the program frees them. */
+ * requests of the non-blocking reductions (generated wrappers,
+ * lh_op_hold), until the program frees them; a restart finds them
+ * complete (the drain), so the list is the lower half's alone. */
 struct op_hold {
 	uint32_t req;
 	int slot;
