@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <dirent.h>
 #include <linux/futex.h>
 #include <netdb.h>
 #include <poll.h>
@@ -404,8 +403,9 @@ static int await_parked(int timeout_ms)
 static int park_all(void)
 {
 	pid_t pid = getpid(), self = (pid_t)syscall(SYS_gettid);
-	DIR *d;
-	struct dirent *e;
+	/* more than this: more than LH_MAX_THREADS of the program's */
+	static int32_t tids[LH_MAX_THREADS + sizeof(lower_tids) / sizeof(lower_tids[0]) + 2];
+	long ntids;
 
 	lh_info->ckpt_pending = 1;
 	/* a thread that took a slot writes its id before it counts itself */
@@ -413,24 +413,21 @@ static int park_all(void)
 	       __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
 		sched_yield();
 	nsignaled = 0;
-	d = opendir("/proc/self/task");
-	if (!d)
-		return err_set(-errno, "cannot list /proc/self/task: %s", strerror(errno));
-	while ((e = readdir(d)) != NULL) {
-		pid_t tid = (pid_t)atoi(e->d_name);
+	ntids = pimg_tasks(tids, sizeof(tids) / sizeof(tids[0]));
+	if (ntids < 0)
+		return err_set((int)ntids, "cannot list /proc/self/task: %s", strerror((int)-ntids));
+	for (long i = 0; i < ntids; i++) {
+		pid_t tid = i < (long)(sizeof(tids) / sizeof(tids[0])) ? tids[i] : 0;
 
-		if (tid <= 0 || tid == self || is_lower(tid) || is_parked(tid))
+		if (tid && (tid == self || is_lower(tid) || is_parked(tid)))
 			continue;
-		if (nsignaled == sizeof(signaled) / sizeof(signaled[0])) {
-			closedir(d);
+		if (!tid || nsignaled == sizeof(signaled) / sizeof(signaled[0]))
 			return err_set(-ENOTSUP, "rank %d: the program runs more than %d threads; "
 				       "the split process checkpoints at most %d per rank",
 				       lh_info->world_rank, LH_MAX_THREADS, LH_MAX_THREADS);
-		}
 		if (syscall(SYS_tgkill, pid, tid, LH_CKPT_SIGNAL) == 0)
 			signaled[nsignaled++] = tid;
 	}
-	closedir(d);
 	return await_parked(PARK_TIMEOUT_MS);
 }
 
@@ -801,8 +798,8 @@ void lh_agent_start(uint32_t restarts)
 	struct sigaction sa;
 	sigset_t all, old;
 	pthread_t th;
-	DIR *d;
-	struct dirent *e;
+	int32_t tids[sizeof(lower_tids) / sizeof(lower_tids[0]) + 1];
+	long ntids;
 	int fd, ret;
 
 	if (!addr || !*addr || !dir || !getenv("STASIS_JOB_NAME"))
@@ -820,15 +817,10 @@ void lh_agent_start(uint32_t restarts)
 	st.restarts = restarts;
 	st.vdso = getauxval(AT_SYSINFO_EHDR);
 	/* every thread now is the lower half's (MPI's) */
-	d = opendir("/proc/self/task");
-	while (d && (e = readdir(d)) != NULL && nlower < 256) {
-		pid_t tid = (pid_t)atoi(e->d_name);
-
-		if (tid > 0 && tid != getpid())
-			lower_tids[nlower++] = tid;
-	}
-	if (d)
-		closedir(d);
+	ntids = pimg_tasks(tids, sizeof(tids) / sizeof(tids[0]));
+	for (long i = 0; i < ntids && i < (long)(sizeof(tids) / sizeof(tids[0])) && nlower < 256; i++)
+		if (tids[i] > 0 && tids[i] != getpid())
+			lower_tids[nlower++] = tids[i];
 	snprintf(path, sizeof(path), "%s/coord.secret", dir);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0 || read(fd, secret, 32) != 32) {

@@ -22,6 +22,7 @@
  * which an unmodified program does not do.
  */
 #include "pimg/pimg.h"
+#include "pimg/pimg_threads.h"
 #include "proc/fd_kind.h"
 #include "proc/proc_format.h"
 
@@ -412,32 +413,14 @@ static int tidset_has(const struct tidset *s, pid_t t)
 	return 0;
 }
 
-/* The process's threads now; -errno. */
+/* The process's threads now (the first MAX_THREADS); -errno. */
 static int list_tasks(struct tidset *out)
 {
-	char buf[8192];
-	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	long n = pimg_tasks(out->tid, MAX_THREADS);
 
-	if (fd < 0)
-		return -errno;
-	out->n = 0;
-	for (;;) {
-		long n = syscall(SYS_getdents64, fd, buf, sizeof(buf));
-
-		if (n <= 0)
-			break;
-		for (long off = 0; off < n;) {
-			struct dirent64 *d = (struct dirent64 *)(buf + off);
-			const char *p = d->d_name;
-
-			off += d->d_reclen;
-			if (*p < '0' || *p > '9')
-				continue;
-			if (out->n < MAX_THREADS)
-				out->tid[out->n++] = (pid_t)parse_dec(&p);
-		}
-	}
-	close(fd);
+	if (n < 0)
+		return (int)n;
+	out->n = n < MAX_THREADS ? (unsigned)n : MAX_THREADS;
 	return 0;
 }
 
