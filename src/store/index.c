@@ -925,8 +925,9 @@ int index_scan_from_held(struct index_hold *h, uint64_t from, index_record_fn fn
 	ret = ops->fstat(h->fd, &fs);
 	if (ret)
 		return err_set(ret, "%s: cannot read the index: %s", h->ix->path, strerror(-ret));
-	/* from must start a line of this file: the byte before it ends one */
-	if (from <= HEADER_LEN || fs.size < from || fs.size - from > SIZE_MAX / 2)
+	/* from must start a line of this file: the byte before it ends one
+	 * (the header's own '\n' when from is the first record's) */
+	if (from < HEADER_LEN || fs.size < from || fs.size - from > SIZE_MAX / 2)
 		return -ESTALE;
 	len = (size_t)(fs.size - from) + 1;
 	buf = malloc(len);

@@ -867,6 +867,22 @@ static void test_view_from_begin(void)
 	index_view_free(&v);
 	index_unlock(&h);
 	index_destroy(&ix);
+
+	/* a job's first checkpoint begins right after the header: its seal
+	 * reads from there too (it read the whole index, and so did the next
+	 * begin: 65,536 files at 65K ranks, bench/scale/phases.py) */
+	index_at(&ix, "from_first");
+	CHECK_EQ(index_create(&ix), 0);
+	CHECK_EQ(index_lock(&ix, &h), 0);
+	CHECK_EQ(index_append_held(&h, &before[0]), 0);
+	at2 = h.appended_at;
+	CHECK_EQ(index_append_held(&h, &before[1]), 0);
+	CHECK_EQ(index_view_load_one_held(&h, "ckpt-000001", at2, &v), 0);
+	CHECK(v.count == 1 && v.ckpts[0].nfiles == 1);
+	index_view_free(&v);
+	CHECK_EQ(index_view_load_one_held(&h, "ckpt-000001", at2 - 1, &v), -ESTALE);
+	index_unlock(&h);
+	index_destroy(&ix);
 }
 
 /* ---- fault points ---- */
