@@ -6,7 +6,9 @@ time goes"). Not a timed test.
 One job of the scale harness (tests/scale, 65,536 simulated ranks on
 1,024 node agents by default) takes a warm-up checkpoint, then one under
 `perf record -a` (cpu-clock on every CPU, CLOCK_MONOTONIC time stamps,
-the clock of the harness's events). Each sample is put in a phase:
+the clock of the harness's events; its events turned on, and
+acknowledged, before the request). The second checkpoint of a job is
+measured: the first one's begin reads a fresh index. Each sample is put in a phase:
 
   stop     CHECKPOINT sent until the last simulated rank said PARKED
   write    ... until the last rank's image was committed (its DONE)
@@ -31,7 +33,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -60,10 +61,19 @@ def measure(h, a):
         job.wait_registered(0)
         ok, name, _, _ = job.checkpoint()
         assert ok, name
+        # perf starts with its events off and says "ack" once they are on:
+        # the checkpoint's first sample is its first millisecond's
+        ctl, ack = d / "perf.ctl", d / "perf.ack"
+        os.mkfifo(ctl)
+        os.mkfifo(ack)
         perf = subprocess.Popen(["perf", "record", "-q", "-a", "-e", "cpu-clock", "-F",
-                                 str(a.freq), "-k", "CLOCK_MONOTONIC", "-o", str(data)],
+                                 str(a.freq), "-k", "CLOCK_MONOTONIC", "-D", "-1", "--control",
+                                 f"fifo:{ctl},{ack}", "-o", str(data)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(1)    # perf is recording
+        with open(ctl, "w") as c, open(ack) as k:
+            c.write("enable\n")
+            c.flush()
+            assert k.readline().strip() == "ack", "perf did not enable its events"
         ok, name, t0, t1 = job.checkpoint()
         perf.send_signal(2)
         perf.wait()
