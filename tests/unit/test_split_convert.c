@@ -18,6 +18,8 @@ struct old_image {
 
 static void add(struct old_image *o, const void *p, size_t n)
 {
+	if (n == 0)
+		return;	/* p may be NULL (a region without runs) */
 	memcpy(o->b + o->len, p, n);
 	o->len += n;
 }
@@ -65,7 +67,11 @@ static const unsigned char *region(const unsigned char *p, struct pimg_rec_regio
 	memcpy(r, p, sizeof(*r));
 	*path = (const char *)p + sizeof(*r);
 	memcpy(nruns, p + sizeof(*r) + r->path_len, sizeof(*nruns));
-	*runs = (const void *)(p + sizeof(*r) + r->path_len + sizeof(*nruns));
+	static struct pimg_rec_run copy[8];	/* records in the stream are not aligned */
+
+	CHECK(*nruns <= 8);
+	memcpy(copy, p + sizeof(*r) + r->path_len + sizeof(*nruns), *nruns * sizeof(*copy));
+	*runs = copy;
 	return p + sizeof(*r) + r->path_len + sizeof(*nruns) + *nruns * sizeof(**runs);
 }
 
