@@ -101,6 +101,20 @@ static void *map(void)
 	return p;
 }
 
+/* the mappings over [a, b), for a failure's message */
+static void print_maps(uint64_t a, uint64_t b)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	unsigned long s, e;
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "%lx-%lx", &s, &e) == 2 && s < b && e > a)
+			printf("rank %d: mapped %s", rank, line);
+	if (f)
+		fclose(f);
+}
+
 static void restarted(int mpix, pid_t *pid)
 {
 	static int restarts;
@@ -144,10 +158,13 @@ static void restarted(int mpix, pid_t *pid)
 	}
 	d = mremap(reg[3], LEN, LEN, MREMAP_MAYMOVE | MREMAP_FIXED, map());
 	if (d == MAP_FAILED) {
-		perror("mremap");
-		exit(1);
+		printf("rank %d: FAIL mremap of region D at %p: %m\n", rank, (void *)reg[3]);
+		print_maps((uint64_t)reg[3], (uint64_t)reg[3] + LEN);
+		fflush(stdout);
+		_exit(1);
 	}
 	reg[3] = d;
+	status = -1;
 	child = fork();
 	if (child == 0) {
 		check(1, 1, "in the child");
@@ -157,7 +174,7 @@ static void restarted(int mpix, pid_t *pid)
 	}
 	if (child < 0 || waitpid(child, &status, 0) != child || !WIFEXITED(status) ||
 	    WEXITSTATUS(status) != 0) {
-		printf("rank %d: FAIL the forked child ended with status %#x\n", rank, status);
+		printf("rank %d: FAIL the forked child ended with status %#x (%m)\n", rank, status);
 		fflush(stdout);
 		_exit(1);
 	}

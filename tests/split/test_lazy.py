@@ -14,7 +14,7 @@ import re
 import pytest
 
 from split_common import launcher, program_fixture
-from test_ckpt import MpiJob, cycles
+from test_ckpt import MpiJob, iteration
 
 # An iteration is 20 sleeps of SLEEP_MS (lazy.c): 0.1 s. The cycles take
 # the first few (test_ckpt.ITERS); each restart's lazy fill ends within
@@ -26,6 +26,27 @@ DONE = r"rank \d: lazy restore done, (\d+) MiB in \S+ s, (\d+) touched pages ser
 
 
 lazy = program_fixture("lazy")
+
+
+def restarted(job, k):
+    """Wait for both ranks' "restarted K": until then a rank may still be
+    in lazy.c's restarted(), with its forked child alive or its restart
+    count not yet raised, which a checkpoint there would not keep (a child
+    is not checkpointed: waitpid found none after the restart)."""
+    seen = set()
+    while len(seen) < 2:
+        seen.add(job.lines_until(rf"rank [01] restarted {k}").split()[1])
+
+
+def cycles(job, n=3):
+    """test_ckpt.cycles, each checkpoint taken only once both ranks are
+    out of restarted()."""
+    for k in range(1, n + 1):
+        before = iteration(job.lines_until(r"rank 0 iteration \d+"))
+        name = job.checkpoint_kill_restart()
+        restarted(job, k)
+        after = iteration(job.lines_until(r"rank 0 iteration \d+"))
+        assert after >= before, (name, before, after)
 
 
 def job_of(tmp_path, lower, prog, *args, **env):
