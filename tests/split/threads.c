@@ -15,7 +15,9 @@
  *   OpenMP     a team of 3 (libgomp's pool) for a parallel loop every
  *              iteration;
  *   sleepers   SLEEPERS more pthreads (default 0), each counting its naps
- *              of 1 ms; every iteration each count must have moved.
+ *              of 20 ms; every iteration each count must have moved (naps
+ *              of 1 ms, 59 sleepers a rank, took the 2 CPUs: the job's
+ *              output and the checkpoint request came after its end).
  * Each iteration rank 0 starts an MPI_Ibarrier, prints "rank 0 iteration I"
  * and sleeps SLEEP_MS; the others sleep, run the OpenMP loop and only then
  * start theirs: a checkpoint in the sleep finds them behind rank 0, and they
@@ -110,7 +112,7 @@ static void *waiter(void *arg)
 static void *sleeper(void *arg)
 {
 	volatile uint64_t *mine = &naps[(uintptr_t)arg];
-	struct timespec ts = { 0, 1000000 };
+	struct timespec ts = { 0, 20 * 1000000 };
 
 	while (!sleepers_stop) {
 		nanosleep(&ts, NULL);
