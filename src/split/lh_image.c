@@ -10,6 +10,7 @@
  * (MAP_FIXED_NOREPLACE: a collision is refused, naming both), fills them
  * and returns what the jump back into the upper half needs.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -267,6 +268,42 @@ static int write_process(struct img_writer *w, const struct lh_ckpt_state *st,
 	return ret ? ret : img_section_end(w);
 }
 
+/* A rank whose program has child processes (running or not yet reaped) is
+ * refused: the children are not in the image, so after a restart the
+ * program would wait for processes that no longer exist. */
+static int check_children(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+	int ret = 0;
+
+	if (!d)
+		return 0;   /* no /proc: nothing to say (the fds' dump needs it anyway) */
+	while (!ret && (e = readdir(d))) {
+		char path[64], buf[64];
+		ssize_t n;
+		int fd;
+
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%.16s/children", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n <= 0)
+			continue;
+		buf[n] = 0;
+		buf[strcspn(buf, " \n")] = 0;
+		ret = err_set(-ENOTSUP, "rank %d: the program has a child process (pid %s): the "
+			      "split process does not checkpoint process trees",
+			      lh_info->world_rank, buf);
+	}
+	closedir(d);
+	return ret;
+}
+
 int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump_info *info)
 {
 	struct layout l = { 0 };
@@ -277,6 +314,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	lh_lazy_wait();   /* the pagemap shows only pages that are in */
 	ret = lh_brk_check();
 	ret = ret ? ret : check_objects(st->vdso);
+	ret = ret ? ret : check_children();
 	ret = ret ? ret : scan(&l);
 	si.version = SPLIT_FORMAT_VERSION;
 	si.rank = lh_info->world_rank;
