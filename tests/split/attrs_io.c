@@ -62,38 +62,7 @@ static int rank, size;
 static long checks;
 static struct counts counts;
 
-static void vfail(const char *fmt, va_list ap)
-{
-	printf("FAIL rank %d: ", rank);
-	vprintf(fmt, ap);
-	printf("\n");
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 3);
-	exit(3);
-}
-
-static void require(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok)
-		return;
-	va_start(ap, fmt);
-	vfail(fmt, ap);
-	va_end(ap);
-}
-
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	if (ok)
-		return;
-	va_start(ap, fmt);
-	vfail(fmt, ap);
-	va_end(ap);
-}
+#include "check.h"
 
 static int copy_block(MPI_Comm old, int k, void *extra, void *in, void *out, int *flag)
 {

@@ -62,58 +62,11 @@ static const int esize[NTYPES] = { 4, 8, 4, 8, 8, 4, 8, 8 };
 static int rank, size, left, right;
 static long checks;
 
-static void vfail(const char *fmt, va_list ap)
-{
-	printf("FAIL rank %d: ", rank);
-	vprintf(fmt, ap);
-	printf("\n");
-	fflush(stdout);
-	MPI_Abort(MPI_COMM_WORLD, 3);
-	exit(3);
-}
-
-/* before the loop: not counted */
-static void require(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (ok)
-		return;
-	va_start(ap, fmt);
-	vfail(fmt, ap);
-	va_end(ap);
-}
-
-/* in the loop: counted */
-static void check(int ok, const char *fmt, ...)
-{
-	va_list ap;
-
-	checks++;
-	if (ok)
-		return;
-	va_start(ap, fmt);
-	vfail(fmt, ap);
-	va_end(ap);
-}
-
-static uint32_t mix(uint32_t x)
-{
-	x ^= x >> 16;
-	x *= 0x7feb352du;
-	x ^= x >> 15;
-	x *= 0x846ca68bu;
-	x ^= x >> 16;
-	return x;
-}
+#include "check.h"
 
 static int pay(int src, int dst, int it, int tag, int i)
 {
-	uint32_t h = mix((uint32_t)src * 0x10001u + (uint32_t)dst + 0x9e3779b9u);
-
-	h = mix(h ^ (uint32_t)it * 2654435761u);
-	h = mix(h ^ (uint32_t)tag * 0x85ebca77u);
-	return (int)(mix(h ^ (uint32_t)i) & 0x3fffffff);
+	return (int)(pay_word(src, dst, it, tag, i) & 0x3fffffff);
 }
 
 /* Whether element g of the buffer of datatype t, sent to or received by
