@@ -23,17 +23,17 @@ For each size (--ppn ranks a node, 64 by default):
                   a node agent's for one checkpoint (the mean). On 2
                   cores the simulation serializes what real nodes do at
                   once: the wall times above are upper bounds, these the
-                  coordinator's own share. At 65K, established_ms is
-                  bounded by the simulation: the simulated ranks' image
-                  commits and the agents take 7.8-10 s of CPU for one
-                  checkpoint, the coordinator 0.25-0.3 s (bench/scale/
-                  phases.py; docs/scale.md, "Where the 65K checkpoint's
-                  time goes"): at least 3.9 s on 2 cores
+                  coordinator's own share (bench/scale/phases.py splits a
+                  65K checkpoint's CPU by phase and process; docs/scale.md,
+                  "Where the 65K checkpoint's time goes")
 Medians of --rounds checkpoints. The store is on tmpfs (--store, /dev/shm
 by default): the figures are the coordination's, not a disk's. Every
 simulated rank joins the checkpoint before writing its image, as lower
-halves do (store_ckpt_join_begun); --join-sizes adds one checkpoint at
-those sizes with a join per worker instead (SCALE_JOIN=worker), for
+halves do (store_ckpt_join_begun), and writes a copy of one tiny image
+a checkpoint with one write (--write store: each rank makes and commits
+its own through image/ and store/, as a lower half does; SCALE_WRITE in
+docs/scale.md); --join-sizes adds one checkpoint at those sizes with
+--write store and a join per worker instead (SCALE_JOIN=worker), for
 comparison.
 
 The summary: register_20k_s (measured at 20,480 ranks), coord_ms_65k,
@@ -45,6 +45,7 @@ k = log(t65K/t4K) / log(16) of coord_ms and established_ms (1: linear,
 
 usage: bench/scale/run.py [--build DIR] [--sizes 1024,4096,...] [--ppn 64]
                           [--rounds 3] [--store DIR] [--plot FILE]
+                          [--write batch|store]
 The last line of output is one JSON object."""
 import argparse
 import json
@@ -61,10 +62,10 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 
-def point(h, size, ppn, rounds, store, join="rank", restart=True):
+def point(h, size, ppn, rounds, store, join="rank", restart=True, write="batch"):
     nodes = size // ppn
     d = pathlib.Path(tempfile.mkdtemp(prefix=f"scale-{size}-", dir=store))
-    job = h.SimJob(d, nodes, ppn, env={"SCALE_JOIN": join})
+    job = h.SimJob(d, nodes, ppn, env={"SCALE_JOIN": join, "SCALE_WRITE": write})
     r = {"ranks": size, "nodes": nodes}
     try:
         job.start()
@@ -155,6 +156,7 @@ def main():
     ap.add_argument("--ppn", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--join-sizes", default="")
+    ap.add_argument("--write", choices=("batch", "store"), default="batch")
     ap.add_argument("--store", default="/dev/shm")
     ap.add_argument("--plot", default=str(HERE / "scale.png"))
     ap.add_argument("--replot", metavar="FILE", help=argparse.SUPPRESS)
@@ -167,14 +169,14 @@ def main():
 
     rows = []
     for size in [int(x) for x in a.sizes.split(",")]:
-        r = point(h, size, a.ppn, a.rounds, a.store)
+        r = point(h, size, a.ppn, a.rounds, a.store, write=a.write)
         print(json.dumps(r), flush=True)
         rows.append(r)
     # each worker joining a checkpoint once for all its ranks (what the
     # harness did while a join read the whole index): the images' time
     joins = []
     for size in [int(x) for x in a.join_sizes.split(",") if x]:
-        r = point(h, size, a.ppn, 1, a.store, join="worker", restart=False)
+        r = point(h, size, a.ppn, 1, a.store, join="worker", restart=False, write="store")
         print(json.dumps({"join": "worker", **r}), flush=True)
         joins.append(r)
     by = {r["ranks"]: r for r in rows}
@@ -195,6 +197,7 @@ def main():
         "coord_bytes_per_rank": round((last["coord_rss"] - first["coord_rss"]) /
                                       max(1, last["ranks"] - first["ranks"]), 1),
         "coord_fds_65k": by.get(65536, {}).get("coord_fds"),
+        "write": a.write,
         "growth_exponent_coord_4k_65k": k("coord_ms"),
         "growth_exponent_established_4k_65k": k("established_ms"),
         "growth_exponent_register_4k_65k": k("register_s"),

@@ -14,10 +14,12 @@
  * epoll loop. A simulated rank speaks the rank side of docs/coordinator.md
  * "Rank and agent" on a Unix socket to its node's agent: RANK, PARKED
  * at once on CHECKPOINT, on WRITE a real (tiny) image rank-NNNNN.img
- * written and committed through image/ and store/ like a lower half's,
- * then DONE naming it (its node agent records the node's images at
- * once); BYE after EXIT. At restart (STASIS_RESTORE_DIR) every rank
- * registers with restarts 1 after finding its image in the checkpoint.
+ * (one made by image/ a checkpoint, each rank's copy written with one
+ * write; SCALE_WRITE=store: each made and committed through image/ and
+ * store/ like a lower half's), then DONE naming it (its node agent
+ * records the node's images at once); BYE after EXIT. At restart
+ * (STASIS_RESTORE_DIR) every rank registers with restarts 1 after finding
+ * its image in the checkpoint.
  *
  * Harness variables (none reaches the coordinator or the agents):
  *   SCALE_DIR         the node agents' TMPDIR (their sockets) [/tmp]; its
@@ -26,18 +28,26 @@
  *                     event (registered, checkpoint), with CLOCK_MONOTONIC
  *                     times in microseconds
  *   SCALE_AGENTS_AT_ONCE  node agents started at the same time [16]
- *   SCALE_JOIN        "worker": each worker joins a checkpoint once for all
- *                     its ranks' images (store_ckpt_join reads the whole
- *                     index); by default each rank joins, as a lower half
- *   SCALE_RECORD      "rank": each rank appends its image's FILE record to the
- *                     index itself (store_file_commit); by default it commits
- *                     the image without it and its DONE names the file, its
- *                     size and CRC, for its node agent to record with the
- *                     node's others (one FILES record a node)
+ *   SCALE_WRITE       "store": each rank's image made and committed
+ *                     through image/ and store/ as a lower half does (about
+ *                     100 us of CPU a rank); by default one image a
+ *                     checkpoint, copied by each rank with one write
+ *                     ("batch": see write_batch)
+ *   SCALE_JOIN        "worker" (with SCALE_WRITE=store): each worker joins
+ *                     a checkpoint once for all its ranks' images
+ *                     (store_ckpt_join reads the whole index); by default
+ *                     each rank joins, as a lower half
+ *   SCALE_RECORD      "rank" (implies SCALE_WRITE=store): each rank appends
+ *                     its image's FILE record to the index itself
+ *                     (store_file_commit); by default it commits the image
+ *                     without it and its DONE names the file, its size and
+ *                     CRC, for its node agent to record with the node's
+ *                     others (one FILES record a node)
  *   SCALE_FAIL_RANK   this rank closes its connection without a word when
  *   SCALE_FAIL_CKPT   the SCALE_FAIL_CKPT-th CHECKPOINT reaches it (a rank
  *                     killed during a checkpoint)
  */
+#include "common/crc32c.h"
 #include "common/err.h"
 #include "image/image.h"
 #include "node/node.h"
@@ -80,7 +90,7 @@ static struct {
 	int nodes, ppn, size, restarts;
 	const char *job, *run, *tmp, *stats, *restore;
 	char secret[33];
-	int fail_rank, join_each, record_each;
+	int fail_rank, join_each, record_each, write_store;
 	unsigned fail_ckpt;
 } S = { .fail_rank = -1 };
 
@@ -334,6 +344,104 @@ static int say(struct rank *r, const char *fmt, ...)
 	return send(r->fd, buf, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -EPIPE;
 }
 
+/* ---- SCALE_WRITE=batch (the default): the images of a wake-up at once ----
+ *
+ * What a lower half pays to commit its image (image/ building it, store/'s
+ * create, write, fsync, rename and directory fsync through whole paths:
+ * about 100 us of CPU and 15 system calls) is its own node's work, done on
+ * every node at once; here 65,536 of them would share 2 cores with the
+ * coordinator and the agents being measured. So a worker builds one image
+ * a checkpoint through image/ in memory, and writes each rank's copy of it
+ * under the rank's final name with one write (openat through the
+ * checkpoint's directory, write, fsync, close: the agent's check of the
+ * file in place and the seal see what they would see of a lower half's),
+ * one directory fsync for the ranks of a wake-up, then their DONE lines. */
+
+static struct {
+	char name[64];       /* the checkpoint of the image below */
+	int dirfd;           /* its directory */
+	char *bytes;
+	size_t len, cap;
+	uint32_t crc;
+} T = { .dirfd = -1 };
+
+static struct rank **writes;   /* the ranks told WRITE in this wake-up */
+static unsigned nwrites;
+
+static int mem_sink(void *ctx, const void *buf, size_t len)
+{
+	(void)ctx;
+	if (T.len + len > T.cap) {
+		size_t cap = (T.len + len) * 2;
+		char *b = realloc(T.bytes, cap);
+
+		if (!b)
+			return -ENOMEM;
+		T.bytes = b;
+		T.cap = cap;
+	}
+	memcpy(T.bytes + T.len, buf, len);
+	T.len += len;
+	return 0;
+}
+
+/* The image of checkpoint name and its directory, made once a checkpoint */
+static int template_for(const char *name)
+{
+	struct img_writer_opts opts;
+	struct img_writer *w = NULL;
+	struct store_ckpt *ck = NULL;
+	char path[PATH_MAX], num[16];
+	int ret;
+
+	if (T.dirfd >= 0 && !strcmp(T.name, name))
+		return 0;
+	if (T.dirfd >= 0)
+		close(T.dirfd);
+	T.dirfd = -1;
+	T.len = 0;
+	ret = store_ckpt_join_begun(store, name, &ck);
+	store_ckpt_free(&ck);
+	if (ret)
+		return ret;
+	snprintf(path, sizeof(path), "%s/%s", store_job_dir(store), name);
+	T.dirfd = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (T.dirfd < 0)
+		return err_set(-errno, "%s: %s", path, strerror(errno));
+	img_writer_opts_default(&opts);
+	opts.threads = 0;
+	ret = img_writer_create(mem_sink, NULL, &opts, &w);
+	ret = ret ? ret : img_writer_meta(w, "producer", "stasis scale simulation");
+	ret = ret ? ret : img_writer_meta(w, "job", S.job);
+	snprintf(num, sizeof(num), "%d", S.size);
+	ret = ret ? ret : img_writer_meta(w, "size", num);
+	ret = ret ? ret : img_writer_finish(w, NULL);
+	img_writer_free(&w);
+	if (ret) {
+		close(T.dirfd);
+		T.dirfd = -1;
+		return ret;
+	}
+	T.crc = crc32c(0, T.bytes, T.len);
+	snprintf(T.name, sizeof(T.name), "%s", name);
+	return 0;
+}
+
+static int write_copy(const struct rank *r)
+{
+	char file[32];
+	int fd, ret = 0;
+
+	snprintf(file, sizeof(file), "rank-%05d.img", r->rank);
+	fd = openat(T.dirfd, file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return err_set(-errno, "%s/%s: %s", T.name, file, strerror(errno));
+	if (write(fd, T.bytes, T.len) != (ssize_t)T.len || fsync(fd) != 0)
+		ret = err_set(-EIO, "%s/%s: cannot write", T.name, file);
+	close(fd);
+	return ret;
+}
+
 /* What a worker saw of the checkpoint under way */
 static struct {
 	char name[64];
@@ -351,6 +459,39 @@ static void ckpt_report(int worker)
 		  (unsigned long long)C.first_us, (unsigned long long)C.parked_us,
 		  (unsigned long long)C.done_us, (unsigned long long)C.verdict_us);
 	memset(&C, 0, sizeof(C));
+}
+
+/* The images of the ranks told WRITE in this wake-up, then their DONE
+ * lines (SCALE_WRITE=batch) */
+static void write_batch(void)
+{
+	int ret = template_for(C.name), ok[nwrites];
+
+	for (unsigned i = 0; i < nwrites; i++)
+		ok[i] = !ret && write_copy(writes[i]) == 0;
+	if (!ret && T.dirfd >= 0) {
+		/* the names durable before any DONE (a lower half's directory fsync) */
+		int d = openat(T.dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+		if (d < 0 || fsync(d) != 0)
+			ret = err_set(-EIO, "%s: cannot fsync its directory", T.name);
+		if (d >= 0)
+			close(d);
+	}
+	for (unsigned i = 0; i < nwrites; i++) {
+		struct rank *r = writes[i];
+
+		/* a rank whose agent is gone sees its connection close next */
+		if (ret || !ok[i]) {
+			C.failed++;
+			say(r, "FAILED rank %d: %s", r->rank, err_msg());
+			continue;
+		}
+		C.done++;
+		C.done_us = now_us();
+		say(r, "DONE 0 0 rank-%05d.img %zu %08x 1", r->rank, T.len, T.crc);
+	}
+	nwrites = 0;
 }
 
 /* A line from rank r's agent; -1: the rank goes */
@@ -378,6 +519,10 @@ static int rank_line(struct rank *r, const char *line, unsigned *registered, int
 		C.parked++;
 		C.parked_us = t;
 		return say(r, "PARKED 1") ? -1 : 0;
+	}
+	if (!strcmp(line, "WRITE") && !S.write_store) {
+		writes[nwrites++] = r;   /* written with the wake-up's others */
+		return 0;
 	}
 	if (!strcmp(line, "WRITE")) {
 		struct store_file_record rec;
@@ -445,7 +590,8 @@ static int worker(int id, int first, int count)
 	uint64_t t0;
 	const char *tier = getenv("STASIS_STORE_TIER");
 
-	if (!ranks || ep < 0)
+	writes = calloc((size_t)count, sizeof(*writes));
+	if (!ranks || !writes || ep < 0)
 		die("worker %d: out of memory", id);
 	if (store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"), S.job, &store) != 0)
 		die("worker %d: the job's store: %s", id, err_msg());
@@ -499,9 +645,12 @@ static int worker(int id, int first, int count)
 			if (gone) {
 				/* EXIT, killed by the harness, or the agent went */
 				close(r->fd);
+				r->fd = -1;   /* a write of this wake-up's batch fails */
 				open_ranks--;
 			}
 		}
+		if (nwrites)
+			write_batch();
 		if (registered == (unsigned)count && !reported) {
 			reported = 1;
 			stat_line("{\"event\":\"registered\",\"worker\":%d,\"ranks\":%d,\"restarts\":%d,"
@@ -563,6 +712,8 @@ int main(int argc, char **argv)
 	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
 	S.join_each = !getenv("SCALE_JOIN") || strcmp(getenv("SCALE_JOIN"), "worker") != 0;
 	S.record_each = getenv("SCALE_RECORD") && !strcmp(getenv("SCALE_RECORD"), "rank");
+	S.write_store = S.record_each ||
+			(getenv("SCALE_WRITE") && !strcmp(getenv("SCALE_WRITE"), "store"));
 	read_secret();
 	{
 		struct rlimit rl;
