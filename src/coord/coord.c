@@ -2724,8 +2724,6 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	int sv[2] = { -1, -1 }, ret;
 
 	ret = coord_init(&c, o);
-	if (!ret)
-		ret = proc_kernel_check();
 	if (ret)
 		goto out;
 	if (ckpt)
@@ -2751,6 +2749,11 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 		goto out;
 	}
 	if (ret != -ENOENT)
+		goto out;
+	/* what a single process's restore needs (its pid back in new user and
+	 * PID namespaces, ...); an MPI job's lower halves need none of it */
+	ret = proc_kernel_check();
+	if (ret)
 		goto out;
 	if (o->launcher) {
 		ret = err_set(-EINVAL, "checkpoint %s is not an MPI job's: --launcher does not apply",

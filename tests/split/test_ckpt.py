@@ -17,7 +17,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "proc"))
-from proc_harness import BIN, Job  # noqa: E402
+from proc_harness import BIN, Job, program  # noqa: E402
 from split_common import MPI_ENV, launcher, program_fixture  # noqa: E402
 
 # The three cycles of cycles() take a job's first few iterations (each
@@ -179,6 +179,28 @@ def test_restart_reads_the_image_after_init(hello, lower, tmp_path):
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     for r in (0, 1):
         assert f"stasis: lower half: rank {r} reads its image after MPI_Init" in err, err
+
+
+def test_restart_without_user_namespaces(hello, tmp_path):
+    """A kernel (or a site) that refuses new user namespaces restarts an MPI
+    job all the same: the split restart needs none (they give a single
+    process its pid back). Before, `stasis restart` probed for them first
+    and refused the job: "this kernel refuses new user and PID namespaces".
+    tests/proc/nokernel fails every unshare(2) with ENOSPC, as
+    user.max_user_namespaces = 0 does."""
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], 12, SLEEP_MS)
+    before = iteration(job.lines_until(r"rank 0 iteration \d+"))
+    job.checkpoint()
+    job.kill()
+    job.seen = []
+    job.proc = subprocess.Popen([program("nokernel"), "272", "28", "--", BIN, "restart", "--dir",
+                                 str(job.ck)], cwd=job.work, env=job.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace")
+    job._pending = b""
+    assert iteration(job.lines_until(r"rank 0 iteration \d+")) >= before
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 iterations=12" in out, out + err
 
 
 def test_rank_killed_during_checkpoint(hello, tmp_path):
