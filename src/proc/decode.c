@@ -538,7 +538,7 @@ static int split_records(struct img_reader *img, json_t *root, unsigned char **b
 		if (ret)
 			ret = err_set(ret, "decode: %s", err_msg());
 		json_object_set_new(root, "converted_from", json_integer(version));
-	} else if (version == SPLIT_FORMAT_VERSION && n == sizeof(info)) {
+	} else if (version >= 6 && version <= SPLIT_FORMAT_VERSION && n == sizeof(info)) {
 		memcpy(&info, sec, sizeof(info));
 		ret = read_section(img, "process", buf, len);
 	} else {

@@ -14,10 +14,10 @@
 #include "common/err.h"
 #include "common/log.h"
 #include "image/image.h"
+#include "pimg/pimg_mem.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -252,7 +252,6 @@ static int end_section(struct dump_state *d)
 static int recv_region(struct dump_state *d, int fd, uint64_t len)
 {
 	struct dump_region *r;
-	char name[64];
 	int ret;
 
 	if (len < sizeof(struct proc_region) || len - sizeof(struct proc_region) > 8192)
@@ -285,14 +284,7 @@ static int recv_region(struct dump_state *d, int fd, uint64_t len)
 	ret = end_section(d);
 	if (ret)
 		return ret;
-	snprintf(name, sizeof(name), "mem.%012" PRIx64, r->rec.start);
-	ret = img_section_begin(d->w, "memory", name);
-	if (!ret)
-		ret = img_section_attr_u64(d->w, "start", r->rec.start);
-	if (!ret)
-		ret = img_section_attr_u64(d->w, "end", r->rec.end);
-	if (!ret && r->path[0])
-		ret = img_section_attr(d->w, "path", r->path);
+	ret = pimg_mem_begin(d->w, &r->rec, r->path);
 	d->section_open = !ret;
 	return keep(d, ret);
 }

@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "image/image.h"
 #include "pimg/pimg_lazy.h"
+#include "pimg/pimg_mem.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -242,7 +243,6 @@ static int load_fds(struct image *im);
 static int image_load(struct img_reader *img, struct image *im)
 {
 	struct proc_header *h = &im->header;
-	char name[64];
 	int ret;
 
 	memset(im, 0, sizeof(*im));
@@ -275,6 +275,7 @@ static int image_load(struct img_reader *img, struct image *im)
 		ret = take(im, im->threads, h->nthreads * sizeof(*im->threads));
 	for (uint32_t i = 0; !ret && i < h->nregions; i++) {
 		struct image_region *r = &im->regions[i];
+		uint64_t bytes = 0;
 
 		r->shm_fd = -1;
 		ret = take(im, &r->rec, sizeof(r->rec));
@@ -298,10 +299,13 @@ static int image_load(struct img_reader *img, struct image *im)
 				return -ENOMEM;
 			ret = take(im, r->runs, r->nruns * sizeof(*r->runs));
 		}
-		snprintf(name, sizeof(name), "mem.%012llx", (unsigned long long)r->rec.start);
-		r->section = img_section_find(img, name);
-		if (!ret && r->section < 0)
-			return err_set(-EBADMSG, "the image has no section %s", name);
+		if (ret)
+			break;
+		for (uint64_t k = 0; k < r->nruns; k++)
+			bytes += r->runs[k].npages * PROC_PAGE_SIZE;
+		r->section = pimg_mem_find(img, &r->rec, r->path, bytes);
+		if (r->section < 0)
+			return r->section;
 	}
 	return ret ? ret : load_fds(im);
 }
@@ -1330,12 +1334,9 @@ static int send_region(struct image *im, int fd, const struct image_region *r, v
 
 	for (uint64_t k = 0; k < r->nruns; k++)
 		total += r->runs[k].npages * PROC_PAGE_SIZE;
-	ret = img_section_get(im->img, (unsigned)r->section, &si);
+	ret = img_section_get(im->img, (unsigned)r->section, &si);   /* its size: image_load */
 	if (ret)
 		return ret;
-	if (si.size < total)
-		return err_set(-EBADMSG, "section of region %s is shorter than its runs",
-			       r->path[0] ? r->path : "(anonymous)");
 	for (uint32_t j = 0; !ret && off < total; j++) {
 		struct img_chunk_loc loc;
 		uint64_t len;

@@ -58,15 +58,15 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 int lh_restore(const char *path, int rank, int size, struct lh_restored *out);
 
 /* Lazy restore (lh_lazy.c): pieces of the upper half, mapped and empty,
- * filled from section sec of img (npages pages long) by a thread of the
- * lower half, the pages the rank touches first. 0, and img is the lazy
- * restore's (closed when done); or -errno with err_msg() (no userfaultfd
- * for this user, ...) and nothing changed. */
+ * filled from their memory sections of img by a thread of the lower half,
+ * the pages the rank touches first. 0, and img is the lazy restore's
+ * (closed when done); or -errno with err_msg() (no userfaultfd for this
+ * user, ...) and nothing changed. */
 struct lh_lazy_piece {
-	uint64_t addr, npages, off;   /* off: the bytes' offset in the section */
+	uint64_t addr, npages, off;   /* off: the bytes' offset in section sec */
+	unsigned sec;
 };
-int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int rank,
-		  const struct lh_lazy_piece *v, unsigned n);
+int lh_lazy_start(struct img_reader *img, int rank, const struct lh_lazy_piece *v, unsigned n);
 /* Start reading the pieces in order; until then only the pages touched
  * are read (the rank's restart has the CPUs). */
 void lh_lazy_go(void);

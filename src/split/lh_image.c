@@ -28,6 +28,7 @@
 #include "image/image.h"
 #include "lh.h"
 #include "pimg/pimg.h"
+#include "pimg/pimg_mem.h"
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
 #include "split_format.h"
@@ -217,6 +218,39 @@ static int put(struct img_writer *w, const void *p, size_t n)
 	return img_write(w, p, n);
 }
 
+/* The stored pages of region g, into its open memory section. Unreadable
+ * ones (PROT_NONE with pages) through /proc/self/mem: *mem_fd and *bounce
+ * are opened and allocated on first need, the caller's to free. */
+static int put_runs(struct img_writer *w, const struct region *g, int *mem_fd, char **bounce)
+{
+	int ret = 0;
+
+	for (unsigned j = 0; !ret && j < g->nruns; j++) {
+		uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
+
+		if (g->r.prot & PROT_READ) {
+			ret = put(w, (const void *)(uintptr_t)a, len);
+			continue;
+		}
+		if (*mem_fd < 0)
+			*mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+		if (!*bounce)
+			*bounce = malloc(1 << 20);
+		if (*mem_fd < 0 || !*bounce)
+			return err_set(-EIO, "cannot read the upper half's unreadable pages");
+		for (uint64_t o = 0; !ret && o < len; o += 1 << 20) {
+			size_t n = len - o < (1 << 20) ? len - o : (1 << 20);
+
+			if (pread(*mem_fd, *bounce, n, (off_t)(a + o)) != (ssize_t)n)
+				ret = err_set(-EIO, "cannot read %#lx through /proc/self/mem",
+					      (unsigned long)(a + o));
+			else
+				ret = put(w, *bounce, n);
+		}
+	}
+	return ret;
+}
+
 /* The "process" section: the process records of the upper half. */
 static int write_process(struct img_writer *w, const struct lh_ckpt_state *st,
 			 const struct layout *l)
@@ -326,38 +360,13 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	ret = ret ? ret : img_section_begin(w, "split", "split");
 	ret = ret ? ret : put(w, &si, sizeof(si));
 	ret = ret ? ret : img_section_end(w);
-	ret = ret ? ret : img_section_begin(w, "memory", "pages");
 	for (unsigned i = 0; !ret && i < l.n; i++) {
 		const struct region *g = &l.v[i];
 
-		for (unsigned j = 0; !ret && j < g->nruns; j++) {
-			uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
-
-			if (g->r.prot & PROT_READ) {
-				ret = put(w, (const void *)(uintptr_t)a, len);
-				continue;
-			}
-			/* unreadable (PROT_NONE with pages): through /proc/self/mem */
-			if (mem_fd < 0)
-				mem_fd = open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
-			if (!bounce)
-				bounce = malloc(1 << 20);
-			if (mem_fd < 0 || !bounce) {
-				ret = err_set(-EIO, "cannot read the upper half's unreadable pages");
-				break;
-			}
-			for (uint64_t o = 0; !ret && o < len; o += 1 << 20) {
-				size_t n = len - o < (1 << 20) ? len - o : (1 << 20);
-
-				if (pread(mem_fd, bounce, n, (off_t)(a + o)) != (ssize_t)n)
-					ret = err_set(-EIO, "cannot read %#lx through /proc/self/mem",
-						      (unsigned long)(a + o));
-				else
-					ret = put(w, bounce, n);
-			}
-		}
+		ret = pimg_mem_begin(w, &g->r, g->path);
+		ret = ret ? ret : put_runs(w, g, &mem_fd, &bounce);
+		ret = ret ? ret : img_section_end(w);
 	}
-	ret = ret ? ret : img_section_end(w);
 	ret = ret ? ret : lh_fds_dump(w, NULL);
 	if (info) {
 		info->regions = l.n;
@@ -486,15 +495,11 @@ static int lazy_wanted(const struct pimg_rec_region *r, uint64_t len)
 
 /* The pieces to read lazily: to the lazy restore, or read here if it cannot
  * start (no userfaultfd for this user, ...). *img is the restore's then. */
-static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
-			const struct lh_lazy_piece *v, unsigned n)
+static int lazy_or_read(struct img_reader **img, int rank, const struct lh_lazy_piece *v, unsigned n)
 {
-	struct img_section_info si;
-
 	if (n == 0)
 		return 0;
-	if (img_section_get(*img, pages, &si) == 0 &&
-	    lh_lazy_start(*img, pages, si.size / PAGE, rank, v, n) == 0) {
+	if (lh_lazy_start(*img, rank, v, n) == 0) {
 		*img = NULL;
 		return 0;
 	}
@@ -502,9 +507,37 @@ static int lazy_or_read(struct img_reader **img, unsigned pages, int rank,
 	for (unsigned i = 0; i < n; i++) {
 		size_t len = v[i].npages * PAGE;
 
-		if (img_read(*img, pages, v[i].off, (void *)(uintptr_t)v[i].addr, len) != (ssize_t)len)
+		if (img_read(*img, v[i].sec, v[i].off, (void *)(uintptr_t)v[i].addr, len) != (ssize_t)len)
 			return -EBADMSG;
 	}
+	return 0;
+}
+
+/* Where region r's stored pages begin: *sec and *off. Split format 7 on,
+ * its own memory section (pimg_mem.h), as any process image has it; 4 to
+ * 6, the one "pages" section, where they follow the earlier regions'. */
+static int region_pages(struct img_reader *img, uint32_t version, int pages,
+			const struct pimg_rec_region *r, const char *rpath, const unsigned char *runs,
+			uint64_t nruns, unsigned *sec, uint64_t *off)
+{
+	uint64_t bytes = 0;
+	int ret;
+
+	if (version < SPLIT_FORMAT_MEM_SECTIONS) {
+		*sec = (unsigned)pages;   /* *off: where the previous region's ended */
+		return 0;
+	}
+	for (uint64_t j = 0; j < nruns; j++) {
+		struct pimg_rec_run run;
+
+		memcpy(&run, runs + j * sizeof(run), sizeof(run));
+		bytes += run.npages * PAGE;
+	}
+	ret = pimg_mem_find(img, r, rpath, bytes);
+	if (ret < 0)
+		return ret;
+	*sec = (unsigned)ret;
+	*off = 0;
 	return 0;
 }
 
@@ -555,6 +588,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	size_t proc_len = 0;
 	const unsigned char *p, *end;
 	int ret, pages;
+	unsigned sec = 0;
 	uint64_t off = 0;
 
 	memset(out, 0, sizeof(*out));
@@ -563,7 +597,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		return ret;
 	pages = img_section_find(img, "pages");
 	ret = read_records(img, path, &buf, &proc_len, &info);
-	if (!ret && (pages < 0 || proc_len < sizeof(h)))
+	if (!ret && ((pages < 0 && info.version < SPLIT_FORMAT_MEM_SECTIONS) || proc_len < sizeof(h)))
 		ret = err_set(-EBADMSG, "%s is not a split-process image", path);
 	if (ret)
 		goto out;
@@ -630,7 +664,10 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		p += r.path_len + sizeof(nruns);
 		runs = p;
 		p += nruns * sizeof(struct pimg_rec_run);
-		ret = map_region(&r, rpath, nruns);
+		ret = region_pages(img, info.version, pages, &r, rpath, runs, nruns, &sec, &off);
+		if (ret)
+			ret = err_set(ret, "%s: %s", path, err_msg());
+		ret = ret ? ret : map_region(&r, rpath, nruns);
 		for (uint64_t j = 0; !ret && j < nruns; j++) {
 			struct pimg_rec_run run;
 			size_t len;
@@ -653,11 +690,12 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 					lazy = v;
 					caplazy = cap;
 				}
-				lazy[nlazy++] = (struct lh_lazy_piece){ run.addr, run.npages, off };
-			} else if (img_read(img, (unsigned)pages, off, (void *)(uintptr_t)run.addr, len) !=
+				lazy[nlazy++] = (struct lh_lazy_piece){ run.addr, run.npages, off, sec };
+			} else if (img_read(img, sec, off, (void *)(uintptr_t)run.addr, len) !=
 			    (ssize_t)len) {
 				ret = *err_msg() ? -EBADMSG
-						 : err_set(-EBADMSG, "%s: the pages section is short", path);
+						 : err_set(-EBADMSG, "%s: the memory of region %u is short",
+							   path, i);
 				break;
 			}
 			off += len;
@@ -672,9 +710,9 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	ret = lh_fds_read(img, &out->fds, &out->nfds);
 	if (ret)
 		goto out;
-	ret = lazy_or_read(&img, (unsigned)pages, rank, lazy, nlazy);
+	ret = lazy_or_read(&img, rank, lazy, nlazy);
 	if (ret && !*err_msg())
-		ret = err_set(-EBADMSG, "%s: the pages section is short", path);
+		ret = err_set(-EBADMSG, "%s: the memory sections are short", path);
 out:
 	free(lazy);
 	free(buf);

@@ -43,14 +43,12 @@ static void done(void *arg, const struct pimg_lazy_stats *st)
 
 static const struct pimg_lazy_ops lazy_ops = { fatal, done };
 
-int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int rank,
-		  const struct lh_lazy_piece *v, unsigned n)
+int lh_lazy_start(struct img_reader *img, int rank, const struct lh_lazy_piece *v, unsigned n)
 {
 	struct pimg_lazy_piece *p;
 	sigset_t all, old;
 	int fd, ret;
 
-	(void)npages;
 	if (lazy || n == 0)
 		return -EBUSY;
 	p = calloc(n, sizeof(*p));
@@ -58,7 +56,7 @@ int lh_lazy_start(struct img_reader *img, unsigned sec, uint64_t npages, int ran
 		return err_set(-ENOMEM, "cannot start the lazy restore: %s", strerror(ENOMEM));
 	for (unsigned i = 0; i < n; i++)
 		p[i] = (struct pimg_lazy_piece){ .addr = v[i].addr, .npages = v[i].npages,
-						 .off = v[i].off, .section = sec };
+						 .off = v[i].off, .section = v[i].sec };
 	/* not UFFD_USER_MODE_ONLY: the kernel's own touches must wait too */
 	fd = lh_fd_take((int)syscall(SYS_userfaultfd, O_CLOEXEC | O_NONBLOCK));
 	if (fd < 0) {

@@ -11,8 +11,9 @@
  *   "process" (kind process) the process records (src/pimg/pimg_format.h),
  *                          as a process image has them
  *   "split" (kind split)   struct split_info: what only a rank has
- *   "pages" (kind memory)  the stored pages of every run, in the order of
- *                          the regions and runs of "process"
+ *   "mem.<start>" (kind memory) per region, its stored pages (pimg_mem.h);
+ *                          versions 4 to 6: one section "pages" with those
+ *                          of every run, in the order of "process"
  *   "fds" (kind fds)       the program's descriptors: uint64_t n, then per
  *                          descriptor struct proc_fd (src/proc/proc_format.h),
  *                          its path (path_len bytes, NUL included) and
@@ -35,8 +36,12 @@
 
 #include "../pimg/pimg_format.h"
 
-#define SPLIT_FORMAT_VERSION 6
+#define SPLIT_FORMAT_VERSION 7
 #define SPLIT_FORMAT_OLDEST 4
+/* From version 7 each region's stored pages are in a memory section of
+ * its own (pimg_mem.h), as in any process image; 4 to 6 held them all in
+ * one section "pages", in the order of the regions and runs. */
+#define SPLIT_FORMAT_MEM_SECTIONS 7
 
 /* What an image holds: every mapping in [SPLIT_SAVED_LO, STS_UPPER_HI).
  * The upper half's arena starts at STS_UPPER_LO, but a program linked
@@ -47,7 +52,7 @@
 #define SPLIT_SAVED_LO 0x10000ull
 #define SPLIT_IMAGE_FMT "rank-%05d.img"
 
-/* The split section of version 6. */
+/* The split section of versions 6 and 7. */
 struct split_info {
 	uint32_t version;           /* SPLIT_FORMAT_VERSION */
 	int32_t rank, size;
