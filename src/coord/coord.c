@@ -183,6 +183,7 @@ struct coord {
 		char **argv;
 		uint64_t deadline;
 		char ranks[400];
+		int moved;            /* ranks went into spares: answered once back */
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 };
@@ -660,6 +661,8 @@ static int unregistered(struct coord *c)
 	return err_set(-ENOTCONN, "%s", msg);
 }
 
+static void mig_answer(struct coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* RANK <rank> <size> <pid> <host> <restarts> from node agent n, for one of
  * its ranks: OK <rank> | ERR <rank> <why> */
 static void register_rank(struct coord *c, struct node_conn *n, const char *line)
@@ -706,6 +709,10 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 			(double)(now_ms() - c->rec.t0) / 1000.0);
 		c->rec.pending = 0;
 		policy_running(c->policy);
+		if (c->mig.moved) {
+			c->mig.moved = 0;
+			mig_answer(c, "OK %s", c->rec.line);
+		}
 	}
 }
 
@@ -892,8 +899,11 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 			log_warn("node agent on %s: bad line '%.64s'", n->host, line);
 	} else if (!strcmp(line, "REQUEST")) {
 		return 1;
-	} else if (sscanf(line, "BYE %d", &rank) == 1 && (i = rank_index(c, rank)) >= 0) {
-		rank_ended(c, (unsigned)i, NULL);
+	} else if (sscanf(line, "BYE %d", &rank) == 1) {
+		/* (a rank moved into a spare says it from its old node, once
+		 * out of the table: the rank of that number runs elsewhere) */
+		if ((i = rank_index(c, rank)) >= 0 && c->ranks[i].node == n->id)
+			rank_ended(c, (unsigned)i, NULL);
 	} else if (!strncmp(line, "QUIT ", 5)) {
 		rank_quit(c, line + 5);
 	} else if (sscanf(line, "LOST %d %n", &rank, &pos) == 1 && pos &&
@@ -1915,7 +1925,6 @@ static void recover(struct coord *c, const struct coord_event *ev)
 
 /* ---- migration (docs/coordinator.md, "Migration") ---- */
 
-static void mig_answer(struct coord *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void mig_answer(struct coord *c, const char *fmt, ...)
 {
 	char buf[900];
@@ -2230,6 +2239,44 @@ static int applevel_migrated(struct coord *c, const struct coord_event *ev)
 	return 0;
 }
 
+/* The images of from's ranks on to, every rank parked: the ranks go into
+ * the spares waiting on to, the others keep their processes and make
+ * their communicators again (docs/coordinator.md, "Moving a rank into a
+ * spare"). 0 when done: the moved ranks left the table, the client is
+ * answered once they registered again from to. -1: the ranks refused (a
+ * window, a file, no spare there...) and are still parked: relaunch. */
+static int move_into_spares(struct coord *c, const char *from, const char *to,
+			    const char *ranks, const char *name, uint64_t bytes, uint64_t ms,
+			    const struct coord_event *ev)
+{
+	char line[600];
+	uint64_t a = 0, b = 0;
+	int ret;
+
+	if (nodes_with_ranks(c) != 0)
+		return -1;
+	snprintf(line, sizeof(line), "MOVE %s%s", to, ranks);
+	send_nodes(c, line);
+	ret = collect_nodes(c, "MOVED", &a, &b);
+	reap_nodes(c);
+	if (ret) {
+		log_info("migration: not into a spare (%s): the job is relaunched", err_msg());
+		return -1;
+	}
+	/* they register again from to (register_rank answers the client) */
+	for (unsigned i = c->nranks; i-- > 0;)
+		if (!strcmp(c->ranks[i].host, from))
+			rank_drop(c, i);
+	send_nodes(c, "RESUME moved");
+	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
+		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
+		 (double)bytes / 1048576.0, (double)ms / 1000.0, name);
+	c->rec.t0 = ev->at_ms;
+	c->rec.pending = 1;
+	c->mig.moved = 1;
+	return 0;
+}
+
 /* Move c->mig.from's ranks to c->mig.to: a checkpoint that leaves the
  * ranks parked, the source's agent sends their images to a receiver on the
  * target, the job stopped and relaunched with the target in the source's
@@ -2305,6 +2352,10 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	}
 	if (ms)
 		c->mig.bytes_per_s = bytes * 1000 / ms;
+	if (c->o->spares && move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
+		free(argv);
+		return 0;
+	}
 	/* every image on the target, the source's directory removed */
 	stop_job(c);
 	launch_reset(c);
@@ -2356,9 +2407,17 @@ static void decide(struct coord *c)
 			give_up(c, msg);
 			break;
 		case POLICY_MIGRATE:
-			if (migrate(c, &ev) == 0)
+			if (migrate(c, &ev) != 0)
+				break;        /* failed: its event (autor's) follows */
+			if (!c->mig.moved)
 				return;   /* relaunched: the rest are the old launch's */
-			break;        /* failed: its event (autor's) follows */
+			/* moved into spares: the job's other processes are the same,
+			 * the events after this one still stand */
+			memmove(c->events, c->events + i + 1,
+				(c->nevents - i - 1) * sizeof(*c->events));
+			c->nevents -= i + 1;
+			i = UINT_MAX;   /* (the loop's i++: from the first again) */
+			continue;
 		case POLICY_CHECKPOINT:
 			predicted_checkpoint(c, msg);
 			break;

@@ -559,9 +559,9 @@ static void phase_answer(void)
 		to_coord("FAILED %s", A.failed);
 	else if (!strcmp(A.word, "PARKED"))
 		to_coord("PARKED %llu %u", (unsigned long long)A.max, A.answers);
-	else
-		to_coord("DONE %llu %llu %u", (unsigned long long)A.sum1, (unsigned long long)A.sum2,
-			 A.answers);
+	else   /* DONE, MOVED */
+		to_coord("%s %llu %llu %u", A.word, (unsigned long long)A.sum1,
+			 (unsigned long long)A.sum2, A.answers);
 }
 
 /* Send line to the checkpoint's ranks and collect their answers (word) */
@@ -639,6 +639,9 @@ static void coord_said(const char *line)
 		phase_begin(cmd, "PARKED");
 	} else if (!strcmp(line, "WRITE")) {
 		phase_begin("WRITE", "DONE");
+	} else if (!strncmp(line, "MOVE ", 5)) {
+		/* the ranks go into spares, the others relink (lh_agent.c) */
+		phase_begin(line, "MOVED");
 	} else if (!strcmp(line, "KILL")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct ucred cred;
@@ -670,7 +673,8 @@ static void coord_said(const char *line)
 		level_call(line + 8, 1, node_level_upgrade);
 	} else if (!strncmp(line, "STREAM ", 7)) {
 		level_call(line + 7, 0, node_level_stream);
-	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") || !strcmp(line, "EXIT")) {
+	} else if (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed") ||
+		   !strcmp(line, "RESUME moved") || !strcmp(line, "EXIT")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct rank *q = A.r[i];
 
@@ -681,7 +685,7 @@ static void coord_said(const char *line)
 			q->leaving = !strcmp(line, "EXIT");
 		}
 		A.phase = IDLE;
-		if (strcmp(line, "RESUME"))
+		if (strcmp(line, "RESUME") && strcmp(line, "RESUME moved"))
 			node_level_abort();     /* a STREAM's checkpoint failed, or ends the job */
 		if (!strcmp(line, "RESUME") && A.stage_dir && A.global)
 			copy_written();

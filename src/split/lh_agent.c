@@ -659,6 +659,95 @@ static int finalize(void)
 	return MPI_Finalize();
 }
 
+static int idle_dup(void);
+
+/* MOVE <host> <rank>...: the ranks named go into spares on host, the job
+ * keeps every other process (docs/coordinator.md, "Moving a rank into a
+ * spare"). Each step runs on the parked main thread. */
+static struct {
+	char host[64], ckpt[64];
+	int ranks[64], n, moving;
+} mv;
+
+/* every active rank can take part, and the same spares are chosen on all
+ * (collective over agent_comm) */
+static int move_check(void)
+{
+	char why[256];
+	int mine, any = 0;
+
+	lh_state_unmovable(why, sizeof(why));
+	if (!*why)
+		lh_spare_choose(mv.host, mv.ranks, mv.n, why, sizeof(why));
+	mine = !!*why;
+	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, agent_comm) != MPI_SUCCESS)
+		return err_set(-EIO, "rank %d: the ranks cannot agree on the move",
+			       lh_info->world_rank);
+	if (any)
+		return err_set(-ENOTSUP, "%s", *why ? why : "another rank cannot move in place");
+	return 0;
+}
+
+static int move_send(void)
+{
+	if (lh_spare_send(lh_info->world_rank, mv.ckpt) != MPI_SUCCESS)
+		return err_set(-EIO, "rank %d: cannot reach its spare on %s", lh_info->world_rank,
+			       mv.host);
+	return 0;
+}
+
+/* a rank that stays: MPI_COMM_WORLD, every communicator and group, and the
+ * checkpoint threads' communicator made again over the new map, with the
+ * spares that became ranks (their lh_state_rebuild, then lh_agent_start) */
+static int move_relink(void)
+{
+	MPI_Comm old = MPI_COMM_NULL;
+	int ret;
+
+	if (lh_spare_world(&old) != MPI_SUCCESS)
+		return err_set(-EIO, "rank %d: cannot make MPI_COMM_WORLD again with the moved "
+			       "ranks", lh_info->world_rank);
+	lh_handles_init(1);   /* the program's MPI_COMM_WORLD: the new one */
+	ret = lh_state_relink();
+	if (!ret) {
+		MPI_Comm_free(&agent_comm);
+		if (idle_dup() != MPI_SUCCESS)
+			ret = err_set(-EIO, "rank %d: cannot make the checkpoint threads' "
+				      "communicator again", lh_info->world_rank);
+	}
+	MPI_Comm_free(&old);
+	return ret;
+}
+
+static int move_leave(void)
+{
+	lh_spare_leave();
+}
+
+/* 0 when this rank moved or relinked, the answer (MOVED or FAILED) sent */
+static int move(const char *ckpt, const char *args)
+{
+	int pos = 0, r, ret;
+
+	snprintf(mv.ckpt, sizeof(mv.ckpt), "%.63s", ckpt);
+	mv.n = mv.moving = 0;
+	if (sscanf(args, "%63s%n", mv.host, &pos) != 1)
+		return send_line("FAILED rank %d: a MOVE without a host", lh_info->world_rank), -1;
+	for (args += pos; mv.n < 64 && sscanf(args, "%d%n", &r, &pos) == 1; args += pos) {
+		mv.ranks[mv.n++] = r;
+		mv.moving |= r == lh_info->world_rank;
+	}
+	err_clear();
+	ret = on_main(move_check);
+	ret = ret ? ret : on_main(mv.moving ? move_send : move_relink);
+	if (ret) {
+		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
+		return -1;
+	}
+	send_line("MOVED %d", mv.moving);
+	return 0;
+}
+
 /* CHECKPOINT: park, say PARKED (or FAILED); on WRITE (every rank is
  * parked) check, write and say DONE (or FAILED); then RESUME or EXIT. */
 static void checkpoint(const char *name)
@@ -697,6 +786,21 @@ static void checkpoint(const char *name)
 		if (read_line(line, sizeof(line)) != 0)
 			goto gone;
 	}
+	if (!strncmp(line, "MOVE ", 5)) {
+		/* into spares: on failure the coordinator relaunches (KILL) */
+		int moved = move(name, line + 5) == 0;
+
+		if (read_line(line, sizeof(line)) != 0)
+			goto gone;
+		if (moved && mv.moving) {
+			/* out of the coordinator's table; the process waits as a
+			 * spare does, its upper half parked for good */
+			send_line("BYE");
+			close(coord_fd);
+			coord_fd = -1;
+			on_main(move_leave);
+		}
+	}
 	if (!strcmp(line, "EXIT")) {
 		/* checkpoint --stop: end the whole job cleanly */
 		on_main(finalize);
@@ -705,7 +809,7 @@ static void checkpoint(const char *name)
 	}
 	/* "RESUME": established; "RESUME failed": not (MPIX_Checkpoint says).
 	 * The node agent copies a staged image to the global tier. */
-	lh_lg->mpix_ok = !strcmp(line, "RESUME");
+	lh_lg->mpix_ok = !strcmp(line, "RESUME") || !strcmp(line, "RESUME moved");
 	lh_lg->mpix_gen++;
 	resume();
 	return;

@@ -154,6 +154,17 @@ void lh_state_unsupported(char *why, size_t len);
 /* every object again on this MPI, pending receives posted again; 0 or a
  * negative errno with err_msg() */
 int lh_state_rebuild(void);
+/* What keeps a live rank from taking part in a migration into a spare
+ * (lh_state_relink cannot make it again yet: a window, a file, a
+ * non-blocking operation other than a receive, a communicator freed here
+ * but not by every member), in a sentence, or "" */
+void lh_state_unmovable(char *why, size_t len);
+/* A live rank after lh_world was made again over a new rank map: every
+ * communicator and group again over it, in creation order (as the
+ * restored rank's lh_state_rebuild makes them), the old ones freed, its
+ * pending receives cancelled and posted again on the new ones;
+ * 0 or a negative errno with err_msg() */
+int lh_state_relink(void);
 /* an operation's trampoline slot (lh_calls.c makes them) */
 void lh_state_op(uint32_t n, int slot, int commute);
 int lh_op_build(int slot, int commute, uint64_t *real);

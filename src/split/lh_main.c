@@ -532,6 +532,8 @@ static int rebuilt(const char *dir, struct early *e)
 	return !own;
 }
 
+static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r, int barrier);
+
 static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 {
 	const struct lh_restored *r = &e->r;
@@ -555,12 +557,35 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 		    lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
 			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
 	}
+	enter_restored(r, 1);
+}
+
+/* A spare told to become a rank (lh_spare.h): its image of ckpt, which a
+ * migration brought to this node, restored as a restart does; the ranks
+ * that stay make the same communicators meanwhile (lh_state_relink) */
+static void __attribute__((noreturn)) adopt(const char *ckpt)
+{
+	static struct lh_restored r;
+	char path[PATH_MAX];
+
+	stage("adopt");
+	if (lh_stage_image(ckpt, lh_info->world_rank, path, sizeof(path)) != 0 ||
+	    lh_restore(path, lh_info->world_rank, lh_info->world_size, &r) != 0)
+		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+	enter_restored(&r, 0);
+}
+
+/* The restored upper half's objects made on this MPI, the rank registered,
+ * then into the program; barrier: every rank restored first (a restart) */
+static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r, int barrier)
+{
 	if (r->vdso != getauxval(AT_SYSINFO_EHDR))
 		lh_die("rank %d: the kernel's vdso is at %#lx, it was at %#lx at the checkpoint: "
 		    "restart on a machine with the same kernel", lh_info->world_rank,
 		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r->vdso);
 	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r->uh_callbacks;
-	idle_barrier();
+	if (barrier)
+		idle_barrier();
 	/* the ledger came back with the upper half: this MPI's handles for
 	 * every object the program holds, its pending receives posted again */
 	stage("rebuild");
@@ -651,7 +676,7 @@ int main(int argc, char **argv, char **envp)
 	 * later inherits this, files return errors by default */
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
-	lh_spare_start();   /* a spare rank stays there until the job ends */
+	lh_spare_start();   /* a spare stays there until the job ends or it becomes a rank */
 
 	stage("table");
 	page = mmap((void *)STS_LH_INFO_ADDR, (sizeof(*lh_info) + PAGE - 1) & ~(PAGE - 1),
@@ -677,6 +702,8 @@ int main(int argc, char **argv, char **envp)
 	if (lh_tls_start() != 0)
 		lh_die("cannot start the threads whose TLS the program's threads borrow in MPI");
 
+	if (lh_spare_adopted())
+		adopt(lh_spare_adopted());
 	if (restore && *restore)
 		restart(restore, &early);
 	if (lh_ledger_create(lh_info->world_rank, lh_info->world_size) != 0)

@@ -11,6 +11,16 @@
  * (Open MPI's and MPICH's finalize wait for every process of the job) and
  * exits 0, leaving the job's status to the program's ranks.
  *
+ * A migration into a spare (docs/coordinator.md, "Moving a rank into a
+ * spare"): every active rank knows every rank's host (gathered at the
+ * split) and the rank map, so all choose the same spare on the target
+ * host. The moving rank's lower half sends that spare the word MOVE with
+ * the program rank it becomes, the new map and the checkpoint's name;
+ * the spare and the active ranks then make the new lh_world over the map
+ * (MPI_Comm_create_group over the real world: the old process is not a
+ * member), the spare restores the image as a restart does, and the old
+ * process waits as a spare does for the job's end.
+ *
  * Nothing but this file sends on the real MPI_COMM_WORLD once lh_world
  * exists: every call of the program goes to lh_world or to communicators
  * made from it.
@@ -26,13 +36,26 @@
 #include "lh_spare.h"
 
 #define SPARE_TAG 0x5350      /* on the real MPI_COMM_WORLD only */
+#define SPARE_WORLD_TAG 0x5351 /* MPI_Comm_create_group of a new lh_world */
 #define SPARE_END 1           /* the word: the job ends */
+#define SPARE_MOVE 2          /* the word: become a rank (struct move_word) */
 #define SPARE_POLL_NS 2000000
+#define HOST_LEN 64
 
 MPI_Comm lh_world = MPI_COMM_WORLD;
 
 static int spares = -1;   /* STASIS_SPARES; -1 until read */
 static int active_n;      /* the program's ranks (N) */
+static int *map;          /* [active_n]: the real rank holding program rank i */
+static char (*hosts)[HOST_LEN];   /* [real size]: every real rank's host */
+static char adopted[64];  /* a spare told to become a rank: the checkpoint */
+
+/* SPARE_MOVE's word: header, then map[n], then the checkpoint's name */
+struct move_word {
+	int word, rank, n;
+	char ckpt[64];
+	int map[];
+};
 
 static int spare_count(void)
 {
@@ -63,26 +86,76 @@ int lh_spare_env(int *rank, int *size)
 	return *rank >= *size;
 }
 
-static void __attribute__((noreturn)) spare_wait(int real_rank)
+/* The world over the map, in its order (collective over the map's ranks) */
+static int make_world(MPI_Comm *out)
+{
+	MPI_Group all, g;
+	int ret;
+
+	MPI_Comm_group(MPI_COMM_WORLD, &all);
+	ret = MPI_Group_incl(all, active_n, map, &g);
+	MPI_Group_free(&all);
+	if (ret != MPI_SUCCESS)
+		return ret;
+	ret = MPI_Comm_create_group(MPI_COMM_WORLD, g, SPARE_WORLD_TAG, out);
+	MPI_Group_free(&g);
+	return ret;
+}
+
+/* Wait for a word on the real MPI_COMM_WORLD without spinning; 1 when it
+ * is MOVE (a spare becomes a rank: *w, to free), 0 when the job ends */
+static int await_word(int real_rank, struct move_word **w)
 {
 	const struct timespec nap = { 0, SPARE_POLL_NS };
-	MPI_Request req;
-	int word = 0, done = 0;
+	MPI_Status st;
+	int flag = 0, len = 0;
+
+	while (!flag) {
+		if (MPI_Iprobe(MPI_ANY_SOURCE, SPARE_TAG, MPI_COMM_WORLD, &flag, &st) != MPI_SUCCESS)
+			lh_die("spare rank %d: its receive failed", real_rank);
+		if (!flag)
+			nanosleep(&nap, NULL);
+	}
+	MPI_Get_count(&st, MPI_BYTE, &len);
+	if (len < (int)sizeof(int) || !(*w = calloc(1, (size_t)len + sizeof(**w))))
+		lh_die("spare rank %d: a word of %d bytes", real_rank, len);
+	if (MPI_Recv(*w, len, MPI_BYTE, st.MPI_SOURCE, SPARE_TAG, MPI_COMM_WORLD,
+		     MPI_STATUS_IGNORE) != MPI_SUCCESS)
+		lh_die("spare rank %d: its receive failed", real_rank);
+	if ((*w)->word == SPARE_END)
+		return 0;
+	if ((*w)->word != SPARE_MOVE || len < (int)sizeof(**w) ||
+	    (*w)->n != active_n || len != (int)(sizeof(**w) + (size_t)active_n * sizeof(int)))
+		lh_die("spare rank %d: unknown word %d from rank %d", real_rank, (*w)->word,
+		       st.MPI_SOURCE);
+	return 1;
+}
+
+static void __attribute__((noreturn)) job_end(void)
+{
+	MPI_Finalize();
+	fflush(NULL);
+	_exit(0);
+}
+
+/* A spare: it waits for the job's end, or becomes a rank (returns) */
+static void spare_wait(int real_rank)
+{
+	struct move_word *w = NULL;
 
 	lh_log(LOG_DEBUG, "rank %d of MPI_COMM_WORLD is a spare: it waits for the job's end",
 	       real_rank);
-	if (MPI_Irecv(&word, 1, MPI_INT, MPI_ANY_SOURCE, SPARE_TAG, MPI_COMM_WORLD, &req) != MPI_SUCCESS)
-		lh_die("spare rank %d: cannot post its receive", real_rank);
-	while (!done) {
-		if (MPI_Test(&req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS)
-			lh_die("spare rank %d: its receive failed", real_rank);
-		if (!done)
-			nanosleep(&nap, NULL);
+	if (!await_word(real_rank, &w)) {
+		free(w);
+		job_end();
 	}
-	if (word != SPARE_END)
-		lh_die("spare rank %d: unknown word %d from rank 0", real_rank, word);
-	MPI_Finalize();
-	exit(0);
+	memcpy(map, w->map, (size_t)active_n * sizeof(int));
+	snprintf(adopted, sizeof(adopted), "%.63s", w->ckpt);
+	lh_log(LOG_INFO, "rank %d of MPI_COMM_WORLD becomes rank %d (%s)", real_rank, w->rank,
+	       adopted);
+	free(w);
+	if (make_world(&lh_world) != MPI_SUCCESS || lh_world == MPI_COMM_NULL)
+		lh_die("spare rank %d: cannot join the ranks' new world", real_rank);
 }
 
 void lh_spare_start(void)
@@ -100,6 +173,16 @@ void lh_spare_start(void)
 		_exit(127);
 	}
 	active_n = size - s;
+	map = calloc((size_t)active_n, sizeof(int));
+	hosts = calloc((size_t)size, HOST_LEN);
+	if (!map || !hosts)
+		lh_die("rank %d: out of memory", rank);
+	for (int i = 0; i < active_n; i++)
+		map[i] = i;
+	gethostname(hosts[rank], HOST_LEN - 1);
+	if (MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, hosts, HOST_LEN, MPI_CHAR,
+			  MPI_COMM_WORLD) != MPI_SUCCESS)
+		lh_die("rank %d: cannot gather the ranks' hosts", rank);
 	if (MPI_Comm_split(MPI_COMM_WORLD, rank < active_n ? 0 : 1, rank, &lh_world) != MPI_SUCCESS)
 		lh_die("rank %d: cannot split MPI_COMM_WORLD into %d ranks and %d spares", rank,
 		       active_n, s);
@@ -125,6 +208,14 @@ void lh_spare_environ(char **envp)
 			}
 }
 
+static int in_map(int real)
+{
+	for (int i = 0; i < active_n; i++)
+		if (map[i] == real)
+			return 1;
+	return 0;
+}
+
 void lh_spare_release(void)
 {
 	static int released;
@@ -137,8 +228,80 @@ void lh_spare_release(void)
 	if (rank != 0)
 		return;
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	for (int r = active_n; r < size; r++)
-		if (MPI_Send(&word, 1, MPI_INT, r, SPARE_TAG, MPI_COMM_WORLD) != MPI_SUCCESS)
+	for (int r = 0; r < size; r++)
+		if (!in_map(r) &&
+		    MPI_Send(&word, (int)sizeof(word), MPI_BYTE, r, SPARE_TAG, MPI_COMM_WORLD) != MPI_SUCCESS)
 			lh_log(LOG_WARN, "cannot tell spare rank %d that the job ends: it waits "
 			       "until the launcher ends it", r);
+}
+
+const char *lh_spare_adopted(void)
+{
+	return adopted[0] ? adopted : NULL;
+}
+
+int lh_spare_choose(const char *host, const int *ranks, int n, char *why, size_t len)
+{
+	int size = 0;
+
+	if (!spare_count() || lh_world == MPI_COMM_WORLD)
+		return snprintf(why, len, "the job runs without spares (--spares)"), -1;
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (int i = 0; i < n; i++) {
+		int r = 0;
+
+		if (ranks[i] < 0 || ranks[i] >= active_n)
+			return snprintf(why, len, "no rank %d", ranks[i]), -1;
+		while (r < size && (in_map(r) || strcmp(hosts[r], host)))
+			r++;
+		if (r == size)
+			return snprintf(why, len, "no spare left on %s for rank %d", host, ranks[i]), -1;
+		map[ranks[i]] = r;
+	}
+	return 0;
+}
+
+int lh_spare_send(int rank, const char *ckpt)
+{
+	size_t len = sizeof(struct move_word) + (size_t)active_n * sizeof(int);
+	struct move_word *w = calloc(1, len);
+	int ret;
+
+	if (!w)
+		return MPI_ERR_NO_MEM;
+	w->word = SPARE_MOVE;
+	w->rank = rank;
+	w->n = active_n;
+	snprintf(w->ckpt, sizeof(w->ckpt), "%.63s", ckpt);
+	memcpy(w->map, map, (size_t)active_n * sizeof(int));
+	ret = MPI_Send(w, (int)len, MPI_BYTE, map[rank], SPARE_TAG, MPI_COMM_WORLD);
+	free(w);
+	return ret;
+}
+
+int lh_spare_world(MPI_Comm *old)
+{
+	MPI_Comm c = MPI_COMM_NULL;
+	int ret = make_world(&c);
+
+	if (ret != MPI_SUCCESS)
+		return ret;
+	*old = lh_world;
+	lh_world = c;
+	return MPI_SUCCESS;
+}
+
+void lh_spare_leave(void)
+{
+	struct move_word *w = NULL;
+	int rank = 0;
+
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	while (await_word(rank, &w)) {
+		/* (a MOVE is for a spare: none comes to a rank that left) */
+		free(w);
+		w = NULL;
+	}
+	free(w);
+	job_end();
 }

@@ -26,17 +26,43 @@ extern MPI_Comm lh_world;
 int lh_spare_env(int *rank, int *size);
 
 /* Right after MPI_Init, on every rank (collective over the real
- * MPI_COMM_WORLD): lh_world made. A spare never returns: it waits for the
- * job's end, finalizes MPI and exits 0. */
+ * MPI_COMM_WORLD): lh_world made, every rank's host known. A spare waits
+ * for the job's end, finalizes MPI and exits 0; or it is told to become a
+ * rank (a migration): it returns with lh_world made over the new map and
+ * lh_spare_adopted() naming the checkpoint whose image it restores. */
 void lh_spare_start(void);
+
+/* The checkpoint a spare was told to restore (as rank lh_world's rank), or
+ * NULL: not an adopted spare */
+const char *lh_spare_adopted(void);
+
+/* A migration (docs/coordinator.md, "Moving a rank into a spare"), on
+ * every active rank alike, its main thread parked: ranks[n] are to go
+ * into spares on host, the lowest free ones in order; the rank map
+ * changed. -1 with a sentence in why when there is none (or no spares). */
+int lh_spare_choose(const char *host, const int *ranks, int n, char *why, size_t len);
+
+/* On a moving rank, after lh_spare_choose: tell its spare to become
+ * program rank `rank` from the image of ckpt; an MPI error code */
+int lh_spare_send(int rank, const char *ckpt);
+
+/* On a rank that stays, after lh_spare_choose: lh_world made again over
+ * the new map (collective with the spares that become ranks); *old gets
+ * the one it replaces, for the caller to free once nothing uses it */
+int lh_spare_world(MPI_Comm *old);
+
+/* On a rank that moved: wait without spinning for the job's end (the
+ * word of lh_spare_release), finalize MPI with the others and exit 0 */
+void lh_spare_leave(void) __attribute__((noreturn));
 
 /* Before the program starts: the launcher's world-size variables in envp
  * (the environment the upper half gets) say the program's N, not N + S */
 void lh_spare_environ(char **envp);
 
 /* Just before the real MPI_Finalize of an active rank (the program's, or
- * --stop's): the program's rank 0 tells the spares that the job ends, so
- * that they finalize with it. Once per process. */
+ * --stop's): the program's rank 0 tells every process outside the map
+ * (spares, and ranks' old processes after a migration) that the job
+ * ends, so that they finalize with it. Once per process. */
 void lh_spare_release(void);
 
 #endif

@@ -83,13 +83,13 @@ struct rec_op {
 	int slot, commute;
 };
 
+static MPI_Group world_g = MPI_GROUP_NULL;   /* lh_world's group */
+
 static MPI_Group world_group(void)
 {
-	static MPI_Group g = MPI_GROUP_NULL;
-
-	if (g == MPI_GROUP_NULL)
-		MPI_Comm_group(lh_world, &g);
-	return g;
+	if (world_g == MPI_GROUP_NULL)
+		MPI_Comm_group(lh_world, &world_g);
+	return world_g;
 }
 
 /* ---- communicators and groups ---- */
@@ -945,19 +945,20 @@ static int repost(struct lh_slot *s)
 	return ret;
 }
 
-int lh_state_rebuild(void)
+/* The recorded objects in creation order (*v to free); restart: every
+ * slot's handle, free ones too, reset to this MPI's null first (they held
+ * the other MPI's) */
+static int live_objects(struct live **out, size_t *nout, int restart)
 {
 	struct live *v = NULL;
 	size_t n = 0, cap = 0;
-	int ret = MPI_SUCCESS;
-	char what[128] = "";
 
 	for (int k = 0; k < STS_KINDS; k++) {
 		struct lh_table *t = &lh_lg->tables[k];
 
 		for (uint32_t i = STS_FIRST_USER; i < t->next; i++) {
-			/* free slots too: they held the other MPI's null handle */
-			t->slot[i].real = t->slot[0].real;
+			if (restart)
+				t->slot[i].real = t->slot[0].real;
 			if (!t->slot[i].rec)
 				continue;
 			if (n == cap) {
@@ -972,7 +973,112 @@ int lh_state_rebuild(void)
 			v[n++] = (struct live){ &t->slot[i], k, i };
 		}
 	}
-	qsort(v, n, sizeof(*v), cmp_seq);
+	if (n)
+		qsort(v, n, sizeof(*v), cmp_seq);
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+static int mpi_failed(int ret, const char *what)
+{
+	char msg[MPI_MAX_ERROR_STRING] = "";
+	int len = 0;
+
+	MPI_Error_string(ret, msg, &len);
+	return err_set(-EPROTO, "cannot build %s again on this MPI: %s", what, msg);
+}
+
+void lh_state_unmovable(char *why, size_t len)
+{
+	static const int kinds[] = { STS_WIN, STS_FILE };
+
+	*why = 0;
+	for (unsigned i = 0; i < sizeof(kinds) / sizeof(kinds[0]) && !*why; i++)
+		if (lh_live(kinds[i]))
+			snprintf(why, len, "rank %d holds an MPI_%s", lh_lg->world_rank,
+				 kind_names[kinds[i]]);
+	for (uint32_t c = STS_FIRST_USER; c < lh_lg->coll_cap && !*why; c++)
+		if (lh_lg->retired[c])
+			snprintf(why, len, "rank %d freed a communicator some member still holds",
+				 lh_lg->world_rank);
+	for (uint32_t n = STS_FIRST_USER; n < lh_lg->tables[STS_REQUEST].next && !*why; n++) {
+		const struct lh_req *q = lh_lg->tables[STS_REQUEST].slot[n].rec;
+
+		if (q && q->state == REQ_PENDING && q->kind != REQ_RECV)
+			snprintf(why, len, "rank %d has a non-blocking operation in progress",
+				 lh_lg->world_rank);
+	}
+}
+
+/* A receive still posted after the drain matched nothing (every message
+ * sent arrived, every rank is parked): cancelled, posted again on the
+ * communicator made again (repost) */
+static int recv_cancel(struct lh_slot *s)
+{
+	MPI_Request r = (MPI_Request)(LH_HCAST)s->real;
+	MPI_Status st;
+	int gone = 0, ret = MPI_Cancel(&r);
+
+	ret = ret == MPI_SUCCESS ? MPI_Wait(&r, &st) : ret;
+	if (ret == MPI_SUCCESS)
+		MPI_Test_cancelled(&st, &gone);
+	return ret != MPI_SUCCESS ? ret : gone ? MPI_SUCCESS : MPI_ERR_PENDING;
+}
+
+int lh_state_relink(void)
+{
+	struct live *v;
+	size_t n;
+	int ret = live_objects(&v, &n, 0);
+
+	if (ret)
+		return ret;
+	if (world_g != MPI_GROUP_NULL)
+		MPI_Group_free(&world_g);
+	ret = MPI_SUCCESS;
+	for (size_t i = 0; i < n && ret == MPI_SUCCESS; i++)
+		if (v[i].kind == STS_REQUEST && ((struct lh_req *)v[i].s->rec)->state == REQ_PENDING)
+			ret = recv_cancel(v[i].s);
+	for (size_t i = 0; i < n && ret == MPI_SUCCESS; i++) {
+		struct lh_slot *s = v[i].s;
+
+		if (v[i].kind == STS_REQUEST) {
+			ret = repost(s);
+		} else if (v[i].kind == STS_COMM) {
+			MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
+
+			lh_coll_comm_gone(v[i].n);
+			if (c != MPI_COMM_NULL)
+				MPI_Comm_free(&c);
+			ret = rebuild_comm(s);
+			if (ret == MPI_SUCCESS)
+				lh_coll_comm_made(v[i].n);
+		} else if (v[i].kind == STS_GROUP) {
+			const struct rec_group *r = s->rec;
+			MPI_Group g = (MPI_Group)(LH_HCAST)s->real;
+
+			if (g != MPI_GROUP_NULL)
+				MPI_Group_free(&g);
+			ret = MPI_Group_incl(world_group(), r->n, r->v, &g);
+			if (ret == MPI_SUCCESS)
+				s->real = LH_HVAL(g);
+		}
+	}
+	free(v);
+	return ret == MPI_SUCCESS ? 0 : mpi_failed(ret, "a communicator or a pending receive");
+}
+
+int lh_state_rebuild(void)
+{
+	struct live *v = NULL;
+	size_t n = 0;
+	int ret = live_objects(&v, &n, 1);
+	char what[128] = "";
+
+	if (ret)
+		return ret;
+	ret = MPI_SUCCESS;
 	for (size_t i = 0; i < n && ret == MPI_SUCCESS; i++) {
 		struct lh_slot *s = v[i].s;
 		int k = v[i].kind;
@@ -1019,12 +1125,5 @@ int lh_state_rebuild(void)
 		}
 	}
 	free(v);
-	if (ret != MPI_SUCCESS) {
-		char msg[MPI_MAX_ERROR_STRING] = "";
-		int len = 0;
-
-		MPI_Error_string(ret, msg, &len);
-		return err_set(-EPROTO, "cannot build %s again on this MPI: %s", what, msg);
-	}
-	return 0;
+	return ret == MPI_SUCCESS ? 0 : mpi_failed(ret, what);
 }

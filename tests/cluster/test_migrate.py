@@ -86,6 +86,43 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         job.kill()
 
 
+@pytest.mark.parametrize("lower,hosts", [("openmpi", "n1:1,n2:1,n3:1")])
+def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, lower, hosts,
+                                                              tmp_path):
+    """--spares 1 (docs/coordinator.md, "Moving a rank into a spare"): rank
+    1's image goes to n3, where the spare restores it and becomes rank 1;
+    rank 0 keeps its process, nothing is relaunched, and the output is an
+    uninterrupted run's. About 12 s."""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    before_files = local_files(cluster, "n2")
+    try:
+        job.start(launcher(lower, hosts, 2), progs[("p2p", lower)], ITERS, SLEEP_MS,
+                  opts="--spares 1")
+        job.lines_until(r"rank 0 iteration 3")
+        before = re.findall(r"(?:=|,)0:(\d+)@n1", job.stasis("status", "--dir", job.ck).stdout)
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", timeout=120)
+        assert re.fullmatch(r"migration: ranks 1 from n2 to n3, \d+\.\d MiB node to node in "
+                            r"\d+\.\d\d s; from ckpt-\d+; into spares\n", r.stdout), \
+            r.stdout + r.stderr
+        status = job.stasis("status", "--dir", job.ck).stdout
+        assert re.search(r"(?:=|,)1:\d+@n3", status) and "@n2" not in status, status
+        # rank 0 is the same process: nothing was relaunched
+        assert before and re.search(rf"(?:=|,)0:{before[0]}@n1", status), (before, status)
+        # no file of the job on n2 (its old process waits, idle, for the end)
+        left = {p for p in local_files(cluster, "n2") - before_files
+                if not re.search(r"/stasis-node\.\d+$", p)}
+        assert left == set(), left
+        rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
+        assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
+        uninterrupted(out, 2)
+        assert "relaunched" not in err and "stasis: recovery" not in err, err
+        assert re.search(r"stasis: migration: ranks 1 from n2 to n3, .*; into spares; "
+                         r"\d+\.\d s\n", err), err
+    finally:
+        job.kill()
+
+
 def test_a_fault_mid_migration_hands_over_to_automatic_recovery(cluster, progs, tmp_path):
     job = ClusterJob(cluster, tmp_path)
     staged(job, {"STASIS_FAULT": "node.migrate:1:fail",
@@ -175,3 +212,4 @@ def test_a_prediction_too_short_to_migrate_checkpoints_then_recovers(cluster, pr
             lines[0]), err
     finally:
         job.kill()
+
