@@ -175,16 +175,8 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
 	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
 	if (i < LH_MAX_THREADS) {
-		struct split_thread *t = &st.threads[i];
-		uint64_t head = 0, len = 0;
-
-		rsys(SYS_get_robust_list, 0, (long)&head, (long)&len, 0);
-		t->fs = fs;
-		t->frame = (uint64_t)(uintptr_t)uc;
-		t->robust_head = head;
-		t->robust_len = len;
-		t->tid = (int32_t)tid;
-		t->main = (uint32_t)is_main;
+		/* zeroed by reset_parking; what the single-process agent records too */
+		pimg_thread_capture(&st.threads[i], uc, fs, 0);
 	}
 	job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
 	if (is_main)
@@ -325,26 +317,26 @@ static int check_parked(void)
 			       "checkpoints at most %d per rank", lh_info->world_rank, n,
 			       LH_MAX_THREADS);
 	for (uint32_t i = 0; i < n; i++)
-		if (st.threads[i].main)
+		if (st.threads[i].flags & PIMG_THREAD_MAIN)
 			main = (int)i;
 	if (main < 0)
 		return err_set(-EDEADLK, "rank %d: the program's main thread did not stop",
 			       lh_info->world_rank);
 	if (main > 0) {
-		struct split_thread t = st.threads[0];
+		struct pimg_rec_thread t = st.threads[0];
 
 		st.threads[0] = st.threads[main];
 		st.threads[main] = t;
 	}
 	for (uint32_t i = 0; i < n; i++)
-		if (*(int32_t *)(uintptr_t)(st.threads[i].fs + TID_OFFSET) != st.threads[i].tid)
+		if (*(int32_t *)(uintptr_t)(st.threads[i].fs_base + TID_OFFSET) != st.threads[i].tid)
 			return err_set(-ENOTSUP, "rank %d: the program's libc keeps its thread "
 				       "ids where Stasis does not expect them (glibc 2.36 is "
 				       "supported)", lh_info->world_rank);
 	/* signals sent while the threads were blocking them, or during the
 	 * checkpoint (its handler blocks every one): sent again at a restart */
 	for (uint32_t i = 0; i < n; i++)
-		st.threads[i].pending = pending(st.threads[i].tid, "SigPnd:");
+		st.threads[i].sigpending = pending(st.threads[i].tid, "SigPnd:");
 	st.shared_pending = pending(0, "ShdPnd:");
 	st.nthreads = n;
 	st.tid_offset = TID_OFFSET;
@@ -991,14 +983,14 @@ void lh_agent_start(uint32_t restarts)
  * The child sets its robust list and returns from the signal with
  * rt_sigreturn: registers, signal mask and extended state as they were. It touches no memory before that, so it
  * needs none of its own. */
-static long start_thread(const struct split_thread *t, uint32_t tid_offset)
+static long start_thread(const struct pimg_rec_thread *t, uint32_t tid_offset)
 {
 	const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
 				    CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
 				    CLONE_PARENT_SETTID | CLONE_CHILD_SETTID |
 				    CLONE_CHILD_CLEARTID;
-	register long r10 __asm__("r10") = (long)(t->fs + tid_offset);
-	register long r8 __asm__("r8") = (long)t->fs;
+	register long r10 __asm__("r10") = (long)(t->fs_base + tid_offset);
+	register long r8 __asm__("r8") = (long)t->fs_base;
 	register long r12 __asm__("r12") = (long)t->robust_head;
 	register long r13 __asm__("r13") = (long)t->robust_len;
 	long ret;
@@ -1015,7 +1007,7 @@ static long start_thread(const struct split_thread *t, uint32_t tid_offset)
 			 "ud2\n"
 			 "1:"
 			 : "=a"(ret)
-			 : "0"((long)SYS_clone), "D"(flags), "S"(t->frame), "d"((long)(t->fs + tid_offset)), "r"(r10),
+			 : "0"((long)SYS_clone), "D"(flags), "S"(t->sigframe), "d"((long)(t->fs_base + tid_offset)), "r"(r10),
 			   "r"(r8), "r"(r12), "r"(r13), [robust] "i"(SYS_set_robust_list),
 			   [sigreturn] "i"(SYS_rt_sigreturn)
 			 : "rcx", "r11", "memory");
@@ -1030,45 +1022,46 @@ static void raise_pending(long tid, uint64_t set)
 
 void lh_enter_upper(const struct lh_restored *r)
 {
-	const struct split_thread *t = &r->threads[0];
+	const struct pimg_rec_thread *t = &r->threads[0];
 	uint64_t all = ~0ULL;
 	long tid;
 
-	for (unsigned i = 0; i < r->nsigs; i++) {
-		const struct split_sigaction *s = &r->sigs[i];
+	for (unsigned i = 0; i < PIMG_NSIG; i++) {
+		const struct pimg_rec_sigaction *s = &r->sigs[i];
 		uint64_t k[4] = { s->handler, s->flags, s->restorer, s->mask };
 
-		rsys(SYS_rt_sigaction, s->signo, (long)k, 0, 8);
+		if (s->handler)
+			rsys(SYS_rt_sigaction, i + 1, (long)k, 0, 8);
 	}
 	/* the other threads first, with every signal blocked until their own
 	 * mask comes back with their frame */
 	rsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, 8);
 	for (unsigned i = 0; i < r->nthreads; i++) {
-		if (r->threads[i].main)
+		if (r->threads[i].flags & PIMG_THREAD_MAIN)
 			t = &r->threads[i];
 		else if ((tid = start_thread(&r->threads[i], r->tid_offset)) < 0)
 			lh_die("rank %d: cannot start thread %u of the program again: %s",
 			    lh_info->world_rank, i, strerror((int)-tid));
-		else if (*(int32_t *)(uintptr_t)(r->threads[i].fs + r->tid_offset) != (int32_t)tid)
+		else if (*(int32_t *)(uintptr_t)(r->threads[i].fs_base + r->tid_offset) != (int32_t)tid)
 			lh_die("rank %d: thread %u of the program started again without its "
 			       "new thread id in its struct pthread", lh_info->world_rank, i);
 		else
-			raise_pending(tid, r->threads[i].pending);
+			raise_pending(tid, r->threads[i].sigpending);
 	}
 	rsys(SYS_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0, 0);
-	tid = rsys(SYS_set_tid_address, (long)(t->fs + r->tid_offset), 0, 0, 0);
-	*(int32_t *)(uintptr_t)(t->fs + r->tid_offset) = (int32_t)tid;
+	tid = rsys(SYS_set_tid_address, (long)(t->fs_base + r->tid_offset), 0, 0, 0);
+	*(int32_t *)(uintptr_t)(t->fs_base + r->tid_offset) = (int32_t)tid;
 	/* the pending signals again, each thread still blocking them until
 	 * its frame gives back its mask: once each (a real-time signal queued
 	 * several times comes back once, without its sigqueue value) */
-	raise_pending(tid, t->pending);
+	raise_pending(tid, t->sigpending);
 	raise_pending(0, r->shared_pending);
-	sts_wrfs((int)lh_info->fsgsbase, t->fs);
+	sts_wrfs((int)lh_info->fsgsbase, t->fs_base);
 	/* rt_sigreturn from the frame the checkpoint signal left on its stack:
 	 * registers, signal mask and extended state come back as they were */
 	__asm__ volatile("mov %0, %%rsp\n\t"
 			 "mov $15, %%eax\n\t"
 			 "syscall\n\t"
-			 : : "r"(t->frame) : "memory");
+			 : : "r"(t->sigframe) : "memory");
 	__builtin_unreachable();
 }

@@ -21,9 +21,11 @@ struct img_reader;
 #define LH_MAX_THREADS 64
 #define LH_CKPT_SIGNAL 62       /* the process checkpointer's signal (proc_format.h) */
 
-/* What the parked upper half left for the image. */
+/* What the parked upper half left for the image. Its threads are the
+ * image's own records (pimg_format.h): tid, flags (MAIN), fs_base,
+ * sigframe, robust list and sigpending are what the split process sets. */
 struct lh_ckpt_state {
-	struct split_thread threads[LH_MAX_THREADS];
+	struct pimg_rec_thread threads[LH_MAX_THREADS];
 	unsigned nthreads;
 	uint64_t vdso;
 	uint32_t tid_offset;
@@ -37,10 +39,10 @@ struct lh_dump_info {
 };
 
 struct lh_restored {
-	struct split_thread threads[LH_MAX_THREADS];
+	struct pimg_rec_thread threads[LH_MAX_THREADS];
 	unsigned nthreads;
-	struct split_sigaction sigs[64];
-	unsigned nsigs;
+	/* signal n at n - 1: the upper half's own handlers, the others zero */
+	struct pimg_rec_sigaction sigs[PIMG_NSIG];
 	uint64_t uh_callbacks, vdso, bytes;
 	uint32_t tid_offset, restarts;
 	uint64_t shared_pending;

@@ -287,12 +287,7 @@ static int write_process(struct img_writer *w, const struct lh_ckpt_state *st,
 	ret = ret ? ret : put(w, cwd, h.cwd_len - 1);
 	ret = ret ? ret : put(w, "", 1);
 	ret = ret ? ret : put(w, sa, sizeof(sa));
-	for (unsigned i = 0; !ret && i < st->nthreads; i++) {
-		struct pimg_rec_thread t;
-
-		split_thread_to_rec(&st->threads[i], &t);
-		ret = put(w, &t, sizeof(t));
-	}
+	ret = ret ? ret : put(w, st->threads, st->nthreads * sizeof(*st->threads));
 	for (unsigned i = 0; !ret && i < l->n; i++) {
 		ret = put(w, &l->v[i].r, sizeof(l->v[i].r));
 		ret = ret ? ret : put(w, l->v[i].path, l->v[i].r.path_len);
@@ -623,15 +618,9 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	p += sizeof(sa);
 	for (unsigned s = 0; s < PIMG_NSIG; s++)
 		if (sa[s].handler >= SPLIT_SAVED_LO && sa[s].handler < STS_UPPER_HI)
-			out->sigs[out->nsigs++] = (struct split_sigaction){
-				s + 1, 0, sa[s].handler, sa[s].flags, sa[s].restorer, sa[s].mask };
-	for (unsigned i = 0; i < h.nthreads; i++) {
-		struct pimg_rec_thread t;
-
-		memcpy(&t, p, sizeof(t));
-		p += sizeof(t);
-		split_thread_from_rec(&t, &out->threads[i]);
-	}
+			out->sigs[s] = sa[s];
+	memcpy(out->threads, p, h.nthreads * sizeof(*out->threads));
+	p += h.nthreads * sizeof(*out->threads);
 	out->nthreads = h.nthreads;
 	out->uh_callbacks = info.uh_callbacks;
 	out->vdso = h.vdso_start;

@@ -29,18 +29,6 @@ void split_thread_to_rec(const struct split_thread *t, struct pimg_rec_thread *r
 	rec->sigpending = t->pending;
 }
 
-void split_thread_from_rec(const struct pimg_rec_thread *rec, struct split_thread *t)
-{
-	memset(t, 0, sizeof(*t));
-	t->tid = rec->tid;
-	t->main = (rec->flags & PIMG_THREAD_MAIN) != 0;
-	t->fs = rec->fs_base;
-	t->frame = rec->sigframe;
-	t->robust_head = rec->robust_head;
-	t->robust_len = rec->robust_len;
-	t->pending = rec->sigpending;
-}
-
 void split_region_kind(uint32_t old_flags, uint32_t *kind, uint32_t *flags)
 {
 	int shared = (old_flags & SPLIT_SHARED) != 0;

@@ -69,15 +69,13 @@ int split_convert(const void *old, size_t len, void **process, size_t *process_l
 		  struct split_info *info);
 
 struct split_thread;
-/* A parked thread as a process record, and back. */
+/* A version 4 or 5 thread record as a process record. */
 void split_thread_to_rec(const struct split_thread *t, struct pimg_rec_thread *rec);
-void split_thread_from_rec(const struct pimg_rec_thread *rec, struct split_thread *t);
 /* A region's kind and flags (pimg.h) from a version 4 or 5 region's flags. */
 void split_region_kind(uint32_t old_flags, uint32_t *kind, uint32_t *flags);
 
-/* The records of versions 4 and 5; struct split_thread and split_sigaction
- * also hold the lower half's view of the parked upper half in memory
- * (lh_ckpt.h). */
+/* The records of versions 4 and 5, read only (the lower half holds the
+ * parked upper half in process records, lh_ckpt.h). */
 
 struct split_header {
 	uint32_t version;

@@ -1,15 +1,23 @@
 /* test_pimg.c - the process-image core (src/pimg/pimg.h): maps lines
  * parsed, this process's own mappings classified, and the page-storing
- * rule's runs over its pagemap, for each region kind. */
+ * rule's runs over its pagemap, for each region kind; a parked thread's
+ * record (pimg_threads.h) taken in a signal handler of the main thread and
+ * of another one. */
 #include "pimg/pimg.h"
+#include "pimg/pimg_threads.h"
 #include "check.h"
 
+#include <asm/prctl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define PAGE 4096ul
@@ -283,12 +291,75 @@ static void test_kernel_and_sizes(void)
 	CHECK_EQ(pimg_maps_read(small, 1), -ENOSPC);
 }
 
+static struct pimg_rec_thread captured;
+static void *captured_uc;
+
+static void capture_handler(int sig, siginfo_t *si, void *uc)
+{
+	uint64_t fs = 0;
+
+	(void)sig;
+	(void)si;
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	memset(&captured, 0, sizeof(captured));
+	pimg_thread_capture(&captured, uc, fs, PIMG_THREAD_AGENT);
+	captured_uc = uc;
+}
+
+/* The calling thread's record, taken in a handler of SIGUSR2, checked
+ * against what the kernel says of the thread outside it. */
+static void capture_and_check(const char *name, int is_main)
+{
+	uint64_t fs = 0, gs = 0, head = 0, len = 0;
+	int *ctid = NULL;
+
+	prctl(PR_SET_NAME, name);
+	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
+	syscall(SYS_arch_prctl, ARCH_GET_GS, &gs);
+	syscall(SYS_get_robust_list, 0, &head, &len);
+	prctl(PR_GET_TID_ADDRESS, &ctid);
+	captured_uc = NULL;
+	CHECK_EQ(syscall(SYS_tgkill, getpid(), gettid(), SIGUSR2), 0);
+	CHECK(captured_uc != NULL);
+	CHECK_EQ(captured.tid, gettid());
+	CHECK_EQ(captured.flags, PIMG_THREAD_AGENT | (is_main ? PIMG_THREAD_MAIN : 0));
+	CHECK_EQ(captured.fs_base, fs);
+	CHECK_EQ(captured.gs_base, gs);
+	CHECK_EQ(captured.sigframe, (uint64_t)(uintptr_t)captured_uc);
+	CHECK(head != 0);
+	CHECK_EQ(captured.robust_head, head);
+	CHECK_EQ(captured.robust_len, len);
+	CHECK_EQ(captured.clear_child_tid, (uint64_t)(uintptr_t)ctid);
+	CHECK(strcmp(captured.comm, name) == 0);
+	CHECK_EQ(captured.rseq_addr, 0);   /* the agent's own, not the capture's */
+}
+
+static void *capture_thread(void *arg)
+{
+	(void)arg;
+	capture_and_check("pimg-other", 0);
+	return NULL;
+}
+
+static void test_thread_capture(void)
+{
+	struct sigaction sa = { .sa_sigaction = capture_handler, .sa_flags = SA_SIGINFO };
+	pthread_t t;
+
+	sigaction(SIGUSR2, &sa, NULL);
+	capture_and_check("pimg-main", 1);
+	CHECK_EQ(pthread_create(&t, NULL, capture_thread, NULL), 0);
+	pthread_join(t, NULL);
+	signal(SIGUSR2, SIG_DFL);
+}
+
 int main(void)
 {
 	test_parse();
 	test_files_by_name();
 	test_own_mappings();
 	test_kernel_and_sizes();
+	test_thread_capture();
 	free(maps);
 	return check_result("test_pimg");
 }

@@ -344,28 +344,16 @@ static uint64_t pending_mask(const char *key)
 static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
 {
 	ucontext_t *uc = ucv;
-	uint64_t fs = 0, gs = 0, head = 0, hlen = 0, ctid = 0;
+	uint64_t fs = 0;
 
 	memset(&s->rec, 0, sizeof(s->rec));
-	s->rec.tid = raw_gettid();
-	s->rec.flags = flags | (s->rec.tid == getpid() ? PROC_THREAD_MAIN : 0);
 	syscall(SYS_arch_prctl, ARCH_GET_FS, &fs);
-	syscall(SYS_arch_prctl, ARCH_GET_GS, &gs);
-	s->rec.fs_base = fs;
-	s->rec.gs_base = gs;
-	s->rec.sigframe = (uint64_t)(uintptr_t)ucv;
+	pimg_thread_capture(&s->rec, ucv, fs, flags);   /* what the lower half records too */
 	if (&__rseq_size && &__rseq_offset && __rseq_size) {
 		s->rec.rseq_addr = fs + (uint64_t)__rseq_offset;
 		s->rec.rseq_len = __rseq_size < 32 ? 32 : __rseq_size;
 		s->rec.rseq_sig = RSEQ_SIG_X86;
 	}
-	if (syscall(SYS_get_robust_list, 0, &head, &hlen) == 0) {
-		s->rec.robust_head = head;
-		s->rec.robust_len = hlen;
-	}
-	if (prctl(PR_GET_TID_ADDRESS, &ctid) == 0)
-		s->rec.clear_child_tid = ctid;
-	prctl(PR_GET_NAME, s->rec.comm);
 	s->rec.sigpending = pending_mask("SigPnd:");
 	s->uc = ucv;
 	s->xsave = NULL;
