@@ -473,13 +473,32 @@ static int go_together(void)
 	return 1;
 }
 
+/* communicator c as the program knows it: its size and members, as world
+ * ranks ("2 ranks: world ranks 0, 1"; the first 8, then "..."), not the
+ * lower half's number for it */
+static void members(uint32_t c, char *out, size_t len)
+{
+	int size = 0, n;
+	size_t at;
+
+	MPI_Comm_size((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, c), &size);
+	n = snprintf(out, len, "%d rank%s: world rank%s", size, size == 1 ? "" : "s",
+		     size == 1 ? "" : "s");
+	at = n > 0 && (size_t)n < len ? (size_t)n : len - 1;
+	for (int r = 0; r < size && r <= 8 && at < len - 1; r++) {
+		n = r == 8 ? snprintf(out + at, len - at, ", ...")
+			   : snprintf(out + at, len - at, "%s %d", r ? "," : "", lh_world_of(c, r));
+		at += n > 0 && (size_t)n < len - at ? (size_t)n : len - 1 - at;
+	}
+}
+
 /* Some rank holds a communicator whose collectives it does not count
  * (collective over ctl: then every rank skips the reductions, which would
  * not be the same on all members): the checkpoint's error, or 0. */
 static int refuse(MPI_Comm ctl)
 {
-	int mine = uncounted_live + uncounted_lost > 0, any = 0, len = 0, size = 0;
-	char what[MPI_MAX_ERROR_STRING];
+	int mine = uncounted_live + uncounted_lost > 0, any = 0, len = 0;
+	char what[MPI_MAX_ERROR_STRING], who[128];
 
 	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS || !any)
 		return 0;
@@ -491,10 +510,10 @@ static int refuse(MPI_Comm ctl)
 			continue;
 		if (MPI_Error_string(uncounted[c] - 1, what, &len) != MPI_SUCCESS)
 			snprintf(what, sizeof(what), "MPI error class %d", uncounted[c] - 1);
-		MPI_Comm_size((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, c), &size);
-		return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds "
-			       "communicator %u (%d ranks): the lower half could not duplicate "
-			       "it to count its collectives (%s)", lh_lg->world_rank, c, size, what);
+		members(c, who, sizeof(who));
+		return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds a "
+			       "communicator of %s that the lower half could not duplicate to "
+			       "count its collectives (%s)", lh_lg->world_rank, who, what);
 	}
 	return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds a communicator "
 		       "the lower half could not duplicate to count its collectives (out of memory)",
