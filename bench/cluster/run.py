@@ -22,6 +22,20 @@ machine's disk shared by the nodes.
                            until every rank printed RESUMED / reading
                            those copies (cat to /dev/null, the 4 nodes at
                            once)
+                           (the lazy restore, the default: the ranks run
+                           before their pages are in; beside it, in the
+                           same run, restart_all_in_s until every rank
+                           said its pages are all in, restart_eager_s the
+                           same restart with STASIS_RESTORE_LAZY=0 until
+                           RESUMED, and launch_s a plain `mpirun` of the
+                           same 4 ranks until each printed a line after
+                           MPI_Init: a restart launches, so launch_s /
+                           read_s bounds the ratio from below;
+                           restart_vs_launch = restart_s / launch_s)
+  restart_mpich_vs_read    the same restart under MPICH's launcher
+                           (`--launcher "mpiexec.mpich -hosts n1,...,n4
+                           -n 4"`, the job ran under Open MPI) until every
+                           rank printed RESUMED / the same read
   launch_overhead_s        `stasis run -- srun --mpi=pmix -n4 prog` against
                            plain `srun ...`, both steps of one allocation
                            (a batch job holding the 4 nodes): time to the
@@ -124,6 +138,23 @@ class Job:
             pass
         self.proc.wait(30)
         subprocess.run(["pkill", "-9", "-f", tag], capture_output=True)
+
+
+HELLO = r"""
+#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char **argv)
+{
+	int rank;
+
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	printf("HELLO rank %d\n", rank);
+	fflush(stdout);
+	MPI_Finalize();
+	return 0;
+}
+"""
 
 
 TCP_COPY = r"""
@@ -231,12 +262,16 @@ def main():
         prog = work / "ckptmem"
         subprocess.run(["mpicc.openmpi", "-O2", "-o", str(prog), str(ROOT / "bench/mpi/ckptmem.c")],
                        check=True)
+        (work / "hello.c").write_text(HELLO)
+        subprocess.run(["mpicc.openmpi", "-O2", "-o", str(work / "hello"), str(work / "hello.c")],
+                       check=True)
         total = 4 * a.mib << 20
         env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info "
                f"STASIS_CACHE_KEEP=1 ")
         hosts = ",".join(f"{n}:1" for n in NODES)
         fig = {k: [] for k in ("memcpy_s", "block_s", "dd_s", "global_s", "read_s", "restart_s",
-                               "coord_ms", "srun_s", "stasis_srun_s")}
+                               "coord_ms", "srun_s", "stasis_srun_s", "restart_all_in_s",
+                               "restart_eager_s", "launch_s", "restart_mpich_s")}
         py = ("import numpy, time; a = numpy.ones({n}, dtype=numpy.uint8); t = time.perf_counter(); "
               "b = a.copy(); print(time.perf_counter() - t)")
         for rnd in range(a.rounds):
@@ -276,7 +311,23 @@ def main():
             t0 = time.perf_counter()
             t1 = job.wait_for(r"^RESUMED rank", count=4)
             fig["restart_s"].append(t1 - t0)
+            fig["restart_all_in_s"].append(job.wait_for(r"lazy restore done", count=4,
+                                                        stream="err") - t0)
             job.kill(str(prog))
+            job = Job(f"cd {work}; {OK}{env}STASIS_RESTORE_LAZY=0 exec {stasis} restart --dir {ck}")
+            t0 = time.perf_counter()
+            fig["restart_eager_s"].append(job.wait_for(r"^RESUMED rank", count=4) - t0)
+            job.kill(str(prog))
+            job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck} --launcher "
+                      f"'mpiexec.mpich -hosts {hosts.replace(':1', '')} -n 4'")
+            t0 = time.perf_counter()
+            fig["restart_mpich_s"].append(job.wait_for(r"^RESUMED rank", count=4) - t0)
+            job.kill(str(prog))
+            # the launch alone: the same 4 ranks, natively, to a line after MPI_Init
+            job = Job(f"cd {work}; {OK}exec mpirun.openmpi --host {hosts} -np 4 {work}/hello")
+            t0 = time.perf_counter()
+            fig["launch_s"].append(job.wait_for(r"^HELLO rank", count=4) - t0)
+            job.proc.wait(60)
             # launch through srun, with and without stasis, as steps of one
             # allocation (a batch job holding the nodes): until the first line
             jid = on("head", f"cd {work}; sbatch --parsable -N4 -n4 -J bench-alloc -o /dev/null "
@@ -299,6 +350,8 @@ def main():
             "ckpt_block_vs_memcpy": round(med["block_s"] / med["memcpy_s"], 3),
             "global_established_vs_dd": round(med["global_s"] / med["dd_s"], 3),
             "restart_local_vs_read": round(med["restart_s"] / med["read_s"], 3),
+            "restart_vs_launch": round(med["restart_s"] / med["launch_s"], 3),
+            "restart_mpich_vs_read": round(med["restart_mpich_s"] / med["read_s"], 3),
             "launch_overhead_s": round(med["stasis_srun_s"] - med["srun_s"], 3),
             "coord_ms": round(med["coord_ms"], 2),
             "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
