@@ -73,6 +73,12 @@ int img_section_attr(struct img_writer *w, const char *key, const char *value);
 int img_section_attr_u64(struct img_writer *w, const char *key, uint64_t value);
 /* Append bytes to the open section. buf is copied; it may be reused at once. */
 int img_write(struct img_writer *w, const void *buf, size_t len);
+/* Append bytes without a copy: img_write_room gives the free part of the
+ * chunk being filled (*buf, *len >= 1 bytes; it stays valid until the next
+ * call on w), the caller fills some of it (a read(2) straight into it) and
+ * img_write_done appends the n <= *len bytes filled, as img_write would. */
+int img_write_room(struct img_writer *w, void **buf, size_t *len);
+int img_write_done(struct img_writer *w, size_t n);
 /* Append len zero bytes without touching memory (a known hole). */
 int img_write_zero(struct img_writer *w, size_t len);
 /* Append len bytes equal to the same range of the same section in the parent

@@ -918,6 +918,36 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 	return ret;
 }
 
+int img_write_room(struct img_writer *w, void **buf, size_t *len)
+{
+	int ret = check_append(w, "write", 1);
+
+	if (ret)
+		return ret;
+	if (!w->fill) {
+		ret = slot_take(w, SLOT_DATA, &w->fill);
+		if (ret)
+			return ret;
+		w->fill->len = 0;
+	}
+	*buf = w->fill->mem + SLOT_PREFIX + w->fill->len;
+	*len = w->chunk_size - w->fill->len;
+	return 0;
+}
+
+int img_write_done(struct img_writer *w, size_t n)
+{
+	int ret = check_append(w, "write", n);
+
+	if (ret || !n)
+		return ret;
+	if (!w->fill || n > w->chunk_size - w->fill->len)
+		return err_set(-EINVAL, "image writer: %zu bytes done, more than the room given", n);
+	w->fill->len += (uint32_t)n;
+	w->cur->size += n;
+	return w->fill->len == w->chunk_size ? submit_fill(w) : 0;
+}
+
 /* Zero bytes into the chunk being filled (starting one if needed). */
 static int fill_zero(struct img_writer *w, size_t len)
 {

@@ -317,13 +317,22 @@ static int recv_pages(struct dump_state *d, int fd, uint64_t len)
 	r->runs[r->nruns++] = pg;
 	r->rec.stored_pages += pg.npages;
 	while (bytes) {
-		size_t n = bytes < COPY_SIZE ? (size_t)bytes : COPY_SIZE;
+		size_t n = bytes < COPY_SIZE ? (size_t)bytes : COPY_SIZE, room_len = 0;
+		void *room = d->buf;
 
-		ret = chan_read(fd, d->buf, n);
+		/* straight into the chunk being filled, not copied there; once
+		 * the writer failed, read and dropped */
+		if (!d->werr)
+			keep(d, img_write_room(d->w, &room, &room_len));
+		if (d->werr)
+			room = d->buf;
+		else if (room_len < n)
+			n = room_len;
+		ret = chan_read(fd, room, n);
 		if (ret)
 			return ret;
 		if (!d->werr)
-			keep(d, img_write(d->w, d->buf, n));
+			keep(d, img_write_done(d->w, n));
 		bytes -= n;
 	}
 	return 0;

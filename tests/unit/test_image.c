@@ -318,15 +318,28 @@ static void check_content(struct img_reader *r, const struct sec *secs, unsigned
 }
 
 /* Write data in pieces of random odd sizes. */
+/* Pieces of random sizes, by img_write or (one in two) filled into the
+ * writer's own buffer (img_write_room, img_write_done): the image must be
+ * the same either way. */
 static int write_pieces(struct img_writer *w, const unsigned char *p, size_t len)
 {
 	while (len) {
-		size_t n = (size_t)(rnd() % 70001) | 1;
+		size_t n = (size_t)(rnd() % 70001) | 1, room_len;
+		void *room;
 		int ret;
 
 		if (n > len)
 			n = len;
-		ret = img_write(w, p, n);
+		if (rnd() % 2) {
+			ret = img_write_room(w, &room, &room_len);
+			if (ret)
+				return ret;
+			n = n < room_len ? n : room_len;
+			memcpy(room, p, n);
+			ret = img_write_done(w, n);
+		} else {
+			ret = img_write(w, p, n);
+		}
 		if (ret)
 			return ret;
 		p += n;
@@ -1054,7 +1067,24 @@ static void api_misuse(void)
 	CHECK_EQ(img_writer_finish(w, NULL), -EINVAL);
 	CHECK(strstr(err_msg(), "still open") != NULL);
 	CHECK_EQ(img_write(w, &c, 1), 0);
+	{
+		void *room = NULL;
+		size_t room_len = 0;
+
+		CHECK_EQ(img_write_room(w, &room, &room_len), 0);
+		CHECK_EQ(room_len, 65535);
+		CHECK_EQ(img_write_done(w, room_len + 1), -EINVAL);
+		CHECK(strstr(err_msg(), "65536 bytes done, more than the room given") != NULL);
+		CHECK_EQ(img_write_done(w, 0), 0);
+	}
 	CHECK_EQ(img_section_end(w), 0);
+	{
+		void *room = NULL;
+		size_t room_len = 0;
+
+		CHECK_EQ(img_write_room(w, &room, &room_len), -EINVAL);
+		CHECK(strstr(err_msg(), "write outside a section") != NULL);
+	}
 	CHECK_EQ(img_section_end(w), -EINVAL);
 	CHECK_EQ(img_writer_finish(w, NULL), 0);
 	CHECK_EQ(img_writer_finish(w, NULL), -EINVAL);
