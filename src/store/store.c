@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,23 @@
  * disk, because every page-cache page must first be obtained from the host;
  * direct writes from a reused buffer run at disk speed. */
 #define STAGE_SIZE (8u << 20)
+/* A full stage goes to the disk on a thread of the file's own while the
+ * caller fills the next one, so the disk is never idle while the writer
+ * copies and checksums (a synchronous direct write of each stage left it
+ * idle for that time: bench/transparent's ckpt_vs_dd). Files smaller than
+ * a stage never start the thread. */
+struct stage_writer {
+	pthread_t tid;
+	pthread_mutex_t lock;
+	pthread_cond_t cv;
+	struct store_file *f;
+	unsigned char *buf;             /* the stage being written, or NULL: idle */
+	size_t len;
+	uint64_t off;
+	unsigned char *spare;           /* the other stage buffer */
+	int err;                        /* the first failed write (sticky) */
+	int stop;
+};
 
 struct store {
 	const struct store_tier_ops *ops;
@@ -71,6 +89,7 @@ struct store_file {
 	size_t staged;                  /* bytes in stage */
 	uint64_t stage_off;             /* file offset of stage[0] */
 	int stage_tried;                /* staging was considered (first write) */
+	struct stage_writer *bg;        /* writes full stages while stage fills, or NULL */
 	uint64_t size;
 	uint32_t crc;                   /* running CRC-32C of what was written */
 	char head[IMG_MAGIC_BYTES];       /* its first bytes: is it an image? */
@@ -873,25 +892,120 @@ static void stage_setup(struct store_file *f)
 	f->dfd = -1;
 }
 
-/* Write the staged bytes: full stages with direct I/O, the final partial one
- * (final=1) through the page cache, since direct I/O needs whole blocks. */
+/* One full stage to the disk with direct I/O, or through the page cache once
+ * the file system refused a direct write (*direct is then cleared). */
+static int stage_out(struct store_file *f, int *direct, const unsigned char *buf, size_t n,
+		     uint64_t off)
+{
+	int ret;
+
+	if (*direct) {
+		ret = write_all(f, f->dfd, buf, n, (int64_t)off);
+		if (ret != -EINVAL)
+			return ret;
+		/* the file system took the open but not the write */
+		log_debug("%s: direct write refused; writing through the page cache", f->tmp);
+		*direct = 0;
+	}
+	return write_all(f, f->fd, buf, n, (int64_t)off);
+}
+
+static void *stage_writer_main(void *arg)
+{
+	struct stage_writer *b = arg;
+	int direct = 1, ret;
+
+	pthread_mutex_lock(&b->lock);
+	for (;;) {
+		while (!b->buf && !b->stop)
+			pthread_cond_wait(&b->cv, &b->lock);
+		if (!b->buf)
+			break;
+		pthread_mutex_unlock(&b->lock);
+		ret = b->err ? 0 : stage_out(b->f, &direct, b->buf, b->len, b->off);
+		pthread_mutex_lock(&b->lock);
+		if (ret && !b->err)
+			b->err = ret;
+		b->spare = b->buf;
+		b->buf = NULL;
+		pthread_cond_broadcast(&b->cv);
+	}
+	pthread_mutex_unlock(&b->lock);
+	return NULL;
+}
+
+/* The thread and the second stage buffer; -errno (the caller then writes
+ * its stages itself). */
+static int stage_writer_start(struct store_file *f)
+{
+	struct stage_writer *b = calloc(1, sizeof(*b));
+	int ret = -ENOMEM;
+
+	if (!b)
+		return ret;
+	b->f = f;
+	b->spare = aligned_alloc(STORE_DIRECT_ALIGN, STAGE_SIZE);
+	pthread_mutex_init(&b->lock, NULL);
+	pthread_cond_init(&b->cv, NULL);
+	if (b->spare)
+		ret = -pthread_create(&b->tid, NULL, stage_writer_main, b);
+	if (ret) {
+		pthread_mutex_destroy(&b->lock);
+		pthread_cond_destroy(&b->cv);
+		free(b->spare);
+		free(b);
+		return ret;
+	}
+	f->bg = b;
+	return 0;
+}
+
+/* Wait until the stage being written is out; the first failed write's error. */
+static int stage_wait(struct store_file *f)
+{
+	struct stage_writer *b = f->bg;
+	int ret;
+
+	if (!b)
+		return 0;
+	pthread_mutex_lock(&b->lock);
+	while (b->buf)
+		pthread_cond_wait(&b->cv, &b->lock);
+	ret = b->err;
+	pthread_mutex_unlock(&b->lock);
+	return ret;
+}
+
+/* Write the staged bytes: full stages with direct I/O, handed to the stage
+ * writer, the final partial one (final=1) through the page cache, since
+ * direct I/O needs whole blocks. */
 static int stage_flush(struct store_file *f, int final)
 {
 	size_t n = f->staged;
-	int ret;
+	int ret = stage_wait(f);
 
-	if (!n)
-		return 0;
+	if (ret || !n)
+		return ret;
 	if (final || f->dfd < 0) {
 		ret = write_all(f, f->fd, f->stage, n, (int64_t)f->stage_off);
+	} else if (f->bg || stage_writer_start(f) == 0) {
+		struct stage_writer *b = f->bg;
+
+		pthread_mutex_lock(&b->lock);
+		b->buf = f->stage;
+		b->len = n;
+		b->off = f->stage_off;
+		f->stage = b->spare;
+		b->spare = NULL;
+		pthread_cond_broadcast(&b->cv);
+		pthread_mutex_unlock(&b->lock);
 	} else {
-		ret = write_all(f, f->dfd, f->stage, n, (int64_t)f->stage_off);
-		if (ret == -EINVAL) {
-			/* the file system took the open but not the write */
-			log_debug("%s: direct write refused; writing through the page cache", f->tmp);
+		int direct = 1;
+
+		ret = stage_out(f, &direct, f->stage, n, f->stage_off);
+		if (!direct) {
 			f->c->s->ops->close(f->dfd);
 			f->dfd = -1;
-			ret = write_all(f, f->fd, f->stage, n, (int64_t)f->stage_off);
 		}
 	}
 	if (ret)
@@ -922,6 +1036,20 @@ static int stage_write(struct store_file *f, const char *p, size_t len)
 
 static void stage_free(struct store_file *f)
 {
+	struct stage_writer *b = f->bg;
+
+	if (b) {
+		pthread_mutex_lock(&b->lock);
+		b->stop = 1;
+		pthread_cond_broadcast(&b->cv);
+		pthread_mutex_unlock(&b->lock);
+		pthread_join(b->tid, NULL);
+		pthread_mutex_destroy(&b->lock);
+		pthread_cond_destroy(&b->cv);
+		free(b->spare);
+		free(b);
+		f->bg = NULL;
+	}
 	if (f->dfd >= 0)
 		f->c->s->ops->close(f->dfd);
 	f->dfd = -1;

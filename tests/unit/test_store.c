@@ -505,6 +505,79 @@ static void test_large_files(void)
 	check_large_file("off");
 }
 
+/* A tier whose direct writes fail from the second stage on. */
+static int failing_dfd = -1;
+
+static int fail_open_direct(const char *path, int *fd)
+{
+	int ret = posix->open_direct(path, fd);
+
+	failing_dfd = ret == 0 ? *fd : -1;
+	return ret;
+}
+
+static ssize_t fail_pwrite(int fd, const void *buf, size_t len, uint64_t offset)
+{
+	if (fd == failing_dfd && offset >= (8u << 20))
+		return -EIO;
+	return posix->pwrite(fd, buf, len, offset);
+}
+
+/* Full stages are written by the file's stage writer while the next one
+ * fills: a stage it failed to write fails the file all the same, at the
+ * next full stage or at the commit, and nothing is committed. */
+static void test_stage_write_fails(void)
+{
+	static struct store_tier_ops tf;
+	const size_t stage = 8u << 20;
+	unsigned char *data = calloc(1, 3 * stage);
+	struct store *s = NULL;
+	struct store_ckpt *c = NULL;
+	struct store_file *f = NULL;
+	char path[PATH_MAX];
+	int ret;
+
+	tf = *posix;
+	tf.name = "failing-direct";
+	tf.open_direct = fail_open_direct;
+	tf.pwrite = fail_pwrite;
+	CHECK(data != NULL);
+	CHECK_EQ(store_tier_register(&tf), 0);
+	CHECK_EQ(store_open("failing-direct", root, "stage-fails", &s), 0);
+	if (!s || !data)
+		goto out;
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	/* three stages: the third waits for the second, which failed */
+	CHECK_EQ(store_file_create(c, "a.img", &f), 0);
+	ret = store_file_write(f, data, 3 * stage);
+	if (failing_dfd < 0) {
+		fprintf(stderr, "  (no direct I/O under %s: stage writer not tested)\n", root);
+		goto out;
+	}
+	CHECK_EQ(ret, -EIO);
+	CHECK(strstr(err_msg(), "a.img.tmp: cannot write: Input/output error") != NULL);
+	CHECK_EQ(store_file_commit(f), -EIO);
+	store_file_free(&f);
+	path_of(s, store_ckpt_name(c), "a.img", path);
+	CHECK(!exists(path));
+	/* two stages and a bit: the write returns before the second is out;
+	 * the commit waits for it and fails */
+	CHECK_EQ(store_file_create(c, "b.img", &f), 0);
+	CHECK_EQ(store_file_write(f, data, 2 * stage + 100), 0);
+	CHECK_EQ(store_file_commit(f), -EIO);
+	CHECK(strstr(err_msg(), "b.img.tmp: cannot write: Input/output error") != NULL);
+	store_file_free(&f);
+	path_of(s, store_ckpt_name(c), "b.img", path);
+	CHECK(!exists(path));
+	strcat(path, ".tmp");
+	CHECK(!exists(path));
+out:
+	store_file_free(&f);
+	store_ckpt_free(&c);
+	store_close(&s);
+	free(data);
+}
+
 static void test_commit_order(void)
 {
 	static struct store_tier_ops tr;
@@ -1391,6 +1464,9 @@ static void test_annex_early(void)
 	CHECK(big != NULL);
 	if (big)
 		CHECK_EQ(store_file_write(f, big, BIG), 0);
+	/* a full stage goes out on the file's stage writer: it lands soon */
+	for (int i = 0; i < 10000 && store_io_size(io) < (8u << 20); i++)
+		usleep(1000);
 	CHECK(store_io_size(io) >= (8u << 20) && store_io_size(io) <= BIG + 1000 &&
 	      !store_io_committed(io));
 
@@ -1545,6 +1621,7 @@ int main(void)
 	test_recycle();
 	test_commit_order();
 	test_large_files();
+	test_stage_write_fails();
 	test_selection();
 	test_commit_checks();
 	test_verify();
