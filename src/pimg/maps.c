@@ -7,6 +7,7 @@
  * anywhere in libc and in a process that has no libc mapped.
  */
 #include "pimg/pimg.h"
+#include "pimg/pimg_format.h"
 
 #include <asm/stat.h>
 #include <asm/unistd.h>
@@ -229,6 +230,21 @@ int pimg_classify(const struct pimg_mapping *m, const char *path, struct pimg_re
 	r->file_ino = st.st_ino;
 	r->file_dev = st.st_dev;
 	return 0;
+}
+
+void pimg_region_record(const struct pimg_mapping *m, const struct pimg_region *r,
+			const char *path, struct pimg_rec_region *rec)
+{
+	uint32_t len = 0;
+
+	while (path[len])
+		len++;
+	*rec = (struct pimg_rec_region){
+		.start = m->start, .end = m->end, .file_offset = m->offset, .prot = m->prot,
+		.kind = r->kind, .flags = r->flags, .path_len = len + 1,
+		.file_size = r->file_size, .file_mtime_ns = r->file_mtime_ns,
+		.file_ino = r->file_ino, .file_dev = r->file_dev,
+	};
 }
 
 enum pimg_pages pimg_pages(const struct pimg_region *r)

@@ -95,6 +95,15 @@ struct pimg_region {
 #define PIMG_SKIP 1
 int pimg_classify(const struct pimg_mapping *m, const char *path, struct pimg_region *r);
 
+/* The region record an image stores for m classified as r (pimg_format.h):
+ * start, end, protection, kind, flags, the file offset and the file's
+ * identity as r has them, path_len for path (NUL-terminated, NUL counted)
+ * and no stored pages yet; the rest zero. Both kinds of image make their
+ * records here. */
+struct pimg_rec_region;
+void pimg_region_record(const struct pimg_mapping *m, const struct pimg_region *r,
+			const char *path, struct pimg_rec_region *rec);
+
 /* m's path, NUL-terminated, into buf (truncated to cap - 1 bytes).
  * Returns its length. */
 size_t pimg_mapping_path(const struct pimg_mapping *m, char *buf, size_t cap);

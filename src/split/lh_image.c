@@ -165,23 +165,14 @@ static int scan(struct layout *l)
 			break;
 		}
 		l->n++;
-		g->r.start = m.start;
-		g->r.end = m.end;
-		g->r.prot = m.prot;
-		g->r.kind = pr.kind;
-		g->r.flags = pr.flags;
+		pimg_region_record(&m, &pr, g->path, &g->r);
 		if (seg) {
+			/* the segment's place in its file, not the mapped file's */
 			g->r.flags |= PIMG_F_SEGMENT | (owner ? PIMG_F_SEG_OWNER : 0);
 			g->r.file_offset = seg_off;
 			g->r.file_size = seg_len;
-		} else if (pr.kind == PIMG_FILE_PRIVATE || pr.kind == PIMG_FILE_SHARED) {
-			g->r.file_offset = m.offset;
-			g->r.file_size = pr.file_size;
-			g->r.file_mtime_ns = pr.file_mtime_ns;
-			g->r.file_ino = pr.file_ino;
-			g->r.file_dev = pr.file_dev;
+			g->r.file_mtime_ns = g->r.file_ino = g->r.file_dev = 0;
 		}
-		g->r.path_len = (uint32_t)strlen(g->path) + 1;
 		ret = region_runs(pm_fd, g, &pr);
 		l->pages += g->r.stored_pages;
 	}

@@ -1,9 +1,10 @@
 /* test_pimg.c - the process-image core (src/pimg/pimg.h): maps lines
  * parsed, this process's own mappings classified, and the page-storing
- * rule's runs over its pagemap, for each region kind; a parked thread's
- * record (pimg_threads.h) taken in a signal handler of the main thread and
- * of another one. */
+ * rule's runs over its pagemap, for each region kind, and the record an
+ * image stores of a region; a parked thread's record (pimg_threads.h)
+ * taken in a signal handler of the main thread and of another one. */
 #include "pimg/pimg.h"
+#include "pimg/pimg_format.h"
 #include "pimg/pimg_threads.h"
 #include "check.h"
 
@@ -241,6 +242,32 @@ static void test_own_mappings(void)
 	CHECK_EQ(r.kind, PIMG_FILE_SHARED);
 	runs_of(&m, &r, 8, runs, sizeof(runs));
 	CHECK(strcmp(runs, "") == 0);
+
+	/* the record an image stores of it, mapped from its second page */
+	{
+		struct pimg_rec_region rec;
+		struct stat st;
+		char *q = mmap(NULL, 2 * PAGE, PROT_READ, MAP_SHARED, fd, PAGE);
+
+		CHECK(q != MAP_FAILED && fstat(fd, &st) == 0);
+		CHECK_EQ(find(q, &m, &r, path), 0);
+		memset(&rec, 0xff, sizeof(rec));
+		pimg_region_record(&m, &r, path, &rec);
+		CHECK_EQ(rec.start, (uint64_t)(uintptr_t)q);
+		CHECK_EQ(rec.end, (uint64_t)(uintptr_t)q + 2 * PAGE);
+		CHECK_EQ(rec.prot, PROT_READ);
+		CHECK_EQ(rec.kind, PIMG_FILE_SHARED);
+		CHECK_EQ(rec.flags, 0);
+		CHECK_EQ(rec.file_offset, PAGE);
+		CHECK_EQ(rec.path_len, strlen(name) + 1);
+		CHECK_EQ(rec.stored_pages, 0);
+		CHECK_EQ(rec.file_size, 4 * PAGE);
+		CHECK_EQ(rec.file_mtime_ns, (uint64_t)st.st_mtim.tv_sec * 1000000000ull +
+					    (uint64_t)st.st_mtim.tv_nsec);
+		CHECK_EQ(rec.file_ino, st.st_ino);
+		CHECK_EQ(rec.file_dev, st.st_dev);
+		munmap(q, 2 * PAGE);
+	}
 
 	/* unlinked while mapped: deleted, every page kept */
 	CHECK_EQ(unlink(name), 0);

@@ -731,18 +731,7 @@ static int dump_memory(struct dump *d)
 			send_error("cannot checkpoint a mapping of", path, 0);
 			return -ENOTSUP;
 		}
-		memset(&r, 0, sizeof(r));
-		r.start = m.start;
-		r.end = m.end;
-		r.prot = m.prot;
-		r.file_offset = m.offset;
-		r.kind = g.kind;
-		r.flags = g.flags;
-		r.file_size = g.file_size;
-		r.file_mtime_ns = g.file_mtime_ns;
-		r.file_ino = g.file_ino;
-		r.file_dev = g.file_dev;
-		r.path_len = (uint32_t)str_len(path) + 1;
+		pimg_region_record(&m, &g, path, &r);
 		ret = send_region(d, path, &r, &g);
 		if (ret)
 			return ret;
