@@ -246,7 +246,7 @@ int lh_wait_idle(MPI_Request *req);
 
 /* lh_test with the status ignored, of a request the caller forgets once it
  * completed: with Open MPI one that completed without error is freed only
- * at the next lh_done_free (blocking receives, lh_p2p.c) */
+ * at the same thread's next lh_done_free (blocking receives, lh_p2p.c) */
 int lh_test_done(MPI_Request *r, int *flag);
 void lh_done_free(void);
 

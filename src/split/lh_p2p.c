@@ -65,7 +65,8 @@ static inline int idle(unsigned *polls)
 {
 	if (++*polls % POLLS_PER_YIELD == 0)
 		sched_yield();
-	lh_tls_yield();
+	if (lh_info->ntls > 1)   /* one thread: nobody to let the lock go to */
+		lh_tls_yield();
 	return ckpt_pending();
 }
 

@@ -70,9 +70,13 @@ int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
 /* A blocking receive's request, complete without error and counted, that
  * lh_test_done leaves to be freed later (MPI_Wait costs ~30 cycles on the
  * way from a message's arrival to the program's next call): freed by the
- * next lh_done_free, before one more is kept. One for the process: only
- * below MPI_THREAD_MULTIPLE (the lower half's TLS is one for all threads). */
-static MPI_Request done_req;
+ * next lh_done_free, before one more is kept. One per lower-half TLS: at
+ * SERIALIZED and MULTIPLE every calling thread has its own (lh_tls.c), so
+ * it is the thread's, and no other thread frees it under it (before, one
+ * for the process and none at MULTIPLE: each receive's MPI_Wait came
+ * before its thread's return). A thread's still kept at MPI_Finalize is
+ * a completed request, which the MPI lets go of. */
+static __thread MPI_Request done_req;
 static int done_ok;
 
 int lh_test_done(MPI_Request *r, int *flag)
@@ -107,7 +111,7 @@ int lh_poll_init(void)
 {
 	MPI_Request r;
 	char out[2] = { 1, 2 }, in[2];
-	int ok, done, level;
+	int ok, done;
 
 	if (!opal_progress || !&ompi_request_empty ||
 	    word(&ompi_request_empty, REQ_COMPLETE_OFF) != (void *)1)
@@ -128,7 +132,7 @@ int lh_poll_init(void)
 	if (MPI_Wait(&r, MPI_STATUS_IGNORE) != MPI_SUCCESS || !ok)
 		goto slow;
 	lh_poll_fast = 1;
-	done_ok = done && MPI_Query_thread(&level) == MPI_SUCCESS && level < MPI_THREAD_MULTIPLE;
+	done_ok = done;
 slow:
 	return lh_poll_fast;
 }
