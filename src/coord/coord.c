@@ -2268,6 +2268,8 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 		if (!strcmp(c->ranks[i].host, from))
 			rank_drop(c, i);
 	send_nodes(c, "RESUME moved");
+	log_info("migration: the ranks that stay resumed %.1f s after the request",
+		 (double)(now_ms() - ev->at_ms) / 1000.0);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
 		 (double)bytes / 1048576.0, (double)ms / 1000.0, name);
