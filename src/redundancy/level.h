@@ -76,6 +76,16 @@ struct store_io;
 int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
 		      int dest, void *rbuf, size_t rlen, int src, void *buf, int *rerr);
 
+struct store_file;
+/* The same, the rlen bytes received being appended to f (a copy being
+ * received): straight into the file when the transport and the file allow
+ * (sendrecv_files), else through back (XFER_PIECE bytes) and
+ * store_file_write. The first error writing f is kept in *put, and once
+ * it is set the bytes are drained, not written; f may be NULL then. */
+int redun_sendrecv_file(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
+			int dest, struct store_file *f, size_t rlen, int src, void *buf, void *back,
+			int *rerr, int *put);
+
 /* Send a whole file (opened by the caller, NULL if it could not be: the
  * receiver is told) to dest: its size, then pieces. Not collective: the
  * receiver calls redun_recv_file at the same point of the global order. */

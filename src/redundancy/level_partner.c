@@ -47,6 +47,34 @@ struct partner_stream {
 	int put;                        /* the copy received could not be filed */
 };
 
+/* What a member says of the file it sends: its size (XFER_FAILED: none
+ * comes) and the CRC its record in the store gives it, which the copy's
+ * record takes over: the copy is spliced into its file without passing
+ * through the receiver's memory (one pass less), and whatever the bytes
+ * went through, a copy whose content differs from its source's CRC fails
+ * `stasis verify` and the chunk CRCs any reader of the image checks (the
+ * rebuild's accept) */
+struct partner_hdr {
+	uint64_t size;
+	uint32_t crc;
+	uint32_t has_crc;
+};
+
+static struct partner_hdr partner_hdr(const struct redun_set *set, const char *file,
+				      struct store_io *in)
+{
+	struct partner_hdr h = { store_io_size(in), 0, 0 };
+	struct store_file_info *files = NULL;
+	size_t n = 0;
+
+	if (store_ckpt_files(set->local, set->ckpt, &files, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			if (!strcmp(files[i].name, file) && files[i].size == h.size)
+				h = (struct partner_hdr){ h.size, files[i].crc, 1 };
+	free(files);
+	return h;
+}
+
 /* When every member holds exactly one copy (as with equal ranks per node),
  * all copies move at once: each member sends its file to its partner while
  * receiving the one it keeps. With st, the stream moved all but the last
@@ -56,24 +84,27 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 			    struct partner_stream *st)
 {
 	char file[32];
-	uint64_t mine = XFER_FAILED, theirs = 0, so = st ? st->sent : 0, ro = st ? st->received : 0;
+	struct partner_hdr hm = { XFER_FAILED, 0, 0 }, ht = { 0, 0, 0 };
+	uint64_t mine, theirs, so = st ? st->sent : 0, ro = st ? st->received : 0;
 	struct store_file *f = st ? st->f : NULL;
 	struct store_io *in = st ? st->in : NULL;
 	int ret = 0, put = st ? st->put : 0, me = redun_rank(c);
 
 	redun_name(file, REDUN_FILE, me);
 	if (st && in && !st->ret)
-		mine = store_io_size(in);       /* committed: final */
+		hm = partner_hdr(set, file, in);        /* committed: final */
 	else if (st)
 		ret = st->ret ? st->ret : err_set(-EIO, "%s: never sent to rank %d", file, to);
 	else if (store_io_open(set->local, set->ckpt, file, &in) == 0)
-		mine = store_io_size(in);
+		hm = partner_hdr(set, file, in);
 	else
 		ret = err_set(-EIO, "%s: cannot read it to send to rank %d", err_msg(), to);
-	if (c->ops->sendrecv(c->h, &mine, sizeof(mine), to, &theirs, sizeof(theirs), from)) {
+	if (c->ops->sendrecv(c->h, &hm, sizeof(hm), to, &ht, sizeof(ht), from)) {
 		ret = ret ? ret : -EIO;
 		goto out;
 	}
+	mine = hm.size;
+	theirs = ht.size;
 	redun_name(file, REDUN_PARTNER_FILE, from);
 	if (!st)
 		put = store_file_create(lc, file, &f);
@@ -89,21 +120,21 @@ static int partner_pairwise(const struct redun_set *set, const struct redun_comm
 		size_t rn = theirs == XFER_FAILED || ro >= theirs ? 0 :
 			    theirs - ro < XFER_PIECE ? (size_t)(theirs - ro) : XFER_PIECE;
 
-		/* the fault points: a copy cut off before its end */
+		/* the fault points: a copy cut off before its end (the last
+		 * piece received is not filed) */
 		if (sn && so + sn >= mine && !ret)
 			ret = FAULT(REDUN_PARTNER_SEND);
-		if ((sn ? redun_sendrecv_io(c, in, so, sn, to, back, rn, from, buf, &ret) :
-			  c->ops->sendrecv(c->h, NULL, 0, to, back, rn, from))) {
+		if (rn && !put && ro + rn >= theirs)
+			put = FAULT(REDUN_PARTNER_RECV);
+		if (redun_sendrecv_file(c, in, so, sn, to, f, rn, from, buf, back, &ret, &put)) {
 			ret = ret ? ret : -EIO;
 			goto out;
 		}
-		if (rn && !put && ro + rn >= theirs)
-			put = FAULT(REDUN_PARTNER_RECV);
-		if (rn && !put)
-			put = store_file_write(f, back, rn);
 		so += sn;
 		ro += rn;
 	}
+	if (ht.has_crc && !put)
+		store_file_vouch(f, ht.crc);
 	put = put ? put : store_file_commit(f);
 out:
 	if (!st) {
@@ -317,14 +348,11 @@ static int partner_stream(const struct redun_set *set, const struct redun_comm *
 		while (sn || rn) {
 			size_t s1 = sn < XFER_PIECE ? sn : XFER_PIECE, r1 = rn < XFER_PIECE ? rn : XFER_PIECE;
 
-			if ((s1 ? redun_sendrecv_io(c, st->in, st->sent, s1, to, back, r1, from, buf,
-						    &st->ret) :
-			     c->ops->sendrecv(c->h, NULL, 0, to, back, r1, from))) {
+			if (redun_sendrecv_file(c, st->in, st->sent, s1, to, st->f, r1, from, buf, back,
+						&st->ret, &st->put)) {
 				ret = -EIO;
 				goto out;
 			}
-			if (r1 && !st->put)
-				st->put = store_file_write(st->f, back, r1);
 			st->sent += s1;
 			st->received += r1;
 			sn -= s1;

@@ -48,6 +48,7 @@
 #define LINK_MAGIC 0x4b4c5453u          /* "STLK" */
 #define LINK_VERSION 1u
 #define SECRET_LEN 16
+#define LINK_PIPE (1 << 20)             /* bytes a splice from a socket may move at once */
 
 struct link_endpoint {
 	char addr[INET6_ADDRSTRLEN];
@@ -68,6 +69,7 @@ struct link {
 	struct link_endpoint *peer;
 	uint8_t secret[SECRET_LEN];
 	int timeout_ms;                 /* for a connection to be made */
+	int pipe[2];                    /* socket to file (splice), made on first use */
 	int dead;                       /* poisoned: every operation fails */
 	char why[200];
 };
@@ -280,24 +282,91 @@ static int link_recv(void *h, void *buf, size_t len, int src)
 	return 0;
 }
 
+/* Where the bytes received go: memory (rp), file rffd at roff (rffd >= 0),
+ * or nowhere (the receiver failed already: the stream is drained) */
+struct sink {
+	char *rp;
+	int rffd;
+	off_t roff;
+	int err;                        /* the first error writing into rffd */
+};
+
+/* Up to rlen bytes that are there from socket rfd into the sink: spliced
+ * into the file through the link's pipe (no copy through a buffer), else
+ * received into memory (a buffer on the stack when they go to the file
+ * without a pipe, or nowhere). Returns recv's count, 0 at the end of the
+ * stream, < 0 with errno set. */
+static ssize_t sink_recv(struct link *l, int rfd, struct sink *k, size_t rlen)
+{
+	char junk[65536];
+	ssize_t n;
+
+	if (k->rffd >= 0 && l->pipe[0] < 0 && pipe2(l->pipe, O_CLOEXEC | O_NONBLOCK) == 0)
+		fcntl(l->pipe[1], F_SETPIPE_SZ, LINK_PIPE);    /* fewer, larger splices */
+	if (k->rffd >= 0 && l->pipe[0] >= 0) {
+		n = splice(rfd, NULL, l->pipe[1], NULL, rlen, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		for (ssize_t left = n, w; left > 0; left -= w) {
+			w = k->err ? read(l->pipe[0], junk, (size_t)left < sizeof(junk) ?
+					  (size_t)left : sizeof(junk)) :
+			    splice(l->pipe[0], NULL, k->rffd, &k->roff, (size_t)left, SPLICE_F_MOVE);
+			if (w > 0)
+				continue;
+			if (w < 0 && errno == EINTR) {
+				w = 0;
+				continue;
+			}
+			if (k->err) {
+				errno = EPIPE;  /* the pipe lost bytes: the stream is out of step */
+				return -1;
+			}
+			k->err = w < 0 ? -errno : -ENOSPC;      /* the rest: drained */
+			w = 0;
+		}
+		return n;
+	}
+	if (k->rp) {
+		n = recv(rfd, k->rp, rlen, MSG_DONTWAIT);
+		k->rp += n > 0 ? n : 0;
+		return n;
+	}
+	n = recv(rfd, junk, rlen < sizeof(junk) ? rlen : sizeof(junk), MSG_DONTWAIT);
+	for (ssize_t at = 0, w; n > 0 && k->rffd >= 0 && !k->err && at < n; at += w) {
+		w = pwrite(k->rffd, junk + at, (size_t)(n - at), k->roff);
+		if (w <= 0)
+			k->err = w < 0 ? -errno : -ENOSPC;
+		else
+			k->roff += w;
+	}
+	return n;
+}
+
 /* Both directions at once, so two ranks exchanging large buffers never
  * both block in send with full socket buffers. The bytes sent come from sp,
- * or (ffd >= 0) from file ffd at foff, with sendfile: one copy fewer. */
+ * or (ffd >= 0) from file ffd at foff, with sendfile: one copy fewer; the
+ * bytes received go to the sink. */
 static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size_t slen, int dest,
-		    char *rp, size_t rlen, int src)
+		    struct sink *sink, size_t rlen, int src)
 {
 	static const char zeros[65536];
 	int sfd = slen ? peer_fd(l, dest) : 0, rfd = rlen ? peer_fd(l, src) : 0, flags = -1, ret = 0;
+	int rflags = -1;
 	off_t off = (off_t)foff;
 
 	if (sfd < 0 || rfd < 0)
 		return sfd < 0 ? sfd : rfd;
-	/* sendfile has no MSG_DONTWAIT: the socket itself must not block */
+	/* sendfile has no MSG_DONTWAIT, splice of a socket waits for all it
+	 * was asked: the sockets themselves must not block */
 	if (ffd >= 0 && slen) {
 		flags = fcntl(sfd, F_GETFL);
 		if (flags < 0 || fcntl(sfd, F_SETFL, flags | O_NONBLOCK) < 0)
 			return poison(l, err_set(-errno, "link: socket to rank %d: %s", dest,
 						 strerror(errno)));
+	}
+	if (sink->rffd >= 0 && rlen && !(ffd >= 0 && slen && rfd == sfd)) {
+		rflags = fcntl(rfd, F_GETFL);
+		if (rflags < 0 || fcntl(rfd, F_SETFL, rflags | O_NONBLOCK) < 0)
+			ret = poison(l, err_set(-errno, "link: socket from rank %d: %s", src,
+						strerror(errno)));
 	}
 	while (!ret && (slen || rlen)) {
 		struct pollfd p[2] = { { .fd = slen ? sfd : -1, .events = POLLOUT },
@@ -338,34 +407,48 @@ static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size
 			}
 		}
 		if (rlen && (p[1].revents & (POLLIN | POLLERR | POLLHUP))) {
-			k = recv(rfd, rp, rlen, MSG_DONTWAIT);
+			k = sink_recv(l, rfd, sink, rlen);
 			if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
 				ret = poison(l, err_set(k ? -errno : -ECONNRESET,
 							"link: receiving from rank %d: %s", src,
 							k ? strerror(errno) : "it closed the connection"));
 				break;
 			}
-			if (k > 0) {
-				rp += k;
+			if (k > 0)
 				rlen -= (size_t)k;
-			}
 		}
 	}
 	if (flags >= 0 && !l->dead)
 		fcntl(sfd, F_SETFL, flags);
+	if (rflags >= 0 && !l->dead)
+		fcntl(rfd, F_SETFL, rflags);
 	return ret;
 }
 
 static int link_sendrecv(void *h, const void *sbuf, size_t slen, int dest, void *rbuf, size_t rlen,
 			 int src)
 {
-	return exchange(h, sbuf, -1, 0, slen, dest, rbuf, rlen, src);
+	struct sink k = { rbuf, -1, 0, 0 };
+
+	return exchange(h, sbuf, -1, 0, slen, dest, &k, rlen, src);
 }
 
 static int link_sendrecv_fd(void *h, int fd, uint64_t off, size_t slen, int dest, void *rbuf,
 			    size_t rlen, int src)
 {
-	return exchange(h, NULL, fd, off, slen, dest, rbuf, rlen, src);
+	struct sink k = { rbuf, -1, 0, 0 };
+
+	return exchange(h, NULL, fd, off, slen, dest, &k, rlen, src);
+}
+
+static int link_sendrecv_files(void *h, int sfd, uint64_t soff, size_t slen, int dest, int rfd,
+			       uint64_t roff, size_t rlen, int src, int *werr)
+{
+	struct sink k = { NULL, rfd, (off_t)roff, 0 };
+	int ret = exchange(h, NULL, slen ? sfd : -1, soff, slen, dest, &k, rlen, src);
+
+	*werr = k.err;
+	return ret;
 }
 
 static int link_bcast(void *h, void *buf, size_t len, int root)
@@ -465,6 +548,9 @@ static void link_free(void *h)
 			close(l->fd[r]);
 	if (l->lfd >= 0)
 		close(l->lfd);
+	for (int i = 0; i < 2; i++)
+		if (l->pipe[i] >= 0)
+			close(l->pipe[i]);
 	free(l->fd);
 	free(l->peer);
 	free(l);
@@ -482,6 +568,7 @@ static const struct redun_comm_ops link_ops = {
 	.recv = link_recv,
 	.sendrecv = link_sendrecv,
 	.sendrecv_fd = link_sendrecv_fd,
+	.sendrecv_files = link_sendrecv_files,
 	.free = link_free,
 };
 
@@ -597,6 +684,7 @@ int redun_link_open(const struct redun_comm *job, struct redun_comm *out)
 	l->rank = job->ops->rank(job->h);
 	l->size = job->ops->size(job->h);
 	l->lfd = -1;
+	l->pipe[0] = l->pipe[1] = -1;
 	l->timeout_ms = (int)cfg_u64(CFG_LINK_TIMEOUT) * 1000;
 	l->fd = malloc((size_t)l->size * sizeof(*l->fd));
 	l->peer = calloc((size_t)l->size, sizeof(*l->peer));

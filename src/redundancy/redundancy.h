@@ -143,6 +143,14 @@ struct redun_comm_ops {
 	 * made up with zeros, so the receiver still gets slen bytes. */
 	int (*sendrecv_fd)(void *h, int fd, uint64_t off, size_t slen, int dest, void *rbuf,
 			   size_t rlen, int src);
+	/* Optional (NULL: sendrecv_fd and a write): the same, the bytes
+	 * received going into the open file rfd at offset roff (the TCP link
+	 * splices them from the socket: no copy through a buffer), or nowhere
+	 * with rfd < 0. A write error is the receiver's own: the bytes are
+	 * drained all the same, *werr gets it (0: none), the return value is
+	 * the transport's. */
+	int (*sendrecv_files)(void *h, int sfd, uint64_t soff, size_t slen, int dest, int rfd,
+			      uint64_t roff, size_t rlen, int src, int *werr);
 	void (*free)(void *h);
 };
 

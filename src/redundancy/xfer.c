@@ -78,6 +78,27 @@ int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t 
 	return c->ops->sendrecv(c->h, buf, slen, dest, rbuf, rlen, src);
 }
 
+int redun_sendrecv_file(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
+			int dest, struct store_file *f, size_t rlen, int src, void *buf, void *back,
+			int *rerr, int *put)
+{
+	uint64_t at = 0;
+	int fd = rlen && !*put && c->ops->sendrecv_files ? store_file_fd(f, &at) : -1, werr = 0, ret;
+
+	if (fd >= 0 || (rlen && *put && c->ops->sendrecv_files)) {
+		ret = c->ops->sendrecv_files(c->h, slen ? store_io_fd(in) : -1, off, slen, dest, fd, at,
+					     rlen, src, &werr);
+		if (!ret && fd >= 0)
+			*put = store_file_wrote(f, rlen, werr);
+		return ret;
+	}
+	ret = slen ? redun_sendrecv_io(c, in, off, slen, dest, back, rlen, src, buf, rerr) :
+	      c->ops->sendrecv(c->h, NULL, 0, dest, back, rlen, src);
+	if (!ret && rlen && !*put)
+		*put = store_file_write(f, back, rlen);
+	return ret;
+}
+
 int redun_send_file(const struct redun_comm *c, struct store_io *in, const char *what, int dest,
 		    void *buf)
 {

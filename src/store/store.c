@@ -95,6 +95,10 @@ struct store_file {
 	char head[IMG_MAGIC_BYTES];       /* its first bytes: is it an image? */
 	size_t head_len;
 	int error;                      /* first write error: the file cannot commit */
+	int by_fd;                      /* bytes written by the caller through fd
+					 * (store_file_fd): crc and head unknown */
+	int vouched;                    /* vouch_crc is the whole content's CRC */
+	uint32_t vouch_crc;
 	int recycled;                   /* written over a spare: cut to size at commit */
 	int renamed;
 	int committed;
@@ -1072,7 +1076,10 @@ int store_file_write(void *file, const void *buf, size_t len)
 		goto fail;
 	if (!f->stage_tried)
 		stage_setup(f);
-	ret = f->stage ? stage_write(f, buf, len) : write_all(f, f->fd, buf, len, -1);
+	/* after bytes written at an offset through the descriptor, its
+	 * position is not the file's end */
+	ret = f->stage ? stage_write(f, buf, len) :
+	      write_all(f, f->fd, buf, len, f->by_fd ? (int64_t)f->size : -1);
 	if (ret)
 		goto fail;
 	f->crc = crc32c(f->crc, buf, len);
@@ -1083,6 +1090,70 @@ int store_file_write(void *file, const void *buf, size_t len)
 fail:
 	f->error = ret;
 	return report(ret, "%s: cannot write", f->tmp);
+}
+
+int store_file_fd(struct store_file *f, uint64_t *size)
+{
+	if (f->error || f->fd < 0)
+		return -EBADF;
+	if (!f->stage_tried)
+		stage_setup(f);
+	if (f->stage || !f->c->s->ops->pwrite)
+		return -EOPNOTSUPP;
+	*size = f->size;
+	return f->fd;
+}
+
+int store_file_wrote(struct store_file *f, uint64_t len, int err)
+{
+	if (f->error)
+		return err_set(f->error, "%s: an earlier write failed", f->tmp);
+	err_clear();
+	err = err ? err : FAULT(STORE_FILE_WRITE);
+	if (err) {
+		f->error = err;
+		return report(err, "%s: cannot write", f->tmp);
+	}
+	f->by_fd = 1;
+	f->size += len;
+	return 0;
+}
+
+void store_file_vouch(struct store_file *f, uint32_t crc)
+{
+	f->vouched = 1;
+	f->vouch_crc = crc;
+}
+
+/* The CRC and first bytes of a file the caller wrote (some of) through its
+ * descriptor: read back, unless its CRC was vouched for and the head is
+ * all that is missing */
+static int read_back(struct store_file *f)
+{
+	const struct store_tier_ops *ops = f->c->s->ops;
+	uint64_t end = f->vouched ? sizeof(f->head) : f->size, off = 0;
+	char *buf = malloc(VERIFY_BUF);
+	uint32_t crc = 0;
+	ssize_t n = 0;
+	int fd = -1, ret = buf ? ops->open_read(f->tmp, &fd) : -ENOMEM;
+
+	f->head_len = 0;
+	while (!ret && off < end &&
+	       (n = ops->pread(fd, buf, end - off < VERIFY_BUF ? end - off : VERIFY_BUF, off)) > 0) {
+		crc = crc32c(crc, buf, (size_t)n);
+		keep_head(f, buf, (size_t)n);
+		off += (uint64_t)n;
+	}
+	if (!ret && n < 0)
+		ret = (int)n;
+	if (!ret && !f->vouched && off != f->size)
+		ret = -EIO;
+	if (fd >= 0)
+		ops->close(fd);
+	free(buf);
+	if (!ret)
+		f->crc = f->vouched ? f->vouch_crc : crc;
+	return ret ? report(ret, "%s: cannot read back", f->tmp) : 0;
 }
 
 static int close_file(struct store_file *f)
@@ -1113,6 +1184,14 @@ static int commit_steps(struct store_file *f, struct store_file_record *rec)
 	ret = f->recycled ? ops->truncate(f->fd, f->size) : 0;
 	if (ret)
 		return report(ret, "%s: cannot cut to %" PRIu64 " bytes", f->tmp, f->size);
+	if (f->by_fd) {
+		ret = read_back(f);
+		if (ret)
+			return ret;
+	} else if (f->vouched && f->vouch_crc != f->crc) {
+		return err_set(-EBADMSG, "%s: CRC %08" PRIx32 ", not its source's %08" PRIx32
+			       ": damaged on its way", f->tmp, f->crc, f->vouch_crc);
+	}
 	ret = FAULT(STORE_FILE_FSYNC);
 	ret = ret ? ret : ops->fsync(f->fd);
 	if (ret)

@@ -95,6 +95,18 @@ int store_file_commit(struct store_file *f);
 int store_file_adopt(struct store_ckpt *c, const char *name);
 /* Free; an uncommitted file's *.tmp is removed. Sets *f to NULL. */
 void store_file_free(struct store_file **f);
+/* Bytes put into the file by the caller (a transport splicing a socket
+ * into it: no copy through a buffer). store_file_fd: the descriptor to
+ * write at offset *size (the bytes so far), or -EOPNOTSUPP when the file
+ * is written through a staging buffer (then store_file_write);
+ * store_file_wrote: len bytes more are there, or the write failed (err <
+ * 0: the file cannot commit). The commit reads such a file back for its
+ * CRC, unless store_file_vouch gave it: the CRC of the whole content as its
+ * source recorded it (a copy's). A file written only by store_file_write
+ * and vouched for commits only if its CRC is the one vouched. */
+int store_file_fd(struct store_file *f, uint64_t *size);
+int store_file_wrote(struct store_file *f, uint64_t len, int err);
+void store_file_vouch(struct store_file *f, uint32_t crc);
 
 enum store_state {
 	STORE_PARTIAL,    /* begun, never sealed: being written, or its writer died */

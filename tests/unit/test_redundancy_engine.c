@@ -239,6 +239,20 @@ static int write_image(struct store_ckpt *c, int rank, struct store *local, cons
 	return ret;
 }
 
+/* The checkpoint's record of file name (verify looked at it) */
+static int partner_recorded(struct store *s, const char *ckpt, const char *name)
+{
+	struct store_file_info *files = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	if (store_ckpt_files(s, ckpt, &files, &n) == 0)
+		for (size_t i = 0; i < n; i++)
+			found |= !strcmp(files[i].name, name);
+	free(files);
+	return found;
+}
+
 struct accept_arg {
 	int rank;
 	int accepted;
@@ -532,6 +546,17 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		redun_stream_free(&stream);
 		if (four)       /* the rows went on after the seal */
 			CHECK(parity_has_rows(local, ckpt, rank));
+		if (sc == PARTNER || sc == PARTNER_STREAM) {
+			char name[32];
+
+			/* spliced into its file, the copy this member keeps took
+			 * its source's CRC in its record: the bytes are what it
+			 * vouches for (every copy is committed: the upgrade
+			 * ended in an agreement) */
+			snprintf(name, sizeof(name), REDUN_PARTNER_FILE, (rank + 2) % N);
+			CHECK(partner_recorded(local, ckpt, name));
+			CHECK_EQ(store_verify(local, ckpt), 0);
+		}
 		b_barrier(&b);
 		if (reserved_spare)     /* taken by the copy or the parity */
 			CHECK(access(reserved_spare, F_OK) != 0);
@@ -548,7 +573,7 @@ static int member(struct shm *m, int rank, enum scenario sc)
 			snprintf(name, sizeof(name), REDUN_PARTNER_FILE, rank - 2);
 			CHECK(store_io_exists(local, ckpt, name));
 		}
-
+		b_barrier(&b);  /* every check of node b's files done before it goes */
 		lose_node_b(local, ckpt, rank);
 		if (sc == RS_TOO_MANY && rank == 0) {
 			char path[PATH_MAX];

@@ -798,6 +798,94 @@ static void test_verify(void)
 	store_close(&s);
 }
 
+/* A file written (partly) through its descriptor, as a transport splices
+ * a copy into it: the bytes land in order whichever way each part came,
+ * the record's CRC is read back or the one vouched for, and a vouched CRC
+ * that is not the content's is caught: at the commit when the bytes went
+ * through store_file_write, by verify when they did not */
+static int put_by_fd(struct store_ckpt *c, const char *name, const char *data, size_t len,
+		     int vouch, uint32_t crc)
+{
+	struct store_file *f = NULL;
+	uint64_t at = 1;
+	int ret = store_file_create(c, name, &f), fd = ret ? -1 : store_file_fd(f, &at);
+
+	CHECK(fd >= 0 && at == 0);
+	/* the first third through the descriptor, the second by write, the
+	 * last through the descriptor again */
+	ret = ret ? ret : pwrite(fd, data, len / 3, 0) == (ssize_t)(len / 3) ? 0 : -EIO;
+	ret = ret ? ret : store_file_wrote(f, len / 3, 0);
+	ret = ret ? ret : store_file_write(f, data + len / 3, len / 3);
+	fd = ret ? -1 : store_file_fd(f, &at);
+	CHECK(at == 2 * (len / 3));
+	ret = ret ? ret : pwrite(fd, data + at, len - at, (off_t)at) == (ssize_t)(len - at) ? 0 : -EIO;
+	ret = ret ? ret : store_file_wrote(f, len - at, 0);
+	if (vouch)
+		store_file_vouch(f, crc);
+	ret = ret ? ret : store_file_commit(f);
+	store_file_free(&f);
+	return ret;
+}
+
+static void test_file_fd(void)
+{
+	struct store *s = open_job("file-fd");
+	struct store_ckpt *c = NULL;
+	struct store_file *f = NULL;
+	static char data[300001], back[sizeof(data)];
+	char path[PATH_MAX], name[64];
+	uint32_t crc;
+	uint64_t at;
+	int fd;
+
+	/* (staged through O_DIRECT, a file has no descriptor to write) */
+	CHECK_EQ(cfg_set("direct_io", "off"), 0);
+	fill(data, sizeof(data), 7);
+	crc = crc32c(0, data, sizeof(data));
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	snprintf(name, sizeof(name), "%s", store_ckpt_name(c));
+	CHECK_EQ(put_by_fd(c, "read-back.dat", data, sizeof(data), 0, 0), 0);
+	CHECK_EQ(put_by_fd(c, "vouched.dat", data, sizeof(data), 1, crc), 0);
+	CHECK_EQ(put_by_fd(c, "vouched-wrong.dat", data + 8, sizeof(data) - 8, 1, crc), 0);
+	/* written by store_file_write, vouched for wrongly: not committed */
+	CHECK_EQ(store_file_create(c, "damaged.dat", &f), 0);
+	CHECK_EQ(store_file_write(f, data + 1, sizeof(data) - 1), 0);
+	store_file_vouch(f, crc);
+	err_clear();
+	CHECK_EQ(store_file_commit(f), -EBADMSG);
+	CHECK(strstr(err_msg(), "damaged.dat.tmp: CRC ") && strstr(err_msg(), "damaged on its way"));
+	store_file_free(&f);
+	/* a write through the descriptor that failed: the file cannot commit */
+	CHECK_EQ(store_file_create(c, "failed.dat", &f), 0);
+	fd = store_file_fd(f, &at);
+	CHECK(fd >= 0);
+	err_clear();
+	CHECK_EQ(store_file_wrote(f, 10, -ENOSPC), -ENOSPC);
+	CHECK(strstr(err_msg(), "failed.dat.tmp: cannot write") != NULL);
+	CHECK(store_file_commit(f) != 0);
+	CHECK_EQ(store_file_fd(f, &at), -EBADF);
+	store_file_free(&f);
+	CHECK_EQ(store_ckpt_commit(c, 3), 0);
+	store_ckpt_free(&c);
+	path_of(s, name, "vouched.dat", path);
+	fd = open(path, O_RDONLY);
+	CHECK(fd >= 0 && read(fd, back, sizeof(back)) == (ssize_t)sizeof(data));
+	CHECK(memcmp(back, data, sizeof(data)) == 0);
+	close(fd);
+	/* the record's CRC is the bytes' (verify reads them) except where a
+	 * wrong one was vouched for */
+	err_clear();
+	CHECK_EQ(store_verify(s, name), -EBADMSG);
+	CHECK(strstr(err_msg(), "vouched-wrong.dat: content damaged") != NULL);
+	path_of(s, name, "vouched-wrong.dat", path);
+	CHECK_EQ(unlink(path), 0);
+	err_clear();
+	CHECK_EQ(store_verify(s, name), -EBADMSG);
+	CHECK(strstr(err_msg(), "vouched-wrong.dat: missing") != NULL);
+	store_close(&s);
+	CHECK_EQ(cfg_set("direct_io", "on"), 0);
+}
+
 /* An image written through the store (its sink) verifies with img_verify;
  * one flipped payload byte is found with the image reader's message. */
 static void test_verify_image(void)
@@ -1625,6 +1713,7 @@ int main(void)
 	test_selection();
 	test_commit_checks();
 	test_verify();
+	test_file_fd();
 	test_verify_image();
 	test_ranks();
 	test_node_records();
