@@ -582,6 +582,34 @@ static int rank_connect(struct rank *r)
 	return 0;
 }
 
+/* What rank r's agent sent, to a short read (its socket is edge-
+ * triggered); 1 if the rank goes */
+static int rank_read(struct rank *r, unsigned *registered, int id)
+{
+	for (;;) {
+		size_t room = sizeof(r->in) - r->len;
+		ssize_t got = room ? recv(r->fd, r->in + r->len, room, MSG_DONTWAIT) : 0;
+		char *nl;
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0 && errno == EAGAIN)
+			return 0;
+		if (got <= 0)
+			return 1;
+		r->len += (size_t)got;
+		while ((nl = memchr(r->in, '\n', r->len))) {
+			*nl = 0;
+			if (rank_line(r, r->in, registered, id) < 0)
+				return 1;
+			r->len -= (size_t)(nl + 1 - r->in);
+			memmove(r->in, nl + 1, r->len);
+		}
+		if ((size_t)got < room)
+			return 0;
+	}
+}
+
 static int worker(int id, int first, int count)
 {
 	struct rank *ranks = calloc((size_t)count, sizeof(*ranks));
@@ -599,7 +627,9 @@ static int worker(int id, int first, int count)
 	t0 = now_us();
 	for (int i = 0; i < count; i++) {
 		struct rank *r = &ranks[i];
-		struct epoll_event ev = { .events = EPOLLIN, .data.ptr = r };
+		/* edge-triggered: epoll_wait does not poll each socket it
+		 * reported once more (rank_read reads until a short read) */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = r };
 		char img[PATH_MAX];
 
 		r->rank = first + i;
@@ -631,19 +661,8 @@ static int worker(int id, int first, int count)
 			die("epoll_wait: %s", strerror(errno));
 		for (int e = 0; e < n; e++) {
 			struct rank *r = evs[e].data.ptr;
-			ssize_t got = read(r->fd, r->in + r->len, sizeof(r->in) - r->len);
-			char *nl;
-			int gone = got <= 0;
 
-			if (got > 0)
-				r->len += (size_t)got;
-			while (!gone && (nl = memchr(r->in, '\n', r->len))) {
-				*nl = 0;
-				gone = rank_line(r, r->in, &registered, id) < 0;
-				r->len -= (size_t)(nl + 1 - r->in);
-				memmove(r->in, nl + 1, r->len);
-			}
-			if (gone) {
+			if (rank_read(r, &registered, id)) {
 				/* EXIT, killed by the harness, or the agent went */
 				close(r->fd);
 				r->fd = -1;   /* a write of this wake-up's batch fails */
