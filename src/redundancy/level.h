@@ -76,6 +76,13 @@ struct store_io;
 int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
 		      int dest, void *rbuf, size_t rlen, int src, void *buf, int *rerr);
 
+/* A stream's wait when it had nothing to move (the files it follows grew
+ * too little): *idle ns, then twice as long the next time, up to max ns
+ * (the writers of those files need the CPU more). The caller sets *idle
+ * to REDUN_STREAM_IDLE_NS again once it moved something. */
+#define REDUN_STREAM_IDLE_NS 2000000
+void redun_stream_idle(long *idle, long max);
+
 struct store_file;
 /* The same, the rlen bytes received being appended to f (a copy being
  * received): straight into the file when the transport and the file allow

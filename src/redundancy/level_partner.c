@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #define XFER_FAILED UINT64_MAX
 
@@ -214,7 +213,6 @@ out:
 
 /* ---- streaming: the copies sent while the files are written ---- */
 
-#define STREAM_IDLE_NS 2000000          /* a member with nothing new waits this long */
 #define STREAM_DIR_WAIT 30000           /* times it waits for the checkpoint's directory */
 /* Pieces a round may carry: fewer rounds, each a header exchange in
  * lockstep with the partner, when the file has grown by more */
@@ -228,11 +226,13 @@ struct stream_hdr {
 	uint64_t len;                   /* STREAM_DATA: bytes that follow */
 };
 
+/* A member with nothing new waits 2 ms each round (its partner waits for
+ * its header) */
 static void stream_nap(void)
 {
-	struct timespec ts = { 0, STREAM_IDLE_NS };
+	long idle = REDUN_STREAM_IDLE_NS;
 
-	nanosleep(&ts, NULL);
+	redun_stream_idle(&idle, idle);
 }
 
 /* What this member sends next: full pieces of its file (up to

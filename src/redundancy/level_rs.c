@@ -42,7 +42,6 @@
 #include <string.h>
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 struct rs_group {
@@ -643,7 +642,6 @@ out:
 /* A member whose group has no row to encode waits 2 ms, twice as long
  * each time again up to 16 ms: every round is an allgather of all the
  * members, whose CPU the writers of the images need */
-#define STREAM_IDLE_NS 2000000
 #define STREAM_IDLE_MAX_NS 16000000
 
 enum { ST_SIZE, ST_COMMITTED, ST_FAILED, ST_N };
@@ -675,7 +673,7 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 	int rank = redun_rank(c), ret = st && state ? 0 : err_set(-ENOMEM, "out of memory");
 	char file[32], msg[REDUN_MSG_LEN];
 	struct rs_enc *e = st ? &st->e : NULL;
-	long idle = STREAM_IDLE_NS;
+	long idle = REDUN_STREAM_IDLE_NS;
 
 	*out = NULL;
 	if (!ret && !set->local)
@@ -712,13 +710,10 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 		if (all || failed)
 			break;  /* on every member alike: the rest after the seal */
 		if (e->degraded || !stream_row_ready(e, (const int64_t (*)[ST_N])state)) {
-			struct timespec ts = { 0, idle };
-
-			nanosleep(&ts, NULL);
-			idle = idle * 2 > STREAM_IDLE_MAX_NS ? STREAM_IDLE_MAX_NS : idle * 2;
+			redun_stream_idle(&idle, STREAM_IDLE_MAX_NS);
 			continue;
 		}
-		idle = STREAM_IDLE_NS;
+		idle = REDUN_STREAM_IDLE_NS;
 		/* the checkpoint's directory is there: this member's file is */
 		if (!e->early && !e->err)
 			e->err = store_ckpt_annex_early(set->local, set->ckpt, &e->early);

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define XFER_FAILED UINT64_MAX  /* size sent by a member that cannot send its file */
 #define POOL 4
@@ -76,6 +77,14 @@ int redun_sendrecv_io(const struct redun_comm *c, struct store_io *in, uint64_t 
 	if (!rlen)
 		return c->ops->send(c->h, buf, slen, dest);
 	return c->ops->sendrecv(c->h, buf, slen, dest, rbuf, rlen, src);
+}
+
+void redun_stream_idle(long *idle, long max)
+{
+	struct timespec ts = { 0, *idle };
+
+	nanosleep(&ts, NULL);
+	*idle = *idle * 2 > max ? max : *idle * 2;
 }
 
 int redun_sendrecv_file(const struct redun_comm *c, struct store_io *in, uint64_t off, size_t slen,
