@@ -84,6 +84,10 @@ int main(int argc, char **argv)
 	if (late && rank == 0)
 		MPI_Send(&iters, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
 	gone = map_gone(rank);
+	/* every rank's file is unlinked and closed before rank 0 prints an
+	 * iteration, which the tests wait for to checkpoint: one taken
+	 * between mkstemp and unlink would save fd 3 by a path then gone */
+	MPI_Barrier(MPI_COMM_WORLD);
 	fill(heap, WORDS, rank, -1);
 	fill(stack, 512, rank, -1);
 	for (int it = 0; it < iters; it++) {
