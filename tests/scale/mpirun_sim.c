@@ -46,6 +46,8 @@
  *   SCALE_FAIL_RANK   this rank closes its connection without a word when
  *   SCALE_FAIL_CKPT   the SCALE_FAIL_CKPT-th CHECKPOINT reaches it (a rank
  *                     killed during a checkpoint)
+ *   SCALE_BAD_DONE_RANK  this rank sends SCALE_BAD_DONE_LINE instead of its
+ *   SCALE_BAD_DONE_LINE  DONE line in the first checkpoint (batch writes)
  */
 #include "common/crc32c.h"
 #include "common/err.h"
@@ -90,9 +92,10 @@ static struct {
 	int nodes, ppn, size, restarts;
 	const char *job, *run, *tmp, *stats, *restore;
 	char secret[33];
-	int fail_rank, join_each, record_each, write_store;
+	int fail_rank, join_each, record_each, write_store, bad_done_rank;
 	unsigned fail_ckpt;
-} S = { .fail_rank = -1 };
+	const char *bad_done_line;
+} S = { .fail_rank = -1, .bad_done_rank = -1 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -489,7 +492,10 @@ static void write_batch(void)
 		}
 		C.done++;
 		C.done_us = now_us();
-		say(r, "DONE 0 0 rank-%05d.img %zu %08x 1", r->rank, T.len, T.crc);
+		if (r->rank == S.bad_done_rank && r->ckpts == 1)
+			say(r, "%s", S.bad_done_line);
+		else
+			say(r, "DONE 0 0 rank-%05d.img %zu %08x 1", r->rank, T.len, T.crc);
 	}
 	nwrites = 0;
 }
@@ -730,6 +736,8 @@ int main(int argc, char **argv)
 	if ((v = getenv("SCALE_FAIL_RANK")))
 		S.fail_rank = atoi(v);
 	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
+	if ((v = getenv("SCALE_BAD_DONE_RANK")) && (S.bad_done_line = getenv("SCALE_BAD_DONE_LINE")))
+		S.bad_done_rank = atoi(v);
 	S.join_each = !getenv("SCALE_JOIN") || strcmp(getenv("SCALE_JOIN"), "worker") != 0;
 	S.record_each = getenv("SCALE_RECORD") && !strcmp(getenv("SCALE_RECORD"), "rank");
 	S.write_store = S.record_each ||

@@ -8,7 +8,8 @@ restart takes; a node agent killed between checkpoints takes its 64
 ranks with it, and the coordinator says so (STATUS, `stasis status
 --json`'s lost ranks, the next checkpoint's message); so do two more,
 the second the one that took the first's place in the coordinator's
-table. About 10 s on 2 cores.
+table. About 10 s on 2 cores. A DONE line the agent cannot read fails
+its checkpoint (8 ranks, under a second each).
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
@@ -152,3 +153,28 @@ def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
     job.kill()
     assert until(lambda: not [p for p in agents.values() if running(p)], 30), \
         [p for p in agents.values() if running(p)]
+
+
+@pytest.mark.parametrize("tail", ["rank-00005.img 412 xyz 1", "rank-00005.img 412 0badc0de1 1",
+                                  "rank-00005.img 412 0badc0de 2"])
+def test_a_done_line_the_agent_cannot_read_fails_that_checkpoint(tmp_path, tail):
+    """A DONE line naming its image in another form than `DONE <regions>
+    <pages> <file> <size> <crc> <0|1>` (the agent reads it by hand, not
+    with sscanf): that checkpoint fails in one line quoting it, the next
+    one is established. 8 ranks on 2 nodes, about 2 s."""
+    line = f"DONE 0 0 {tail}"
+    job = h.SimJob(tmp_path, 2, 4, env={"SCALE_BAD_DONE_RANK": "5", "SCALE_BAD_DONE_LINE": line})
+    try:
+        job.start()
+        job.wait_registered(0, timeout=60)
+        ok, why, _, _ = job.checkpoint()
+        assert not ok
+        assert why == f"checkpoint failed: rank 5: a DONE line the node agent on sim00001 cannot " \
+                      f"read: {line}", why
+        job.ckpt_events("ckpt-000001", 8)
+        ok, name, _, _ = job.checkpoint()
+        assert ok and name == "ckpt-000002", name
+        listed = checkpoints(job)
+        assert listed["ckpt-000001"]["state"] == "FAILED" and listed["ckpt-000002"]["current"]
+    finally:
+        job.kill()
