@@ -1606,7 +1606,10 @@ static void check_heartbeats(struct coord *c)
 	if (!c->hb_timeout_ms)
 		return;
 	for (unsigned i = c->nnodes; i-- > 0;)
-		if (now_ms() - c->nodes[i].seen > c->hb_timeout_ms) {
+		/* (lines waiting unread: it spoke while a checkpoint read only
+		 * the agents of its ranks, a node of spares' among those left) */
+		if (now_ms() - c->nodes[i].seen > c->hb_timeout_ms &&
+		    !line_waiting(c->nodes[i].fd)) {
 			c->nodes[i].silent = 1;
 			node_gone(c, i);   /* moves the last node into i: visited already */
 		}
