@@ -319,7 +319,7 @@ static void test_kernel_and_sizes(void)
 }
 
 static struct pimg_rec_thread captured;
-static void *captured_uc;
+static void *volatile captured_uc;   /* set by the handler: read again after tgkill */
 
 static void capture_handler(int sig, siginfo_t *si, void *uc)
 {
