@@ -29,8 +29,8 @@ For each size (--ppn ranks a node, 64 by default):
 Medians of --rounds checkpoints. The store is on tmpfs (--store, /dev/shm
 by default): the figures are the coordination's, not a disk's. Every
 simulated rank joins the checkpoint before writing its image, as lower
-halves do (store_ckpt_join_begun), and writes a copy of one tiny image
-a checkpoint with one write (--write store: each rank makes and commits
+halves do (store_ckpt_join_begun), and links one tiny image a
+checkpoint under its name (--write store: each rank makes and commits
 its own through image/ and store/, as a lower half does; SCALE_WRITE in
 docs/scale.md); --join-sizes adds one checkpoint at those sizes with
 --write store and a join per worker instead (SCALE_JOIN=worker), for

@@ -14,8 +14,8 @@
  * epoll loop. A simulated rank speaks the rank side of docs/coordinator.md
  * "Rank and agent" on a Unix socket to its node's agent: RANK, PARKED
  * at once on CHECKPOINT, on WRITE a real (tiny) image rank-NNNNN.img
- * (one made by image/ a checkpoint, each rank's copy written with one
- * write; SCALE_WRITE=store: each made and committed through image/ and
+ * (one made by image/ a checkpoint, linked under each rank's name;
+ * SCALE_WRITE=store: each made and committed through image/ and
  * store/ like a lower half's), then DONE naming it (its node agent
  * records the node's images at once); BYE after EXIT. At restart
  * (STASIS_RESTORE_DIR) every rank registers with restarts 1 after finding
@@ -31,8 +31,8 @@
  *   SCALE_WRITE       "store": each rank's image made and committed
  *                     through image/ and store/ as a lower half does (about
  *                     100 us of CPU a rank); by default one image a
- *                     checkpoint, copied by each rank with one write
- *                     ("batch": see write_batch)
+ *                     checkpoint, linked by each rank ("batch": see
+ *                     write_batch)
  *   SCALE_JOIN        "worker" (with SCALE_WRITE=store): each worker joins
  *                     a checkpoint once for all its ranks' images
  *                     (store_ckpt_join reads the whole index); by default
@@ -354,11 +354,12 @@ static int say(struct rank *r, const char *fmt, ...)
  * about 100 us of CPU and 15 system calls) is its own node's work, done on
  * every node at once; here 65,536 of them would share 2 cores with the
  * coordinator and the agents being measured. So a worker builds one image
- * a checkpoint through image/ in memory, and writes each rank's copy of it
- * under the rank's final name with one write (openat through the
- * checkpoint's directory, write, fsync, close: the agent's check of the
- * file in place and the seal see what they would see of a lower half's),
- * one directory fsync for the ranks of a wake-up, then their DONE lines. */
+ * a checkpoint through image/, writes it once into SCALE_DIR, and links it
+ * under each rank's final name through the checkpoint's directory (where
+ * the store's file system takes no such link: a copy with one write,
+ * openat, write, fsync, close); the agent's check of the file in place and
+ * the seal see what they would see of a lower half's. One directory fsync
+ * for the ranks of a wake-up, then their DONE lines. */
 
 static struct {
 	char name[64];       /* the checkpoint of the image below */
@@ -366,7 +367,9 @@ static struct {
 	char *bytes;
 	size_t len, cap;
 	uint32_t crc;
-} T = { .dirfd = -1 };
+	char file[PATH_MAX];  /* the image as a file in SCALE_DIR, linked ... */
+	int link;             /* ... while the store's file system takes links */
+} T = { .dirfd = -1, .link = 1 };
 
 static struct rank **writes;   /* the ranks told WRITE in this wake-up */
 static unsigned nwrites;
@@ -389,6 +392,8 @@ static int mem_sink(void *ctx, const void *buf, size_t len)
 }
 
 /* The image of checkpoint name and its directory, made once a checkpoint */
+static int template_file(void);
+
 static int template_for(const char *name)
 {
 	struct img_writer_opts opts;
@@ -427,7 +432,25 @@ static int template_for(const char *name)
 	}
 	T.crc = crc32c(0, T.bytes, T.len);
 	snprintf(T.name, sizeof(T.name), "%s", name);
+	if (T.link && template_file() != 0)
+		T.link = 0;
 	return 0;
+}
+
+/* The image in T.file, for the ranks to link (SCALE_DIR: the harness's) */
+static int template_file(void)
+{
+	int fd, ret = 0;
+
+	snprintf(T.file, sizeof(T.file), "%s/image.%d", S.tmp, (int)getpid());
+	unlink(T.file);
+	fd = open(T.file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, T.bytes, T.len) != (ssize_t)T.len || fsync(fd) != 0)
+		ret = -EIO;
+	close(fd);
+	return ret;
 }
 
 static int write_copy(const struct rank *r)
@@ -436,6 +459,14 @@ static int write_copy(const struct rank *r)
 	int fd, ret = 0;
 
 	snprintf(file, sizeof(file), "rank-%05d.img", r->rank);
+	if (T.link) {
+		/* a name for the one image: no inode, page or descriptor a rank */
+		if (linkat(AT_FDCWD, T.file, T.dirfd, file, 0) == 0)
+			return 0;
+		if (errno != EXDEV && errno != EMLINK && errno != EPERM && errno != EOPNOTSUPP)
+			return err_set(-errno, "%s/%s: %s", T.name, file, strerror(errno));
+		T.link = 0;   /* another file system, or one without links: copies */
+	}
 	fd = openat(T.dirfd, file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return err_set(-errno, "%s/%s: %s", T.name, file, strerror(errno));
@@ -686,6 +717,8 @@ static int worker(int id, int first, int count)
 	}
 	store_ckpt_free(&joined);
 	store_close(&store);
+	if (T.file[0])
+		unlink(T.file);
 	return 0;
 }
 
