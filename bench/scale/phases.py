@@ -61,6 +61,9 @@ def measure(h, a):
         job.wait_registered(0)
         ok, name, _, _ = job.checkpoint()
         assert ok, name
+        # every rank had its RESUME: the next CHECKPOINT overtakes none
+        # (a worker takes a checkpoint's name from its first CHECKPOINT)
+        job.ckpt_events(name, a.size)
         # perf starts with its events off and says "ack" once they are on:
         # the checkpoint's first sample is its first millisecond's
         ctl, ack = d / "perf.ctl", d / "perf.ack"
