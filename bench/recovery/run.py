@@ -25,17 +25,26 @@ copy of n2's rank.
                n2's local directory to n5's (python, sendfile)
   migration_downtime_s  the same request until every rank computes again:
                the others park at the migration's checkpoint and are
-               relaunched with it (docs/coordinator.md, "Migration")
+               resumed once rank 1 is in n5's spare (the coordinator's
+               "migration: the ranks that stay resumed"), or relaunched
+               with it (docs/coordinator.md, "Migration")
+  migrate_path "spare": `stasis run --spares 1` keeps a spare rank waiting
+               on n5 and rank 1 moves into it; the same figures with the
+               suffix _relaunch come from a second job without spares
+               (migrate_path_relaunch "relaunch")
+  migrate_moved_s  (spare path) from the checkpoint established until
+               every rank computes again: the transfer, the spare's
+               restore, the communicators made again
   migrate_copy_s, migrated_s  the two times of the ratio
   migrate_transfer_s  the images' transfer alone, agent to receiver (the
                coordinator's "node to node in" figure)
   migrate_checkpoint_s  the request until the migration's checkpoint is
                established (its "event: checkpoint established"): every
                rank's image written on its node
-  migrate_stopped_s  from there until the relaunch is made ("migration:
+  migrate_stopped_s  (relaunch path) from there until the relaunch is made ("migration:
                relaunched"): the receiver started, the transfer, the
                source's directory removed, every rank stopped
-  migrate_relaunch_s  from there until every rank computes again: the
+  migrate_relaunch_s  (relaunch path) from there until every rank computes again: the
                launcher, MPI_Init, the images read, the restore
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
@@ -61,12 +70,12 @@ HOSTS = "n1:1,n2:1,n3:1,n4:1,n5:1"
 VICTIM = "n2"
 
 
-def start(stasis, prog, ck, mib, heartbeat):
+def start(stasis, prog, ck, mib, heartbeat, spares=0):
     """the job under `stasis run --recover auto`, staged: (job, env)"""
     env = (f"STASIS_STAGING=on STASIS_LOCAL_DIR={BASE}/local STASIS_LOG=info STASIS_CACHE_KEEP=1 "
            f"STASIS_HEARTBEAT_TIMEOUT={heartbeat} ")
-    return Job(f"cd {ck.parent}; {OK}{env}exec {stasis} run --dir {ck} --recover auto -- "
-               f"mpirun.openmpi --host {HOSTS} -np 4 {prog} {mib}"), env
+    return Job(f"cd {ck.parent}; {OK}{env}exec {stasis} run --dir {ck} --recover auto "
+               f"--spares {spares} -- mpirun.openmpi --host {HOSTS} -np 4 {prog} {mib}"), env
 
 
 def one(stasis, prog, work, mib, heartbeat):
@@ -107,25 +116,37 @@ def plain_copy(work, name):
     return float(sent)
 
 
-def migration(stasis, prog, work, mib, heartbeat):
-    ck = work / f"mig{mib}"
-    job, env = start(stasis, prog, ck, mib, heartbeat)
+def migration(stasis, prog, work, mib, heartbeat, spares):
+    ck = work / f"mig{mib}-{spares}"
+    job, env = start(stasis, prog, ck, mib, heartbeat, spares)
     try:
         job.wait_for(r"^READY")
         name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck}").stdout.strip()
         copy = plain_copy(work, name)
         t0 = time.perf_counter()
-        said = on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5").stdout
+        r = on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5",
+               check=False)
+        if r.returncode:
+            raise SystemExit(f"bench/recovery: {r.stderr.strip()}\n{job.text()[-3000:]}")
+        said = r.stdout
         transfer = float(re.search(r"node to node in (\d+\.\d+) s", said).group(1))
+        path = "spare" if "; into spares" in said else "relaunch"
         moved = job.wait_for(r"^RESUMED rank 1$") - t0
-        every = job.wait_for(r"^RESUMED rank", count=4) - t0
         # where it went: the coordinator's lines as they came (STASIS_LOG=info)
         ckpt = job.wait_for(r"event: checkpoint established", count=2, stream="err") - t0
-        relaunched = job.wait_for(r"info: migration: relaunched", stream="err") - t0
+        if path == "spare":
+            # the others keep their processes (no RESUMED): stopped until
+            # the coordinator resumed them
+            every = max(moved, job.wait_for(r"info: migration: the ranks that stay resumed",
+                                            stream="err") - t0)
+            relaunched = ckpt
+        else:
+            every = job.wait_for(r"^RESUMED rank", count=4) - t0
+            relaunched = job.wait_for(r"info: migration: relaunched", stream="err") - t0
         (work / "stop").touch()
         job.wait_for(rf"^PASS ranks=4 mib={mib}")
         (work / "stop").unlink()
-        return copy, moved, every, transfer, ckpt, relaunched
+        return copy, moved, every, transfer, ckpt, relaunched, path
     finally:
         job.kill(str(prog))
 
@@ -162,16 +183,23 @@ def main():
         first = 64 if 64 in sizes else sizes[0]
         out["detect_ms"] = out[f"detect_ms_{first}"]
         out["recovery_s"] = out[f"recovery_s_{first}"]
-        copy, moved, every, transfer, ckpt, relaunched = migration(stasis, prog, work, first,
-                                                                  a.heartbeat)
-        out["migrate_checkpoint_s"] = round(ckpt, 3)
-        out["migrate_transfer_s"] = transfer
-        out["migrate_stopped_s"] = round(relaunched - ckpt, 3)
-        out["migrate_relaunch_s"] = round(every - relaunched, 3)
-        out["migrate_copy_s"] = round(copy, 3)
-        out["migrated_s"] = round(moved, 3)
-        out["migrate_vs_copy"] = round(moved / copy, 1)
-        out["migration_downtime_s"] = round(every, 3)
+        # into the spare waiting on n5 first (the figures without suffix),
+        # then today's relaunch without spares (suffix _relaunch)
+        for spares, sfx in ((1, ""), (0, "_relaunch")):
+            copy, moved, every, transfer, ckpt, relaunched, path = migration(
+                stasis, prog, work, first, a.heartbeat, spares)
+            out[f"migrate_path{sfx}"] = path
+            out[f"migrate_checkpoint_s{sfx}"] = round(ckpt, 3)
+            out[f"migrate_transfer_s{sfx}"] = transfer
+            if path == "relaunch":
+                out[f"migrate_stopped_s{sfx}"] = round(relaunched - ckpt, 3)
+                out[f"migrate_relaunch_s{sfx}"] = round(every - relaunched, 3)
+            else:
+                out[f"migrate_moved_s{sfx}"] = round(every - ckpt, 3)
+            out[f"migrate_copy_s{sfx}"] = round(copy, 3)
+            out[f"migrated_s{sfx}"] = round(moved, 3)
+            out[f"migrate_vs_copy{sfx}"] = round(moved / copy, 1)
+            out[f"migration_downtime_s{sfx}"] = round(every, 3)
         subprocess.run(["rm", "-rf", str(work)], check=False)
     finally:
         subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
