@@ -46,7 +46,6 @@ static int lh_finalize(void)
 	lh_done_free();
 	lh_agent_bye();
 	lh_spare_release();
-	lh_coll_finalize(lh_world);
 	return lh_err(MPI_Finalize());
 }
 

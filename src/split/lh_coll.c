@@ -8,8 +8,11 @@
  * with no non-blocking form pass a counted entry barrier first). Once
  * every rank is parked, the ranks run rounds (lh_coll_round, on each
  * rank's parked thread at its checkpoint thread's bidding): each
- * communicator's target is the largest count among its members (an
- * MPI_Iallreduce on the lower half's duplicate of it); a rank below a
+ * communicator's target is the largest count among its members (every
+ * rank gives its count of each of its communicators, by the key its
+ * members agreed on when it was made, in one exchange over the lower
+ * half's own communicator: no second communicator per communicator, so
+ * the program can make as many as natively); a rank below a
  * target on some communicator runs on, starting collectives, until it is
  * at its targets everywhere, and parks at the next collective's entry (or
  * as soon as it started the one that brought it there). A round in which
@@ -57,9 +60,9 @@ static int ensure(uint32_t comm)
 	b = a ? lg_realloc(lh_lg->coll_target, cap * sizeof(*b)) : NULL;
 	if (b)
 		lh_lg->coll_target = b;
-	c = b ? lg_realloc(lh_lg->shadow, cap * sizeof(*c)) : NULL;
+	c = b ? lg_realloc(lh_lg->key, cap * sizeof(*c)) : NULL;
 	if (c)
-		lh_lg->shadow = c;
+		lh_lg->key = c;
 	d = c ? lg_realloc(lh_lg->retired, cap * sizeof(*d)) : NULL;
 	if (!d)
 		return -ENOMEM;
@@ -186,14 +189,12 @@ int lh_coll_passed(uint32_t comm)
 	return STS_AGAIN;
 }
 
-static int post_release(uint32_t comm);
-
-/* Communicators the program holds whose duplicate could not be made (MPI
- * out of context ids, or of memory): their collectives are not counted, so
- * a checkpoint is refused while the program holds one (refuse()), never
+/* Communicators the program holds whose key could not be agreed (an MPI
+ * error, or no memory for its count): their collectives are not counted,
+ * so a checkpoint is refused while the program holds one (refuse()), never
  * taken with one of them half done. uncounted[c]: 1 + the MPI error class;
  * uncounted_lost: ones with no room in it. Lower-half memory: a restart
- * makes every duplicate again. */
+ * agrees on every key again. */
 static uint8_t *uncounted;
 static uint32_t uncounted_cap, uncounted_live, uncounted_lost;
 
@@ -222,140 +223,73 @@ static void mark_uncounted(uint32_t comm, int ret)
 	uncounted[comm] = (uint8_t)(cls < 254 ? cls + 1 : 255);
 }
 
+/* A communicator's key names it in the rounds, the same on every member
+ * and on no other communicator while it lives: its first rank's world
+ * rank and the creation number that rank gave it (lh_handles.c; kept in
+ * the ledger, so a restart agrees on the same key). MPI_COMM_WORLD's is
+ * KEY_WORLD. */
+#define KEY_WORLD 1
+#define KEY_SEQ_BITS 40
+
+static uint64_t own_key(uint32_t comm)
+{
+	return ((uint64_t)(uint32_t)(lh_lg->world_rank + 1) << KEY_SEQ_BITS) |
+	       (lh_lg->tables[STS_COMM].slot[comm].seq & ((UINT64_C(1) << KEY_SEQ_BITS) - 1));
+}
+
+/* The key of c, agreed by its members in its first collective: rank 0's
+ * (MPI_Bcast); an intercommunicator's, the larger of its two groups'
+ * first ranks' (each group's MPI_Allreduce result is the other group's:
+ * the first brings the other's key, the second one's own back) */
+static int agree_key(MPI_Comm c, uint32_t comm, uint64_t *key)
+{
+	int inter = 0, rank = 0, ret;
+	uint64_t k, other = 0;
+
+	MPI_Comm_test_inter(c, &inter);
+	MPI_Comm_rank(c, &rank);
+	k = rank == 0 ? own_key(comm) : 0;
+	if (!inter) {
+		ret = MPI_Bcast(&k, 1, MPI_UINT64_T, 0, c);
+		*key = k;
+		return ret;
+	}
+	ret = MPI_Allreduce(&k, &other, 1, MPI_UINT64_T, MPI_MAX, c);
+	if (ret == MPI_SUCCESS)
+		ret = MPI_Allreduce(&other, &k, 1, MPI_UINT64_T, MPI_MAX, c);
+	*key = k > other ? k : other;
+	return ret;
+}
+
 void lh_coll_comm_made(uint32_t comm)
 {
-	MPI_Comm sh = MPI_COMM_NULL;
+	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
+	uint64_t key = 0;
+	unsigned depth;
+	int ret;
 
 	if (ensure(comm) != 0) {
 		mark_uncounted(comm, MPI_ERR_NO_MEM);
 		return;
 	}
-	lh_coll_poll();   /* the context ids of those every member freed come back */
-	MPI_Comm c = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm);
-	int inter = 0, ret;
-	unsigned depth;
-
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = 0;
-	/* an intercommunicator's counts are reduced over both groups: its
-	 * duplicate is the merged intracommunicator. Made without the lock:
-	 * the member another rank waits for may be another thread of this one
-	 * (lh_lock_out), which may also grow the arrays */
-	MPI_Comm_test_inter(c, &inter);
+	/* without the lock: the member another rank waits for may be another
+	 * thread of this one (lh_lock_out), which may also grow the arrays */
 	depth = lh_lock_out();
-	if (FAULT(SPLIT_COLL_DUP) != 0)
-		ret = MPI_ERR_OTHER;
-	else
-		ret = inter ? MPI_Intercomm_merge(c, 0, &sh) : MPI_Comm_dup(c, &sh);
+	ret = FAULT(SPLIT_COLL_DUP) != 0 ? MPI_ERR_OTHER : agree_key(c, comm, &key);
 	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS) {
 		mark_uncounted(comm, ret);
 		return;
 	}
-	lh_lg->shadow[comm] = LH_HVAL(sh);
-	if (lh_lg->retired[comm])   /* made again at a restart: its release too */
-		post_release(comm);
-}
-
-/* A retired communicator's release: the reduction a round would make on
- * its duplicate (this rank's final count, "not held", "not blocked"),
- * posted when the program frees it. It completes when every member posted
- * one too (every member freed it: the communicator goes on each member at
- * once, lh_coll_poll) or made a round with it (a checkpoint consumes it in
- * place of its own reduction and posts it again, targets()); so each
- * member makes the same reductions on the duplicate in the same order.
- * Kept in the lower half's memory: a restart posts it again
- * (lh_coll_comm_made). Not posted (out of memory, an MPI error): retired
- * until a checkpoint finds every member freed it, as before. */
-struct release {
-	MPI_Request r;
-	uint64_t io[3];
-};
-static struct release **rel;
-static uint32_t rel_cap, rel_live;
-
-static int post_release(uint32_t comm)
-{
-	MPI_Comm sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
-	struct release *x = comm < rel_cap ? rel[comm] : NULL;
-
-	if (comm >= rel_cap) {
-		uint32_t cap = rel_cap ? rel_cap : 64;
-		void *p;
-
-		while (cap <= comm)
-			cap *= 2;
-		p = realloc(rel, cap * sizeof(*rel));
-		if (!p)
-			return -ENOMEM;
-		rel = p;
-		memset(rel + rel_cap, 0, (cap - rel_cap) * sizeof(*rel));
-		rel_cap = cap;
-	}
-	if (!x && !(x = malloc(sizeof(*x))))
-		return -ENOMEM;
-	x->io[0] = lh_lg->coll_seq[comm];
-	x->io[1] = 0;
-	x->io[2] = 1;
-	if (MPI_Iallreduce(MPI_IN_PLACE, x->io, 3, MPI_UINT64_T, MPI_MAX, sh, &x->r) != MPI_SUCCESS) {
-		free(x);
-		rel[comm] = NULL;
-		return -EIO;
-	}
-	if (!rel[comm])
-		rel_live++;
-	rel[comm] = x;
-	return 0;
-}
-
-/* the release of comm is done (or never was): forget it */
-static void drop_release(uint32_t comm)
-{
-	if (comm >= rel_cap || !rel[comm])
-		return;
-	free(rel[comm]);
-	rel[comm] = NULL;
-	rel_live--;
-}
-
-void lh_coll_poll(void)
-{
-	for (uint32_t c = STS_FIRST_USER; rel_live && c < rel_cap; c++) {
-		int done = 0;
-
-		if (!rel[c] || MPI_Test(&rel[c]->r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS || !done)
-			continue;
-		if (rel[c]->io[1]) {   /* no round runs outside a checkpoint: cannot be */
-			post_release(c);
-			continue;
-		}
-		drop_release(c);
-		lh_release_now(STS_COMM, c);
-	}
-}
-
-/* MPI_Finalize: the releases complete first (the MPI would otherwise
- * finalize with their requests outstanding: UCX warns of each). Freeing a
- * communicator is collective, so once every rank is here every member
- * posted its release; one some members never freed stays pending, after
- * a second. */
-void lh_coll_finalize(MPI_Comm world)
-{
-	uint64_t end;
-
-	if (MPI_Barrier(world) != MPI_SUCCESS)
-		return;
-	end = lh_now_ms() + 1000;
-	for (lh_coll_poll(); rel_live && lh_now_ms() < end; lh_coll_poll())
-		;
+	lh_lg->key[comm] = key;
 }
 
 int lh_coll_comm_retire(uint32_t comm)
 {
-	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
+	if (comm >= lh_lg->coll_cap || !lh_lg->key[comm])
 		return 0;
 	lh_lg->retired[comm] = 1;
-	post_release(comm);
-	lh_coll_poll();
 	return 1;
 }
 
@@ -366,43 +300,65 @@ int lh_coll_retired(uint32_t comm)
 
 void lh_coll_comm_gone(uint32_t comm)
 {
-	MPI_Comm sh;
-
 	if (comm < uncounted_cap && uncounted[comm]) {
 		uncounted[comm] = 0;
 		uncounted_live--;
 	}
-	if (comm >= lh_lg->coll_cap || !lh_lg->shadow[comm])
+	if (comm >= lh_lg->coll_cap)
 		return;
-	if (comm < rel_cap && rel[comm]) {
-		int done = 0;
-
-		/* (a release still pending, which every path here completed
-		 * first: its memory stays the MPI's) */
-		MPI_Test(&rel[comm]->r, &done, MPI_STATUS_IGNORE);
-		if (done)
-			free(rel[comm]);
-		rel[comm] = NULL;
-		rel_live--;
-	}
-	sh = (MPI_Comm)(LH_HCAST)lh_lg->shadow[comm];
-	MPI_Comm_free(&sh);
-	lh_lg->shadow[comm] = 0;
+	lh_lg->key[comm] = 0;
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = lh_lg->retired[comm] = 0;
 }
 
-/* The targets of every communicator this rank belongs to, retired ones
- * included (a member that freed one takes part with its final count, so
- * every member takes part in every round on it); io[c][1]: some member
- * still holds communicator c; io[c][2] == 0: every member is held past the
- * entry barrier of a blocking collective on c. */
-static uint64_t (*io)[3];   /* per communicator: count, held, not blocked */
+/* What a rank says of one communicator in a round: its key, its count,
+ * whether it still holds it, and whether it is not held past the entry
+ * barrier of a blocking collective on it. Per communicator, the round's
+ * answer (io) is the largest of each among its members: the target, some
+ * member still holds it, io[c][2] == 0: every member is held past the
+ * barrier. */
+struct tally {
+	uint64_t key, count, held, open;
+};
+static uint64_t (*io)[3];
 static uint32_t io_cap;
 
+static int by_key(const void *a, const void *b)
+{
+	uint64_t x = ((const struct tally *)a)->key, y = ((const struct tally *)b)->key;
+
+	return x < y ? -1 : x > y;
+}
+
+/* the answer for key out of every rank's tallies, sorted by key */
+static void answer(const struct tally *all, size_t n, uint64_t key, uint64_t out[3])
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {   /* the first tally with this key */
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (all[mid].key < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	out[0] = out[1] = out[2] = 0;
+	for (; lo < n && all[lo].key == key; lo++) {
+		out[0] = all[lo].count > out[0] ? all[lo].count : out[0];
+		out[1] |= all[lo].held;
+		out[2] |= all[lo].open;
+	}
+}
+
+/* The targets of every communicator this rank belongs to, retired ones
+ * included (a member that freed one gives its final count: the others may
+ * be behind on it), from every rank's tallies gathered over ctl. A retired
+ * one that no member holds any more goes on every member after the round
+ * (all saw the same answer). */
 static int targets(MPI_Comm ctl)
 {
-	MPI_Request *r = calloc(lh_lg->coll_cap + 1, sizeof(*r));
-	int n = 0, ret = MPI_SUCCESS;
+	int size = 0, n = 0, total = 0, *counts = NULL, *displs = NULL, ret = MPI_ERR_NO_MEM;
+	struct tally *mine = NULL, *all = NULL;
 
 	if (io_cap < lh_lg->coll_cap) {   /* a rank that ran on made communicators */
 		void *p = realloc(io, lh_lg->coll_cap * sizeof(*io));
@@ -412,51 +368,44 @@ static int targets(MPI_Comm ctl)
 			io_cap = lh_lg->coll_cap;
 		}
 	}
-	if (!r || io_cap < lh_lg->coll_cap) {
-		free(r);
-		return MPI_ERR_NO_MEM;
-	}
-	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++) {
-		MPI_Comm sh = c == 1 ? ctl : (MPI_Comm)(LH_HCAST)lh_lg->shadow[c];
-
-		if (c == 2 || (c > 2 && !lh_lg->shadow[c]))
+	MPI_Comm_size(ctl, &size);
+	mine = malloc(lh_lg->coll_cap * sizeof(*mine));
+	counts = calloc((size_t)size, sizeof(*counts));
+	displs = calloc((size_t)size, sizeof(*displs));
+	if (!mine || !counts || !displs || io_cap < lh_lg->coll_cap)
+		goto out_free;
+	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
+		if (c == 2 || (c > 2 && !lh_lg->key[c]))
 			continue;
-		if (c < rel_cap && rel[c]) {   /* its release is this rank's part */
-			r[n++] = rel[c]->r;
-			rel[c]->r = MPI_REQUEST_NULL;
-			continue;
-		}
-		io[c][0] = lh_lg->coll_seq[c];
-		io[c][1] = !lh_lg->retired[c];
-		io[c][2] = lh_lg->held_blocking != c + 1;
-		ret = MPI_Iallreduce(MPI_IN_PLACE, io[c], 3, MPI_UINT64_T, MPI_MAX, sh, &r[n++]);
+		mine[n++] = (struct tally){ c == 1 ? KEY_WORLD : lh_lg->key[c], lh_lg->coll_seq[c],
+					    !lh_lg->retired[c], lh_lg->held_blocking != c + 1 };
 	}
+	n *= 4;   /* as MPI_UINT64_T */
+	ret = MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, ctl);
+	for (int r = 0; r < size && ret == MPI_SUCCESS; r++) {
+		displs[r] = total;
+		total += counts[r];
+	}
+	if (ret == MPI_SUCCESS && !(all = malloc(((size_t)total + 4) * sizeof(uint64_t))))
+		ret = MPI_ERR_NO_MEM;
 	if (ret == MPI_SUCCESS)
-		ret = MPI_Waitall(n, r, MPI_STATUSES_IGNORE);
-	for (uint32_t c = STS_FIRST_USER; c < rel_cap && ret != MPI_SUCCESS; c++)
-		if (rel[c] && rel[c]->r == MPI_REQUEST_NULL) {
-			rel[c] = NULL;   /* its memory stays the MPI's: retired */
-			rel_live--;
-		}
-	for (uint32_t c = 1; c < lh_lg->coll_cap && ret == MPI_SUCCESS; c++) {
-		if (c == 2 || (c != 1 && !lh_lg->shadow[c]))
+		ret = MPI_Allgatherv(mine, n, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, ctl);
+	if (ret != MPI_SUCCESS)
+		goto out_free;
+	qsort(all, (size_t)total / 4, sizeof(*all), by_key);
+	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
+		if (c == 2 || (c != 1 && !lh_lg->key[c]))
 			continue;
-		if (c < rel_cap && rel[c])
-			memcpy(io[c], rel[c]->io, sizeof(io[c]));
+		answer(all, (size_t)total / 4, c == 1 ? KEY_WORLD : lh_lg->key[c], io[c]);
 		lh_lg->coll_target[c] = io[c][0];
-		if (!lh_lg->retired[c])
-			continue;
-		/* every member freed it: it goes on every member after this
-		 * round (all saw the same answer; none is behind on it, so none
-		 * makes another reduction on it); else the release again */
-		if (!io[c][1]) {
-			drop_release(c);
+		if (lh_lg->retired[c] && !io[c][1])
 			lh_release_now(STS_COMM, c);
-		} else if (c < rel_cap && rel[c]) {
-			post_release(c);
-		}
 	}
-	free(r);
+out_free:
+	free(all);
+	free(displs);
+	free(counts);
+	free(mine);
 	return ret;
 }
 
@@ -467,8 +416,8 @@ static int go_together(void)
 	uint32_t c = lh_lg->held_blocking - 1;
 
 	if (lh_lg->held_blocking == 0 || lh_lg->held_blocking == LH_BLOCKING_NONE ||
-	    c >= lh_lg->coll_cap || c >= io_cap || (c != 1 && !lh_lg->shadow[c]) || io[c][2])
-		return 0;   /* (no duplicate: no round on it, io[c] is not this one's) */
+	    c >= lh_lg->coll_cap || c >= io_cap || (c != 1 && !lh_lg->key[c]) || io[c][2])
+		return 0;   /* (no key: not in the round, io[c] is not this one's) */
 	lh_lg->go_blocking = lh_lg->held_blocking;
 	return 1;
 }
@@ -493,8 +442,8 @@ static void members(uint32_t c, char *out, size_t len)
 }
 
 /* Some rank holds a communicator whose collectives it does not count
- * (collective over ctl: then every rank skips the reductions, which would
- * not be the same on all members): the checkpoint's error, or 0. */
+ * (collective over ctl: then every rank skips the exchange, whose answers
+ * would miss it): the checkpoint's error, or 0. */
 static int refuse(MPI_Comm ctl)
 {
 	int mine = uncounted_live + uncounted_lost > 0, any = 0, len = 0;
@@ -512,11 +461,11 @@ static int refuse(MPI_Comm ctl)
 			snprintf(what, sizeof(what), "MPI error class %d", uncounted[c] - 1);
 		members(c, who, sizeof(who));
 		return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds a "
-			       "communicator of %s that the lower half could not duplicate to "
-			       "count its collectives (%s)", lh_lg->world_rank, who, what);
+			       "communicator of %s whose collectives the lower half cannot "
+			       "count (%s)", lh_lg->world_rank, who, what);
 	}
 	return err_set(-ENOTSUP, "rank %d: no checkpoint while the program holds a communicator "
-		       "the lower half could not duplicate to count its collectives (out of memory)",
+		       "whose collectives the lower half cannot count (out of memory)",
 		       lh_lg->world_rank);
 }
 

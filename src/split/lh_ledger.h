@@ -82,10 +82,11 @@ struct lh_ledger {
 	uint32_t nconts;                 /* of cont[] in use */
 	uint32_t pending_sends;          /* send requests MPI has not completed */
 	/* collectives (lh_coll.c), per neutral communicator: how many this rank
-	 * started, the checkpoint's target, the lower half's duplicate, and
-	 * whether the program freed it while other members may still hold it
-	 * (retired: kept, with its final count, until every member freed it) */
-	uint64_t *coll_seq, *coll_target, *shadow, *retired;
+	 * started, the checkpoint's target, the key its members agreed on
+	 * (0: none, its collectives uncounted), and whether the program freed
+	 * it while other members may still hold it (retired: kept, with its
+	 * final count, until a checkpoint's round finds no member holds it) */
+	uint64_t *coll_seq, *coll_target, *key, *retired;
 	uint32_t coll_cap;
 	uint32_t advancing;              /* LH_RUN_*: how it runs during the rounds */
 	uint32_t held;                   /* 1 + the communicator at whose
@@ -240,20 +241,15 @@ int lh_coll_behind(void);
 int lh_coll_blocking(uint32_t comm);
 int lh_coll_entry(uint32_t comm);
 int lh_coll_passed(uint32_t comm);
-/* a new communicator's duplicate (collective over its members), and its
- * end; lh_state.c calls them */
+/* a new communicator's key (its first collective, over its members: the
+ * rounds name it by it), and its end; lh_state.c calls them */
 void lh_coll_comm_made(uint32_t comm);
 void lh_coll_comm_gone(uint32_t comm);
-/* the program freed comm: 1 if it is kept, retired, until every member
- * freed it (its slot then released, lh_coll_poll or a checkpoint's
- * round), 0 if it goes now */
+/* the program freed comm (its real one is freed): 1 if its record is
+ * kept, retired, until a checkpoint's round finds every member freed it
+ * (its slot then released), 0 if it goes now */
 int lh_coll_comm_retire(uint32_t comm);
 int lh_coll_retired(uint32_t comm);
-/* retired communicators every member freed since go now (lh_coll.c's
- * releases; called where communicators are made and freed) */
-void lh_coll_poll(void);
-/* MPI_Finalize (collective over world): the releases complete first */
-void lh_coll_finalize(MPI_Comm world);
 /* One round of targets (collective over ctl; every rank parked, on its
  * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
  * run on until it parks at its targets, LH_ROUND_AGAIN when another is,

@@ -427,8 +427,8 @@ int lh_Win_free(uint32_t *win)
 	lh_lock_back(depth);
 	if (ret != MPI_SUCCESS)
 		return lh_err(ret);
-	/* the hidden communicator goes with its duplicate, not retired until
-	 * the next checkpoint (lh_release): every member passed the entry
+	/* the hidden communicator goes at once, not retired until the next
+	 * checkpoint (lh_release): every member passed the entry
 	 * barrier and frees it before it can park, so none still counts on it.
 	 * (Retired, a program making and freeing windows used up MPICH's 2048
 	 * context ids between two checkpoints.) */
