@@ -32,12 +32,18 @@ static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 	ret = ret ? ret : store_file_create(gc, file, &f);
 	size = in ? store_io_size(in) : 0;
 	for (uint64_t off = 0; !ret && off < size;) {
-		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE;
+		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE, room_len;
+		void *room;
+		/* read straight into the global file's stage where it has one:
+		 * one copy of the bytes less */
+		int staged = store_file_room(f, &room, &room_len) == 0;
 
+		if (staged && room_len < n)
+			n = room_len;
 		/* the fault point: a copy cut off before its last piece */
 		ret = off + n >= size ? FAULT(REDUN_GLOBAL_COPY) : 0;
-		ret = ret ? ret : store_io_read(in, buf, n, off);
-		ret = ret ? ret : store_file_write(f, buf, n);
+		ret = ret ? ret : store_io_read(in, staged ? room : buf, n, off);
+		ret = ret ? ret : staged ? store_file_done(f, n) : store_file_write(f, buf, n);
 		off += n;
 	}
 	ret = ret ? ret : store_file_commit(f);

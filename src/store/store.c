@@ -1092,6 +1092,49 @@ fail:
 	return report(ret, "%s: cannot write", f->tmp);
 }
 
+int store_file_room(struct store_file *f, void **buf, size_t *len)
+{
+	if (f->error)
+		return err_set(f->error, "%s: an earlier write failed", f->tmp);
+	if (f->fd < 0)
+		return err_set(-EBADF, "%s/%s: already committed", f->c->name, f->name);
+	if (!f->stage_tried)
+		stage_setup(f);
+	if (!f->stage)
+		return -EOPNOTSUPP;
+	*buf = f->stage + f->staged;
+	*len = STAGE_SIZE - f->staged;
+	return 0;
+}
+
+int store_file_done(struct store_file *f, size_t n)
+{
+	const unsigned char *p;
+	int ret;
+
+	if (f->error)
+		return err_set(f->error, "%s: an earlier write failed", f->tmp);
+	if (!f->stage || f->fd < 0 || n > STAGE_SIZE - f->staged)
+		return err_set(-EINVAL, "%s: %zu bytes done, more than the room given", f->tmp, n);
+	err_clear();
+	ret = FAULT(STORE_FILE_WRITE);
+	if (ret) {
+		f->error = ret;
+		return report(ret, "%s: cannot write", f->tmp);
+	}
+	p = f->stage + f->staged;
+	f->crc = crc32c(f->crc, p, n);
+	keep_head(f, (const char *)p, n);
+	f->size += n;
+	f->staged += n;
+	ret = f->staged == STAGE_SIZE ? stage_flush(f, 0) : 0;
+	if (ret) {
+		f->error = ret;
+		return report(ret, "%s: cannot write", f->tmp);
+	}
+	return 0;
+}
+
 int store_file_fd(struct store_file *f, uint64_t *size)
 {
 	if (f->error || f->fd < 0)

@@ -107,6 +107,14 @@ void store_file_free(struct store_file **f);
 int store_file_fd(struct store_file *f, uint64_t *size);
 int store_file_wrote(struct store_file *f, uint64_t len, int err);
 void store_file_vouch(struct store_file *f, uint32_t crc);
+/* Bytes read straight into the file's staging buffer (a copy from another
+ * file: no copy through the caller's buffer). store_file_room: the free
+ * part of the stage (*buf, *len >= 1 bytes, valid until the next call on
+ * f), or -EOPNOTSUPP when the file is not staged (then store_file_write);
+ * store_file_done: the n <= *len bytes put there, taken as
+ * store_file_write takes bytes (size, CRC, the fault point). */
+int store_file_room(struct store_file *f, void **buf, size_t *len);
+int store_file_done(struct store_file *f, size_t n);
 
 enum store_state {
 	STORE_PARTIAL,    /* begun, never sealed: being written, or its writer died */

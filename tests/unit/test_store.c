@@ -464,13 +464,32 @@ static void check_large_file(const char *direct_io)
 	CHECK_EQ(store_ckpt_begin(s, &c), 0);
 	CHECK_EQ(store_file_create(c, "big.dat", &f), 0);
 	while (off < size) {
-		size_t n = piece < size - off ? piece : size - off;
+		size_t n = piece < size - off ? piece : size - off, room_len = 0;
+		void *room = NULL;
+		int ret = store_file_room(f, &room, &room_len);
 
-		CHECK_EQ(store_file_write(f, data + off, n), 0);
+		/* one piece in two read straight into the stage, where the file has one */
+		CHECK_EQ(ret, direct_io[1] == 'n' ? 0 : -EOPNOTSUPP);
+		if (ret == 0 && (piece & 1)) {
+			CHECK(room_len >= 1);
+			n = n < room_len ? n : room_len;
+			memcpy(room, data + off, n);
+			CHECK_EQ(store_file_done(f, n), 0);
+		} else {
+			CHECK_EQ(store_file_write(f, data + off, n), 0);
+		}
 		off += n;
 		piece = piece * 7 + 3;      /* 1, 10, 73, ... bytes: every alignment */
 		if (piece > (3u << 20))
 			piece = 4095;
+	}
+	if (direct_io[1] == 'n') {
+		void *room = NULL;
+		size_t room_len = 0;
+
+		CHECK_EQ(store_file_room(f, &room, &room_len), 0);
+		CHECK_EQ(store_file_done(f, room_len + 1), -EINVAL);
+		CHECK(strstr(err_msg(), "bytes done, more than the room given") != NULL);
 	}
 	CHECK_EQ(store_file_commit(f), 0);
 	CHECK_EQ(store_ckpt_commit(c, 1), 0);
