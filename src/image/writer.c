@@ -882,6 +882,19 @@ static int emit_direct(struct img_writer *w, const unsigned char *p)
 	return 0;
 }
 
+/* A chunk to fill, unless one is being filled. */
+static int fill_start(struct img_writer *w)
+{
+	int ret;
+
+	if (w->fill)
+		return 0;
+	ret = slot_take(w, SLOT_DATA, &w->fill);
+	if (ret == 0)
+		w->fill->len = 0;
+	return ret;
+}
+
 int img_write(struct img_writer *w, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
@@ -898,12 +911,9 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 			continue;
 		}
 
-		if (!w->fill) {
-			ret = slot_take(w, SLOT_DATA, &w->fill);
-			if (ret)
-				break;
-			w->fill->len = 0;
-		}
+		ret = fill_start(w);
+		if (ret)
+			break;
 		n = w->chunk_size - w->fill->len;
 		if (n > len)
 			n = len;
@@ -922,14 +932,9 @@ int img_write_room(struct img_writer *w, void **buf, size_t *len)
 {
 	int ret = check_append(w, "write", 1);
 
+	ret = ret ? ret : fill_start(w);
 	if (ret)
 		return ret;
-	if (!w->fill) {
-		ret = slot_take(w, SLOT_DATA, &w->fill);
-		if (ret)
-			return ret;
-		w->fill->len = 0;
-	}
 	*buf = w->fill->mem + SLOT_PREFIX + w->fill->len;
 	*len = w->chunk_size - w->fill->len;
 	return 0;
@@ -951,14 +956,10 @@ int img_write_done(struct img_writer *w, size_t n)
 /* Zero bytes into the chunk being filled (starting one if needed). */
 static int fill_zero(struct img_writer *w, size_t len)
 {
-	int ret;
+	int ret = fill_start(w);
 
-	if (!w->fill) {
-		ret = slot_take(w, SLOT_DATA, &w->fill);
-		if (ret)
-			return ret;
-		w->fill->len = 0;
-	}
+	if (ret)
+		return ret;
 	memset(w->fill->mem + SLOT_PREFIX + w->fill->len, 0, len);
 	w->fill->len += (uint32_t)len;
 	w->cur->size += len;
