@@ -2688,14 +2688,48 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 	return 0;
 }
 
+/* Whether the ranks of a restart from checkpoint name look for their
+ * node-local copies first: staging on, and the checkpoint staged (a level
+ * of staging recorded: local, global, partner, ...) */
+static int restart_staged(struct coord *c, const char *name)
+{
+	struct store_ckpt_info *list = NULL;
+	size_t n = 0;
+	int staged = 0;
+
+	if (strcmp(cfg_str(CFG_STAGING), "on") != 0 ||
+	    store_list(c->store, &list, &n, NULL) != 0)
+		return 0;
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(list[i].name, name))
+			staged = list[i].level[0] && strcmp(list[i].level, "single") != 0;
+	free(list);
+	return staged;
+}
+
+/* Start reading ahead what the restart from checkpoint directory dir
+ * reads (job_prefetch): the job's files, and the rank images only when
+ * the checkpoint is not staged. A staged one's ranks read their node's
+ * copy where the node still has it, and the coordinator sees no node's
+ * local directory nor, before the ranks register, which node runs which
+ * rank: it reads none of the global copies ahead, and a rank whose node
+ * lost its copy reads its global one itself. */
+static void read_ahead(struct coord *c, const char *dir)
+{
+	const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
+	int staged = restart_staged(c, name), images = 0;
+	int files = job_prefetch(dir, !staged, &images);
+
+	if (files || images || staged)
+		log_info("restart: reading %d files and %d rank images of %s ahead%s", files,
+			 images, name, staged ? " (staged: the ranks read their node-local copies, "
+			 "or their global ones themselves)" : "");
+}
+
 static int mpi_relaunch(struct coord *c, const char *dir)
 {
-	if (dir) {
-		int ahead = job_prefetch(dir);
-
-		if (ahead)
-			log_debug("reading %d files and rank images ahead", ahead);
-	}
+	if (dir)
+		read_ahead(c, dir);
 	return job_spawn(c, c->launch, dir);
 }
 
@@ -2798,12 +2832,8 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	if (ret == 0) {
 		/* an MPI job: its launcher again, each rank from its image */
 		ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
-		if (!ret) {
-			int ahead = job_prefetch(path);
-
-			if (ahead)
-				log_debug("reading %d files and rank images ahead", ahead);
-		}
+		if (!ret)
+			read_ahead(&c, path);
 		ret = ret ? ret : job_spawn(&c, launch, path);
 		if (!ret) {
 			snprintf(c.last, sizeof(c.last), "%s", name);

@@ -584,7 +584,7 @@ static void *prefetch_run(void *arg)
 	return NULL;
 }
 
-int job_prefetch(const char *dir)
+int job_prefetch(const char *dir, int images, int *nimages)
 {
 	long long bytes = 0, avail;
 	struct prefetch *p;
@@ -595,10 +595,12 @@ int job_prefetch(const char *dir)
 	DIR *d;
 	int files, ok;
 
+	*nimages = 0;
 	if (strcmp(cfg_str(CFG_PREFETCH), "on") != 0)
 		return 0;
 	files = files_ahead(dir);
-	if (statfs(dir, &sf) != 0 || !local_fs((long)sf.f_type) || (avail = mem_available()) < 0)
+	if (!images || statfs(dir, &sf) != 0 || !local_fs((long)sf.f_type) ||
+	    (avail = mem_available()) < 0)
 		return files;
 	p = malloc(sizeof(*p) + PREFETCH_MAX * sizeof(p->name[0]));
 	d = p ? opendir(dir) : NULL;
@@ -628,8 +630,10 @@ int job_prefetch(const char *dir)
 		pthread_attr_setstacksize(&a, 64 << 10);
 		ok = pthread_create(&t, &a, prefetch_run, p) == 0;
 		pthread_attr_destroy(&a);
-		if (ok)
-			return files + n;
+		if (ok) {
+			*nimages = n;
+			return files;
+		}
 	}
 	free(p);
 	return files;

@@ -66,11 +66,13 @@ int job_files_write(struct store_ckpt *ck, int launcher_pid);
  * instead of one after the other from the disk. Then, on a thread, the
  * images one after the other, a step of 512 KiB at a time: the few reads
  * of the launch still left queue behind one step at most. Images only on
- * a node-local filesystem (the ranks that read them run here) and when
- * they fit twice in the available memory; the key `prefetch` = off turns it
- * all off. Never fails: what it cannot do it leaves to the ranks. Returns the
- * number of files and images it reads ahead. */
-int job_prefetch(const char *dir);
+ * a node-local filesystem (the ranks that read them run here), when
+ * they fit twice in the available memory and when images is set (0 for a
+ * staged checkpoint: its ranks read their node-local copies); the key
+ * `prefetch` = off turns it all off. Never fails: what it cannot do it
+ * leaves to the ranks. Returns the number of files it reads ahead, the
+ * number of images in *nimages. */
+int job_prefetch(const char *dir, int images, int *nimages);
 
 /* SIGKILL pid and every descendant of it (stopped first, so that none
  * forks meanwhile): the launcher's tree, its daemons and the ranks it

@@ -149,7 +149,8 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
     (stage_compress, forwarded to the ranks and agents on every node); the
     job killed; n2 killed with its local directory wiped and booted again;
     the restart on the same nodes reads three node-local copies and n2's
-    rank's compressed global copy."""
+    rank's compressed global copy, and the coordinator reads none of the
+    global copies ahead (docs/split.md, "Restart")."""
     import json
     import re
     from cluster_common import BASE, sh
@@ -180,6 +181,8 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
         rank = int(n2[5:10])
         assert re.search(rf"rank {rank} reads the global copy \S+/{name}/{n2}", err), err
         assert len(re.findall(r"reads its node-local copy", err)) == 3, err
+        assert re.search(rf"restart: reading \d+ files and 0 rank images of {name} ahead "
+                         r"\(staged", err), err
     finally:
         job.kill()
 

@@ -291,11 +291,12 @@ def test_restart_reads_the_job_files_ahead(hello, tmp_path):
     job.restart()
     job.lines_until(r"rank 0 iteration \d+")
     _, err = job.kill()
-    ahead = re.search(r"reading (\d+) files and rank images ahead", err)
-    assert ahead and int(ahead.group(1)) >= len(paths), err
+    # not staged: both ranks read their global copies, both read ahead
+    ahead = re.search(rf"reading (\d+) files and (\d+) rank images of {name} ahead\n", err)
+    assert ahead and int(ahead.group(1)) >= len(paths) and ahead.group(2) == "2", err
 
     job.env["STASIS_PREFETCH"] = "off"
     job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
-    assert "rank images ahead" not in err, err
+    assert "rank images of" not in err, err
