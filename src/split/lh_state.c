@@ -1090,7 +1090,7 @@ int lh_state_rebuild(void)
 				lh_coll_comm_made(v[i].n);
 			if (ret == MPI_SUCCESS && lh_coll_retired(v[i].n)) {
 				/* freed by the program, not yet by every member: only
-				 * its duplicate is needed, for the counts */
+				 * its key is needed, for the counts (agreed on it) */
 				MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
 
 				MPI_Comm_free(&c);
