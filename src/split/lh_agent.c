@@ -666,17 +666,20 @@ static struct {
 static int move_check(void)
 {
 	char why[256];
-	int mine, any = 0;
+	int mine, first = 0;
 
 	lh_state_unmovable(why, sizeof(why));
 	if (!*why)
 		lh_spare_choose(mv.host, mv.ranks, mv.n, why, sizeof(why));
-	mine = !!*why;
-	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, agent_comm) != MPI_SUCCESS)
+	/* the first rank that refuses says why, the same on every rank */
+	mine = *why ? lh_info->world_rank : lh_info->world_size;
+	if (MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, agent_comm) != MPI_SUCCESS ||
+	    (first < lh_info->world_size &&
+	     MPI_Bcast(why, (int)sizeof(why), MPI_CHAR, first, agent_comm) != MPI_SUCCESS))
 		return err_set(-EIO, "rank %d: the ranks cannot agree on the move",
 			       lh_info->world_rank);
-	if (any)
-		return err_set(-ENOTSUP, "%s", *why ? why : "another rank cannot move in place");
+	if (first < lh_info->world_size)
+		return err_set(-ENOTSUP, "%s", why);
 	return 0;
 }
 
