@@ -2271,6 +2271,18 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 		if (!strcmp(c->ranks[i].host, from))
 			rank_drop(c, i);
 	send_nodes(c, "RESUME moved");
+	/* the moved images are on to only: its agent copies them to the
+	 * global tier, as every agent does its ranks' after RESUME */
+	if (c->staged) {
+		unsigned i = 0;
+
+		while (i < c->nnodes && (c->nodes[i].dead || strcmp(c->nodes[i].host, to)))
+			i++;
+		if (i < c->nnodes)
+			reply(c->nodes[i].fd, "COPY %s%s", name, ranks);
+		else
+			log_warn("migration: no node agent on %s: %s stays at level local", to, name);
+	}
 	log_info("migration: the ranks that stay resumed %.1f s after the request",
 		 (double)(now_ms() - ev->at_ms) / 1000.0);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
@@ -2358,7 +2370,9 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	if (ms)
 		c->mig.bytes_per_s = bytes * 1000 / ms;
 	if (c->o->spares && move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
-		free(argv);
+		/* the moved ranks' images are on to only: a recovery launches
+		 * them there */
+		take_launch(c, argv);
 		return 0;
 	}
 	/* every image on the target, the source's directory removed */

@@ -46,6 +46,7 @@
 #define LINE_MAX_LEN 1024
 #define FIRST_RANK_TIMEOUT_MS (300 * 1000)   /* no rank ever came: give up */
 #define MOVERS_MAX 16
+#define RANKS_LINE_MAX (LINE_MAX_LEN / 2)   /* " <rank>" takes two characters at least */
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
 #define IMAGE_FMT "rank-%05d.img"             /* split_format.h's SPLIT_IMAGE_FMT */
@@ -312,16 +313,14 @@ static int movers_idle(void)
 	return idle;
 }
 
-/* Checkpoint A.ckpt is established at level local: copy the images of the
- * ranks that wrote one here */
-static void copy_written(void)
+/* Checkpoint name's images of ranks, at level local here: copied to the
+ * global tier by the movers */
+static void copy_ranks(const char *name, const int *ranks, unsigned n)
 {
 	const char *env = getenv("STASIS_STAGE_COPIES");
-	unsigned movers = env ? (unsigned)atoi(env) : 1, k, n = 0;
+	unsigned movers = env ? (unsigned)atoi(env) : 1, k;
 	struct batch *b;
 
-	for (unsigned i = 0; i < A.n; i++)
-		n += A.r[i]->written;
 	if (!n)
 		return;
 	if (!movers)
@@ -345,23 +344,34 @@ static void copy_written(void)
 	}
 	k = M.nb++ % BATCHES_MAX;
 	b = &M.b[k];
-	snprintf(b->name, sizeof(b->name), "%s", A.ckpt);
+	snprintf(b->name, sizeof(b->name), "%s", name);
 	b->left = 0;
 	b->ok = 0;
-	for (unsigned i = 0; i < A.n; i++) {
-		if (!A.r[i]->written)
-			continue;
+	for (unsigned i = 0; i < n; i++) {
 		if (M.tail - M.head == COPIES_MAX) {
 			agent_warn("node agent on %s: too many copies queued; %s stays at level local",
-				 A.host, A.ckpt);
+				 A.host, name);
 			break;
 		}
-		M.q[M.tail++ % COPIES_MAX] = (struct copy){ .rank = A.r[i]->rank, .batch = k };
-		snprintf(M.q[(M.tail - 1) % COPIES_MAX].name, 64, "%s", A.ckpt);
+		M.q[M.tail++ % COPIES_MAX] = (struct copy){ .rank = ranks[i], .batch = k };
+		snprintf(M.q[(M.tail - 1) % COPIES_MAX].name, 64, "%s", name);
 		b->left++;
 	}
 	pthread_cond_broadcast(&M.cond);
 	pthread_mutex_unlock(&M.lock);
+}
+
+/* Checkpoint A.ckpt is established at level local: copy the images of the
+ * ranks that wrote one here */
+static void copy_written(void)
+{
+	int ranks[A.n + 1];
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < A.n; i++)
+		if (A.r[i]->written)
+			ranks[n++] = A.r[i]->rank;
+	copy_ranks(A.ckpt, ranks, n);
 }
 
 /* ---- the ranks ---- */
@@ -539,8 +549,9 @@ static int rank_said(unsigned i, const char *line)
 			A.max = a;
 		A.sum1 += a;
 		A.sum2 += k == 2 ? b : 0;
-		r->written = !strcmp(A.word, "DONE");
-		if (r->written && done_record(r, line + wl) && !A.failed[0])
+		if (strcmp(A.word, "MOVED"))   /* a move keeps what WRITE wrote */
+			r->written = !strcmp(A.word, "DONE");
+		if (!strcmp(A.word, "DONE") && done_record(r, line + wl) && !A.failed[0])
 			snprintf(A.failed, sizeof(A.failed), "rank %d: a DONE line the node agent on %.40s "
 				 "cannot read: %.200s", r->rank, A.host, line);
 	} else if (!A.failed[0]) {
@@ -679,6 +690,50 @@ static void level_call(const char *args, int written,
 		agent_warn("node agent on %s: %s", A.host, err_msg());
 }
 
+/* MOVE <to> <rank>...: the ranks' images left this node (the source
+ * removed them): none to copy from here */
+static void move_noted(const char *args)
+{
+	const char *p = strchr(args, ' ');
+
+	while (p) {
+		char *end;
+		long rank = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		p = end;
+		for (unsigned i = 0; i < A.n; i++)
+			if (A.r[i]->rank == rank)
+				A.r[i]->written = 0;
+	}
+}
+
+/* COPY <name> <rank>...: a move's images, received here (node_migrate.c),
+ * reach the global tier like any checkpoint's */
+static void copy_moved(const char *args)
+{
+	char name[64];
+	int ranks[RANKS_LINE_MAX];
+	unsigned n = 0;
+	int pos = 0;
+	const char *p;
+
+	if (sscanf(args, "%63s%n", name, &pos) != 1)
+		return;
+	for (p = args + pos; n < RANKS_LINE_MAX;) {
+		char *end;
+		long rank = strtol(p, &end, 10);
+
+		if (end == p)
+			break;
+		p = end;
+		ranks[n++] = (int)rank;
+	}
+	if (A.stage_dir && A.global)
+		copy_ranks(name, ranks, n);
+}
+
 /* the heartbeat while the agent's one thread sends a migration's images */
 static void say_alive(void)
 {
@@ -715,7 +770,10 @@ static void coord_said(const char *line)
 		phase_begin("WRITE", "DONE");
 	} else if (!strncmp(line, "MOVE ", 5)) {
 		/* the ranks go into spares, the others relink (lh_agent.c) */
+		move_noted(line + 5);
 		phase_begin(line, "MOVED");
+	} else if (!strncmp(line, "COPY ", 5)) {
+		copy_moved(line + 5);
 	} else if (!strcmp(line, "KILL")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct ucred cred;
@@ -764,7 +822,8 @@ static void coord_said(const char *line)
 		A.phase = IDLE;
 		if (strcmp(line, "RESUME") && strcmp(line, "RESUME moved"))
 			node_level_abort();     /* a STREAM's checkpoint failed, or ends the job */
-		if (!strcmp(line, "RESUME") && A.stage_dir && A.global)
+		if ((!strcmp(line, "RESUME") || !strcmp(line, "RESUME moved")) && A.stage_dir &&
+		    A.global)
 			copy_written();
 		for (unsigned i = 0; i < A.n; i++) {
 			A.r[i]->in_ckpt = 0;

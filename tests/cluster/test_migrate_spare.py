@@ -1,0 +1,96 @@
+"""Faults after a move into a waiting spare (docs/coordinator.md, "Moving
+a rank into a spare"), found by a review (issue 23): the moved rank's
+image is on the target only, so the migration's checkpoint must reach the
+global tier and a recovery must launch the moved rank on the target,
+never on the source whose copy the transfer removed. Open MPI, --spares 1
+--recover auto. About 20 s each. Needs root."""
+import re
+import time
+
+import pytest
+
+from cluster_common import BASE, build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401
+
+ITERS = 40
+SLEEP_MS = 100
+
+
+@pytest.fixture(scope="module")
+def progs(cluster):
+    return build_in_global(["comm_held"])
+
+
+def staged(job):
+    job.env = {"STASIS_LOG": "info", "STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local"}
+
+
+def procs(cluster, job, node):
+    """the job's processes on node: the simulated nodes share the host's
+    PID namespace, so pgrep sees every node's; a process's UTS namespace
+    says which node it runs on"""
+    pattern = f"[{job.dir.name[0]}]{job.dir.name[1:]}"
+    return cluster.exec(node, f"u=$(readlink /proc/self/ns/uts); for p in $(pgrep -f {pattern}); "
+                        f"do [ \"$(readlink /proc/$p/ns/uts)\" = \"$u\" ] && "
+                        f"ps -o pid=,args= -p $p; done; true").stdout.strip()
+
+
+def wait_global(job, name, timeout=30):
+    end, line = time.time() + timeout, ""
+    while time.time() < end and "global" not in line:
+        line = "".join(ln for ln in job.stasis("ls", "--dir", job.ck).stdout.splitlines()
+                       if ln.split()[:1] == [name])
+        time.sleep(0.2)
+    return line
+
+
+def move(job):
+    """rank 1 from n2 into the spare on n3; the migration's checkpoint"""
+    job.lines_until(r"rank 0 iteration 3")
+    r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", timeout=120)
+    if not r.stdout.endswith("; into spares\n"):
+        out, err = job.kill()
+        raise AssertionError(r.stdout + r.stderr + err[-3000:])
+    return re.search(r"from (ckpt-\d+)", r.stdout).group(1)
+
+
+def test_the_moved_rank_killed_recovers_on_the_target(cluster, progs, tmp_path):
+    """rank 1, moved into the spare on n3, is killed on its own: the
+    recovery launches it on n3 (from the migration's checkpoint, which
+    also reached the global tier), not on n2"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    sh("start-node", "n2", check=False)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        name = move(job)
+        assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
+        status = job.stasis("status", "--dir", job.ck).stdout
+        pid = re.search(r"(?:=|,)1:(\d+)@n3", status).group(1)
+        cluster.exec("n3", f"kill -9 {pid}")
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0, err[-4000:]
+        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+
+
+def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
+    """the predicted fault comes true after the move: n2, where the moved
+    rank's old process waits idle, is killed; mpirun aborts for it, and
+    the job recovers from the migration's checkpoint with rank 1 on n3"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        name = move(job)
+        sh("kill-node", "n2")
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0, err[-4000:]
+        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+        sh("start-node", "n2", check=False)
