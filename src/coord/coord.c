@@ -184,6 +184,10 @@ struct coord {
 		uint64_t deadline;
 		char ranks[400];
 		int moved;            /* ranks went into spares: answered once back */
+		/* hosts where a moved rank's old process waits for the job's
+		 * end: not spares (until a relaunch ends them) */
+		char (*retired)[64];
+		unsigned nretired;
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 };
@@ -1812,6 +1816,7 @@ static void launch_reset(struct coord *c)
 		node_close(c, i);
 	c->nnodes = 0;
 	memset(c->copying, 0, sizeof(c->copying));
+	c->mig.nretired = 0;
 	c->nlost_hosts = 0;
 	c->nagents = 0;
 }
@@ -1976,6 +1981,8 @@ static int migrate_placement(struct coord *c, const char *from, char *to, size_t
 		if (k == nused && nused < HOSTS_MAX)
 			snprintf(used[nused++], 64, "%s", c->ranks[i].host);
 	}
+	for (unsigned i = 0; used && i < c->mig.nretired && nused < HOSTS_MAX; i++)
+		snprintf(used[nused++], 64, "%s", c->mig.retired[i]);
 	while (!ret) {
 		const char *by;
 
@@ -2266,6 +2273,11 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 		log_info("migration: not into a spare (%s): the job is relaunched", err_msg());
 		return -1;
 	}
+	/* from keeps their old processes until the job ends */
+	if (!c->mig.retired)
+		c->mig.retired = calloc(HOSTS_MAX, sizeof(*c->mig.retired));
+	if (c->mig.retired && c->mig.nretired < HOSTS_MAX)
+		snprintf(c->mig.retired[c->mig.nretired++], 64, "%s", from);
 	/* they register again from to (register_rank answers the client) */
 	for (unsigned i = c->nranks; i-- > 0;)
 		if (!strcmp(c->ranks[i].host, from))
@@ -2611,6 +2623,7 @@ static void coord_fini(struct coord *c)
 	free(c->slot);
 	free(c->notes);
 	free(c->argv);
+	free(c->mig.retired);
 	policy_chain_free(&c->policy);
 	if (c->tcp_fd >= 0) {
 		close(c->tcp_fd);

@@ -48,14 +48,22 @@ static int spares = -1;   /* STASIS_SPARES; -1 until read */
 static int active_n;      /* the program's ranks (N) */
 static int *map;          /* [active_n]: the real rank holding program rank i */
 static char (*hosts)[HOST_LEN];   /* [real size]: every real rank's host */
+static char *retired;     /* [real size]: 1 for a moved rank's old process */
+static int real_size;     /* the real MPI_COMM_WORLD's */
 static char adopted[64];  /* a spare told to become a rank: the checkpoint */
 
-/* SPARE_MOVE's word: header, then map[n], then the checkpoint's name */
+/* SPARE_MOVE's word: header, then map[n], then retired[real size] (a
+ * spare was not told of the moves before its own) */
 struct move_word {
 	int word, rank, n;
 	char ckpt[64];
 	int map[];
 };
+
+static size_t move_word_len(void)
+{
+	return sizeof(struct move_word) + (size_t)active_n * sizeof(int) + (size_t)real_size;
+}
 
 static int spare_count(void)
 {
@@ -125,7 +133,7 @@ static int await_word(int real_rank, struct move_word **w)
 	if ((*w)->word == SPARE_END)
 		return 0;
 	if ((*w)->word != SPARE_MOVE || len < (int)sizeof(**w) ||
-	    (*w)->n != active_n || len != (int)(sizeof(**w) + (size_t)active_n * sizeof(int)))
+	    (*w)->n != active_n || len != (int)move_word_len())
 		lh_die("spare rank %d: unknown word %d from rank %d", real_rank, (*w)->word,
 		       st.MPI_SOURCE);
 	return 1;
@@ -150,6 +158,7 @@ static void spare_wait(int real_rank)
 		job_end();
 	}
 	memcpy(map, w->map, (size_t)active_n * sizeof(int));
+	memcpy(retired, w->map + active_n, (size_t)real_size);
 	snprintf(adopted, sizeof(adopted), "%.63s", w->ckpt);
 	lh_log(LOG_INFO, "rank %d of MPI_COMM_WORLD becomes rank %d (%s)", real_rank, w->rank,
 	       adopted);
@@ -173,9 +182,11 @@ void lh_spare_start(void)
 		_exit(127);
 	}
 	active_n = size - s;
+	real_size = size;
 	map = calloc((size_t)active_n, sizeof(int));
 	hosts = calloc((size_t)size, HOST_LEN);
-	if (!map || !hosts)
+	retired = calloc((size_t)size, 1);
+	if (!map || !hosts || !retired)
 		lh_die("rank %d: out of memory", rank);
 	for (int i = 0; i < active_n; i++)
 		map[i] = i;
@@ -252,10 +263,12 @@ int lh_spare_choose(const char *host, const int *ranks, int n, char *why, size_t
 
 		if (ranks[i] < 0 || ranks[i] >= active_n)
 			return snprintf(why, len, "no rank %d", ranks[i]), -1;
-		while (r < size && (in_map(r) || strcmp(hosts[r], host)))
+		/* a moved rank's old process waits as a spare does: not one */
+		while (r < size && (in_map(r) || retired[r] || strcmp(hosts[r], host)))
 			r++;
 		if (r == size)
 			return snprintf(why, len, "no spare left on %s for rank %d", host, ranks[i]), -1;
+		retired[map[ranks[i]]] = 1;
 		map[ranks[i]] = r;
 	}
 	return 0;
@@ -263,7 +276,7 @@ int lh_spare_choose(const char *host, const int *ranks, int n, char *why, size_t
 
 int lh_spare_send(int rank, const char *ckpt)
 {
-	size_t len = sizeof(struct move_word) + (size_t)active_n * sizeof(int);
+	size_t len = move_word_len();
 	struct move_word *w = calloc(1, len);
 	int ret;
 
@@ -274,6 +287,7 @@ int lh_spare_send(int rank, const char *ckpt)
 	w->n = active_n;
 	snprintf(w->ckpt, sizeof(w->ckpt), "%.63s", ckpt);
 	memcpy(w->map, map, (size_t)active_n * sizeof(int));
+	memcpy(w->map + active_n, retired, (size_t)real_size);
 	ret = MPI_Send(w, (int)len, MPI_BYTE, map[rank], SPARE_TAG, MPI_COMM_WORLD);
 	free(w);
 	return ret;

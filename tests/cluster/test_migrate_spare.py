@@ -94,3 +94,27 @@ def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     finally:
         job.kill()
         sh("start-node", "n2", check=False)
+
+
+def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path):
+    """--spares 2 (on n3 and n4): rank 1 moves from n2 into n3's spare,
+    then rank 0 from n1: n2, where rank 1's old process waits, is no
+    spare; rank 0 goes into n4's, and the job ends as an uninterrupted run"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--spares 2")
+        move(job)
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n1", timeout=120)
+        assert re.fullmatch(r"migration: ranks 0 from n1 to n4, .*; into spares\n", r.stdout), \
+            r.stdout + r.stderr
+        status = job.stasis("status", "--dir", job.ck).stdout
+        assert re.search(r"(?:=|,)0:\d+@n4", status) and re.search(r"(?:=|,)1:\d+@n3", status), \
+            status
+        rc, out, err = job.finish(timeout=120)
+        assert rc == 0, err[-4000:]
+        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+        assert "relaunched" not in err, err[-4000:]
+    finally:
+        job.kill()
