@@ -1028,8 +1028,8 @@ static int recv_cancel(struct lh_slot *s)
 
 int lh_state_relink(void)
 {
-	struct live *v;
-	size_t n;
+	struct live *v = NULL;
+	size_t n = 0;
 	int ret = live_objects(&v, &n, 0);
 
 	if (ret)
