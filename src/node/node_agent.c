@@ -981,6 +981,8 @@ static void serve(void)
 	uint64_t started = now_ms(), beat_at = 0;
 	const char *hb = getenv("STASIS_HEARTBEAT_MS");   /* coord/jobenv.h */
 	int beat_ms = hb ? atoi(hb) : 0;
+	const char *sp = getenv("STASIS_SPARES");         /* coord/jobenv.h */
+	int spares = sp && atoi(sp) > 0;
 
 	if (serve_setup() != 0)
 		return;
@@ -992,7 +994,11 @@ static void serve(void)
 		/* every rank gone, every copy made: the agent's work is done */
 		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy())
 			return;
-		if (!A.had_ranks && now_ms() - started > FIRST_RANK_TIMEOUT_MS) {
+		/* a node of spare ranks only (STASIS_SPARES, coord/jobenv.h) has
+		 * no rank until a migration moves one into a spare: it waits as
+		 * long as the job */
+		if (!A.had_ranks && !spares &&
+		    (now_ms() - started > FIRST_RANK_TIMEOUT_MS || FAULT(NODE_NO_RANK) != 0)) {
 			agent_warn("node agent on %s: no rank came in %d s", A.host,
 				 FIRST_RANK_TIMEOUT_MS / 1000);
 			return;

@@ -19,7 +19,8 @@ import time
 
 import pytest
 
-from cluster_common import BASE, build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401
+from cluster_common import (BASE, build_in_global, cluster, launcher, node_procs, sh,  # noqa: F401
+                            ClusterJob)
 
 ITERS = 40
 SLEEP_MS = 100
@@ -50,10 +51,13 @@ def local_files(cluster, node):
 
 
 @pytest.mark.parametrize("lower,hosts,n,source,spare,ask,spares", [
-    ("openmpi", "n1:1,n2:1,n3:1", 2, "n2", "n3", ["migrate", "--node", "n2"], 0),
-    # a prediction with time enough migrates the same way; with a spare
-    # rank waiting on n3, into it (no relaunch)
-    ("mpich", "n1,n2,n3", 2, "n2", "n3", ["predict", "--node", "n2", "--within", "60s"], 1),
+    # a prediction with time enough migrates the same way, by a relaunch
+    # even with a spare waiting (a move would leave the old process on the
+    # node about to fail); n4 keeps a slot for the spare
+    ("openmpi", "n1:1,n2:1,n3:1,n4:1", 2, "n2", "n3",
+     ["predict", "--node", "n2", "--within", "60s"], 1),
+    # with a spare rank waiting on n3, into it (no relaunch)
+    ("mpich", "n1,n2,n3", 2, "n2", "n3", ["migrate", "--node", "n2"], 1),
 ])
 def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, n, source, spare,
                                                    ask, spares, tmp_path):
@@ -65,10 +69,19 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
                   opts=f"--spares {spares}" if spares else "")
         job.lines_until(r"rank 0 iteration 3")
         assert local_files(cluster, source) - before, "the job left nothing to move"
+        into = spares and ask[0] == "migrate"
+        old = re.search(rf"(?:=|,)1:(\d+)@{source}", job.stasis("status", "--dir", job.ck).stdout)
         r = job.stasis(ask[0], "--dir", job.ck, *ask[1:], timeout=120)
         assert re.fullmatch(rf"migration: ranks 1 from {source} to {spare}, \d+\.\d MiB node to "
-                            rf"node in \d+\.\d\d s; from ckpt-\d+{'; into spares' if spares else ''}\n",
+                            rf"node in \d+\.\d\d s; from ckpt-\d+{'; into spares' if into else ''}\n",
                             r.stdout), r.stdout + r.stderr
+        # while the job runs: moved into a spare, the rank's old process
+        # waits idle on the source until the job's end, and so does the
+        # launcher's daemon; relaunched, nothing of the job is left there
+        daemon = "orted" if lower == "openmpi" else "hydra_pmi_proxy"
+        left = node_procs(cluster, source, job.dir.name), node_procs(cluster, source, daemon)
+        assert [ln.split()[0] for ln in left[0].splitlines()] == ([old.group(1)] if into else []) \
+            and bool(left[1]) == bool(into), left
         name = re.search(r"from (ckpt-\d+)", r.stdout).group(1)
         # the image came to the spare's memory (its tmpfs), not through the global tier
         assert list(cluster.local(spare).rglob(f"{name}/rank-00001.img")), r.stdout
@@ -82,14 +95,11 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         # every rank from a node-local copy (the migrated one from the copy
         # that came); into a spare, only the migrated one restarts
         assert len(re.findall(rf"reads its node-local copy \S+/{name}/rank-", err)) == \
-            (1 if spares else n), err
+            (1 if into else n), err
         # the node agents' directory of this user may stay, empty: not the job's
         left = {p for p in local_files(cluster, source) - before
                 if not re.search(r"/stasis-node\.\d+$", p)}
         assert left == set(), left
-        pattern = f"[{job.dir.name[0]}]{job.dir.name[1:]}"   # pgrep's own shell does not match
-        left = cluster.exec(source, f"pgrep -af {pattern} || true").stdout.strip()
-        assert left == "", left
     finally:
         job.kill()
 
@@ -109,9 +119,13 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
     run's; a checkpoint after it works. A program holding a communicator
     that it freed and another member still holds (comms.c) is refused in
     one log line and takes the relaunch. Open MPI (MPICH's case, p2p.c
-    with its pending receives: the first test's). About 15 s each."""
+    with its pending receives: the first test's). About 15 s each. With
+    node.no_rank armed, a node agent that no rank reached yet gives up at
+    once, as it does after 300 s: n3's, whose node holds the spare only,
+    must not (it did: a move 5 minutes into a job failed)."""
     job = ClusterJob(cluster, tmp_path)
-    staged(job)
+    staged(job, {"STASIS_FAULT": "node.no_rank:1:fail",
+                 "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     before_files = local_files(cluster, "n2")
     try:
         # the spare on n3; n4 keeps a slot for it when a relaunch puts n3 in
