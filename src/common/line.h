@@ -21,4 +21,10 @@ int line_secret_equal(const char *a, const char *b);
  * message in err_msg(). */
 int line_connect(const char *addr, const char *what, int *fd);
 
+/* A move into spares (docs/coordinator.md, "Moving a rank into a spare"):
+ * the MOVE line names at most LINE_MOVE_RANKS_MAX ranks and fits in
+ * LINE_MOVE_LEN; a move of more goes by the relaunch */
+#define LINE_MOVE_RANKS_MAX 64
+#define LINE_MOVE_LEN 1024
+
 #endif

@@ -2070,6 +2070,11 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 		snprintf(err, len, "node %s runs no rank of the job (its ranks run on %s)", from, hosts);
 		return -1;
 	}
+	if (strlen(ranks) >= sizeof(ranks) - 1) {   /* (cut: the lines name them all) */
+		snprintf(err, len, "node %s runs more ranks than a migration moves (their numbers "
+			 "take at most %zu characters)", from, sizeof(ranks) - 2);
+		return -1;
+	}
 	if (to[0] && host_ranks(c, to, note, sizeof(note))) {
 		snprintf(err, len, "%s runs ranks of the job already: the target must be a spare", to);
 		return -1;
@@ -2317,6 +2322,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
 	char from[64], to[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
+	unsigned nmoving;
 	int ret, rret, src = -1;
 
 	if (access(applevel_path(c, dir, sizeof(dir)), F_OK) == 0)
@@ -2338,7 +2344,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		free(argv);
 		return -1;   /* the ranks resumed (RESUME failed) */
 	}
-	host_ranks(c, from, ranks, sizeof(ranks));
+	nmoving = host_ranks(c, from, ranks, sizeof(ranks));
 	for (unsigned i = 0; i < c->nnodes; i++) {
 		c->nodes[i].in_ckpt = !strcmp(c->nodes[i].host, from);
 		if (c->nodes[i].in_ckpt)
@@ -2381,7 +2387,16 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	}
 	if (ms)
 		c->mig.bytes_per_s = bytes * 1000 / ms;
-	if (c->o->spares && move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
+	/* a node about to fail: the relaunch, which leaves nothing there (a
+	 * move leaves the old processes, whose death would end the job) */
+	if (c->o->spares && ev->kind == EV_FAULT_PREDICTED)
+		log_info("migration: a predicted fault: the job is relaunched, not moved into "
+			 "spares (their old processes would stay on %s)", from);
+	else if (c->o->spares && nmoving > LINE_MOVE_RANKS_MAX)
+		log_info("migration: not into a spare (%u ranks, more than the %d a move takes): the "
+			 "job is relaunched", nmoving, LINE_MOVE_RANKS_MAX);
+	else if (c->o->spares &&
+		 move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
 		/* the moved ranks' images are on to only: a recovery launches
 		 * them there */
 		take_launch(c, argv);

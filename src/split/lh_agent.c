@@ -658,7 +658,7 @@ static int idle_dup(void);
  * spare"). Each step runs on the parked main thread. */
 static struct {
 	char host[64], ckpt[64];
-	int ranks[64], n, moving;
+	int ranks[LINE_MOVE_RANKS_MAX], n, moving;
 } mv;
 
 /* every active rank can take part, and the same spares are chosen on all
@@ -728,7 +728,11 @@ static int move(const char *ckpt, const char *args)
 	mv.n = mv.moving = 0;
 	if (sscanf(args, "%63s%n", mv.host, &pos) != 1)
 		return send_line("FAILED rank %d: a MOVE without a host", lh_info->world_rank), -1;
-	for (args += pos; mv.n < 64 && sscanf(args, "%d%n", &r, &pos) == 1; args += pos) {
+	for (args += pos; sscanf(args, "%d%n", &r, &pos) == 1; args += pos) {
+		/* every rank reads the same line: all refuse alike */
+		if (mv.n == LINE_MOVE_RANKS_MAX)
+			return send_line("FAILED rank %d: a MOVE of more than %d ranks",
+					 lh_info->world_rank, LINE_MOVE_RANKS_MAX), -1;
 		mv.ranks[mv.n++] = r;
 		mv.moving |= r == lh_info->world_rank;
 	}
@@ -749,7 +753,7 @@ static void checkpoint(const char *name)
 {
 	struct lh_dump_info info = { 0 };
 	struct store_file_record rec = { 0 };
-	char line[128];
+	char line[LINE_MOVE_LEN];   /* WRITE, MOVE <host> <rank>..., RESUME... */
 	uint64_t t0 = now_us();
 	int ret;
 

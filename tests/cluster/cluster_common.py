@@ -108,6 +108,17 @@ def launcher(lower, hosts, n):
     return f"mpiexec.mpich -hosts {hosts} -n {n}"
 
 
+def node_procs(cluster, node, pattern):
+    """"<pid> <args>" of the processes running on node whose command line
+    matches pattern (pgrep -f), one a line. The simulated nodes share the
+    host's PID namespace, so pgrep alone sees every node's processes; a
+    process's UTS namespace says which node it runs on."""
+    pattern = f"[{pattern[0]}]{pattern[1:]}"   # pgrep's own shell does not match
+    return cluster.exec(node, f"u=$(readlink /proc/self/ns/uts); for p in $(pgrep -f '{pattern}'); "
+                        f"do [ \"$(readlink /proc/$p/ns/uts)\" = \"$u\" ] && "
+                        f"ps -o pid=,args= -p $p; done; true").stdout.strip()
+
+
 class ClusterJob:
     """`stasis run` of an MPI launcher on head, its ranks on the compute
     nodes, and what a test does to it: checkpoint, kill (SIGKILL of every

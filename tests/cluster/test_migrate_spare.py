@@ -2,8 +2,9 @@
 a rank into a spare"), found by a review (issue 23): the moved rank's
 image is on the target only, so the migration's checkpoint must reach the
 global tier and a recovery must launch the moved rank on the target,
-never on the source whose copy the transfer removed. Open MPI, --spares 1
---recover auto. About 20 s each. Needs root."""
+never on the source whose copy the transfer removed; a second move takes
+no moved rank's old process for a spare. Open MPI, comm_held.c. About
+10 s each. Needs root."""
 import re
 import time
 
@@ -22,16 +23,6 @@ def progs(cluster):
 
 def staged(job):
     job.env = {"STASIS_LOG": "info", "STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local"}
-
-
-def procs(cluster, job, node):
-    """the job's processes on node: the simulated nodes share the host's
-    PID namespace, so pgrep sees every node's; a process's UTS namespace
-    says which node it runs on"""
-    pattern = f"[{job.dir.name[0]}]{job.dir.name[1:]}"
-    return cluster.exec(node, f"u=$(readlink /proc/self/ns/uts); for p in $(pgrep -f {pattern}); "
-                        f"do [ \"$(readlink /proc/$p/ns/uts)\" = \"$u\" ] && "
-                        f"ps -o pid=,args= -p $p; done; true").stdout.strip()
 
 
 def wait_global(job, name, timeout=30):
