@@ -79,6 +79,7 @@ def test_hpcc_checkpointed_twice_restarted_under_mpich(tmp_path):
 
 
 NWCHEM = {abi: shutil.which(f"nwchem.{abi}") for abi in ("openmpi", "mpich")}
+SLOW_TIMEOUT = 360   # NWChem's runs under load (test_nwchem_scf_checkpointed_twice_restarted)
 # a table row of the geometry optimization (`@ step energy delta gmax grms
 # xrms xmax walltime`) and a final SCF energy
 STEP = re.compile(r"@ +(\d+) +(-\d+\.\d+ .*) +\d+\.\d+$")
@@ -153,8 +154,10 @@ def test_nwchem_scf_checkpointed_twice_restarted(abi, tmp_path):
     native = tmp_path / "native"
     native.mkdir()
     nwchem_input(native)
+    # 6.6 s on an idle machine, but over 120 s at a load of 15-20 (both
+    # ranks spin in Global Arrays' progress): the runs get SLOW_TIMEOUT
     r = subprocess.run(launcher(abi, 2) + [NWCHEM[abi], "h2o.nw"], cwd=native,
-                       env=dict(ENV, **env), capture_output=True, text=True, timeout=TIMEOUT)
+                       env=dict(ENV, **env), capture_output=True, text=True, timeout=SLOW_TIMEOUT)
     assert r.returncode == 0, r.stdout + r.stderr
     want = nwchem_result(r.stdout.splitlines())
     assert len(want[0]) >= 3 and want[1], r.stdout
@@ -167,9 +170,9 @@ def test_nwchem_scf_checkpointed_twice_restarted(abi, tmp_path):
     # a checkpoint once step 0 is done, another at the restarted job's
     # first SCF energy (in step 1): 2 of the 4 steps are still to come
     for pattern in (r"@ +0 .*", r"Total SCF energy = .*"):
-        job.lines_until(pattern, timeout=120)
+        job.lines_until(pattern, timeout=SLOW_TIMEOUT)
         lines += job.seen
         job.checkpoint_kill_restart()
-    rc, out, err = job.finish_job()
+    rc, out, err = job.finish_job(SLOW_TIMEOUT)
     assert rc == 0, out + err
     nwchem_same(nwchem_result(lines + out.splitlines()), want)
