@@ -51,6 +51,7 @@
 #define IMAGE_NAME "process.img"
 #define TREE_NAME "tree"           /* a process tree: one line per process (docs/transparent.md) */
 #define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
+#define MOVED_TIMEOUT_MS (120 * 1000)  /* a moved rank registering from its spare */
 #define HB_CHECK_MS 100               /* how often silent node agents are looked for */
 
 /* A rank of an MPI job, registered through its node's agent
@@ -184,6 +185,7 @@ struct coord {
 		uint64_t deadline;
 		char ranks[400];
 		int moved;            /* ranks went into spares: answered once back */
+		uint64_t moved_by;    /* ... or lost at this time */
 		/* hosts where a moved rank's old process waits for the job's
 		 * end: not spares (until a relaunch ends them) */
 		char (*retired)[64];
@@ -1897,6 +1899,10 @@ static void recover(struct coord *c, const struct coord_event *ev)
 		applevel_unhalt(c);
 		mig_answer(c, "ERR migration: %s; automatic recovery takes over", ev->detail);
 	}
+	if (c->mig.moved) {   /* a moved rank lost before it registered again */
+		c->mig.moved = 0;
+		mig_answer(c, "ERR migration: %s; automatic recovery takes over", ev->detail);
+	}
 	stop_job(c);
 	choose_checkpoint(c, c->store, name, sizeof(name));
 	if (name[0] && store_ckpt_path(c->store, name, NULL, dir, sizeof(dir)) != 0)
@@ -2308,7 +2314,24 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 	c->rec.t0 = ev->at_ms;
 	c->rec.pending = 1;
 	c->mig.moved = 1;
+	c->mig.moved_by = now_ms() + MOVED_TIMEOUT_MS;
+	snprintf(c->mig.to, sizeof(c->mig.to), "%s", to);
 	return 0;
+}
+
+/* A moved rank that never registers from its spare (it hangs, or cannot
+ * reach the target's agent): lost, so that the recovery (or the end)
+ * follows instead of a migration pending for good */
+static void moved_check(struct coord *c)
+{
+	if (!c->mig.moved || now_ms() < c->mig.moved_by)
+		return;
+	c->mig.moved = 0;
+	c->rec.pending = 0;
+	mig_answer(c, "ERR migration: the moved ranks did not register from their spares within "
+		   "%d s", MOVED_TIMEOUT_MS / 1000);
+	raise_event(c, EV_RANK_LOST, -1, c->mig.to, 0, "the moved ranks did not register from "
+		    "their spares on %s within %d s", c->mig.to, MOVED_TIMEOUT_MS / 1000);
 }
 
 /* Move c->mig.from's ranks to c->mig.to: a checkpoint that leaves the
@@ -2541,6 +2564,8 @@ static void serve(struct coord *c)
 		}
 		if (c->hb_timeout_ms && nn && (timeout < 0 || timeout > HB_CHECK_MS))
 			timeout = HB_CHECK_MS;
+		if (c->mig.moved && (timeout < 0 || timeout > 1000))
+			timeout = 1000;   /* moved_check */
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents)
@@ -2574,6 +2599,7 @@ static void serve(struct coord *c)
 			fprintf(stderr, "stasis: periodic checkpoint failed: %s\n", err_msg());
 		check_heartbeats(c);
 		applevel_check(c);
+		moved_check(c);
 		decide(c);
 	}
 }

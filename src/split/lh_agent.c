@@ -917,6 +917,8 @@ void lh_agent_start(uint32_t restarts)
 		warn(err_msg());
 		return;
 	}
+	if (lh_spare_adopted() && FAULT(SPLIT_SPARE_ADOPT) != 0)
+		lh_die("rank %d: fault split.spare.adopt", lh_info->world_rank);
 	st.restarts = restarts;
 	st.vdso = getauxval(AT_SYSINFO_EHDR);
 	/* every thread now is the lower half's (MPI's) */

@@ -67,26 +67,6 @@ def test_the_moved_rank_killed_recovers_on_the_target(cluster, progs, tmp_path):
         job.kill()
 
 
-def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
-    """the predicted fault comes true after the move: n2, where the moved
-    rank's old process waits idle, is killed; mpirun aborts for it, and
-    the job recovers from the migration's checkpoint with rank 1 on n3"""
-    job = ClusterJob(cluster, tmp_path)
-    staged(job)
-    try:
-        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
-        name = move(job)
-        sh("kill-node", "n2")
-        rc, out, err = job.finish(timeout=150)
-        assert rc == 0, err[-4000:]
-        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
-        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
-    finally:
-        job.kill()
-        sh("start-node", "n2", check=False)
-
-
 def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path):
     """--spares 2 (on n3 and n4): rank 1 moves from n2 into n3's spare,
     then rank 0 from n1: n2, where rank 1's old process waits, is no
@@ -109,3 +89,51 @@ def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path
         assert "relaunched" not in err, err[-4000:]
     finally:
         job.kill()
+
+
+def test_a_spare_that_dies_as_it_adopts_fails_the_migration(cluster, progs, tmp_path):
+    """the spare dies when told to become rank 1 (split.spare.adopt): mpirun
+    ends the job, and the client hears the migration failed, not the
+    recovery's line as its success; the recovery then completes the job"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    job.env.update({"STASIS_FAULT": "split.spare.adopt:1:kill",
+                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        job.lines_until(r"rank 0 iteration 3")
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        if r.returncode != 1:
+            out, err = job.kill()
+            raise AssertionError(r.stdout + err[-3000:])
+        assert r.returncode == 1 and r.stdout == "" and \
+            re.fullmatch(r"stasis: migrate: migration: .*; automatic recovery takes over\n",
+                         r.stderr), r.stdout + r.stderr
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0, err[-4000:]
+        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+        assert re.search(r"stasis: recovery 1 of 3: .*; from ckpt-000001", err), err[-4000:]
+    finally:
+        job.kill()
+
+
+# last: it kills n2 (start-node brings it back for the next file)
+def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
+    """the predicted fault comes true after the move: n2, where the moved
+    rank's old process waits idle, is killed; mpirun aborts for it, and
+    the job recovers from the migration's checkpoint with rank 1 on n3"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        name = move(job)
+        sh("kill-node", "n2")
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0, err[-4000:]
+        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+        sh("start-node", "n2", check=False)
