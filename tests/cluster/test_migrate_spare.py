@@ -34,6 +34,25 @@ def wait_global(job, name, timeout=30):
     return line
 
 
+def start(job, progs, spares=1, opts=" --recover auto"):
+    """comm_held.c, rank 0 on n1, rank 1 on n2, the spares on n3 (and n4)"""
+    job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
+              ITERS, SLEEP_MS, opts=f"--spares {spares}{opts}")
+
+
+def ends_well(job, recovered_from=None):
+    """the program's PASS; recovered: once, from that checkpoint, with rank
+    1 on n3 (where its image is), n2 not"""
+    rc, out, err = job.finish(timeout=150)
+    assert rc == 0, err[-4000:]
+    assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+    if recovered_from:
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {recovered_from}", err), err[-4000:]
+        assert re.findall(r"rank 1 of 2 registered \(pid \d+ on (\S+)\)", err)[-1] == "n3", \
+            err[-4000:]
+    return err
+
+
 def move(job):
     """rank 1 from n2 into the spare on n3; the migration's checkpoint"""
     job.lines_until(r"rank 0 iteration 3")
@@ -52,17 +71,13 @@ def test_the_moved_rank_killed_recovers_on_the_target(cluster, progs, tmp_path):
     staged(job)
     sh("start-node", "n2", check=False)
     try:
-        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        start(job, progs)
         name = move(job)
         assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
         status = job.stasis("status", "--dir", job.ck).stdout
         pid = re.search(r"(?:=|,)1:(\d+)@n3", status).group(1)
         cluster.exec("n3", f"kill -9 {pid}")
-        rc, out, err = job.finish(timeout=150)
-        assert rc == 0, err[-4000:]
-        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
-        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+        ends_well(job, name)
     finally:
         job.kill()
 
@@ -74,8 +89,7 @@ def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     try:
-        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-                  ITERS, SLEEP_MS, opts="--spares 2")
+        start(job, progs, 2, "")
         move(job)
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n1", timeout=120)
         assert re.fullmatch(r"migration: ranks 0 from n1 to n4, .*; into spares\n", r.stdout), \
@@ -83,37 +97,28 @@ def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path
         status = job.stasis("status", "--dir", job.ck).stdout
         assert re.search(r"(?:=|,)0:\d+@n4", status) and re.search(r"(?:=|,)1:\d+@n3", status), \
             status
-        rc, out, err = job.finish(timeout=120)
-        assert rc == 0, err[-4000:]
-        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
-        assert "relaunched" not in err, err[-4000:]
+        assert "relaunched" not in ends_well(job)
     finally:
         job.kill()
 
 
 def test_a_spare_that_dies_as_it_adopts_fails_the_migration(cluster, progs, tmp_path):
-    """the spare dies when told to become rank 1 (split.spare.adopt): mpirun
-    ends the job, and the client hears the migration failed, not the
-    recovery's line as its success; the recovery then completes the job"""
+    """the spare that became rank 1 dies before it registers
+    (split.spare.adopt): mpirun ends the job, and the client hears the
+    migration failed, not the recovery's line as its success; the
+    recovery then completes the job"""
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     job.env.update({"STASIS_FAULT": "split.spare.adopt:1:kill",
                     "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     try:
-        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        start(job, progs)
         job.lines_until(r"rank 0 iteration 3")
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
-        if r.returncode != 1:
-            out, err = job.kill()
-            raise AssertionError(r.stdout + err[-3000:])
         assert r.returncode == 1 and r.stdout == "" and \
             re.fullmatch(r"stasis: migrate: migration: .*; automatic recovery takes over\n",
                          r.stderr), r.stdout + r.stderr
-        rc, out, err = job.finish(timeout=150)
-        assert rc == 0, err[-4000:]
-        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
-        assert re.search(r"stasis: recovery 1 of 3: .*; from ckpt-000001", err), err[-4000:]
+        ends_well(job, "ckpt-000001")
     finally:
         job.kill()
 
@@ -126,14 +131,10 @@ def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     try:
-        job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-                  ITERS, SLEEP_MS, opts="--spares 1 --recover auto")
+        start(job, progs)
         name = move(job)
         sh("kill-node", "n2")
-        rc, out, err = job.finish(timeout=150)
-        assert rc == 0, err[-4000:]
-        assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
-        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+        ends_well(job, name)
     finally:
         job.kill()
         sh("start-node", "n2", check=False)
