@@ -2048,11 +2048,6 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 			 "asks it to stop and moves it; --recover auto recovers it)");
 		return -1;
 	}
-	if (!applevel && !c->staged) {
-		snprintf(err, len, "migration moves the ranks' node-local images: run the job with "
-			 "staging = on");
-		return -1;
-	}
 	if (c->mig.fd >= 0 || c->rec.pending || c->nranks < c->size || !c->nranks) {
 		snprintf(err, len, "the job is not running with every rank registered (starting, "
 			 "recovering, or migrating): try again");
@@ -2079,6 +2074,11 @@ static int migrate_asked(struct coord *c, char *line, char *err, size_t len)
 	if (strlen(ranks) >= sizeof(ranks) - 1) {   /* (cut: the lines name them all) */
 		snprintf(err, len, "node %s runs more ranks than a migration moves (their numbers "
 			 "take at most %zu characters)", from, sizeof(ranks) - 2);
+		return -1;
+	}
+	if (!applevel && !c->staged) {
+		snprintf(err, len, "migration moves the ranks' node-local images: run the job with "
+			 "staging = on");
 		return -1;
 	}
 	if (to[0] && host_ranks(c, to, note, sizeof(note))) {

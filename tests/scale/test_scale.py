@@ -9,7 +9,8 @@ ranks with it, and the coordinator says so (STATUS, `stasis status
 --json`'s lost ranks, the next checkpoint's message); so do two more,
 the second the one that took the first's place in the coordinator's
 table. About 10 s on 2 cores. A DONE line the agent cannot read fails
-its checkpoint (8 ranks, under a second each).
+its checkpoint (8 ranks, under a second each). A node whose rank
+numbers do not fit a migration's lines is refused in one line.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
@@ -176,5 +177,20 @@ def test_a_done_line_the_agent_cannot_read_fails_that_checkpoint(tmp_path, tail)
         assert ok and name == "ckpt-000002", name
         listed = checkpoints(job)
         assert listed["ckpt-000001"]["state"] == "FAILED" and listed["ckpt-000002"]["current"]
+    finally:
+        job.kill()
+
+
+def test_a_node_of_more_ranks_than_a_migration_names_is_refused(tmp_path):
+    """200 ranks on one node: their numbers do not fit the migration's
+    lines (MIGRATE, MOVE), so `stasis migrate` refuses in one line instead
+    of moving some of them (it cut the list). About 1 s."""
+    job = h.SimJob(tmp_path, 1, 200)
+    try:
+        job.start()
+        job.wait_registered(0, timeout=60)
+        ok, why, _, _ = job.request("MIGRATE sim00000 -", timeout=30)
+        assert not ok and why == "node sim00000 runs more ranks than a migration moves (their " \
+                                 "numbers take at most 398 characters)", why
     finally:
         job.kill()
