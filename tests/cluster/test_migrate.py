@@ -3,8 +3,9 @@
 of a running job (staging on) to a spare: the job stops at a checkpoint,
 the images go from the source node's agent straight to the target node's
 local directory (its tmpfs), the job goes on with the new placement and
-its output is an uninterrupted run's; nothing of the job stays on the
-source node. A fault injected in the transfer (node.migrate) hands over
+its output is an uninterrupted run's; after a relaunch nothing of the job
+stays on the source node (after a move into a spare, the rank's old
+process and the launcher's daemon wait there, idle, until the job ends). A fault injected in the transfer (node.migrate) hands over
 to --recover auto, and without it (the source agent killed) the job goes
 on where it was; `stasis predict` with a bound no migration can meet
 checkpoints instead, and when the node then fails the job recovers from
