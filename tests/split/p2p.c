@@ -41,6 +41,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "payload.h"
+
 #define SMALL 1000		/* ints, phase a */
 #define LARGE (64 * 1024)	/* ints: 256 KiB, phase a */
 #define RING_SMALL 100		/* ints at most, phase c */
@@ -73,24 +75,10 @@ static void sleep_ms(long ms)
 	nanosleep(&ts, NULL);
 }
 
-static uint32_t mix(uint32_t x)
-{
-	x ^= x >> 16;
-	x *= 0x7feb352du;
-	x ^= x >> 15;
-	x *= 0x846ca68bu;
-	x ^= x >> 16;
-	return x;
-}
-
 /* The payload word i of the message src sends dst with tag in iteration it. */
 static int pay(int src, int dst, int it, int tag, int i)
 {
-	uint32_t h = mix((uint32_t)src * 0x10001u + (uint32_t)dst + 0x9e3779b9u);
-
-	h = mix(h ^ (uint32_t)it * 2654435761u);
-	h = mix(h ^ (uint32_t)tag * 0x85ebca77u);
-	return (int)mix(h ^ (uint32_t)i);
+	return (int)pay_word(src, dst, it, tag, i);
 }
 
 static void fill(int *v, int n, int src, int dst, int it, int tag)
