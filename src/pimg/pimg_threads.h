@@ -1,7 +1,8 @@
 /* pimg_threads.h - what the single-process checkpointer (the agent in
  * src/proc/inject, the restorer in src/proc/restorer) and the split
  * process's lower half (src/split/lh_agent.c) share about parking a
- * process's threads and bringing them back. Libc-free and
+ * process's threads and bringing them back: one thread restore, with a
+ * table of operations where the two differ. Libc-free and
  * async-signal-safe like maps.c (raw system calls), so the freestanding
  * restorer links it too. Includes nothing but pimg_format.h (<stddef.h>,
  * <stdint.h>).
@@ -33,5 +34,64 @@ void pimg_thread_capture(struct pimg_rec_thread *t, void *uc, uint64_t fs, uint3
  * back with its signal frame. A real-time signal queued several times
  * comes back once, without its value. */
 void pimg_raise_pending(int32_t pid, int32_t tid, uint64_t set);
+
+/* clone3's arguments (struct clone_args of <linux/sched.h>, version 2). */
+struct pimg_clone_args {
+	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
+	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
+};
+
+/* clone3: the child calls fn(arg, arg2) on its new stack and exits when
+ * fn returns; the parent gets the child's tid or -errno. */
+long pimg_clone3(struct pimg_clone_args *args, uint64_t size, void (*fn)(void *, void *),
+		 void *arg, void *arg2);
+
+/* The calling thread's kernel state as thread t had it: FS and GS base,
+ * robust list, clear_child_tid (set_tid_address), name and rseq area.
+ * Returns the thread's tid, or -errno when rseq cannot be registered. */
+long pimg_thread_setup(const struct pimg_rec_thread *t);
+
+/* Return into t's signal frame (rt_sigreturn): registers, signal mask and
+ * extended state as they were when it parked. */
+void pimg_thread_return(const struct pimg_rec_thread *t) __attribute__((noreturn));
+
+/* Where the two restores start threads differently. */
+struct pimg_thread_ops {
+	/* The top of the stack thread i (t) starts on, or 0 (or no stack
+	 * function): right below its signal frame, on its own stack, which
+	 * holds nothing there any more (the lower half). The restorer gives
+	 * each a stack of its own, unmapped once every thread has left. */
+	uint64_t (*stack)(const struct pimg_rec_thread *t, uint32_t i, void *ctx);
+	/* In the new thread, after pimg_thread_setup (ret: its result): go
+	 * into the frame (the restorer: at its start line, through code that
+	 * outlives it). NULL: pimg_thread_return at once. */
+	void (*leave)(const struct pimg_rec_thread *t, long ret, void *ctx);
+};
+
+/* Bring a parked process's threads back, in both restores: every thread
+ * but the main one started (clone3 on its FS base, then ops->leave), the
+ * calling thread made the main one (pimg_thread_setup), then the pending
+ * signals of each thread and of the process sent again; every thread must
+ * block every signal until its frame gives back its mask. The caller then
+ * returns into main's frame. */
+struct pimg_threads_restore {
+	const struct pimg_rec_thread *threads;
+	uint32_t n;
+	int32_t pid;                /* the process now (pending signals) */
+	uint64_t shared_pending;    /* the process's pending signals */
+	/* 0: each thread gets its checkpointed tid (clone3 set_tid: the
+	 * restorer, in a PID namespace of its own); 1: the kernel picks a new
+	 * one and writes it at each thread's clear_child_tid, which must be
+	 * glibc's struct pthread's tid (the lower half) */
+	int new_tids;
+	const struct pimg_thread_ops *ops;
+	void *ctx;
+	const struct pimg_rec_thread *main;   /* out: the main thread's record */
+	uint32_t failed;            /* out: the thread that did not start, or
+				     * the main one when its setup failed */
+};
+/* 0; -ENOENT when no record is the main thread's, else -errno of the clone
+ * (r->failed) or of the main thread's setup. */
+int pimg_threads_restore(struct pimg_threads_restore *r);
 
 #endif

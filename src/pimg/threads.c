@@ -5,8 +5,10 @@
 
 #include <asm/unistd.h>
 #include <asm/prctl.h>
+#include <linux/errno.h>
 #include <linux/fcntl.h>
 #include <linux/prctl.h>
+#include <linux/sched.h>
 #include <linux/types.h>
 
 static long sys3(long n, long a, long b, long c)
@@ -14,6 +16,16 @@ static long sys3(long n, long a, long b, long c)
 	long ret;
 
 	__asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c) : "rcx", "r11", "memory");
+	return ret;
+}
+
+static long sys4(long n, long a, long b, long c, long d)
+{
+	register long r10 __asm__("r10") = d;
+	long ret;
+
+	__asm__ volatile("syscall" : "=a"(ret) : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10)
+			 : "rcx", "r11", "memory");
 	return ret;
 }
 
@@ -84,4 +96,141 @@ void pimg_raise_pending(int32_t pid, int32_t tid, uint64_t set)
 		else
 			sys3(__NR_kill, pid, sig, 0);
 	}
+}
+
+/* fn in r10 and arg in r9 survive the system call (the kernel keeps every
+ * register but rax, rcx and r11), arg2 stays in r8; the child's stack is
+ * empty, so it calls fn with rsp 16-aligned as the ABI wants. */
+__asm__(".text\n"
+	".globl pimg_clone3\n"
+	".hidden pimg_clone3\n"
+	".type pimg_clone3, @function\n"
+	"pimg_clone3:\n"
+	"	mov %rdx, %r10\n"
+	"	mov %rcx, %r9\n"
+	"	mov $435, %eax\n"            /* clone3 */
+	"	syscall\n"
+	"	test %rax, %rax\n"
+	"	jnz 1f\n"
+	"	xor %ebp, %ebp\n"
+	"	mov %r9, %rdi\n"
+	"	mov %r8, %rsi\n"
+	"	call *%r10\n"
+	"	mov $60, %eax\n"             /* exit */
+	"	xor %edi, %edi\n"
+	"	syscall\n"
+	"1:	ret\n"
+	".size pimg_clone3, .-pimg_clone3\n");
+
+/* Everything below may run on the program's FS base: no stack protector. */
+__attribute__((no_stack_protector))
+long pimg_thread_setup(const struct pimg_rec_thread *t)
+{
+	long tid;
+
+	sys3(__NR_arch_prctl, ARCH_SET_FS, (long)t->fs_base, 0);
+	if (t->gs_base)
+		sys3(__NR_arch_prctl, ARCH_SET_GS, (long)t->gs_base, 0);
+	if (t->robust_head)
+		sys3(__NR_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0);
+	tid = t->clear_child_tid ? sys3(__NR_set_tid_address, (long)t->clear_child_tid, 0, 0)
+				 : sys3(__NR_gettid, 0, 0, 0);
+	sys3(__NR_prctl, PR_SET_NAME, (long)t->comm, 0);
+	if (t->rseq_addr) {
+		long ret = sys4(__NR_rseq, (long)t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
+
+		if (ret)
+			return ret;
+	}
+	return tid;
+}
+
+__attribute__((no_stack_protector, noreturn))
+void pimg_thread_return(const struct pimg_rec_thread *t)
+{
+	__asm__ volatile("mov %0, %%rsp\n\t"
+			 "mov %1, %%eax\n\t"
+			 "syscall\n\t"
+			 : : "r"(t->sigframe), "i"(__NR_rt_sigreturn) : "memory");
+	__builtin_unreachable();
+}
+
+/* A started thread: its state, then into its frame. */
+__attribute__((no_stack_protector))
+static void thread_child(void *tv, void *rv)
+{
+	const struct pimg_rec_thread *t = tv;
+	const struct pimg_threads_restore *r = rv;
+	long ret = pimg_thread_setup(t);
+
+	if (r->ops && r->ops->leave)
+		r->ops->leave(t, ret, r->ctx);
+	pimg_thread_return(t);
+}
+
+static long thread_start(struct pimg_threads_restore *r, uint32_t i)
+{
+	const struct pimg_rec_thread *t = &r->threads[i];
+	struct pimg_clone_args ca = { 0 };
+	int32_t tid = t->tid;
+	uint64_t top = r->ops && r->ops->stack ? r->ops->stack(t, i, r->ctx) : 0;
+
+	ca.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+		   CLONE_SYSVSEM | CLONE_SETTLS;
+	ca.tls = t->fs_base;
+	if (!top)
+		top = t->sigframe & ~15ull;    /* what lies below the frame is dead */
+	ca.stack = top - PIMG_PAGE_SIZE;
+	ca.stack_size = PIMG_PAGE_SIZE;
+	if (!r->new_tids) {
+		ca.set_tid = (uint64_t)(uintptr_t)&tid;
+		ca.set_tid_size = 1;
+	} else if (t->clear_child_tid) {
+		/* glibc's struct pthread has the new tid before clone returns
+		 * (with CLONE_CHILD_SETTID alone, only once the child first
+		 * runs: the other threads' pthread_kill would use the old one),
+		 * and the kernel clears it when the thread ends, as
+		 * pthread_join expects */
+		ca.flags |= CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+		ca.parent_tid = ca.child_tid = t->clear_child_tid;
+	}
+	return pimg_clone3(&ca, sizeof(ca), thread_child, (void *)(uintptr_t)t, r);
+}
+
+__attribute__((no_stack_protector))
+int pimg_threads_restore(struct pimg_threads_restore *r)
+{
+	int32_t tids[r->n ? r->n : 1];
+	long tid;
+
+	r->main = 0;
+	for (uint32_t i = 0; i < r->n; i++)
+		if (r->threads[i].flags & PIMG_THREAD_MAIN)
+			r->main = &r->threads[i];
+	if (!r->main)
+		return -ENOENT;
+	for (uint32_t i = 0; i < r->n; i++) {
+		if (&r->threads[i] == r->main)
+			continue;
+		tid = thread_start(r, i);
+		if (tid < 0) {
+			r->failed = i;
+			return (int)tid;
+		}
+		tids[i] = (int32_t)tid;
+	}
+	tid = pimg_thread_setup(r->main);
+	if (tid < 0) {
+		r->failed = (uint32_t)(r->main - r->threads);
+		return (int)tid;
+	}
+	if (r->new_tids && r->main->clear_child_tid)
+		*(int32_t *)(uintptr_t)r->main->clear_child_tid = (int32_t)tid;
+	tids[r->main - r->threads] = (int32_t)tid;
+	/* once each: a real-time signal queued several times comes back once,
+	 * without its sigqueue value */
+	for (uint32_t i = 0; i < r->n; i++)
+		pimg_raise_pending(r->pid, tids[i], r->threads[i].sigpending);
+	pimg_raise_pending(r->pid, 0, r->shared_pending);
+	return 0;
 }

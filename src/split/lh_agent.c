@@ -982,58 +982,19 @@ void lh_agent_start(uint32_t restarts)
 	pthread_detach(th);
 }
 
-/* Start a restored thread of the upper half: a thread of this process on
- * its own TLS (CLONE_SETTLS) and its own stack, right at the signal frame
- * the checkpoint left there; glibc's struct pthread gets the new thread id
- * before clone returns here (CLONE_PARENT_SETTID: with CLONE_CHILD_SETTID
- * alone it is written only once the child first runs, and until then the
- * other threads' pthread_kill would use the old id) and the kernel clears
- * it when the thread ends, as pthread_join expects (CLONE_CHILD_CLEARTID).
- * The child sets its robust list and returns from the signal with
- * rt_sigreturn: registers, signal mask and extended state as they were. It touches no memory before that, so it
- * needs none of its own. */
-static long start_thread(const struct pimg_rec_thread *t, uint32_t tid_offset)
-{
-	const unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND |
-				    CLONE_THREAD | CLONE_SYSVSEM | CLONE_SETTLS |
-				    CLONE_PARENT_SETTID | CLONE_CHILD_SETTID |
-				    CLONE_CHILD_CLEARTID;
-	register long r10 __asm__("r10") = (long)(t->fs_base + tid_offset);
-	register long r8 __asm__("r8") = (long)t->fs_base;
-	register long r12 __asm__("r12") = (long)t->robust_head;
-	register long r13 __asm__("r13") = (long)t->robust_len;
-	long ret;
-
-	__asm__ volatile("syscall\n\t"
-			 "test %%rax, %%rax\n\t"
-			 "jnz 1f\n\t"
-			 "mov %%r12, %%rdi\n\t"
-			 "mov %%r13, %%rsi\n\t"
-			 "mov %[robust], %%eax\n\t"
-			 "syscall\n\t"
-			 "mov %[sigreturn], %%eax\n\t"
-			 "syscall\n\t"
-			 "ud2\n"
-			 "1:"
-			 : "=a"(ret)
-			 : "0"((long)SYS_clone), "D"(flags), "S"(t->sigframe), "d"((long)(t->fs_base + tid_offset)), "r"(r10),
-			   "r"(r8), "r"(r12), "r"(r13), [robust] "i"(SYS_set_robust_list),
-			   [sigreturn] "i"(SYS_rt_sigreturn)
-			 : "rcx", "r11", "memory");
-	return ret;
-}
-
-/* Send the signals of set to thread tid, or to the process (tid 0). */
-static void raise_pending(long tid, uint64_t set)
-{
-	pimg_raise_pending((int32_t)rsys(SYS_getpid, 0, 0, 0, 0), (int32_t)tid, set);
-}
-
+/* The upper half's threads again (pimg_threads_restore): each a thread of
+ * this process with a new tid on its own FS base and stack, started right
+ * below the signal frame the checkpoint left there, and this thread the
+ * main one; each returns from its signal with rt_sigreturn: registers,
+ * signal mask and extended state as they were. */
 void lh_enter_upper(const struct lh_restored *r)
 {
-	const struct pimg_rec_thread *t = &r->threads[0];
+	struct pimg_threads_restore tr = {
+		.threads = r->threads, .n = r->nthreads, .pid = getpid(),
+		.shared_pending = r->shared_pending, .new_tids = 1,
+	};
 	uint64_t all = ~0ULL;
-	long tid;
+	int ret;
 
 	for (unsigned i = 0; i < PIMG_NSIG; i++) {
 		const struct pimg_rec_sigaction *s = &r->sigs[i];
@@ -1042,35 +1003,14 @@ void lh_enter_upper(const struct lh_restored *r)
 		if (s->handler)
 			rsys(SYS_rt_sigaction, i + 1, (long)k, 0, 8);
 	}
-	/* the other threads first, with every signal blocked until their own
-	 * mask comes back with their frame */
+	/* every signal blocked until each thread's own mask comes back with
+	 * its frame */
 	rsys(SYS_rt_sigprocmask, SIG_SETMASK, (long)&all, 0, 8);
-	for (unsigned i = 0; i < r->nthreads; i++) {
-		if (r->threads[i].flags & PIMG_THREAD_MAIN)
-			t = &r->threads[i];
-		else if ((tid = start_thread(&r->threads[i], r->tid_offset)) < 0)
-			lh_die("rank %d: cannot start thread %u of the program again: %s",
-			    lh_info->world_rank, i, strerror((int)-tid));
-		else if (*(int32_t *)(uintptr_t)(r->threads[i].fs_base + r->tid_offset) != (int32_t)tid)
-			lh_die("rank %d: thread %u of the program started again without its "
-			       "new thread id in its struct pthread", lh_info->world_rank, i);
-		else
-			raise_pending(tid, r->threads[i].sigpending);
-	}
-	rsys(SYS_set_robust_list, (long)t->robust_head, (long)t->robust_len, 0, 0);
-	tid = rsys(SYS_set_tid_address, (long)(t->fs_base + r->tid_offset), 0, 0, 0);
-	*(int32_t *)(uintptr_t)(t->fs_base + r->tid_offset) = (int32_t)tid;
-	/* the pending signals again, each thread still blocking them until
-	 * its frame gives back its mask: once each (a real-time signal queued
-	 * several times comes back once, without its sigqueue value) */
-	raise_pending(tid, t->sigpending);
-	raise_pending(0, r->shared_pending);
-	sts_wrfs((int)lh_info->fsgsbase, t->fs_base);
-	/* rt_sigreturn from the frame the checkpoint signal left on its stack:
-	 * registers, signal mask and extended state come back as they were */
-	__asm__ volatile("mov %0, %%rsp\n\t"
-			 "mov $15, %%eax\n\t"
-			 "syscall\n\t"
-			 : : "r"(t->sigframe) : "memory");
-	__builtin_unreachable();
+	ret = pimg_threads_restore(&tr);
+	if (ret == -ENOENT)
+		lh_die("rank %d: the image has no main thread", lh_info->world_rank);
+	if (ret < 0)
+		lh_die("rank %d: cannot start thread %u of the program again: %s",
+		       lh_info->world_rank, tr.failed, strerror(-ret));
+	pimg_thread_return(tr.main);
 }

@@ -613,6 +613,11 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 	memcpy(out->threads, p, h.nthreads * sizeof(*out->threads));
 	p += h.nthreads * sizeof(*out->threads);
 	out->nthreads = h.nthreads;
+	/* each thread's tid in its struct pthread, where glibc has it cleared
+	 * when the thread ends (pimg_threads_restore): the main thread's own
+	 * clear_child_tid was the lower half's */
+	for (unsigned i = 0; i < h.nthreads; i++)
+		out->threads[i].clear_child_tid = out->threads[i].fs_base + info.tid_offset;
 	out->uh_callbacks = info.uh_callbacks;
 	out->vdso = h.vdso_start;
 	out->tid_offset = info.tid_offset;

@@ -823,17 +823,10 @@ static void fill_log(void)
 
 /* ---- the helper thread: population ahead of the fill ---- */
 
-struct clone_args {
-	uint64_t flags, pidfd, child_tid, parent_tid, exit_signal;
-	uint64_t stack, stack_size, tls, set_tid, set_tid_size, cgroup;
-};
-
-/* clone3 with fn(arg) on the new stack in the child; returns in the parent. */
-long restorer_clone3(struct clone_args *args, uint64_t size, void (*fn)(void *), void *arg);
-
-static void helper_main(void *arg)
+static void helper_main(void *arg, void *arg2)
 {
 	(void)arg;
+	(void)arg2;
 	for (uint64_t i = 0; i < R.nahead && !R.helper_stop; i++)
 		for (uint64_t off = 0; off < R.ahead[i].len && !R.helper_stop; off += POPULATE_STEP) {
 			uint64_t n = R.ahead[i].len - off;
@@ -858,7 +851,7 @@ static int tid_taken(int32_t tid)
  * set_tid). Without the helper the fill only takes longer. */
 static void helper_start(const struct proc_msg *m)
 {
-	struct clone_args ca;
+	struct pimg_clone_args ca;
 	int32_t tid = R.helper_want > 1 ? R.helper_want : 2;
 	long ret;
 
@@ -882,7 +875,7 @@ static void helper_start(const struct proc_msg *m)
 	ca.stack_size = THREAD_STACK_SIZE;
 	ca.set_tid = (uint64_t)&tid;
 	ca.set_tid_size = 1;
-	ret = restorer_clone3(&ca, sizeof(ca), helper_main, 0);
+	ret = pimg_clone3(&ca, sizeof(ca), helper_main, 0, 0);
 	if (ret < 0)
 		R.helper_tid = 0;
 }
@@ -1109,23 +1102,6 @@ static void restore_process(void)
 
 /* ---- STAGE_THREADS, STAGE_RETURN ---- */
 
-__asm__(".text\n"
-	".globl restorer_clone3\n"
-	"restorer_clone3:\n"
-	"	mov %rdx, %r8\n"
-	"	mov %rcx, %r9\n"
-	"	mov $435, %eax\n"
-	"	syscall\n"
-	"	test %rax, %rax\n"
-	"	jnz 1f\n"
-	"	xor %ebp, %ebp\n"
-	"	mov %r9, %rdi\n"
-	"	call *%r8\n"
-	"	mov $60, %eax\n"
-	"	xor %edi, %edi\n"
-	"	syscall\n"
-	"1:	ret\n");
-
 /* The last instructions of a restore run from two pages that outlive the
  * restorer: a code page copied from tramp_begin..tramp_end and a data page.
  * Each thread leaves through tramp_thread (onto its signal frame, count
@@ -1217,25 +1193,6 @@ static struct tramp_data *tramp_install(void)
 	return (struct tramp_data *)TRAMP_DATA;
 }
 
-static void thread_setup(const struct proc_thread *t)
-{
-	long ret;
-
-	sys2(__NR_arch_prctl, ARCH_SET_FS, t->fs_base);
-	if (t->gs_base)
-		sys2(__NR_arch_prctl, ARCH_SET_GS, t->gs_base);
-	if (t->robust_head)
-		sys2(__NR_set_robust_list, t->robust_head, t->robust_len);
-	if (t->clear_child_tid)
-		sys1(__NR_set_tid_address, t->clear_child_tid);
-	sys2(__NR_prctl, PR_SET_NAME, t->comm);
-	if (t->rseq_addr) {
-		ret = sys4(__NR_rseq, t->rseq_addr, t->rseq_len, 0, t->rseq_sig);
-		if (ret)
-			die_errno("cannot register a thread's rseq area again", ret);
-	}
-}
-
 static void mm_fill(struct prctl_mm_map *mm, uint32_t exe_fd)
 {
 	*mm = (struct prctl_mm_map){
@@ -1246,53 +1203,50 @@ static void mm_fill(struct prctl_mm_map *mm, uint32_t exe_fd)
 	};
 }
 
-static void thread_main(void *arg)
+/* The restorer's part of starting threads (pimg_threads_restore): each
+ * on a stack of its own in the window, waiting at the start line until the
+ * main thread is ready, then into its frame through the trampoline, which
+ * counts it out of the restorer's code and stacks. */
+static uint64_t thread_stack(const struct proc_thread *t, uint32_t i, void *ctx)
 {
-	const struct proc_thread *t = arg;
+	(void)t;
+	(void)ctx;
+	return THREAD_STACKS_ADDR + (i + 1) * THREAD_STACK_SIZE;
+}
+
+static void thread_leave(const struct proc_thread *t, long ret, void *ctx)
+{
 	void (*leave)(uint64_t, volatile int32_t *) =
 		(void (*)(uint64_t, volatile int32_t *))(TRAMP_CODE + (uint64_t)(tramp_thread - tramp_begin));
 
-	thread_setup(t);
+	(void)ctx;
+	if (ret < 0)
+		die_errno("cannot register a thread's rseq area again", ret);
 	while (!start_line)
 		sys6(__NR_futex, (long)&start_line, FUTEX_WAIT, 0, 0, 0, 0);
 	leave(t->sigframe, &((struct tramp_data *)TRAMP_DATA)->threads_left);
 	__builtin_unreachable();
 }
 
+static const struct pimg_thread_ops thread_ops = { thread_stack, thread_leave };
+
 static const struct proc_thread *start_threads(void)
 {
-	const struct proc_thread *main_thread = 0;
-	uint64_t stacks = THREAD_STACKS_ADDR;
+	struct pimg_threads_restore r = {
+		.threads = R.threads, .n = (uint32_t)R.nthreads, .pid = R.h.pid,
+		.shared_pending = R.h.shared_pending, .ops = &thread_ops,
+	};
+	long ret;
 
-	map_window(stacks, R.nthreads * THREAD_STACK_SIZE);
-	for (uint64_t i = 0; i < R.nthreads; i++) {
-		const struct proc_thread *t = &R.threads[i];
-		int32_t tid = t->tid;
-		struct clone_args ca;
-		long ret;
-
-		if (t->flags & PROC_THREAD_MAIN) {
-			main_thread = t;
-			continue;
-		}
-		memset(&ca, 0, sizeof(ca));
-		ca.flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD | CLONE_SYSVSEM;
-		ca.stack = stacks + i * THREAD_STACK_SIZE;
-		ca.stack_size = THREAD_STACK_SIZE;
-		ca.set_tid = (uint64_t)&tid;
-		ca.set_tid_size = 1;
-		ret = restorer_clone3(&ca, sizeof(ca), thread_main, (void *)t);
-		if (ret < 0)
-			die_errno("cannot create a thread with its checkpointed tid (clone3 set_tid)", ret);
-	}
-	if (!main_thread)
+	map_window(THREAD_STACKS_ADDR, R.nthreads * THREAD_STACK_SIZE);
+	ret = pimg_threads_restore(&r);
+	if (ret == -ENOENT)
 		die("the image has no main thread (a program whose main thread exited is not supported)");
-	/* pending signals again: every thread still blocks all of them, and
-	 * each gets its own mask back with rt_sigreturn */
-	for (uint64_t i = 0; i < R.nthreads; i++)
-		pimg_raise_pending(R.h.pid, R.threads[i].tid, R.threads[i].sigpending);
-	pimg_raise_pending(R.h.pid, 0, R.h.shared_pending);
-	return main_thread;
+	if (ret < 0 && &R.threads[r.failed] != r.main)
+		die_errno("cannot create a thread with its checkpointed tid (clone3 set_tid)", ret);
+	if (ret < 0)
+		die_errno("cannot register a thread's rseq area again", ret);
+	return r.main;
 }
 
 /* ---- entry ---- */
@@ -1331,7 +1285,6 @@ static void __attribute__((noreturn)) restore(void)
 	tramp->threads_left = (int32_t)R.nthreads - 1;
 	main_thread = start_threads();
 	stage(STAGE_THREADS);
-	thread_setup(main_thread);
 	exe_fd = R.exe[0] ? sys3(__NR_open, R.exe, O_RDONLY | O_CLOEXEC, 0) : -1;
 	mm_fill(&tramp->mm, exe_fd >= 0 ? (uint32_t)exe_fd : (uint32_t)-1);
 	/* not the agent's part of the window: the other threads run the
