@@ -350,15 +350,56 @@ static void answer(const struct tally *all, size_t n, uint64_t key, uint64_t out
 	}
 }
 
-/* The targets of every communicator this rank belongs to, retired ones
- * included (a member that freed one gives its final count: the others may
- * be behind on it), from every rank's tallies gathered over ctl. A retired
- * one that no member holds any more goes on every member after the round
- * (all saw the same answer). */
-static int targets(MPI_Comm ctl)
+/* A rank that cannot take part in a round (no memory for its tallies, or
+ * STASIS_FAULT=split.coll.round) says so in a collective every rank makes,
+ * so that all skip the rest of the round together and fail the checkpoint
+ * in the same line, naming it and why (before, it skipped the exchange
+ * and left the others waiting in MPI_Allgather for good). */
+struct round_fault {
+	int rank;               /* the world rank that failed, or -1 */
+	char why[156];
+};
+static struct round_fault failure;
+
+static int fail_here(const char *why)
 {
-	int size = 0, n = 0, total = 0, *counts = NULL, *displs = NULL, ret = MPI_ERR_NO_MEM;
-	struct tally *mine = NULL, *all = NULL;
+	failure.rank = lh_lg->world_rank;
+	snprintf(failure.why, sizeof(failure.why), "%s", why);
+	return 1;
+}
+
+/* collective over ctl: whether any rank failed (mine: this one), and if
+ * so the first one's rank and cause in failure on every rank. v[1..]: more
+ * flags to combine (MPI_MAX) in the same reduction. */
+static int any_failed(MPI_Comm ctl, int mine, int *v, int nv)
+{
+	int me = 0, size = 0, in[4] = { 0 }, out[4] = { 0 };
+
+	MPI_Comm_rank(ctl, &me);
+	MPI_Comm_size(ctl, &size);
+	in[0] = mine ? size - me : 0;   /* the largest: the first that failed */
+	for (int i = 0; i < nv && i < 3; i++)
+		in[i + 1] = v[i];
+	if (MPI_Allreduce(in, out, 1 + nv, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS) {
+		fail_here("MPI_Allreduce failed");
+		return 1;
+	}
+	for (int i = 0; i < nv && i < 3; i++)
+		v[i] = out[i + 1];
+	if (!out[0])
+		return 0;
+	if (MPI_Bcast(&failure, (int)sizeof(failure), MPI_BYTE, size - out[0], ctl) != MPI_SUCCESS)
+		fail_here("MPI_Bcast failed");
+	return 1;
+}
+
+/* this rank's tallies: one per communicator it belongs to, retired ones
+ * included (a member that freed one gives its final count: the others may
+ * be behind on it); NULL when there is no memory for them */
+static struct tally *tallies(int *n)
+{
+	struct tally *mine;
+	const char *only = getenv("STASIS_FAULT_RANK");
 
 	if (io_cap < lh_lg->coll_cap) {   /* a rank that ran on made communicators */
 		void *p = realloc(io, lh_lg->coll_cap * sizeof(*io));
@@ -368,30 +409,64 @@ static int targets(MPI_Comm ctl)
 			io_cap = lh_lg->coll_cap;
 		}
 	}
-	MPI_Comm_size(ctl, &size);
+	if ((!only || atoi(only) == lh_lg->world_rank) && FAULT(SPLIT_COLL_ROUND))
+		return NULL;
 	mine = malloc(lh_lg->coll_cap * sizeof(*mine));
-	counts = calloc((size_t)size, sizeof(*counts));
-	displs = calloc((size_t)size, sizeof(*displs));
-	if (!mine || !counts || !displs || io_cap < lh_lg->coll_cap)
-		goto out_free;
+	if (!mine || io_cap < lh_lg->coll_cap) {
+		free(mine);
+		return NULL;
+	}
+	*n = 0;
 	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
 		if (c == 2 || (c > 2 && !lh_lg->key[c]))
 			continue;
-		mine[n++] = (struct tally){ c == 1 ? KEY_WORLD : lh_lg->key[c], lh_lg->coll_seq[c],
-					    !lh_lg->retired[c], lh_lg->held_blocking != c + 1 };
+		mine[(*n)++] = (struct tally){ c == 1 ? KEY_WORLD : lh_lg->key[c], lh_lg->coll_seq[c],
+					       !lh_lg->retired[c], lh_lg->held_blocking != c + 1 };
+	}
+	return mine;
+}
+
+/* The targets of every communicator this rank belongs to, from every
+ * rank's tallies gathered over ctl. A retired one that no member holds
+ * any more goes on every member after the round (all saw the same
+ * answer). Collective over ctl: 0, 1 when some rank failed (failure says
+ * which and why, on every rank), or -1 when the program holds a
+ * communicator whose collectives some rank cannot count (refuse()). */
+static int targets(MPI_Comm ctl)
+{
+	int size = 0, n = 0, total = 0, *counts = NULL, *displs = NULL, ret = 1, v[1];
+	struct tally *mine, *all = NULL;
+
+	MPI_Comm_size(ctl, &size);
+	failure.rank = -1;
+	mine = ensure(2) == 0 ? tallies(&n) : NULL;
+	counts = calloc((size_t)size, sizeof(*counts));
+	displs = calloc((size_t)size, sizeof(*displs));
+	v[0] = uncounted_live + uncounted_lost > 0;
+	if (any_failed(ctl, !mine || !counts || !displs ? fail_here("no memory for its tallies") : 0,
+		       v, 1))
+		goto out_free;
+	if (v[0]) {
+		ret = -1;
+		goto out_free;
 	}
 	n *= 4;   /* as MPI_UINT64_T */
-	ret = MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, ctl);
-	for (int r = 0; r < size && ret == MPI_SUCCESS; r++) {
+	if (MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, ctl) != MPI_SUCCESS) {
+		fail_here("MPI_Allgather failed");
+		goto out_free;
+	}
+	for (int r = 0; r < size; r++) {
 		displs[r] = total;
 		total += counts[r];
 	}
-	if (ret == MPI_SUCCESS && !(all = malloc(((size_t)total + 4) * sizeof(uint64_t))))
-		ret = MPI_ERR_NO_MEM;
-	if (ret == MPI_SUCCESS)
-		ret = MPI_Allgatherv(mine, n, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, ctl);
-	if (ret != MPI_SUCCESS)
+	all = malloc(((size_t)total + 4) * sizeof(uint64_t));
+	if (any_failed(ctl, !all ? fail_here("no memory for the others' tallies") : 0, NULL, 0))
 		goto out_free;
+	if (MPI_Allgatherv(mine, n, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, ctl) !=
+	    MPI_SUCCESS) {
+		fail_here("MPI_Allgatherv failed");
+		goto out_free;
+	}
 	qsort(all, (size_t)total / 4, sizeof(*all), by_key);
 	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
 		if (c == 2 || (c != 1 && !lh_lg->key[c]))
@@ -401,6 +476,7 @@ static int targets(MPI_Comm ctl)
 		if (lh_lg->retired[c] && !io[c][1])
 			lh_release_now(STS_COMM, c);
 	}
+	ret = 0;
 out_free:
 	free(all);
 	free(displs);
@@ -442,16 +518,14 @@ static void members(uint32_t c, char *out, size_t len)
 }
 
 /* Some rank holds a communicator whose collectives it does not count
- * (collective over ctl: then every rank skips the exchange, whose answers
- * would miss it): the checkpoint's error, or 0. */
-static int refuse(MPI_Comm ctl)
+ * (targets() found it, on every rank: every rank skips the exchange,
+ * whose answers would miss it): the checkpoint's error. */
+static int refuse(void)
 {
-	int mine = uncounted_live + uncounted_lost > 0, any = 0, len = 0;
 	char what[MPI_MAX_ERROR_STRING], who[128];
+	int len = 0;
 
-	if (MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, ctl) != MPI_SUCCESS || !any)
-		return 0;
-	if (!mine)
+	if (uncounted_live + uncounted_lost == 0)
 		return err_set(-ENOTSUP, "rank %d: another rank holds a communicator whose "
 			       "collectives it cannot count", lh_lg->world_rank);
 	for (uint32_t c = STS_FIRST_USER; c < uncounted_cap; c++) {
@@ -471,9 +545,11 @@ static int refuse(MPI_Comm ctl)
 
 int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 {
-	int mine[3], all[3], go, refused = refuse(ctl);
+	int mine[3], all[3], go, exchanged = targets(ctl), refused = 0;
 
-	if (refused || ensure(2) != 0 || targets(ctl) != MPI_SUCCESS)
+	if (exchanged < 0)
+		refused = refuse();
+	if (exchanged)
 		*failed = 1;
 	go = !*failed && go_together();
 	mine[0] = !*failed && (go || behind());
@@ -489,6 +565,9 @@ int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
 	if (refused)
 		return refused;
+	if (exchanged > 0)
+		return err_set(-EIO, "rank %d: rank %d failed in a round of the collective "
+			       "counts: %s", lh_lg->world_rank, failure.rank, failure.why);
 	if (all[1])
 		return err_set(-ETIMEDOUT, "rank %d: the ranks did not reach a common point "
 			       "between collectives within %d s (a rank behind waits for "
