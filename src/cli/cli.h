@@ -85,6 +85,7 @@ int cmd_checkpoint(int argc, char **argv);
 int cmd_migrate(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_restart(int argc, char **argv);
+int cmd_standby(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 
 #endif

@@ -21,7 +21,7 @@
 
 /* parse()'s `allowed` names options by letter: a for OPT_DIR, b for the next... */
 enum { OPT_DIR = 1000, OPT_INTERVAL, OPT_JOB, OPT_STOP, OPT_NO_SIGNAL, OPT_LAUNCHER, OPT_RESUME,
-       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS, OPT_SPARES, OPT_LAZY };
+       OPT_WAIT, OPT_JSON, OPT_RECOVER, OPT_MAX_RESTARTS, OPT_SPARES, OPT_LAZY, OPT_STANDBY };
 
 /* 'z' in parse()'s allowed, apart from the letters in order above */
 enum { OPT_LEVEL = OPT_DIR + 25 };
@@ -41,13 +41,14 @@ static const struct option proc_options[] = {
 	{ "max-restarts", required_argument, NULL, OPT_MAX_RESTARTS },
 	{ "spares", required_argument, NULL, OPT_SPARES },
 	{ "lazy", no_argument, NULL, OPT_LAZY },
+	{ "standby", no_argument, NULL, OPT_STANDBY },
 	{ NULL, 0, NULL, 0 },
 };
 
 struct proc_args {
 	const char *dir, *job, *interval, *launcher, *wait, *recover, *max_restarts, *spares;
 	const char *level;        /* --level */
-	int stop, no_signal, resume, json, lazy;
+	int stop, no_signal, resume, json, lazy, standby;
 	int first_operand;
 };
 
@@ -81,6 +82,7 @@ static int parse(const char *cmd, int argc, char **argv, struct proc_args *a, co
 		case OPT_MAX_RESTARTS: a->max_restarts = optarg; break;
 		case OPT_SPARES: a->spares = optarg; break;
 		case OPT_LAZY: a->lazy = 1; break;
+		case OPT_STANDBY: a->standby = 1; break;
 		}
 	}
 	a->first_operand = optind;
@@ -560,74 +562,72 @@ int cmd_checkpoint(int argc, char **argv)
 	return EXIT_OK;
 }
 
-int cmd_restart(int argc, char **argv)
+/* --level over the key level, and --interval, of the checkpoints to come
+ * (o zeroed first) */
+static int level_interval(const char *cmd, const struct proc_args *a, struct coord_opts *o)
 {
-	struct coord_opts o;
-	struct proc_args a;
-	char job[NAME_MAX + 1] = "", ckpt[128] = "", **names = NULL;
-	const char *root;
-	size_t count = 0;
-	int status = 0, ret;
+	if (a->level && cfg_set("level", a->level) != 0) {
+		cli_error(cmd, "bad --level '%s' (single, partner, rs or global)", a->level);
+		return EXIT_USAGE;
+	}
+	memset(o, 0, sizeof(*o));
+	if (a->interval && parse_interval(a->interval, &o->interval_ms) != 0) {
+		cli_error(cmd, "bad --interval '%s' (a number of seconds, or with suffix s, m or h)",
+			  a->interval);
+		return EXIT_USAGE;
+	}
+	return EXIT_OK;
+}
 
-	if ((ret = parse("restart", argc, argv, &a, "abefjklmz")) != EXIT_OK)
-		return ret;
-	/* the key single processes read here and split ranks in their lower
-	 * half (docs/transparent.md, "Lazy restore") */
-	if (a.lazy && setenv("STASIS_RESTORE_LAZY", "1", 1) != 0) {
-		cli_error("restart", "cannot set STASIS_RESTORE_LAZY: %s", strerror(errno));
-		return EXIT_FAIL;
-	}
-	if (a.level && cfg_set("level", a.level) != 0) {
-		cli_error("restart", "bad --level '%s' (single, partner, rs or global)", a.level);
+/* restart's and standby's operand: JOB/CKPT, CKPT (ckpt-NNNNNN) in the
+ * only job, or JOB; job[NAME_MAX + 1] and ckpt[128] ("": the latest) */
+static int restart_operand(const char *cmd, int argc, char **argv, int first, const char *root,
+			   char *job, char *ckpt)
+{
+	char **names = NULL;
+	size_t count = 0;
+	int ret;
+
+	if (first + 1 < argc) {
+		cli_error(cmd, "too many operands (usage: stasis %s [--dir D] [CKPT])", cmd);
 		return EXIT_USAGE;
 	}
-	memset(&o, 0, sizeof(o));
-	if (a.interval && parse_interval(a.interval, &o.interval_ms) != 0) {
-		cli_error("restart", "bad --interval '%s' (a number of seconds, or with suffix s, m or h)",
-			  a.interval);
-		return EXIT_USAGE;
-	}
-	root = cli_root(a.dir);
-	if (a.first_operand + 1 < argc) {
-		cli_error("restart", "too many operands (usage: stasis restart [--dir D] [CKPT])");
-		return EXIT_USAGE;
-	}
-	if (a.first_operand < argc) {
+	if (first < argc) {
 		/* JOB/CKPT, CKPT (ckpt-NNNNNN) in the only job, or JOB */
-		const char *arg = argv[a.first_operand], *slash = strchr(arg, '/');
+		const char *arg = argv[first], *slash = strchr(arg, '/');
 
 		if (slash) {
-			snprintf(job, sizeof(job), "%.*s", (int)(slash - arg), arg);
-			snprintf(ckpt, sizeof(ckpt), "%s", slash + 1);
+			snprintf(job, NAME_MAX + 1, "%.*s", (int)(slash - arg), arg);
+			snprintf(ckpt, 128, "%s", slash + 1);
 		} else if (strncmp(arg, "ckpt-", 5) == 0) {
-			snprintf(ckpt, sizeof(ckpt), "%s", arg);
+			snprintf(ckpt, 128, "%s", arg);
 		} else {
-			snprintf(job, sizeof(job), "%s", arg);
+			snprintf(job, NAME_MAX + 1, "%s", arg);
 		}
 	}
 	if (!job[0]) {
 		struct stat st;
 
 		if (stat(root, &st) != 0) {
-			cli_error("restart", "no checkpoint directory %s", root);
+			cli_error(cmd, "no checkpoint directory %s", root);
 			return EXIT_FAIL;
 		}
 		ret = store_jobs(cfg_str(CFG_TIER), root, &names, &count);
 		if (ret || count != 1) {
 			if (ret)
-				cli_error("restart", "%s", err_msg());
+				cli_error(cmd, "%s", err_msg());
 			else if (count == 0)
-				cli_error("restart", "no jobs in %s", root);
+				cli_error(cmd, "no jobs in %s", root);
 			else
-				cli_error("restart", "%zu jobs in %s; name one as JOB or JOB/CKPT", count, root);
+				cli_error(cmd, "%zu jobs in %s; name one as JOB or JOB/CKPT", count, root);
 			store_names_free(names, count);
 			return EXIT_FAIL;
 		}
-		snprintf(job, sizeof(job), "%s", names[0]);
+		snprintf(job, NAME_MAX + 1, "%s", names[0]);
 		store_names_free(names, count);
 	}
 	if (!job_name_ok(job) || (ckpt[0] && !job_name_ok(ckpt))) {
-		cli_error("restart", "bad checkpoint name '%s'", argv[a.first_operand]);
+		cli_error(cmd, "bad checkpoint name '%s'", argv[first]);
 		return EXIT_USAGE;
 	}
 	{
@@ -635,10 +635,85 @@ int cmd_restart(int argc, char **argv)
 
 		snprintf(index, sizeof(index), "%s/%s/index", root, job);
 		if (access(index, F_OK) != 0) {
-			cli_error("restart", "no job '%s' in %s", job, root);
+			cli_error(cmd, "no job '%s' in %s", job, root);
 			return EXIT_FAIL;
 		}
 	}
+	return EXIT_OK;
+}
+
+/* restart --standby: the job's stand-by (`stasis standby`) restores the
+ * checkpoint; retried while its ranks are not all past MPI_Init */
+static int restart_standby(const struct proc_args *a, const char *root, const char *job,
+			   const char *ckpt)
+{
+	char dir[PATH_MAX], req[200], reply[PATH_MAX + 300], name[64];
+	unsigned ranks = 0;
+	double secs = 0;
+	int ret, tries = 0;
+
+	if (a->launcher || a->lazy || a->interval || a->recover || a->max_restarts || a->spares ||
+	    a->level || a->no_signal) {
+		cli_error("restart", "--standby: the stand-by's ranks run under the launcher and "
+			  "options `stasis standby` started them with (give those there)");
+		return EXIT_USAGE;
+	}
+	snprintf(dir, sizeof(dir), "%s/%s", root, job);
+	if (!ckpt[0]) {
+		struct store *st = NULL;
+
+		ret = store_open(cfg_str(CFG_TIER), root, job, &st);
+		if (!ret)
+			ret = store_select(st, name, sizeof(name));
+		store_close(&st);
+		if (ret) {
+			cli_error("restart", "%s", err_msg());
+			return EXIT_FAIL;
+		}
+		ckpt = name;
+	}
+	snprintf(req, sizeof(req), "RESTORE %s", ckpt);
+	while ((ret = coord_request(dir, req, 600000, reply, sizeof(reply))) == -EREMOTEIO &&
+	       !strncmp(reply, "not ready:", 10) && tries++ < 6000)
+		usleep(20000);
+	if (ret == -ECONNREFUSED || ret == -ENOENT) {
+		cli_error("restart", "--standby: no stand-by of job %s runs (no coordinator in %s): "
+			  "start one with `stasis standby`", job, dir);
+		return EXIT_FAIL;
+	}
+	if (ret) {
+		cli_error("restart", "--standby: %s", ret == -EREMOTEIO ? reply : err_msg());
+		return EXIT_FAIL;
+	}
+	if (sscanf(reply, "%63s %u ranks %lf", name, &ranks, &secs) == 3)
+		printf("restart: %s restored into the stand-by's %u ranks in %.3f s\n", name, ranks,
+		       secs);
+	return EXIT_OK;
+}
+
+int cmd_restart(int argc, char **argv)
+{
+	struct coord_opts o;
+	struct proc_args a;
+	char job[NAME_MAX + 1] = "", ckpt[128] = "";
+	const char *root;
+	int status = 0, ret;
+
+	if ((ret = parse("restart", argc, argv, &a, "abefjklmnz")) != EXIT_OK)
+		return ret;
+	/* the key single processes read here and split ranks in their lower
+	 * half (docs/transparent.md, "Lazy restore") */
+	if (a.lazy && setenv("STASIS_RESTORE_LAZY", "1", 1) != 0) {
+		cli_error("restart", "cannot set STASIS_RESTORE_LAZY: %s", strerror(errno));
+		return EXIT_FAIL;
+	}
+	if ((ret = level_interval("restart", &a, &o)) != EXIT_OK)
+		return ret;
+	root = cli_root(a.dir);
+	if ((ret = restart_operand("restart", argc, argv, a.first_operand, root, job, ckpt)) != EXIT_OK)
+		return ret;
+	if (a.standby)
+		return restart_standby(&a, root, job, ckpt);
 	o.root = root;
 	o.tier = cfg_str(CFG_TIER);
 	o.job = job;
@@ -648,6 +723,37 @@ int cmd_restart(int argc, char **argv)
 		return ret;
 	ret = restart(&o, ckpt[0] ? ckpt : NULL, &status);
 	return exit_with(ret, status, "restart");
+}
+
+int cmd_standby(int argc, char **argv)
+{
+	struct coord_opts o;
+	struct proc_args a;
+	char job[NAME_MAX + 1] = "", ckpt[128] = "";
+	const char *root;
+	int status = 0, ret;
+
+	if ((ret = parse("standby", argc, argv, &a, "abefjkz")) != EXIT_OK ||
+	    (ret = level_interval("standby", &a, &o)) != EXIT_OK)
+		return ret;
+	root = cli_root(a.dir);
+	if ((ret = restart_operand("standby", argc, argv, a.first_operand, root, job, ckpt)) != EXIT_OK)
+		return ret;
+	if (ckpt[0]) {
+		cli_error("standby", "a stand-by is for a job (JOB), not a checkpoint: `stasis restart "
+			  "--standby %s` names the checkpoint", argv[a.first_operand]);
+		return EXIT_USAGE;
+	}
+	o.root = root;
+	o.tier = cfg_str(CFG_TIER);
+	o.job = job;
+	o.signal_checkpoint = !a.no_signal;
+	o.launcher = a.launcher;
+	if ((ret = recovery_opts("standby", &a, &o)) != EXIT_OK)
+		return ret;
+	o.spares = 0;
+	ret = coord_standby(&o, &status);
+	return exit_with(ret, status, "standby");
 }
 
 static json_t *int_or_null(const char *v)

@@ -98,7 +98,7 @@ static const struct cli_command commands[] = {
 	{ "restart", cmd_restart, "restart a program from a checkpoint",
 	  "usage: stasis restart [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
-	  "                      [--level L] [--spares S] [--lazy]\n"
+	  "                      [--level L] [--spares S] [--lazy] [--standby]\n"
 	  "                      [CKPT]\n"
 	  "Restart the latest established checkpoint (or CKPT: JOB, JOB/ckpt-N, or ckpt-N\n"
 	  "of the only job under D) in the foreground, in a new user and PID namespace\n"
@@ -109,7 +109,18 @@ static const struct cli_command commands[] = {
 	  "                 the other MPI), followed by the stored program and arguments\n"
 	  "  --lazy         the program runs before its large runs of memory are in; they\n"
 	  "                 come as it touches them (STASIS_RESTORE_LAZY=1; MPI ranks\n"
-	  "                 restart lazily anyway)\n" },
+	  "                 restart lazily anyway)\n"
+	  "  --standby      an MPI job: its stand-by's ranks (`stasis standby JOB`), past\n"
+	  "                 MPI_Init already, restore CKPT; returns once every rank runs\n" },
+	{ "standby", cmd_standby, "launch an MPI job's ranks to wait for a restart",
+	  "usage: stasis standby [--dir D] [--interval T] [--no-signal-checkpoint]\n"
+	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
+	  "                      [--level L] [JOB]\n"
+	  "Start the launcher of JOB's latest checkpoint (or --launcher's words, as for\n"
+	  "`stasis restart`) with every rank waiting past MPI_Init, and coordinate the job:\n"
+	  "`stasis restart --standby JOB[/CKPT]` then restores a checkpoint into those ranks\n"
+	  "without a launch. Output and exit status are the restored program's; SIGTERM\n"
+	  "before a restore ends the stand-by.\n" },
 	{ "status", cmd_status, "show jobs, whether they run, and their checkpoints",
 	  "usage: stasis status [--dir D] [--json]\n"
 	  "One line per job under D: running, busy (a checkpoint or a restore is under\n"

@@ -192,6 +192,12 @@ struct coord {
 		unsigned nretired;
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
+	/* `stasis standby`: its ranks wait past MPI_Init for a RESTORE */
+	struct {
+		int state;            /* 0: no stand-by, 1: waiting, 2: restoring, 3: restored */
+		int fd;               /* the RESTORE's client, answered once every rank runs */
+		uint64_t t0;
+	} standby;
 };
 
 /* a set of host names (lost, agents, ...): whether host is in it; add it */
@@ -708,6 +714,15 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 		c->nexpected = 0;
 		for (unsigned i = 0; i < c->nranks; i++)
 			host_add(c->expected, &c->nexpected, c->ranks[i].host);
+	}
+	if (c->standby.state == 2 && c->nranks == c->size) {
+		c->standby.state = 3;
+		log_info("stand-by: %s restored into its %u ranks in %.3f s", c->last, c->size,
+			 (double)(now_ms() - c->standby.t0) / 1000.0);
+		reply(c->standby.fd, "OK %s %u ranks %.3f s", c->last, c->size,
+		      (double)(now_ms() - c->standby.t0) / 1000.0);
+		close(c->standby.fd);
+		c->standby.fd = -1;
 	}
 	if (c->rec.pending && c->nranks == c->size) {
 		/* the recovery's one line: every rank of the relaunch is back */
@@ -1522,6 +1537,62 @@ static int redundancy_level(const char *level)
 
 static int migrate_asked(struct coord *c, char *line, char *err, size_t len);
 
+static void read_ahead(struct coord *c, const char *dir);
+
+/* The stand-by's rank count, once rank 0 said every rank is past
+ * MPI_Init (lh_standby.c); 0 before */
+static int standby_ready(struct coord *c)
+{
+	char path[PATH_MAX], buf[32] = "";
+	int fd, n = 0;
+
+	snprintf(path, sizeof(path), "%s/" JOBENV_STANDBY_READY_FILE, c->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	if (read(fd, buf, sizeof(buf) - 1) > 0)
+		n = atoi(buf);
+	close(fd);
+	return n;
+}
+
+/* RESTORE <checkpoint>: the stand-by's ranks told to restore it (the
+ * checkpoint's directory written aside, renamed in); -1 with why */
+static int standby_restore(struct coord *c, const char *name, char *why, size_t len)
+{
+	char path[PATH_MAX], go[PATH_MAX], tmp[PATH_MAX + 8], **argv = NULL;
+	int ready = standby_ready(c), want, fd, n;
+
+	if (c->standby.state != 1)
+		return snprintf(why, len, c->standby.state ? "the stand-by restored %s already" :
+				"job %s is no stand-by (`stasis standby`)", c->standby.state ? c->last :
+				c->o->job), -1;
+	if (!ready)
+		return snprintf(why, len, "not ready: the stand-by's ranks are not all past "
+				"MPI_Init yet"), -1;
+	if (store_ckpt_path(c->store, name, NULL, path, sizeof(path)) != 0 ||
+	    job_launch_read(c->store, name, NULL, &argv) != 0)
+		return snprintf(why, len, "%s is no MPI job's checkpoint of job %s", name,
+				c->o->job), -1;
+	want = job_launch_ranks(argv);
+	free(argv);
+	if (want > 0 && want != ready)
+		return snprintf(why, len, "%s has %d ranks, the stand-by %d: start one with as "
+				"many", name, want, ready), -1;
+	snprintf(go, sizeof(go), "%s/" JOBENV_STANDBY_GO_FILE, c->dir);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", go);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	n = fd < 0 ? -1 : dprintf(fd, "%s\n", path);
+	if (fd < 0 || n != (int)strlen(path) + 1 || close(fd) != 0 || rename(tmp, go) != 0)
+		return snprintf(why, len, "cannot write %s: %s", go, strerror(errno)), -1;
+	log_info("stand-by: restoring %s into %d ranks", name, ready);
+	c->standby.state = 2;
+	c->standby.t0 = now_ms();
+	snprintf(c->last, sizeof(c->last), "%.63s", name);
+	read_ahead(c, path);
+	return 0;
+}
+
 static void serve_client(struct coord *c)
 {
 	char line[256], name[64];
@@ -1578,6 +1649,16 @@ static void serve_client(struct coord *c)
 			reply(fd, "ERR %s", err);
 		} else {
 			c->mig.fd = fd;
+			fd = -1;
+		}
+	} else if (!strncmp(line, "RESTORE ", 8)) {
+		char err[PATH_MAX + 200];
+
+		/* answered once every rank runs (register_rank) */
+		if (standby_restore(c, line + 8, err, sizeof(err)) != 0) {
+			reply(fd, "ERR %s", err);
+		} else {
+			c->standby.fd = fd;
 			fd = -1;
 		}
 	} else if (strcmp(line, "STATUS") == 0) {
@@ -1644,6 +1725,12 @@ static void launcher_ended(struct coord *c, int status)
 	int code = exit_code(status);
 
 	c->launcher_code = code;
+	if (c->standby.fd >= 0) {
+		reply(c->standby.fd, "ERR the stand-by is gone: its launcher ended with status %d "
+		      "before every rank ran", code);
+		close(c->standby.fd);
+		c->standby.fd = -1;
+	}
 	if (code && c->hb_timeout_ms)
 		wait_agents(c);
 	raise_event(c, EV_LAUNCHER_ENDED, -1, NULL, code, "the %s ended with status %d",
@@ -2512,6 +2599,10 @@ static void on_signal(struct coord *c)
 				c->child = -1;
 				launcher_ended(c, status);
 			}
+		} else if (c->standby.state == 1 && si.ssi_signo == SIGTERM) {
+			/* nothing to checkpoint yet: the stand-by ends */
+			if (c->child > 0)
+				kill(c->child, SIGTERM);
 		} else if (c->o->signal_checkpoint && (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR1)) {
 			int stop = si.ssi_signo == SIGTERM;
 
@@ -2618,6 +2709,7 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 	c->rchild.pid = -1;
 	c->rchild.status_fd = -1;
 	c->mig.fd = -1;
+	c->standby.fd = -1;
 	ret = policy_chain_create(o->recover ? o->recover : "none", o->max_restarts, &c->policy);
 	if (ret)
 		return ret;
@@ -2741,6 +2833,10 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 		} else {
 			unsetenv(JOBENV_SPARES);
 		}
+		if (c->standby.state == 1)
+			setenv(JOBENV_STANDBY, "1", 1);
+		else
+			unsetenv(JOBENV_STANDBY);
 		if (setenv(JOBENV_RUN_ID, c->run_id, 1) != 0 ||
 		    job_child_env(c->addr, jdir, root, c->o->tier, c->o->job,
 				  restore_dir ? rdir : NULL) != 0) {
@@ -2946,6 +3042,40 @@ out:
 		close(sv[0]);
 	if (sv[1] >= 0)
 		close(sv[1]);
+	coord_fini(&c);
+	return ret;
+}
+
+int coord_standby(const struct coord_opts *o, int *status)
+{
+	struct coord c;
+	char name[64], path[PATH_MAX], **launch = NULL;
+	int ret;
+
+	ret = coord_init(&c, o);
+	if (ret)
+		goto out;
+	ret = store_select(c.store, name, sizeof(name));
+	if (!ret && (ret = job_launch_read(c.store, name, o->launcher, &launch)) == -ENOENT)
+		ret = err_set(-EINVAL, "%s of job %s is no MPI job's checkpoint: a stand-by holds "
+			      "an MPI job's ranks", name, o->job);
+	if (ret)
+		goto out;
+	for (unsigned i = 0; i < 2; i++) {
+		snprintf(path, sizeof(path), "%s/%s", c.dir,
+			 i ? JOBENV_STANDBY_GO_FILE : JOBENV_STANDBY_READY_FILE);
+		unlink(path);   /* a former stand-by's */
+	}
+	c.standby.state = 1;
+	ret = job_spawn(&c, launch, NULL);
+	if (!ret) {
+		log_info("stand-by: %s started; `stasis restart --standby` restores a checkpoint "
+			 "of job %s into its ranks", launch[0], o->job);
+		serve(&c);
+		*status = c.status;
+	}
+out:
+	free(launch);
 	coord_fini(&c);
 	return ret;
 }

@@ -41,6 +41,13 @@ int coord_run(const struct coord_opts *o, char **argv, int *status);
  * established one) and coordinate it like coord_run. */
 int coord_restart(const struct coord_opts *o, const char *ckpt, int *status);
 
+/* A stand-by (docs/cluster.md, "Stand-by ranks"): the launcher of the
+ * job's latest checkpoint (or o->launcher's words) started with every rank
+ * waiting past MPI_Init; a client's RESTORE <checkpoint> has them restore
+ * it (answered "OK <checkpoint> <n> ranks <seconds> s" once every rank
+ * runs), then it is coordinated like coord_restart's. */
+int coord_standby(const struct coord_opts *o, int *status);
+
 /* Client side: connect to the job's coordinator under job_dir, authenticate,
  * send one request line (without newline) and copy the reply line (without
  * "OK "/"ERR ") into reply. Returns 0 for OK, -EREMOTEIO for ERR (the

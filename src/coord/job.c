@@ -824,26 +824,45 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
 	return 0;
 }
 
-int job_launch_spares(char *const *argv, unsigned spares, char ***out)
+/* The word of argv holding the rank count (*num: the count in it), or -1 */
+static int rank_count_at(char *const *argv, const char **num)
 {
 	static const char *const counts[] = { "-np", "-n", "--np", "-c", "--n", "--ntasks" };
-	int prog = job_program_index(argv), argc, at = -1;
+	int prog = job_program_index(argv), at = -1;
+
+	*num = NULL;
+	for (int i = 1; i < prog && at < 0; i++) {
+		if (!launcher_option(argv[i], counts, sizeof(counts) / sizeof(counts[0]), num))
+			continue;
+		if (*num)
+			at = i;   /* --ntasks=4 */
+		else if (i + 1 < prog)
+			at = i + 1, *num = argv[i + 1];
+	}
+	if (at < 0 || !*num || strspn(*num, "0123456789") != strlen(*num) || !**num ||
+	    strlen(*num) > 6)
+		return -1;
+	return at;
+}
+
+int job_launch_ranks(char *const *argv)
+{
+	const char *num;
+
+	return rank_count_at(argv, &num) < 0 ? -1 : atoi(num);
+}
+
+int job_launch_spares(char *const *argv, unsigned spares, char ***out)
+{
+	int argc, at;
 	const char *num = NULL;
 	size_t bytes = 0;
 	char **v, *strs;
 
 	for (argc = 0; argv[argc]; argc++)
 		bytes += strlen(argv[argc]) + 1;
-	for (int i = 1; i < prog && at < 0; i++) {
-		if (!launcher_option(argv[i], counts, sizeof(counts) / sizeof(counts[0]), &num))
-			continue;
-		if (num)
-			at = i;   /* --ntasks=4 */
-		else if (i + 1 < prog)
-			at = i + 1, num = argv[i + 1];
-	}
-	if (at < 0 || !num || strspn(num, "0123456789") != strlen(num) || !*num ||
-	    strlen(num) > 6)
+	at = rank_count_at(argv, &num);
+	if (at < 0)
 		return err_set(-EINVAL, "--spares %u: the launcher's command (%s) gives no number of "
 			       "ranks (-np N, -n N) to add the spares to", spares, argv[0]);
 	v = malloc((size_t)(argc + 1) * sizeof(char *) + bytes + 16);

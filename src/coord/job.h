@@ -102,6 +102,10 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
  * (src/split/lh_spare.h). -EINVAL when the command has no rank count. */
 int job_launch_spares(char *const *argv, unsigned spares, char ***out);
 
+/* The rank count the launcher's command gives before its program (the
+ * options job_launch_spares reads), or -1 when it gives none */
+int job_launch_ranks(char *const *argv);
+
 /* The hosts of the launcher's host list (Open MPI's --host/-H, Hydra's
  * -hosts/-host), without their slot counts, at most max; 0 with none
  * (srun: Slurm places). */

@@ -38,6 +38,13 @@
 /* ranks the launcher starts beyond the program's, the last ones of its
  * MPI_COMM_WORLD, held in reserve (src/split/lh_spare.h); unset: none */
 #define JOBENV_SPARES       "STASIS_SPARES"
+/* "1": the ranks pass MPI_Init and wait for a checkpoint to restore
+ * (`stasis standby`, src/split/lh_standby.h); rank 0 says they are ready in
+ * this file of STASIS_JOB_DIR ("<ranks>\n"), the coordinator names the
+ * checkpoint's directory in the other ("<dir>\n", written aside, renamed) */
+#define JOBENV_STANDBY      "STASIS_STANDBY"
+#define JOBENV_STANDBY_READY_FILE "standby.ready"
+#define JOBENV_STANDBY_GO_FILE    "standby.go"
 /* set by the lower half for its own children; never inherited from here */
 #define JOBENV_LH_ACTIVE    "STASIS_LH_ACTIVE"
 
@@ -59,6 +66,6 @@
 	"STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY", "STASIS_RESTORE_EARLY",   \
 	JOBENV_STAGE_DIR, JOBENV_STAGE_COPIES, JOBENV_CACHE_KEEP,                   \
 	JOBENV_STAGE_COMPRESS, JOBENV_STAGE_ID, JOBENV_RUN_ID, JOBENV_HEARTBEAT_MS,  \
-	JOBENV_SPARES
+	JOBENV_SPARES, JOBENV_STANDBY
 
 #endif

@@ -50,6 +50,7 @@
 #include "node/node.h"
 #include "lh_ledger.h"
 #include "lh_spare.h"
+#include "lh_standby.h"
 
 #define PAGE 4096ul
 
@@ -704,6 +705,8 @@ int main(int argc, char **argv, char **envp)
 
 	if (lh_spare_adopted())
 		adopt(lh_spare_adopted());
+	if (!restore || !*restore)
+		restore = lh_standby_wait();   /* a stand-by: the checkpoint it is told */
 	if (restore && *restore)
 		restart(restore, &early);
 	if (lh_ledger_create(lh_info->world_rank, lh_info->world_size) != 0)

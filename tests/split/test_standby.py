@@ -1,0 +1,68 @@
+"""Stand-by ranks (`stasis standby`, docs/cluster.md, "Stand-by ranks"): a
+job's launcher started again with every rank past MPI_Init and waiting, and
+`stasis restart --standby` restoring a checkpoint into them without a
+launch. p2p.c, checkpointed with messages in flight and SIGKILLed, restored
+into a stand-by, must print what an uninterrupted run prints; the refusals
+are one line each. About 10 s in all.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import re
+import subprocess
+import time
+
+from split_common import ENV, TIMEOUT, launcher, program_fixture
+from test_ckpt import MpiJob
+
+p2p = program_fixture("p2p")
+ITERS, SLEEP_MS = "8", "100"
+
+
+def summary(out):
+    """What p2p.c's ranks say at their end (their order on stdout varies)."""
+    return sorted(line for line in out.splitlines()
+                  if re.match(r"rank \d+ verified |PASS |FAIL", line))
+
+
+def wait_ready(job, timeout=60):
+    """Until the stand-by's rank 0 says every rank is past MPI_Init."""
+    ready = next(job.ck.glob("*")) / "standby.ready"
+    end = time.time() + timeout
+    while not ready.exists():
+        assert job.proc.poll() is None, job.communicate(5)
+        assert time.time() < end, "the stand-by never got ready"
+        time.sleep(0.05)
+
+
+def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp_path):
+    prog = p2p["openmpi"]
+    native = subprocess.run(launcher("openmpi", 2) + [prog, ITERS, SLEEP_MS], env=ENV,
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert native.returncode == 0 and f"PASS ranks=2 iterations={ITERS}" in native.stdout, \
+        native.stdout + native.stderr
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), prog, ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 2")
+    name = job.checkpoint()
+    job.kill()
+    # none runs: gone, in one line
+    r = job.stasis("restart", "--dir", job.ck, "--standby", check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"stasis: restart: --standby: no stand-by of job {next(job.ck.glob('*')).name} runs "
+        f"(no coordinator in {next(job.ck.glob('*'))}): start one with `stasis standby`\n"), r.stderr
+    # a stand-by of 3 ranks refuses a checkpoint of 2, and stays
+    job._start(["standby", "--dir", job.ck, "--launcher", " ".join(launcher("openmpi", 3))])
+    wait_ready(job)
+    r = job.stasis("restart", "--dir", job.ck, "--standby", check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"stasis: restart: --standby: {name} has 2 ranks, the stand-by 3: start one with as "
+        "many\n"), r.stderr
+    job.proc.terminate()
+    job.communicate(60)
+    job._start(["standby", "--dir", job.ck])
+    wait_ready(job)
+    r = job.stasis("restart", "--dir", job.ck, "--standby")
+    assert re.fullmatch(rf"restart: {name} restored into the stand-by's 2 ranks in [0-9.]+ s\n",
+                        r.stdout), r.stdout + r.stderr
+    rc, out, err = job.finish_job()
+    assert rc == 0, out + err
+    assert summary(out) == summary(native.stdout), out + err
