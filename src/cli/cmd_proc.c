@@ -149,6 +149,18 @@ static int recovery_opts(const char *cmd, const struct proc_args *a, struct coor
 	return EXIT_OK;
 }
 
+/* The coordinator's options of run, restart and standby for job under root */
+static int job_opts(const char *cmd, const struct proc_args *a, const char *root, const char *job,
+		    struct coord_opts *o)
+{
+	o->root = root;
+	o->tier = cfg_str(CFG_TIER);
+	o->job = job;
+	o->signal_checkpoint = !a->no_signal;
+	o->launcher = a->launcher;
+	return recovery_opts(cmd, a, o);
+}
+
 static int job_name_ok(const char *job)
 {
 	return job[0] && job[0] != '.' && !strchr(job, '/') && strlen(job) < 128;
@@ -327,14 +339,10 @@ int cmd_run(int argc, char **argv)
 		cli_error("run", "cannot create the checkpoint directory %s: %s", root, strerror(errno));
 		return EXIT_FAIL;
 	}
-	o.root = root;
-	o.tier = cfg_str(CFG_TIER);
-	o.job = a.job;
-	o.signal_checkpoint = !a.no_signal;
-	if ((ret = recovery_opts("run", &a, &o)) != EXIT_OK)
+	/* (--launcher goes with --resume: refused above without it) */
+	if ((ret = job_opts("run", &a, root, a.job, &o)) != EXIT_OK)
 		return ret;
 	if (a.resume && resumable(&o)) {
-		o.launcher = a.launcher;
 		ret = restart(&o, NULL, &status);
 		return exit_with(ret, status, "run");
 	}
@@ -714,12 +722,7 @@ int cmd_restart(int argc, char **argv)
 		return ret;
 	if (a.standby)
 		return restart_standby(&a, root, job, ckpt);
-	o.root = root;
-	o.tier = cfg_str(CFG_TIER);
-	o.job = job;
-	o.signal_checkpoint = !a.no_signal;
-	o.launcher = a.launcher;
-	if ((ret = recovery_opts("restart", &a, &o)) != EXIT_OK)
+	if ((ret = job_opts("restart", &a, root, job, &o)) != EXIT_OK)
 		return ret;
 	ret = restart(&o, ckpt[0] ? ckpt : NULL, &status);
 	return exit_with(ret, status, "restart");
@@ -744,12 +747,7 @@ int cmd_standby(int argc, char **argv)
 			  "--standby %s` names the checkpoint", argv[a.first_operand]);
 		return EXIT_USAGE;
 	}
-	o.root = root;
-	o.tier = cfg_str(CFG_TIER);
-	o.job = job;
-	o.signal_checkpoint = !a.no_signal;
-	o.launcher = a.launcher;
-	if ((ret = recovery_opts("standby", &a, &o)) != EXIT_OK)
+	if ((ret = job_opts("standby", &a, root, job, &o)) != EXIT_OK)
 		return ret;
 	o.spares = 0;
 	ret = coord_standby(&o, &status);
