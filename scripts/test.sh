@@ -79,7 +79,8 @@ stream() {  # name function: run function in the background, its lines prefixed
 # mid-checkpoint, --stop, restart under either MPI, reading ahead
 # (test_ckpt.py); MPIX_Checkpoint, a rank that cannot write (test_mpix.py);
 # levels and copies (test_staging.py); ranks and agents lost
-# (test_node_agent.py); ranks that never register (the mpi4py one). The
+# (test_node_agent.py); ranks that never register (the mpi4py one); a
+# stand-by's RESTORE and its refusals (test_standby.py, about 12 s). The
 # cluster's tests run on the normal build only, for the same reason. And
 # above Open MPI only (-k below): libstasis and the coordinator run the same
 # code above either MPI (comm_mpi.c is built for both, and the normal build
@@ -91,7 +92,7 @@ stream() {  # name function: run function in the background, its lines prefixed
 # then test_restart_under_the_other_mpi's), about 40 s.
 ASAN_TESTS=(tests/cli tests/mpi tests/proc tests/split/test_ckpt.py tests/split/test_mpix.py
 	tests/split/test_staging.py tests/split/test_node_agent.py tests/split/test_recover.py
-	tests/split/test_migrate_refused.py
+	tests/split/test_migrate_refused.py tests/split/test_standby.py
 	tests/split/test_mpi4py.py::test_unregistered_ranks_say_why tests/scale)
 [ -d tests/bindings ] && ASAN_TESTS+=(tests/bindings)
 ASAN_SKIP="created_communicator or openmpi-4"
