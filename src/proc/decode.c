@@ -166,6 +166,7 @@ static const char *const fd_kinds[] = {
 	[PROC_FD_EVENTFD] = "eventfd", [PROC_FD_TIMERFD] = "timerfd", [PROC_FD_EPOLL] = "epoll",
 	[PROC_FD_EXTERNAL] = "external", [PROC_FD_SIGNALFD] = "signalfd",
 	[PROC_FD_INOTIFY] = "inotify", [PROC_FD_SOCKET] = "socket", [PROC_FD_PTY] = "pty",
+	[PROC_FD_FILE_SAVED] = "file+contents",
 };
 
 /* Do the fields cover the record, in order, without gaps or overlaps? */

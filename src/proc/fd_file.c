@@ -1,7 +1,10 @@
 /* fd_file.c - descriptors reopened by path: regular files at their offset
  * (one written since the checkpoint cut back to its size then), directories,
  * character devices; and regular files deleted while open, whose contents
- * the image holds and a restart puts in an O_TMPFILE of their directory.
+ * the image holds and a restart puts in an O_TMPFILE of their directory;
+ * and regular files open for reading and writing, up to proc_fd_save_max
+ * bytes, whose contents the image holds and a restart writes back where
+ * they differ (a file updated in place and read back, as a database is).
  *
  * The locks a regular file's descriptor holds (flock, POSIX fcntl, open
  * file description locks: the "lock:" lines of its fdinfo) are its data;
@@ -71,6 +74,45 @@ static int file_locks(int fd, struct proc_fd_entry *e)
 	return 0;
 }
 
+/* e's data: the file's size bytes, then its lock lines. */
+static int file_save(int fd, struct proc_fd_entry *e)
+{
+	void *bytes;
+	char *all;
+	int ret;
+
+	if (e->rec.size > proc_fd_save_max)
+		return err_set(-EFBIG, "the program's fd %d holds %llu bytes, over file_save_max "
+			       "(%llu), open for reading and writing: %s", e->rec.fd,
+			       (unsigned long long)e->rec.size,
+			       (unsigned long long)proc_fd_save_max, e->path);
+	ret = read_whole(fd, 0, e->rec.size, &bytes);
+	ret = ret ? ret : file_locks(fd, e);
+	if (ret)
+		return ret;
+	all = realloc(bytes, e->rec.size + e->rec.data_len + 1);
+	if (!all) {
+		free(bytes);
+		return err_set(-ENOMEM, "out of memory");
+	}
+	if (e->rec.data_len)
+		memcpy(all + e->rec.size, e->data, e->rec.data_len);
+	free(e->data);
+	e->data = all;
+	e->rec.data_len += e->rec.size;
+	e->rec.kind = PROC_FD_FILE_SAVED;
+	return 0;
+}
+
+/* The lock lines of a regular file's record, *len bytes ("" for none). */
+static const char *lock_text(const struct proc_fd_entry *f, size_t *len)
+{
+	uint64_t skip = f->rec.kind == PROC_FD_FILE_SAVED ? f->rec.size : 0;
+
+	*len = f->data && f->rec.data_len > skip ? (size_t)(f->rec.data_len - skip) : 0;
+	return *len ? (const char *)f->data + skip : "";
+}
+
 static int file_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
 			 const struct proc_fd_entry *v, size_t n)
 {
@@ -87,6 +129,8 @@ static int file_describe(int fd, struct proc_fd_entry *e, const struct stat *st,
 	e->rec.size = (uint64_t)st->st_size;
 	if (e->rec.kind != PROC_FD_FILE)
 		return 0;
+	if (st->st_nlink != 0 && (e->rec.flags & O_ACCMODE) == O_RDWR && proc_fd_save_max)
+		return file_save(fd, e);
 	if (st->st_nlink != 0)
 		return file_locks(fd, e);
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
@@ -114,6 +158,42 @@ static int file_check(const struct proc_fd_entry *f)
 	return 0;
 }
 
+/* Put a saved file's contents back: only the pieces that differ are
+ * written (ranks that share the file write the same bytes, and an
+ * unchanged file is left as it is), then its size. */
+static int contents_back(int fd, const struct proc_fd_entry *f)
+{
+	enum { PIECE = 1 << 20 };
+	const char *want = f->data;
+	char *buf = malloc(PIECE);
+	struct stat st;
+
+	if (!buf)
+		return err_set(-ENOMEM, "out of memory");
+	for (uint64_t off = 0; off < f->rec.size; off += PIECE) {
+		size_t len = f->rec.size - off < PIECE ? (size_t)(f->rec.size - off) : PIECE;
+		ssize_t got = pread(fd, buf, len, (off_t)off);
+
+		if (got == (ssize_t)len && memcmp(buf, want + off, len) == 0)
+			continue;
+		for (size_t done = 0; done < len;) {
+			ssize_t w = pwrite(fd, want + off + done, len - done, (off_t)(off + done));
+
+			if (w <= 0) {
+				free(buf);
+				return proc_fd_error(f, "cannot write back the contents of",
+						     w < 0 ? errno : EIO);
+			}
+			done += (size_t)w;
+		}
+	}
+	free(buf);
+	if (fstat(fd, &st) != 0 ||
+	    ((uint64_t)st.st_size != f->rec.size && ftruncate(fd, (off_t)f->rec.size) != 0))
+		return proc_fd_error(f, "cannot set back the size of", errno);
+	return 0;
+}
+
 static int seek_back(const struct proc_fd_entry *f)
 {
 	if (f->rec.kind != PROC_FD_CHAR && lseek(f->rec.fd, (off_t)f->rec.offset, SEEK_SET) < 0)
@@ -133,6 +213,10 @@ static int file_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int fl
 	(void)n;
 	if (fd < 0)
 		return proc_fd_error(f, "cannot reopen", errno);
+	if (f->rec.kind == PROC_FD_FILE_SAVED && (ret = contents_back(fd, f)) != 0) {
+		close(fd);
+		return ret;
+	}
 	if (f->rec.kind == PROC_FD_FILE && (f->rec.flags & O_ACCMODE) != O_RDONLY &&
 	    fstat(fd, &st) == 0 && (uint64_t)st.st_size > f->rec.size &&
 	    ftruncate(fd, (off_t)f->rec.size) != 0) {
@@ -194,11 +278,15 @@ static int unlinked_reopen(const struct proc_fd_entry *v, size_t n, size_t i, in
  * the restart's descriptors are each their own open file description. */
 static int taken_before(const struct proc_fd_entry *v, size_t i, const char *l, size_t len)
 {
-	for (size_t k = 0; k < i; k++)
-		if (v[k].rec.kind == PROC_FD_FILE && v[k].rec.dev == v[i].rec.dev &&
-		    v[k].rec.ino == v[i].rec.ino && v[k].data &&
-		    memmem(v[k].data, v[k].rec.data_len, l, len))
+	for (size_t k = 0; k < i; k++) {
+		size_t tlen;
+		const char *text = lock_text(&v[k], &tlen);
+
+		if ((v[k].rec.kind == PROC_FD_FILE || v[k].rec.kind == PROC_FD_FILE_SAVED) &&
+		    v[k].rec.dev == v[i].rec.dev && v[k].rec.ino == v[i].rec.ino && tlen &&
+		    memmem(text, tlen, l, len))
 			return 1;
+	}
 	return 0;
 }
 
@@ -235,11 +323,12 @@ static int take_lock(const struct proc_fd_entry *v, size_t i, const char *l, siz
 
 static int file_finish(const struct proc_fd_entry *v, size_t n, size_t i)
 {
-	const char *text = v[i].data, *end = text + v[i].rec.data_len;
+	size_t tlen;
+	const char *text = lock_text(&v[i], &tlen), *end = text + tlen;
 	int ret = 0;
 
 	(void)n;
-	if (v[i].rec.kind != PROC_FD_FILE)
+	if (v[i].rec.kind != PROC_FD_FILE && v[i].rec.kind != PROC_FD_FILE_SAVED)
 		return 0;
 	for (const char *l = text; !ret && l && l < end;) {
 		const char *nl = memchr(l, '\n', (size_t)(end - l));

@@ -27,7 +27,10 @@ static const struct proc_fd_ops *const kinds[] = {
 	[PROC_FD_INOTIFY] = &proc_fd_inotify_ops,
 	[PROC_FD_SOCKET] = &proc_fd_socket_ops,
 	[PROC_FD_PTY] = &proc_fd_pty_ops,
+	[PROC_FD_FILE_SAVED] = &proc_fd_file_ops,
 };
+
+uint64_t proc_fd_save_max;
 
 const struct proc_fd_ops *proc_fd_ops_of(uint32_t kind)
 {

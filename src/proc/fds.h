@@ -35,6 +35,15 @@ struct proc_fd_entry {
 	void *data;
 };
 
+/* Regular files open for reading and writing (O_RDWR) are described with
+ * their contents up to this many bytes each (PROC_FD_FILE_SAVED), and a
+ * restart puts the contents back: a program that updates a file in place
+ * and reads it back (a database) finds it as at the checkpoint, not as it
+ * went on after it. A larger one fails the description with -EFBIG. 0 (the
+ * default): such files are reopened by path only. The split process sets
+ * it from the key file_save_max. */
+extern uint64_t proc_fd_save_max;
+
 /* Fill e for descriptor fd of the calling process, kind included (0 for
  * an unsupported one: the caller refuses it), with its data: a pipe's
  * buffered bytes for the first read end of its pipe in v[0..n), the fdinfo

@@ -201,6 +201,9 @@ enum proc_fd_kind {
 	PROC_FD_PTY,            /* a pseudo-terminal master, or a slave whose master is in the
 				 * process; data: struct proc_pty, then a master's unread
 				 * bytes (fd_pty.c) */
+	PROC_FD_FILE_SAVED,     /* regular file open for reading and writing: data is its
+				 * contents at the checkpoint (size bytes), then its "lock:"
+				 * lines; a restart puts the contents back (fd_file.c) */
 };
 
 /* A pseudo-terminal end: its settings, and a master's unread bytes. */
@@ -249,7 +252,8 @@ struct proc_fd {
 	uint32_t path_len;          /* bytes of path that follow, with its NUL */
 	int32_t origin;             /* PROC_FD_EXTERNAL: its number at launch; else 0 */
 	uint64_t data_len;          /* bytes of data after the path; a regular file's is its
-				     * "lock:" lines of fdinfo (fd_file.c), if it has any */
+				     * "lock:" lines of fdinfo (fd_file.c), if it has any; a
+				     * saved one's, its contents then those lines */
 };
 
 struct proc_keep_fd {

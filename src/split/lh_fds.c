@@ -36,6 +36,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/err.h"
 #include "image/image.h"
 #include "lh.h"
@@ -388,6 +389,7 @@ int lh_fds_dump(struct img_writer *w, unsigned *count)
 	t = calloc((size_t)n + 1, sizeof(*t));
 	if (!t)
 		return err_set(-ENOMEM, "out of memory");
+	proc_fd_save_max = cfg_u64(CFG_FILE_SAVE_MAX);
 	for (int i = 0; !ret && i < n; i++) {
 		if (lh_fd_lower(v[i]))
 			continue;
@@ -398,6 +400,12 @@ int lh_fds_dump(struct img_writer *w, unsigned *count)
 			continue;
 		}
 		nt++;
+	}
+	if (ret == -EFBIG) {
+		char why[512];
+
+		snprintf(why, sizeof(why), "%s", err_msg());
+		err_set(ret, "rank %d: %s", lh_info->world_rank, why);
 	}
 	bad = ret ? -1 : proc_fds_unsupported(t, (size_t)nt);
 	if (bad >= 0)

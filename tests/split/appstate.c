@@ -3,7 +3,7 @@
  * upper half's descriptors").
  *
  *   appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen LIB_A LIB_B] [files]
- *            [shm] [thread] [unlinked] [memfd] [socket]
+ *            [shm] [thread] [unlinked] [rwfile] [memfd] [socket]
  *
  * heap    every iteration allocates 64 blocks of 4000 bytes (below malloc's
  *         mmap threshold: the heap grows by small allocations, before and
@@ -22,6 +22,11 @@
  *         block it allocated, every 5 ms, across the later restarts;
  * unlinked  a file unlinked while open, one line appended per iteration,
  *         all of them read back and checked every iteration;
+ * rwfile  every rank keeps DIR/rw-R.db open for reading and writing and
+ *         updates it in place each iteration, as a database does: a count
+ *         of updates at offset 0 (read back and checked against its own)
+ *         and a word per iteration in a ring of 64, under an flock; after
+ *         a restart the file must hold what it held at the checkpoint;
  * memfd   a memfd mapped shared: a checkpoint must refuse it;
  * socket  a UDP socket kept open: a checkpoint must refuse it.
  *
@@ -42,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -278,9 +284,38 @@ static void unlinked_step(int it)
 		fail("cannot write the unlinked file at %ld%ld", it, 0);
 }
 
+static int rwf = -1;
+
+static void rwfile_open(const char *dir)
+{
+	char path[4096];
+	uint64_t zero[65] = { 0 };
+
+	snprintf(path, sizeof(path), "%s/rw-%d.db", dir, rank);
+	rwf = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	/* locked, as a database is: the restart takes the lock again from the
+	 * lines that follow the saved contents */
+	if (rwf < 0 || pwrite(rwf, zero, sizeof(zero), 0) != (ssize_t)sizeof(zero) ||
+	    flock(rwf, LOCK_EX | LOCK_NB) != 0)
+		fail("cannot make rw-%ld.db%ld", rank, 0);
+}
+
+static void rwfile_step(int it)
+{
+	uint64_t count = 0, word = ((uint64_t)it << 32) | (uint64_t)rank;
+
+	if (pread(rwf, &count, sizeof(count), 0) != (ssize_t)sizeof(count) || count != (uint64_t)it)
+		fail("rw.db holds %ld updates, the program made %ld", (long)count, it);
+	count++;
+	if (pwrite(rwf, &word, sizeof(word), (off_t)(8 + 8 * (it % 64))) != (ssize_t)sizeof(word) ||
+	    pwrite(rwf, &count, sizeof(count), 0) != (ssize_t)sizeof(count))
+		fail("cannot update rw.db at %ld%ld", it, 0);
+}
+
 int main(int argc, char **argv)
 {
 	int size, iters, heap = 0, files = 0, restarts = 0, shared = 0, threads = 0, unlinked = 0;
+	int rw = 0;
 	long ms;
 	pid_t pid = getpid();
 	struct timespec ts;
@@ -304,6 +339,9 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[a], "unlinked")) {
 			unlinked = 1;
 			unlinked_open(argv[3]);
+		} else if (!strcmp(argv[a], "rwfile")) {
+			rw = 1;
+			rwfile_open(argv[3]);
 		} else if (!strcmp(argv[a], "socket")) {
 			if (socket(AF_INET, SOCK_DGRAM, 0) < 0)
 				fail("socket%ld%ld", 0, 0);
@@ -346,6 +384,8 @@ int main(int argc, char **argv)
 			shm_step(it);
 		if (unlinked)
 			unlinked_step(it);
+		if (rw)
+			rwfile_step(it);
 		if (threads)
 			thread_step();
 		MPI_Barrier(MPI_COMM_WORLD);

@@ -10,13 +10,15 @@ restart that lives on through the later ones. A memfd mapped shared is
 refused in one line.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import fcntl
 import re
+import struct
 import subprocess
 
 import pytest
 
 from split_common import launcher, program_fixture, run_on
-from test_ckpt import MpiJob, cycles
+from test_ckpt import MpiJob, cycles, iteration
 
 ITERS = 40
 SLEEP_MS = 60
@@ -48,7 +50,8 @@ def args_of(d, plugins, modes):
         a.append("heap")
     if "dlopen" in modes:
         a += ["dlopen", *plugins]
-    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "memfd", "socket")]
+    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "rwfile", "memfd",
+                                        "socket")]
     return a
 
 
@@ -98,18 +101,45 @@ def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_pa
     assert files_of(run, 2) == files_of(native, 2)
 
 
+def test_file_updated_in_place_after_the_checkpoint_is_restored(appstate, plugins, tmp_path):
+    """Every rank updates rw-R.db in place, as a database does (NWChem's
+    runtime database): what it wrote between the checkpoint and the kill
+    is undone at the restart, so the count it reads back is its own."""
+    run = tmp_path / "run"
+    run.mkdir()
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), appstate["openmpi"],
+              *args_of(run, plugins, ("rwfile",)))
+    job.lines_until(r"rank 0 iteration 2")
+    job.checkpoint()
+    after = iteration(job.lines_until(r"rank 0 iteration \d+"))
+    job.lines_until(rf"rank 0 iteration {after + 2}")   # updated since, for sure
+    job.kill()
+    job.restart()
+    job.lines_until(r"rank 0 iteration \d+")
+    with open(run / "rw-0.db") as f:   # the restarted rank holds its flock again
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS} " in out, out + err
+    for rank in (0, 1):
+        words = [ITERS] + [(it << 32) | rank for it in range(ITERS)] + [0] * (64 - ITERS)
+        assert (run / f"rw-{rank}.db").read_bytes() == struct.pack("<65Q", *words)
+
+
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_shared_memory_object_and_threads_started_after_restarts(appstate, plugins, lower,
                                                                   tmp_path):
     three_cycles(appstate[lower], plugins, lower, tmp_path, ("shm", "thread", "unlinked"))
 
 
-def refused(appstate, plugins, tmp_path, mode):
-    """appstate with mode under `stasis run`: the checkpoint's one line of
-    refusal; the job runs on to its end."""
+def refused(appstate, plugins, tmp_path, mode, env=None):
+    """appstate with mode under `stasis run` (and env): the checkpoint's one
+    line of refusal; the job runs on to its end."""
     run = tmp_path / "run"
     run.mkdir()
     job = MpiJob(tmp_path)
+    job.env.update(env or {})
     job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, (mode,)))
     job.lines_until(r"rank 0 iteration 2")
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
@@ -125,6 +155,12 @@ def test_memfd_mapping_is_refused_and_the_job_runs_on(appstate, plugins, tmp_pat
     line = refused(appstate, plugins, tmp_path, "memfd")
     assert re.search(r"rank [01]: the upper half maps /memfd:appstate \(deleted\) shared at", line) \
         and "memfd, SysV and deleted shared files are not supported" in line, line
+
+
+def test_file_over_file_save_max_is_refused(appstate, plugins, tmp_path):
+    line = refused(appstate, plugins, tmp_path, "rwfile", dict(STASIS_FILE_SAVE_MAX="100"))
+    assert re.search(r"rank [01]: the program's fd 3 holds 520 bytes, over file_save_max "
+                     r"\(100\), open for reading and writing: /\S+/run/rw-[01]\.db$", line), line
 
 
 def test_socket_is_refused_naming_the_descriptor(appstate, plugins, tmp_path):
