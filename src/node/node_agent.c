@@ -982,7 +982,8 @@ static void serve(void)
 	const char *hb = getenv("STASIS_HEARTBEAT_MS");   /* coord/jobenv.h */
 	int beat_ms = hb ? atoi(hb) : 0;
 	const char *sp = getenv("STASIS_SPARES");         /* coord/jobenv.h */
-	int spares = sp && atoi(sp) > 0;
+	const char *sb = getenv("STASIS_STANDBY");        /* coord/jobenv.h */
+	int spares = (sp && atoi(sp) > 0) || (sb && !strcmp(sb, "1"));
 
 	if (serve_setup() != 0)
 		return;
@@ -995,8 +996,9 @@ static void serve(void)
 		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy())
 			return;
 		/* a node of spare ranks only (STASIS_SPARES, coord/jobenv.h) has
-		 * no rank until a migration moves one into a spare: it waits as
-		 * long as the job */
+		 * no rank until a migration moves one into a spare, a stand-by's
+		 * (STASIS_STANDBY) none until a restore: it waits as long as the
+		 * job */
 		if (!A.had_ranks && !spares &&
 		    (now_ms() - started > FIRST_RANK_TIMEOUT_MS || FAULT(NODE_NO_RANK) != 0)) {
 			agent_warn("node agent on %s: no rank came in %d s", A.host,

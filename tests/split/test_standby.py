@@ -2,8 +2,9 @@
 job's launcher started again with every rank past MPI_Init and waiting, and
 `stasis restart --standby` restoring a checkpoint into them without a
 launch. p2p.c, checkpointed with messages in flight and SIGKILLed, restored
-into a stand-by, must print what an uninterrupted run prints; the refusals
-are one line each. About 10 s in all.
+into a stand-by (whose node agent waits for it), must print what an
+uninterrupted run prints; the refusals are one line each. About 13 s in
+all.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import re
@@ -58,8 +59,11 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
         "many\n"), r.stderr
     job.proc.terminate()
     job.communicate(60)
-    job._start(["standby", "--dir", job.ck])
+    # node.no_rank: a node agent that no rank came to gives up at once, as
+    # after 300 s; a stand-by's agents wait for the restore instead
+    job._start(["standby", "--dir", job.ck], env={"STASIS_FAULT": "node.no_rank"})
     wait_ready(job)
+    time.sleep(1)
     r = job.stasis("restart", "--dir", job.ck, "--standby")
     assert re.fullmatch(rf"restart: {name} restored into the stand-by's 2 ranks in [0-9.]+ s\n",
                         r.stdout), r.stdout + r.stderr
