@@ -70,6 +70,8 @@ static int write_image(struct store_ckpt *c, int level)
 	ret = FAULT(API_CKPT_WRITE);
 	ret = ret ? ret : store_file_create(c, name, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
+	if (!ret)
+		img_writer_sink_crc(w, store_file_write_crc);
 	ret = ret ? ret : img_writer_meta(w, "producer", "libstasis");
 	ret = ret ? ret : img_writer_meta(w, "job", api.job);
 	ret = ret ? ret : img_writer_meta(w, "checkpoint", store_ckpt_name(c));

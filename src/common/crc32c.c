@@ -176,6 +176,36 @@ int crc32c_hw_available(void)
 }
 #endif
 
+/* Combining. Reflected, bit 31 of a register is the coefficient of x^0.
+ * Appending len_b bytes to a multiplies a's register by x^(8 len_b) modulo
+ * the polynomial; the inversions at both ends cancel (the same ~0 starts
+ * and ends both CRCs), so crc(a b) = crc_a * x^(8 len_b) ^ crc_b. */
+static uint32_t mul_mod(uint32_t a, uint32_t b)
+{
+	uint32_t prod = 0;
+
+	for (uint32_t bit = 1u << 31; bit; bit >>= 1) {
+		if (a & bit)
+			prod ^= b;
+		b = (b >> 1) ^ (POLY & (0u - (b & 1)));   /* b * x */
+	}
+	return prod;
+}
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b)
+{
+	uint32_t x = 1u << 30;          /* x^1, squared to x^(2^k) step by step */
+	uint32_t shift = 1u << 31;      /* x^0 */
+	uint64_t bits = len_b * 8;
+
+	for (; bits; bits >>= 1) {
+		if (bits & 1)
+			shift = mul_mod(shift, x);
+		x = mul_mod(x, x);
+	}
+	return mul_mod(crc_a, shift) ^ crc_b;
+}
+
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len)
 {
 	static int hw = -1;

@@ -13,6 +13,12 @@
 
 uint32_t crc32c(uint32_t crc, const void *buf, size_t len);
 
+/* The CRC of a followed by b from crc32c(0, a, ...) = crc_a and
+ * crc32c(0, b, len_b) = crc_b, without reading either: a writer that
+ * checksummed a block for its own header need not pass over it again for
+ * the file's CRC. Costs about 64 32-bit steps per bit of len_b. */
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 /* The two implementations, for tests and benchmarks. crc32c_hw() may only be
  * called when crc32c_hw_available() is true. */
 uint32_t crc32c_sw(uint32_t crc, const void *buf, size_t len);

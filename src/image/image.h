@@ -31,6 +31,8 @@ struct img_reader;
 /* Receives the image's bytes in order. Must consume all len bytes or return a
  * negative errno. Called from one thread at a time, not always the caller's. */
 typedef int (*img_sink_fn)(void *ctx, const void *buf, size_t len);
+/* The same, told the CRC-32C of the bytes (crc32c(0, buf, len)). */
+typedef int (*img_sink_crc_fn)(void *ctx, const void *buf, size_t len, uint32_t crc);
 
 struct img_writer_opts {
 	const char *compress;   /* "none" or "zstd" */
@@ -57,6 +59,12 @@ void img_writer_opts_default(struct img_writer_opts *opts);
 /* in: sink, ctx, opts (copied). out: *out, freed with img_writer_free(). */
 int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts *opts,
 		      struct img_writer **out);
+
+/* Chunks with data go to sink_crc instead of the sink, with their CRC
+ * (combined from the payload CRC their header holds): a sink that
+ * checksums what it gets, as a store file does, need not read them again.
+ * Call it before the first section. */
+void img_writer_sink_crc(struct img_writer *w, img_sink_crc_fn sink_crc);
 
 /* The random 16-byte id of the image being written (in its header and
  * manifest): what a child of this image passes as opts.parent_id. */
@@ -172,6 +180,27 @@ const char *img_name(const struct img_reader *r);
 int img_verify(struct img_reader *r);
 
 void img_close(struct img_reader **r);
+
+/* An image checked as its bytes pass, in file order: for a copy of an
+ * image still being written (the node agent's copy to the global tier).
+ * Each checksum of the format is verified on the bytes fed: the header's,
+ * each chunk header's and payload's as they pass, the manifest's and the
+ * footer's at img_scan_end, which also says whether the bytes fed make a
+ * whole image. Errors: -EBADMSG and a message naming name and the place
+ * ("NAME: section S, chunk K (payload at byte B): CRC32C mismatch").
+ * img_scan_payloads: every stored payload seen, in file order (owned by
+ * the scan). */
+struct img_scan;
+struct img_scan_payload {
+	uint64_t pos;           /* file offset of the payload */
+	uint32_t len, crc;      /* stored_len, its CRC32C */
+	unsigned section, chunk;
+};
+int img_scan_create(const char *name, struct img_scan **out);
+int img_scan_feed(struct img_scan *s, const void *buf, size_t len);
+int img_scan_end(struct img_scan *s);
+const struct img_scan_payload *img_scan_payloads(const struct img_scan *s, size_t *n);
+void img_scan_free(struct img_scan **s);
 
 /* A copy of the finished image at path, to sink, with its chunks
  * compressed (the node agent's compressed copy to the global tier): the

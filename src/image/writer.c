@@ -69,6 +69,7 @@ struct slot {
 	unsigned char *mem;     /* DATA: SLOT_PREFIX + chunk_size bytes */
 	unsigned char *out;     /* DATA result: chunk header + payload */
 	size_t out_len;
+	uint32_t payload_crc;   /* DATA result: the header's payload CRC */
 };
 
 struct worker {
@@ -82,6 +83,7 @@ struct worker {
 
 struct img_writer {
 	img_sink_fn sink;
+	img_sink_crc_fn sink_crc; /* or NULL */
 	void *ctx;
 	uint32_t chunk_size;
 	unsigned threads;
@@ -249,6 +251,7 @@ static void chunk_process(struct img_writer *w, struct worker *k, struct slot *s
 	h.raw_len = raw;
 	h.stored_len = stored;
 	h.payload_crc = crc32c(0, payload, stored);
+	s->payload_crc = h.payload_crc;
 	s->out = payload - IMG_CHUNK_HDR_LEN;
 	put_chunk_header(s->out, &h);
 	s->out_len = IMG_CHUNK_HDR_LEN + stored;
@@ -265,6 +268,26 @@ static int sink_write(struct img_writer *w, const void *buf, size_t len)
 	ret = w->sink(w->ctx, buf, len);
 	if (ret > 0)
 		ret = 0;        /* a sink returning a byte count consumed it all */
+	if (ret == 0)
+		w->pos += len;
+	return ret;
+}
+
+/* A chunk: its header (hdr_len bytes) then a payload whose CRC the header
+ * holds. A sink that takes CRCs gets the chunk's from it: no second pass
+ * over the payload. */
+static int sink_write_chunk(struct img_writer *w, const unsigned char *buf, size_t len,
+			    size_t hdr_len, uint32_t payload_crc)
+{
+	int ret;
+
+	if (!w->sink_crc)
+		return sink_write(w, buf, len);
+	err_clear();
+	ret = w->sink_crc(w->ctx, buf, len, crc32c_combine(crc32c(0, buf, hdr_len), payload_crc,
+							   len - hdr_len));
+	if (ret > 0)
+		ret = 0;
 	if (ret == 0)
 		w->pos += len;
 	return ret;
@@ -308,7 +331,7 @@ static int emit_data(struct img_writer *w, struct slot *s)
 	int ret = FAULT(IMAGE_CHUNK_WRITE);
 
 	if (ret == 0)
-		ret = sink_write(w, s->out, s->out_len);
+		ret = sink_write_chunk(w, s->out, s->out_len, IMG_CHUNK_HDR_LEN, s->payload_crc);
 	if (ret)
 		return chunk_fail(w, s->sec, s->seq, ret);
 	s->sec->stored += s->out_len - IMG_CHUNK_HDR_LEN;
@@ -709,6 +732,11 @@ int img_writer_create(img_sink_fn sink, void *ctx, const struct img_writer_opts 
 	return 0;
 }
 
+void img_writer_sink_crc(struct img_writer *w, img_sink_crc_fn sink_crc)
+{
+	w->sink_crc = sink_crc;
+}
+
 int img_writer_id(const struct img_writer *w, uint8_t id[16])
 {
 	memcpy(id, w->id, sizeof(w->id));
@@ -869,7 +897,7 @@ static int emit_direct(struct img_writer *w, const unsigned char *p)
 	put_chunk_header(hdr, &h);
 	ret = FAULT(IMAGE_CHUNK_WRITE);
 	ret = ret ? ret : sink_write(w, hdr, sizeof(hdr));
-	ret = ret ? ret : sink_write(w, p, w->chunk_size);
+	ret = ret ? ret : sink_write_chunk(w, p, w->chunk_size, 0, h.payload_crc);
 	if (ret) {
 		ret = chunk_fail(w, w->cur, h.seq, ret);
 		record_err(w, ret);

@@ -443,6 +443,8 @@ static int enc_open(const struct redun_set *set, struct rs_enc *e, struct store_
 	redun_name(file, REDUN_RS_FILE, rank);
 	err = store_file_create(lc, file, &e->f);
 	err = err ? err : img_writer_create(store_file_write, e->f, &opts, &e->w);
+	if (!err)
+		img_writer_sink_crc(e->w, store_file_write_crc);
 	err = err ? err : img_writer_meta(e->w, "producer", set->producer ? set->producer : "rs");
 	err = err ? err : img_writer_meta(e->w, "checkpoint", set->ckpt);
 	if (rows) {

@@ -1061,9 +1061,8 @@ static void stage_free(struct store_file *f)
 	f->stage = NULL;
 }
 
-int store_file_write(void *file, const void *buf, size_t len)
+static int file_write(struct store_file *f, const void *buf, size_t len, const uint32_t *crc)
 {
-	struct store_file *f = file;
 	int ret;
 
 	if (f->error)
@@ -1082,7 +1081,7 @@ int store_file_write(void *file, const void *buf, size_t len)
 	      write_all(f, f->fd, buf, len, f->by_fd ? (int64_t)f->size : -1);
 	if (ret)
 		goto fail;
-	f->crc = crc32c(f->crc, buf, len);
+	f->crc = crc ? crc32c_combine(f->crc, *crc, len) : crc32c(f->crc, buf, len);
 	keep_head(f, buf, len);
 	f->size += len;
 	return 0;
@@ -1090,6 +1089,16 @@ int store_file_write(void *file, const void *buf, size_t len)
 fail:
 	f->error = ret;
 	return report(ret, "%s: cannot write", f->tmp);
+}
+
+int store_file_write(void *file, const void *buf, size_t len)
+{
+	return file_write(file, buf, len, NULL);
+}
+
+int store_file_write_crc(void *file, const void *buf, size_t len, uint32_t crc)
+{
+	return file_write(file, buf, len, &crc);
 }
 
 int store_file_room(struct store_file *f, void **buf, size_t *len)

@@ -88,6 +88,10 @@ int store_ckpt_level(struct store *s, const char *name, const char *level, const
  * store_file_write has the signature of an image sink (image.h). */
 int store_file_create(struct store_ckpt *c, const char *name, struct store_file **out);
 int store_file_write(void *file, const void *buf, size_t len);
+/* The same with the bytes' CRC-32C known to the caller (an image writer's
+ * chunk payload): the file's CRC is combined from it, not read again. The
+ * signature of an image writer's img_sink_crc_fn. */
+int store_file_write_crc(void *file, const void *buf, size_t len, uint32_t crc);
 int store_file_commit(struct store_file *f);
 /* Commit a file someone else wrote as <name>.tmp in the checkpoint's
  * directory (store_ckpt_path gives where): read back for its size and CRC,

@@ -72,6 +72,17 @@ int main(void)
 			CHECK_EQ(crc32c_hw(0x1234567u, buf + off, lens[i] - off),
 				 crc32c_sw(0x1234567u, buf + off, lens[i] - off));
 	}
+	/* Combining two CRCs equals the CRC of the bytes joined, at every
+	 * split, including the empty ends. */
+	for (size_t len = 0; len < 5000; len += len < 40 ? 1 : 997) {
+		uint32_t whole = crc32c(0, buf, len);
+
+		for (size_t cut = 0; cut <= len; cut += cut < 20 ? 1 : 311)
+			CHECK_EQ(crc32c_combine(crc32c(0, buf, cut), crc32c(0, buf + cut, len - cut),
+						len - cut), whole);
+	}
+	CHECK_EQ(crc32c_combine(crc32c(0, buf, 48), crc32c(0, buf + 48, (1 << 16) - 48),
+				(1 << 16) - 48), crc32c(0, buf, 1 << 16));
 	/* A single flipped bit changes the CRC. */
 	{
 		uint32_t before = crc32c(0, buf, 4096);

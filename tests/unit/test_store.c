@@ -985,6 +985,71 @@ static void rank_main(const char *ckpt, unsigned rank)
 	_exit(ret ? 1 : 0);
 }
 
+/* Images whose chunks reach the store with their CRC (store_file_write_crc,
+ * no second pass): the file's record holds the CRC of the bytes on disk,
+ * for every kind of chunk (full, partial, sparse, zero, compressed), with
+ * and without the writer's threads. */
+static void test_write_crc(void)
+{
+	struct store *s = open_job("write-crc");
+	static char buf[5 * 16384 + 1000];
+	char path[PATH_MAX], name[64], file[32];
+	struct img_writer_opts opts;
+	struct store_ckpt *c = NULL;
+	struct store_file_info *files = NULL;
+	size_t n = 0;
+
+	fill(buf, sizeof(buf), 9);
+	memset(buf + 16384, 0, 16384);          /* a zero chunk */
+	memset(buf + 3 * 16384, 0, 4096);       /* a sparse one */
+	img_writer_opts_default(&opts);
+	opts.chunk_size = 16384;
+	CHECK_EQ(store_ckpt_begin(s, &c), 0);
+	for (int i = 0; c && i < 4; i++) {
+		struct img_writer *w = NULL;
+		struct store_file *f = NULL;
+
+		opts.threads = i & 1 ? 2 : 0;
+		opts.compress = i & 2 ? "zstd" : "none";
+		snprintf(file, sizeof(file), "rank-%d.img", i);
+		CHECK_EQ(store_file_create(c, file, &f), 0);
+		CHECK_EQ(img_writer_create(store_file_write, f, &opts, &w), 0);
+		if (w) {
+			img_writer_sink_crc(w, store_file_write_crc);
+			CHECK_EQ(img_section_begin(w, "memory", "heap"), 0);
+			CHECK_EQ(img_write(w, buf, sizeof(buf)), 0);
+			CHECK_EQ(img_section_end(w), 0);
+			CHECK_EQ(img_writer_finish(w, NULL), 0);
+			img_writer_free(&w);
+		}
+		CHECK_EQ(store_file_commit(f), 0);
+		store_file_free(&f);
+	}
+	CHECK_EQ(store_ckpt_commit(c, 4), 0);
+	snprintf(name, sizeof(name), "%s", c ? store_ckpt_name(c) : "");
+	store_ckpt_free(&c);
+	CHECK_EQ(store_ckpt_files(s, name, &files, &n), 0);
+	CHECK_EQ(n, 4);
+	for (size_t i = 0; i < n; i++) {
+		static char disk[sizeof(buf) * 2];
+		int fd;
+		ssize_t got = -1;
+
+		path_of(s, name, files[i].name, path);
+		fd = open(path, O_RDONLY);
+		if (fd >= 0)
+			got = read(fd, disk, sizeof(disk));
+		if (fd >= 0)
+			close(fd);
+		CHECK(got > 0 && (uint64_t)got == files[i].size);
+		if (got > 0)
+			CHECK_EQ(files[i].crc, crc32c(0, disk, (size_t)got));
+	}
+	free(files);
+	CHECK_EQ(store_verify(s, name), 0);
+	store_close(&s);
+}
+
 static void test_ranks(void)
 {
 	struct store *s = open_job("ranks");
@@ -1734,6 +1799,7 @@ int main(void)
 	test_verify();
 	test_file_fd();
 	test_verify_image();
+	test_write_crc();
 	test_ranks();
 	test_node_records();
 	test_concurrent_begin();
