@@ -40,7 +40,9 @@ copy of n2's rank.
                coordinator's "node to node in" figure)
   migrate_checkpoint_s  the request until the migration's checkpoint is
                established (its "event: checkpoint established"): every
-               rank's image written on its node
+               rank's image written on its node; into a spare, until every
+               rank parked and the moving rank's image written ("migration:
+               the moving ranks parked and written")
   migrate_stopped_s  (relaunch path) from there until the relaunch is made ("migration:
                relaunched"): the receiver started, the transfer, the
                source's directory removed, every rank stopped
@@ -132,8 +134,12 @@ def migration(stasis, prog, work, mib, heartbeat, spares):
         transfer = float(re.search(r"node to node in (\d+\.\d+) s", said).group(1))
         path = "spare" if "; into spares" in said else "relaunch"
         moved = job.wait_for(r"^RESUMED rank 1$") - t0
-        # where it went: the coordinator's lines as they came (STASIS_LOG=info)
-        ckpt = job.wait_for(r"event: checkpoint established", count=2, stream="err") - t0
+        # where it went: the coordinator's lines as they came (STASIS_LOG=info);
+        # into a spare only the moving rank writes, and the cut is no
+        # checkpoint established
+        ckpt = job.wait_for(r"event: checkpoint established" if path == "relaunch" else
+                            r"info: migration: the moving ranks parked and written",
+                            count=2 if path == "relaunch" else 1, stream="err") - t0
         if path == "spare":
             # the others keep their processes (no RESUMED): stopped until
             # the coordinator resumed them

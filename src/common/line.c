@@ -64,3 +64,14 @@ int line_connect(const char *addr, const char *what, int *out)
 	*out = fd;
 	return 0;
 }
+
+int line_write_names(const char *args, int rank)
+{
+	int only = !strncmp(args, " ONLY ", 6), named = 0, r, pos = 0;
+
+	if (!only && strncmp(args, " EXCEPT ", 8))
+		return 1;
+	for (args += only ? 5 : 7; sscanf(args, "%d%n", &r, &pos) == 1; args += pos)
+		named |= r == rank;
+	return only ? named : !named;
+}

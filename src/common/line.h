@@ -27,4 +27,10 @@ int line_connect(const char *addr, const char *what, int *fd);
 #define LINE_MOVE_RANKS_MAX 64
 #define LINE_MOVE_LEN 1024
 
+/* The checkpoint's WRITE line, args what follows the word: "" (every
+ * rank writes its image), " ONLY <rank>..." (those ranks only: a move's,
+ * the others drain and answer DONE 0 0) or " EXCEPT <rank>..." (every
+ * other rank). 1 when rank writes. */
+int line_write_names(const char *args, int rank);
+
 #endif

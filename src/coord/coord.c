@@ -190,6 +190,13 @@ struct coord {
 		 * end: not spares (until a relaunch ends them) */
 		char (*retired)[64];
 		unsigned nretired;
+		/* a move into spares: the checkpoint's WRITE names the moving
+		 * ranks only (" 1 3"), and the checkpoint is held unsealed: once
+		 * the move is made it is dropped (a cut, not a checkpoint); should
+		 * the move fail, the others write theirs and it is sealed */
+		const char *only;
+		struct store_ckpt *held;
+		int held_files;
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 	/* `stasis standby`: its ranks wait past MPI_Init for a RESTORE */
@@ -1232,7 +1239,11 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		send_nodes(c, line);
 		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
 		if (!ret) {
-			send_nodes(c, "WRITE");
+			char write[sizeof(c->mig.ranks) + 16] = "WRITE";
+
+			if (c->mig.only)
+				snprintf(write, sizeof(write), "WRITE ONLY%s", c->mig.only);
+			send_nodes(c, write);
 			if (!stop && c->staged)
 				upgrade(c, "STREAM", name);
 			/* while the ranks write: what a restart reads ahead (a
@@ -1242,6 +1253,15 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 				log_warn("checkpoint %s: the job's file list: %s", name, err_msg());
 			ret = collect_nodes(c, "DONE", &ignored, &pages);
 		}
+	}
+	if (!ret && c->mig.only) {
+		/* the moving ranks' images only: held for mig_complete or mig_drop */
+		log_info("migration: the moving ranks parked and written, the others parked, after "
+			 "%llu ms", (unsigned long long)(now_ms() - t0));
+		c->mig.held = ck;
+		c->mig.held_files = files;
+		reap_nodes(c);
+		return 0;
 	}
 	/* staged: the images are on the nodes, the launch record and the file
 	 * list here; established at level local */
@@ -2347,6 +2367,47 @@ static int applevel_migrated(struct coord *c, const struct coord_event *ev)
 	return 0;
 }
 
+/* The migration's checkpoint held with the moving ranks' images only (a
+ * move that failed): the others write theirs, still parked, and it is
+ * sealed as any checkpoint, for the relaunch or the recovery that follows.
+ * 0 when sealed or none was held. */
+static int mig_complete(struct coord *c, const char *name)
+{
+	struct store_ckpt *ck = c->mig.held;
+	char line[sizeof(c->mig.ranks) + 16];
+	uint64_t ignored = 0, pages = 0;
+	int ret;
+
+	if (!ck)
+		return 0;
+	c->mig.held = NULL;
+	ret = nodes_with_ranks(c);
+	if (!ret) {
+		snprintf(line, sizeof(line), "WRITE EXCEPT%s", c->mig.ranks);
+		send_nodes(c, line);
+		ret = collect_nodes(c, "DONE", &ignored, &pages);
+	}
+	ret = seal(c, ck, ret, 1 + (unsigned)c->mig.held_files);
+	if (!ret && store_ckpt_level(c->store, name, "local", NULL) == 0)
+		staged(c, name);
+	else if (!ret)
+		log_warn("checkpoint %s: %s", name, err_msg());
+	store_ckpt_free(&ck);
+	reap_nodes(c);
+	return ret;
+}
+
+/* The move was made: the held checkpoint is a cut that only the moved
+ * ranks wrote, which no restart can use */
+static void mig_drop(struct coord *c)
+{
+	if (!c->mig.held)
+		return;
+	store_ckpt_abort(c->mig.held, "a migration into spares: only the moved ranks' images "
+			 "were written");
+	store_ckpt_free(&c->mig.held);
+}
+
 /* The images of from's ranks on to, every rank parked: the ranks go into
  * the spares waiting on to, the others keep their processes and make
  * their communicators again (docs/coordinator.md, "Moving a rank into a
@@ -2381,18 +2442,7 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 		if (!strcmp(c->ranks[i].host, from))
 			rank_drop(c, i);
 	send_nodes(c, "RESUME moved");
-	/* the moved images are on to only: its agent copies them to the
-	 * global tier, as every agent does its ranks' after RESUME */
-	if (c->staged) {
-		unsigned i = 0;
-
-		while (i < c->nnodes && (c->nodes[i].dead || strcmp(c->nodes[i].host, to)))
-			i++;
-		if (i < c->nnodes)
-			reply(c->nodes[i].fd, "COPY %s%s", name, ranks);
-		else
-			log_warn("migration: no node agent on %s: %s stays at level local", to, name);
-	}
+	mig_drop(c);
 	log_info("migration: the ranks that stay resumed %.1f s after the request",
 		 (double)(now_ms() - ev->at_ms) / 1000.0);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
@@ -2433,7 +2483,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	char from[64], to[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
 	unsigned nmoving;
-	int ret, rret, src = -1;
+	int ret, rret, src = -1, into;
 
 	if (access(applevel_path(c, dir, sizeof(dir)), F_OK) == 0)
 		return applevel_stop(c);
@@ -2444,9 +2494,18 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		mig_answer(c, "ERR %s", err_msg());
 		return -1;
 	}
+	nmoving = host_ranks(c, from, ranks, sizeof(ranks));
+	/* into spares (not for a node about to fail: a move leaves the old
+	 * processes there, whose death would end the job): only the moving
+	 * ranks write their images */
+	into = c->o->spares && ev->kind != EV_FAULT_PREDICTED && nmoving <= LINE_MOVE_RANKS_MAX;
+	snprintf(c->mig.ranks, sizeof(c->mig.ranks), "%s", ranks);
+	c->mig.only = into ? c->mig.ranks : NULL;
 	/* the receiver starts on the target while the ranks checkpoint */
 	rret = migrate_receiver_start(to, job_lh_dir(), c->dir, &r);
-	if ((ret = job_checkpoint(c, 2, name, sizeof(name))) != 0) {
+	ret = job_checkpoint(c, 2, name, sizeof(name));
+	c->mig.only = NULL;
+	if (ret) {
 		snprintf(why, sizeof(why), "%s", err_msg());
 		if (!rret)
 			migrate_receiver_cancel(to, &r);   /* gone before the answer */
@@ -2454,7 +2513,6 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		free(argv);
 		return -1;   /* the ranks resumed (RESUME failed) */
 	}
-	nmoving = host_ranks(c, from, ranks, sizeof(ranks));
 	for (unsigned i = 0; i < c->nnodes; i++) {
 		c->nodes[i].in_ckpt = !strcmp(c->nodes[i].host, from);
 		if (c->nodes[i].in_ckpt)
@@ -2483,6 +2541,10 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 			 to, err_msg());
 		free(argv);
 		fprintf(stderr, "stasis: %s\n", why);
+		/* the others' images too, for the recovery (the source kept its
+		 * ranks'): failing that, from the last checkpoint established */
+		if (mig_complete(c, name) != 0)
+			snprintf(name, sizeof(name), "%s", c->last[0] ? c->last : "the start");
 		if (policy_recovers(c->policy)) {
 			mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
 			raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
@@ -2505,12 +2567,21 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	else if (c->o->spares && nmoving > LINE_MOVE_RANKS_MAX)
 		log_info("migration: not into a spare (%u ranks, more than the %d a move takes): the "
 			 "job is relaunched", nmoving, LINE_MOVE_RANKS_MAX);
-	else if (c->o->spares &&
-		 move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
+	else if (into && move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
 		/* the moved ranks' images are on to only: a recovery launches
 		 * them there */
 		take_launch(c, argv);
 		return 0;
+	}
+	/* refused: the others write theirs for the relaunch */
+	if ((ret = mig_complete(c, name)) != 0) {
+		snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: the others' "
+			 "images: %s", ranks, from, to, err_msg());
+		free(argv);
+		fprintf(stderr, "stasis: %s\n", why);
+		mig_answer(c, "ERR %s; automatic recovery takes over", why);
+		raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
+		return -1;
 	}
 	/* every image on the target, the source's directory removed */
 	stop_job(c);

@@ -46,7 +46,6 @@
 #define LINE_MAX_LEN 1024
 #define FIRST_RANK_TIMEOUT_MS (300 * 1000)   /* no rank ever came: give up */
 #define MOVERS_MAX 16
-#define RANKS_LINE_MAX (LINE_MAX_LEN / 2)   /* " <rank>" takes two characters at least */
 #define IOPRIO_CLASS_IDLE 3
 #define IOPRIO_WHO_PROCESS 1
 #define IMAGE_FMT "rank-%05d.img"             /* split_format.h's SPLIT_IMAGE_FMT */
@@ -73,6 +72,7 @@ struct rank {
 	unsigned restarts;
 	char host[64];
 	int in_ckpt, answered, written, leaving;
+	int writing;           /* the WRITE line of the phase names it */
 	int quit;              /* said QUIT: the program ends it (its close is a goodbye) */
 	unsigned slot;         /* its place in A.r */
 	int has_rec;           /* its DONE left its image's record to the agent */
@@ -549,8 +549,12 @@ static int rank_said(unsigned i, const char *line)
 			A.max = a;
 		A.sum1 += a;
 		A.sum2 += k == 2 ? b : 0;
-		if (strcmp(A.word, "MOVED"))   /* a move keeps what WRITE wrote */
-			r->written = !strcmp(A.word, "DONE");
+		/* a move keeps what WRITE wrote; a WRITE that did not name the
+		 * rank, what an earlier one did */
+		if (!strcmp(A.word, "PARKED"))
+			r->written = 0;
+		else if (!strcmp(A.word, "DONE"))
+			r->written |= r->writing;
 		if (!strcmp(A.word, "DONE") && done_record(r, line + wl) && !A.failed[0])
 			snprintf(A.failed, sizeof(A.failed), "rank %d: a DONE line the node agent on %.40s "
 				 "cannot read: %.200s", r->rank, A.host, line);
@@ -654,6 +658,7 @@ static void phase_begin(const char *line, const char *word)
 
 	A.phase = COLLECT;
 	A.word = word;
+	A.failed[0] = 0;   /* a refused MOVE's reason is not the next WRITE's */
 	A.waiting = A.answers = 0;
 	A.max = A.sum1 = A.sum2 = 0;
 	for (unsigned i = 0; i < A.n; i++) {
@@ -709,31 +714,6 @@ static void move_noted(const char *args)
 	}
 }
 
-/* COPY <name> <rank>...: a move's images, received here (node_migrate.c),
- * reach the global tier like any checkpoint's */
-static void copy_moved(const char *args)
-{
-	char name[64];
-	int ranks[RANKS_LINE_MAX];
-	unsigned n = 0;
-	int pos = 0;
-	const char *p;
-
-	if (sscanf(args, "%63s%n", name, &pos) != 1)
-		return;
-	for (p = args + pos; n < RANKS_LINE_MAX;) {
-		char *end;
-		long rank = strtol(p, &end, 10);
-
-		if (end == p)
-			break;
-		p = end;
-		ranks[n++] = (int)rank;
-	}
-	if (A.stage_dir && A.global)
-		copy_ranks(name, ranks, n);
-}
-
 /* the heartbeat while the agent's one thread sends a migration's images */
 static void say_alive(void)
 {
@@ -759,21 +739,21 @@ static void coord_said(const char *line)
 
 		FAULT(NODE_AGENT_CKPT);
 		snprintf(A.ckpt, sizeof(A.ckpt), "%.63s", line + 11);
-		A.failed[0] = 0;
 		for (unsigned i = 0; i < A.n; i++) {
 			A.r[i]->in_ckpt = A.r[i]->state == R_REG;
 			A.r[i]->written = 0;
 		}
 		snprintf(cmd, sizeof(cmd), "CHECKPOINT %s", A.ckpt);
 		phase_begin(cmd, "PARKED");
-	} else if (!strcmp(line, "WRITE")) {
-		phase_begin("WRITE", "DONE");
+	} else if (!strncmp(line, "WRITE", 5) && (!line[5] || line[5] == ' ')) {
+		/* WRITE [ONLY|EXCEPT <rank>...]: a move's ranks only, or the others */
+		for (unsigned i = 0; i < A.n; i++)
+			A.r[i]->writing = line_write_names(line + 5, A.r[i]->rank);
+		phase_begin(line, "DONE");
 	} else if (!strncmp(line, "MOVE ", 5)) {
 		/* the ranks go into spares, the others relink (lh_agent.c) */
 		move_noted(line + 5);
 		phase_begin(line, "MOVED");
-	} else if (!strncmp(line, "COPY ", 5)) {
-		copy_moved(line + 5);
 	} else if (!strcmp(line, "KILL")) {
 		for (unsigned i = 0; i < A.n; i++) {
 			struct ucred cred;

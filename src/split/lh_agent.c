@@ -11,9 +11,9 @@
  *   agent: OK | ERR <why>
  *   agent: CHECKPOINT <name>
  *   rank:  PARKED <us> | FAILED <why>
- *   agent: WRITE | RESUME failed
+ *   agent: WRITE [ONLY|EXCEPT <rank>...] | RESUME failed
  *   rank:  DONE <regions> <pages> [<file> <size> <crc> <image>] | FAILED <why>
- *   agent: RESUME | RESUME failed | EXIT
+ *   agent: RESUME | RESUME failed | EXIT | MOVE <host> <rank>... | WRITE...
  *   rank:  REQUEST (MPIX_Checkpoint), BYE (MPI_Finalize: it ends)
  *
  * The thread never calls MPI: the checkpoint's MPI calls are jobs it posts
@@ -747,15 +747,58 @@ static int move(const char *ckpt, const char *args)
 	return 0;
 }
 
-/* CHECKPOINT: park, say PARKED (or FAILED); on WRITE (every rank is
- * parked) check, write and say DONE (or FAILED); then RESUME or EXIT. */
-static void checkpoint(const char *name)
+/* WRITE, WRITE ONLY <rank>..., WRITE EXCEPT <rank>... (every rank is
+ * parked): drain once a checkpoint, then write the image if the line names
+ * this rank, and say DONE (or FAILED). A move into spares has only the
+ * moving ranks write (ONLY); the others, should the move fail, write
+ * theirs after it (EXCEPT: docs/coordinator.md, "Moving a rank into a
+ * spare"). */
+static void write_phase(const char *name, const char *args, int *drained)
 {
 	struct lh_dump_info info = { 0 };
 	struct store_file_record rec = { 0 };
-	char line[LINE_MOVE_LEN];   /* WRITE, MOVE <host> <rank>..., RESUME... */
+	int ret = 0;
+
+	err_clear();
+	if (!*drained) {
+		ret = coll_quiesce();
+		if (!ret)
+			ret = on_main(quiesce);
+		*drained = !ret;
+	}
+	if (!ret && !line_write_names(args, lh_info->world_rank)) {
+		send_line("DONE 0 0");
+		return;
+	}
+	if (!ret)
+		ret = write_image(name, &info, &rec);
+	if (ret)
+		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
+	else if (rec.info.name[0])
+		send_line("DONE %u %llu %s %llu %08x %d", info.regions, (unsigned long long)info.pages,
+			  rec.info.name, (unsigned long long)rec.info.size, rec.info.crc, rec.image);
+	else
+		send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
+}
+
+/* The WRITE lines in a row, each answered, until another line (in line) */
+static int write_phases(const char *name, char *line, size_t len, int *drained)
+{
+	while (!strncmp(line, "WRITE", 5) && (!line[5] || line[5] == ' ')) {
+		write_phase(name, line + 5, drained);
+		if (read_line(line, len) != 0)
+			return -EPIPE;
+	}
+	return 0;
+}
+
+/* CHECKPOINT: park, say PARKED (or FAILED); on WRITE check, write and say
+ * DONE (or FAILED); then RESUME or EXIT, or MOVE. */
+static void checkpoint(const char *name)
+{
+	char line[LINE_MOVE_LEN];   /* WRITE..., MOVE <host> <rank>..., RESUME... */
 	uint64_t t0 = now_us();
-	int ret;
+	int ret, drained = 0;
 
 	err_clear();
 	reset_parking();
@@ -766,27 +809,13 @@ static void checkpoint(const char *name)
 		send_line("PARKED %llu", (unsigned long long)(now_us() - t0));
 	if (await_line(line, sizeof(line)) != 0)
 		goto gone;
-	if (!strcmp(line, "WRITE")) {
-		err_clear();
-		ret = coll_quiesce();
-		if (!ret)
-			ret = on_main(quiesce);
-		if (!ret)
-			ret = write_image(name, &info, &rec);
-		if (ret)
-			send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
-		else if (rec.info.name[0])
-			send_line("DONE %u %llu %s %llu %08x %d", info.regions, (unsigned long long)info.pages,
-				  rec.info.name, (unsigned long long)rec.info.size, rec.info.crc, rec.image);
-		else
-			send_line("DONE %u %llu", info.regions, (unsigned long long)info.pages);
-		/* every rank stays parked until the coordinator has every image: a
-		 * rank running on could send to one that is not written yet */
-		if (read_line(line, sizeof(line)) != 0)
-			goto gone;
-	}
+	/* every rank stays parked until the coordinator has every image: a
+	 * rank running on could send to one that is not written yet */
+	if (write_phases(name, line, sizeof(line), &drained) != 0)
+		goto gone;
 	if (!strncmp(line, "MOVE ", 5)) {
-		/* into spares: on failure the coordinator relaunches (KILL) */
+		/* into spares: on failure the others write their images (WRITE
+		 * EXCEPT) and the coordinator relaunches (KILL) */
 		int moved = move(name, line + 5) == 0;
 
 		if (read_line(line, sizeof(line)) != 0)
@@ -799,6 +828,8 @@ static void checkpoint(const char *name)
 			coord_fd = -1;
 			on_main(move_leave);
 		}
+		if (write_phases(name, line, sizeof(line), &drained) != 0)
+			goto gone;
 	}
 	if (!strcmp(line, "EXIT")) {
 		/* checkpoint --stop: end the whole job cleanly */

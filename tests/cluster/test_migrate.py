@@ -119,7 +119,8 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
     new world, nothing is relaunched, and the output is an uninterrupted
     run's; a checkpoint after it works. A program holding a communicator
     that it freed and another member still holds (comms.c) is refused in
-    one log line and takes the relaunch. Open MPI (MPICH's case, p2p.c
+    one log line and takes the relaunch. Into the spare, rank 0 writes no
+    image: only the moving rank does. Open MPI (MPICH's case, p2p.c
     with its pending receives: the first test's). About 15 s each. With
     node.no_rank armed, a node agent that no rank reached yet gives up at
     once, as it does after 300 s: n3's, whose node holds the spare only,
@@ -127,7 +128,7 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
     job = ClusterJob(cluster, tmp_path)
     staged(job, {"STASIS_FAULT": "node.no_rank:1:fail",
                  "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
-    before_files = local_files(cluster, "n2")
+    before_files, before_n1 = local_files(cluster, "n2"), local_files(cluster, "n1")
     try:
         # the spare on n3; n4 keeps a slot for it when a relaunch puts n3 in
         # n2's place (docs/coordinator.md, "Spare ranks")
@@ -151,6 +152,13 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
         left = {p for p in local_files(cluster, "n2") - before_files
                 if not re.search(r"/stasis-node\.\d+$", p)}
         assert left == set(), left
+        # into the spare only the moving rank wrote its image: rank 0 only
+        # drained, and the cut is no checkpoint (relaunched: both wrote)
+        n1 = local_files(cluster, "n1") - before_n1
+        assert any(p.endswith(f"/{name}/rank-00000.img") for p in n1) != moved, n1
+        listed = job.stasis("ls", "--dir", job.ck).stdout
+        assert bool(re.search(rf"^ +{name} +FAILED .*only the moved ranks' images", listed,
+                              re.M)) == moved, listed
         # the checkpoint protocol over the communicators made again
         assert job.checkpoint() != name
         rc, out, err = job.finish()
