@@ -447,6 +447,86 @@ out:
 	unlink(zpath);
 }
 
+/* The bytes of data fed to a scan in pieces of every size from 1 byte up
+ * (as a copy reads an image being written); its img_scan_end */
+static int scan_pieces(const unsigned char *data, size_t len, struct img_scan **s)
+{
+	size_t off = 0, piece = 1;
+	int ret = img_scan_create("rt.img", s);
+
+	while (!ret && off < len) {
+		size_t n = piece < len - off ? piece : len - off;
+
+		ret = img_scan_feed(*s, data + off, n);
+		off += n;
+		piece = piece * 3 + 1;
+		if (piece > (1u << 20))
+			piece = 47;
+	}
+	return ret ? ret : img_scan_end(*s);
+}
+
+/* img_scan over the image at path: every payload its manifest locates
+ * seen and checked; a payload, the manifest or the footer damaged, or the
+ * image cut short, refused with the place named */
+static void scan(const char *path)
+{
+	struct img_reader *r = NULL;
+	struct img_scan *s = NULL;
+	const struct img_scan_payload *p;
+	size_t len = 0, n, k = 0, last;
+	unsigned char *data = file_read(path, &len);
+
+	CHECK(data != NULL);
+	CHECK_EQ(img_open(path, &r), 0);
+	if (!data || !r)
+		goto out;
+	CHECK_EQ(scan_pieces(data, len, &s), 0);
+	p = img_scan_payloads(s, &n);
+	for (unsigned i = 0; i < img_section_count(r); i++) {
+		struct img_section_info si;
+
+		CHECK_EQ(img_section_get(r, i, &si), 0);
+		for (uint32_t j = 0; j < si.chunks; j++) {
+			struct img_chunk_loc loc;
+
+			CHECK_EQ(img_chunk_locate(r, i, j, &loc), 0);
+			if (!loc.stored_len)
+				continue;
+			CHECK(k < n && p[k].pos == loc.payload_pos && p[k].len == loc.stored_len &&
+			      p[k].crc == loc.crc && p[k].section == i && p[k].chunk == j);
+			k++;
+		}
+	}
+	CHECK_EQ(k, n);
+	CHECK(n > 0);
+	last = n ? p[n - 1].pos + p[n - 1].len - 1 : 0;
+	img_scan_free(&s);
+	CHECK(s == NULL);
+	for (unsigned c = 0; c < 5; c++) {
+		static const char *want[] = { "rt.img: section ", "manifest checksum mismatch",
+					      "footer checksum mismatch", "truncated or incomplete",
+					      "rt.img: chunk header at byte 64: checksum mismatch" };
+		size_t at = c == 0 ? last : c == 1 ? len - 49 : c == 2 ? len - 10 : 72;
+
+		if (c != 3)
+			data[at] ^= 0x20;
+		err_clear();
+		CHECK_EQ(scan_pieces(data, c == 3 ? len - 1 : len, &s), -EBADMSG);
+		CHECK(strstr(err_msg(), want[c]) != NULL);
+		if (!strstr(err_msg(), want[c]))
+			fprintf(stderr, "  scan %u: %s\n", c, err_msg());
+		if (c != 3)
+			data[at] ^= 0x20;
+		img_scan_free(&s);
+	}
+	CHECK_EQ(scan_pieces(data, len, &s), 0);   /* as it was */
+out:
+	img_close(&r);
+	img_scan_free(&s);
+	free(data);
+}
+
 static void roundtrip(const char *compress, unsigned threads, size_t cs)
 {
 	static const char *names[NSEC] = { "random", "halfzero", "zeros", "hole", "empty", "text", "tiny" };
@@ -556,8 +636,10 @@ static void roundtrip(const char *compress, unsigned threads, size_t cs)
 		CHECK(strncmp(json_string_value(json_object_get(m, "compression")), compress, 4) == 0);
 		json_decref(m);
 	}
-	if (threads == 0)
+	if (threads == 0) {
 		recompress(path, compress, secs);
+		scan(path);
+	}
 out:
 	img_close(&r);
 	CHECK(r == NULL);
