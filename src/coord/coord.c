@@ -374,7 +374,7 @@ static int seal(struct coord *c, struct store_ckpt *ck, int ret, unsigned expect
 	if (!ret)
 		ret = store_ckpt_commit(ck, expected);
 	if (ret) {
-		char reason[200];
+		char reason[512];   /* a rank's one-line refusal, whole */
 
 		snprintf(reason, sizeof(reason), "%s", *err_msg() ? err_msg() : strerror(-ret));
 		store_ckpt_abort(ck, reason);

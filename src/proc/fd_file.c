@@ -83,7 +83,8 @@ static int file_save(int fd, struct proc_fd_entry *e)
 
 	if (e->rec.size > proc_fd_save_max)
 		return err_set(-EFBIG, "the program's fd %d holds %llu bytes, over file_save_max "
-			       "(%llu), open for reading and writing: %s", e->rec.fd,
+			       "(%llu), open for reading and writing: %s (raise it, or set it to 0 "
+			       "to restart with the file as it will be then)", e->rec.fd,
 			       (unsigned long long)e->rec.size,
 			       (unsigned long long)proc_fd_save_max, e->path);
 	ret = read_whole(fd, 0, e->rec.size, &bytes);
