@@ -520,6 +520,11 @@ def lower(funcs):
             out.append("\tunsigned depth = lh_lock_out();")
             out.append(f"\tint ret = {f.name}({', '.join(f'b{j}' for j in range(len(args)))});")
             out.append("\tlh_lock_back(depth);\n")
+        elif f.short == "Comm_free":
+            # its farewell may keep the real one until every member freed it
+            # (lh_coll.c)
+            out.append(f"\tint ret = lh_coll_comm_freeing(*comm, &r0) ? MPI_SUCCESS : "
+                       f"{f.name}(&r0);\n")
         else:
             out.append(f"\tint ret = {f.name}({', '.join(args)});\n")
         req = next((p.name for p in f.params if p.kind() == "Request" and p.ptr == 1), None)

@@ -46,6 +46,7 @@ static int lh_finalize(void)
 	lh_done_free();
 	lh_agent_bye();
 	lh_spare_release();
+	lh_coll_farewells_end();
 	return lh_err(MPI_Finalize());
 }
 

@@ -298,6 +298,96 @@ int lh_coll_retired(uint32_t comm)
 	return comm < lh_lg->coll_cap && lh_lg->retired[comm];
 }
 
+/* Farewells: as the program frees a counted communicator, this member
+ * posts an MPI_Ibarrier on it and keeps the real one until it completes
+ * (Open MPI's libnbc crashes in its progress when the communicator of a
+ * pending barrier is freed). It completes once every member freed it:
+ * none holds it any more, so the real one is freed and its retired record
+ * goes then, at the next free or at MPI_Finalize, not at
+ * the next checkpoint's round (before, a program that made and freed
+ * communicators in a loop kept a record of each until then, and its
+ * ledger and images grew without bound). A round may let go of one first
+ * (another member's farewell completed, not this one's yet): the creation
+ * number tells a record from a later one in the same slot. Lower-half
+ * memory: a restart posts them again on the retired communicators it
+ * makes (lh_state_rebuild). */
+struct farewell {
+	uint32_t comm;
+	uint64_t seq;
+	MPI_Comm real;
+};
+static struct farewell *bye;
+static MPI_Request *bye_req;
+static int *bye_done, nbye, bye_cap;
+
+static void farewells_test(void)
+{
+	int done = 0, kept = 0;
+
+	if (!nbye || MPI_Testsome(nbye, bye_req, &done, bye_done, MPI_STATUSES_IGNORE) !=
+			     MPI_SUCCESS || done == MPI_UNDEFINED)
+		return;
+	for (int i = 0; i < done; i++) {
+		struct farewell *f = &bye[bye_done[i]];
+		const struct lh_slot *s = lh_slot_of(STS_COMM, f->comm);
+
+		MPI_Comm_free(&f->real);
+		if (s && s->seq == f->seq && lh_coll_retired(f->comm))
+			lh_release_now(STS_COMM, f->comm);
+	}
+	for (int i = 0; i < nbye; i++) {
+		if (bye_req[i] == MPI_REQUEST_NULL)
+			continue;
+		bye[kept] = bye[i];
+		bye_req[kept++] = bye_req[i];
+	}
+	nbye = kept;
+}
+
+static int farewells_grow(void)
+{
+	int cap = bye_cap ? bye_cap * 2 : 64;
+	void *a, *b, *c;
+
+	if (nbye < bye_cap)
+		return 0;
+	a = realloc(bye, (size_t)cap * sizeof(*bye));
+	if (a)
+		bye = a;
+	b = a ? realloc(bye_req, (size_t)cap * sizeof(*bye_req)) : NULL;
+	if (b)
+		bye_req = b;
+	c = b ? realloc(bye_done, (size_t)cap * sizeof(*bye_done)) : NULL;
+	if (!c)
+		return -1;
+	bye_done = c;
+	bye_cap = cap;
+	return 0;
+}
+
+int lh_coll_comm_freeing(uint32_t comm, MPI_Comm *real)
+{
+	farewells_test();
+	/* (no memory: the record stays until a checkpoint's round, as before) */
+	if (comm < STS_FIRST_USER || comm >= lh_lg->coll_cap || !lh_lg->key[comm] ||
+	    farewells_grow() != 0 || MPI_Ibarrier(*real, &bye_req[nbye]) != MPI_SUCCESS)
+		return 0;
+	bye[nbye++] = (struct farewell){ comm, lh_lg->tables[STS_COMM].slot[comm].seq, *real };
+	*real = MPI_COMM_NULL;
+	return 1;
+}
+
+void lh_coll_farewells_end(void)
+{
+	struct timespec ms = { 0, 1000000 };
+
+	for (int i = 0; nbye && i < 10000; i++) {   /* 10 s: a member died? */
+		farewells_test();
+		if (nbye)
+			nanosleep(&ms, NULL);
+	}
+}
+
 void lh_coll_comm_gone(uint32_t comm)
 {
 	if (comm < uncounted_cap && uncounted[comm]) {

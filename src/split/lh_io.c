@@ -128,7 +128,8 @@ static void comm_gone(uint32_t comm)
 
 	if (comm <= 2)
 		return;
-	MPI_Comm_free(&c);
+	if (!lh_coll_comm_freeing(comm, &c))
+		MPI_Comm_free(&c);
 	lh_release(STS_COMM, comm);
 }
 

@@ -250,6 +250,13 @@ void lh_coll_comm_gone(uint32_t comm);
  * (its slot then released), 0 if it goes now */
 int lh_coll_comm_retire(uint32_t comm);
 int lh_coll_retired(uint32_t comm);
+/* the program frees comm, whose real communicator is *real: 1 when a
+ * barrier posted on it took it (*real is then MPI_COMM_NULL; it is freed,
+ * and comm's retired record goes, once every member freed it: lh_coll.c,
+ * "farewells"), 0 when the caller frees it now; and at MPI_Finalize, the
+ * ones still pending completed (every member freed them by then) */
+int lh_coll_comm_freeing(uint32_t comm, MPI_Comm *real);
+void lh_coll_farewells_end(void);
 /* One round of targets (collective over ctl; every rank parked, on its
  * program's thread): LH_ROUND_ADVANCE when this rank is behind and must
  * run on until it parks at its targets, LH_ROUND_AGAIN when another is,

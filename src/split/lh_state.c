@@ -1093,7 +1093,8 @@ int lh_state_rebuild(void)
 				 * its key is needed, for the counts (agreed on it) */
 				MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
 
-				MPI_Comm_free(&c);
+				if (!lh_coll_comm_freeing(v[i].n, &c))
+					MPI_Comm_free(&c);
 				s->real = lh_lg->tables[STS_COMM].slot[0].real;
 			}
 		} else if (k == STS_GROUP) {
