@@ -125,7 +125,10 @@ static MPI_User_function *const op_slots[STS_OP_SLOTS] = {
  * slot's trampoline. So op_create refuses a slot a live request holds
  * (STS_OP_SLOT_BUSY) and the upper half takes another. Held: the
  * requests of the non-blocking reductions (generated wrappers,
- * lh_op_hold), until the program frees them; a restart finds them
+ * lh_op_hold), until the program frees them, or, freed while MPI still
+ * runs them (MPI_Request_free), until a look at the slot finds them
+ * complete (before, until the drain of the next checkpoint: a program
+ * freeing such requests ran out of the 64 slots); a restart finds them
  * complete (the drain), so the list is the lower half's alone. */
 struct op_hold {
 	uint32_t req;
@@ -162,7 +165,8 @@ static int slot_busy(int slot)
 	for (size_t i = 0; i < nholds; i++) {
 		const struct lh_slot *s = lh_slot_of(STS_REQUEST, holds[i].req);
 
-		if (!s || s->seq != holds[i].seq || (!s->rec && s->real == t->slot[0].real)) {
+		if (!s || s->seq != holds[i].seq || (!s->rec && s->real == t->slot[0].real) ||
+		    (holds[i].slot == slot && lh_req_detached_done(holds[i].req))) {
 			holds[i--] = holds[--nholds];   /* freed */
 			continue;
 		}

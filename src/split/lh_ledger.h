@@ -174,6 +174,10 @@ int lh_state_op_slot(uint32_t n);
 /* request req, just started, may call operation op until it is freed: op's
  * slot is not given to another operation until then (lh_calls.c) */
 void lh_op_hold(uint32_t op, uint32_t req);
+/* request n, a collective's the program freed while MPI still ran it: 1
+ * when it completed, and it is let go of now; 0 when it runs on, or is no
+ * such request (lh_p2p.c; the drain completes the others) */
+int lh_req_detached_done(uint32_t n);
 
 /* a datatype's construction, to build it again (a file's view, lh_io.c):
  * NULL and *pre its neutral number for a predefined one */

@@ -191,6 +191,17 @@ static int progress(struct lh_slot *s)
 	return 1;
 }
 
+int lh_req_detached_done(uint32_t n)
+{
+	struct lh_slot *s = lh_slot_of(STS_REQUEST, n);
+	struct lh_req *q = s ? s->rec : NULL;
+
+	if (!q || !q->detached || q->kind != REQ_OTHER || q->state != REQ_PENDING || !progress(s))
+		return 0;
+	lh_release(STS_REQUEST, n);
+	return 1;
+}
+
 /* whose handler raises request q's error (lh_me->err_on): its record's
  * errh, else its communicator (a send's or receive's), else (no such
  * request) MPI_COMM_WORLD */
