@@ -32,6 +32,13 @@ machine's disk shared by the nodes.
                            MPI_Init: a restart launches, so launch_s /
                            read_s bounds the ratio from below;
                            restart_vs_launch = restart_s / launch_s)
+  restart_standby_vs_read  `stasis restart --standby` into a stand-by
+                           (`stasis standby`, started beforehand, its 4
+                           ranks past MPI_Init: docs/cluster.md, "Stand-by
+                           ranks"), from the command until every rank
+                           printed RESUMED / the same read; no launch on
+                           that path. restart_standby_mpich_vs_read: the
+                           stand-by under MPICH's launcher (as below)
   restart_mpich_vs_read    the same restart under MPICH's launcher
                            (`--launcher "mpiexec.mpich -hosts n1,...,n4
                            -n 4"`, the job ran under Open MPI) until every
@@ -203,6 +210,28 @@ def tcp_copy(work, local, name):
     return t
 
 
+def standby_restart(stasis, work, ck, env, launch, tag):
+    """a stand-by of the job's ranks started and ready (not timed), then
+    `stasis restart --standby` until every rank printed RESUMED"""
+    job = Job(f"cd {work}; {OK}{env}exec {stasis} standby --dir {ck}{launch}")
+    ready = ck / "ckptmem" / "standby.ready"
+    for i in range(1200):
+        if ready.exists():
+            break
+        if job.proc.poll() is not None:
+            raise SystemExit(f"bench/cluster: the stand-by ended: {job.text()[-2000:]}")
+        time.sleep(0.05)
+    t0 = time.perf_counter()
+    r = subprocess.Popen([str(CLUSTER), "exec", "head", f"{OK}{env}exec {stasis} restart --dir {ck} "
+                          "--standby"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t = job.wait_for(r"^RESUMED rank", count=4) - t0
+    out, err = r.communicate(timeout=120)
+    if r.returncode != 0:
+        raise SystemExit(f"bench/cluster: restart --standby: {out} {err}")
+    job.kill(tag)
+    return t
+
+
 def levels(a, stasis, work, prog, env, hosts, fig):
     """partner and rs, and a restart after n2's loss (docs/levels.md)"""
     for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s"):
@@ -271,7 +300,8 @@ def main():
         hosts = ",".join(f"{n}:1" for n in NODES)
         fig = {k: [] for k in ("memcpy_s", "block_s", "dd_s", "global_s", "read_s", "restart_s",
                                "coord_ms", "srun_s", "stasis_srun_s", "restart_all_in_s",
-                               "restart_eager_s", "launch_s", "restart_mpich_s")}
+                               "restart_eager_s", "launch_s", "restart_mpich_s",
+                               "restart_standby_s", "restart_standby_mpich_s")}
         py = ("import numpy, time; a = numpy.ones({n}, dtype=numpy.uint8); t = time.perf_counter(); "
               "b = a.copy(); print(time.perf_counter() - t)")
         for rnd in range(a.rounds):
@@ -319,8 +349,12 @@ def main():
             t0 = time.perf_counter()
             fig["restart_eager_s"].append(job.wait_for(r"^RESUMED rank", count=4) - t0)
             job.kill(str(prog))
+            mpich = f"mpiexec.mpich -hosts {hosts.replace(':1', '')} -n 4"
+            for key, launch in (("restart_standby_s", ""),
+                                ("restart_standby_mpich_s", f" --launcher '{mpich}'")):
+                fig[key].append(standby_restart(stasis, work, ck, env, launch, str(prog)))
             job = Job(f"cd {work}; {OK}{env}exec {stasis} restart --dir {ck} --launcher "
-                      f"'mpiexec.mpich -hosts {hosts.replace(':1', '')} -n 4'")
+                      f"'{mpich}'")
             t0 = time.perf_counter()
             fig["restart_mpich_s"].append(job.wait_for(r"^RESUMED rank", count=4) - t0)
             job.kill(str(prog))
@@ -353,6 +387,9 @@ def main():
             "restart_local_vs_read": round(med["restart_s"] / med["read_s"], 3),
             "restart_vs_launch": round(med["restart_s"] / med["launch_s"], 3),
             "restart_mpich_vs_read": round(med["restart_mpich_s"] / med["read_s"], 3),
+            "restart_standby_vs_read": round(med["restart_standby_s"] / med["read_s"], 3),
+            "restart_standby_mpich_vs_read": round(med["restart_standby_mpich_s"] / med["read_s"],
+                                                   3),
             "launch_overhead_s": round(med["stasis_srun_s"] - med["srun_s"], 3),
             "coord_ms": round(med["coord_ms"], 2),
             "mib_per_rank": a.mib, "ranks": 4, "nodes": 4, "rounds": a.rounds,
