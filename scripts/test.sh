@@ -80,7 +80,7 @@ stream() {  # name function: run function in the background, its lines prefixed
 # (test_ckpt.py); MPIX_Checkpoint, a rank that cannot write (test_mpix.py);
 # levels and copies (test_staging.py); ranks and agents lost
 # (test_node_agent.py); ranks that never register (the mpi4py one); a
-# stand-by's RESTORE and its refusals (test_standby.py, about 12 s). The
+# stand-by's RESTORE and its refusals (test_standby.py, about 9 s). The
 # cluster's tests run on the normal build only, for the same reason. And
 # above Open MPI only (-k below): libstasis and the coordinator run the same
 # code above either MPI (comm_mpi.c is built for both, and the normal build
