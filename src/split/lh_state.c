@@ -216,6 +216,19 @@ static void *record_comm(MPI_Comm c)
 	return r;
 }
 
+/* some member of r (of either group of an intercommunicator) is outside
+ * MPI_COMM_WORLD: a process of the job that spawned this one
+ * (MPI_Comm_get_parent), which no checkpoint of this job holds */
+static int outside(const struct rec_comm *r)
+{
+	int n = r->n + (r->topo == TOPO_INTER ? 1 + r->v[r->n] : 0);
+
+	for (int i = 0; i < n; i++)
+		if (r->v[i] == MPI_UNDEFINED)
+			return 1;
+	return 0;
+}
+
 static void *record_group(MPI_Group g)
 {
 	struct rec_group *r;
@@ -657,7 +670,9 @@ void lh_state_created(int kind, uint32_t n)
 	switch (kind) {
 	case STS_COMM:
 		s->rec = record_comm((MPI_Comm)(LH_HCAST)real);
-		if (s->rec && ((struct rec_comm *)s->rec)->n > 0)
+		/* (not with processes outside: they would not join the key's
+		 * collective; a checkpoint is refused while it lives) */
+		if (s->rec && ((struct rec_comm *)s->rec)->n > 0 && !outside(s->rec))
 			lh_coll_comm_made(n);
 		break;
 	case STS_GROUP:
@@ -847,6 +862,9 @@ void lh_state_unsupported(char *why, size_t len)
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
 			} else if (k == STS_FILE && lh_io_unsupported(s->rec)) {
 				snprintf(why, len, "%s", lh_io_unsupported(s->rec));
+			} else if (k == STS_COMM && outside(s->rec)) {
+				snprintf(why, len, "it holds a communicator with processes outside "
+					 "MPI_COMM_WORLD (its parent job's: MPI_Comm_get_parent)");
 			} else if (k == STS_GROUP && ((struct rec_group *)s->rec)->n < 0) {
 				snprintf(why, len, "it holds a group with members outside MPI_COMM_WORLD");
 			} else if (k == STS_DATATYPE && ((struct rec_type *)s->rec)->comb == C_BAD) {

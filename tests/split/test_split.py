@@ -195,3 +195,17 @@ def test_wait_by_completion_word(progs, lower, tmp_path):
     assert r.returncode == 0, r.stderr
     line = "stasis: lower half: requests tested by their completion word"
     assert r.stderr.count(line) == (2 if lower == "openmpi" else 0), r.stderr
+
+
+def test_spawned_by_a_native_parent(progs, tmp_path):
+    """A lower half started by a native job's MPI_Comm_spawn (spawn.c with
+    a PROGRAM): MPI_Comm_get_parent gives the program a communicator with
+    processes outside its MPI_COMM_WORLD, over which it sends to its
+    parent. Its collectives are not counted (a checkpoint is refused
+    while it lives: docs/split.md). Before, the lower half's agreement on
+    its key waited for the parent, which never joins it: the child hung
+    in MPI_Comm_get_parent. About 1 s."""
+    prog = progs[("spawn", "openmpi")]
+    r = run(launcher("openmpi", 1) + [prog, str(LH / "stasis-lh-openmpi"), prog], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "parent got 42\n" in r.stdout and "child sent\n" in r.stdout, r.stdout + r.stderr
