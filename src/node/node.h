@@ -55,16 +55,30 @@ int node_agent_connect(int *fd);
  * the socket listens. Returns the exit status. */
 int node_agent_main(int ready_fd);
 
+/* What a copy of an image still being written waits for: the verdict of
+ * its checkpoint, asked while the image grows and before the commit: 1
+ * sealed (established at level local), 0 not yet, -1 failed (the copy is
+ * dropped, -ECANCELED) */
+struct node_copy_wait {
+	int (*verdict)(void *arg);
+	void *arg;
+};
+
 /* Copy a rank's staged image (local_path, in the node-local store) into
- * checkpoint name of the global store as file, checking every chunk's
- * CRC32C on the bytes copied; committed (ANNEX record) only when all of
- * it was copied and checked: a partial or damaged copy is never selected.
- * With stage_compress (zstd[:level]) the copy is the image re-encoded by
- * img_recompress: every chunk zstd shrinks stored compressed, each
- * payload's CRC checked on the bytes read. Fault points node.copy (before
- * each 4 MiB piece; compressed: each chunk) and node.copy.corrupt (flips a
- * byte of the piece or payload read, which the check must find). */
+ * checkpoint name of the global store as file, checking every checksum of
+ * the image (each chunk's CRC32C, header, manifest, footer) on the bytes
+ * copied; committed (ANNEX record) only when all of it was copied and
+ * checked and the checkpoint is sealed: a partial or damaged copy is never
+ * selected. w NULL: the image is committed and its checkpoint sealed. w:
+ * the copy follows the image while its rank writes it (its *.tmp, read as
+ * it grows; the copy's *.tmp grows in the begun checkpoint, an early annex)
+ * and commits once w says sealed. With stage_compress (zstd[:level]) the
+ * copy is the image re-encoded by img_recompress once it is committed:
+ * every chunk zstd shrinks stored compressed, each payload's CRC checked
+ * on the bytes read. Fault points node.copy (before each piece read;
+ * compressed: each chunk) and node.copy.corrupt (flips a byte of the piece
+ * or payload read, which the check must find). */
 int node_copy_image(struct store *global, const char *local_path, const char *name,
-		    const char *file);
+		    const char *file, const struct node_copy_wait *w);
 
 #endif

@@ -226,10 +226,12 @@ struct copy {
 	char name[64];
 	int rank;
 	unsigned batch;
+	int follow;            /* queued at WRITE: copied while the rank writes it */
 };
 struct batch {
 	char name[64];
 	unsigned left, ok;
+	int verdict;           /* 1 sealed, 0 awaited (followed copies), -1 failed */
 };
 #define COPIES_MAX 1024
 #define BATCHES_MAX 16
@@ -241,9 +243,22 @@ static struct {
 	unsigned head, tail, busy, started;
 	struct batch b[BATCHES_MAX];
 	unsigned nb;
+	unsigned follow;       /* 1 + the batch of the checkpoint being written, or 0 */
 } M = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
 
-static int copy_rank(struct store *global, const char *name, int rank)
+/* node_copy_wait's verdict of a followed copy: its batch's */
+static int batch_verdict(void *arg)
+{
+	int v;
+
+	pthread_mutex_lock(&M.lock);
+	v = M.b[(uintptr_t)arg].verdict;
+	pthread_mutex_unlock(&M.lock);
+	return v;
+}
+
+static int copy_rank(struct store *global, const char *name, int rank,
+		     const struct node_copy_wait *w)
 {
 	char path[PATH_MAX], file[64];
 
@@ -251,7 +266,7 @@ static int copy_rank(struct store *global, const char *name, int rank)
 	if (snprintf(path, sizeof(path), "%s/%s/%s/%s", A.stage_dir, A.local_job, name, file) >=
 	    (int)sizeof(path))
 		return err_set(-ENAMETOOLONG, "%s/%s: path too long", A.stage_dir, A.local_job);
-	return node_copy_image(global, path, name, file);
+	return node_copy_image(global, path, name, file, w);
 }
 
 static void *mover(void *arg)
@@ -285,9 +300,12 @@ static void *mover(void *arg)
 		while (node_level_busy())
 			usleep(10 * 1000);
 		err_clear();
-		ret = global ? copy_rank(global, c.name, c.rank)
+		ret = global ? copy_rank(global, c.name, c.rank,
+					 c.follow ? &(struct node_copy_wait){ batch_verdict,
+									      (void *)(uintptr_t)c.batch }
+						  : NULL)
 			     : err_set(-EIO, "cannot open the global tier");
-		if (ret)
+		if (ret && ret != -ECANCELED)   /* cancelled: its checkpoint failed */
 			agent_warn("node agent on %s: rank %d's image of %s stays at level local: %s",
 				 A.host, c.rank, c.name, err_msg());
 		pthread_mutex_lock(&M.lock);
@@ -313,16 +331,17 @@ static int movers_idle(void)
 	return idle;
 }
 
-/* Checkpoint name's images of ranks, at level local here: copied to the
- * global tier by the movers */
-static void copy_ranks(const char *name, const int *ranks, unsigned n)
+/* Checkpoint name's images of ranks, at level local here (follow: being
+ * written, the checkpoint's verdict awaited): copied to the global tier by
+ * the movers. The batch they are in. */
+static unsigned copy_ranks(const char *name, const int *ranks, unsigned n, int follow)
 {
 	const char *env = getenv("STASIS_STAGE_COPIES");
 	unsigned movers = env ? (unsigned)atoi(env) : 1, k;
 	struct batch *b;
 
 	if (!n)
-		return;
+		return 0;
 	if (!movers)
 		movers = 1;
 	if (movers > MOVERS_MAX)
@@ -347,18 +366,21 @@ static void copy_ranks(const char *name, const int *ranks, unsigned n)
 	snprintf(b->name, sizeof(b->name), "%s", name);
 	b->left = 0;
 	b->ok = 0;
+	b->verdict = follow ? 0 : 1;
 	for (unsigned i = 0; i < n; i++) {
 		if (M.tail - M.head == COPIES_MAX) {
 			agent_warn("node agent on %s: too many copies queued; %s stays at level local",
 				 A.host, name);
 			break;
 		}
-		M.q[M.tail++ % COPIES_MAX] = (struct copy){ .rank = ranks[i], .batch = k };
+		M.q[M.tail++ % COPIES_MAX] = (struct copy){ .rank = ranks[i], .batch = k,
+							    .follow = follow };
 		snprintf(M.q[(M.tail - 1) % COPIES_MAX].name, 64, "%s", name);
 		b->left++;
 	}
 	pthread_cond_broadcast(&M.cond);
 	pthread_mutex_unlock(&M.lock);
+	return k;
 }
 
 /* Checkpoint A.ckpt is established at level local: copy the images of the
@@ -371,7 +393,46 @@ static void copy_written(void)
 	for (unsigned i = 0; i < A.n; i++)
 		if (A.r[i]->written)
 			ranks[n++] = A.r[i]->rank;
-	copy_ranks(A.ckpt, ranks, n);
+	copy_ranks(A.ckpt, ranks, n, 0);
+}
+
+/* WRITE: the ranks of checkpoint A.ckpt write their images here; the
+ * movers copy each while it is written (the copy overlaps the write, and
+ * the global tier is reached sooner after the seal) and commit it once the
+ * verdict says sealed (copies_verdict) */
+static void copy_writing(void)
+{
+	int ranks[A.n + 1];
+	unsigned n = 0, k;
+
+	for (unsigned i = 0; i < A.n; i++)
+		if (A.r[i]->in_ckpt)
+			ranks[n++] = A.r[i]->rank;
+	pthread_mutex_lock(&M.lock);
+	if (M.follow)   /* no verdict came for the last one: it is over */
+		M.b[M.follow - 1].verdict = -1;
+	pthread_mutex_unlock(&M.lock);
+	k = copy_ranks(A.ckpt, ranks, n, 1);
+	pthread_mutex_lock(&M.lock);
+	M.follow = n ? k + 1 : 0;
+	pthread_mutex_unlock(&M.lock);
+}
+
+/* The verdict of the checkpoint written (line: RESUME..., EXIT): its
+ * followed copies commit (RESUME) or are dropped. 1 if they were followed
+ * and go on (no copy after the seal needed). */
+static int copies_verdict(const char *line)
+{
+	int sealed = !strcmp(line, "RESUME"), followed;
+
+	pthread_mutex_lock(&M.lock);
+	followed = M.follow != 0;
+	if (followed)
+		M.b[M.follow - 1].verdict = sealed ? 1 : -1;
+	M.follow = 0;
+	pthread_cond_broadcast(&M.cond);
+	pthread_mutex_unlock(&M.lock);
+	return followed && sealed;
 }
 
 /* ---- the ranks ---- */
@@ -750,6 +811,8 @@ static void coord_said(const char *line)
 		for (unsigned i = 0; i < A.n; i++)
 			A.r[i]->writing = line_write_names(line + 5, A.r[i]->rank);
 		phase_begin(line, "DONE");
+		if (!line[5] && A.stage_dir && A.global)
+			copy_writing();     /* a plain WRITE: every rank of the checkpoint */
 	} else if (!strncmp(line, "MOVE ", 5)) {
 		/* the ranks go into spares, the others relink (lh_agent.c) */
 		move_noted(line + 5);
@@ -802,8 +865,8 @@ static void coord_said(const char *line)
 		A.phase = IDLE;
 		if (strcmp(line, "RESUME") && strcmp(line, "RESUME moved"))
 			node_level_abort();     /* a STREAM's checkpoint failed, or ends the job */
-		if ((!strcmp(line, "RESUME") || !strcmp(line, "RESUME moved")) && A.stage_dir &&
-		    A.global)
+		if (!copies_verdict(line) && (!strcmp(line, "RESUME") ||
+					      !strcmp(line, "RESUME moved")) && A.stage_dir && A.global)
 			copy_written();
 		for (unsigned i = 0; i < A.n; i++) {
 			A.r[i]->in_ckpt = 0;

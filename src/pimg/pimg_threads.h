@@ -18,6 +18,56 @@
  * checkpoint, in the agent and the lower half alike. */
 long pimg_tasks(int32_t *tids, size_t cap);
 
+/* The park protocol of a checkpoint, one for the agent and the lower half.
+ * The checkpoint thread signals every thread of the process it does not
+ * skip (pimg_park_all); each one, in the signal's handler, either parks
+ * (pimg_park_gen, pimg_park_slot, its record into that slot,
+ * pimg_park_parked, then pimg_park_hold until pimg_park_release) or
+ * answers that it does not (pimg_park_answer: a lower-half thread). The
+ * checkpoint thread waits until every thread it signaled has parked,
+ * answered or ended, and every claimed slot is written; a thread that
+ * appears meanwhile is signaled too. The fields marked "caller" are set
+ * once; the others are the protocol's, shared with the handlers. */
+struct pimg_park {
+	int sig;                              /* caller: the checkpoint's signal */
+	int32_t *signaled, *seen, *tasks;     /* caller: room for cap tids each */
+	uint32_t cap;
+	int (*skip)(int32_t tid, void *ctx);  /* caller: never signal tid (NULL: none) */
+	void *ctx;
+	uint32_t nsignaled, nseen;            /* this step's */
+	uint32_t slots;                       /* slots claimed by parking threads */
+	uint32_t parked;                      /* parked threads, their slot written */
+	uint32_t answers;                     /* parked or answered: the waiter's futex */
+	uint32_t release;                     /* generation: bumped to let them go */
+	uint32_t wake;                        /* the parked threads' futex */
+	uint32_t left;                        /* out of pimg_park_all: threads not stopped */
+};
+
+/* Signal and wait (the checkpoint thread): 0 once every thread is parked
+ * or answered, -ETIMEDOUT after timeout_ms (p->left: how many were not),
+ * -E2BIG with more than p->cap threads to signal, or -errno of the
+ * listing. */
+int pimg_park_all(struct pimg_park *p, long timeout_ms);
+/* A new step: no slot, no thread signaled or seen (parked threads stay). */
+void pimg_park_reset(struct pimg_park *p);
+/* Let every parked thread go (the end of a checkpoint). */
+void pimg_park_release(struct pimg_park *p);
+/* Wake the parked threads without letting them go: their work function
+ * runs (the lower half's jobs for its main thread). */
+void pimg_park_wake(struct pimg_park *p);
+
+/* In the handler: the release generation, read first (a release between
+ * it and pimg_park_hold is not missed); a slot of the caller's table (it
+ * may be past the table: the caller refuses the checkpoint then); counted
+ * as parked once the slot is written; then held until the release, calling
+ * work(arg) at each wake until it returns 0. */
+uint32_t pimg_park_gen(struct pimg_park *p);
+uint32_t pimg_park_slot(struct pimg_park *p);
+void pimg_park_parked(struct pimg_park *p, int32_t tid);
+void pimg_park_hold(struct pimg_park *p, uint32_t gen, int (*work)(void *arg), void *arg);
+/* In the handler of a thread that does not park: counted as answered. */
+void pimg_park_answer(struct pimg_park *p, int32_t tid);
+
 /* The record of the calling thread, parked in the handler of the
  * checkpoint's signal whose frame is uc: tid, flags (flags, and
  * PIMG_THREAD_MAIN when tid == pid), fs_base (fs: the caller reads it, the

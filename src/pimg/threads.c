@@ -7,6 +7,8 @@
 #include <asm/prctl.h>
 #include <linux/errno.h>
 #include <linux/fcntl.h>
+#include <linux/futex.h>
+#include <linux/time.h>
 #include <linux/prctl.h>
 #include <linux/sched.h>
 #include <linux/types.h>
@@ -64,6 +66,170 @@ long pimg_tasks(int32_t *tids, size_t cap)
 	}
 	sys3(__NR_close, fd, 0, 0);
 	return n < 0 ? n : found;
+}
+
+/* ---- parking ---- */
+
+#define LOAD(x) __atomic_load_n(&(x), __ATOMIC_SEQ_CST)
+
+static void futex_wait(uint32_t *addr, uint32_t val, long ms)
+{
+	struct { long s, ns; } ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	sys4(__NR_futex, (long)addr, FUTEX_WAIT_PRIVATE, val, ms >= 0 ? (long)&ts : 0);
+}
+
+static void futex_wake(uint32_t *addr)
+{
+	sys3(__NR_futex, (long)addr, FUTEX_WAKE_PRIVATE, 0x7fffffff);
+}
+
+static uint64_t now_ms(void)
+{
+	struct { long s, ns; } ts = { 0, 0 };
+
+	sys3(__NR_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0);
+	return (uint64_t)ts.s * 1000 + (uint64_t)ts.ns / 1000000;
+}
+
+static int has(const int32_t *tids, uint32_t n, int32_t tid)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (__atomic_load_n(&tids[i], __ATOMIC_SEQ_CST) == tid)
+			return 1;
+	return 0;
+}
+
+/* One pass: signal the threads not signaled yet; how many were (*fresh)
+ * and how many signaled ones are still there and not seen (*left). */
+static int park_pass(struct pimg_park *p, int32_t pid, uint32_t *fresh, uint32_t *left)
+{
+	long n = pimg_tasks(p->tasks, p->cap);
+	uint32_t seen = LOAD(p->nseen);
+
+	if (n < 0)
+		return (int)n;
+	if (n > (long)p->cap)
+		return -E2BIG;
+	if (seen > p->cap)
+		seen = p->cap;
+	*fresh = *left = 0;
+	for (long i = 0; i < n; i++) {
+		int32_t tid = p->tasks[i];
+
+		/* a thread that parked unasked (the lower half's main thread at
+		 * its targets) would take a second signal after the release */
+		if (has(p->signaled, p->nsignaled, tid) || has(p->seen, seen, tid) ||
+		    (p->skip && p->skip(tid, p->ctx)))
+			continue;
+		if (p->nsignaled == p->cap)
+			return -E2BIG;
+		if (sys3(__NR_tgkill, pid, tid, p->sig) == 0) {
+			p->signaled[p->nsignaled++] = tid;
+			(*fresh)++;
+		}
+	}
+	seen = LOAD(p->nseen);
+	seen = seen < p->cap ? seen : p->cap;
+	for (uint32_t i = 0; i < p->nsignaled; i++)
+		if (!has(p->seen, seen, p->signaled[i]) && has(p->tasks, (uint32_t)n, p->signaled[i]))
+			(*left)++;
+	return 0;
+}
+
+int pimg_park_all(struct pimg_park *p, long timeout_ms)
+{
+	int32_t pid = (int32_t)sys3(__NR_getpid, 0, 0, 0);
+	uint64_t deadline = now_ms() + (uint64_t)timeout_ms;
+
+	for (;;) {
+		uint32_t a = LOAD(p->answers), fresh = 0, left = 0;
+		int ret = park_pass(p, pid, &fresh, &left);
+
+		if (ret)
+			return ret;
+		p->left = left;
+		if (!fresh && !left && LOAD(p->parked) == LOAD(p->slots))
+			return 0;
+		if (now_ms() >= deadline)
+			return -ETIMEDOUT;
+		futex_wait(&p->answers, a, 20);
+	}
+}
+
+void pimg_park_reset(struct pimg_park *p)
+{
+	__atomic_store_n(&p->slots, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->parked, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->answers, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->nseen, 0, __ATOMIC_SEQ_CST);
+	p->nsignaled = 0;
+	for (uint32_t i = 0; i < p->cap; i++)
+		__atomic_store_n(&p->seen[i], 0, __ATOMIC_SEQ_CST);
+}
+
+void pimg_park_wake(struct pimg_park *p)
+{
+	__atomic_add_fetch(&p->wake, 1, __ATOMIC_SEQ_CST);
+	futex_wake(&p->wake);
+}
+
+void pimg_park_release(struct pimg_park *p)
+{
+	__atomic_add_fetch(&p->release, 1, __ATOMIC_SEQ_CST);
+	pimg_park_wake(p);
+}
+
+__attribute__((no_stack_protector))
+uint32_t pimg_park_gen(struct pimg_park *p)
+{
+	return LOAD(p->release);
+}
+
+__attribute__((no_stack_protector))
+uint32_t pimg_park_slot(struct pimg_park *p)
+{
+	return __atomic_fetch_add(&p->slots, 1, __ATOMIC_SEQ_CST);
+}
+
+/* the tid into seen, then counted: the waiter reads a claimed entry not
+ * yet written as not seen, and waits for the count */
+__attribute__((no_stack_protector))
+static void seen_add(struct pimg_park *p, int32_t tid)
+{
+	uint32_t i = __atomic_fetch_add(&p->nseen, 1, __ATOMIC_SEQ_CST);
+
+	if (i < p->cap)
+		__atomic_store_n(&p->seen[i], tid, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&p->answers, 1, __ATOMIC_SEQ_CST);
+	futex_wake(&p->answers);
+}
+
+__attribute__((no_stack_protector))
+void pimg_park_parked(struct pimg_park *p, int32_t tid)
+{
+	__atomic_add_fetch(&p->parked, 1, __ATOMIC_SEQ_CST);
+	seen_add(p, tid);
+}
+
+__attribute__((no_stack_protector))
+void pimg_park_answer(struct pimg_park *p, int32_t tid)
+{
+	seen_add(p, tid);
+}
+
+__attribute__((no_stack_protector))
+void pimg_park_hold(struct pimg_park *p, uint32_t gen, int (*work)(void *arg), void *arg)
+{
+	for (;;) {
+		uint32_t w = LOAD(p->wake);
+
+		if (LOAD(p->release) != gen)
+			return;
+		if (work && work(arg))
+			continue;
+		futex_wait(&p->wake, w, -1);
+	}
 }
 
 __attribute__((no_stack_protector))

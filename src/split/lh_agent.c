@@ -71,16 +71,20 @@ static struct store *store;
 static struct lh_ckpt_state st;
 static pid_t lower_tids[256];
 static unsigned nlower;
-/* the threads this parking step signaled (the checkpoint thread's) */
-static pid_t signaled[LH_MAX_THREADS + 8];
-static unsigned nsignaled;
 
-/* written by the handler, read by the checkpoint thread: parked threads take
- * a slot of st.threads, count themselves in parked_n once it is written;
- * lower-half threads answer in answered[]; both count in answers_n */
-static uint32_t parked_n, inlower_n, slots_n, answers_n, main_in, lower_n;
+/* the park protocol (pimg_threads.h): parked threads take a slot of
+ * st.threads; lower-half threads answer, and say who they are in
+ * answered[]. Room for more threads than the table holds: those are
+ * refused once parked (check_parked). */
+#define PARK_CAP (LH_MAX_THREADS + sizeof(lower_tids) / sizeof(lower_tids[0]) + 2)
+static int32_t park_tids[3][PARK_CAP];
+static int skip_thread(int32_t tid, void *ctx);
+static struct pimg_park pk = {
+	.sig = LH_CKPT_SIGNAL, .signaled = park_tids[0], .seen = park_tids[1],
+	.tasks = park_tids[2], .cap = PARK_CAP, .skip = skip_thread,
+};
+static uint32_t inlower_n, main_in, lower_n;
 static pid_t answered[64];
-static uint32_t resume_gen;
 
 static inline long rsys(long n, long a, long b, long c, long d)
 {
@@ -100,7 +104,7 @@ static inline long rsys(long n, long a, long b, long c, long d)
  * parked thread runs it on the lower half's TLS and goes on waiting. */
 static int (*job_fn)(void);
 static int job_ret;
-static uint32_t job_gen, job_done, wake_gen;
+static uint32_t job_gen, job_done;
 static int parked_main;   /* the main thread is parked, alone: it takes jobs */
 
 static char job_msg[512];   /* err_msg() is per thread: the job's, for the checkpoint thread */
@@ -124,16 +128,29 @@ static void __attribute__((no_stack_protector)) run_job(uint32_t job, uint64_t u
 	rsys(SYS_futex, (long)&job_done, FUTEX_WAKE, 1, 0);
 }
 
-static void answer(void)
+/* the parked main thread's work: the job posted since it last looked */
+struct parked {
+	uint32_t job;
+	uint64_t fs;
+};
+
+static int __attribute__((no_stack_protector)) main_work(void *arg)
 {
-	__atomic_add_fetch(&answers_n, 1, __ATOMIC_SEQ_CST);
-	rsys(SYS_futex, (long)&answers_n, FUTEX_WAKE, 1, 0);
+	struct parked *pw = arg;
+	uint32_t job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
+
+	if (job == pw->job)
+		return 0;
+	pw->job = job;
+	run_job(job, pw->fs);
+	return 1;
 }
 
 static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, void *uc)
 {
 	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
-	uint32_t gen, job, i;
+	struct parked pw = { 0, fs };
+	uint32_t gen, i;
 	long tid;
 	int is_main;
 
@@ -157,12 +174,12 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		i = __atomic_fetch_add(&lower_n, 1, __ATOMIC_SEQ_CST);
 		if (i < sizeof(answered) / sizeof(answered[0]))
 			__atomic_store_n(&answered[i], (pid_t)tid, __ATOMIC_SEQ_CST);
-		answer();
+		pimg_park_answer(&pk, (int32_t)tid);
 		return;
 	}
 	/* the generation first: a resume between these two loads is seen by
 	 * one or the other, never missed (resume clears pending, then counts) */
-	gen = __atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST);
+	gen = pimg_park_gen(&pk);
 	if (!lh_info->ckpt_pending) {
 		/* at SERIALIZED or MULTIPLE a checkpoint may hold this thread
 		 * alone at a collective's entry (lh_coll.c); the others run on */
@@ -173,28 +190,16 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 		me->hold = 0;
 	}
 	is_main = tid == rsys(SYS_getpid, 0, 0, 0, 0);
-	i = __atomic_fetch_add(&slots_n, 1, __ATOMIC_SEQ_CST);
+	i = pimg_park_slot(&pk);
 	if (i < LH_MAX_THREADS) {
 		/* zeroed by reset_parking; what the single-process agent records too */
 		pimg_thread_capture(&st.threads[i], uc, fs, 0);
 	}
-	job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
+	pw.job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
 	if (is_main)
 		__atomic_store_n(&main_in, 1, __ATOMIC_SEQ_CST);
-	__atomic_add_fetch(&parked_n, 1, __ATOMIC_SEQ_CST);
-	answer();
-	for (;;) {
-		uint32_t w = __atomic_load_n(&wake_gen, __ATOMIC_SEQ_CST);
-
-		if (__atomic_load_n(&resume_gen, __ATOMIC_SEQ_CST) != gen)
-			break;
-		if (is_main && __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST) != job) {
-			job = __atomic_load_n(&job_gen, __ATOMIC_SEQ_CST);
-			run_job(job, fs);
-			continue;
-		}
-		rsys(SYS_futex, (long)&wake_gen, FUTEX_WAIT, (long)w, 0);
-	}
+	pimg_park_parked(&pk, (int32_t)tid);
+	pimg_park_hold(&pk, gen, is_main ? main_work : NULL, &pw);
 }
 
 static uint64_t now_us(void)
@@ -213,18 +218,11 @@ static int is_lower(pid_t tid)
 	return 0;
 }
 
-static void wake_parked(void)
-{
-	__atomic_add_fetch(&wake_gen, 1, __ATOMIC_SEQ_CST);
-	syscall(SYS_futex, &wake_gen, FUTEX_WAKE, 1 << 30, NULL, NULL, 0);
-}
-
 static void resume(void)
 {
 	parked_main = 0;
 	lh_info->ckpt_pending = 0;
-	__atomic_add_fetch(&resume_gen, 1, __ATOMIC_SEQ_CST);
-	wake_parked();
+	pimg_park_release(&pk);
 }
 
 /* fn on the parked main thread; its result (err_msg() set from the job's) */
@@ -237,7 +235,7 @@ static int on_main(int (*fn)(void))
 			       "checkpoint cannot go on", lh_info->world_rank);
 	job_fn = fn;
 	job = __atomic_add_fetch(&job_gen, 1, __ATOMIC_SEQ_CST);
-	wake_parked();
+	pimg_park_wake(&pk);
 	for (;;) {
 		uint32_t d = __atomic_load_n(&job_done, __ATOMIC_SEQ_CST);
 
@@ -250,37 +248,15 @@ static int on_main(int (*fn)(void))
 static void reset_parking(void)
 {
 	memset(st.threads, 0, sizeof(st.threads));
-	parked_n = inlower_n = slots_n = main_in = lower_n = 0;
-	nsignaled = 0;
+	inlower_n = main_in = lower_n = 0;
+	pimg_park_reset(&pk);
 }
 
-/* tid has parked in this step (a slot being written reads as not yet) */
-static int is_parked(pid_t tid)
+/* never signaled: this thread and the lower half's */
+static int skip_thread(int32_t tid, void *ctx)
 {
-	uint32_t n = __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST);
-
-	for (uint32_t i = 0; i < n && i < LH_MAX_THREADS; i++)
-		if (__atomic_load_n(&st.threads[i].tid, __ATOMIC_SEQ_CST) == tid)
-			return 1;
-	return 0;
-}
-
-static int answered_lower(pid_t tid)
-{
-	uint32_t n = __atomic_load_n(&lower_n, __ATOMIC_SEQ_CST);
-
-	for (uint32_t i = 0; i < n && i < sizeof(answered) / sizeof(answered[0]); i++)
-		if (__atomic_load_n(&answered[i], __ATOMIC_SEQ_CST) == tid)
-			return 1;
-	return 0;
-}
-
-static int thread_gone(pid_t tid)
-{
-	char path[64];
-
-	snprintf(path, sizeof(path), "/proc/self/task/%d", (int)tid);
-	return access(path, F_OK) != 0;
+	(void)ctx;
+	return tid == (int32_t)syscall(SYS_gettid) || is_lower(tid);
 }
 
 /* The signals pending in /proc/self[/task/TID]/status's field (SigPnd:
@@ -309,7 +285,7 @@ static uint64_t pending(pid_t tid, const char *field)
  * image needs of each one there. */
 static int check_parked(void)
 {
-	uint32_t n = __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST);
+	uint32_t n = __atomic_load_n(&pk.slots, __ATOMIC_SEQ_CST);
 	int main = -1;
 
 	if (n > LH_MAX_THREADS)
@@ -344,83 +320,40 @@ static int check_parked(void)
 	return 0;
 }
 
-/* Wait until every signaled thread has parked, said it is the lower half's,
- * or ended; then check what the image needs of them. */
-static int await_parked(int timeout_ms)
+/* Signal every thread that may be the upper half's and has not parked yet
+ * (the main thread may have, at its targets), and wait until each has
+ * parked, said it is the lower half's, or ended; then check what the image
+ * needs of them. */
+static int park_all(void)
 {
-	uint64_t deadline = lh_now_ms() + (uint64_t)timeout_ms;
+	int ret;
 
+	lh_info->ckpt_pending = 1;
 	parked_main = 0;
-	for (;;) {
-		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
-		struct timespec ts = { 0, 20 * 1000 * 1000 };
-		unsigned left = 0;
-
-		/* more threads than the table holds: refused below, at once */
-		if (__atomic_load_n(&slots_n, __ATOMIC_SEQ_CST) > LH_MAX_THREADS &&
-		    __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) ==
-			    __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
-			break;
-		for (unsigned i = 0; i < nsignaled; i++)
-			if (!is_parked(signaled[i]) && !answered_lower(signaled[i]) &&
-			    !thread_gone(signaled[i]))
-				left++;
-		if (!left && __atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) ==
-			     __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
-			break;
-		if (lh_now_ms() > deadline && !lh_info->uh)
-			return err_set(-ETIMEDOUT, "rank %d: the program did not call MPI_Init within "
-				       "%d s; a checkpoint waits for that", lh_info->world_rank,
-				       timeout_ms / 1000);
-		if (lh_now_ms() > deadline)
-			return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
-				       "within %d s (inside an MPI call that waits for a stopped rank?)",
-				       lh_info->world_rank, left, timeout_ms / 1000);
-		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
-	}
+	ret = pimg_park_all(&pk, PARK_TIMEOUT_MS);
+	if (ret == -E2BIG)
+		return err_set(-ENOTSUP, "rank %d: the program runs more than %d threads; "
+			       "the split process checkpoints at most %d per rank",
+			       lh_info->world_rank, LH_MAX_THREADS, LH_MAX_THREADS);
+	if (ret == -ETIMEDOUT && !lh_info->uh)
+		return err_set(-ETIMEDOUT, "rank %d: the program did not call MPI_Init within "
+			       "%d s; a checkpoint waits for that", lh_info->world_rank,
+			       PARK_TIMEOUT_MS / 1000);
+	if (ret == -ETIMEDOUT)
+		return err_set(-ETIMEDOUT, "rank %d: %u thread(s) of the program did not stop "
+			       "within %d s (inside an MPI call that waits for a stopped rank?)",
+			       lh_info->world_rank, pk.left, PARK_TIMEOUT_MS / 1000);
+	if (ret)
+		return err_set(ret, "cannot list /proc/self/task: %s", strerror(-ret));
 	if (lh_log_on(LOG_DEBUG))
 		lh_log(LOG_DEBUG, "rank %d: %u thread(s) stopped, %u of them on their way out "
-		       "of an MPI call", lh_info->world_rank, __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST),
+		       "of an MPI call", lh_info->world_rank, __atomic_load_n(&pk.slots, __ATOMIC_SEQ_CST),
 		       __atomic_load_n(&inlower_n, __ATOMIC_SEQ_CST));
 	/* threads of the lower half started after this one: never signaled again */
 	for (uint32_t i = 0; i < lower_n && i < sizeof(answered) / sizeof(answered[0]); i++)
 		if (!is_lower(answered[i]) && nlower < sizeof(lower_tids) / sizeof(lower_tids[0]))
 			lower_tids[nlower++] = answered[i];
 	return check_parked();
-}
-
-/* Signal every thread that may be the upper half's and has not parked yet
- * (the main thread may have, at its targets), and wait until each has
- * parked or said it is the lower half's. */
-static int park_all(void)
-{
-	pid_t pid = getpid(), self = (pid_t)syscall(SYS_gettid);
-	/* more than this: more than LH_MAX_THREADS of the program's */
-	static int32_t tids[LH_MAX_THREADS + sizeof(lower_tids) / sizeof(lower_tids[0]) + 2];
-	long ntids;
-
-	lh_info->ckpt_pending = 1;
-	/* a thread that took a slot writes its id before it counts itself */
-	while (__atomic_load_n(&parked_n, __ATOMIC_SEQ_CST) !=
-	       __atomic_load_n(&slots_n, __ATOMIC_SEQ_CST))
-		sched_yield();
-	nsignaled = 0;
-	ntids = pimg_tasks(tids, sizeof(tids) / sizeof(tids[0]));
-	if (ntids < 0)
-		return err_set((int)ntids, "cannot list /proc/self/task: %s", strerror((int)-ntids));
-	for (long i = 0; i < ntids; i++) {
-		pid_t tid = i < (long)(sizeof(tids) / sizeof(tids[0])) ? tids[i] : 0;
-
-		if (tid && (tid == self || is_lower(tid) || is_parked(tid)))
-			continue;
-		if (!tid || nsignaled == sizeof(signaled) / sizeof(signaled[0]))
-			return err_set(-ENOTSUP, "rank %d: the program runs more than %d threads; "
-				       "the split process checkpoints at most %d per rank",
-				       lh_info->world_rank, LH_MAX_THREADS, LH_MAX_THREADS);
-		if (syscall(SYS_tgkill, pid, tid, LH_CKPT_SIGNAL) == 0)
-			signaled[nsignaled++] = tid;
-	}
-	return await_parked(PARK_TIMEOUT_MS);
 }
 
 /* at SERIALIZED or MULTIPLE: no communicator is behind its target (the
@@ -448,14 +381,14 @@ static int run_until_parked(int timeout_ms)
 	reset_parking();
 	resume();
 	for (;;) {
-		uint32_t a = __atomic_load_n(&answers_n, __ATOMIC_SEQ_CST);
+		uint32_t a = __atomic_load_n(&pk.answers, __ATOMIC_SEQ_CST);
 		struct timespec ts = { 0, lh_info->ntls > 1 ? 2 * 1000 * 1000 : 20 * 1000 * 1000 };
 
 		parked = lh_info->ntls > 1 ? at_targets()
 					   : (int)__atomic_load_n(&main_in, __ATOMIC_SEQ_CST);
 		if (parked || lh_now_ms() >= deadline)
 			break;
-		syscall(SYS_futex, &answers_n, FUTEX_WAIT, a, &ts, NULL, 0);
+		syscall(SYS_futex, &pk.answers, FUTEX_WAIT_PRIVATE, a, &ts, NULL, 0);
 	}
 	ret = park_all();
 	return ret ? ret : parked ? 0 : -ETIMEDOUT;

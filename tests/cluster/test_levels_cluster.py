@@ -120,9 +120,10 @@ def gone(pid, timeout=60):
 SETUPS = {"openmpi": ("n1:1,n2:1,n3:1", 3, "n1:1,n4:1,n3:1"), "mpich": ("n1,n2", 2, "n1,n3")}
 
 
-# no global copy (node.copy.corrupt fails each node's first copy: the
+# no global copy (node.copy.commit fails each node's first copy of a
+# sealed checkpoint, whose pieces a failed one's copies do not count: the
 # restart has only what the nodes hold)
-NO_GLOBAL = "node.copy.corrupt:1:fail"
+NO_GLOBAL = "node.copy.commit:1:fail"
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])

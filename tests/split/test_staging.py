@@ -3,10 +3,12 @@ with staging on, a checkpoint is established at level local once every
 rank's image is in local_dir, then reaches level global when the node
 agent copied them all; a restart reads the node-local copies, the global
 one of a rank whose local copy is gone, and says which; the node agent
-killed mid-copy (fault point node.copy) leaves the checkpoint at level
-local and no global copy selected, and the job restarts from the local
-copies; a chunk damaged on its way (node.copy.corrupt:fail) is caught by the
-CRC check and never committed.
+killed with its copies whole but not committed (fault point
+node.copy.commit) leaves the checkpoint at level local and no global copy
+selected, and the job restarts from the local copies; killed at its first
+piece, which it copies while the ranks write, the checkpoint fails and the
+previous one stays; a chunk damaged on its way (node.copy.corrupt:fail) is
+caught by the CRC check and never committed.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
@@ -92,11 +94,11 @@ def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
 
 
 def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
-    """The node agent dies while it copies (right after `stasis checkpoint`
-    returned): the checkpoint stays at level local, nothing of the global
-    copy counts, and the restart reads the node-local copies. The ranks
-    run on to their end, without checkpoints."""
-    job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
+    """The node agent dies before it commits its copies (right after
+    `stasis checkpoint` returned): the checkpoint stays at level local,
+    nothing of the global copy counts, and the restart reads the node-local
+    copies. The ranks run on to their end, without checkpoints."""
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy.commit:kill")
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 3")
     name = job.checkpoint()
@@ -111,7 +113,7 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
 
 
 def test_wait_global_fails_in_one_line_when_the_job_ends_first(hello, tmp_path):
-    job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy.commit:kill")
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 3")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
@@ -215,8 +217,8 @@ def test_compressed_global_copy_restarts_alone(hello, tmp_path):
 
 def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_path):
     """ckpt-000001 reaches level global; the job is restarted and its next
-    checkpoint's copy is killed (node.copy:kill: the node agent dies at its
-    first piece), so ckpt-000002 stays at level local with nothing of it in
+    checkpoint's copy is killed (node.copy.commit:kill: the node agent dies
+    before its first commit), so ckpt-000002 stays at level local with nothing of it in
     the global tier. With every node-local copy gone, a restart picks
     ckpt-000001 from the global tier, says so, and the program ends as it
     would have; nothing of ckpt-000002 is ever read."""
@@ -226,7 +228,7 @@ def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_pa
     assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
         "ckpt-000001"
     job.kill()
-    job.env["STASIS_FAULT"] = "node.copy:kill"
+    job.env["STASIS_FAULT"] = "node.copy.commit:kill"
     job.restart()
     job.lines_until(r"rank 0 iteration \d+")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
@@ -246,3 +248,22 @@ def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_pa
     assert len(re.findall(r"rank \d reads the global copy \S+/ckpt-000001/rank-0000\d\.img",
                           err)) == 2, err
     assert not re.search(r"reads (its node-local|the global) copy \S+ckpt-000002", err), err
+
+
+def test_killed_while_the_ranks_write_fails_the_checkpoint(hello, tmp_path):
+    """The node agent copies each image while its rank writes it; killed at
+    its first piece (node.copy:kill), it is gone before the checkpoint is
+    sealed: the checkpoint fails in one line and is FAILED in `stasis ls`,
+    nothing of it reaches the global tier, and the ranks run on to their
+    end."""
+    job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.lines_until(r"rank 0 iteration 2")
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode == 1 and re.fullmatch(
+        r"stasis: checkpoint: checkpoint failed: the node agent on \S+ \(pid \d+; ranks [01], "
+        r"[01]\) ended during the checkpoint", r.stderr.strip()), r.stdout + r.stderr
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    assert re.search(r"ckpt-000001 +FAILED", job.stasis("ls", "--dir", job.ck).stdout)
+    assert images(job.ck, "ckpt-000001") == []

@@ -92,11 +92,14 @@ static int g_channel = -1;
 static pid_t g_agent_tid;
 static int g_seen_restarts;
 static atomic_int g_stopping;      /* a checkpoint is stopping threads */
-static atomic_int g_nstopped;      /* threads parked in the handler, slot filled */
-static atomic_int g_next_slot;     /* slots claimed by parking threads */
-static atomic_int g_release;       /* bumped to let parked threads go */
 static struct slot g_slots[MAX_THREADS];
-static atomic_int g_overflow;
+/* the park protocol (pimg_threads.h): slot i of it is g_slots[i + 1] */
+static int32_t g_park_tids[3][MAX_THREADS];
+static int skip_agent(int32_t tid, void *ctx);
+static struct pimg_park g_park = {
+	.sig = PROC_CKPT_SIGNAL, .signaled = g_park_tids[0], .seen = g_park_tids[1],
+	.tasks = g_park_tids[2], .cap = MAX_THREADS - 1, .skip = skip_agent,
+};
 static int g_error_sent;           /* this checkpoint's ERROR record went out */
 static atomic_int g_exec;          /* a thread is executing another program */
 static pid_t g_owner;              /* the process the channel belongs to */
@@ -111,18 +114,6 @@ static sigset_t g_fork_mask;
 static pid_t raw_gettid(void)
 {
 	return (pid_t)syscall(SYS_gettid);
-}
-
-static void futex_wait(atomic_int *addr, int val, long ms)
-{
-	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
-
-	syscall(SYS_futex, addr, FUTEX_WAIT_PRIVATE, val, ms >= 0 ? &ts : NULL, NULL, 0);
-}
-
-static void futex_wake(atomic_int *addr)
-{
-	syscall(SYS_futex, addr, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 /* Writes go to the channel only: any failure means the coordinator is gone,
@@ -371,96 +362,36 @@ static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
 
 static void park_thread(void *ucv)
 {
-	int gen = atomic_load(&g_release);
-	int idx = atomic_fetch_add(&g_next_slot, 1) + 1;   /* slot 0 is the agent's */
+	uint32_t gen = pimg_park_gen(&g_park);
+	uint32_t idx = pimg_park_slot(&g_park) + 1;   /* slot 0 is the agent's */
 
 	/* fill the slot, then count the thread as parked: the agent streams
 	 * every counted slot (counting first let it send a half-written one) */
 	if (idx < MAX_THREADS)
 		fill_slot(&g_slots[idx], ucv, 0);
-	else
-		atomic_store(&g_overflow, 1);
-	atomic_fetch_add(&g_nstopped, 1);
-	futex_wake(&g_nstopped);
-	while (atomic_load(&g_release) == gen)
-		futex_wait(&g_release, gen, -1);
+	pimg_park_parked(&g_park, raw_gettid());
+	pimg_park_hold(&g_park, gen, NULL, NULL);
 }
 
 /* ---- stopping the threads ---- */
 
-struct tidset {
-	pid_t tid[MAX_THREADS];
-	unsigned n;
-};
-
-static int tidset_has(const struct tidset *s, pid_t t)
+static int skip_agent(int32_t tid, void *ctx)
 {
-	for (unsigned i = 0; i < s->n; i++)
-		if (s->tid[i] == t)
-			return 1;
-	return 0;
+	(void)ctx;
+	return tid == g_agent_tid;
 }
 
-/* The process's threads now (the first MAX_THREADS); -errno. */
-static int list_tasks(struct tidset *out)
+/* a checkpoint's end, or a process of its own (a fork's child, a restart) */
+static void reset_parking(void)
 {
-	long n = pimg_tasks(out->tid, MAX_THREADS);
-
-	if (n < 0)
-		return (int)n;
-	out->n = n < MAX_THREADS ? (unsigned)n : MAX_THREADS;
-	return 0;
-}
-
-/* Signal every thread until a rescan finds none that is not parked. */
-static int stop_threads(struct tidset *signaled)
-{
-	struct tidset now = { .n = 0 };
-	pid_t pid = getpid();
-	long waited = 0;
-
-	signaled->n = 0;
-	for (;;) {
-		unsigned alive = 0, fresh = 0;
-		int ret = list_tasks(&now);
-
-		if (ret)
-			return ret;
-		for (unsigned i = 0; i < now.n; i++) {
-			pid_t t = now.tid[i];
-
-			if (t == g_agent_tid)
-				continue;
-			if (tidset_has(signaled, t)) {
-				alive++;
-				continue;
-			}
-			if (signaled->n >= MAX_THREADS - 1)
-				return -E2BIG;
-			if (syscall(SYS_tgkill, pid, t, PROC_CKPT_SIGNAL) == 0) {
-				signaled->tid[signaled->n++] = t;
-				alive++;
-				fresh++;
-			}
-		}
-		int parked = atomic_load(&g_nstopped);
-
-		if (!fresh && parked >= (int)alive)
-			return 0;
-		if (waited >= STOP_TIMEOUT_MS)
-			return -ETIMEDOUT;
-		futex_wait(&g_nstopped, parked, 20);
-		waited += 20;
-	}
+	atomic_store(&g_stopping, 0);
+	pimg_park_reset(&g_park);
 }
 
 static void release_threads(void)
 {
-	atomic_store(&g_stopping, 0);
-	atomic_store(&g_nstopped, 0);
-	atomic_store(&g_next_slot, 0);
-	atomic_fetch_add(&g_release, 1);
-	futex_wake(&g_release);
+	reset_parking();
+	pimg_park_release(&g_park);
 }
 
 /* ---- the dump ---- */
@@ -1882,23 +1813,17 @@ out:
 /* Runs in the agent thread's own signal handler. */
 static void checkpoint(void *ucv)
 {
-	struct tidset *signaled;
 	struct proc_msg cmd;
 	int ret;
 
 	fill_slot(&g_slots[0], ucv, PROC_THREAD_AGENT);
 	g_scratch_next = 0;
 	g_error_sent = 0;
-	signaled = scratch_map(sizeof(*signaled));
-	if (!signaled) {
-		send_error("checkpoint", "out of memory", ENOMEM);
-		goto wait;
-	}
-	ret = stop_threads(signaled);
+	ret = pimg_park_all(&g_park, STOP_TIMEOUT_MS);
 	if (ret == -ETIMEDOUT)
 		send_error("checkpoint", "a thread did not stop within 10 s (is the checkpoint "
 			   "signal 62 blocked?)", 0);
-	else if (ret == -E2BIG || atomic_load(&g_overflow))
+	else if (ret == -E2BIG || g_park.slots >= MAX_THREADS)
 		send_error("checkpoint", "more than 1023 threads", 0);
 	else if (ret)
 		send_error("checkpoint", "cannot list /proc/self/task", -ret);
@@ -1906,24 +1831,18 @@ static void checkpoint(void *ucv)
 		ret = -EPIPE;   /* the coordinator is gone */
 	else if (cmd.type != PROC_CMD_DUMP)
 		goto verdict;   /* another process of the tree refused: no dump */
-	else if ((ret = dump_process(1 + (unsigned)atomic_load(&g_nstopped))) != 0 &&
-		 ret != -EPIPE && !g_error_sent)
+	else if ((ret = dump_process(1 + g_park.parked)) != 0 && ret != -EPIPE && !g_error_sent)
 		/* the stream is whole: say why it stops here */
 		send_error("checkpoint", "cannot save the process", -ret);
-	scratch_unmap(signaled, sizeof(*signaled));
-	signaled = NULL;
-wait:
 	munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
 	/* the coordinator answers once the image is durable or abandoned */
 	ret = read_all(g_channel, &cmd, sizeof(cmd));
+	goto done;
 verdict:
-	if (signaled) {
-		scratch_unmap(signaled, sizeof(*signaled));
-		munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
-	}
+	munmap((void *)(uintptr_t)PROC_WINDOW_AGENT, g_scratch_next);
+done:
 	if (!ret && cmd.type == PROC_CMD_EXIT)
 		syscall(SYS_exit_group, 0);
-	atomic_store(&g_overflow, 0);
 	release_threads();
 	if (ret) {
 		close(g_channel);
@@ -1956,9 +1875,7 @@ static void after_restart(void)
 	g_seen_restarts = stasis_agent_state.restarts;
 	g_channel = stasis_agent_state.channel_fd;
 	launch_after_restart();
-	atomic_store(&g_overflow, 0);
-	atomic_store(&g_nstopped, 0);
-	atomic_store(&g_next_slot, 0);
+	pimg_park_reset(&g_park);
 	/* a thread of the program may be forking: its CHILD record must not
 	 * cut into this one */
 	pthread_mutex_lock(&g_fork_lock);
@@ -2695,11 +2612,8 @@ static void atfork_child(void)
 	}
 	if (high >= 0) {
 		/* a checkpoint the parent was taking is not this process's */
-		atomic_store(&g_stopping, 0);
+		reset_parking();
 		atomic_store(&g_exec, 0);
-		atomic_store(&g_overflow, 0);
-		atomic_store(&g_nstopped, 0);
-		atomic_store(&g_next_slot, 0);
 		g_channel = high;
 		g_owner = getpid();
 		stasis_agent_state.channel_fd = high;
