@@ -41,6 +41,7 @@
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -751,10 +752,15 @@ static void accept_conn(struct coord *c)
 	struct node_conn n = { .fd = -1 };
 	char line[512], secret[128];
 	unsigned version;
-	int fd = accept4(c->tcp_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = accept4(c->tcp_fd, NULL, NULL, SOCK_CLOEXEC), one = 1;
 
 	if (fd < 0)
 		return;
+	/* every line at once, as from the agent's end (line_connect): with
+	 * Nagle's algorithm a line that follows one the agent has not answered
+	 * (STREAM after WRITE, UPGRADE after RESUME) waited for its delayed
+	 * ACK, about 40 ms */
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0)
 		line[0] = 0;
 	if (!strncmp(line, "UNSPLIT ", 8)) {
