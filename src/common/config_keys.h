@@ -100,7 +100,7 @@ CONFIG_KEY(SPLIT_PROGRAMS, "split_programs", STRING, "python*", 0, 0, "",
 	   "half as ranks of `stasis run -- mpirun ...` all the same: comma-separated shell "
 	   "patterns of the executable's name (or path, with a slash); empty: none")
 CONFIG_KEY(FILE_SAVE_MAX,  "file_save_max",  SIZE,   "256M", 0, 1ull << 40, "",
-	   "a transparent MPI job's checkpoint saves the contents of each regular file a rank "
+	   "a transparent checkpoint saves the contents of each regular file the program "
 	   "has open for reading and writing up to this size, and a restart puts them back "
 	   "(a file updated in place); a larger one fails the checkpoint; 0: never saved")
 CONFIG_KEY(SOCKETS_OUTSIDE, "sockets_outside", CHOICE, "close", 0, 0, "close|refuse",

@@ -18,11 +18,13 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define COPY_SIZE (4u << 20)
@@ -382,12 +384,65 @@ out:
 
 /* A descriptor: its record, and its data (a pipe's contents, an unlinked
  * file's bytes) as section "fd.<n>". */
+/* A regular file the process has open for reading and writing: its
+ * contents go into the image with its record (PROC_FD_FILE_SAVED, fds.h),
+ * read here by path while the process is parked; the file open, or -1
+ * (too large, or its path names another file now: the checkpoint fails). */
+static int open_saved(struct dump_state *d, const struct dump_fd *f)
+{
+	const char *exe = d->cwd ? d->cwd + strlen(d->cwd) + 1 : "", *base = strrchr(exe, '/');
+	uint64_t max = cfg_u64(CFG_FILE_SAVE_MAX);
+	struct stat st;
+	char *msg = NULL;
+	int fd = -1;
+
+	if (f->rec.size > max) {
+		if (asprintf(&msg, "cannot checkpoint: process %d (%.15s): fd %d holds %llu bytes, "
+			     "over file_save_max (%llu), open for reading and writing: %s",
+			     d->header.pid, base ? base + 1 : exe, f->rec.fd,
+			     (unsigned long long)f->rec.size, (unsigned long long)max, f->path) < 0)
+			msg = NULL;
+	} else {
+		fd = open(f->path, O_RDONLY | O_CLOEXEC);
+		if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == f->rec.dev &&
+		    st.st_ino == f->rec.ino)
+			return fd;
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		if (asprintf(&msg, "cannot checkpoint: process %d (%.15s): fd %d is open for reading "
+			     "and writing, and its contents cannot be read: %s names another file now",
+			     d->header.pid, base ? base + 1 : exe, f->rec.fd, f->path) < 0)
+			msg = NULL;
+	}
+	d->refusal = msg;
+	return fd;
+}
+
+/* size bytes of src into the open section (zeros past its end: the
+ * record's size is what counts). */
+static void copy_contents(struct dump_state *d, int src, uint64_t size)
+{
+	for (uint64_t off = 0; off < size;) {
+		size_t n = size - off < COPY_SIZE ? (size_t)(size - off) : COPY_SIZE;
+		ssize_t got = pread(src, d->buf, n, (off_t)off);
+
+		if (got <= 0) {
+			memset(d->buf, 0, n);
+			got = (ssize_t)n;
+		}
+		if (!d->werr)
+			keep(d, img_write(d->w, d->buf, (size_t)got));
+		off += (uint64_t)got;
+	}
+}
+
 static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 {
 	struct dump_fd *f;
 	char name[32];
 	void *p;
-	int ret;
+	int ret, src = -1;
 
 	if (len < sizeof(struct proc_fd))
 		return err_set(-EBADMSG, "the agent sent a bad descriptor record");
@@ -411,13 +466,20 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	if (ret)
 		return ret;
 	f->rec.path_len = (uint32_t)strlen(f->path) + 1;
-	if (!f->rec.data_len)
+	if (f->rec.kind == PROC_FD_FILE && (f->rec.flags & O_ACCMODE) == O_RDWR && !d->refusal &&
+	    cfg_u64(CFG_FILE_SAVE_MAX))
+		src = open_saved(d, f);
+	if (!f->rec.data_len && src < 0)
 		return 0;
 	snprintf(name, sizeof(name), "fd.%d", f->rec.fd);
 	ret = img_section_begin(d->w, "file", name);
 	if (!ret)
 		ret = img_section_attr(d->w, "path", f->path);
 	keep(d, ret);
+	if (src >= 0) {   /* the contents, then the agent's lock lines */
+		copy_contents(d, src, f->rec.size);
+		close(src);
+	}
 	for (uint64_t left = f->rec.data_len; left;) {
 		size_t n = left < COPY_SIZE ? (size_t)left : COPY_SIZE;
 
@@ -430,6 +492,10 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 		if (!d->werr)
 			keep(d, img_write(d->w, d->buf, n));
 		left -= n;
+	}
+	if (src >= 0) {
+		f->rec.kind = PROC_FD_FILE_SAVED;
+		f->rec.data_len += f->rec.size;
 	}
 	return keep(d, img_section_end(d->w));
 }

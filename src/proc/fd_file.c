@@ -160,19 +160,19 @@ static int file_check(const struct proc_fd_entry *f)
 }
 
 /* Put a saved file's contents back: only the pieces that differ are
- * written (ranks that share the file write the same bytes, and an
- * unchanged file is left as it is), then its size. */
-static int contents_back(int fd, const struct proc_fd_entry *f)
+ * written (ranks or processes that share the file write the same bytes,
+ * and an unchanged file is only read), then its size. */
+int proc_file_contents_back(int fd, const void *data, uint64_t size)
 {
 	enum { PIECE = 1 << 20 };
-	const char *want = f->data;
+	const char *want = data;
 	char *buf = malloc(PIECE);
 	struct stat st;
 
 	if (!buf)
-		return err_set(-ENOMEM, "out of memory");
-	for (uint64_t off = 0; off < f->rec.size; off += PIECE) {
-		size_t len = f->rec.size - off < PIECE ? (size_t)(f->rec.size - off) : PIECE;
+		return -ENOMEM;
+	for (uint64_t off = 0; off < size; off += PIECE) {
+		size_t len = size - off < PIECE ? (size_t)(size - off) : PIECE;
 		ssize_t got = pread(fd, buf, len, (off_t)off);
 
 		if (got == (ssize_t)len && memcmp(buf, want + off, len) == 0)
@@ -182,16 +182,15 @@ static int contents_back(int fd, const struct proc_fd_entry *f)
 
 			if (w <= 0) {
 				free(buf);
-				return proc_fd_error(f, "cannot write back the contents of",
-						     w < 0 ? errno : EIO);
+				return w < 0 ? -errno : -EIO;
 			}
 			done += (size_t)w;
 		}
 	}
 	free(buf);
 	if (fstat(fd, &st) != 0 ||
-	    ((uint64_t)st.st_size != f->rec.size && ftruncate(fd, (off_t)f->rec.size) != 0))
-		return proc_fd_error(f, "cannot set back the size of", errno);
+	    ((uint64_t)st.st_size != size && ftruncate(fd, (off_t)size) != 0))
+		return -errno;
 	return 0;
 }
 
@@ -214,9 +213,10 @@ static int file_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int fl
 	(void)n;
 	if (fd < 0)
 		return proc_fd_error(f, "cannot reopen", errno);
-	if (f->rec.kind == PROC_FD_FILE_SAVED && (ret = contents_back(fd, f)) != 0) {
+	if (f->rec.kind == PROC_FD_FILE_SAVED &&
+	    (ret = proc_file_contents_back(fd, f->data, f->rec.size)) != 0) {
 		close(fd);
-		return ret;
+		return proc_fd_error(f, "cannot write back the contents of", -ret);
 	}
 	if (f->rec.kind == PROC_FD_FILE && (f->rec.flags & O_ACCMODE) != O_RDONLY &&
 	    fstat(fd, &st) == 0 && (uint64_t)st.st_size > f->rec.size &&

@@ -41,8 +41,14 @@ struct proc_fd_entry {
  * and reads it back (a database) finds it as at the checkpoint, not as it
  * went on after it. A larger one fails the description with -EFBIG. 0 (the
  * default): such files are reopened by path only. The split process sets
- * it from the key file_save_max. */
+ * it from the key file_save_max; the single-process mode's coordinator
+ * reads such files itself as the agent's records arrive (dump.c). */
 extern uint64_t proc_fd_save_max;
+
+/* Make the file open at fd hold size bytes of data, writing only the
+ * pieces that differ (a PROC_FD_FILE_SAVED's contents back at a restart);
+ * 0 or -errno, without a message. */
+int proc_file_contents_back(int fd, const void *data, uint64_t size);
 
 /* Fill e for descriptor fd of the calling process, kind included (0 for
  * an unsupported one: the caller refuses it), with its data: a pipe's

@@ -171,6 +171,7 @@ struct tree_file {
 	char *path;
 	uint32_t flags;
 	uint64_t offset, size;
+	const void *contents;   /* PROC_FD_FILE_SAVED: size bytes to write back */
 	int fd;
 };
 
@@ -775,7 +776,7 @@ static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *s
 
 		for (j = 0; j < nsh && !(sh[j].pid == pid && sh[j].fd == f->rec.fd); j++)
 			;
-		if (j == nsh || f->rec.kind != PROC_FD_FILE) {
+		if (j == nsh || (f->rec.kind != PROC_FD_FILE && f->rec.kind != PROC_FD_FILE_SAVED)) {
 			im->fds[k++] = *f;
 			continue;
 		}
@@ -796,6 +797,8 @@ static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *s
 			g_files[g].flags = f->rec.flags;
 			g_files[g].offset = f->rec.offset;
 			g_files[g].size = f->rec.size;
+			/* kept with its locks below (f->data is im->locked's) */
+			g_files[g].contents = f->rec.kind == PROC_FD_FILE_SAVED ? f->data : NULL;
 			f->path = NULL;
 		}
 		im->files[im->nfiles++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, 0, (uint32_t)g };
@@ -824,9 +827,15 @@ static void open_files(int status_fd)
 		fd = open(t->path, (int)(t->flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
 		if (fd < 0)
 			child_fail(status_fd, t->path, errno);
-		if (acc != O_RDONLY && fstat(fd, &st) == 0 && (uint64_t)st.st_size > t->size &&
-		    ftruncate(fd, (off_t)t->size) != 0)
+		if (t->contents) {
+			int ret = proc_file_contents_back(fd, t->contents, t->size);
+
+			if (ret)
+				child_fail(status_fd, t->path, -ret);
+		} else if (acc != O_RDONLY && fstat(fd, &st) == 0 && (uint64_t)st.st_size > t->size &&
+			   ftruncate(fd, (off_t)t->size) != 0) {
 			child_fail(status_fd, t->path, errno);
+		}
 		if (lseek(fd, (off_t)t->offset, SEEK_SET) < 0)
 			child_fail(status_fd, t->path, errno);
 		t->fd = fcntl(fd, F_DUPFD_CLOEXEC, g_pipe_floor);
@@ -1550,11 +1559,10 @@ static int streams_join(struct stream_job *jobs, size_t n)
 	return ret;
 }
 
-/* Lazy restore (docs/transparent.md): the stored runs of plain read-write
- * private anonymous regions of at least LAZY_MIN bytes (heaps, arrays) are
- * served by lazy.c once the program runs, if its restorer can make a
- * userfaultfd; they get a socket pair for the handshake. */
-#define LAZY_MIN (1ul << 20)
+/* Lazy restore (docs/transparent.md): the stored runs pimg_lazy_region
+ * picks (heaps, arrays) are served by lazy.c once the program runs, if its
+ * restorer can make a userfaultfd; they get a socket pair for the
+ * handshake. */
 
 static int lazy_setup(struct rproc *rp)
 {
@@ -1568,8 +1576,7 @@ static int lazy_setup(struct rproc *rp)
 
 		for (uint64_t k = 0; k < r->nruns; k++)
 			stored += r->runs[k].npages * PROC_PAGE_SIZE;
-		if (r->rec.kind != PROC_REGION_ANON || r->rec.prot != (PROT_READ | PROT_WRITE) ||
-		    (r->rec.flags & PROC_RF_STACK) || stored < LAZY_MIN)
+		if (!pimg_lazy_region(&r->rec, stored))
 			continue;
 		r->lazy = 1;
 		for (uint64_t k = 0; k < r->nruns; k++) {

@@ -322,7 +322,8 @@ static int check_closure(const struct proc_tree *t)
  * of member i's descriptor k, or -1 for none. */
 static int file_shared(const struct proc_fd *f)
 {
-	return f->kind == PROC_FD_FILE || f->kind == PROC_FD_UNLINKED;
+	return f->kind == PROC_FD_FILE || f->kind == PROC_FD_FILE_SAVED ||
+	       f->kind == PROC_FD_UNLINKED;
 }
 
 /* A connected UNIX socket: the agent puts its inode and its peer's in

@@ -1,9 +1,12 @@
 """Transparent checkpoint/restart of unmodified programs (docs/transparent.md):
 each test program goes through three checkpoint / SIGKILL / restart cycles and
 must then verify itself (PASS)."""
+import struct
+
 import pytest
 
 from proc_harness import job, program  # noqa: F401 (job is a fixture)
+from test_tree import until
 
 CYCLES = 3
 
@@ -51,6 +54,26 @@ def test_children_of_popen_and_system(job):
     internal posix_spawn, which the agent cannot follow: it wraps popen,
     pclose and system)."""
     cycles(job, "shell")
+
+
+def test_a_file_updated_in_place_after_the_checkpoint(job):
+    """rwfile.c updates rw.db in place every 10 ms and reads its count back,
+    as a database does: what it wrote between the checkpoint and the kill
+    is undone at the restart (the file's contents are in the image)."""
+    db = job.work / "rw.db"
+
+    def count():
+        return struct.unpack("<Q", db.read_bytes()[:8])[0]
+
+    job.run(program("rwfile"))
+    for _ in range(2):
+        job.checkpoint()
+        at = count()
+        until(lambda: count() >= at + 3)   # updated since, for sure
+        job.kill()
+        job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), f"rc={rc}\n{out}\n{err}"
 
 
 def test_locks_on_descriptions_shared_with_a_child(job):
