@@ -28,12 +28,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/err.h"
 #include "image/image.h"
 #include "pimg/pimg_lazy.h"
+#include "pimg/pimg_format.h"
 
 #define PAGE 4096ul
 #define UNIT_PAGES 1024ul       /* 4 MiB, the image's default chunk */
@@ -576,4 +578,10 @@ void pimg_lazy_wait(struct pimg_lazy **z)
 	pthread_join((*z)->th, NULL);
 	free(*z);
 	*z = NULL;
+}
+
+int pimg_lazy_region(const struct pimg_rec_region *r, uint64_t stored)
+{
+	return r->kind == PIMG_ANON && r->prot == (PROT_READ | PROT_WRITE) &&
+	       !(r->flags & PIMG_F_STACK) && stored >= PIMG_LAZY_MIN;
 }

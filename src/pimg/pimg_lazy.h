@@ -16,6 +16,15 @@
 
 struct img_reader;
 struct pimg_lazy;
+struct pimg_rec_region;
+
+/* The one rule for what a lazy restore serves, in both restores: every
+ * stored run of a private anonymous read-write region (not the main
+ * thread's [stack]) with at least PIMG_LAZY_MIN bytes stored (stored: the
+ * region's runs together). Everything else is read before the program
+ * runs. 1 or 0. */
+#define PIMG_LAZY_MIN (1ul << 20)
+int pimg_lazy_region(const struct pimg_rec_region *r, uint64_t stored);
 
 /* A run of pages, mapped and empty (private anonymous, read-write) in the
  * address space, whose bytes are off.. of the image's section. */

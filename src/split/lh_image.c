@@ -28,6 +28,7 @@
 #include "image/image.h"
 #include "lh.h"
 #include "pimg/pimg.h"
+#include "pimg/pimg_lazy.h"
 #include "pimg/pimg_mem.h"
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
@@ -467,16 +468,20 @@ static int map_region(const struct pimg_rec_region *r, const char *path, uint64_
 	return 0;
 }
 
-/* Runs of at least this many bytes of a plain read-write anonymous mapping
- * are read lazily (lh_lazy.c), unless STASIS_RESTORE_LAZY=0. */
-#define LAZY_MIN (1ul << 20)
-
-static int lazy_wanted(const struct pimg_rec_region *r, uint64_t len)
+/* The runs pimg_lazy_region picks are read lazily (lh_lazy.c), unless
+ * STASIS_RESTORE_LAZY=0. */
+static int lazy_wanted(const struct pimg_rec_region *r, const unsigned char *runs, uint64_t nruns)
 {
 	const char *v = getenv("STASIS_RESTORE_LAZY");
+	uint64_t stored = 0;
 
-	return len >= LAZY_MIN && !region_file(r) && !region_shared(r) &&
-	       r->prot == (PROT_READ | PROT_WRITE) && !(v && !strcmp(v, "0"));
+	for (uint64_t j = 0; j < nruns; j++) {
+		struct pimg_rec_run run;
+
+		memcpy(&run, runs + j * sizeof(run), sizeof(run));
+		stored += run.npages * PAGE;
+	}
+	return !(v && !strcmp(v, "0")) && pimg_lazy_region(r, stored);
 }
 
 /* The pieces to read lazily: to the lazy restore, or read here if it cannot
@@ -629,6 +634,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		const char *rpath;
 		const unsigned char *runs;
 		uint64_t nruns = 0;
+		int lazy_region;
 
 		if ((size_t)(end - p) < sizeof(r) + sizeof(nruns)) {
 			ret = err_set(-EBADMSG, "%s: the process section is truncated", path);
@@ -653,6 +659,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		if (ret)
 			ret = err_set(ret, "%s: %s", path, err_msg());
 		ret = ret ? ret : map_region(&r, rpath, nruns);
+		lazy_region = lazy_wanted(&r, runs, nruns);
 		for (uint64_t j = 0; !ret && j < nruns; j++) {
 			struct pimg_rec_run run;
 			size_t len;
@@ -663,7 +670,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 				ret = err_set(-EBADMSG, "%s: bad run in region %u", path, i);
 				break;
 			}
-			if (lazy_wanted(&r, len)) {
+			if (lazy_region) {
 				if (nlazy == caplazy) {
 					unsigned cap = caplazy ? 2 * caplazy : 64;
 					struct lh_lazy_piece *v = realloc(lazy, cap * sizeof(*v));

@@ -1,7 +1,9 @@
 /* test_pimg_mem.c - the memory sections of a process image (src/pimg/
  * pimg_mem.h): written for two regions, found again by their records with
  * the stored bytes read back, and the one-line errors for a region whose
- * section is missing or shorter than its runs. */
+ * section is missing or shorter than its runs; and which regions both
+ * restores serve lazily (pimg_lazy_region). */
+#include "pimg/pimg_lazy.h"
 #include "pimg/pimg_mem.h"
 #include "check.h"
 
@@ -13,9 +15,34 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define PAGE 4096u
+
+/* the same rule for the single process and the split process: a private
+ * anonymous read-write region, not the main stack, with 1 MiB stored */
+static void test_lazy_rule(void)
+{
+	struct pimg_rec_region r = { .kind = PIMG_ANON, .prot = PROT_READ | PROT_WRITE };
+
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN), 1);
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN - PAGE), 0);
+	r.flags = PIMG_F_HEAP | PIMG_F_DELETED;
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN), 1);
+	r.flags = PIMG_F_STACK;
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN), 0);
+	r.flags = 0;
+	r.prot = PROT_READ;
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN), 0);
+	r.prot = PROT_READ | PROT_WRITE | PROT_EXEC;
+	CHECK_EQ(pimg_lazy_region(&r, PIMG_LAZY_MIN), 0);
+	r.prot = PROT_READ | PROT_WRITE;
+	for (uint32_t k = PIMG_FILE_PRIVATE; k <= PIMG_SHARED_ANON; k++) {
+		r.kind = k;
+		CHECK_EQ(pimg_lazy_region(&r, 64 * PIMG_LAZY_MIN), 0);
+	}
+}
 
 static int file_sink(void *ctx, const void *buf, size_t len)
 {
@@ -37,6 +64,7 @@ int main(void)
 	char path[4096], name[PIMG_MEM_NAME_MAX];
 	int fd, sec;
 
+	test_lazy_rule();
 	pimg_mem_name(a.start, name);
 	CHECK(strcmp(name, "mem.7f0000001000") == 0);
 	pimg_mem_name(b.start, name);
