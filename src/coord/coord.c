@@ -198,6 +198,12 @@ struct coord {
 		const char *only;
 		struct store_ckpt *held;
 		int held_files;
+		/* ... and with the receiver started on recv_host, the moving
+		 * ranks stream their images to it (WRITE ONLY <ranks> TO
+		 * <host:port>): what they sent, in how long */
+		struct migrate_receiver *recv;
+		const char *recv_host;
+		uint64_t streamed_bytes, streamed_ms;
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 	/* `stasis standby`: its ranks wait past MPI_Init for a RESTORE */
@@ -1210,7 +1216,7 @@ static int nodes_with_ranks(struct coord *c)
 static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct store_ckpt *ck = NULL;
-	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0;
+	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0, t_write = 0;
 	int ret, files = 0;
 
 	/* ranks still starting (or restarting) are waited for, not those that
@@ -1245,11 +1251,18 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		send_nodes(c, line);
 		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
 		if (!ret) {
-			char write[sizeof(c->mig.ranks) + 16] = "WRITE";
+			char write[sizeof(c->mig.ranks) + 100] = "WRITE";
 
-			if (c->mig.only)
+			if (c->mig.recv)
+				ret = migrate_receiver_port(c->mig.recv_host, c->mig.recv);
+			if (c->mig.recv && !ret)
+				snprintf(write, sizeof(write), "WRITE ONLY%s TO %s:%d", c->mig.only,
+					 c->mig.recv_host, c->mig.recv->port);
+			else if (c->mig.only)
 				snprintf(write, sizeof(write), "WRITE ONLY%s", c->mig.only);
-			send_nodes(c, write);
+			t_write = now_ms();
+			if (!ret)
+				send_nodes(c, write);
 			if (!stop && c->staged)
 				upgrade(c, "STREAM", name);
 			/* while the ranks write: what a restart reads ahead (a
@@ -1257,10 +1270,12 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			files = job_files_write(ck, (int)c->child) == 0;
 			if (!files)
 				log_warn("checkpoint %s: the job's file list: %s", name, err_msg());
-			ret = collect_nodes(c, "DONE", &ignored, &pages);
+			ret = ret ? ret : collect_nodes(c, "DONE", &ignored, &pages);
 		}
 	}
 	if (!ret && c->mig.only) {
+		c->mig.streamed_bytes = pages * 4096;
+		c->mig.streamed_ms = now_ms() - t_write;
 		/* the moving ranks' images only: held for mig_complete or mig_drop */
 		log_info("migration: the moving ranks parked and written, the others parked, after "
 			 "%llu ms", (unsigned long long)(now_ms() - t0));
@@ -2507,10 +2522,14 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	into = c->o->spares && ev->kind != EV_FAULT_PREDICTED && nmoving <= LINE_MOVE_RANKS_MAX;
 	snprintf(c->mig.ranks, sizeof(c->mig.ranks), "%s", ranks);
 	c->mig.only = into ? c->mig.ranks : NULL;
-	/* the receiver starts on the target while the ranks checkpoint */
-	rret = migrate_receiver_start(to, job_lh_dir(), c->dir, &r);
+	/* the receiver starts on the target while the ranks park; into spares
+	 * the moving ranks stream their images to it as they write them */
+	rret = migrate_receiver_start(to, job_lh_dir(), c->dir, into ? nmoving : 1, &r);
+	c->mig.recv = into && !rret ? &r : NULL;
+	c->mig.recv_host = to;
 	ret = job_checkpoint(c, 2, name, sizeof(name));
 	c->mig.only = NULL;
+	c->mig.recv = NULL;
 	if (ret) {
 		snprintf(why, sizeof(why), "%s", err_msg());
 		if (!rret)
@@ -2530,10 +2549,12 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		ret = err_set(-EHOSTDOWN, "the node agent on %s went away", from);
 	} else {
 		ret = rret ? err_set(rret, "cannot start the receiver on %s: %s", to,
-				     strerror(-rret)) : migrate_receiver_port(to, &r);
+				     strerror(-rret)) : r.port > 0 ? 0 : migrate_receiver_port(to, &r);
 	}
 	if (!ret) {
-		snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, r.port, name, ranks);
+		/* streamed: the receiver has them; the source's directory goes */
+		snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, r.port, name,
+			 into ? "" : ranks);
 		reply(c->nodes[src].fd, "%s", line);
 		ret = collect_nodes(c, "MIGRATED", &bytes, &ms);
 		reap_nodes(c);
@@ -2562,6 +2583,10 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 			mig_answer(c, "ERR %s; the job goes on where it was", why);
 		}
 		return -1;
+	}
+	if (into) {   /* streamed as they were written */
+		bytes = c->mig.streamed_bytes;
+		ms = c->mig.streamed_ms;
 	}
 	if (ms)
 		c->mig.bytes_per_s = bytes * 1000 / ms;

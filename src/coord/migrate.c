@@ -22,7 +22,7 @@
 #define SETUP_MS 2000   /* a checkpoint, a receiver started, a relaunch */
 
 int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
-			   struct migrate_receiver *r)
+			   unsigned sources, struct migrate_receiver *r)
 {
 	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
 	char cmd[2 * PATH_MAX + 64];
@@ -31,7 +31,8 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 
 	r->pid = -1;
 	r->out = -1;
-	snprintf(cmd, sizeof(cmd), "exec '%s/stasis-node' --receive '%s'", lh_dir, job_dir);
+	snprintf(cmd, sizeof(cmd), "exec '%s/stasis-node' --receive '%s' %u", lh_dir, job_dir,
+		 sources);
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return err_set(-errno, "pipe: %s", strerror(errno));
 	pid = fork();

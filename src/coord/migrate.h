@@ -22,9 +22,10 @@ struct migrate_receiver {
 
 /* Start the receiver on host for the job of job_dir (the node agent's
  * program in lh_dir), without waiting: the migration's checkpoint runs
- * meanwhile. */
+ * meanwhile. It takes `sources` connections: the source node's agent (1),
+ * or each moving rank streaming its image (a move into spares). */
 int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
-			   struct migrate_receiver *r);
+			   unsigned sources, struct migrate_receiver *r);
 
 /* Wait (30 s at most) for the port of the receiver started on host; on
  * failure the receiver is ended. */

@@ -11,8 +11,8 @@ int main(int argc, char **argv)
 {
 	const char *ready = getenv("STASIS_NODE_READY_FD");
 
-	if (argc == 3 && !strcmp(argv[1], "--receive"))
-		return node_migrate_receive(argv[2]);   /* a migration's target (node_migrate.h) */
+	if ((argc == 3 || argc == 4) && !strcmp(argv[1], "--receive"))   /* a migration's target */
+		return node_migrate_receive(argv[2], argc == 4 ? atoi(argv[3]) : 1);
 	if (argc > 1) {
 		fprintf(stderr, "stasis-node: the node agent of an MPI job's ranks takes no "
 				"arguments; its ranks start it (docs/coordinator.md)\n");

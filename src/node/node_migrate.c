@@ -12,6 +12,13 @@
  *             IMAGE <size> <path>        then <size> bytes
  *   receiver: OK | ERR <why>             (after each image)
  *   source:   END
+ * A move into spares has each moving rank stream its image while it
+ * writes it, one connection a rank, nothing written on the source:
+ *   rank:     MIGRATE <secret>
+ *             IMAGE - <path>             then the bytes, to the end of its
+ *                                        side of the connection (shutdown)
+ *   receiver: OK | ERR <why>
+ * and the receiver takes as many sources as it was told.
  */
 #include "node/node_migrate.h"
 
@@ -160,17 +167,20 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 		      size_t rlen)
 {
 	char addr[300], ckpt[64], path[PATH_MAX], *buf = NULL;
-	int fd = -1, pos = 0, rank, ret;
+	int fd = -1, pos = 0, rank, ret, any;
 
 	*bytes = 0;
 	if (!stage_dir)
 		return err_set(-EINVAL, "the node has no staged images (staging is off)");
 	if (sscanf(args, "%299s %63s %n", addr, ckpt, &pos) != 2 || !pos)
 		return err_set(-EINVAL, "bad MIGRATE line '%.80s'", args);
-	ret = line_connect(addr, "the migration's receiver", &fd);
-	if (!ret && !(buf = malloc(PIECE)))
+	/* no rank: their images were streamed (a move into spares); the
+	 * directory only goes */
+	any = sscanf(args + pos, "%d", &rank) == 1;
+	ret = any ? line_connect(addr, "the migration's receiver", &fd) : 0;
+	if (!ret && any && !(buf = malloc(PIECE)))
 		ret = err_set(-ENOMEM, "out of memory");
-	if (!ret) {
+	if (!ret && any) {
 		char line[128];
 		int n = snprintf(line, sizeof(line), "MIGRATE %s\n", secret);
 
@@ -180,7 +190,7 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 		snprintf(path, sizeof(path), "%s/%s/%s/rank-%05d.img", stage_dir, local_job, ckpt, rank);
 		ret = send_image(fd, path, buf, alive, bytes);
 	}
-	if (!ret)
+	if (!ret && any)
 		ret = write_all(fd, "END\n", 4);
 	if (fd >= 0)
 		close(fd);
@@ -219,22 +229,32 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	int out, ret = 0, rank;
 	char end;
 
-	if (path[0] != '/' || strstr(path, "/../") || !base || size < 0 ||
+	if (path[0] != '/' || strstr(path, "/../") || !base || size < -1 ||
 	    sscanf(base, "/rank-%5d.im%c", &rank, &end) != 2 || end != 'g')
 		return err_set(-EINVAL, "not a rank's image path: %.200s", path);
 	snprintf(dir, sizeof(dir), "%s", path);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	if (mkdirs(dir) != 0 || (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
 		return err_set(-errno, "cannot write %s: %s", tmp, strerror(errno));
-	for (long long left = size; !ret && left > 0;) {
-		size_t n = left < PIECE ? (size_t)left : PIECE;
+	for (long long left = size; !ret && left;) {
+		size_t n = left > 0 && left < PIECE ? (size_t)left : PIECE;
+		ssize_t got = (ssize_t)n;
 
-		ret = read_all(fd, buf, n);
-		if (ret)
+		if (size < 0) {   /* streamed: to the end of the source's side */
+			while ((got = read(fd, buf, n)) < 0 && errno == EINTR)
+				;
+			if (got <= 0) {
+				ret = got < 0 ? err_set(-errno, "reading %s: %s", path, strerror(errno)) : 0;
+				break;
+			}
+		} else if ((ret = read_all(fd, buf, n)) != 0) {
 			ret = err_set(ret, "the source closed the connection inside %s", path);
-		else if ((ret = write_all(out, buf, n)) != 0)
+			break;
+		}
+		if ((ret = write_all(out, buf, (size_t)got)) != 0)
 			ret = err_set(ret, "cannot write %s: %s", tmp, strerror(-ret));
-		left -= (long long)n;
+		if (size > 0)
+			left -= got;
 	}
 	close(out);
 	ret = ret ? ret : img_open(tmp, &r);
@@ -247,7 +267,7 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	return ret;
 }
 
-static int listen_any(int *port)
+static int listen_any(int *port, int backlog)
 {
 	struct sockaddr_storage sa;
 	socklen_t len = sizeof(sa);
@@ -260,7 +280,7 @@ static int listen_any(int *port)
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd >= 0)
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 1) != 0 ||
+	if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, backlog) != 0 ||
 	    getsockname(fd, (struct sockaddr *)&sa, &len) != 0) {
 		freeaddrinfo(res);
 		if (fd >= 0)
@@ -273,12 +293,42 @@ static int listen_any(int *port)
 	return fd;
 }
 
-int node_migrate_receive(const char *job_dir)
+/* One source's connection: its images, each answered; a streamed image
+ * (IMAGE -) is the connection's last */
+static int serve_source(int fd, const char *secret, char *buf)
 {
-	char secret[33] = "", line[PATH_MAX + 64], path[PATH_MAX], spath[PATH_MAX], *buf;
+	char line[PATH_MAX + 64], path[PATH_MAX];
 	long long size;
-	int lfd, fd, sfd, port = 0, ret = 0, pos = 0;
-	struct pollfd p;
+	int ret, pos = 0;
+
+	if (get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS) != 0 ||
+	    strncmp(line, "MIGRATE ", 8) || strcmp(line + 8, secret))
+		return err_set(-EACCES, "the source did not present the job's secret");
+	while ((ret = get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS)) == 0 && strcmp(line, "END")) {
+		int streamed = !strncmp(line, "IMAGE - ", 8);
+
+		size = -1;
+		if (streamed)
+			pos = 8;
+		else if (sscanf(line, "IMAGE %lld %n", &size, &pos) != 1 || !pos || size < 0)
+			return err_set(-EPROTO, "unexpected line '%.80s'", line);
+		snprintf(path, sizeof(path), "%s", line + pos);
+		ret = receive_image(fd, path, size, buf);
+		if (ret) {
+			dprintf(fd, "ERR %s\n", err_msg());
+			return ret;
+		}
+		dprintf(fd, "OK\n");
+		if (streamed)
+			return 0;
+	}
+	return ret;
+}
+
+int node_migrate_receive(const char *job_dir, int sources)
+{
+	char secret[33] = "", spath[PATH_MAX], *buf;
+	int lfd, fd, sfd, port = 0, ret = 0;
 
 	snprintf(spath, sizeof(spath), "%s/coord.secret", job_dir);
 	sfd = open(spath, O_RDONLY | O_CLOEXEC);
@@ -287,44 +337,83 @@ int node_migrate_receive(const char *job_dir)
 		return 1;
 	}
 	close(sfd);
-	lfd = listen_any(&port);
+	if (sources < 1)
+		sources = 1;
+	lfd = listen_any(&port, sources);
 	if (lfd < 0) {
 		fprintf(stderr, "stasis-node: cannot listen: %s\n", strerror(-lfd));
 		return 1;
 	}
 	printf("PORT %d\n", port);
 	fflush(stdout);
-	p = (struct pollfd){ lfd, POLLIN, 0 };
-	if (poll(&p, 1, ACCEPT_TIMEOUT_MS) != 1 || (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
-		fprintf(stderr, "stasis-node: no source came within %d s\n", ACCEPT_TIMEOUT_MS / 1000);
-		return 1;
+	buf = malloc(PIECE);
+	/* the sources one after the other: the others wait in the backlog */
+	for (int i = 0; buf && !ret && i < sources; i++) {
+		struct pollfd p = { lfd, POLLIN, 0 };
+
+		if (poll(&p, 1, ACCEPT_TIMEOUT_MS) != 1 ||
+		    (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+			fprintf(stderr, "stasis-node: no source came within %d s\n",
+				ACCEPT_TIMEOUT_MS / 1000);
+			free(buf);
+			return 1;
+		}
+		ret = serve_source(fd, secret, buf);
+		close(fd);
 	}
 	close(lfd);
-	buf = malloc(PIECE);
-	if (!buf || get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS) != 0 ||
-	    strncmp(line, "MIGRATE ", 8) || strcmp(line + 8, secret)) {
-		fprintf(stderr, "stasis-node: the source did not present the job's secret\n");
-		return 1;
-	}
-	while ((ret = get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS)) == 0 && strcmp(line, "END")) {
-		if (sscanf(line, "IMAGE %lld %n", &size, &pos) != 1 || !pos) {
-			ret = err_set(-EPROTO, "unexpected line '%.80s'", line);
-			break;
-		}
-		snprintf(path, sizeof(path), "%s", line + pos);
-		ret = receive_image(fd, path, size, buf);
-		if (ret) {
-			dprintf(fd, "ERR %s\n", err_msg());
-			break;
-		}
-		dprintf(fd, "OK\n");
-	}
 	free(buf);
-	close(fd);
-	if (ret) {
+	if (ret || !buf) {
 		fprintf(stderr, "stasis-node: migration not received: %s\n",
-			ret == -ETIMEDOUT || ret == -EPIPE ? "the source went away" : err_msg());
+			!buf ? "out of memory" : ret == -ETIMEDOUT || ret == -EPIPE ?
+			"the source went away" : err_msg());
 		return 1;
 	}
 	return 0;
+}
+
+/* ---- a moving rank's side: its image streamed while it is written ---- */
+
+int node_migrate_stream_open(const char *addr, const char *secret, const char *path, int *fd)
+{
+	char line[PATH_MAX + 64];
+	int n, ret = line_connect(addr, "the migration's receiver", fd);
+
+	if (ret)
+		return ret;
+	n = snprintf(line, sizeof(line), "MIGRATE %s\nIMAGE - %s\n", secret, path);
+	if (n >= (int)sizeof(line) || (ret = write_all(*fd, line, (size_t)n)) != 0) {
+		close(*fd);
+		*fd = -1;
+		return err_set(ret ? ret : -ENAMETOOLONG, "cannot reach the migration's receiver at %s",
+			       addr);
+	}
+	return 0;
+}
+
+int node_migrate_stream_write(void *ctx, const void *buf, size_t len)
+{
+	int ret = write_all(*(int *)ctx, buf, len);
+
+	return ret ? err_set(ret, "the migration's receiver closed the connection") : 0;
+}
+
+int node_migrate_stream_close(int *fd, int failed)
+{
+	char line[512];
+	int ret = 0;
+
+	if (*fd < 0)
+		return 0;
+	/* the end of the image: the receiver checks it and answers */
+	if (!failed && shutdown(*fd, SHUT_WR) != 0)
+		ret = err_set(-errno, "the migration's receiver: %s", strerror(errno));
+	if (!failed && !ret && (ret = get_line(*fd, line, sizeof(line), LINE_TIMEOUT_MS)) != 0)
+		ret = err_set(ret, "the migration's receiver did not confirm the image");
+	if (!failed && !ret && strcmp(line, "OK"))
+		ret = err_set(-EIO, "the migration's receiver refused the image: %s",
+			      strncmp(line, "ERR ", 4) ? line : line + 4);
+	close(*fd);
+	*fd = -1;
+	return ret;
 }

@@ -16,16 +16,27 @@
  * removed). *bytes: the image bytes sent. alive (or NULL) is called every
  * 200 ms or so while it sends: the agent's heartbeat, which its loop
  * cannot say meanwhile. Fault point node.migrate (before each 4 MiB
- * piece). */
+ * piece). No rank (their images were streamed): the directory only. */
 int node_migrate_send(const char *args, const char *stage_dir, const char *local_job,
 		      const char *secret, void (*alive)(void), uint64_t *bytes, char *removed,
 		      size_t rlen);
 
-/* Target side: `stasis-node --receive <job dir>`, started on the target
- * node by the coordinator: listens on a free TCP port, says PORT <n> on
- * stdout, takes one source presenting the job's secret (job_dir/
- * coord.secret) and writes its images where the restart reads them.
- * Returns the exit status (0: every image received and checked). */
-int node_migrate_receive(const char *job_dir);
+/* Target side: `stasis-node --receive <job dir> [<sources>]`, started on
+ * the target node by the coordinator: listens on a free TCP port, says
+ * PORT <n> on stdout, takes `sources` sources (1 by default) one after the
+ * other, each presenting the job's secret (job_dir/coord.secret), and
+ * writes their images where the restart reads them. Returns the exit
+ * status (0: every image received and checked). */
+int node_migrate_receive(const char *job_dir, int sources);
+
+/* A moving rank's side (a move into spares): its image goes to the
+ * receiver at addr while it is written, never to its own node. open
+ * connects and says MIGRATE <secret>, IMAGE - <path> (*fd); write is an
+ * image sink (image.h's img_sink_fn) with ctx the int *fd; close ends the
+ * image and waits for the receiver's OK after its check (failed: the
+ * image is abandoned, the receiver refuses what it got). */
+int node_migrate_stream_open(const char *addr, const char *secret, const char *path, int *fd);
+int node_migrate_stream_write(void *ctx, const void *buf, size_t len);
+int node_migrate_stream_close(int *fd, int failed);
 
 #endif

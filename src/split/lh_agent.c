@@ -51,6 +51,7 @@
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/line.h"
+#include "node/node_migrate.h"
 #include "image/image.h"
 #include "lh.h"
 #include "lh_ckpt.h"
@@ -66,6 +67,7 @@
 #define TID_OFFSET 0x2d0   /* struct pthread's tid in glibc 2.36, x86-64 (checked) */
 
 static int coord_fd = -1;
+static char job_secret[33];   /* coord.secret: a move's stream presents it */
 static MPI_Comm agent_comm = MPI_COMM_NULL;   /* the lower halves' own */
 static struct store *store;
 static struct lh_ckpt_state st;
@@ -399,15 +401,16 @@ static int run_until_parked(int timeout_ms)
  * left to the node agent (*rec, named in DONE: one append to the job's
  * index a node, docs/coordinator.md "Records a node"); rec->info.name
  * empty when the rank appended it itself */
-static int write_image(const char *name, struct lh_dump_info *info, struct store_file_record *rec)
+static int write_image(const char *name, const char *stream, struct lh_dump_info *info,
+		       struct store_file_record *rec)
 {
-	struct store *to = lh_stage_on() ? lh_stage_store() : NULL;
+	struct store *to = lh_stage_on() && !stream ? lh_stage_store() : NULL;
 	struct store_ckpt *ck = NULL;
 	struct store_file *f = NULL;
 	struct img_writer *w = NULL;
 	struct img_writer_opts opts;
-	char file[64], num[32];
-	int ret;
+	char file[64], num[32], path[PATH_MAX];
+	int ret, sfd = -1;
 
 	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, lh_info->world_rank);
 	img_writer_opts_default(&opts);
@@ -416,14 +419,25 @@ static int write_image(const char *name, struct lh_dump_info *info, struct store
 		ret = FAULT(SPLIT_RANK_WRITE);
 	if (ret)
 		ret = err_set(ret, "rank %d: fault point split.rank.write", lh_info->world_rank);
-	else if (lh_stage_on() && !to)
+	else if (lh_stage_on() && !stream && !to)
 		ret = err_set(-EIO, "rank %d: cannot open the node-local directory %s: %s",
 			      lh_info->world_rank, getenv("STASIS_STAGE_DIR"), err_msg());
+	if (stream) {
+		/* a move into a spare: to the target's receiver, at the path the
+		 * spare reads, nothing on this node (node_migrate.h) */
+		ret = ret ? ret : lh_stage_path(name, lh_info->world_rank, path, sizeof(path));
+		ret = ret ? ret : node_migrate_stream_open(stream, job_secret, path, &sfd);
+		ret = ret ? ret : img_writer_create(node_migrate_stream_write, &sfd, &opts, &w);
+		goto meta;
+	}
 	/* the coordinator began it: no rank reads the index (docs/scale.md) */
 	ret = ret ? ret : to ? store_ckpt_begin_named(to, name, &ck)
 			     : store_ckpt_join_begun(store, name, &ck);
 	ret = ret ? ret : store_file_create(ck, file, &f);
 	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
+	if (!ret)
+		img_writer_sink_crc(w, store_file_write_crc);
+meta:
 	ret = ret ? ret : img_writer_meta(w, "producer", "stasis split");
 	ret = ret ? ret : img_writer_meta(w, "job", getenv("STASIS_JOB_NAME"));
 	snprintf(num, sizeof(num), "%d", lh_info->world_rank);
@@ -434,7 +448,13 @@ static int write_image(const char *name, struct lh_dump_info *info, struct store
 	ret = ret ? ret : lh_dump(w, &st, info);
 	ret = ret ? ret : img_writer_finish(w, NULL);
 	rec->info.name[0] = '\0';
-	ret = ret ? ret : to ? store_file_commit(f) : store_file_commit_unrecorded(f, rec);
+	if (stream) {
+		int closed = node_migrate_stream_close(&sfd, ret != 0);
+
+		ret = ret ? ret : closed;
+	} else {
+		ret = ret ? ret : to ? store_file_commit(f) : store_file_commit_unrecorded(f, rec);
+	}
 	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
@@ -680,16 +700,17 @@ static int move(const char *ckpt, const char *args)
 	return 0;
 }
 
-/* WRITE, WRITE ONLY <rank>..., WRITE EXCEPT <rank>... (every rank is
- * parked): drain once a checkpoint, then write the image if the line names
- * this rank, and say DONE (or FAILED). A move into spares has only the
- * moving ranks write (ONLY); the others, should the move fail, write
- * theirs after it (EXCEPT: docs/coordinator.md, "Moving a rank into a
- * spare"). */
+/* WRITE, WRITE ONLY <rank>... [TO <host:port>], WRITE EXCEPT <rank>...
+ * (every rank is parked): drain once a checkpoint, then write the image if
+ * the line names this rank, and say DONE (or FAILED). A move into spares
+ * has only the moving ranks write (ONLY), straight to the target's
+ * receiver (TO); the others, should the move fail, write theirs after it
+ * (EXCEPT: docs/coordinator.md, "Moving a rank into a spare"). */
 static void write_phase(const char *name, const char *args, int *drained)
 {
 	struct lh_dump_info info = { 0 };
 	struct store_file_record rec = { 0 };
+	const char *to = strstr(args, " TO ");   /* ONLY ... TO <host:port>: streamed */
 	int ret = 0;
 
 	err_clear();
@@ -704,7 +725,7 @@ static void write_phase(const char *name, const char *args, int *drained)
 		return;
 	}
 	if (!ret)
-		ret = write_image(name, &info, &rec);
+		ret = write_image(name, to ? to + 4 : NULL, &info, &rec);
 	if (ret)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
 	else if (rec.info.name[0])
@@ -900,6 +921,7 @@ void lh_agent_start(uint32_t restarts)
 	}
 	close(fd);
 	secret[32] = 0;
+	memcpy(job_secret, secret, sizeof(job_secret));
 	ret = store_open(getenv("STASIS_STORE_TIER") && *getenv("STASIS_STORE_TIER")
 			 ? getenv("STASIS_STORE_TIER") : NULL,
 			 getenv("STASIS_STORE_ROOT"), getenv("STASIS_JOB_NAME"), &store);

@@ -89,6 +89,14 @@ static int local_path(const char *name, int rank, char *out, size_t len)
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
+int lh_stage_path(const char *name, int rank, char *out, size_t len)
+{
+	if (!stage_dir())
+		return err_set(-EINVAL, "rank %d: no node-local directory (staging is off)", rank);
+	return local_path(name, rank, out, len) ? err_set(-ENAMETOOLONG, "rank %d: the path of its "
+							  "node-local image is too long", rank) : 0;
+}
+
 /* Only the node's last cache_keep images of this rank stay (the newest
  * names: ckpt-NNNNNN sort by age) */
 static void keep_last(int rank, unsigned keep)

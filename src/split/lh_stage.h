@@ -16,6 +16,9 @@ struct store *lh_stage_store(void);
 /* The image of checkpoint name is durable in the node-local store: older
  * ones of this rank beyond cache_keep go */
 void lh_stage_written(const char *name, int rank);
+/* Where the rank's image of checkpoint name is in a node's local
+ * directory, the same path on every node */
+int lh_stage_path(const char *name, int rank, char *out, size_t len);
 /* At a restart from restore_dir (the checkpoint's directory in the global
  * tier): the image the rank reads, its node-local copy when there is one
  * (said at info level); -ENOENT and a message when there is none at all */

@@ -13,8 +13,12 @@ that checkpoint. With --spares 1 a rank moves into the spare waiting on
 the target instead, and nothing is relaunched (MPICH's case, and one
 under Open MPI, and one refused that takes the relaunch). About 100 s
 (each case 7-18 s). Needs root."""
+import ctypes
 import json
+import os
+import pathlib
 import re
+import struct
 import subprocess
 import time
 
@@ -42,6 +46,34 @@ def uninterrupted(out, n, checks="messages="):
     its = [int(m) for m in re.findall(r"^rank 0 iteration (\d+)$", out, re.M)]
     assert its == list(range(len(its))) and len(its) >= ITERS - 1, out
     assert f"PASS ranks={n} iterations={ITERS} {checks}" in out, out
+
+
+def watch(path):
+    """an inotify watch of what is created in the directory path (its
+    descriptor, for created())"""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.inotify_init1(os.O_NONBLOCK)
+    assert fd >= 0 and libc.inotify_add_watch(fd, str(path).encode(), 0x100 | 0x80) >= 0, \
+        os.strerror(ctypes.get_errno())   # IN_CREATE | IN_MOVED_TO
+    return fd
+
+
+def created(fd):
+    """the names created in the watched directory since watch()"""
+    names = []
+    while True:
+        try:
+            buf = os.read(fd, 65536)
+        except BlockingIOError:
+            break
+        i = 0
+        while i < len(buf):
+            _, mask, _, n = struct.unpack_from("iIII", buf, i)
+            if mask & (0x100 | 0x80):
+                names.append(buf[i + 16:i + 16 + n].rstrip(b"\0").decode())
+            i += 16 + n
+    os.close(fd)
+    return names
 
 
 def local_files(cluster, node):
@@ -120,7 +152,8 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
     run's; a checkpoint after it works. A program holding a communicator
     that it freed and another member still holds (comms.c) is refused in
     one log line and takes the relaunch. Into the spare, rank 0 writes no
-    image: only the moving rank does. Open MPI (MPICH's case, p2p.c
+    image: only the moving rank does, straight to n3 (nothing of it on
+    n2's disk, refused or not). Open MPI (MPICH's case, p2p.c
     with its pending receives: the first test's). About 15 s each. With
     node.no_rank armed, a node agent that no rank reached yet gives up at
     once, as it does after 300 s: n3's, whose node holds the spare only,
@@ -136,7 +169,14 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
                   SLEEP_MS, opts="--spares 1")
         job.lines_until(r"rank 0 iteration 3")
         before = re.findall(r"(?:=|,)0:(\d+)@n1", job.stasis("status", "--dir", job.ck).stdout)
+        # rank 1's image streams to n3 as it is written: nothing of it is
+        # created in n2's directory of the job (a checkpoint made it)
+        first = job.checkpoint()
+        stage = next(pathlib.Path(p).parents[1] for p in local_files(cluster, "n2")
+                     if p.endswith(f"/{first}/rank-00001.img"))
+        fd = watch(stage)
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", timeout=120)
+        assert created(fd) == [], stage
         assert re.fullmatch(r"migration: ranks 1 from n2 to n3, \d+\.\d MiB node to node in "
                             rf"\d+\.\d\d s; from ckpt-\d+{'; into spares' if moved else ''}\n",
                             r.stdout), r.stdout + r.stderr
