@@ -535,6 +535,18 @@ static int rebuilt(const char *dir, struct early *e)
 
 static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r, int barrier);
 
+/* The restart's error, said once with the rank: some messages name it
+ * already (lh_stage_image's said "rank 1: rank 1: no copy ...") */
+static void __attribute__((noreturn)) die_restart(void)
+{
+	char own[32];
+	int n = snprintf(own, sizeof(own), "rank %d: ", lh_info->world_rank);
+
+	if (!strncmp(err_msg(), own, (size_t)n))
+		lh_die("%s", err_msg());
+	lh_die("%s%s", own, err_msg());
+}
+
 static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 {
 	const struct lh_restored *r = &e->r;
@@ -544,7 +556,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 	fetched = rebuilt(dir, e);
 	if (fetched) {
 		if (lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
-			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+			die_restart();
 	} else if (e->started) {
 		pthread_join(e->th, NULL);
 		if (e->ret)
@@ -556,7 +568,7 @@ static void __attribute__((noreturn)) restart(const char *dir, struct early *e)
 		lh_log(LOG_DEBUG, "rank %d reads its image after MPI_Init", lh_info->world_rank);
 		if (lh_stage_image(dir, lh_info->world_rank, e->path, sizeof(e->path)) != 0 ||
 		    lh_restore(e->path, lh_info->world_rank, lh_info->world_size, &e->r) != 0)
-			lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+			die_restart();
 	}
 	enter_restored(r, 1);
 }
@@ -572,7 +584,7 @@ static void __attribute__((noreturn)) adopt(const char *ckpt)
 	stage("adopt");
 	if (lh_stage_image(ckpt, lh_info->world_rank, path, sizeof(path)) != 0 ||
 	    lh_restore(path, lh_info->world_rank, lh_info->world_size, &r) != 0)
-		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+		die_restart();
 	enter_restored(&r, 0);
 }
 
@@ -591,16 +603,16 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 	 * every object the program holds, its pending receives posted again */
 	stage("rebuild");
 	if (lh_ledger_attach(lh_info->world_rank, lh_info->world_size) != 0)
-		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+		die_restart();
 	lh_lg->restarts = r->restarts + 1;
 	lh_handles_init(1);
 	if (lh_state_rebuild() != 0)
-		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+		die_restart();
 	stage("register");
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
 	if (lh_fds_place(r->fds, r->nfds) != 0)
-		lh_die("rank %d: %s", lh_info->world_rank, err_msg());
+		die_restart();
 	lh_fds_entering(r->fds, r->nfds);
 	lh_lazy_go();
 	fflush(NULL);

@@ -97,7 +97,9 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
     """The node agent dies before it commits its copies (right after
     `stasis checkpoint` returned): the checkpoint stays at level local,
     nothing of the global copy counts, and the restart reads the node-local
-    copies. The ranks run on to their end, without checkpoints."""
+    copies. The ranks run on to their end, without checkpoints. A restart
+    whose rank 1 finds its image nowhere fails in one line that names the
+    rank once."""
     job = staged_job(tmp_path, STASIS_FAULT="node.copy.commit:kill")
     job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
     job.lines_until(r"rank 0 iteration 3")
@@ -108,6 +110,15 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
     assert level(job, name) == "local"
     assert images(job.ck, name) == []   # a .tmp at most: never committed
     job.env.pop("STASIS_FAULT")
+    # a rank whose image is nowhere says so, with its rank once (it said
+    # "rank 1: rank 1: no copy ...")
+    [img] = job.local.glob(f"*/{name}/rank-00001.img")
+    img.rename(img.with_suffix(".away"))
+    job.restart()
+    rc, out, err = job.finish_job()
+    assert rc != 0 and re.search(rf"^stasis: lower half: rank 1: no copy of its image of {name}: "
+                                 r"not in \S+'s local directory", err, re.M), err
+    img.with_suffix(".away").rename(img)
     err = restart_to_the_end(job)
     assert err.count("reads its node-local copy") == 2, err
 
