@@ -78,6 +78,12 @@ void pimg_park_answer(struct pimg_park *p, int32_t tid);
  * upper half's FS. */
 void pimg_thread_capture(struct pimg_rec_thread *t, void *uc, uint64_t fs, uint32_t flags);
 
+/* The signals pending (bit s - 1 for signal s) for thread tid of this
+ * process (SigPnd in /proc/self/task/TID/status; tid 0: the calling
+ * thread), or with shared for the process (ShdPnd), but signal sig (the
+ * checkpoint's own); 0 when the file cannot be read. */
+uint64_t pimg_pending(int32_t tid, int shared, int sig);
+
 /* Send again the signals pending at the checkpoint: set (bit s - 1 for
  * signal s, 1 to 64) to thread tid of process pid, or to the process when
  * tid is 0. The threads must still block them all: each gets its own mask

@@ -252,6 +252,57 @@ void pimg_thread_capture(struct pimg_rec_thread *t, void *uc, uint64_t fs, uint3
 	sys3(__NR_prctl, PR_GET_NAME, (long)t->comm, 0);
 }
 
+uint64_t pimg_pending(int32_t tid, int shared, int sig)
+{
+	static const char self[] = "/proc/thread-self/status", task[] = "/proc/self/task/";
+	const char *key = shared ? "\nShdPnd:" : "\nSigPnd:", *p;
+	char path[64], buf[4096], digits[12];
+	long fd, n, len = 0, nd = 0;
+	uint64_t v = 0;
+
+	if (!tid) {
+		for (const char *c = self; *c; c++)
+			path[len++] = *c;
+	} else {
+		for (const char *c = task; *c; c++)
+			path[len++] = *c;
+		for (uint32_t t = (uint32_t)tid; t || !nd; t /= 10)
+			digits[nd++] = (char)('0' + t % 10);
+		while (nd)
+			path[len++] = digits[--nd];
+		for (const char *c = "/status"; *c; c++)
+			path[len++] = *c;
+	}
+	path[len] = 0;
+	fd = sys3(__NR_openat, AT_FDCWD, (long)path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = sys3(__NR_read, fd, (long)buf, sizeof(buf) - 1);   /* the whole file, as procfs gives it */
+	sys3(__NR_close, fd, 0, 0);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	for (p = buf; *p; p++) {
+		const char *k = key, *q = p;
+
+		while (*k && *q == *k)
+			k++, q++;
+		if (*k)
+			continue;
+		while (*q == ' ' || *q == '\t')
+			q++;
+		for (;; q++) {
+			int d = *q >= '0' && *q <= '9' ? *q - '0' : *q >= 'a' && *q <= 'f' ? *q - 'a' + 10 : -1;
+
+			if (d < 0)
+				break;
+			v = v << 4 | (uint64_t)d;
+		}
+		break;
+	}
+	return sig > 0 && sig <= 64 ? v & ~(1ull << (sig - 1)) : v;
+}
+
 void pimg_raise_pending(int32_t pid, int32_t tid, uint64_t set)
 {
 	for (int sig = 1; sig <= 64; sig++) {

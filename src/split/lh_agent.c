@@ -261,28 +261,6 @@ static int skip_thread(int32_t tid, void *ctx)
 	return tid == (int32_t)syscall(SYS_gettid) || is_lower(tid);
 }
 
-/* The signals pending in /proc/self[/task/TID]/status's field (SigPnd:
- * the thread's, ShdPnd: the process's), but the checkpoint's own. */
-static uint64_t pending(pid_t tid, const char *field)
-{
-	char path[64], line[128];
-	unsigned long long v = 0;
-	size_t len = strlen(field);
-	FILE *f;
-
-	if (tid)
-		snprintf(path, sizeof(path), "/proc/self/task/%d/status", (int)tid);
-	else
-		snprintf(path, sizeof(path), "/proc/self/status");
-	f = fopen(path, "re");
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, len) && sscanf(line + len, " %llx", &v) == 1)
-			break;
-	if (f)
-		fclose(f);
-	return v & ~(1ull << (LH_CKPT_SIGNAL - 1));
-}
-
 /* Every thread parked: the main thread first in st.threads, and what the
  * image needs of each one there. */
 static int check_parked(void)
@@ -314,8 +292,8 @@ static int check_parked(void)
 	/* signals sent while the threads were blocking them, or during the
 	 * checkpoint (its handler blocks every one): sent again at a restart */
 	for (uint32_t i = 0; i < n; i++)
-		st.threads[i].sigpending = pending(st.threads[i].tid, "SigPnd:");
-	st.shared_pending = pending(0, "ShdPnd:");
+		st.threads[i].sigpending = pimg_pending(st.threads[i].tid, 0, LH_CKPT_SIGNAL);
+	st.shared_pending = pimg_pending(0, 1, LH_CKPT_SIGNAL);
 	st.nthreads = n;
 	st.tid_offset = TID_OFFSET;
 	parked_main = 1;

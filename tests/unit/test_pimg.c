@@ -380,8 +380,42 @@ static void test_thread_capture(void)
 	signal(SIGUSR2, SIG_DFL);
 }
 
+/* pimg_pending: a blocked signal sent to this thread is pending for it
+ * (read as the calling thread's and by its tid), one sent to the process
+ * for the process; the checkpoint's own left out. Runs first, while this
+ * is the process's only thread. */
+static void test_pending(void)
+{
+	sigset_t set, old;
+	struct timespec zero = { 0, 0 };
+	pid_t tid = (pid_t)syscall(SYS_gettid);
+	uint64_t usr1 = 1ull << (SIGUSR1 - 1), usr2 = 1ull << (SIGUSR2 - 1), rt = 1ull << 61;
+	uint64_t ours = usr1 | usr2 | rt;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
+	sigaddset(&set, 62);
+	CHECK_EQ(pthread_sigmask(SIG_BLOCK, &set, &old), 0);
+	CHECK_EQ(pimg_pending(0, 0, 62) & ours, 0);
+	CHECK_EQ(syscall(SYS_tgkill, getpid(), tid, SIGUSR1), 0);
+	CHECK_EQ(syscall(SYS_tgkill, getpid(), tid, 62), 0);
+	CHECK_EQ(kill(getpid(), SIGUSR2), 0);
+	CHECK_EQ(pimg_pending(0, 0, 62) & ours, usr1);
+	CHECK_EQ(pimg_pending(0, 0, 0) & ours, usr1 | rt);
+	CHECK_EQ(pimg_pending(tid, 0, 62) & ours, usr1);
+	CHECK_EQ(pimg_pending(0, 1, 62) & ours, usr2);
+	CHECK_EQ(pimg_pending(tid, 1, 62) & ours, usr2);
+	while (sigtimedwait(&set, NULL, &zero) > 0)
+		;
+	CHECK_EQ(pimg_pending(0, 0, 0) & ours, 0);
+	CHECK_EQ(pimg_pending(0, 1, 0) & ours, 0);
+	CHECK_EQ(pthread_sigmask(SIG_SETMASK, &old, NULL), 0);
+}
+
 int main(void)
 {
+	test_pending();
 	test_parse();
 	test_files_by_name();
 	test_own_mappings();

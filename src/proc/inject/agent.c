@@ -303,33 +303,6 @@ static char *read_proc_file(const char *path, size_t *len, size_t *cap)
 	}
 }
 
-/* SigPnd (this thread's pending signals) or ShdPnd (the process's) from
- * /proc/thread-self/status; the checkpoint signal itself is left out. */
-static uint64_t pending_mask(const char *key)
-{
-	char buf[4096];
-	ssize_t n;
-	int fd = open("/proc/thread-self/status", O_RDONLY | O_CLOEXEC);
-	const char *p;
-	uint64_t v = 0;
-
-	if (fd < 0)
-		return 0;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = 0;
-	p = strstr(buf, key);
-	if (p) {
-		p += str_len(key);
-		while (*p == '\t' || *p == ' ')
-			p++;
-		v = parse_hex(&p);
-	}
-	return v & ~(1ull << (PROC_CKPT_SIGNAL - 1));
-}
-
 /* ---- per-thread state, captured in the signal handler ---- */
 
 static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
@@ -345,7 +318,7 @@ static void fill_slot(struct slot *s, void *ucv, uint32_t flags)
 		s->rec.rseq_len = __rseq_size < 32 ? 32 : __rseq_size;
 		s->rec.rseq_sig = RSEQ_SIG_X86;
 	}
-	s->rec.sigpending = pending_mask("SigPnd:");
+	s->rec.sigpending = pimg_pending(0, 0, PROC_CKPT_SIGNAL);
 	s->uc = ucv;
 	s->xsave = NULL;
 	s->xsave_size = 0;
@@ -457,7 +430,7 @@ static int send_header(const struct dump *d, unsigned nthreads, unsigned nregion
 	umask(um);
 	h.umask = um;
 	h.state_addr = (uint64_t)(uintptr_t)&stasis_agent_state;
-	h.shared_pending = pending_mask("ShdPnd:");
+	h.shared_pending = pimg_pending(0, 1, PROC_CKPT_SIGNAL);
 	{
 		int af = open("/proc/self/auxv", O_RDONLY | O_CLOEXEC);
 		ssize_t an = af >= 0 ? read(af, h.auxv, sizeof(h.auxv)) : -1;
