@@ -1162,12 +1162,19 @@ static int node_events(struct coord *c)
 	for (int k = 0; k < n; k++) {
 		unsigned i = (unsigned)((struct node_conn *)ev[k].data.ptr - c->nodes);
 		char line[512];
-		int said = 0, gone;
+		int said = 0, gone, fd = c->nodes[i].fd, cork = 1;
 
+		/* the answers to the lines read here (OK <rank> to each RANK) in
+		 * as few segments as fit: TCP_NODELAY sends each write at once,
+		 * which cost a fifth more of the coordinator's CPU at 20,480
+		 * ranks' registration */
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &cork, sizeof(cork));
 		do {
-			gone = read_line(c->nodes[i].fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
+			gone = read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0;
 			said = gone ? 0 : node_line(c, &c->nodes[i], line, NULL, 0);
-		} while (!gone && said != 1 && line_waiting(c->nodes[i].fd));
+		} while (!gone && said != 1 && line_waiting(fd));
+		cork = 0;
+		setsockopt(fd, IPPROTO_TCP, TCP_CORK, &cork, sizeof(cork));
 		if (gone) {
 			node_gone(c, i);
 			return -1;
