@@ -122,6 +122,8 @@ static int payload_end(struct img_scan *s)
 
 static int tail_add(struct img_scan *s, const unsigned char *p, size_t len)
 {
+	if (!len)
+		return 0;   /* the chunks ended on a piece's edge: nothing yet */
 	if (s->tail_len + len > IMG_MANIFEST_MAX + IMG_FOOTER_LEN)
 		return err_set(-EBADMSG, "%s: more than a manifest after the last chunk (byte %llu)",
 			       s->name, (unsigned long long)s->data_end);
