@@ -645,6 +645,11 @@ out:
  * each time again up to 16 ms: every round is an allgather of all the
  * members, whose CPU the writers of the images need */
 #define STREAM_IDLE_MAX_NS 16000000
+/* Rows one gather may let through: a gather of every member's state per
+ * row was one more round through all the members per MiB of each cell,
+ * each a wait for the others' turn on a loaded node; a few rows a gather
+ * keep a failed checkpoint's stop prompt */
+#define STREAM_ROWS 8
 
 enum { ST_SIZE, ST_COMMITTED, ST_FAILED, ST_N };
 
@@ -721,10 +726,15 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 			e->err = store_ckpt_annex_early(set->local, set->ckpt, &e->early);
 		if (!e->w && !e->err)
 			e->err = enc_open(set, e, e->early, 1);
-		ret = enc_slice(c, e, (uint64_t)mine[ST_SIZE], e->done, e->g->row, 0);
-		if (ret)
-			goto out;
-		e->done += e->g->row;
+		/* every row the gathered state allows (the same rows on every
+		 * member), up to STREAM_ROWS before the next gather */
+		for (int rows = 0; rows < STREAM_ROWS &&
+		     stream_row_ready(e, (const int64_t (*)[ST_N])state); rows++) {
+			ret = enc_slice(c, e, (uint64_t)mine[ST_SIZE], e->done, e->g->row, 0);
+			if (ret)
+				goto out;
+			e->done += e->g->row;
+		}
 	}
 	log_info("rank %d: %s: %" PRIu64 " KiB of each rs cell encoded while the files were "
 		 "written", rank, set->ckpt, e->done >> 10);
