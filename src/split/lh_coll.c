@@ -223,6 +223,46 @@ static void mark_uncounted(uint32_t comm, int ret)
 	uncounted[comm] = (uint8_t)(cls < 254 ? cls + 1 : 255);
 }
 
+/* Each communicator's count at the end of the last checkpoint's rounds
+ * (LH_ROUND_DONE, when every member had the same), or since it was made
+ * (0 on every member): a rank tells the others in a round only of the
+ * communicators whose count moved since (and of those it retired or is
+ * held at a blocking collective of), so a round's exchange costs what
+ * the program did since, not world size times communicators. A member
+ * that said nothing of one is at that base, which no member's count is
+ * below: the largest count said is the target. Lower-half memory: a
+ * restarted or moved rank knows no base and tells of every one. */
+static uint64_t *base;
+static uint8_t *base_ok;
+static uint32_t base_cap;
+
+static int base_known(uint32_t c)
+{
+	return c < base_cap && base_ok[c] && base[c] == lh_lg->coll_seq[c];
+}
+
+static void base_set(uint32_t c, int ok)
+{
+	if (c >= base_cap) {
+		uint32_t cap = base_cap ? base_cap : 64;
+		void *a, *b;
+
+		while (cap <= c)
+			cap *= 2;
+		a = realloc(base, cap * sizeof(*base));
+		if (a)
+			base = a;
+		b = a ? realloc(base_ok, cap) : NULL;
+		if (!b)
+			return;   /* unknown: told of in every round */
+		base_ok = b;
+		memset(base_ok + base_cap, 0, cap - base_cap);
+		base_cap = cap;
+	}
+	base[c] = lh_lg->coll_seq[c];
+	base_ok[c] = (uint8_t)ok;
+}
+
 /* A communicator's key names it in the rounds, the same on every member
  * and on no other communicator while it lives: its first rank's world
  * rank and the creation number that rank gave it (lh_handles.c; kept in
@@ -283,6 +323,7 @@ void lh_coll_comm_made(uint32_t comm)
 		return;
 	}
 	lh_lg->key[comm] = key;
+	base_set(comm, 1);
 }
 
 int lh_coll_comm_retire(uint32_t comm)
@@ -398,18 +439,26 @@ void lh_coll_comm_gone(uint32_t comm)
 		return;
 	lh_lg->key[comm] = 0;
 	lh_lg->coll_seq[comm] = lh_lg->coll_target[comm] = lh_lg->retired[comm] = 0;
+	if (comm < base_cap)
+		base_ok[comm] = 0;
+}
+
+static uint64_t key_of(uint32_t c)
+{
+	return c == 1 ? KEY_WORLD : lh_lg->key[c];
 }
 
 /* What a rank says of one communicator in a round: its key, its count,
  * whether it still holds it, and whether it is not held past the entry
  * barrier of a blocking collective on it. Per communicator, the round's
- * answer (io) is the largest of each among its members: the target, some
- * member still holds it, io[c][2] == 0: every member is held past the
- * barrier. */
+ * answer (io): the largest count said (the target, unless this rank's own
+ * is larger), whether some member said it still holds it, how many said
+ * they are held past the barrier (all of its members: they go in
+ * together), and how many said they retired it. */
 struct tally {
 	uint64_t key, count, held, open;
 };
-static uint64_t (*io)[3];
+static uint64_t (*io)[4];
 static uint32_t io_cap;
 
 static int by_key(const void *a, const void *b)
@@ -420,7 +469,7 @@ static int by_key(const void *a, const void *b)
 }
 
 /* the answer for key out of every rank's tallies, sorted by key */
-static void answer(const struct tally *all, size_t n, uint64_t key, uint64_t out[3])
+static void answer(const struct tally *all, size_t n, uint64_t key, uint64_t out[4])
 {
 	size_t lo = 0, hi = n;
 
@@ -432,11 +481,12 @@ static void answer(const struct tally *all, size_t n, uint64_t key, uint64_t out
 		else
 			hi = mid;
 	}
-	out[0] = out[1] = out[2] = 0;
+	out[0] = out[1] = out[2] = out[3] = 0;
 	for (; lo < n && all[lo].key == key; lo++) {
 		out[0] = all[lo].count > out[0] ? all[lo].count : out[0];
 		out[1] |= all[lo].held;
-		out[2] |= all[lo].open;
+		out[2] += !all[lo].open;
+		out[3] += !all[lo].held;
 	}
 }
 
@@ -483,9 +533,11 @@ static int any_failed(MPI_Comm ctl, int mine, int *v, int nv)
 	return 1;
 }
 
-/* this rank's tallies: one per communicator it belongs to, retired ones
- * included (a member that freed one gives its final count: the others may
- * be behind on it); NULL when there is no memory for them */
+/* this rank's tallies: one per communicator it belongs to whose count
+ * moved from its base (or with none), retired ones (a member that freed
+ * one gives its final count: the others may be behind on it) and the one
+ * it is held at a blocking collective of; NULL when there is no memory
+ * for them */
 static struct tally *tallies(int *n)
 {
 	struct tally *mine;
@@ -510,64 +562,125 @@ static struct tally *tallies(int *n)
 	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
 		if (c == 2 || (c > 2 && !lh_lg->key[c]))
 			continue;
-		mine[(*n)++] = (struct tally){ c == 1 ? KEY_WORLD : lh_lg->key[c], lh_lg->coll_seq[c],
-					       !lh_lg->retired[c], lh_lg->held_blocking != c + 1 };
+		if (base_known(c) && !lh_lg->retired[c] && lh_lg->held_blocking != c + 1)
+			continue;   /* at the base every member shares */
+		mine[(*n)++] = (struct tally){ key_of(c), lh_lg->coll_seq[c], !lh_lg->retired[c],
+					       lh_lg->held_blocking != c + 1 };
 	}
 	return mine;
 }
 
-/* The targets of every communicator this rank belongs to, from every
- * rank's tallies gathered over ctl. A retired one that no member holds
- * any more goes on every member after the round (all saw the same
- * answer). Collective over ctl: 0, 1 when some rank failed (failure says
- * which and why, on every rank), or -1 when the program holds a
- * communicator whose collectives some rank cannot count (refuse()). */
+/* Whether key is among keys[n] (sorted) */
+static int has_key(const uint64_t *keys, size_t n, uint64_t key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] == key)
+			return 1;
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Every rank's n values of its own gathered over ctl into *all (*total
+ * of them), counts and displs of size ranks: 0, or 1 when some rank
+ * failed (failure says which and why, on every rank) */
+static int gather(MPI_Comm ctl, const void *mine, int n, int *counts, int *displs, void **all,
+		  int *total)
+{
+	int size = 0;
+
+	MPI_Comm_size(ctl, &size);
+	*total = 0;
+	if (MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, ctl) != MPI_SUCCESS)
+		return fail_here("MPI_Allgather failed");
+	for (int r = 0; r < size; r++) {
+		displs[r] = *total;
+		*total += counts[r];
+	}
+	*all = malloc(((size_t)*total + 4) * sizeof(uint64_t));
+	if (any_failed(ctl, !*all ? fail_here("no memory for the others' tallies") : 0, NULL, 0))
+		return 1;
+	if (MPI_Allgatherv(mine, n, MPI_UINT64_T, *all, counts, displs, MPI_UINT64_T, ctl) !=
+	    MPI_SUCCESS)
+		return fail_here("MPI_Allgatherv failed");
+	return 0;
+}
+
+/* The targets of every communicator this rank belongs to, from the
+ * tallies every rank gathered over ctl (base_known: the ones that moved).
+ * A retired one no member holds any more goes on every member after the
+ * round (all saw the same answer): a member that still holds one another
+ * retired says so in a second exchange, when it did not in the first
+ * (usually none: one MPI_Allreduce says so). Collective over ctl: 0, 1
+ * when some rank failed (failure says which and why, on every rank), or
+ * -1 when the program holds a communicator whose collectives some rank
+ * cannot count (refuse()). */
 static int targets(MPI_Comm ctl)
 {
-	int size = 0, n = 0, total = 0, *counts = NULL, *displs = NULL, ret = 1, v[1];
+	int size = 0, n = 0, total = 0, nheld = 0, *counts = NULL, *displs = NULL, ret = 1, v[1];
 	struct tally *mine, *all = NULL;
+	uint64_t *held = NULL, *holders = NULL;
 
 	MPI_Comm_size(ctl, &size);
 	failure.rank = -1;
 	mine = ensure(2) == 0 ? tallies(&n) : NULL;
 	counts = calloc((size_t)size, sizeof(*counts));
 	displs = calloc((size_t)size, sizeof(*displs));
+	held = malloc(lh_lg->coll_cap * sizeof(*held));
 	v[0] = uncounted_live + uncounted_lost > 0;
-	if (any_failed(ctl, !mine || !counts || !displs ? fail_here("no memory for its tallies") : 0,
-		       v, 1))
+	if (any_failed(ctl, !mine || !counts || !displs || !held ?
+			    fail_here("no memory for its tallies") : 0, v, 1))
 		goto out_free;
 	if (v[0]) {
 		ret = -1;
 		goto out_free;
 	}
-	n *= 4;   /* as MPI_UINT64_T */
-	if (MPI_Allgather(&n, 1, MPI_INT, counts, 1, MPI_INT, ctl) != MPI_SUCCESS) {
-		fail_here("MPI_Allgather failed");
+	if (lh_log_on(LOG_DEBUG))
+		lh_log(LOG_DEBUG, "rank %d: a round of collective counts: %d of its communicators "
+		       "moved", lh_lg->world_rank, n);
+	if (gather(ctl, mine, n * 4, counts, displs, (void **)&all, &total))
 		goto out_free;
-	}
-	for (int r = 0; r < size; r++) {
-		displs[r] = total;
-		total += counts[r];
-	}
-	all = malloc(((size_t)total + 4) * sizeof(uint64_t));
-	if (any_failed(ctl, !all ? fail_here("no memory for the others' tallies") : 0, NULL, 0))
-		goto out_free;
-	if (MPI_Allgatherv(mine, n, MPI_UINT64_T, all, counts, displs, MPI_UINT64_T, ctl) !=
-	    MPI_SUCCESS) {
-		fail_here("MPI_Allgatherv failed");
-		goto out_free;
-	}
 	qsort(all, (size_t)total / 4, sizeof(*all), by_key);
 	for (uint32_t c = 1; c < lh_lg->coll_cap; c++) {
 		if (c == 2 || (c != 1 && !lh_lg->key[c]))
 			continue;
-		answer(all, (size_t)total / 4, c == 1 ? KEY_WORLD : lh_lg->key[c], io[c]);
-		lh_lg->coll_target[c] = io[c][0];
-		if (lh_lg->retired[c] && !io[c][1])
-			lh_release_now(STS_COMM, c);
+		answer(all, (size_t)total / 4, key_of(c), io[c]);
+		lh_lg->coll_target[c] = io[c][0] > lh_lg->coll_seq[c] ? io[c][0] : lh_lg->coll_seq[c];
+		/* held, not said, and some member said it retired it */
+		if (c > 2 && !lh_lg->retired[c] && !io[c][1] && io[c][3])
+			held[nheld++] = lh_lg->key[c];
 	}
+	v[0] = nheld > 0;
+	if (any_failed(ctl, 0, v, 1))
+		goto out_free;
+	nheld = v[0] ? nheld : 0;
+	if (v[0] && gather(ctl, held, nheld, counts, displs, (void **)&holders, &total))
+		goto out_free;
+	if (!v[0])
+		total = 0;
+	if (total)
+		qsort(holders, (size_t)total, sizeof(*holders), by_value);
+	for (uint32_t c = STS_FIRST_USER; c < lh_lg->coll_cap; c++)
+		if (lh_lg->retired[c] && !io[c][1] && !has_key(holders, (size_t)total, lh_lg->key[c]))
+			lh_release_now(STS_COMM, c);
 	ret = 0;
 out_free:
+	free(holders);
+	free(held);
 	free(all);
 	free(displs);
 	free(counts);
@@ -577,12 +690,25 @@ out_free:
 
 /* this rank is held past the entry barrier of a blocking collective, and
  * so is every member of its communicator: they go in together */
+static int members_of(uint32_t c)
+{
+	MPI_Comm r = (MPI_Comm)(LH_HCAST)lh_real(STS_COMM, c);
+	int n = 0, inter = 0, remote = 0;
+
+	MPI_Comm_size(r, &n);
+	MPI_Comm_test_inter(r, &inter);
+	if (inter)
+		MPI_Comm_remote_size(r, &remote);
+	return n + remote;
+}
+
 static int go_together(void)
 {
 	uint32_t c = lh_lg->held_blocking - 1;
 
 	if (lh_lg->held_blocking == 0 || lh_lg->held_blocking == LH_BLOCKING_NONE ||
-	    c >= lh_lg->coll_cap || c >= io_cap || (c != 1 && !lh_lg->key[c]) || io[c][2])
+	    c >= lh_lg->coll_cap || c >= io_cap || (c != 1 && !lh_lg->key[c]) ||
+	    io[c][2] < (uint64_t)members_of(c))
 		return 0;   /* (no key: not in the round, io[c] is not this one's) */
 	lh_lg->go_blocking = lh_lg->held_blocking;
 	return 1;
@@ -653,6 +779,9 @@ int lh_coll_round(MPI_Comm ctl, int *failed, int stuck)
 		return all[2] ? LH_ROUND_RELEASE : mine[0] ? LH_ROUND_ADVANCE : LH_ROUND_AGAIN;
 	lh_lg->held = lh_lg->held_blocking = lh_lg->go_blocking = 0;
 	memset(lh_lg->coll_target, 0, lh_lg->coll_cap * sizeof(uint64_t));
+	for (uint32_t c = 1; !all[1] && c < lh_lg->coll_cap; c++)
+		if (c != 2 && (c == 1 || lh_lg->key[c]))
+			base_set(c, 1);   /* every member at the same count */
 	if (refused)
 		return refused;
 	if (exchanged > 0)

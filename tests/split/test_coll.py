@@ -246,3 +246,24 @@ def test_rank_failing_in_a_round(held, lower, tmp_path):
     job.checkpoint_kill_restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and want in out and "FAIL" not in out, out + err
+
+
+def test_a_round_tells_what_moved(many, tmp_path):
+    """A round of collective counts carries the communicators whose count
+    moved since the last checkpoint (comm_many.c: 300 dups, each checked
+    with a reduction, then two checkpoints while the ranks nap): the
+    first checkpoint's rounds tell of every dup, the second's of none.
+    Before, every round told of every communicator of every rank (world
+    size times communicators). About 6 s."""
+    job = MpiJob(tmp_path)
+    job.env["STASIS_LOG"] = "debug"
+    job.start(*launcher("openmpi", 2), many["openmpi"], "300", "4000")
+    job.lines_until(r"rank 1 made 300")
+    job.checkpoint()
+    job.checkpoint()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and "PASS ranks=2 comms=300 checks=1200\n" in out, out + err
+    for rank in (0, 1):
+        moved = [int(m) for m in re.findall(rf"rank {rank}: a round of collective counts: "
+                                             r"(\d+) of its communicators moved", out + err)]
+        assert len(moved) >= 2 and moved[0] >= 300 and moved[-1] == 0, (rank, moved)
