@@ -658,7 +658,7 @@ static int restart_standby(const struct proc_args *a, const char *root, const ch
 	char dir[PATH_MAX], req[200], reply[PATH_MAX + 300], name[64];
 	unsigned ranks = 0;
 	double secs = 0;
-	int ret, tries = 0;
+	int ret, tries = 0, waits = (int)(cfg_u64(CFG_STANDBY_WAIT) * 50);
 
 	if (a->launcher || a->lazy || a->interval || a->recover || a->max_restarts || a->spares ||
 	    a->level || a->no_signal) {
@@ -681,8 +681,12 @@ static int restart_standby(const struct proc_args *a, const char *root, const ch
 		ckpt = name;
 	}
 	snprintf(req, sizeof(req), "RESTORE %s", ckpt);
-	while ((ret = coord_request(dir, req, 600000, reply, sizeof(reply))) == -EREMOTEIO &&
-	       !strncmp(reply, "not ready:", 10) && tries++ < 6000)
+	/* a stand-by started just before (`stasis standby ... &`) may have
+	 * no coordinator yet, or ranks not past MPI_Init: waited for, up to
+	 * standby_wait seconds in 20 ms steps */
+	while (((ret = coord_request(dir, req, 600000, reply, sizeof(reply))) == -EREMOTEIO ?
+		!strncmp(reply, "not ready:", 10) : ret == -ECONNREFUSED || ret == -ENOENT) &&
+	       tries++ < waits)
 		usleep(20000);
 	if (ret == -ECONNREFUSED || ret == -ENOENT) {
 		cli_error("restart", "--standby: no stand-by of job %s runs (no coordinator in %s): "

@@ -73,6 +73,9 @@ CONFIG_KEY(MAX_RESTARTS,   "max_restarts",   UINT,   "3", 0, 1000, "",
 CONFIG_KEY(SPARES,         "spares",         UINT,   "0", 0, 4096, "",
 	   "an MPI job: ranks launched beyond the program's, held in reserve past MPI_Init for "
 	   "migrations (docs/coordinator.md, Spare ranks); the launcher's -np counts the program's")
+CONFIG_KEY(STANDBY_WAIT,   "standby_wait",   UINT,   "120", 0, 86400, "",
+	   "`stasis restart --standby`: seconds it waits for the job's stand-by to start and "
+	   "have every rank past MPI_Init (a stand-by started just before it)")
 CONFIG_KEY(HEARTBEAT_TIMEOUT, "heartbeat_timeout", UINT, "3000", 200, 600000, "",
 	   "recover = auto: milliseconds of silence after which a node agent's node is lost "
 	   "(the agents say ALIVE five times as often)")

@@ -1604,6 +1604,16 @@ static int standby_ready(struct coord *c)
 	return n;
 }
 
+/* The stand-by's word that its ranks are ready is stale once they leave
+ * the wait (a restore, a relaunch, the stand-by's end) */
+static void standby_unready(struct coord *c)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/" JOBENV_STANDBY_READY_FILE, c->dir);
+	unlink(path);
+}
+
 /* RESTORE <checkpoint>: the stand-by's ranks told to restore it (the
  * checkpoint's directory written aside, renamed in); -1 with why */
 static int standby_restore(struct coord *c, const char *name, char *why, size_t len)
@@ -1634,6 +1644,7 @@ static int standby_restore(struct coord *c, const char *name, char *why, size_t 
 	if (fd < 0 || n != (int)strlen(path) + 1 || close(fd) != 0 || rename(tmp, go) != 0)
 		return snprintf(why, len, "cannot write %s: %s", go, strerror(errno)), -1;
 	log_info("stand-by: restoring %s into %d ranks", name, ready);
+	standby_unready(c);
 	c->standby.state = 2;
 	c->standby.t0 = now_ms();
 	snprintf(c->last, sizeof(c->last), "%.63s", name);
@@ -3183,6 +3194,8 @@ int coord_standby(const struct coord_opts *o, int *status)
 		serve(&c);
 		*status = c.status;
 	}
+	if (c.standby.state)
+		standby_unready(&c);
 out:
 	free(launch);
 	coord_fini(&c);

@@ -8,7 +8,6 @@ all.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import re
-import time
 
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
@@ -18,16 +17,6 @@ p2p = program_fixture("p2p")
 ITERS, SLEEP_MS = "8", "100"
 
 
-def wait_ready(job, timeout=60):
-    """Until the stand-by's rank 0 says every rank is past MPI_Init."""
-    ready = next(job.ck.glob("*")) / "standby.ready"
-    end = time.time() + timeout
-    while not ready.exists():
-        assert job.proc.poll() is None, job.communicate(5)
-        assert time.time() < end, "the stand-by never got ready"
-        time.sleep(0.05)
-
-
 def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp_path):
     prog = p2p["openmpi"]
     job = MpiJob(tmp_path)
@@ -35,28 +24,33 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     job.lines_until(r"rank 0 iteration 2")
     name = job.checkpoint()
     job.kill()
-    # none runs: gone, in one line
-    r = job.stasis("restart", "--dir", job.ck, "--standby", check=False)
+    jdir = next(job.ck.glob("*"))
+    # none runs (and standby_wait 0: none is waited for): gone, in one line
+    r = job.stasis("restart", "--dir", job.ck, "--standby", check=False,
+                   env={"STASIS_STANDBY_WAIT": "0"})
     assert r.returncode == 1 and r.stderr == (
         f"stasis: restart: --standby: no stand-by of job {next(job.ck.glob('*')).name} runs "
         f"(no coordinator in {next(job.ck.glob('*'))}): start one with `stasis standby`\n"), r.stderr
-    # a stand-by of 3 ranks refuses a checkpoint of 2, and stays
+    # a stand-by of 3 ranks refuses a checkpoint of 2, and stays; the
+    # restart started right after it waits for it, as the README's
+    # `stasis standby ... & stasis restart --standby ...` does
     job._start(["standby", "--dir", job.ck, "--launcher", " ".join(launcher("openmpi", 3))])
-    wait_ready(job)
     r = job.stasis("restart", "--dir", job.ck, "--standby", check=False)
     assert r.returncode == 1 and r.stderr == (
         f"stasis: restart: --standby: {name} has 2 ranks, the stand-by 3: start one with as "
         "many\n"), r.stderr
+    assert job.proc.poll() is None, job.communicate(5)
     job.proc.terminate()
     job.communicate(60)
+    # its ranks' word that they wait went with them
+    assert not (jdir / "standby.ready").exists()
     # node.no_rank: a node agent that no rank came to gives up at once, as
     # after 300 s; a stand-by's agents wait for the restore instead
     job._start(["standby", "--dir", job.ck], env={"STASIS_FAULT": "node.no_rank"})
-    wait_ready(job)
-    time.sleep(0.5)
     r = job.stasis("restart", "--dir", job.ck, "--standby")
     assert re.fullmatch(rf"restart: {name} restored into the stand-by's 2 ranks in [0-9.]+ s\n",
                         r.stdout), r.stdout + r.stderr
+    assert not (jdir / "standby.ready").exists()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     # what an uninterrupted run prints at its end (test_restart_p2p's
