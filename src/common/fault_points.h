@@ -33,6 +33,7 @@ FAULT_POINT(NODE_NO_RANK,         "node.no_rank",        "each time a node agent
 FAULT_POINT(NODE_MIGRATE,         "node.migrate",        "before each 4 MiB piece of a migrating rank's image the source node's agent sends to the target node (:fail: the migration fails and automatic recovery takes over; :kill: the source agent dies mid-transfer)")
 FAULT_POINT(SPLIT_COLL_DUP,       "split.coll.dup",      "when the members of a communicator the program made agree on its key, to count its collectives (n-th one; on every rank): :fail leaves it without, as when that collective fails")
 FAULT_POINT(SPLIT_COLL_ROUND,     "split.coll.round",    "when a rank of an MPI job gathers its collective counts for a round of a checkpoint (n-th round; with STASIS_FAULT_RANK=R: rank R only): :fail as when it has no memory for them")
+FAULT_POINT(SPLIT_MOVE_RELINK,    "split.move.relink",   "when a rank that stays makes its communicators again, a move into a spare agreed by every rank: :fail as if it could not")
 FAULT_POINT(SPLIT_SPARE_ADOPT,    "split.spare.adopt",   "when a spare rank that became a moved rank restored its image, before it registers: it dies (:fail as :kill)")
 FAULT_POINT(SPLIT_MPIX_LATE,      "split.mpix.late",     "after MPIX_Checkpoint's barrier, before its request; with :fail the rank stays 2 s in the program there, stoppable, as a descheduled rank would (with STASIS_FAULT_RANK=R: rank R only)")
 FAULT_POINT(STORE_PRUNE_REMOVE,  "store.prune.remove",  "after a PRUNED record, before the checkpoint's files are removed")

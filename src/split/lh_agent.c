@@ -630,6 +630,8 @@ static int move_relink(void)
 	MPI_Comm old = MPI_COMM_NULL;
 	int ret;
 
+	if (FAULT(SPLIT_MOVE_RELINK) != 0)
+		return err_set(-EIO, "rank %d: fault point split.move.relink", lh_info->world_rank);
 	if (lh_spare_world(&old) != MPI_SUCCESS)
 		return err_set(-EIO, "rank %d: cannot make MPI_COMM_WORLD again with the moved "
 			       "ranks", lh_info->world_rank);
@@ -669,11 +671,16 @@ static int move(const char *ckpt, const char *args)
 	}
 	err_clear();
 	ret = on_main(move_check);
-	ret = ret ? ret : on_main(mv.moving ? move_send : move_relink);
-	if (ret) {
+	if (ret) {   /* refused alike by every rank: all stay parked */
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
 		return -1;
 	}
+	/* agreed: the others are in the move's collective calls, which only
+	 * the job's end releases should this rank fail (mpirun ends the job
+	 * for a rank that exits; --recover auto then recovers it) */
+	if (on_main(mv.moving ? move_send : move_relink) != 0)
+		lh_die("%s; the move was agreed: the job ends", *err_msg() ? err_msg() :
+		       "the move failed");
 	send_line("MOVED %d", mv.moving);
 	return 0;
 }

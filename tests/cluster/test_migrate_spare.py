@@ -129,6 +129,34 @@ def test_a_spare_that_dies_as_it_adopts_fails_the_migration(cluster, progs, tmp_
         job.kill()
 
 
+def test_a_relink_failing_on_one_rank_ends_the_job_at_once(cluster, progs, tmp_path):
+    """rank 0 cannot make its communicators again once every rank agreed
+    to the move (split.move.relink): it says why in one line and ends, and
+    the job with it (the others waited 600 s inside MPI, then as long
+    again); the client hears the migration failed, and the job recovers
+    from the checkpoint before the move"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    job.env.update({"STASIS_FAULT": "split.move.relink:1:fail",
+                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    try:
+        start(job, progs)
+        job.lines_until(r"rank 0 iteration 3")
+        name = job.checkpoint()
+        assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+        assert r.returncode == 1 and r.stdout == "" and re.fullmatch(
+            r"stasis: migrate: migration.*; automatic recovery takes over\n", r.stderr), \
+            r.stdout + r.stderr
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, err[-4000:]
+        assert re.search(r"^stasis: lower half: rank 0: fault point split\.move\.relink; the move "
+                         r"was agreed: the job ends$", err, re.M), err[-4000:]
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+
+
 # last: it kills n2 (start-node brings it back for the next file)
 def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     """the predicted fault comes true after the move: n2, where the moved
