@@ -211,6 +211,7 @@ struct coord {
 		int state;            /* 0: no stand-by, 1: waiting, 2: restoring, 3: restored */
 		int fd;               /* the RESTORE's client, answered once every rank runs */
 		uint64_t t0;
+		char lost[64];        /* waiting: the host whose node agent is gone ("": none) */
 	} standby;
 };
 
@@ -591,6 +592,8 @@ static void node_gone(struct coord *c, unsigned ni)
 		if (c->ranks[i].node == n->id)
 			rank_ended(c, i, why);
 	log_info("the node agent on %s (pid %d) is gone", n->host, n->pid);
+	if (c->standby.state == 1 && !c->stopping && !c->standby.lost[0])
+		snprintf(c->standby.lost, sizeof(c->standby.lost), "%s", n->host);
 	node_close(c, ni);
 	c->nodes[ni] = c->nodes[--c->nnodes];
 	if (ni < c->nnodes)
@@ -1625,6 +1628,12 @@ static int standby_restore(struct coord *c, const char *name, char *why, size_t 
 		return snprintf(why, len, c->standby.state ? "the stand-by restored %s already" :
 				"job %s is no stand-by (`stasis standby`)", c->standby.state ? c->last :
 				c->o->job), -1;
+	if (c->standby.lost[0])
+		return snprintf(why, len, "the stand-by lost its node agent on %s before a restore: "
+				"end it and start another", c->standby.lost), -1;
+	if (c->nranks)
+		return snprintf(why, len, "the stand-by's ranks run already (%u registered): it "
+				"restores nothing", c->nranks), -1;
 	if (!ready)
 		return snprintf(why, len, "not ready: the stand-by's ranks are not all past "
 				"MPI_Init yet"), -1;
@@ -2050,11 +2059,18 @@ static void recover(struct coord *c, const struct coord_event *ev)
 		mig_answer(c, "ERR migration: %s; automatic recovery takes over", ev->detail);
 	}
 	stop_job(c);
-	choose_checkpoint(c, c->store, name, sizeof(name));
+	name[0] = 0;
+	if (c->standby.state == 1) {
+		/* a stand-by restores only what `restart --standby` names: a new one */
+		standby_unready(c);
+		c->standby.lost[0] = 0;
+	} else {
+		choose_checkpoint(c, c->store, name, sizeof(name));
+	}
 	if (name[0] && store_ckpt_path(c->store, name, NULL, dir, sizeof(dir)) != 0)
 		name[0] = 0;
-	if (name[0])
-		snprintf(from, sizeof(from), "%s", name);
+	if (name[0] || c->standby.state == 1)
+		snprintf(from, sizeof(from), "%s", name[0] ? name : "a new stand-by");
 	else if (!applevel_choice(c, from, sizeof(from)))
 		snprintf(from, sizeof(from), "the start (no checkpoint established)");
 	backoff = policy_backoff_ms(c->policy);
@@ -2080,7 +2096,12 @@ static void recover(struct coord *c, const struct coord_event *ev)
 		take_launch(c, argv);
 		ret = c->target->relaunch(c, name[0] ? dir : NULL);
 	}
-	relaunched(c, ret);
+	if (!relaunched(c, ret) && c->standby.state == 1) {
+		/* no rank registers before a restore: said now */
+		fprintf(stderr, "stasis: %s\n", c->rec.line);
+		c->rec.pending = 0;
+		policy_running(c->policy);
+	}
 }
 
 /* ---- migration (docs/coordinator.md, "Migration") ---- */

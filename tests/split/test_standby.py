@@ -3,18 +3,29 @@ job's launcher started again with every rank past MPI_Init and waiting, and
 `stasis restart --standby` restoring a checkpoint into them without a
 launch. p2p.c, checkpointed with messages in flight and SIGKILLed, restored
 into a stand-by (whose node agent waits for it), must print what an
-uninterrupted run prints; the refusals are one line each. About 11 s in
+uninterrupted run prints; the refusals are one line each. About 13 s in
 all.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import os
 import re
+import signal
 
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
+from test_node_agent import field, pids, until
 from test_restart_p2p import p2p_messages
 
 p2p = program_fixture("p2p")
 ITERS, SLEEP_MS = "8", "100"
+
+
+def agents(job):
+    """host:pid of the stand-by's node agents (STATUS nodes=), [] before
+    its coordinator answers"""
+    r = job.stasis("status", "--dir", job.ck, check=False)
+    nodes = field(r.stdout, "nodes") if r.returncode == 0 else None
+    return nodes.split(",") if nodes and nodes != "-" else []
 
 
 def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp_path):
@@ -39,6 +50,14 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     assert r.returncode == 1 and r.stderr == (
         f"stasis: restart: --standby: {name} has 2 ranks, the stand-by 3: start one with as "
         "many\n"), r.stderr
+    # its node agent killed: refused from then on, in one line
+    [agent] = agents(job)
+    os.kill(pids(agent)[0], signal.SIGKILL)
+    assert until(lambda: not agents(job), 20), agents(job)
+    r = job.stasis("restart", "--dir", job.ck, "--standby", check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"stasis: restart: --standby: the stand-by lost its node agent on {agent.split(':')[0]} "
+        "before a restore: end it and start another\n"), r.stderr
     assert job.proc.poll() is None, job.communicate(5)
     job.proc.terminate()
     job.communicate(60)
@@ -46,7 +65,17 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     assert not (jdir / "standby.ready").exists()
     # node.no_rank: a node agent that no rank came to gives up at once, as
     # after 300 s; a stand-by's agents wait for the restore instead
-    job._start(["standby", "--dir", job.ck], env={"STASIS_FAULT": "node.no_rank"})
+    # after the wait; under --recover auto, a node lost while it waits
+    # (its agent silent) relaunches a stand-by, which restores nothing
+    # until asked
+    job._start(["standby", "--dir", job.ck, "--recover", "auto"],
+               env={"STASIS_FAULT": "node.no_rank", "STASIS_HEARTBEAT_TIMEOUT": "1000"})
+    [old] = until(lambda: agents(job), 60)
+    os.kill(pids(old)[0], signal.SIGSTOP)
+    try:
+        assert until(lambda: agents(job) and agents(job) != [old], 60), agents(job)
+    finally:
+        os.kill(pids(old)[0], signal.SIGKILL)
     r = job.stasis("restart", "--dir", job.ck, "--standby")
     assert re.fullmatch(rf"restart: {name} restored into the stand-by's 2 ranks in [0-9.]+ s\n",
                         r.stdout), r.stdout + r.stderr
@@ -58,3 +87,4 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     assert f"PASS ranks=2 iterations={ITERS} messages={p2p_messages(2, int(ITERS))}\n" in out, \
         out + err
     assert "FAIL" not in out, out + err
+    assert re.search(r"^stasis: recovery 1 of \d+: .*; from a new stand-by(;|$)", err, re.M), err
