@@ -243,13 +243,43 @@ static int copies_missing(const char *missing, const char *name)
  * node lost, or the job brought back on other nodes), the newest older
  * checkpoint in the global tier is restarted instead (docs/split.md,
  * "Node-local staging") */
+/* A checkpoint named for a restart is one to restart from: not FAILED, not
+ * PARTIAL (being written, or its writer died); 0, or -EINVAL with a line */
+static int restartable(const struct coord_opts *o, const char *ckpt)
+{
+	struct store *s = NULL;
+	struct store_ckpt_info *list = NULL;
+	size_t count = 0;
+	int ret = 0;
+
+	if (store_open(o->tier, o->root, o->job, &s) != 0 || store_list(s, &list, &count, NULL) != 0) {
+		if (s)
+			store_close(&s);
+		return 0;   /* the restart itself says what is wrong with the store */
+	}
+	for (size_t i = 0; i < count; i++) {
+		if (strcmp(list[i].name, ckpt) != 0 || list[i].state == STORE_COMPLETE)
+			continue;
+		if (list[i].state == STORE_FAILED)
+			ret = err_set(-EINVAL, "%s of job %s failed (%s): restart an established "
+				      "checkpoint (stasis ls)", ckpt, o->job, list[i].reason);
+		else
+			ret = err_set(-EINVAL, "%s of job %s was never established (being written, "
+				      "or its writer died): restart an established checkpoint "
+				      "(stasis ls)", ckpt, o->job);
+	}
+	free(list);
+	store_close(&s);
+	return ret;
+}
+
 static int restart(const struct coord_opts *o, const char *ckpt, int *status)
 {
 	char chosen[128], level[32], older[128], missing[PATH_MAX];
 	int ret;
 
 	if (ckpt)
-		return restart_one(o, ckpt, status);
+		return restartable(o, ckpt) ? -EINVAL : restart_one(o, ckpt, status);
 	restart_choices(o, chosen, level, older, sizeof(chosen), missing, sizeof(missing));
 	if (missing[0])
 		unlink(missing);

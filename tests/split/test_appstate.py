@@ -148,6 +148,11 @@ def refused(appstate, plugins, tmp_path, mode, env=None):
     assert len(lines) == 1, r.stderr
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
+    # the refused checkpoint is FAILED: a restart of it is refused in one line
+    r = job.stasis("restart", "--dir", job.ck, "ckpt-000001", check=False)
+    assert r.returncode == 1 and re.fullmatch(
+        r"stasis: restart: ckpt-000001 of job \S+ failed \(.+\): restart an established "
+        r"checkpoint \(stasis ls\)\n", r.stderr), r.stdout + r.stderr
     return lines[0]
 
 
