@@ -734,6 +734,8 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 	}
 	if (c->standby.state == 2 && c->nranks == c->size) {
 		c->standby.state = 3;
+		if (c->o->interval_ms)   /* the interval runs from the restore, not the launch */
+			c->next_ckpt_ms = now_ms() + c->o->interval_ms;
 		log_info("stand-by: %s restored into its %u ranks in %.3f s", c->last, c->size,
 			 (double)(now_ms() - c->standby.t0) / 1000.0);
 		reply(c->standby.fd, "OK %s %u ranks %.3f s", c->last, c->size,
@@ -1518,6 +1520,9 @@ static const struct target_ops mpi_target = {
 static int checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	err_clear();
+	if (c->standby.state == 1)   /* not the 30 s wait for ranks that register later */
+		return err_set(-EAGAIN, "job %s is a stand-by: nothing to checkpoint before a "
+			       "restore", c->o->job);
 	return c->target->checkpoint(c, stop, name, len);
 }
 
@@ -1617,12 +1622,56 @@ static void standby_unready(struct coord *c)
 	unlink(path);
 }
 
+/* A checkpoint a stand-by of ready ranks can restore: COMPLETE in the
+ * index, with as many ranks' images recorded there (none recorded: a
+ * staged one's are in its nodes' indexes; its stored launcher command
+ * then gives the count, when it does); -1 with why */
+static int standby_usable(struct coord *c, const char *name, int ready, char *why, size_t len)
+{
+	struct store_ckpt_info *list = NULL;
+	struct store_file_info *files = NULL;
+	size_t n = 0, nf = 0, i = 0;
+	char **argv = NULL;
+	int images = 0, ret = -1;
+	unsigned r;
+
+	if (store_list(c->store, &list, &n, NULL) == 0)
+		for (i = 0; i < n && strcmp(list[i].name, name); i++)
+			;
+	if (!list || i == n) {
+		snprintf(why, len, "no checkpoint %s in job %s", name, c->o->job);
+	} else if (list[i].state != STORE_COMPLETE) {
+		snprintf(why, len, "%s of job %s %s%s%s%s: restore an established checkpoint "
+			 "(stasis ls)", name, c->o->job, list[i].state == STORE_FAILED ? "failed" :
+			 "was never established", list[i].reason[0] ? " (" : "", list[i].reason,
+			 list[i].reason[0] ? ")" : "");
+	} else if (store_ckpt_files(c->store, name, &files, &nf) != 0 ||
+		   job_launch_read(c->store, name, NULL, &argv) != 0) {
+		snprintf(why, len, "%s is no MPI job's checkpoint of job %s", name, c->o->job);
+	} else {
+		for (i = 0; i < nf; i++)
+			if (strlen(files[i].name) == 14 && sscanf(files[i].name, "rank-%5u.img", &r) == 1)
+				images++;
+		if (!images)
+			images = job_launch_ranks(argv);
+		if (images > 0 && images != ready)
+			snprintf(why, len, "%s has %d ranks, the stand-by %d: start one with as many",
+				 name, images, ready);
+		else
+			ret = 0;
+	}
+	free(argv);
+	free(files);
+	free(list);
+	return ret;
+}
+
 /* RESTORE <checkpoint>: the stand-by's ranks told to restore it (the
  * checkpoint's directory written aside, renamed in); -1 with why */
 static int standby_restore(struct coord *c, const char *name, char *why, size_t len)
 {
-	char path[PATH_MAX], go[PATH_MAX], tmp[PATH_MAX + 8], **argv = NULL;
-	int ready = standby_ready(c), want, fd, n;
+	char path[PATH_MAX], go[PATH_MAX], tmp[PATH_MAX + 8];
+	int ready = standby_ready(c), fd, n;
 
 	if (c->standby.state != 1)
 		return snprintf(why, len, c->standby.state ? "the stand-by restored %s already" :
@@ -1637,15 +1686,10 @@ static int standby_restore(struct coord *c, const char *name, char *why, size_t 
 	if (!ready)
 		return snprintf(why, len, "not ready: the stand-by's ranks are not all past "
 				"MPI_Init yet"), -1;
-	if (store_ckpt_path(c->store, name, NULL, path, sizeof(path)) != 0 ||
-	    job_launch_read(c->store, name, NULL, &argv) != 0)
-		return snprintf(why, len, "%s is no MPI job's checkpoint of job %s", name,
-				c->o->job), -1;
-	want = job_launch_ranks(argv);
-	free(argv);
-	if (want > 0 && want != ready)
-		return snprintf(why, len, "%s has %d ranks, the stand-by %d: start one with as "
-				"many", name, want, ready), -1;
+	if (standby_usable(c, name, ready, why, len) != 0)
+		return -1;
+	if (store_ckpt_path(c->store, name, NULL, path, sizeof(path)) != 0)
+		return snprintf(why, len, "no checkpoint %s in job %s", name, c->o->job), -1;
 	snprintf(go, sizeof(go), "%s/" JOBENV_STANDBY_GO_FILE, c->dir);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", go);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);

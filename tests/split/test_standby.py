@@ -31,9 +31,14 @@ def agents(job):
 def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp_path):
     prog = p2p["openmpi"]
     job = MpiJob(tmp_path)
+    # its first checkpoint fails (rank 1 cannot write its image)
+    job.env.update(STASIS_FAULT="split.rank.write:1:fail", STASIS_FAULT_RANK="1")
     job.start(*launcher("openmpi", 2), prog, ITERS, SLEEP_MS)
+    del job.env["STASIS_FAULT"], job.env["STASIS_FAULT_RANK"]
     job.lines_until(r"rank 0 iteration 2")
+    assert job.stasis("checkpoint", "--dir", job.ck, check=False).returncode == 1
     name = job.checkpoint()
+    assert name == "ckpt-000002"
     job.kill()
     jdir = next(job.ck.glob("*"))
     # none runs (and standby_wait 0: none is waited for): gone, in one line
@@ -50,6 +55,21 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     assert r.returncode == 1 and r.stderr == (
         f"stasis: restart: --standby: {name} has 2 ranks, the stand-by 3: start one with as "
         "many\n"), r.stderr
+    # a waiting stand-by has nothing to checkpoint: said at once
+    r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"stasis: checkpoint: checkpoint failed: job {jdir.name} is a stand-by: nothing to "
+        "checkpoint before a restore\n"), r.stderr
+    # a failed or missing checkpoint is refused before the stand-by is used
+    r = job.stasis("restart", "--dir", job.ck, "--standby", f"{jdir.name}/ckpt-000001",
+                   check=False)
+    assert r.returncode == 1 and re.fullmatch(
+        rf"stasis: restart: --standby: ckpt-000001 of job {jdir.name} failed \(.+\): restore "
+        r"an established checkpoint \(stasis ls\)\n", r.stderr), r.stderr
+    r = job.stasis("restart", "--dir", job.ck, "--standby", f"{jdir.name}/ckpt-000099",
+                   check=False)
+    assert r.returncode == 1 and r.stderr == (
+        f"stasis: restart: --standby: no checkpoint ckpt-000099 in job {jdir.name}\n"), r.stderr
     # its node agent killed: refused from then on, in one line
     [agent] = agents(job)
     os.kill(pids(agent)[0], signal.SIGKILL)
