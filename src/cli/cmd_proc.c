@@ -627,7 +627,8 @@ static int restart_operand(const char *cmd, int argc, char **argv, int first, co
 	int ret;
 
 	if (first + 1 < argc) {
-		cli_error(cmd, "too many operands (usage: stasis %s [--dir D] [CKPT])", cmd);
+		cli_error(cmd, "too many operands (usage: stasis %s [--dir D] [%s])", cmd,
+			  strcmp(cmd, "standby") ? "JOB | JOB/CKPT | CKPT" : "JOB");
 		return EXIT_USAGE;
 	}
 	if (first < argc) {
@@ -846,12 +847,13 @@ static json_t *node_list(char *v)
 /* The coordinator's STATUS answer (docs/coordinator.md), a line of
  * key=value words, as the "coordinator" object of `status --json`:
  *   job=J pid=P agent=yes|no checkpoints=N last=L                    (a process)
- *   job=J launcher=P ranks=R/S checkpoints=N last=L ranks=r:p@h,...
- *     nodes=h:p,... lost=r:p@h,...                                    (an MPI job)
+ *   job=J launcher=P ranks=R/S checkpoints=N last=L [standby=S[:V]]
+ *     ranks=r:p@h,... nodes=h:p,... lost=r:p@h,...                    (an MPI job)
  * Every key is present; those of the other kind are null. */
 static json_t *status_json(const char *reply)
 {
 	const char *pid = NULL, *agent = NULL, *launcher = NULL, *taken = NULL, *last = NULL;
+	const char *standby = NULL, *ready = NULL;
 	char buf[1024], *save = NULL, *w;
 	json_t *o = json_object(), *registered = json_null(), *size = json_null(), *ranks = json_null();
 	json_t *nodes = json_null(), *lost = json_null();
@@ -873,7 +875,15 @@ static json_t *status_json(const char *reply)
 			taken = v;
 		else if (strcmp(w, "last") == 0)
 			last = v;
-		else if (strcmp(w, "ranks") == 0 && strchr(v, '/')) {
+		else if (strcmp(w, "standby") == 0) {
+			/* waiting:<ranks ready>, lost:<host>, restoring, restored */
+			char *colon = strchr(v, ':');
+
+			if (colon)
+				*colon++ = 0;
+			standby = v;
+			ready = colon && !strcmp(v, "waiting") ? colon : NULL;
+		} else if (strcmp(w, "ranks") == 0 && strchr(v, '/')) {
 			/* registered/size */
 			char *slash = strchr(v, '/');
 
@@ -917,6 +927,8 @@ static json_t *status_json(const char *reply)
 	json_object_set_new(o, "lost", lost);
 	json_object_set_new(o, "checkpoints", int_or_null(taken));
 	json_object_set_new(o, "last", last && strcmp(last, "-") != 0 ? json_string(last) : json_null());
+	json_object_set_new(o, "standby", standby ? json_string(standby) : json_null());
+	json_object_set_new(o, "standby_ready", int_or_null(ready));
 	return o;
 }
 

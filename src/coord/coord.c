@@ -212,6 +212,7 @@ struct coord {
 		int fd;               /* the RESTORE's client, answered once every rank runs */
 		uint64_t t0;
 		char lost[64];        /* waiting: the host whose node agent is gone ("": none) */
+		int termed;           /* waiting: ended by SIGTERM */
 	} standby;
 };
 
@@ -1498,13 +1499,23 @@ static void process_status(struct coord *c, char *out, size_t len)
 		 proc_tree_size(c->tree) ? "yes" : "no", c->taken, c->last[0] ? c->last : "-");
 }
 
+static int standby_ready(struct coord *c);
+
 static void mpi_status(struct coord *c, char *out, size_t len)
 {
-	char ranks[900];
+	static const char *const states[] = { "", "waiting", "restoring", "restored" };
+	char ranks[900], sb[100] = "";
 
 	job_status(c, ranks, sizeof(ranks));
-	snprintf(out, len, "job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s %s", c->o->job,
-		 (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", ranks);
+	/* a stand-by: standby=waiting:<ranks past MPI_Init>, lost:<host>, restoring, restored */
+	if (c->standby.state == 1 && c->standby.lost[0])
+		snprintf(sb, sizeof(sb), " standby=lost:%.63s", c->standby.lost);
+	else if (c->standby.state == 1)
+		snprintf(sb, sizeof(sb), " standby=waiting:%d", standby_ready(c));
+	else if (c->standby.state)
+		snprintf(sb, sizeof(sb), " standby=%s", states[c->standby.state & 3]);
+	snprintf(out, len, "job=%s launcher=%d ranks=%u/%u checkpoints=%u last=%s%s %s", c->o->job,
+		 (int)c->pid, c->nranks, c->size, c->taken, c->last[0] ? c->last : "-", sb, ranks);
 }
 
 static int mpi_relaunch(struct coord *c, const char *dir);
@@ -2786,6 +2797,7 @@ static void on_signal(struct coord *c)
 			}
 		} else if (c->standby.state == 1 && si.ssi_signo == SIGTERM) {
 			/* nothing to checkpoint yet: the stand-by ends */
+			c->standby.termed = 1;
 			if (c->child > 0)
 				kill(c->child, SIGTERM);
 		} else if (c->o->signal_checkpoint && (si.ssi_signo == SIGTERM || si.ssi_signo == SIGUSR1)) {
@@ -3261,6 +3273,11 @@ int coord_standby(const struct coord_opts *o, int *status)
 	}
 	if (c.standby.state)
 		standby_unready(&c);
+	if (!ret && c.standby.state == 1)
+		/* its own word: a launcher's end may say nothing, or only mpirun's banner */
+		fprintf(stderr, "stasis: the stand-by of job %s ended before a restore: %s%d\n", o->job,
+			c.standby.termed ? "on SIGTERM, its launcher's status " :
+			"its launcher ended with status ", c.status);
 out:
 	free(launch);
 	coord_fini(&c);

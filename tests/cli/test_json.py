@@ -220,12 +220,13 @@ def test_status_json_mpi_job(stasis):
              "nodes": [{"host": "n1", "agent_pid": 90},
                        {"host": "n2.cluster", "agent_pid": 91}],
              "lost": [{"rank": 2, "pid": 204, "host": "n2.cluster"}],
-             "checkpoints": 2, "last": "ckpt-000004"}}]}
+             "checkpoints": 2, "last": "ckpt-000004", "standby": None,
+             "standby_ready": None}}]}
     assert list(doc["jobs"][0]) == ["name", "state", "established", "latest", "latest_level",
                                   "coordinator"]
     assert list(doc["jobs"][0]["coordinator"]) == [
         "kind", "pid", "agent", "launcher_pid", "ranks_registered", "ranks_size", "ranks",
-        "nodes", "lost", "checkpoints", "last"]
+        "nodes", "lost", "checkpoints", "last", "standby", "standby_ready"]
     # the text line is the coordinator's answer, as before
     assert text == f"sim  running  {MPI_REPLY[3:]}  established=2 latest=ckpt-000004 level=global\n"
 
@@ -239,7 +240,7 @@ def test_status_json_process_and_no_ranks(stasis):
     assert doc["jobs"][0]["coordinator"] == {
         "kind": "process", "pid": 77, "agent": True, "launcher_pid": None,
         "ranks_registered": None, "ranks_size": None, "ranks": None, "nodes": None,
-        "lost": None, "checkpoints": 0, "last": None}
+        "lost": None, "checkpoints": 0, "last": None, "standby": None, "standby_ready": None}
     # an MPI job none of whose ranks registered yet
     fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
                                      "ranks=- nodes=- lost=-")
@@ -250,6 +251,16 @@ def test_status_json_process_and_no_ranks(stasis):
     c = doc["jobs"][0]["coordinator"]
     assert (c["kind"], c["launcher_pid"], c["ranks_registered"], c["ranks_size"], c["ranks"],
             c["nodes"], c["lost"]) == ("mpi", 9, 0, 0, [], [], [])
+    # a stand-by (`stasis standby`) whose 4 ranks wait past MPI_Init
+    fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
+                                     "standby=waiting:4 ranks=- nodes=n1:90 lost=-")
+    try:
+        doc = json.loads(stasis.ok("status", "--json", "--dir", "store").out)
+    finally:
+        fake.close()
+    c = doc["jobs"][0]["coordinator"]
+    assert (c["standby"], c["standby_ready"], c["nodes"]) == (
+        "waiting", 4, [{"host": "n1", "agent_pid": 90}])
 
 
 def coordinator_again(stasis, reply):
