@@ -927,18 +927,6 @@ static int fill_start(struct img_writer *w)
 	return ret;
 }
 
-/* Until every chunk submitted is emitted: the emitter thread then waits
- * for the next submit, and the caller may emit a chunk itself, in order */
-static void pipeline_drain(struct img_writer *w)
-{
-	if (!w->threads)
-		return;
-	pthread_mutex_lock(&w->lock);
-	while (w->next_emit < w->next_job)
-		pthread_cond_wait(&w->cv_free, &w->lock);
-	pthread_mutex_unlock(&w->lock);
-}
-
 int img_write(struct img_writer *w, const void *buf, size_t len)
 {
 	const unsigned char *p = buf;
@@ -953,7 +941,7 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 		 * the emitter thread) */
 		if (!w->fill && !w->level && len >= w->chunk_size &&
 		    !has_zero_page(p, w->chunk_size)) {
-			pipeline_drain(w);
+			drain(w);       /* the emitter then waits: this goes in order */
 			ret = emit_direct(w, p);
 			p += w->chunk_size;
 			len -= w->chunk_size;
