@@ -242,29 +242,29 @@ def test_status_json_process_and_no_ranks(stasis):
         "ranks_registered": None, "ranks_size": None, "ranks": None, "nodes": None,
         "lost": None, "checkpoints": 0, "last": None, "standby": None, "standby_ready": None}
     # an MPI job none of whose ranks registered yet
-    fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
-                                     "ranks=- nodes=- lost=-")
-    try:
-        doc = json.loads(stasis.ok("status", "--json", "--dir", "store").out)
-    finally:
-        fake.close()
-    c = doc["jobs"][0]["coordinator"]
+    c = coordinator_json(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
+                                 "ranks=- nodes=- lost=-")
     assert (c["kind"], c["launcher_pid"], c["ranks_registered"], c["ranks_size"], c["ranks"],
             c["nodes"], c["lost"]) == ("mpi", 9, 0, 0, [], [], [])
     # a stand-by (`stasis standby`) whose 4 ranks wait past MPI_Init
-    fake = coordinator_again(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
-                                     "standby=waiting:4 ranks=- nodes=n1:90 lost=-")
-    try:
-        doc = json.loads(stasis.ok("status", "--json", "--dir", "store").out)
-    finally:
-        fake.close()
-    c = doc["jobs"][0]["coordinator"]
+    c = coordinator_json(stasis, "OK job=sim launcher=9 ranks=0/0 checkpoints=0 last=- "
+                                 "standby=waiting:4 ranks=- nodes=n1:90 lost=-")
     assert (c["standby"], c["standby_ready"], c["nodes"]) == (
         "waiting", 4, [{"host": "n1", "agent_pid": 90}])
 
 
 def coordinator_again(stasis, reply):
     return FakeCoordinator(stasis.tmp / "store/sim", lambda req: reply)
+
+
+def coordinator_json(stasis, reply):
+    """`status --json`'s coordinator object for a coordinator answering reply"""
+    fake = coordinator_again(stasis, reply)
+    try:
+        return json.loads(stasis.ok("status", "--json", "--dir", "store").out)["jobs"][0][
+            "coordinator"]
+    finally:
+        fake.close()
 
 
 def test_status_json_busy(stasis):
