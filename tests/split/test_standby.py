@@ -100,7 +100,7 @@ def test_restart_into_a_standby_prints_what_an_uninterrupted_run_prints(p2p, tmp
     # (an MPICH stand-by, the checkpoint Open MPI's: either MPI takes either)
     job._start(["standby", "--dir", job.ck, "--recover", "auto",
                 "--launcher", " ".join(launcher("mpich", 2))],
-               env={"STASIS_FAULT": "node.no_rank", "STASIS_HEARTBEAT_TIMEOUT": "1000"})
+               env={"STASIS_FAULT": "node.no_rank", "STASIS_HEARTBEAT_TIMEOUT": "2000"})
     [old] = until(lambda: agents(job), 60)
     os.kill(pids(old)[0], signal.SIGSTOP)
     try:
