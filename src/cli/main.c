@@ -111,7 +111,8 @@ static const struct cli_command commands[] = {
 	  "                 come as it touches them (STASIS_RESTORE_LAZY=1; MPI ranks\n"
 	  "                 restart lazily anyway)\n"
 	  "  --standby      an MPI job: its stand-by's ranks (`stasis standby JOB`), past\n"
-	  "                 MPI_Init already, restore CKPT; returns once every rank runs\n" },
+	  "                 MPI_Init already, restore CKPT; returns once every rank runs\n"
+	  "                 (waits up to standby_wait, 120 s, for a stand-by just started)\n" },
 	{ "standby", cmd_standby, "launch an MPI job's ranks to wait for a restart",
 	  "usage: stasis standby [--dir D] [--interval T] [--no-signal-checkpoint]\n"
 	  "                      [--launcher \"WORDS\"] [--recover none|auto] [--max-restarts N]\n"
