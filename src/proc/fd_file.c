@@ -77,7 +77,7 @@ static int file_locks(int fd, struct proc_fd_entry *e)
 /* e's data: the file's size bytes, then its lock lines. */
 static int file_save(int fd, struct proc_fd_entry *e)
 {
-	void *bytes;
+	void *bytes = NULL;
 	char *all;
 	int ret;
 
@@ -89,8 +89,10 @@ static int file_save(int fd, struct proc_fd_entry *e)
 			       (unsigned long long)proc_fd_save_max, e->path);
 	ret = read_whole(fd, 0, e->rec.size, &bytes);
 	ret = ret ? ret : file_locks(fd, e);
-	if (ret)
+	if (ret) {
+		free(bytes);
 		return ret;
+	}
 	all = realloc(bytes, e->rec.size + e->rec.data_len + 1);
 	if (!all) {
 		free(bytes);
