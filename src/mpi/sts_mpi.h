@@ -106,6 +106,32 @@ struct sts_uh_callbacks {
 	/* the upper ld.so's struct r_debug: a checkpoint checks that every
 	 * object loaded above lies in the upper range (lh_image.c) */
 	const void *r_debug;
+	/* the regular files the program opened for writing (uh_files.c), when
+	 * written_magic is STS_WRITTEN_MAGIC (images of older builds lack it) */
+	uint64_t written_magic;
+	struct sts_written *written;
+};
+
+/* The regular files the upper half opened with write access (open, openat,
+ * creat, fopen "w"/"a"/"+": uh_files.c), by absolute path, with device and
+ * inode at the open; in the upper half's memory, so the list comes back
+ * with it at a restart. At each checkpoint the lower half saves those the
+ * program no longer has open (lh_written.c, docs/split.md "Files written
+ * after the checkpoint"). The lower half reads it with the upper half
+ * parked; the upper half adds under lock. */
+#define STS_WRITTEN_MAGIC 0x316e657474697257ull   /* "Written1" */
+#define STS_WRITTEN_MAX 256
+#define STS_WRITTEN_PATH 4096
+struct sts_written_file {
+	uint64_t dev, ino;
+	char path[STS_WRITTEN_PATH];
+};
+struct sts_written {
+	uint32_t n;                 /* entries in v, in the order first opened */
+	uint32_t lock;
+	uint32_t dropped;           /* files beyond STS_WRITTEN_MAX, not recorded */
+	uint32_t pad;
+	struct sts_written_file v[STS_WRITTEN_MAX];
 };
 
 #define STS_OP_SLOTS 64         /* user-defined operations at once */

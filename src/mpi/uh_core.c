@@ -180,7 +180,8 @@ static void op_call(int slot, void *in, void *inout, int *len, uint32_t dt)
 	op_fn[slot](in, inout, len, &t);
 }
 
-static const struct sts_uh_callbacks callbacks = { op_call, &_r_debug };
+static const struct sts_uh_callbacks callbacks = { op_call, &_r_debug, STS_WRITTEN_MAGIC,
+						     &sts_written };
 
 int PMPI_Op_create(MPI_User_function *fn, int commute, MPI_Op *op)
 {

@@ -49,6 +49,8 @@ struct lh_restored {
 	unsigned regions;
 	struct proc_fd_entry *fds;   /* the program's descriptors (lh_fds.h) */
 	size_t nfds;
+	void *written;               /* the files it wrote and closed (lh_written.h) */
+	size_t written_len;
 };
 
 /* The upper half's sections of a rank's image (lh_image.c). */

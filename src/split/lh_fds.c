@@ -38,6 +38,7 @@
 
 #include "common/config.h"
 #include "common/err.h"
+#include "common/libc_next.h"
 #include "image/image.h"
 #include "lh.h"
 #include "lh_fds.h"
@@ -104,25 +105,14 @@ static int lh_fd_lower(int fd)
 
 /* ---- libc's entry points, for the lower half ---- */
 
-/* real: the next definition of fn (libc's) */
-#define REAL(name, fn) \
-	static __typeof__(&fn) real; \
-	if (!real) \
-		real = (__typeof__(&fn))dlsym(RTLD_NEXT, name)
-
-static mode_t mode_arg(int flags, va_list ap)
-{
-	return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
-}
-
 #define OPEN_LIKE(fn, sym)                                                  \
 	int fn(const char *path, int flags, ...)                            \
 	{                                                                   \
 		va_list ap;                                                 \
 		mode_t mode;                                                \
-		REAL(sym, fn);                 \
+		LIBC_NEXT(sym, fn);                 \
 		va_start(ap, flags);                                        \
-		mode = mode_arg(flags, ap);                                 \
+		mode = libc_open_mode(flags, ap);                                 \
 		va_end(ap);                                                 \
 		return lh_fd_take(real(path, flags, mode));                   \
 	}
@@ -134,9 +124,9 @@ OPEN_LIKE(open64, "open64")
 	{                                                                   \
 		va_list ap;                                                 \
 		mode_t mode;                                                \
-		REAL(sym, fn);            \
+		LIBC_NEXT(sym, fn);            \
 		va_start(ap, flags);                                        \
-		mode = mode_arg(flags, ap);                                 \
+		mode = libc_open_mode(flags, ap);                                 \
 		va_end(ap);                                                 \
 		return lh_fd_take(real(dir, path, flags, mode));              \
 	}
@@ -147,7 +137,7 @@ OPENAT_LIKE(openat64, "openat64")
 #define TAKES_ONE(fn, params, args)                                         \
 	int fn params                                                       \
 	{                                                                   \
-		REAL(#fn, fn);                                              \
+		LIBC_NEXT(#fn, fn);                                              \
 		return lh_fd_take(real args);                               \
 	}
 TAKES_ONE(__open_2, (const char *path, int flags), (path, flags))
@@ -168,19 +158,19 @@ static int pair(int r, int v[2])
 
 int socketpair(int domain, int type, int protocol, int v[2])
 {
-	REAL("socketpair", socketpair);
+	LIBC_NEXT("socketpair", socketpair);
 	return pair(real(domain, type, protocol, v), v);
 }
 
 int pipe(int v[2])
 {
-	REAL("pipe", pipe);
+	LIBC_NEXT("pipe", pipe);
 	return pair(real(v), v);
 }
 
 int pipe2(int v[2], int flags)
 {
-	REAL("pipe2", pipe2);
+	LIBC_NEXT("pipe2", pipe2);
 	return pair(real(v, flags), v);
 }
 
@@ -196,7 +186,7 @@ TAKES_ONE(dup, (int fd), (fd))
 /* dup2 and dup3 name their number: remembered, not moved */
 int dup2(int from, int to)
 {
-	REAL("dup2", dup2);
+	LIBC_NEXT("dup2", dup2);
 	int r = real(from, to);
 
 	if (r >= 0)
@@ -206,7 +196,7 @@ int dup2(int from, int to)
 
 int dup3(int from, int to, int flags)
 {
-	REAL("dup3", dup3);
+	LIBC_NEXT("dup3", dup3);
 	int r = real(from, to, flags);
 
 	if (r >= 0)
@@ -234,7 +224,7 @@ int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 
 ssize_t recvmsg(int s, struct msghdr *m, int flags)
 {
-	REAL("recvmsg", recvmsg);
+	LIBC_NEXT("recvmsg", recvmsg);
 	ssize_t r = real(s, m, flags);
 
 	for (struct cmsghdr *c = r >= 0 ? CMSG_FIRSTHDR(m) : NULL; c; c = CMSG_NXTHDR(m, c))
@@ -251,7 +241,7 @@ ssize_t recvmsg(int s, struct msghdr *m, int flags)
 /* FILE and DIR keep their descriptor's number: remembered, not moved */
 FILE *fopen(const char *path, const char *mode)
 {
-	REAL("fopen", fopen);
+	LIBC_NEXT("fopen", fopen);
 	FILE *f = real(path, mode);
 
 	if (f)
@@ -263,7 +253,7 @@ FILE *fopen64(const char *path, const char *mode) __attribute__((alias("fopen"))
 
 DIR *opendir(const char *path)
 {
-	REAL("opendir", opendir);
+	LIBC_NEXT("opendir", opendir);
 	DIR *d = real(path);
 
 	if (d)
@@ -287,14 +277,14 @@ int close(int fd)
 
 int fclose(FILE *f)
 {
-	REAL("fclose", fclose);
+	LIBC_NEXT("fclose", fclose);
 	forget(fileno(f));
 	return real(f);
 }
 
 int closedir(DIR *d)
 {
-	REAL("closedir", closedir);
+	LIBC_NEXT("closedir", closedir);
 	forget(dirfd(d));
 	return real(d);
 }

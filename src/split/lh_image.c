@@ -32,6 +32,7 @@
 #include "pimg/pimg_mem.h"
 #include "lh_ckpt.h"
 #include "lh_ledger.h"
+#include "lh_written.h"
 #include "split_format.h"
 
 #define PAGE 4096ul
@@ -355,6 +356,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 		ret = ret ? ret : img_section_end(w);
 	}
 	ret = ret ? ret : lh_fds_dump(w, NULL);
+	ret = ret ? ret : lh_written_dump(w);
 	if (info) {
 		info->regions = l.n;
 		info->pages = l.pages;
@@ -700,6 +702,7 @@ int lh_restore(const char *path, int rank, int size, struct lh_restored *out)
 		out->regions++;
 	}
 	ret = lh_fds_read(img, &out->fds, &out->nfds);
+	ret = ret ? ret : lh_written_read(img, &out->written, &out->written_len);
 	if (ret)
 		goto out;
 	ret = lazy_or_read(&img, rank, lazy, nlazy);

@@ -46,6 +46,7 @@
 #include "lh.h"
 #include "lh_ckpt.h"
 #include "lh_fds.h"
+#include "lh_written.h"
 #include "lh_stage.h"
 #include "node/node.h"
 #include "lh_ledger.h"
@@ -611,6 +612,9 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 	stage("register");
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
+	if (lh_written_back(r->written, r->written_len) != 0)
+		die_restart();
+	free(r->written);   /* the files' contents: back in place */
 	if (lh_fds_place(r->fds, r->nfds) != 0)
 		die_restart();
 	lh_fds_entering(r->fds, r->nfds);

@@ -18,6 +18,12 @@
  *                          descriptor struct proc_fd (src/proc/proc_format.h),
  *                          its path (path_len bytes, NUL included) and
  *                          data_len bytes of data (src/proc/fds.h)
+ *   "written" (kind written) the regular files the program opened for
+ *                          writing and had closed at the checkpoint
+ *                          (lh_written.c): uint64_t n, then per file struct
+ *                          split_written, its path (path_len bytes, NUL
+ *                          included) and, when saved, its size bytes.
+ *                          Images without it (older ones) restore none.
  *
  * Little-endian fixed-size records; the split section's version is
  * checked at restart. Version 6 moved the threads, signal handlers and
@@ -59,6 +65,16 @@ struct split_info {
 	uint32_t tid_offset;        /* of the thread id in glibc's struct pthread */
 	uint64_t uh_callbacks;      /* the upper half's sts_uh_callbacks (sts_lh_info.uh) */
 	uint32_t restarts;          /* restarts the job went through before this image */
+	uint32_t pad;
+};
+
+/* A file of the "written" section. */
+struct split_written {
+	uint32_t saved;             /* 1: its contents follow; 0: over file_save_max */
+	uint32_t mode;              /* st_mode's permission bits */
+	uint64_t size;
+	uint64_t mtime_ns;
+	uint32_t path_len;
 	uint32_t pad;
 };
 

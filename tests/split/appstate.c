@@ -3,7 +3,7 @@
  * upper half's descriptors").
  *
  *   appstate ITERATIONS SLEEP_MS DIR [heap] [dlopen LIB_A LIB_B] [files]
- *            [shm] [thread] [unlinked] [rwfile] [memfd] [socket]
+ *            [shm] [thread] [unlinked] [rwfile] [wfile] [memfd] [socket]
  *
  * heap    every iteration allocates 64 blocks of 4000 bytes (below malloc's
  *         mmap threshold: the heap grows by small allocations, before and
@@ -27,6 +27,11 @@
  *         of updates at offset 0 (read back and checked against its own)
  *         and a word per iteration in a ring of 64, under an flock; after
  *         a restart the file must hold what it held at the checkpoint;
+ * wfile   every iteration every rank reads DIR/w-R.txt, which must hold
+ *         the previous iteration's number, and writes its own there
+ *         (fopen "w", fprintf, fclose): after a restart the file must
+ *         hold what it held at the checkpoint, not what the killed run
+ *         wrote after it;
  * memfd   a memfd mapped shared: a checkpoint must refuse it;
  * socket  a UDP socket kept open: a checkpoint must refuse it.
  *
@@ -312,6 +317,26 @@ static void rwfile_step(int it)
 		fail("cannot update rw.db at %ld%ld", it, 0);
 }
 
+static const char *wdir;
+
+static void wfile_step(int it)
+{
+	char path[4096];
+	FILE *f;
+	int prev = -2;
+
+	snprintf(path, sizeof(path), "%s/w-%d.txt", wdir, rank);
+	if (it > 0) {
+		f = fopen(path, "r");
+		if (!f || fscanf(f, "iteration %d", &prev) != 1 || prev != it - 1)
+			fail("w.txt holds iteration %ld, the program wrote %ld", prev, it - 1);
+		fclose(f);
+	}
+	f = fopen(path, "w");
+	if (!f || fprintf(f, "iteration %d\n", it) < 0 || fclose(f) != 0)
+		fail("cannot write w-%ld.txt at %ld", rank, it);
+}
+
 int main(int argc, char **argv)
 {
 	int size, iters, heap = 0, files = 0, restarts = 0, shared = 0, threads = 0, unlinked = 0;
@@ -342,6 +367,8 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[a], "rwfile")) {
 			rw = 1;
 			rwfile_open(argv[3]);
+		} else if (!strcmp(argv[a], "wfile")) {
+			wdir = argv[3];
 		} else if (!strcmp(argv[a], "socket")) {
 			if (socket(AF_INET, SOCK_DGRAM, 0) < 0)
 				fail("socket%ld%ld", 0, 0);
@@ -386,6 +413,8 @@ int main(int argc, char **argv)
 			unlinked_step(it);
 		if (rw)
 			rwfile_step(it);
+		if (wdir)
+			wfile_step(it);
 		if (threads)
 			thread_step();
 		MPI_Barrier(MPI_COMM_WORLD);

@@ -50,8 +50,8 @@ def args_of(d, plugins, modes):
         a.append("heap")
     if "dlopen" in modes:
         a += ["dlopen", *plugins]
-    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "rwfile", "memfd",
-                                        "socket")]
+    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "rwfile", "wfile",
+                                        "memfd", "socket")]
     return a
 
 
@@ -101,15 +101,17 @@ def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_pa
     assert files_of(run, 2) == files_of(native, 2)
 
 
-def test_file_updated_in_place_after_the_checkpoint_is_restored(appstate, plugins, tmp_path):
+def test_files_written_after_the_checkpoint_are_restored(appstate, plugins, tmp_path):
     """Every rank updates rw-R.db in place, as a database does (NWChem's
-    runtime database): what it wrote between the checkpoint and the kill
-    is undone at the restart, so the count it reads back is its own."""
+    runtime database), and rewrites w-R.txt with fopen "w" and fclose,
+    reading it back the next iteration (NWChem's Hessian, perm/*.drv.hess):
+    what it wrote to either between the checkpoint and the kill is undone
+    at the restart, so what it reads back is its own."""
     run = tmp_path / "run"
     run.mkdir()
     job = MpiJob(tmp_path)
     job.start(*launcher("openmpi", 2), appstate["openmpi"],
-              *args_of(run, plugins, ("rwfile",)))
+              *args_of(run, plugins, ("rwfile", "wfile")))
     job.lines_until(r"rank 0 iteration 2")
     job.checkpoint()
     after = iteration(job.lines_until(r"rank 0 iteration \d+"))
@@ -125,6 +127,8 @@ def test_file_updated_in_place_after_the_checkpoint_is_restored(appstate, plugin
     for rank in (0, 1):
         words = [ITERS] + [(it << 32) | rank for it in range(ITERS)] + [0] * (64 - ITERS)
         assert (run / f"rw-{rank}.db").read_bytes() == struct.pack("<65Q", *words)
+        # what an uninterrupted run leaves
+        assert (run / f"w-{rank}.txt").read_text() == f"iteration {ITERS - 1}\n"
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
