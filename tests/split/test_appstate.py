@@ -131,6 +131,29 @@ def test_files_written_after_the_checkpoint_are_restored(appstate, plugins, tmp_
         assert (run / f"w-{rank}.txt").read_text() == f"iteration {ITERS - 1}\n"
 
 
+def test_written_file_over_file_save_max_changed_since_is_named(appstate, plugins, tmp_path):
+    """file_save_max below w-R.txt's size: the checkpoint keeps only its
+    size and mtime, and the restart names it, changed since, in one line
+    per rank (the program then reads the file of the future and fails)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    job = MpiJob(tmp_path)
+    job.env.update(STASIS_FILE_SAVE_MAX="4")
+    job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, ("wfile",)))
+    job.lines_until(r"rank 0 iteration 2")
+    job.checkpoint()
+    after = iteration(job.lines_until(r"rank 0 iteration \d+"))
+    job.lines_until(rf"rank 0 iteration {after + 2}")
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish_job()
+    assert rc != 0 and "FAIL w.txt holds iteration" in out, out + err
+    for rank in (0, 1):
+        line = (f"stasis: rank {rank}: {run.resolve()}/w-{rank}.txt changed after the checkpoint "
+                f"and is larger than file_save_max: the program finds it as it is now\n")
+        assert err.count(line) == 1, err
+
+
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_shared_memory_object_and_threads_started_after_restarts(appstate, plugins, lower,
                                                                   tmp_path):
