@@ -900,11 +900,7 @@ static int emit_direct(struct img_writer *w, const unsigned char *p)
 	ret = ret ? ret : sink_write_chunk(w, p, w->chunk_size, 0, h.payload_crc);
 	if (ret) {
 		ret = chunk_fail(w, w->cur, h.seq, ret);
-		if (w->threads)
-			pthread_mutex_lock(&w->lock);
 		record_err(w, ret);
-		if (w->threads)
-			pthread_mutex_unlock(&w->lock);
 		return sticky(w);
 	}
 	w->cur->stored += w->chunk_size;
@@ -935,13 +931,8 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 	while (ret == 0 && len) {
 		size_t n;
 
-		/* with threads too: an uncompressed chunk's workers would only
-		 * checksum it, after a copy that costs more than the checksum
-		 * (256 MiB: 21 ms of CRC against a memcpy and a pass through
-		 * the emitter thread) */
-		if (!w->fill && !w->level && len >= w->chunk_size &&
+		if (!w->fill && !w->threads && !w->level && len >= w->chunk_size &&
 		    !has_zero_page(p, w->chunk_size)) {
-			drain(w);       /* the emitter then waits: this goes in order */
 			ret = emit_direct(w, p);
 			p += w->chunk_size;
 			len -= w->chunk_size;

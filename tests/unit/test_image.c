@@ -1004,11 +1004,11 @@ static void sink_failure(unsigned threads)
 		ret = img_writer_finish(w, NULL);
 	CHECK_EQ(ret, -ENOSPC);
 	CHECK(strstr(err_msg(), "disk full (call 4)") != NULL);
-	/* ... and where: an uncompressed chunk without zero pages goes out
-	 * from the caller's buffer in two calls (header, payload), with
-	 * threads too, so call 4 is the second chunk's header. */
-	snprintf(where, sizeof(where), "(writing section 'x' chunk %u at image offset %u)", 1u,
-		 IMG_HEADER_LEN + IMG_CHUNK_HDR_LEN + 8 * PAGE);
+	/* ... and where: call 4 is the third chunk; inline, a chunk without
+	 * zero pages goes out from the caller's buffer in two calls (header,
+	 * payload), so call 4 is the second chunk's header. */
+	snprintf(where, sizeof(where), "(writing section 'x' chunk %u at image offset %u)",
+		 threads ? 2u : 1u, IMG_HEADER_LEN + (threads ? 2 : 1) * (IMG_CHUNK_HDR_LEN + 8 * PAGE));
 	CHECK(strstr(err_msg(), where) != NULL);
 	/* Sticky: every later call says the same. */
 	err_clear();
