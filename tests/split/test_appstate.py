@@ -192,8 +192,6 @@ def test_memfd_mapping_is_refused_and_the_job_runs_on(appstate, plugins, tmp_pat
 def test_file_over_file_save_max_is_refused(appstate, plugins, tmp_path):
     """(the whole line: the coordinator cut a rank's refusal at 199
     characters)"""
-    """(the whole line: the coordinator cut a rank's refusal at 199
-    characters)"""
     line = refused(appstate, plugins, tmp_path, "rwfile", dict(STASIS_FILE_SAVE_MAX="100"))
     assert re.search(r"rank [01]: the program's fd 3 holds 520 bytes, over file_save_max "
                      r"\(100\), open for reading and writing: /\S+/run/rw-[01]\.db \(raise "
