@@ -106,6 +106,10 @@ CONFIG_KEY(FILE_SAVE_MAX,  "file_save_max",  SIZE,   "256M", 0, 1ull << 40, "",
 	   "a transparent checkpoint saves the contents of each regular file the program "
 	   "has open for reading and writing up to this size, and a restart puts them back "
 	   "(a file updated in place); a larger one fails the checkpoint; 0: never saved")
+CONFIG_KEY(WRITTEN_SAVE_MAX, "written_save_max", SIZE, "16M", 0, 1ull << 40, "",
+	   "the split process: each regular file the program wrote and closed is saved at a "
+	   "checkpoint with its contents up to this size (a file it rewrites and reads back); "
+	   "above it only its size and mtime, and a restart that finds it changed says so")
 CONFIG_KEY(SOCKETS_OUTSIDE, "sockets_outside", CHOICE, "close", 0, 0, "close|refuse",
 	   "a single process's connection to a peer outside it: close (a checkpoint takes it, a "
 	   "restart gives it back reset, as after a network failure) or refuse (the checkpoint "

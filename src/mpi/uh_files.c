@@ -12,6 +12,7 @@
  * the checkpoint directories at the checkpoint.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -23,6 +24,22 @@
 #include "uh.h"
 
 struct sts_written sts_written;
+
+/* Drop the listed files that no longer exist (under w's lock). */
+static void forget_gone(struct sts_written *w)
+{
+	uint32_t k = 0;
+	struct stat st;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		if (stat(w->v[i].path, &st) != 0 && errno == ENOENT)
+			continue;
+		if (k != i)
+			w->v[k] = w->v[i];
+		k++;
+	}
+	w->n = k;
+}
 
 static void note(int fd)
 {
@@ -47,6 +64,8 @@ static void note(int fd)
 		;
 	for (i = 0; i < w->n && strcmp(w->v[i].path, path) != 0; i++)
 		;
+	if (i == w->n && w->n == STS_WRITTEN_MAX)
+		forget_gone(w);   /* full: the files deleted since make room */
 	if (i == w->n && w->n < STS_WRITTEN_MAX)
 		w->n++;
 	if (i < w->n) {   /* a path made again names another inode: the newest */

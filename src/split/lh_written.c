@@ -6,8 +6,12 @@
  * survives restarts with it). At a checkpoint every listed file the
  * program does not have open now (an open one is its descriptor's:
  * lh_fds.c), that exists and is not under the checkpoint directories, is
- * saved: its contents, mode and size up to file_save_max bytes, its size
- * and mtime only above. A restart writes saved contents back, only the
+ * saved: its contents, mode and size up to written_save_max bytes (16 MiB:
+ * a Hessian, orbitals, a small database; not every output file of a run,
+ * which would be copied at every checkpoint), its size and mtime only
+ * above. A listed file that is gone leaves the list (its place goes to the
+ * next file the program writes); files beyond the list's STS_WRITTEN_MAX
+ * are said once per checkpoint. A restart writes saved contents back, only the
  * pieces that differ (proc_file_contents_back), before the upper half
  * runs again; a larger file changed since gets one warning line.
  */
@@ -31,11 +35,38 @@
 
 enum { PIECE = 1 << 20 };
 
-static const struct sts_written *list(void)
+static struct sts_written *list(void)
 {
 	const struct sts_uh_callbacks *uh = lh_info->uh;
 
 	return uh && uh->written_magic == STS_WRITTEN_MAGIC ? uh->written : NULL;
+}
+
+/* Forget the listed files that are gone (the upper half is parked: its
+ * lock is free), so that the list has room for the next ones. */
+static void forget_gone(struct sts_written *l)
+{
+	uint32_t k = 0;
+	struct stat st;
+
+	if (!l || l->n > STS_WRITTEN_MAX)
+		return;
+	while (__atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
+		;
+	for (uint32_t i = 0; i < l->n; i++) {
+		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)) &&
+		    stat(l->v[i].path, &st) != 0 && errno == ENOENT)
+			continue;
+		if (k != i)
+			l->v[k] = l->v[i];
+		k++;
+	}
+	l->n = k;
+	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
+	if (l->dropped)
+		fprintf(stderr, "stasis: rank %d: the program wrote more than %d files; %u more "
+			"are not saved at checkpoints (a restart finds them as they are then)\n",
+			lh_info->world_rank, STS_WRITTEN_MAX, l->dropped);
 }
 
 /* Is path dir or under it (dir resolved if it can be)? */
@@ -113,12 +144,17 @@ out:
 
 int lh_written_dump(struct img_writer *w)
 {
-	const struct sts_written *l = list();
-	uint64_t max = cfg_u64(CFG_FILE_SAVE_MAX), n = 0;
-	uint32_t total = l ? l->n : 0;
-	unsigned char *keep = calloc(total + 1, 1);
-	struct stat *sts = calloc(total + 1, sizeof(*sts));
+	struct sts_written *l = list();
+	uint64_t max = cfg_u64(CFG_WRITTEN_SAVE_MAX), n = 0;
+	uint32_t total;
+	unsigned char *keep;
+	struct stat *sts;
 	int ret = 0;
+
+	forget_gone(l);
+	total = l ? l->n : 0;
+	keep = calloc(total + 1, 1);
+	sts = calloc(total + 1, sizeof(*sts));
 
 	if (!keep || !sts) {
 		free(keep);
@@ -211,7 +247,7 @@ static int one_back(const struct split_written *r, const char *path, const void 
 		    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec !=
 		    r->mtime_ns))
 			fprintf(stderr, "stasis: rank %d: %s changed after the checkpoint and is larger "
-				"than file_save_max: the program finds it as it is now\n",
+				"than written_save_max: the program finds it as it is now\n",
 				lh_info->world_rank, path);
 		return 0;
 	}

@@ -32,6 +32,10 @@
  *         (fopen "w", fprintf, fclose): after a restart the file must
  *         hold what it held at the checkpoint, not what the killed run
  *         wrote after it;
+ * many    at start every rank writes and deletes 300 files DIR/gone-R-N,
+ *         then writes 300 it keeps, DIR/many-R-N: more than the 256 the
+ *         split process lists (docs/split.md, "Files written after the
+ *         checkpoint"), where the deleted ones make room;
  * memfd   a memfd mapped shared: a checkpoint must refuse it;
  * socket  a UDP socket kept open: a checkpoint must refuse it.
  *
@@ -319,6 +323,21 @@ static void rwfile_step(int it)
 
 static const char *wdir;
 
+static void many_files(const char *dir)
+{
+	char path[4096];
+
+	for (int k = 0; k < 600; k++) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "%s/%s-%d-%03d", dir, k < 300 ? "gone" : "many", rank,
+			 k % 300);
+		f = fopen(path, "w");
+		if (!f || fprintf(f, "%d\n", k) < 0 || fclose(f) != 0 || (k < 300 && unlink(path)))
+			fail("cannot write file %ld of many%ld", k, 0);
+	}
+}
+
 static void wfile_step(int it)
 {
 	char path[4096];
@@ -369,6 +388,8 @@ int main(int argc, char **argv)
 			rwfile_open(argv[3]);
 		} else if (!strcmp(argv[a], "wfile")) {
 			wdir = argv[3];
+		} else if (!strcmp(argv[a], "many")) {
+			many_files(argv[3]);
 		} else if (!strcmp(argv[a], "socket")) {
 			if (socket(AF_INET, SOCK_DGRAM, 0) < 0)
 				fail("socket%ld%ld", 0, 0);

@@ -50,7 +50,7 @@ def args_of(d, plugins, modes):
         a.append("heap")
     if "dlopen" in modes:
         a += ["dlopen", *plugins]
-    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "rwfile", "wfile",
+    a += [m for m in modes if m in ("files", "shm", "thread", "unlinked", "rwfile", "wfile", "many",
                                         "memfd", "socket")]
     return a
 
@@ -131,14 +131,14 @@ def test_files_written_after_the_checkpoint_are_restored(appstate, plugins, tmp_
         assert (run / f"w-{rank}.txt").read_text() == f"iteration {ITERS - 1}\n"
 
 
-def test_written_file_over_file_save_max_changed_since_is_named(appstate, plugins, tmp_path):
-    """file_save_max below w-R.txt's size: the checkpoint keeps only its
+def test_written_file_over_written_save_max_changed_since_is_named(appstate, plugins, tmp_path):
+    """written_save_max below w-R.txt's size: the checkpoint keeps only its
     size and mtime, and the restart names it, changed since, in one line
     per rank (the program then reads the file of the future and fails)."""
     run = tmp_path / "run"
     run.mkdir()
     job = MpiJob(tmp_path)
-    job.env.update(STASIS_FILE_SAVE_MAX="4")
+    job.env.update(STASIS_WRITTEN_SAVE_MAX="4")
     job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, ("wfile",)))
     job.lines_until(r"rank 0 iteration 2")
     job.checkpoint()
@@ -150,8 +150,29 @@ def test_written_file_over_file_save_max_changed_since_is_named(appstate, plugin
     assert rc != 0 and "FAIL w.txt holds iteration" in out, out + err
     for rank in (0, 1):
         line = (f"stasis: rank {rank}: {run.resolve()}/w-{rank}.txt changed after the checkpoint "
-                f"and is larger than file_save_max: the program finds it as it is now\n")
+                f"and is larger than written_save_max: the program finds it as it is now\n")
         assert err.count(line) == 1, err
+
+
+def test_more_written_files_than_listed_are_said(appstate, plugins, tmp_path):
+    """Every rank writes and deletes 300 files, then writes 300 it keeps:
+    the deleted ones leave the list of 256, and each checkpoint says in
+    one line per rank how many written files it does not save."""
+    run = tmp_path / "run"
+    run.mkdir()
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), appstate["openmpi"], *args_of(run, plugins, ("many",)))
+    job.lines_until(r"rank 0 iteration 2")
+    job.checkpoint()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS} " in out, out + err
+    for rank in (0, 1):
+        said = re.findall(rf"^stasis: rank {rank}: the program wrote more than 256 files; (\d+) "
+                          r"more are not saved at checkpoints \(a restart finds them as they "
+                          r"are then\)$", err, re.M)
+        # 44 of the kept ones, and whatever else the rank wrote; without the
+        # deleted ones making room, 344
+        assert len(said) == 1 and 44 <= int(said[0]) < 60, err
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
