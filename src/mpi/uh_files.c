@@ -13,11 +13,14 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/libc_next.h"
@@ -41,31 +44,70 @@ static void forget_gone(struct sts_written *w)
 	w->n = k;
 }
 
+/* The list's lock, taken with every signal blocked: a handler that opens
+ * a file, or the checkpoint's park signal, never comes while this thread
+ * holds it (so the lower half finds it free once every thread is parked) */
+static void lock(struct sts_written *w, sigset_t *old)
+{
+	sigset_t all;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, old);
+	while (__atomic_exchange_n(&w->lock, 1, __ATOMIC_ACQUIRE))
+		;
+}
+
+static void unlock(struct sts_written *w, const sigset_t *old)
+{
+	__atomic_store_n(&w->lock, 0, __ATOMIC_RELEASE);
+	pthread_sigmask(SIG_SETMASK, old, NULL);
+}
+
+/* a fork while another thread held the lock: the child's is free */
+static void child_unlock(void)
+{
+	sts_written.lock = 0;
+}
+
+static void __attribute__((constructor)) at_fork(void)
+{
+	pthread_atfork(NULL, NULL, child_unlock);
+}
+
 static void note(int fd)
 {
 	static const char *const skip[] = { "/proc/", "/sys/", "/dev/" };
 	char link[40], path[STS_WRITTEN_PATH];
 	struct sts_written *w = &sts_written;
 	struct stat st;
+	sigset_t old;
 	ssize_t len;
 	uint32_t i;
+	int e = errno;
 
-	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+		errno = e;
 		return;
+	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	len = readlink(link, path, sizeof(path) - 1);
-	if (len <= 0 || len >= (ssize_t)sizeof(path) - 1 || path[0] != '/')
+	if (len <= 0 || len >= (ssize_t)sizeof(path) - 1 || path[0] != '/') {
+		errno = e;
 		return;
+	}
 	path[len] = 0;
 	for (i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
-		if (!strncmp(path, skip[i], strlen(skip[i])))
+		if (!strncmp(path, skip[i], strlen(skip[i]))) {
+			errno = e;
 			return;
-	while (__atomic_exchange_n(&w->lock, 1, __ATOMIC_ACQUIRE))
-		;
+		}
+	lock(w, &old);
 	for (i = 0; i < w->n && strcmp(w->v[i].path, path) != 0; i++)
 		;
-	if (i == w->n && w->n == STS_WRITTEN_MAX)
-		forget_gone(w);   /* full: the files deleted since make room */
+	/* full: the files deleted since make room; looked for once every 64
+	 * files that found it full, not at every open */
+	if (i == w->n && w->n == STS_WRITTEN_MAX && w->dropped % 64 == 0)
+		forget_gone(w);
 	if (i == w->n && w->n < STS_WRITTEN_MAX)
 		w->n++;
 	if (i < w->n) {   /* a path made again names another inode: the newest */
@@ -75,7 +117,85 @@ static void note(int fd)
 	} else {
 		w->dropped++;
 	}
-	__atomic_store_n(&w->lock, 0, __ATOMIC_RELEASE);
+	unlock(w, &old);
+	errno = e;
+}
+
+/* A listed file renamed (or linked) to newpath, relative to dir: the list
+ * follows it by its inode (write a temporary file, rename it over the
+ * real one: the real one is what the program reads back) */
+static void moved(int dir, const char *newpath)
+{
+	char link[40], path[STS_WRITTEN_PATH];
+	struct sts_written *w = &sts_written;
+	int e = errno, fd = (int)syscall(SYS_openat, dir, newpath, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	sigset_t old;
+	ssize_t len;
+	uint32_t k = 0;
+
+	if (fd < 0) {
+		errno = e;
+		return;
+	}
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	len = readlink(link, path, sizeof(path) - 1);
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || len <= 0 ||
+	    len >= (ssize_t)sizeof(path) - 1 || path[0] != '/') {
+		close(fd);
+		errno = e;
+		return;
+	}
+	close(fd);
+	path[len] = 0;
+	lock(w, &old);
+	for (uint32_t i = 0; i < w->n; i++) {
+		struct sts_written_file *f = &w->v[i];
+
+		if (f->dev == (uint64_t)st.st_dev && f->ino == (uint64_t)st.st_ino)
+			memcpy(f->path, path, (size_t)len + 1);
+		else if (!strcmp(f->path, path))
+			continue;   /* the file it replaced: gone */
+		if (k != i)
+			w->v[k] = w->v[i];
+		k++;
+	}
+	w->n = k;
+	unlock(w, &old);
+	errno = e;
+}
+
+int rename(const char *from, const char *to)
+{
+	int r;
+
+	LIBC_NEXT("rename", rename);
+	r = real(from, to);
+	if (r == 0)
+		moved(AT_FDCWD, to);
+	return r;
+}
+
+int renameat(int fromdir, const char *from, int todir, const char *to)
+{
+	int r;
+
+	LIBC_NEXT("renameat", renameat);
+	r = real(fromdir, from, todir, to);
+	if (r == 0)
+		moved(todir, to);
+	return r;
+}
+
+int renameat2(int fromdir, const char *from, int todir, const char *to, unsigned flags)
+{
+	int r;
+
+	LIBC_NEXT("renameat2", renameat2);
+	r = real(fromdir, from, todir, to, flags);
+	if (r == 0)
+		moved(todir, to);
+	return r;
 }
 
 static int writes(int flags)

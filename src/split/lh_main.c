@@ -598,6 +598,12 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 		    "restart on a machine with the same kernel", lh_info->world_rank,
 		    getauxval(AT_SYSINFO_EHDR), (unsigned long)r->vdso);
 	lh_info->uh = (const struct sts_uh_callbacks *)(uintptr_t)r->uh_callbacks;
+	/* the files the program wrote back as they were, on every rank before
+	 * any rank runs on: one that ran on early would write a shared file
+	 * that a slower rank then sets back */
+	if (lh_written_back(r->written, r->written_len) != 0)
+		die_restart();
+	free(r->written);   /* the files' contents: back in place */
 	if (barrier)
 		idle_barrier();
 	/* the ledger came back with the upper half: this MPI's handles for
@@ -612,9 +618,6 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 	stage("register");
 	lh_agent_start(r->restarts + 1);
 	stage("enter");
-	if (lh_written_back(r->written, r->written_len) != 0)
-		die_restart();
-	free(r->written);   /* the files' contents: back in place */
 	if (lh_fds_place(r->fds, r->nfds) != 0)
 		die_restart();
 	lh_fds_entering(r->fds, r->nfds);

@@ -42,17 +42,18 @@ static struct sts_written *list(void)
 	return uh && uh->written_magic == STS_WRITTEN_MAGIC ? uh->written : NULL;
 }
 
-/* Forget the listed files that are gone (the upper half is parked: its
- * lock is free), so that the list has room for the next ones. */
+/* Forget the listed files that are gone, so that the list has room for
+ * the next ones; say how many opens found it full since the last
+ * checkpoint. The upper half is parked, and a thread holds the lock only
+ * with every signal blocked (uh_files.c), so the lock is free: taken once,
+ * and left alone if not. */
 static void forget_gone(struct sts_written *l)
 {
 	uint32_t k = 0;
 	struct stat st;
 
-	if (!l || l->n > STS_WRITTEN_MAX)
+	if (!l || l->n > STS_WRITTEN_MAX || __atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
 		return;
-	while (__atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
-		;
 	for (uint32_t i = 0; i < l->n; i++) {
 		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)) &&
 		    stat(l->v[i].path, &st) != 0 && errno == ENOENT)
@@ -62,11 +63,13 @@ static void forget_gone(struct sts_written *l)
 		k++;
 	}
 	l->n = k;
-	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
 	if (l->dropped)
-		fprintf(stderr, "stasis: rank %d: the program wrote more than %d files; %u more "
-			"are not saved at checkpoints (a restart finds them as they are then)\n",
-			lh_info->world_rank, STS_WRITTEN_MAX, l->dropped);
+		fprintf(stderr, "stasis: rank %d: %u opens for writing since the last checkpoint "
+			"found the list of %d written files full: those files are not saved (a "
+			"restart finds them as they are then)\n", lh_info->world_rank, l->dropped,
+			STS_WRITTEN_MAX);
+	l->dropped = 0;
+	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
 }
 
 /* Is path dir or under it (dir resolved if it can be)? */

@@ -29,9 +29,10 @@
  *         a restart the file must hold what it held at the checkpoint;
  * wfile   every iteration every rank reads DIR/w-R.txt, which must hold
  *         the previous iteration's number, and writes its own there
- *         (fopen "w", fprintf, fclose): after a restart the file must
- *         hold what it held at the checkpoint, not what the killed run
- *         wrote after it;
+ *         (fopen "w", fprintf, fclose); and the same with DIR/r-R.txt,
+ *         written as DIR/r-R.txt.tmp and renamed over it: after a restart
+ *         each must hold what it held at the checkpoint, not what the
+ *         killed run wrote after it;
  * many    at start every rank writes and deletes 300 files DIR/gone-R-N,
  *         then writes 300 it keeps, DIR/many-R-N: more than the 256 the
  *         split process lists (docs/split.md, "Files written after the
@@ -338,22 +339,34 @@ static void many_files(const char *dir)
 	}
 }
 
-static void wfile_step(int it)
+/* DIR/<name>-R.txt must hold the previous iteration's number; then it
+ * holds this one's, written in place or (tmp) into a temporary file
+ * renamed over it, the safe-write pattern */
+static void wfile_one(int it, const char *name, int tmp)
 {
-	char path[4096];
+	char path[4096], tmpath[4200];
 	FILE *f;
 	int prev = -2;
 
-	snprintf(path, sizeof(path), "%s/w-%d.txt", wdir, rank);
+	snprintf(path, sizeof(path), "%s/%s-%d.txt", wdir, name, rank);
+	snprintf(tmpath, sizeof(tmpath), "%s.tmp", path);
 	if (it > 0) {
 		f = fopen(path, "r");
 		if (!f || fscanf(f, "iteration %d", &prev) != 1 || prev != it - 1)
-			fail("w.txt holds iteration %ld, the program wrote %ld", prev, it - 1);
+			fail(tmp ? "r.txt holds iteration %ld, the program wrote %ld"
+				 : "w.txt holds iteration %ld, the program wrote %ld", prev, it - 1);
 		fclose(f);
 	}
-	f = fopen(path, "w");
-	if (!f || fprintf(f, "iteration %d\n", it) < 0 || fclose(f) != 0)
-		fail("cannot write w-%ld.txt at %ld", rank, it);
+	f = fopen(tmp ? tmpath : path, "w");
+	if (!f || fprintf(f, "iteration %d\n", it) < 0 || fclose(f) != 0 ||
+	    (tmp && rename(tmpath, path) != 0))
+		fail(tmp ? "cannot write r-%ld.txt at %ld" : "cannot write w-%ld.txt at %ld", rank, it);
+}
+
+static void wfile_step(int it)
+{
+	wfile_one(it, "w", 0);
+	wfile_one(it, "r", 1);
 }
 
 int main(int argc, char **argv)
