@@ -188,13 +188,6 @@ static int restart_one(const struct coord_opts *o, const char *ckpt, int *status
 	return ret;
 }
 
-/* Whether a checkpoint of this level has its images in the global tier:
- * one that was not staged (no level) or whose copies reached it */
-static int in_global(const char *level)
-{
-	return !level[0] || strstr(level, "global") != NULL;
-}
-
 /* The checkpoint a restart without a name picks (*chosen, its level in
  * *level, 32 bytes), the newest older one in the global tier (*older, ""
  * if none) and the file where the ranks say which copies they lack
@@ -216,26 +209,12 @@ static void restart_choices(const struct coord_opts *o, char *chosen, char *leve
 				snprintf(level, 32, "%s", list[i].level);
 				break;
 			}
-			if (list[i].state == STORE_COMPLETE && in_global(list[i].level))
+			if (list[i].state == STORE_COMPLETE && job_level_in_global(list[i].level))
 				snprintf(older, len, "%s", list[i].name);
 		}
 	free(list);
 	store_close(&s);
 	err_clear();
-}
-
-/* Whether a rank of the restart just tried said it has no copy of name */
-static int copies_missing(const char *missing, const char *name)
-{
-	FILE *f = fopen(missing, "re");
-	char line[256];
-	int found = 0;
-
-	while (f && !found && fgets(line, sizeof(line), f))
-		found = !strncmp(line, name, strlen(name)) && line[strlen(name)] == ' ';
-	if (f)
-		fclose(f);
-	return found;
 }
 
 /* A restart. Without a checkpoint named, when the one picked is staged and
@@ -284,7 +263,8 @@ static int restart(const struct coord_opts *o, const char *ckpt, int *status)
 	if (missing[0])
 		unlink(missing);
 	ret = restart_one(o, NULL, status);
-	if (!chosen[0] || in_global(level) || !missing[0] || !copies_missing(missing, chosen))
+	if (!chosen[0] || job_level_in_global(level) || !missing[0] ||
+	    !job_copies_missing(missing, chosen))
 		return ret;
 	unlink(missing);
 	if (!older[0]) {

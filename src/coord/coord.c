@@ -1902,14 +1902,17 @@ static void stop_job(struct coord *c)
  * staged and at a level that survives a node (global, partner, rs: the
  * lost ranks' images are then rebuilt from their partners or parity by
  * the node agents at the restart, lh_stage_rebuild). A staged one still
- * at level local (or single) lost its images on those nodes. "" when
+ * at level local (or single) lost its images on those nodes. Never one
+ * that a relaunch's rank found no copy of (JOB_MISSING_FILE). "" when
  * none. */
 static void choose_checkpoint(struct coord *c, struct store *s, char *name, size_t len)
 {
 	struct store_ckpt_info *list = NULL;
+	char missing[PATH_MAX];
 	size_t n = 0;
 
 	name[0] = 0;
+	snprintf(missing, sizeof(missing), "%s/" JOB_MISSING_FILE, c->dir);
 	if (store_list(s, &list, &n, NULL) != 0)
 		return;
 	for (size_t i = n; i-- > 0 && !name[0];) {
@@ -1917,6 +1920,11 @@ static void choose_checkpoint(struct coord *c, struct store *s, char *name, size
 
 		if (k->state != STORE_COMPLETE)
 			continue;
+		if (job_copies_missing(missing, k->name)) {
+			log_info("recovery: %s passed over: a rank of a relaunch from it found no "
+				 "copy of its image", k->name);
+			continue;
+		}
 		if (c->nlost_hosts && (!strcmp(k->level, "local") || !strcmp(k->level, "single"))) {
 			log_info("recovery: %s passed over: level %s, and node %s was lost", k->name,
 				 k->level, c->lost_hosts[0]);
@@ -2586,6 +2594,31 @@ static void moved_check(struct coord *c)
 		    "their spares on %s within %d s", c->mig.to, MOVED_TIMEOUT_MS / 1000);
 }
 
+/* Whether a recovery after a move into spares still finds every image: the
+ * move removes the source's node-local directory, so the newest
+ * established checkpoint (the one a recovery takes; its name in name, ""
+ * when none) must have its images in the global tier */
+static int recoverable_after_move(struct coord *c, char *name, size_t len)
+{
+	struct store_ckpt_info *list = NULL;
+	size_t n = 0;
+	int ok = 1;
+
+	name[0] = 0;
+	if (store_list(c->store, &list, &n, NULL) != 0) {
+		snprintf(name, len, "-");
+		return 0;   /* unknown: the relaunch, which writes every image */
+	}
+	for (size_t i = n; i-- > 0;)
+		if (list[i].state == STORE_COMPLETE) {
+			snprintf(name, len, "%s", list[i].name);
+			ok = job_level_in_global(list[i].level);
+			break;
+		}
+	free(list);
+	return ok;
+}
+
 /* Move c->mig.from's ranks to c->mig.to: a checkpoint that leaves the
  * ranks parked, the source's agent sends their images to a receiver on the
  * target, the job stopped and relaunched with the target in the source's
@@ -2595,7 +2628,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 {
 	struct migrate_receiver r = { -1, -1, 0 };
 	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
-	char from[64], to[64];
+	char from[64], to[64], newest[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
 	unsigned nmoving;
 	int ret, rret, src = -1, into;
@@ -2614,6 +2647,12 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	 * processes there, whose death would end the job): only the moving
 	 * ranks write their images */
 	into = c->o->spares && ev->kind != EV_FAULT_PREDICTED && nmoving <= LINE_MOVE_RANKS_MAX;
+	if (into && !recoverable_after_move(c, newest, sizeof(newest))) {
+		/* a recovery would need the source's copies the move removes */
+		log_info("migration: not into a spare (%s is not in the global tier yet): the job "
+			 "is relaunched", newest);
+		into = 0;
+	}
 	snprintf(c->mig.ranks, sizeof(c->mig.ranks), "%s", ranks);
 	c->mig.only = into ? c->mig.ranks : NULL;
 	/* the receiver starts on the target while the ranks park; into spares

@@ -904,3 +904,23 @@ unsigned job_hosts(char *const *argv, char (*out)[64], unsigned max)
 	}
 	return n;
 }
+
+int job_copies_missing(const char *missing, const char *name)
+{
+	FILE *f = fopen(missing, "re");
+	size_t n = strlen(name);
+	char line[256];
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f))
+		found = !strncmp(line, name, n) && line[n] == ' ';
+	fclose(f);
+	return found;
+}
+
+int job_level_in_global(const char *level)
+{
+	return !level[0] || strstr(level, "global") != NULL;
+}

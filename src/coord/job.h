@@ -23,6 +23,14 @@ struct store;
  * restart` then falls back to the newest checkpoint at level global */
 #define JOB_MISSING_FILE "restart.missing"
 
+/* Whether a rank of a restart said, in missing (a job directory's
+ * JOB_MISSING_FILE), that it has no copy of its image of checkpoint name */
+int job_copies_missing(const char *missing, const char *name);
+
+/* Whether a checkpoint of this level has its images in the global tier:
+ * one that was not staged (no level) or whose copies reached it */
+int job_level_in_global(const char *level);
+
 /* Whether argv[0] is an MPI launcher (mpirun, mpiexec, orterun, prterun,
  * srun, with any suffix such as mpirun.openmpi). */
 int job_is_launcher(const char *argv0);

@@ -157,6 +157,66 @@ def test_a_relink_failing_on_one_rank_ends_the_job_at_once(cluster, progs, tmp_p
         job.kill()
 
 
+def local_only_checkpoint(job, progs):
+    """the agents' copies to the global tier fail (node.copy): the job's
+    first checkpoint stays at level local; its name"""
+    job.env.update({"STASIS_FAULT": "node.copy:1:fail",
+                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    start(job, progs)
+    job.lines_until(r"rank 0 iteration 3")
+    return job.checkpoint()
+
+
+def test_no_move_into_spares_while_the_last_checkpoint_is_only_local(cluster, progs, tmp_path):
+    """the checkpoint before the move never reached the global tier: a
+    move would remove its only copy of rank 1's image (on n2), and a later
+    failure would lose the job; the job is relaunched instead, its every
+    image written, and rank 1 then killed on n3 recovers from that one"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        before = local_only_checkpoint(job, progs)
+        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", timeout=120)
+        m = re.fullmatch(r"migration: ranks 1 from n2 to n3, .*; from (ckpt-\d+)\n", r.stdout)
+        assert m and m.group(1) != before, r.stdout + r.stderr
+        # relaunched: once its ranks registered again
+        pid, end = None, time.time() + 60
+        while not pid and time.time() < end:
+            status = job.stasis("status", "--dir", job.ck).stdout
+            pid = re.search(r"(?:=|,)1:(\d+)@n3", status) or time.sleep(0.2)
+        if not pid:
+            raise AssertionError(status + job.kill()[1][-5000:])
+        cluster.exec("n3", f"kill -9 {pid.group(1)}")
+        err = ends_well(job, m.group(1))
+        assert f"migration: not into a spare ({before} is not in the global tier yet): the " \
+            "job is relaunched" in err, err[-4000:]
+    finally:
+        job.kill()
+
+
+def test_a_recovery_passes_over_a_checkpoint_whose_image_is_missing(cluster, progs, tmp_path):
+    """rank 1's only copy of the last checkpoint is gone (removed from
+    n2, never in the global tier): the first recovery's rank 1 says so and
+    ends; the next one starts over, not from that checkpoint again"""
+    job = ClusterJob(cluster, tmp_path)
+    staged(job)
+    try:
+        name = local_only_checkpoint(job, progs)
+        cluster.exec("n2", f"find {BASE}/local -path '*/{name}/rank-00001.img' -delete")
+        status = job.stasis("status", "--dir", job.ck).stdout
+        cluster.exec("n1", "kill -9 " + re.search(r"(?:=|,)0:(\d+)@n1", status).group(1))
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, \
+            err[-4000:]
+        assert f"rank 1: no copy of its image of {name}: not in n2's local directory" in err, \
+            err[-4000:]
+        assert re.search(r"stasis: recovery 2 of 3: .*; from the start", err), err[-4000:]
+        assert f"recovery: {name} passed over: a rank of a relaunch from it found no copy of " \
+            "its image" in err, err[-4000:]
+    finally:
+        job.kill()
+
+
 # last: it kills n2 (start-node brings it back for the next file)
 def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     """the predicted fault comes true after the move: n2, where the moved
