@@ -2667,6 +2667,8 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		snprintf(why, sizeof(why), "%s", err_msg());
 		if (!rret)
 			migrate_receiver_cancel(to, &r);   /* gone before the answer */
+		fprintf(stderr, "stasis: migration of ranks%s from %s to %s failed: the checkpoint "
+			"failed: %s\n", ranks, from, to, why);
 		mig_answer(c, "ERR migration: the checkpoint failed: %s", why);
 		free(argv);
 		return -1;   /* the ranks resumed (RESUME failed) */

@@ -45,6 +45,36 @@
 #define PIECE (4u << 20)
 #define ACCEPT_TIMEOUT_MS 300000   /* started while the ranks checkpoint */
 #define LINE_TIMEOUT_MS 60000
+#define PROGRESS_TIMEOUT_MS 30000   /* a stream's peer that takes or gives nothing */
+
+/* In the receiver: its stdout, the pipe to the remote shell that started
+ * it; once that closes (the coordinator cancelled or ended it) the
+ * receiver ends rather than stay, orphaned, on the target. -1 elsewhere. */
+static int watched_out = -1;
+
+/* Wait until fd can be read, at most timeout_ms; -ECANCELED once the
+ * receiver's stdout closed */
+static int wait_in(int fd, int timeout_ms)
+{
+	struct pollfd p[2] = { { fd, POLLIN, 0 }, { watched_out, 0, 0 } };
+	int n;
+
+	while ((n = poll(p, watched_out >= 0 ? 2 : 1, timeout_ms)) < 0 && errno == EINTR)
+		;
+	if (n > 0 && p[1].revents)
+		return -ECANCELED;
+	return n > 0 ? 0 : n == 0 ? -ETIMEDOUT : -errno;
+}
+
+/* A stream's socket: a write or read that makes no progress for
+ * PROGRESS_TIMEOUT_MS fails (EAGAIN) instead of blocking for good */
+static void progress_timeout(int fd)
+{
+	struct timeval tv = { PROGRESS_TIMEOUT_MS / 1000, 0 };
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
 
 static int write_all(int fd, const void *buf, size_t len)
 {
@@ -68,8 +98,12 @@ static int read_all(int fd, void *buf, size_t len)
 	char *p = buf;
 
 	while (len) {
-		ssize_t r = read(fd, p, len);
+		int w = wait_in(fd, PROGRESS_TIMEOUT_MS);
+		ssize_t r;
 
+		if (w)
+			return w;
+		r = read(fd, p, len);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -86,10 +120,10 @@ static int get_line(int fd, char *buf, size_t len, int timeout_ms)
 	size_t n = 0;
 
 	while (n + 1 < len) {
-		struct pollfd p = { fd, POLLIN, 0 };
+		int ret = wait_in(fd, timeout_ms);
 
-		if (poll(&p, 1, timeout_ms) <= 0)
-			return -ETIMEDOUT;
+		if (ret)
+			return ret;
 		if (read(fd, buf + n, 1) != 1)
 			return -EPIPE;
 		if (buf[n] == '\n')
@@ -178,6 +212,8 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 	 * directory only goes */
 	any = sscanf(args + pos, "%d", &rank) == 1;
 	ret = any ? line_connect(addr, "the migration's receiver", &fd) : 0;
+	if (!ret && any)
+		progress_timeout(fd);
 	if (!ret && any && !(buf = malloc(PIECE)))
 		ret = err_set(-ENOMEM, "out of memory");
 	if (!ret && any) {
@@ -241,6 +277,11 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 		ssize_t got = (ssize_t)n;
 
 		if (size < 0) {   /* streamed: to the end of the source's side */
+			if ((ret = wait_in(fd, PROGRESS_TIMEOUT_MS)) != 0) {
+				ret = err_set(ret, "reading %s: %s", path, ret == -ECANCELED ?
+					      "the receiver was cancelled" : "nothing came for 30 s");
+				break;
+			}
 			while ((got = read(fd, buf, n)) < 0 && errno == EINTR)
 				;
 			if (got <= 0) {
@@ -346,18 +387,23 @@ int node_migrate_receive(const char *job_dir, int sources)
 	}
 	printf("PORT %d\n", port);
 	fflush(stdout);
+	watched_out = 1;
 	buf = malloc(PIECE);
 	/* the sources one after the other: the others wait in the backlog */
 	for (int i = 0; buf && !ret && i < sources; i++) {
-		struct pollfd p = { lfd, POLLIN, 0 };
+		int w = wait_in(lfd, ACCEPT_TIMEOUT_MS);
 
-		if (poll(&p, 1, ACCEPT_TIMEOUT_MS) != 1 ||
-		    (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
-			fprintf(stderr, "stasis-node: no source came within %d s\n",
-				ACCEPT_TIMEOUT_MS / 1000);
+		if (w || (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
+			if (w == -ECANCELED)
+				fprintf(stderr, "stasis-node: migration not received: cancelled: the "
+					"pipe to its remote shell closed\n");
+			else
+				fprintf(stderr, "stasis-node: no source came within %d s\n",
+					ACCEPT_TIMEOUT_MS / 1000);
 			free(buf);
 			return 1;
 		}
+		progress_timeout(fd);
 		ret = serve_source(fd, secret, buf);
 		close(fd);
 	}
@@ -365,7 +411,8 @@ int node_migrate_receive(const char *job_dir, int sources)
 	free(buf);
 	if (ret || !buf) {
 		fprintf(stderr, "stasis-node: migration not received: %s\n",
-			!buf ? "out of memory" : ret == -ETIMEDOUT || ret == -EPIPE ?
+			!buf ? "out of memory" : ret == -ECANCELED ? "cancelled: the pipe to its "
+			"remote shell closed" : ret == -ETIMEDOUT || ret == -EPIPE ?
 			"the source went away" : err_msg());
 		return 1;
 	}
@@ -381,6 +428,7 @@ int node_migrate_stream_open(const char *addr, const char *secret, const char *p
 
 	if (ret)
 		return ret;
+	progress_timeout(*fd);
 	n = snprintf(line, sizeof(line), "MIGRATE %s\nIMAGE - %s\n", secret, path);
 	if (n >= (int)sizeof(line) || (ret = write_all(*fd, line, (size_t)n)) != 0) {
 		close(*fd);
@@ -395,6 +443,9 @@ int node_migrate_stream_write(void *ctx, const void *buf, size_t len)
 {
 	int ret = write_all(*(int *)ctx, buf, len);
 
+	if (ret == -EAGAIN)
+		return err_set(-ETIMEDOUT, "the migration's receiver took nothing for %d s",
+			       PROGRESS_TIMEOUT_MS / 1000);
 	return ret ? err_set(ret, "the migration's receiver closed the connection") : 0;
 }
 

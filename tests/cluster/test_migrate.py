@@ -268,6 +268,9 @@ def test_without_recovery_a_failed_migration_lets_the_job_go_on(cluster, progs, 
         assert rc == 0, out + err
         uninterrupted(out, 2)
         assert "stasis: recovery" not in err, err
+        # the job's log says it, not only the client
+        assert re.search(r"^stasis: migration of ranks 1 from n2 to n3 failed: the checkpoint "
+                         r"failed: .*split\.rank\.write", err, re.M), err[-4000:]
     finally:
         job.kill()
 

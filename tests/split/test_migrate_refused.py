@@ -3,13 +3,16 @@
 tests/cluster/test_migrate.py): an MPI job without staging, one whose
 launcher names no host list (no spare), an unknown node or rank, and a
 single program. The job runs on after each refusal and ends as usual.
-About 8 s.
+About 8 s. And a receiver whose remote shell's pipe closes ends.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import socket
+import subprocess
 import time
 
-from split_common import launcher, program_fixture
+import pytest
+
+from split_common import BUILD, launcher, program_fixture
 from test_recover import job  # noqa: F401 (a fixture: an MpiJob, killed at the end)
 
 p2p = program_fixture("p2p")
@@ -60,3 +63,31 @@ def test_a_single_program_cannot_migrate(job):
         time.sleep(0.1)
     assert err == "stasis: migrate: migration moves the ranks of an MPI job; this job is one " \
         "program\n", err
+
+
+@pytest.mark.parametrize("source", [False, True])
+def test_a_receiver_ends_once_the_pipe_to_its_remote_shell_closes(tmp_path, source):
+    """a migration cancelled or ended by the coordinator closes the pipe
+    to the receiver's remote shell: the receiver on the target ends, while
+    it waits for its source or inside a stream, and leaves no partial
+    image (it stayed, orphaned, holding `stasis run`'s stderr)"""
+    secret = "s" * 32
+    (tmp_path / "coord.secret").write_text(secret)
+    image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
+    p = subprocess.Popen([str(BUILD / "src/split/stasis-node"), "--receive", str(tmp_path), "1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        port = int(p.stdout.readline().split()[1])
+        if source:
+            s = socket.create_connection(("127.0.0.1", port))
+            s.sendall(f"MIGRATE {secret}\nIMAGE - {image}\n".encode() + b"x" * 4096)
+            while not image.with_suffix(".img.tmp").exists() and p.poll() is None:
+                time.sleep(0.01)
+        p.stdout.close()
+        assert p.wait(timeout=20) == 1
+        assert p.stderr.read() == "stasis-node: migration not received: cancelled: the pipe to " \
+            "its remote shell closed\n"
+        assert not image.parent.exists() or list(image.parent.iterdir()) == []
+    finally:
+        p.kill()
+        p.wait()
