@@ -34,6 +34,7 @@
 #include <limits.h>
 #include <netdb.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,10 +367,34 @@ static int serve_source(int fd, const char *secret, char *buf)
 	return ret;
 }
 
+/* One source of the receiver's, served in its own thread */
+struct source {
+	pthread_t t;
+	int started;
+	int fd;
+	const char *secret;
+	int ret;
+	char why[400];
+};
+
+static void *serve_thread(void *arg)
+{
+	struct source *s = arg;
+	char *buf = malloc(PIECE);
+
+	s->ret = buf ? serve_source(s->fd, s->secret, buf) : err_set(-ENOMEM, "out of memory");
+	if (s->ret)
+		snprintf(s->why, sizeof(s->why), "%s", err_msg());
+	close(s->fd);
+	free(buf);
+	return NULL;
+}
+
 int node_migrate_receive(const char *job_dir, int sources)
 {
-	char secret[33] = "", spath[PATH_MAX], *buf;
-	int lfd, fd, sfd, port = 0, ret = 0;
+	char secret[33] = "", spath[PATH_MAX], why[500] = "";
+	struct source *src;
+	int lfd, fd, sfd, port = 0, nsrc = 0;
 
 	snprintf(spath, sizeof(spath), "%s/coord.secret", job_dir);
 	sfd = open(spath, O_RDONLY | O_CLOEXEC);
@@ -388,32 +413,40 @@ int node_migrate_receive(const char *job_dir, int sources)
 	printf("PORT %d\n", port);
 	fflush(stdout);
 	watched_out = 1;
-	buf = malloc(PIECE);
-	/* the sources one after the other: the others wait in the backlog */
-	for (int i = 0; buf && !ret && i < sources; i++) {
+	src = calloc((size_t)sources, sizeof(*src));
+	/* every source at once, each in its thread: a rank whose image is
+	 * taken whole by the socket buffers waits for its answer no longer
+	 * than its own image takes */
+	for (; src && nsrc < sources; nsrc++) {
 		int w = wait_in(lfd, ACCEPT_TIMEOUT_MS);
 
 		if (w || (fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC)) < 0) {
-			if (w == -ECANCELED)
-				fprintf(stderr, "stasis-node: migration not received: cancelled: the "
-					"pipe to its remote shell closed\n");
-			else
-				fprintf(stderr, "stasis-node: no source came within %d s\n",
-					ACCEPT_TIMEOUT_MS / 1000);
-			free(buf);
-			return 1;
+			snprintf(why, sizeof(why), w == -ECANCELED ? "cancelled: the pipe to its "
+				 "remote shell closed" : "no source came within %d s",
+				 ACCEPT_TIMEOUT_MS / 1000);
+			break;
 		}
 		progress_timeout(fd);
-		ret = serve_source(fd, secret, buf);
-		close(fd);
+		src[nsrc].fd = fd;
+		src[nsrc].secret = secret;
+		src[nsrc].started = pthread_create(&src[nsrc].t, NULL, serve_thread,
+						   &src[nsrc]) == 0;
+		if (!src[nsrc].started)
+			serve_thread(&src[nsrc]);
 	}
 	close(lfd);
-	free(buf);
-	if (ret || !buf) {
+	for (int i = 0; src && i < nsrc; i++) {
+		if (src[i].started)
+			pthread_join(src[i].t, NULL);
+		if (src[i].ret && !why[0])
+			snprintf(why, sizeof(why), "%s", src[i].ret == -ECANCELED ? "cancelled: the "
+				 "pipe to its remote shell closed" : src[i].ret == -ETIMEDOUT ||
+				 src[i].ret == -EPIPE ? "the source went away" : src[i].why);
+	}
+	free(src);
+	if (!src || why[0]) {
 		fprintf(stderr, "stasis-node: migration not received: %s\n",
-			!buf ? "out of memory" : ret == -ECANCELED ? "cancelled: the pipe to its "
-			"remote shell closed" : ret == -ETIMEDOUT || ret == -EPIPE ?
-			"the source went away" : err_msg());
+			!src ? "out of memory" : why);
 		return 1;
 	}
 	return 0;

@@ -23,10 +23,11 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
 
 /* Target side: `stasis-node --receive <job dir> [<sources>]`, started on
  * the target node by the coordinator: listens on a free TCP port, says
- * PORT <n> on stdout, takes `sources` sources (1 by default) one after the
- * other, each presenting the job's secret (job_dir/coord.secret), and
- * writes their images where the restart reads them. Returns the exit
- * status (0: every image received and checked). */
+ * PORT <n> on stdout, takes `sources` sources (1 by default) at once, a
+ * thread each, each presenting the job's secret (job_dir/coord.secret),
+ * and writes their images where the restart reads them; ends once its
+ * stdout (the pipe to its remote shell) closes. Returns the exit status
+ * (0: every image received and checked). */
 int node_migrate_receive(const char *job_dir, int sources);
 
 /* A moving rank's side (a move into spares): its image goes to the

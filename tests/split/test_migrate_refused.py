@@ -3,7 +3,8 @@
 tests/cluster/test_migrate.py): an MPI job without staging, one whose
 launcher names no host list (no spare), an unknown node or rank, and a
 single program. The job runs on after each refusal and ends as usual.
-About 8 s. And a receiver whose remote shell's pipe closes ends.
+About 8 s. And a migration's receiver on its own (under 1 s): it ends
+once its remote shell's pipe closes, and serves its sources at once.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import socket
@@ -65,22 +66,42 @@ def test_a_single_program_cannot_migrate(job):
         "program\n", err
 
 
+SECRET = "s" * 32
+
+
+def receiver(tmp_path, sources):
+    """a migration's receiver (stasis-node --receive) for that many
+    sources, as the coordinator starts it on the target; its port"""
+    (tmp_path / "coord.secret").write_text(SECRET)
+    p = subprocess.Popen([str(BUILD / "src/split/stasis-node"), "--receive", str(tmp_path),
+                          str(sources)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return p, int(p.stdout.readline().split()[1])
+
+
+def stream(port, image):
+    """a moving rank's stream, its first bytes sent (not an image's)"""
+    s = socket.create_connection(("127.0.0.1", port), timeout=120)
+    s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + b"x" * 4096)
+    return s
+
+
+def answer(s):
+    """the receiver's answer to a stream ended now"""
+    s.shutdown(socket.SHUT_WR)
+    return s.makefile().readline()
+
+
 @pytest.mark.parametrize("source", [False, True])
 def test_a_receiver_ends_once_the_pipe_to_its_remote_shell_closes(tmp_path, source):
     """a migration cancelled or ended by the coordinator closes the pipe
     to the receiver's remote shell: the receiver on the target ends, while
     it waits for its source or inside a stream, and leaves no partial
     image (it stayed, orphaned, holding `stasis run`'s stderr)"""
-    secret = "s" * 32
-    (tmp_path / "coord.secret").write_text(secret)
     image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
-    p = subprocess.Popen([str(BUILD / "src/split/stasis-node"), "--receive", str(tmp_path), "1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p, port = receiver(tmp_path, 1)
     try:
-        port = int(p.stdout.readline().split()[1])
         if source:
-            s = socket.create_connection(("127.0.0.1", port))
-            s.sendall(f"MIGRATE {secret}\nIMAGE - {image}\n".encode() + b"x" * 4096)
+            s = stream(port, image)  # noqa: F841 (held open, stalled)
             while not image.with_suffix(".img.tmp").exists() and p.poll() is None:
                 time.sleep(0.01)
         p.stdout.close()
@@ -88,6 +109,28 @@ def test_a_receiver_ends_once_the_pipe_to_its_remote_shell_closes(tmp_path, sour
         assert p.stderr.read() == "stasis-node: migration not received: cancelled: the pipe to " \
             "its remote shell closed\n"
         assert not image.parent.exists() or list(image.parent.iterdir()) == []
+    finally:
+        p.kill()
+        p.wait()
+
+
+def test_a_receiver_serves_its_sources_at_once(tmp_path):
+    """a stream that stalls does not hold up the next rank's: its answer
+    comes while the first is still open (the sources were served one
+    after the other: a small image's rank, its bytes all in the socket
+    buffers, waited behind the others' streams and gave up after 60 s)"""
+    p, port = receiver(tmp_path, 2)
+    try:
+        first = stream(port, tmp_path / "local" / "ckpt-000001" / "rank-00000.img")
+        second = stream(port, tmp_path / "local" / "ckpt-000001" / "rank-00001.img")
+        # neither stream is an image: each refused, the second while the
+        # first is still open, and the first then too
+        a = answer(second)
+        assert a.startswith("ERR ") and "rank-00001.img" in a, a
+        first.sendall(b"y" * 4096)
+        a = answer(first)
+        assert a.startswith("ERR ") and "rank-00000.img" in a, a
+        assert p.wait(timeout=60) == 1
     finally:
         p.kill()
         p.wait()
