@@ -123,6 +123,8 @@ struct coord {
 	pid_t pid;               /* the program's pid as it sees it */
 	int done, status, stopped;
 	int launcher_code;       /* how the launcher (or program) ended, shell convention */
+	int quit_code;           /* the first status a rank of this launch ended with itself
+				  * (QUIT): the job's, whatever its launcher makes of it */
 	int stopping;            /* stop_job: the ranks' ends are its doing */
 	uint64_t next_ckpt_ms;
 	char last[64];           /* last established checkpoint */
@@ -2788,13 +2790,20 @@ static void decide(struct coord *c)
 		if (ev.kind == EV_LAUNCHER_ENDED && c->mig.applevel && applevel_migrated(c, &ev) == 0)
 			return;   /* relaunched: the rest are the old launch's */
 
+		if (ev.kind == EV_RANK_QUIT && !c->quit_code)
+			c->quit_code = ev.status;
 		switch (policy_decide(c->policy, &ev, msg, sizeof(msg))) {
 		case POLICY_RECOVER:
+			c->quit_code = 0;
 			recover(c, &ev);
 			return;
 		case POLICY_END:
 			c->done = 1;
-			c->status = c->stopped ? 0 : ev.status;
+			/* a rank's exit(3) or MPI_Abort(3): the job ends with 3, as
+			 * it does natively, though Hydra may report the SIGKILL it
+			 * sent a rank whose lower half ignored its SIGTERM */
+			c->status = c->stopped ? 0 : ev.kind == EV_LAUNCHER_ENDED && ev.status &&
+				    c->quit_code ? c->quit_code : ev.status;
 			break;
 		case POLICY_GIVE_UP:
 			give_up(c, msg);
