@@ -106,24 +106,31 @@ def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path
         job.kill()
 
 
+def failed_move(job, progs, fault, said):
+    """The staged job with fault armed, a checkpoint at level global, then
+    `stasis migrate --node n2`: it fails in one line matching said; the
+    checkpoint's name."""
+    staged(job)
+    job.env.update({"STASIS_FAULT": fault, "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
+    start(job, progs)
+    job.lines_until(r"rank 0 iteration 3")
+    name = job.checkpoint()
+    assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
+    r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
+    assert r.returncode == 1 and r.stdout == "" and re.fullmatch(said, r.stderr), \
+        r.stdout + r.stderr
+    return name
+
+
 def test_a_spare_that_dies_as_it_adopts_fails_the_migration(cluster, progs, tmp_path):
     """the spare that became rank 1 dies before it registers
     (split.spare.adopt): mpirun ends the job, and the client hears the
     migration failed, not the recovery's line as its success; the
     recovery then completes the job"""
     job = ClusterJob(cluster, tmp_path)
-    staged(job)
-    job.env.update({"STASIS_FAULT": "split.spare.adopt:1:kill",
-                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     try:
-        start(job, progs)
-        job.lines_until(r"rank 0 iteration 3")
-        name = job.checkpoint()
-        assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
-        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
-        assert r.returncode == 1 and r.stdout == "" and \
-            re.fullmatch(r"stasis: migrate: migration: .*; automatic recovery takes over\n",
-                         r.stderr), r.stdout + r.stderr
+        name = failed_move(job, progs, "split.spare.adopt:1:kill",
+                           r"stasis: migrate: migration: .*; automatic recovery takes over\n")
         ends_well(job, name)
     finally:
         job.kill()
@@ -136,18 +143,9 @@ def test_a_relink_failing_on_one_rank_ends_the_job_at_once(cluster, progs, tmp_p
     again); the client hears the migration failed, and the job recovers
     from the checkpoint before the move"""
     job = ClusterJob(cluster, tmp_path)
-    staged(job)
-    job.env.update({"STASIS_FAULT": "split.move.relink:1:fail",
-                    "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     try:
-        start(job, progs)
-        job.lines_until(r"rank 0 iteration 3")
-        name = job.checkpoint()
-        assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
-        r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
-        assert r.returncode == 1 and r.stdout == "" and re.fullmatch(
-            r"stasis: migrate: migration.*; automatic recovery takes over\n", r.stderr), \
-            r.stdout + r.stderr
+        name = failed_move(job, progs, "split.move.relink:1:fail",
+                           r"stasis: migrate: migration.*; automatic recovery takes over\n")
         rc, out, err = job.finish(timeout=150)
         assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, err[-4000:]
         assert re.search(r"^stasis: lower half: rank 0: fault point split\.move\.relink; the move "
