@@ -18,6 +18,7 @@
 
 #include "sts_kinds.h"
 #include "sts_ops.h"
+#include "sts_written.h"
 
 #define STS_FIRST_USER 1024u    /* neutral handles below are predefined */
 
@@ -110,28 +111,6 @@ struct sts_uh_callbacks {
 	 * written_magic is STS_WRITTEN_MAGIC (images of older builds lack it) */
 	uint64_t written_magic;
 	struct sts_written *written;
-};
-
-/* The regular files the upper half opened with write access (open, openat,
- * creat, fopen "w"/"a"/"+": uh_files.c), by absolute path, with device and
- * inode at the open; in the upper half's memory, so the list comes back
- * with it at a restart. At each checkpoint the lower half saves those the
- * program no longer has open (lh_written.c, docs/split.md "Files written
- * after the checkpoint"). The lower half reads it with the upper half
- * parked; the upper half adds under lock. */
-#define STS_WRITTEN_MAGIC 0x316e657474697257ull   /* "Written1" */
-#define STS_WRITTEN_MAX 256
-#define STS_WRITTEN_PATH 4096
-struct sts_written_file {
-	uint64_t dev, ino;
-	char path[STS_WRITTEN_PATH];
-};
-struct sts_written {
-	uint32_t n;                 /* entries in v, in the order first opened */
-	uint32_t lock;
-	uint32_t dropped;           /* files beyond STS_WRITTEN_MAX, not recorded */
-	uint32_t pad;
-	struct sts_written_file v[STS_WRITTEN_MAX];
 };
 
 #define STS_OP_SLOTS 64         /* user-defined operations at once */

@@ -79,9 +79,6 @@ static inline void sts_leave(uint64_t fs)
 		sts_park_pending();
 }
 
-/* the files the program opened for writing (uh_files.c) */
-extern struct sts_written sts_written;
-
 /* ABI <-> neutral (uh_abi.c) */
 uint32_t sts_in(int kind, uint64_t abi_handle);
 uint64_t sts_out(int kind, uint32_t neutral);

@@ -1,15 +1,19 @@
 /* uh_files.c - the regular files the program opens with write access,
- * recorded in the upper half's memory (sts_written, sts_mpi.h) for the
+ * recorded in the upper half's memory (sts_written, sts_written.h) for the
  * lower half's checkpoints (docs/split.md "Files written after the
  * checkpoint").
  *
- * libc's entry points that open a file are defined here: the program and
- * its libraries (libgfortran's OPEN) find them ahead of libc's, which
- * this library's dependants come after in the lookup order. Each calls
- * libc's and, for a regular file opened for writing, notes its absolute
- * path (the link of /proc/self/fd/N) with its device and inode. /proc,
- * /sys and /dev are not the program's files; the lower half leaves out
- * the checkpoint directories at the checkpoint.
+ * libc's entry points that open a file are defined here, in a library of
+ * their own (libstasis-files.so) that the lower half preloads into the
+ * upper half (ld.so --preload, src/split/lh_main.c): first in the lookup
+ * order, so every program and library finds them before libc's, whatever
+ * it links. In the stand-in MPI library they were found only by programs
+ * that link MPI ahead of libc (C with mpicc); libgfortran's OPEN and
+ * Python, whose mpi4py loads MPI while it runs, went to libc directly.
+ * Each calls libc's and, for a regular file opened for writing, notes its
+ * absolute path (the link of /proc/self/fd/N) with its device and inode.
+ * /proc, /sys and /dev are not the program's files; the lower half leaves
+ * out the checkpoint directories at the checkpoint.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -24,7 +28,7 @@
 #include <unistd.h>
 
 #include "common/libc_next.h"
-#include "uh.h"
+#include "sts_written.h"
 
 struct sts_written sts_written;
 

@@ -14,9 +14,10 @@
  *   (a restart goes its own way from here: restart() below)
  *   5. interp  the application's ELF interpreter (its ld.so) mapped at
  *              STS_UH_INTERP, as the kernel would map a program
- *   6. stack   a new stack for the upper half: argv (ld.so, PROGRAM, ARGS),
- *              the environment with Stasis's MPI library first on
- *              LD_LIBRARY_PATH, an auxiliary vector describing ld.so
+ *   6. stack   a new stack for the upper half: argv (ld.so, --preload
+ *              libstasis-files.so, PROGRAM, ARGS), the environment with
+ *              Stasis's MPI library first on LD_LIBRARY_PATH, an
+ *              auxiliary vector describing ld.so
  *   7. fill    PROT_NONE reservations over every free gap above that stack,
  *              so that ld.so's mappings land below it (lh_mem.c)
  *   8. jump    to ld.so's entry point on that stack: ld.so loads PROGRAM
@@ -382,8 +383,9 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	for (char **e = envp; *e; e++)
 		envc++;
 	uint64_t *envv = calloc((size_t)envc + 2, sizeof(uint64_t));
-	uint64_t *argvv = calloc((size_t)argc + 2, sizeof(uint64_t));
-	int ne = 0;
+	uint64_t *argvv = calloc((size_t)argc + 4, sizeof(uint64_t));
+	char preload[PATH_MAX + 32];
+	int ne = 0, na = 0;
 
 	if (!envv || !argvv)
 		lh_die("out of memory");
@@ -391,10 +393,16 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	for (char **e = envp; *e; e++)
 		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)
 			envv[ne++] = push_str(&s, *e);
-	argvv[0] = push_str(&s, interp);
-	argvv[1] = push_str(&s, prog);
+	/* ld.so's option ahead of PROGRAM: the list of written files first in
+	 * the lookup order, before libc whatever the program links
+	 * (src/mpi/uh_files.c); not LD_PRELOAD, which its children would get */
+	snprintf(preload, sizeof(preload), "%s/libstasis-files.so", uh_libdir());
+	argvv[na++] = push_str(&s, interp);
+	argvv[na++] = push_str(&s, "--preload");
+	argvv[na++] = push_str(&s, preload);
+	argvv[na++] = push_str(&s, prog);
 	for (int i = 1; i < argc; i++)
-		argvv[i + 1] = push_str(&s, argv[i]);
+		argvv[na++] = push_str(&s, argv[i]);
 
 	for (size_t i = 0; i < sizeof(copy) / sizeof(copy[0]); i++) {
 		errno = 0;
@@ -415,12 +423,12 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	aux[n++] = AT_EXECFN, aux[n++] = execfn_at;
 	aux[n++] = AT_NULL, aux[n++] = 0;
 
-	nwords = 1 + (argc + 2) + (ne + 1) + n;
+	nwords = 1 + (na + 1) + (ne + 1) + n;
 	sp = (uint64_t *)(((uintptr_t)s.str - (size_t)nwords * 8) & ~(uintptr_t)15);
 	v = sp;
-	*v++ = (uint64_t)argc + 1;
+	*v++ = (uint64_t)na;
 	argp = v;
-	for (int i = 0; i < argc + 1; i++)
+	for (int i = 0; i < na; i++)
 		*v++ = argvv[i];
 	*v++ = 0;
 	envpp = v;

@@ -1,6 +1,6 @@
 ! fortran.f90 - a Fortran MPI program that checks itself (tests/split).
 !
-!   fortran ITERATIONS SLEEP_MS
+!   fortran ITERATIONS SLEEP_MS [DIR]
 !
 ! Any number of ranks >= 2. Built with mpif.h and MPI_Init; compiled with
 ! -cpp -DUSE_MPI_MODULE it uses the mpi module and MPI_Init_thread. Before the loop it
@@ -27,7 +27,12 @@
 !     MPI_Recv with MPI_STATUS_IGNORE, then MPI_Barrier: 5 checks;
 !  d. sends to rank N on half: on_error must have been called once, with
 !     half and a code that is not MPI_SUCCESS: 1 check;
-!  e. folds what it received and the sums into a running checksum.
+!  e. folds what it received and the sums into a running checksum;
+!  f. with DIR: reads the previous iteration's number from DIR/w-R.txt (R
+!     its rank), rewrites it with this one's (OPEN status='replace', then
+!     CLOSE) and appends "iteration I" to DIR/a-R.txt (position='append'):
+!     files written and closed, whose state after a restart is the
+!     checkpoint's only if Stasis saved them (docs/split.md).
 !
 ! Before the loop it checks MPI_Initialized, MPI_Wtime and MPI_Wtick. At
 ! the end each rank recomputes the checksum from the closed forms of every
@@ -62,11 +67,14 @@ program fortran
   external :: on_error
   logical :: flag
   character(len=32) :: arg
+  character(len=512) :: dir
 
   call get_command_argument(1, arg)
   read (arg, *) iters
   call get_command_argument(2, arg)
   read (arg, *) sleep_ms
+  dir = ''
+  if (command_argument_count() >= 3) call get_command_argument(3, dir)
 
   call MPI_Initialized(flag, ierr)
   if (flag) call fail('MPI_Initialized before MPI_Init', 1)
@@ -227,6 +235,9 @@ program fortran
 
     ! e. the running checksum
     csum = fold(csum, irecv(1), irecv(NI), int(drecv(ND)), isum(NS), ip(1) + t3)
+
+    ! f. files written and closed
+    if (len_trim(dir) > 0) call files(it)
   end do
 
   want = 0
@@ -265,6 +276,28 @@ contains
     integer, intent(in) :: a, b, d, e, f
     fold = mod(c * 131_8 + a + 7_8 * b + 11_8 * d + 13_8 * e + 17_8 * f, 2147483647_8)
   end function fold
+
+  subroutine files(iter)
+    integer, intent(in) :: iter
+    character(len=600) :: w, a
+    integer :: u, prev, ios
+    write (w, '(A,A,I0,A)') trim(dir), '/w-', rank, '.txt'
+    write (a, '(A,A,I0,A)') trim(dir), '/a-', rank, '.txt'
+    if (iter > 1) then
+      prev = -1
+      open (newunit=u, file=trim(w), status='old', action='read', iostat=ios)
+      if (ios /= 0) call fail('cannot open w.txt', ios)
+      read (u, *, iostat=ios) prev
+      close (u)
+      if (prev /= iter - 1) call fail('w.txt holds iteration', prev)
+    end if
+    open (newunit=u, file=trim(w), status='replace', action='write')
+    write (u, '(I0)') iter
+    close (u)
+    open (newunit=u, file=trim(a), position='append', action='write')
+    write (u, '(A,I0)') 'iteration ', iter
+    close (u)
+  end subroutine files
 
   subroutine fail(what, v)
     character(len=*), intent(in) :: what

@@ -195,14 +195,22 @@ def test_python_rank_runs_above_a_lower_half(reference, lower, tmp_path):
 def test_python_checkpoint_kill_restart(reference, lower, tmp_path):
     """Two cycles of checkpoint, SIGKILL and restart of a 2-rank mpi4py job,
     mid-run: the restarted ranks go on from the checkpoint and print the
-    numbers of an uninterrupted run to the end."""
+    numbers of an uninterrupted run to the end. Each rank rewrites a file
+    and appends to another every iteration, closing both (Python opens
+    them with libc's open, which mpi4py's MPI library, loaded later, comes
+    after): killed two iterations after a checkpoint, the restart puts
+    them back, so the rank reads its own number back, and they end as an
+    uninterrupted run's."""
+    d = tmp_path / "files"
+    d.mkdir()
     job = MpiJob(tmp_path)
-    job.start(*launcher(lower, 2), PY, PROG, ITERS, SLEEP_MS)
+    job.start(*launcher(lower, 2), PY, PROG, ITERS, SLEEP_MS, str(d))
     at = 5
     for _ in range(2):
         before = wait_iteration(job, at)
         r = job.stasis("checkpoint", "--dir", job.ck, check=False)
         assert r.returncode == 0 and r.stdout.startswith("ckpt-"), r.stdout + r.stderr
+        wait_iteration(job, max(rank0(job)) + 2)   # the files rewritten since, for sure
         job.kill()
         job.restart()
         wait_iteration(job, 0)
@@ -213,6 +221,10 @@ def test_python_checkpoint_kill_restart(reference, lower, tmp_path):
     assert rc == 0, out + err
     check_output(out, reference, since=at - 10)
     numbers("".join(job.seen) + out)
+    for rank in (0, 1):
+        assert (d / f"w-{rank}.txt").read_text() == f"{ITERS - 1}\n"
+        assert (d / f"a-{rank}.txt").read_text() == "".join(f"iteration {i}\n"
+                                                            for i in range(ITERS))
 
 
 def test_unregistered_ranks_say_why(tmp_path):

@@ -22,7 +22,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 from split_common import ENV, LH, TIMEOUT, data_file, launcher  # noqa: E402
-from test_ckpt import MpiJob, cycles  # noqa: E402
+from test_ckpt import MpiJob, cycles, iteration  # noqa: E402
 from test_restart_p2p import assert_checkpoints  # noqa: E402
 
 MPIFC = {"openmpi": "mpif90.openmpi", "mpich": "mpifort.mpich"}
@@ -141,6 +141,33 @@ def test_unsupported_function_fails_loudly(progs, lower, tmp_path):
     assert line and line[0].startswith("stasis: MPI_Win_set_name (Fortran) is not supported "
                                        "by the split process: one-sided communication"), r.stderr
     assert line[0].endswith("(docs/split.md); aborting the job"), r.stderr
+
+
+def test_closed_files_come_back_as_at_the_checkpoint(progs, tmp_path):
+    """Every iteration each rank reads the previous iteration's number from
+    w-R.txt, rewrites it (OPEN status='replace', CLOSE) and appends a line
+    to a-R.txt: libgfortran's OPEN calls libc's open, which a Fortran
+    program finds before Stasis's MPI library. Killed two iterations after
+    a checkpoint and restarted, each rank reads back the checkpoint's
+    number, and both files end as an uninterrupted run's."""
+    prog = progs[("mpif", "openmpi")]
+    native, run_dir = tmp_path / "native", tmp_path / "run"
+    native.mkdir()
+    run_dir.mkdir()
+    r = run(launcher("openmpi", 2) + [prog, str(ITERS), "0", str(native)], tmp_path)
+    assert r.returncode == 0 and "PASS ranks=2" in r.stdout, r.stdout + r.stderr
+    job = MpiJob(tmp_path)
+    job.start(*launcher("openmpi", 2), prog, ITERS, SLEEP_MS, str(run_dir))
+    job.lines_until(r"rank 0 iteration 2")
+    job.checkpoint()
+    after = iteration(job.lines_until(r"rank 0 iteration \d+"))
+    job.lines_until(rf"rank 0 iteration {after + 2}")   # rewritten since, for sure
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS} " in out, out + err
+    for name in ("w-0.txt", "w-1.txt", "a-0.txt", "a-1.txt"):
+        assert (run_dir / name).read_text() == (native / name).read_text(), name
 
 
 # ---- fortran_calls.f90: the generated bindings ----
