@@ -50,7 +50,7 @@ int lh_tls_lent(uint64_t fs);
 void lh_hold_me(void);
 
 /* "stasis: lower half: ..." on stderr in one write, then exit status 127
- * (lh_main.c) */
+ * (lh_log.c) */
 void lh_die(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
 /* the same line, without exiting, when STASIS_LOG is level or more verbose
  * (LOG_INFO or LOG_DEBUG of common/log.h); lh_log_on(level) says whether

@@ -28,6 +28,14 @@ static int lh_init(int required, int *provided)
 	return 0;
 }
 
+/* the checkpoint engine, from lh_engine_set; none until then (no agent) */
+static struct lh_engine_ops engine;
+
+void lh_engine_set(const struct lh_engine_ops *ops)
+{
+	engine = *ops;
+}
+
 static int lh_finalize(void)
 {
 	if (lh_info->finalized)
@@ -44,7 +52,8 @@ static int lh_finalize(void)
 		return STS_AGAIN;
 	lh_info->finalized = 1;
 	lh_done_free();
-	lh_agent_bye();
+	if (engine.bye)
+		engine.bye();
 	lh_spare_release();
 	lh_coll_farewells_end();
 	return lh_err(MPI_Finalize());
@@ -52,15 +61,16 @@ static int lh_finalize(void)
 
 static void lh_abort(uint32_t comm, int code)
 {
-	lh_agent_quit("abort", code);
+	if (engine.quit)
+		engine.quit("abort", code);
 	MPI_Abort((MPI_Comm)(LH_HCAST)lh_real(STS_COMM, comm), code);
 }
 
 /* the program exits without MPI_Finalize (uh_core.c's on_exit) */
 static void lh_quit(int status)
 {
-	if (!lh_info->finalized)
-		lh_agent_quit("exit", status);
+	if (!lh_info->finalized && engine.quit)
+		engine.quit("exit", status);
 }
 
 #define SMALL 64
@@ -225,7 +235,7 @@ static int lh_mpix_request(void)
 		return 2;   /* the upper half waits, then asks again */
 	if (!getenv("STASIS_COORD_ADDR"))
 		return 1;
-	if (lh_info->world_rank == 0 && lh_agent_request() != 0)
+	if (lh_info->world_rank == 0 && (!engine.request || engine.request() != 0))
 		return 1;
 	return 0;
 }

@@ -81,6 +81,16 @@ void lh_lazy_wait(void);
  * or `stasis restart` (STASIS_COORD_ADDR set) and start the checkpoint
  * thread; every thread that exists now belongs to the lower half. */
 void lh_agent_start(uint32_t restarts);
+/* lh_agent.c: ask the job's coordinator for a checkpoint; -1 when the
+ * rank has none */
+int lh_agent_request(void);
+/* The program ends the rank itself without MPI_Finalize (how: "exit" with
+ * its status, "abort" with MPI_Abort's code): tell the node agent, so that
+ * a recovery policy does not take it for a death (docs/coordinator.md) */
+void lh_agent_quit(const char *how, int code);
+/* The program ends (MPI_Finalize): tell the node agent, which otherwise
+ * reports the rank dead when its connection closes */
+void lh_agent_bye(void);
 /* Enter the restored upper half where its main thread was parked. */
 void lh_enter_upper(const struct lh_restored *r) __attribute__((noreturn));
 

@@ -289,16 +289,20 @@ int lh_coll_begin(uint32_t comm, uint64_t key, uint32_t *req);
 uint32_t lh_coll_started(MPI_Request r);
 int lh_coll_wait(uint64_t key, uint32_t *req);
 
-/* lh_agent.c: ask the job's coordinator for a checkpoint; -1 when the
- * rank has none */
-int lh_agent_request(void);
-/* The program ends the rank itself without MPI_Finalize (how: "exit" with
- * its status, "abort" with MPI_Abort's code): tell the node agent, so that
- * a recovery policy does not take it for a death (docs/coordinator.md) */
-void lh_agent_quit(const char *how, int code);
-/* The program ends (MPI_Finalize): tell the node agent, which otherwise
- * reports the rank dead when its connection closes */
-void lh_agent_bye(void);
+/* What the MPI virtualization asks of the checkpoint engine (lh_agent.c),
+ * set by lh_main.c before the program runs (lh_engine_set): no file of the
+ * virtualization calls the engine itself (docs/split.md, "Parts of the
+ * split process"). */
+struct lh_engine_ops {
+	/* ask the job's coordinator for a checkpoint; -1 when the rank has none */
+	int (*request)(void);
+	/* the program ends the rank itself without MPI_Finalize (how: "exit"
+	 * with its status, "abort" with MPI_Abort's code) */
+	void (*quit)(const char *how, int code);
+	/* the program ends (MPI_Finalize) */
+	void (*bye)(void);
+};
+void lh_engine_set(const struct lh_engine_ops *ops);
 
 /* lh_p2p.c: arrays of requests (sts_hand_ops) */
 int lh_waitall(int n, uint32_t *reqs, struct sts_status *st);
