@@ -13,7 +13,8 @@
  * next file the program writes); files beyond the list's STS_WRITTEN_MAX
  * are said once per checkpoint. A restart writes saved contents back, only the
  * pieces that differ (proc_file_contents_back), before the upper half
- * runs again; a larger file changed since gets one warning line.
+ * runs again, making the file's directories again if they are gone; a
+ * larger file changed since gets one warning line.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -239,6 +240,25 @@ static int same(int fd, const char *data, uint64_t size)
 	return eq;
 }
 
+/* The directories of path that are gone, made again (mkdir -p, with the
+ * umask): the program had them at the checkpoint, and a run that goes on
+ * from there finds its file in them. 0 or -errno with err_msg(). */
+static int dirs_back(const char *path)
+{
+	char dir[PATH_MAX];
+
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
+		*p = 0;
+		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+			return err_set(-errno, "rank %d: cannot write back %s as it was at the "
+				       "checkpoint: cannot make its directory %s again: %s",
+				       lh_info->world_rank, path, dir, strerror(errno));
+		*p = '/';
+	}
+	return 0;
+}
+
 /* One file back as it was; 0 or -errno with err_msg(). */
 static int one_back(const struct split_written *r, const char *path, const void *data)
 {
@@ -255,6 +275,12 @@ static int one_back(const struct split_written *r, const char *path, const void 
 		return 0;
 	}
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)r->mode);
+	if (fd < 0 && errno == ENOENT) {
+		ret = dirs_back(path);
+		if (ret)
+			return ret;
+		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)r->mode);
+	}
 	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
 		int e = errno, ro = open(path, O_RDONLY | O_CLOEXEC);   /* unchanged: nothing to write */
 

@@ -13,6 +13,7 @@ stand-in does not implement names itself and ends the job.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import pathlib
+import shutil
 import subprocess
 import sys
 
@@ -149,7 +150,8 @@ def test_closed_files_come_back_as_at_the_checkpoint(progs, tmp_path):
     to a-R.txt: libgfortran's OPEN calls libc's open, which a Fortran
     program finds before Stasis's MPI library. Killed two iterations after
     a checkpoint and restarted, each rank reads back the checkpoint's
-    number, and both files end as an uninterrupted run's."""
+    number, and both files end as an uninterrupted run's. Their directory,
+    removed before the restart, is made again."""
     prog = progs[("mpif", "openmpi")]
     native, run_dir = tmp_path / "native", tmp_path / "run"
     native.mkdir()
@@ -163,6 +165,7 @@ def test_closed_files_come_back_as_at_the_checkpoint(progs, tmp_path):
     after = iteration(job.lines_until(r"rank 0 iteration \d+"))
     job.lines_until(rf"rank 0 iteration {after + 2}")   # rewritten since, for sure
     job.kill()
+    shutil.rmtree(run_dir)
     job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS} " in out, out + err
