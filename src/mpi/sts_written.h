@@ -9,12 +9,17 @@
  * The list and its wrappers are libstasis-files.so, which the lower half
  * puts first in the upper half's lookup order (ld.so --preload,
  * src/split/lh_main.c); the stand-in MPI libraries hand its address to the
- * lower half (sts_uh_callbacks.written).
+ * lower half (sts_uh_callbacks.written). A single process's agent
+ * (libstasis-inject.so) holds them too and sends the list to the
+ * coordinator at each checkpoint (src/proc/inject/agent.c).
  */
 #ifndef STS_WRITTEN_H
 #define STS_WRITTEN_H
 
+#include <errno.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #define STS_WRITTEN_MAGIC 0x316e657474697257ull   /* "Written1" */
 #define STS_WRITTEN_MAX 256
@@ -33,5 +38,24 @@ struct sts_written {
 
 /* the list (uh_files.c, libstasis-files.so) */
 extern struct sts_written sts_written;
+
+/* Drop the listed files that no longer exist, so that the next ones have
+ * room (the caller holds l's lock; a path without its end, in a list
+ * damaged by the program, is kept and never saved) */
+static inline void sts_written_forget_gone(struct sts_written *l)
+{
+	uint32_t k = 0;
+	struct stat st;
+
+	for (uint32_t i = 0; i < l->n; i++) {
+		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)) &&
+		    stat(l->v[i].path, &st) != 0 && errno == ENOENT)
+			continue;
+		if (k != i)
+			l->v[k] = l->v[i];
+		k++;
+	}
+	l->n = k;
+}
 
 #endif

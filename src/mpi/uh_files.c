@@ -12,8 +12,12 @@
  * Python, whose mpi4py loads MPI while it runs, went to libc directly.
  * Each calls libc's and, for a regular file opened for writing, notes its
  * absolute path (the link of /proc/self/fd/N) with its device and inode.
- * /proc, /sys and /dev are not the program's files; the lower half leaves
- * out the checkpoint directories at the checkpoint.
+ * /proc, /sys and /dev are not the program's files; the checkpoint leaves
+ * out the checkpoint directories (src/proc/written.c).
+ *
+ * A single process's agent, libstasis-inject.so, is built with this file
+ * too (docs/transparent.md, "Files written and closed"): LD_PRELOAD puts
+ * it first, and the agent sends the list at each checkpoint.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -32,31 +36,43 @@
 
 struct sts_written sts_written;
 
-/* Drop the listed files that no longer exist (under w's lock). */
-static void forget_gone(struct sts_written *w)
-{
-	uint32_t k = 0;
-	struct stat st;
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dir, const char *path, int flags);
+int __openat64_2(int dir, const char *path, int flags);
 
-	for (uint32_t i = 0; i < w->n; i++) {
-		if (stat(w->v[i].path, &st) != 0 && errno == ENOENT)
-			continue;
-		if (k != i)
-			w->v[k] = w->v[i];
-		k++;
-	}
-	w->n = k;
+/* libc's definitions, looked up when the library is loaded: the agent of a
+ * single process (src/proc/inject), which has these wrappers too, opens
+ * files while the program's threads are stopped, when dlsym could wait for
+ * a loader lock one of them holds. Looked up at a first call as well, for
+ * a library whose constructor opens a file before this one's ran. */
+#define LIBC_FNS(X) X(open) X(open64) X(openat) X(openat64) X(__open_2) X(__open64_2) \
+	X(__openat_2) X(__openat64_2) X(creat) X(creat64) X(fopen) X(fopen64) X(freopen) \
+	X(freopen64) X(rename) X(renameat) X(renameat2)
+#define LIBC_PTR(fn) __typeof__(&fn) r_##fn;
+#define LIBC_LOOK(fn) libc.r_##fn = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn);
+static struct {
+	LIBC_FNS(LIBC_PTR)
+} libc;
+
+static void __attribute__((constructor)) libc_look(void)
+{
+	LIBC_FNS(LIBC_LOOK)
 }
 
-/* The list's lock, taken with every signal blocked: a handler that opens
- * a file, or the checkpoint's park signal, never comes while this thread
- * holds it (so the lower half finds it free once every thread is parked) */
+#define REAL(fn) (libc.r_##fn ? libc.r_##fn : (libc_look(), libc.r_##fn))
+
+/* The list's lock, taken with every signal blocked, by the system call
+ * itself (the agent's pthread_sigmask keeps its checkpoint signal open):
+ * a handler that opens a file, or the checkpoint's park signal, never
+ * comes while this thread holds it, so the lower half, or the agent, finds
+ * it free once every thread is parked */
 static void lock(struct sts_written *w, sigset_t *old)
 {
 	sigset_t all;
 
 	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, old);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, old, _NSIG / 8);
 	while (__atomic_exchange_n(&w->lock, 1, __ATOMIC_ACQUIRE))
 		;
 }
@@ -64,7 +80,7 @@ static void lock(struct sts_written *w, sigset_t *old)
 static void unlock(struct sts_written *w, const sigset_t *old)
 {
 	__atomic_store_n(&w->lock, 0, __ATOMIC_RELEASE);
-	pthread_sigmask(SIG_SETMASK, old, NULL);
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
 }
 
 /* a fork while another thread held the lock: the child's is free */
@@ -111,7 +127,7 @@ static void note(int fd)
 	/* full: the files deleted since make room; looked for once every 64
 	 * files that found it full, not at every open */
 	if (i == w->n && w->n == STS_WRITTEN_MAX && w->dropped % 64 == 0)
-		forget_gone(w);
+		sts_written_forget_gone(w);
 	if (i == w->n && w->n < STS_WRITTEN_MAX)
 		w->n++;
 	if (i < w->n) {   /* a path made again names another inode: the newest */
@@ -173,8 +189,7 @@ int rename(const char *from, const char *to)
 {
 	int r;
 
-	LIBC_NEXT("rename", rename);
-	r = real(from, to);
+	r = REAL(rename)(from, to);
 	if (r == 0)
 		moved(AT_FDCWD, to);
 	return r;
@@ -184,8 +199,7 @@ int renameat(int fromdir, const char *from, int todir, const char *to)
 {
 	int r;
 
-	LIBC_NEXT("renameat", renameat);
-	r = real(fromdir, from, todir, to);
+	r = REAL(renameat)(fromdir, from, todir, to);
 	if (r == 0)
 		moved(todir, to);
 	return r;
@@ -195,8 +209,7 @@ int renameat2(int fromdir, const char *from, int todir, const char *to, unsigned
 {
 	int r;
 
-	LIBC_NEXT("renameat2", renameat2);
-	r = real(fromdir, from, todir, to, flags);
+	r = REAL(renameat2)(fromdir, from, todir, to, flags);
 	if (r == 0)
 		moved(todir, to);
 	return r;
@@ -225,27 +238,20 @@ static int noted(int fd, int flags)
 	{                                                                   \
 		va_list ap;                                                 \
 		mode_t mode;                                                \
-		LIBC_NEXT(#fn, fn);                                         \
 		va_start(ap, flags);                                        \
 		mode = libc_open_mode(flags, ap);                           \
 		va_end(ap);                                                 \
-		return noted(real args, flags);                             \
+		return noted(REAL(fn) args, flags);                         \
 	}
 OPEN_LIKE(open, (const char *path, int flags, ...), (path, flags, mode))
 OPEN_LIKE(open64, (const char *path, int flags, ...), (path, flags, mode))
 OPEN_LIKE(openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode))
 OPEN_LIKE(openat64, (int dir, const char *path, int flags, ...), (dir, path, flags, mode))
 
-int __open_2(const char *path, int flags);
-int __open64_2(const char *path, int flags);
-int __openat_2(int dir, const char *path, int flags);
-int __openat64_2(int dir, const char *path, int flags);
-
 #define FORTIFIED(fn, params, args, flags)                                  \
 	int fn params                                                       \
 	{                                                                   \
-		LIBC_NEXT(#fn, fn);                                              \
-		return noted(real args, flags);                             \
+		return noted(REAL(fn) args, flags);                         \
 	}
 FORTIFIED(__open_2, (const char *path, int flags), (path, flags), flags)
 FORTIFIED(__open64_2, (const char *path, int flags), (path, flags), flags)
@@ -263,24 +269,20 @@ static FILE *fnoted(FILE *f, const char *mode)
 
 FILE *fopen(const char *path, const char *mode)
 {
-	LIBC_NEXT("fopen", fopen);
-	return fnoted(real(path, mode), mode);
+	return fnoted(REAL(fopen)(path, mode), mode);
 }
 
 FILE *fopen64(const char *path, const char *mode)
 {
-	LIBC_NEXT("fopen64", fopen64);
-	return fnoted(real(path, mode), mode);
+	return fnoted(REAL(fopen64)(path, mode), mode);
 }
 
 FILE *freopen(const char *path, const char *mode, FILE *f)
 {
-	LIBC_NEXT("freopen", freopen);
-	return fnoted(real(path, mode, f), mode);
+	return fnoted(REAL(freopen)(path, mode, f), mode);
 }
 
 FILE *freopen64(const char *path, const char *mode, FILE *f)
 {
-	LIBC_NEXT("freopen64", freopen64);
-	return fnoted(real(path, mode, f), mode);
+	return fnoted(REAL(freopen64)(path, mode, f), mode);
 }

@@ -15,6 +15,8 @@
 #include "common/log.h"
 #include "image/image.h"
 #include "pimg/pimg_mem.h"
+#include "proc/written.h"
+#include "mpi/sts_written.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -500,6 +502,58 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	return keep(d, img_section_end(d->w));
 }
 
+/* Has the process dev/ino open (a descriptor's record saves it)? */
+static int fd_open(uint64_t dev, uint64_t ino, void *arg)
+{
+	const struct dump_state *d = arg;
+
+	for (size_t i = 0; i < d->nfds; i++)
+		if (d->fds[i].rec.dev == dev && d->fds[i].rec.ino == ino)
+			return 1;
+	return 0;
+}
+
+/* The files the program wrote: the "written" section, with those it has
+ * closed, read here by path while it is parked (written.c) */
+static int recv_written(struct dump_state *d, int fd, uint64_t len)
+{
+	uint64_t size = len - sizeof(struct proc_written_list);
+	struct proc_written_list h;
+	const char **paths = NULL;
+	char *buf, who[32];
+	uint32_t n = 0;
+	int ret;
+
+	if (len < sizeof(h) || size > (uint64_t)STS_WRITTEN_MAX * STS_WRITTEN_PATH)
+		return err_set(-EBADMSG, "the agent sent a bad list of written files");
+	buf = malloc(size + 1);
+	if (!buf)
+		return -ENOMEM;
+	ret = chan_read(fd, &h, sizeof(h));
+	ret = ret ? ret : chan_read(fd, buf, size);
+	if (ret)
+		goto out;
+	buf[size] = 0;
+	paths = calloc((size_t)h.n + 1, sizeof(*paths));
+	if (!paths) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	for (char *p = buf; p < buf + size && n < h.n; p += strlen(p) + 1)
+		paths[n++] = p;
+	snprintf(who, sizeof(who), "process %d", d->header.pid);
+	if (h.dropped)
+		fprintf(stderr, "stasis: %s: %u opens for writing since the last checkpoint found the "
+			"list of %d written files full: those files are not saved (a restart finds "
+			"them as they are then)\n", who, h.dropped, STS_WRITTEN_MAX);
+	if (!d->werr)
+		keep(d, proc_written_dump(d->w, paths, n, who, fd_open, d));
+out:
+	free(paths);
+	free(buf);
+	return ret;
+}
+
 /* The "fds" section: every descriptor record with its path. */
 static int write_fds(struct dump_state *d)
 {
@@ -617,6 +671,11 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 			if (d->section_open)
 				return err_set(-EBADMSG, "the agent sent a descriptor among regions");
 			ret = recv_fd(d, fd, m.len);
+			break;
+		case PROC_MSG_WRITTEN:
+			if (d->section_open)
+				return err_set(-EBADMSG, "the agent sent written files among regions");
+			ret = recv_written(d, fd, m.len);
 			break;
 		case PROC_MSG_REGION:
 			ret = recv_region(d, fd, m.len);

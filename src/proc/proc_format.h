@@ -70,6 +70,8 @@ enum proc_msg_type {
 				 * of a child this process is forking (version 3) */
 	PROC_MSG_PARKED,        /* struct proc_parked, then nkids struct proc_kid: every thread
 				 * is parked; the agent waits for DUMP, RESUME or EXIT */
+	PROC_MSG_WRITTEN,       /* struct proc_written_list, then n NUL-terminated paths: the
+				 * files the program opened for writing (after the FDs) */
 	/* commands (coordinator -> agent) */
 	PROC_CMD_CHECKPOINT = 32, /* empty */
 	PROC_CMD_RESUME,        /* empty: the image is durable (or failed); run on */
@@ -105,6 +107,15 @@ struct proc_hello {
 	uint32_t version;
 	int32_t pid;            /* as the program sees it */
 	uint64_t state_addr;    /* struct proc_agent_state in the program */
+};
+
+/* The files the program opened for writing (src/mpi/uh_files.c's list),
+ * which the coordinator saves where the program has closed them
+ * (src/proc/written.c); dropped: opens for writing since the last
+ * checkpoint that found the list full. */
+struct proc_written_list {
+	uint32_t n;
+	uint32_t dropped;
 };
 
 /* What a parked process says of itself and its children (version 3). */

@@ -13,6 +13,7 @@
 #include "proc/fds.h"
 #include "proc/proc_format.h"
 #include "proc/proc_internal.h"
+#include "proc/written.h"
 
 #include "common/err.h"
 #include "common/log.h"
@@ -1606,6 +1607,22 @@ static int lazy_setup(struct rproc *rp)
 	return 0;
 }
 
+/* The files the process wrote and closed, as they were at the checkpoint
+ * (written.c), before its descriptors are opened again */
+static int written_back(struct img_reader *img, int pid)
+{
+	char who[32];
+	size_t len;
+	void *sec;
+	int ret = proc_written_read(img, &sec, &len);
+
+	snprintf(who, sizeof(who), "process %d", pid);
+	if (!ret)
+		ret = proc_written_back(sec, len, who);
+	free(sec);
+	return ret;
+}
+
 int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out)
 {
@@ -1643,6 +1660,8 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 			ret = check_files(im);
 		if (!ret)
 			ret = proc_fds_check(im->fds, im->nfds);
+		if (!ret)
+			ret = written_back(v[k].img, im->header.pid);
 		if (!ret)
 			ret = take_files(im, rp[k].p.pid, sh, nsh);
 		if (!ret)

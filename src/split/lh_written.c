@@ -3,38 +3,25 @@
  * after the checkpoint").
  *
  * The upper half keeps the list (uh_files.c, in its own memory, so it
- * survives restarts with it). At a checkpoint every listed file the
- * program does not have open now (an open one is its descriptor's:
- * lh_fds.c), that exists and is not under the checkpoint directories, is
- * saved: its contents, mode and size up to written_save_max bytes (16 MiB:
- * a Hessian, orbitals, a small database; not every output file of a run,
- * which would be copied at every checkpoint), its size and mtime only
- * above. A listed file that is gone leaves the list (its place goes to the
- * next file the program writes); files beyond the list's STS_WRITTEN_MAX
- * are said once per checkpoint. A restart writes saved contents back, only the
- * pieces that differ (proc_file_contents_back), before the upper half
- * runs again, making the file's directories again if they are gone; a
- * larger file changed since gets one warning line.
+ * survives restarts with it). At a checkpoint a listed file that is gone
+ * leaves the list (its place goes to the next file the program writes),
+ * files beyond the list's STS_WRITTEN_MAX are said once per checkpoint,
+ * and the others are saved as src/proc/written.c saves a single
+ * process's: every one the program does not have open now (an open one is
+ * its descriptor's: lh_fds.c); a restart writes them back before the
+ * upper half runs again.
  */
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "common/config.h"
 #include "common/err.h"
-#include "image/image.h"
 #include "lh.h"
 #include "lh_written.h"
-#include "proc/fds.h"
-#include "split_format.h"
-
-enum { PIECE = 1 << 20 };
+#include "proc/written.h"
 
 static struct sts_written *list(void)
 {
@@ -50,20 +37,9 @@ static struct sts_written *list(void)
  * and left alone if not. */
 static void forget_gone(struct sts_written *l)
 {
-	uint32_t k = 0;
-	struct stat st;
-
 	if (!l || l->n > STS_WRITTEN_MAX || __atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
 		return;
-	for (uint32_t i = 0; i < l->n; i++) {
-		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)) &&
-		    stat(l->v[i].path, &st) != 0 && errno == ENOENT)
-			continue;
-		if (k != i)
-			l->v[k] = l->v[i];
-		k++;
-	}
-	l->n = k;
+	sts_written_forget_gone(l);
 	if (l->dropped)
 		fprintf(stderr, "stasis: rank %d: %u opens for writing since the last checkpoint "
 			"found the list of %d written files full: those files are not saved (a "
@@ -73,35 +49,14 @@ static void forget_gone(struct sts_written *l)
 	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
 }
 
-/* Is path dir or under it (dir resolved if it can be)? */
-static int under(const char *path, const char *dir)
-{
-	char real[PATH_MAX];
-	size_t n;
-
-	if (!dir || !*dir)
-		return 0;
-	if (realpath(dir, real))
-		dir = real;
-	n = strlen(dir);
-	while (n > 1 && dir[n - 1] == '/')
-		n--;
-	return !strncmp(path, dir, n) && (path[n] == '/' || path[n] == 0);
-}
-
-static int stasis_own(const char *path)
-{
-	return under(path, cfg_str(CFG_GLOBAL_DIR)) || under(path, cfg_str(CFG_LOCAL_DIR)) ||
-	       under(path, getenv("STASIS_STAGE_DIR"));
-}
-
 /* Has the process a descriptor of dev/ino open? */
-static int open_now(uint64_t dev, uint64_t ino)
+static int open_now(uint64_t dev, uint64_t ino, void *arg)
 {
 	DIR *d = opendir("/proc/self/fd");
 	struct dirent *e;
 	int found = 0;
 
+	(void)arg;
 	if (!d)
 		return 0;
 	while (!found && (e = readdir(d))) {
@@ -118,215 +73,40 @@ static int open_now(uint64_t dev, uint64_t ino)
 	return found;
 }
 
-/* The file's size bytes into w (zeros for what it lost meanwhile). */
-static int put_contents(struct img_writer *w, const char *path, uint64_t size)
+static const char *who(void)
 {
-	char *buf = malloc(PIECE);
-	int fd = open(path, O_RDONLY | O_CLOEXEC), ret = 0;
+	static char name[32];
 
-	if (!buf || fd < 0) {
-		ret = fd < 0 ? err_set(-errno, "rank %d: cannot read %s, which the program wrote: %s",
-				       lh_info->world_rank, path, strerror(errno))
-			     : err_set(-ENOMEM, "out of memory");
-		goto out;
-	}
-	for (uint64_t off = 0; !ret && off < size;) {
-		size_t len = size - off < PIECE ? (size_t)(size - off) : PIECE;
-		ssize_t got = pread(fd, buf, len, (off_t)off);
-
-		if (got < (ssize_t)len)
-			memset(buf + (got > 0 ? got : 0), 0, len - (size_t)(got > 0 ? got : 0));
-		ret = img_write(w, buf, len);
-		off += len;
-	}
-out:
-	if (fd >= 0)
-		close(fd);
-	free(buf);
-	return ret;
+	snprintf(name, sizeof(name), "rank %d", lh_info->world_rank);
+	return name;
 }
 
 int lh_written_dump(struct img_writer *w)
 {
 	struct sts_written *l = list();
-	uint64_t max = cfg_u64(CFG_WRITTEN_SAVE_MAX), n = 0;
-	uint32_t total;
-	unsigned char *keep;
-	struct stat *sts;
-	int ret = 0;
+	uint32_t total, n = 0;
+	const char **paths;
+	int ret;
 
 	forget_gone(l);
-	total = l ? l->n : 0;
-	keep = calloc(total + 1, 1);
-	sts = calloc(total + 1, sizeof(*sts));
-
-	if (!keep || !sts) {
-		free(keep);
-		free(sts);
+	total = l && l->n <= STS_WRITTEN_MAX ? l->n : 0;   /* else not the upper half's list */
+	paths = calloc(total + 1, sizeof(*paths));
+	if (!paths)
 		return err_set(-ENOMEM, "out of memory");
-	}
-	if (total > STS_WRITTEN_MAX)
-		total = 0;   /* not the upper half's list: nothing */
-	for (uint32_t i = 0; i < total; i++) {
-		const struct sts_written_file *f = &l->v[i];
-
-		if (memchr(f->path, 0, sizeof(f->path)) == NULL || f->path[0] != '/' ||
-		    stasis_own(f->path) || stat(f->path, &sts[i]) != 0 || !S_ISREG(sts[i].st_mode) ||
-		    open_now((uint64_t)sts[i].st_dev, (uint64_t)sts[i].st_ino))
-			continue;   /* gone, not a file, ours, or its descriptor's */
-		keep[i] = 1;
-		n++;
-	}
-	ret = img_section_begin(w, "written", "written");
-	ret = ret ? ret : img_write(w, &n, sizeof(n));
-	for (uint32_t i = 0; !ret && i < total; i++) {
-		const char *path = l->v[i].path;
-		struct split_written r = { 0 };
-
-		if (!keep[i])
-			continue;
-		r.size = (uint64_t)sts[i].st_size;
-		r.saved = max && r.size <= max;
-		r.mode = (uint32_t)(sts[i].st_mode & 07777);
-		r.mtime_ns = (uint64_t)sts[i].st_mtim.tv_sec * 1000000000ull +
-			     (uint64_t)sts[i].st_mtim.tv_nsec;
-		r.path_len = (uint32_t)strlen(path) + 1;
-		ret = img_write(w, &r, sizeof(r));
-		ret = ret ? ret : img_write(w, path, r.path_len);
-		if (!ret && r.saved)
-			ret = put_contents(w, path, r.size);
-	}
-	ret = ret ? ret : img_section_end(w);
-	free(keep);
-	free(sts);
+	for (uint32_t i = 0; i < total; i++)
+		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)))
+			paths[n++] = l->v[i].path;
+	ret = proc_written_dump(w, paths, n, who(), open_now, NULL);
+	free(paths);
 	return ret;
 }
 
 int lh_written_read(struct img_reader *img, void **out, size_t *len)
 {
-	int sec = img_section_find(img, "written");
-	struct img_section_info si;
-	char *buf;
-
-	*out = NULL;
-	*len = 0;
-	if (sec < 0)
-		return 0;
-	if (img_section_get(img, (unsigned)sec, &si) != 0 || si.size < sizeof(uint64_t) ||
-	    !(buf = malloc(si.size)))
-		return err_set(-EBADMSG, "the image's list of written files is damaged");
-	if (img_read(img, (unsigned)sec, 0, buf, si.size) != (ssize_t)si.size) {
-		free(buf);
-		return *err_msg() ? -EBADMSG : err_set(-EBADMSG, "cannot read the written files");
-	}
-	*out = buf;
-	*len = si.size;
-	return 0;
-}
-
-/* Does the file at fd hold exactly size bytes of data? */
-static int same(int fd, const char *data, uint64_t size)
-{
-	char *buf = malloc(PIECE);
-	struct stat st;
-	int eq = buf && fstat(fd, &st) == 0 && (uint64_t)st.st_size == size;
-
-	for (uint64_t off = 0; eq && off < size; off += PIECE) {
-		size_t len = size - off < PIECE ? (size_t)(size - off) : PIECE;
-
-		eq = pread(fd, buf, len, (off_t)off) == (ssize_t)len && !memcmp(buf, data + off, len);
-	}
-	free(buf);
-	return eq;
-}
-
-/* The directories of path that are gone, made again (mkdir -p, with the
- * umask): the program had them at the checkpoint, and a run that goes on
- * from there finds its file in them. 0 or -errno with err_msg(). */
-static int dirs_back(const char *path)
-{
-	char dir[PATH_MAX];
-
-	snprintf(dir, sizeof(dir), "%s", path);
-	for (char *p = strchr(dir + 1, '/'); p; p = strchr(p + 1, '/')) {
-		*p = 0;
-		if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-			return err_set(-errno, "rank %d: cannot write back %s as it was at the "
-				       "checkpoint: cannot make its directory %s again: %s",
-				       lh_info->world_rank, path, dir, strerror(errno));
-		*p = '/';
-	}
-	return 0;
-}
-
-/* One file back as it was; 0 or -errno with err_msg(). */
-static int one_back(const struct split_written *r, const char *path, const void *data)
-{
-	struct stat st;
-	int fd, ret;
-
-	if (!r->saved) {
-		if (stat(path, &st) == 0 && ((uint64_t)st.st_size != r->size ||
-		    (uint64_t)st.st_mtim.tv_sec * 1000000000ull + (uint64_t)st.st_mtim.tv_nsec !=
-		    r->mtime_ns))
-			fprintf(stderr, "stasis: rank %d: %s changed after the checkpoint and is larger "
-				"than written_save_max: the program finds it as it is now\n",
-				lh_info->world_rank, path);
-		return 0;
-	}
-	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)r->mode);
-	if (fd < 0 && errno == ENOENT) {
-		ret = dirs_back(path);
-		if (ret)
-			return ret;
-		fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, (mode_t)r->mode);
-	}
-	if (fd < 0 && (errno == EACCES || errno == EPERM || errno == EROFS)) {
-		int e = errno, ro = open(path, O_RDONLY | O_CLOEXEC);   /* unchanged: nothing to write */
-
-		ret = ro >= 0 && same(ro, data, r->size);
-		if (ro >= 0)
-			close(ro);
-		if (ret)
-			return 0;
-		errno = e;
-	}
-	if (fd < 0)
-		return err_set(-errno, "rank %d: cannot write back %s as it was at the checkpoint: %s",
-			       lh_info->world_rank, path, strerror(errno));
-	ret = proc_file_contents_back(fd, data, r->size);
-	close(fd);
-	if (ret)
-		return err_set(ret, "rank %d: cannot write back %s as it was at the checkpoint: %s",
-			       lh_info->world_rank, path, strerror(-ret));
-	return 0;
+	return proc_written_read(img, out, len);
 }
 
 int lh_written_back(const void *sec, size_t len)
 {
-	const char *buf = sec;
-	uint64_t n, off = sizeof(n);
-	int ret = 0;
-
-	if (!sec)
-		return 0;
-	memcpy(&n, buf, sizeof(n));
-	for (uint64_t i = 0; !ret && i < n; i++) {
-		struct split_written r;
-		uint64_t data;
-
-		if (len - off < sizeof(r))
-			break;
-		memcpy(&r, buf + off, sizeof(r));
-		off += sizeof(r);
-		data = r.saved ? r.size : 0;
-		if (r.path_len == 0 || r.path_len > PATH_MAX || len - off < r.path_len ||
-		    len - off - r.path_len < data || buf[off + r.path_len - 1] != 0)
-			break;
-		ret = one_back(&r, buf + off, buf + off + r.path_len);
-		off += r.path_len + data;
-	}
-	if (!ret && off != len)
-		ret = err_set(-EBADMSG, "the image's list of written files is damaged");
-	return ret;
+	return proc_written_back(sec, len, who());
 }

@@ -3,14 +3,68 @@
  * against the program's own count, and written back one higher, with a
  * word per update in a ring of 64 after it. A restart from a checkpoint
  * taken before later updates must find the file as it was then
- * (PROC_FD_FILE_SAVED, docs/descriptors.md). */
+ * (PROC_FD_FILE_SAVED, docs/descriptors.md).
+ *
+ *   rwfile [closed]
+ *
+ * With "closed", every update also reads the previous count back from
+ * last.txt and rewrites it (fopen "w", fclose), and appends "update N" to
+ * log.txt (open O_APPEND, close): files written and closed, which a
+ * restart must put back as they were at the checkpoint
+ * (docs/transparent.md); at the end log.txt must hold every update once,
+ * in order. */
 #include "zdtm.h"
 
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
-static int fd;
+static int fd, closed;
 static uint64_t count;
+
+static void closed_files(void)
+{
+	unsigned long long got = 0;
+	FILE *f;
+	int log;
+
+	if (count > 1) {
+		f = fopen("last.txt", "r");
+		if (!f || fscanf(f, "%llu", &got) != 1 || got != count - 1)
+			zdtm_fail("last.txt holds update %llu, the program made %llu", got,
+				  (unsigned long long)count - 1);
+		if (f)
+			fclose(f);
+	}
+	f = fopen("last.txt", "w");
+	if (!f || fprintf(f, "%llu\n", (unsigned long long)count) < 0 || fclose(f) != 0)
+		zdtm_fail("cannot write last.txt");
+	log = open("log.txt", O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (log < 0 || dprintf(log, "update %llu\n", (unsigned long long)count) < 0 || close(log))
+		zdtm_fail("cannot append to log.txt");
+}
+
+/* log.txt holds "update 1" to "update count", each once */
+static void check_log(void)
+{
+	char line[64], want[64];
+	uint64_t n = 0;
+	FILE *f = fopen("log.txt", "r");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		snprintf(want, sizeof(want), "update %llu\n", (unsigned long long)++n);
+		if (strcmp(line, want) != 0) {
+			zdtm_fail("log.txt's line %llu is %s", (unsigned long long)n, line);
+			break;
+		}
+	}
+	if (!f || n != count)
+		zdtm_fail("log.txt holds %llu updates, the program made %llu", (unsigned long long)n,
+			  (unsigned long long)count);
+	if (f)
+		fclose(f);
+}
 
 static void update(void)
 {
@@ -27,12 +81,15 @@ static void update(void)
 	if (pwrite(fd, &word, sizeof(word), (off_t)(8 + 8 * (count % 64))) != (ssize_t)sizeof(word) ||
 	    pwrite(fd, &count, sizeof(count), 0) != (ssize_t)sizeof(count))
 		zdtm_fail("cannot update rw.db");
+	if (closed)
+		closed_files();
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	uint64_t zero[65] = { 0 };
 
+	closed = argc > 1 && !strcmp(argv[1], "closed");
 	fd = open("rw.db", O_RDWR | O_CREAT | O_TRUNC, 0600);
 	if (fd < 0 || pwrite(fd, zero, sizeof(zero), 0) != (ssize_t)sizeof(zero))
 		zdtm_fail("cannot make rw.db");
@@ -40,5 +97,7 @@ int main(void)
 	update();
 	if (count < 2)
 		zdtm_fail("only %llu updates", (unsigned long long)count);
+	if (closed && !zdtm_failed)
+		check_log();
 	return zdtm_end();
 }

@@ -76,6 +76,30 @@ def test_a_file_updated_in_place_after_the_checkpoint(job):
     assert rc == 0 and out.strip().endswith("PASS"), f"rc={rc}\n{out}\n{err}"
 
 
+def test_files_written_and_closed_after_the_checkpoint(job):
+    """rwfile.c closed: every update also rewrites last.txt after reading
+    the previous count back from it, and appends a line to log.txt, closing
+    both. Killed three updates after a checkpoint, twice: the restart puts
+    both back as they were at the checkpoint, so the program reads its own
+    count, and log.txt ends as an uninterrupted run's, every update once."""
+    log = job.work / "log.txt"
+
+    def count():
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    job.run(program("rwfile"), "closed")
+    for _ in range(2):
+        job.checkpoint()
+        at = count()
+        until(lambda: count() >= at + 3)   # appended to since, for sure
+        job.kill()
+        job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip().endswith("PASS"), f"rc={rc}\n{out}\n{err}"
+    n = int((job.work / "last.txt").read_text())
+    assert log.read_text() == "".join(f"update {i}\n" for i in range(1, n + 1))
+
+
 def test_locks_on_descriptions_shared_with_a_child(job):
     """locks.c with a child holding its three descriptions: the locks
     come back though each description is made once for the whole tree."""

@@ -25,6 +25,7 @@
 #include "pimg/pimg_threads.h"
 #include "proc/fd_kind.h"
 #include "proc/proc_format.h"
+#include "mpi/sts_written.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -1729,6 +1730,43 @@ static int send_parked(void)
 	return ret;
 }
 
+/* The files the program opened for writing (uh_files.c's list, in this
+ * library), for the coordinator to save those it has closed
+ * (src/proc/written.c); the gone ones leave the list first. A thread takes
+ * the list's lock only with every signal blocked, so with every thread
+ * parked it is free: taken here only if it is. */
+static int send_written(void)
+{
+	struct sts_written *l = &sts_written;
+	struct proc_written_list h;
+	uint64_t len = sizeof(h);
+	int ret;
+
+	if (l->n > STS_WRITTEN_MAX || __atomic_exchange_n(&l->lock, 1, __ATOMIC_ACQUIRE))
+		return 0;
+	sts_written_forget_gone(l);
+	h.n = 0;
+	h.dropped = l->dropped;
+	for (uint32_t i = 0; i < l->n; i++)
+		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path))) {
+			len += strlen(l->v[i].path) + 1;
+			h.n++;
+		}
+	{
+		struct proc_msg m = { PROC_MSG_MAGIC, PROC_MSG_WRITTEN, len };
+
+		ret = write_all(g_channel, &m, sizeof(m));
+	}
+	ret = ret ? ret : write_all(g_channel, &h, sizeof(h));
+	for (uint32_t i = 0; !ret && i < l->n; i++)
+		if (memchr(l->v[i].path, 0, sizeof(l->v[i].path)))
+			ret = write_all(g_channel, l->v[i].path, strlen(l->v[i].path) + 1);
+	if (!ret)
+		l->dropped = 0;
+	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
+	return ret;
+}
+
 static void dump_free(struct dump *d)
 {
 	if (d->maps)
@@ -1774,6 +1812,8 @@ static int dump_process(unsigned nthreads)
 		ret = send_thread(&g_slots[i]);
 	if (!ret)
 		ret = dump_fds(&d);
+	if (!ret)
+		ret = send_written();
 	if (!ret)
 		ret = dump_memory(&d);
 	if (!ret)

@@ -1,0 +1,41 @@
+/* written.h - the files a program wrote and closed, as they were at a
+ * checkpoint (docs/split.md "Files written after the checkpoint",
+ * docs/transparent.md "Files written and closed"): the image's "written"
+ * section (struct split_written, split_format.h), written and put back by
+ * the same code for the split process's lower half (src/split/lh_written.c)
+ * and a single process's coordinator (dump.c, restore.c). The list of
+ * files is the program's own, kept by the same wrappers in both
+ * (src/mpi/uh_files.c).
+ *
+ * Functions returning int return 0 or a negative errno with a one-line
+ * message in err_msg(); who names the process in messages ("rank 1",
+ * "process 4242").
+ */
+#ifndef STS_PROC_WRITTEN_H
+#define STS_PROC_WRITTEN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct img_writer;
+struct img_reader;
+
+/* Has the process the file dev/ino open now? (then its descriptor's
+ * record is what saves it) */
+typedef int (*proc_written_open_fn)(uint64_t dev, uint64_t ino, void *arg);
+
+/* Section "written" of w: each of the n absolute paths that names a
+ * regular file now, outside the checkpoint directories and not open in
+ * the process: its contents, mode and size up to written_save_max bytes,
+ * its size and mtime only above. */
+int proc_written_dump(struct img_writer *w, const char *const *paths, size_t n, const char *who,
+		      proc_written_open_fn open_now, void *arg);
+/* At a restart: the section's bytes (*out malloc'd; NULL and 0 for an
+ * image without one) */
+int proc_written_read(struct img_reader *img, void **out, size_t *len);
+/* ... put back: saved contents written where they differ (the file, and
+ * its directories, made again if missing); one warning line per larger
+ * file changed since the checkpoint */
+int proc_written_back(const void *sec, size_t len, const char *who);
+
+#endif
