@@ -4,7 +4,9 @@
  * bouncing is done by a thread of each rank other than the main one,
  * which waits in pthread_join (bench/mpi/run.py, mt_latency_overhead).
  * Both figures come from the median of batches of round trips
- * (batches.h); mean_us is the whole phase's mean latency.
+ * (batches.h); mean_us is the whole phase's mean latency. Built with
+ * -DFS_FLOOR, its sends and receives cross as a split process's do
+ * (fsfloor.h).
  * usage: pingpong SIZE ITERATIONS [thread] */
 #include <mpi.h>
 #include <pthread.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "batches.h"
+#include "fsfloor.h"
 
 static int rank, size, iters;
 

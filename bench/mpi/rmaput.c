@@ -4,12 +4,15 @@
  * while rank 1 waits in MPI_Barrier; prints the time of one MPI_Put +
  * MPI_Win_flush in microseconds (bench/mpi/run.py, rma_put_overhead): the
  * median of batches' means (batches.h), and the whole phase's mean.
+ * Built with -DFS_FLOOR, its puts and flushes cross as a split process's
+ * do (fsfloor.h).
  * usage: rmaput ITERATIONS */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "batches.h"
+#include "fsfloor.h"
 
 int main(int argc, char **argv)
 {

@@ -17,6 +17,15 @@ job under `stasis run`. Not a timed test: it reports ratios.
                     the one-sided component the lower half chooses
                     (OMPI_MCA_osc=^rdma,ucx: osc/pt2pt, docs/split.md
                     "Windows")
+  *_fs_floor_overhead  for latency, mt_latency and rma_put: the same
+                    program natively, each MPI call of its measured loop
+                    between two writes of the FS base (fsfloor.h), / native
+                    - 1: the part of the split process's overhead that its
+                    crossing into the lower half cannot avoid (two
+                    wrfsbase a call, about 12 ns each on this machine; a
+                    one-way message has two on its path, the receive's way
+                    out and the next send's way in). Each round runs it
+                    between the native and the split runs
   app_overhead      4-rank stencil (halo exchange + Allreduce every
                     iteration, 1500 iterations of a 1024x1024 grid),
                     runtime split / native - 1. 4 ranks share this machine's
@@ -237,6 +246,9 @@ def main():
     for prog in ("pingpong", "stencil", "ckptmem", "rmaput"):
         subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp / prog), str(HERE / f"{prog}.c")],
                        check=True)
+    for prog in ("pingpong", "rmaput"):   # fsfloor.h
+        subprocess.run([cc, "-O2", "-pthread", "-DFS_FLOOR", "-o", str(tmp / f"{prog}-floor"),
+                        str(HERE / f"{prog}.c")], check=True)
 
     def launch(n):
         if a.mpi == "openmpi":
@@ -252,7 +264,8 @@ def main():
         return r.stdout
 
     res = {m: {"lat": [], "bw": [], "app": [], "app2": [], "mt": [], "put": [],
-               "lat_mean": [], "mt_mean": [], "put_mean": []} for m in ("native", "split")}
+               "lat_mean": [], "mt_mean": [], "put_mean": []}
+           for m in ("native", "floor", "split")}
     mean = lambda out: float(re.search(r"mean_us (\S+)", out).group(1))
     osc = {"OMPI_MCA_osc": "^rdma,ucx"} if a.mpi == "openmpi" else {}
     residual = {}
@@ -271,30 +284,37 @@ def main():
         return parse
 
     mt_env = {"STASIS_MPI_THREAD_LEVEL": "multiple"}
-    # (ranks, arguments, native's environment, split's, what to take from the output)
+    # (ranks, arguments, native's environment, split's, what to take from the
+    # output, whether the program's floor build runs too: fsfloor.h)
     steps = [(2, ["pingpong", "8", "200000"], None, None,
-              lat("lat", r"latency_us (\S+)", "lat_mean")),
-             (2, ["pingpong", str(1 << 20), "200"], None, None, lat("bw", r"bw_mibs (\S+)")),
+              lat("lat", r"latency_us (\S+)", "lat_mean"), True),
+             (2, ["pingpong", str(1 << 20), "200"], None, None, lat("bw", r"bw_mibs (\S+)"),
+              False),
              (2, ["pingpong", "8", "100000", "thread"], None, mt_env,
-              lat("mt", r"mt_latency_us (\S+)", "mt_mean")),
-             (2, ["rmaput", "20000"], osc, None, lat("put", r"put_flush_us (\S+)", "put_mean")),
-             (4, ["stencil", "1024", "1500"], None, None, stencil("app", 4)),
-             (2, ["stencil", "1024", "1500"], None, None, stencil("app2", 2))]
+              lat("mt", r"mt_latency_us (\S+)", "mt_mean"), True),
+             (2, ["rmaput", "20000"], osc, None, lat("put", r"put_flush_us (\S+)", "put_mean"),
+              True),
+             (4, ["stencil", "1024", "1500"], None, None, stencil("app", 4), False),
+             (2, ["stencil", "1024", "1500"], None, None, stencil("app2", 2), False)]
     for rnd in range(a.rounds):
-        for n, args, native_env, split_env, parse in steps:
-            for mode in ("native", "split"):   # one after the other: see above
+        for n, args, native_env, split_env, parse, floor in steps:
+            # one after the other: see above
+            for mode in ("native", "floor", "split") if floor else ("native", "split"):
                 split = mode == "split"
-                parse(mode, run(n, [str(tmp / args[0]), *args[1:]], split,
+                prog = args[0] + ("-floor" if mode == "floor" else "")
+                parse(mode, run(n, [str(tmp / prog), *args[1:]], split,
                                 split_env if split else native_env))
         print(f"round {rnd + 1}: " + "  ".join(
             f"{mode} lat={res[mode]['lat'][-1]:.3f}us bw={res[mode]['bw'][-1]:.0f}MiB/s "
             f"mt={res[mode]['mt'][-1]:.3f}us put={res[mode]['put'][-1]:.3f}us "
             f"app={res[mode]['app'][-1]:.3f}s app2={res[mode]['app2'][-1]:.3f}s"
-            for mode in ("native", "split")), flush=True)
+            for mode in ("native", "split")) +
+            f"  floor lat={res['floor']['lat'][-1]:.3f}us mt={res['floor']['mt'][-1]:.3f}us "
+            f"put={res['floor']['put'][-1]:.3f}us", flush=True)
     for n in (4, 2):
         if residual[("native", n)] != residual[("split", n)]:
             raise SystemExit(f"the {n}-rank stencil's residual differs: {residual}")
-    med = {m: {k: statistics.median(v) for k, v in d.items()} for m, d in res.items()}
+    med = {m: {k: statistics.median(v) for k, v in d.items() if v} for m, d in res.items()}
     ck = checkpoint_figures(a, tmp, env, launch)
     shutil.rmtree(tmp, ignore_errors=True)
     def figures(name, key, unit, digits=4, inverse=False):
@@ -304,9 +324,14 @@ def main():
         n, sp = med["native"][key], med["split"][key]
         ratios = [(x / y if inverse else y / x) - 1
                   for x, y in zip(res["native"][key], res["split"][key])]
-        return {f"{name}_native_{unit}": round(n, digits),
-                f"{name}_split_{unit}": round(sp, digits),
-                f"{name}_overhead": round(statistics.median(ratios), 4)}
+        out = {f"{name}_native_{unit}": round(n, digits),
+               f"{name}_split_{unit}": round(sp, digits),
+               f"{name}_overhead": round(statistics.median(ratios), 4)}
+        if res["floor"][key]:   # fsfloor.h: the FS-base writes alone
+            out[f"{name}_fs_floor_{unit}"] = round(med["floor"][key], digits)
+            out[f"{name}_fs_floor_overhead"] = round(statistics.median(
+                [y / x - 1 for x, y in zip(res["native"][key], res["floor"][key])]), 4)
+        return out
 
     out = {"mpi": a.mpi, "rounds": a.rounds, **figures("latency", "lat", "us"),
            **figures("bw", "bw", "mibs", 1, inverse=True), **figures("mt_latency", "mt", "us"),
