@@ -535,6 +535,8 @@ static void __attribute__((noreturn)) adopt(const char *ckpt)
 	if (lh_stage_image(ckpt, lh_info->world_rank, path, sizeof(path)) != 0 ||
 	    lh_restore(path, lh_info->world_rank, lh_info->world_size, &r) != 0)
 		die_restart();
+	/* no restart can use the cut: nothing of it stays on the node */
+	lh_stage_drop_cut(ckpt, lh_info->world_rank, path);
 	enter_restored(&r, 0);
 }
 

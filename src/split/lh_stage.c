@@ -196,6 +196,24 @@ int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len)
 	return 0;
 }
 
+void lh_stage_drop_cut(const char *name, int rank, const char *path)
+{
+	char local[PATH_MAX], *slash;
+
+	if (!stage_dir() || local_path(name, rank, local, sizeof(local)) != 0 ||
+	    strcmp(local, path) != 0)
+		return;
+	/* the restore holds the file open where it reads lazily */
+	if (unlink(local) != 0) {
+		lh_log(LOG_WARN, "rank %d: cannot remove the move's image %s: %s", rank, local,
+		       strerror(errno));
+		return;
+	}
+	slash = strrchr(local, '/');
+	*slash = 0;
+	rmdir(local);   /* fails while it holds the rank's other files */
+}
+
 /* ---- a restart after a node's loss (docs/levels.md) ---- */
 
 int lh_stage_has_local(const char *restore_dir, int rank)

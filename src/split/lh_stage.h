@@ -23,6 +23,10 @@ int lh_stage_path(const char *name, int rank, char *out, size_t len);
  * tier): the image the rank reads, its node-local copy when there is one
  * (said at info level); -ENOENT and a message when there is none at all */
 int lh_stage_image(const char *restore_dir, int rank, char *out, size_t len);
+/* A spare that restored its image of a move's cut (read from path): the
+ * cut is no checkpoint, so its node-local copy goes, and its directory
+ * when that is empty; a copy read from elsewhere is left alone */
+void lh_stage_drop_cut(const char *name, int rank, const char *path);
 
 /* Restart after a node's loss (docs/levels.md): whether the rank's node
  * still has its image of the checkpoint in restore_dir; whether that
