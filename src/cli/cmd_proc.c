@@ -255,18 +255,24 @@ static int restartable(const struct coord_opts *o, const char *ckpt)
 static int restart(const struct coord_opts *o, const char *ckpt, int *status)
 {
 	char chosen[128], level[32], older[128], missing[PATH_MAX];
-	int ret;
+	int ret, fallback;
 
-	if (ckpt)
-		return restartable(o, ckpt) ? -EINVAL : restart_one(o, ckpt, status);
 	restart_choices(o, chosen, level, older, sizeof(chosen), missing, sizeof(missing));
 	if (missing[0])
 		unlink(missing);
-	ret = restart_one(o, NULL, status);
-	if (!chosen[0] || job_level_in_global(level) || !missing[0] ||
-	    !job_copies_missing(missing, chosen))
+	if (ckpt) {
+		ret = restartable(o, ckpt) ? -EINVAL : restart_one(o, ckpt, status);
+		if (missing[0])
+			unlink(missing);   /* a checkpoint named is never replaced */
 		return ret;
-	unlink(missing);
+	}
+	ret = restart_one(o, NULL, status);
+	fallback = chosen[0] && !job_level_in_global(level) && missing[0] &&
+		   job_copies_missing(missing, chosen);
+	if (missing[0])
+		unlink(missing);   /* read: the ranks' word of this restart */
+	if (!fallback)
+		return ret;
 	if (!older[0]) {
 		log_warn("restart: %s is at level %s and some of its ranks' nodes no longer hold "
 			 "their copies; no older checkpoint reached level global", chosen, level);

@@ -142,6 +142,10 @@ struct coord {
 	} rec;
 	char lost_hosts[HOSTS_MAX][64];   /* nodes lost by the launch (heartbeats) */
 	unsigned nlost_hosts;
+	/* "<checkpoint> <rank> <host>\n" lines: what the relaunches' ranks
+	 * said in JOB_MISSING_FILE (missing_take) */
+	char *missing;
+	size_t missing_len;
 	/* A relaunch that ends before every rank is back asks the host list's
 	 * nodes whose agents never came whether they live (a spare that died
 	 * before its agent started): the hosts that run ranks of the launch,
@@ -1899,6 +1903,55 @@ static void stop_job(struct coord *c)
 	c->stopping = 0;
 }
 
+static void missing_unlink(struct coord *c)
+{
+	char path[PATH_MAX];
+
+	snprintf(path, sizeof(path), "%s/" JOB_MISSING_FILE, c->dir);
+	unlink(path);
+}
+
+/* What the last relaunch's ranks said in JOB_MISSING_FILE, kept for the
+ * run's later recoveries; the file goes: it is this run's, and a later
+ * run (or restart) must not pass over a checkpoint for it */
+static void missing_take(struct coord *c)
+{
+	char path[PATH_MAX], line[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/" JOB_MISSING_FILE, c->dir);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		size_t n = strlen(line);
+		char *m = realloc(c->missing, c->missing_len + n + 1);
+
+		if (!m)
+			break;
+		memcpy(m + c->missing_len, line, n + 1);
+		c->missing = m;
+		c->missing_len += n;
+	}
+	fclose(f);
+	unlink(path);
+}
+
+/* Whether a relaunch's rank said it has no copy of its image of name */
+static int missing_has(const struct coord *c, const char *name)
+{
+	size_t n = strlen(name);
+
+	for (const char *p = c->missing; p && *p;) {
+		const char *nl = strchr(p, '\n');
+
+		if (!strncmp(p, name, n) && p[n] == ' ')
+			return 1;
+		p = nl ? nl + 1 : "";
+	}
+	return 0;
+}
+
 /* The newest established checkpoint the relaunch can use: with nodes
  * lost, one that does not need their node-local copies: not staged, or
  * staged and at a level that survives a node (global, partner, rs: the
@@ -1910,11 +1963,10 @@ static void stop_job(struct coord *c)
 static void choose_checkpoint(struct coord *c, struct store *s, char *name, size_t len)
 {
 	struct store_ckpt_info *list = NULL;
-	char missing[PATH_MAX];
 	size_t n = 0;
 
 	name[0] = 0;
-	snprintf(missing, sizeof(missing), "%s/" JOB_MISSING_FILE, c->dir);
+	missing_take(c);
 	if (store_list(s, &list, &n, NULL) != 0)
 		return;
 	for (size_t i = n; i-- > 0 && !name[0];) {
@@ -1922,7 +1974,7 @@ static void choose_checkpoint(struct coord *c, struct store *s, char *name, size
 
 		if (k->state != STORE_COMPLETE)
 			continue;
-		if (job_copies_missing(missing, k->name)) {
+		if (missing_has(c, k->name)) {
 			log_info("recovery: %s passed over: a rank of a relaunch from it found no "
 				 "copy of its image", k->name);
 			continue;
@@ -2971,6 +3023,7 @@ static int coord_init(struct coord *c, const struct coord_opts *o)
 		return ret;
 	/* a former run's: this one's ranks say it again */
 	unlink(applevel_path(c, path, sizeof(path)));
+	missing_unlink(c);
 	sigemptyset(&set);
 	sigaddset(&set, SIGCHLD);
 	sigaddset(&set, SIGTERM);
@@ -3004,6 +3057,7 @@ static void coord_fini(struct coord *c)
 	free(c->notes);
 	free(c->argv);
 	free(c->mig.retired);
+	free(c->missing);
 	policy_chain_free(&c->policy);
 	if (c->tcp_fd >= 0) {
 		close(c->tcp_fd);
@@ -3160,6 +3214,9 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 			serve(&c);
 			*status = c.status;
 		}
+		/* what its relaunches' ranks said is this run's (a restart's
+		 * stays for `stasis restart`, which reads it once it ended) */
+		missing_unlink(&c);
 		goto out;
 	}
 	if (o->spares) {

@@ -211,6 +211,9 @@ def test_a_recovery_passes_over_a_checkpoint_whose_image_is_missing(cluster, pro
         assert re.search(r"stasis: recovery 2 of 3: .*; from the start", err), err[-4000:]
         assert f"recovery: {name} passed over: a rank of a relaunch from it found no copy of " \
             "its image" in err, err[-4000:]
+        # the ranks' word is this run's: it goes with it (it stayed, and a
+        # later run's recovery passed over that checkpoint for it)
+        assert not (job.ck / job.ck.name / "restart.missing").exists()
     finally:
         job.kill()
 
