@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum fault_action { FAULT_OFF, FAULT_KILL, FAULT_FAIL };
+enum fault_action { FAULT_OFF, FAULT_KILL, FAULT_FAIL, FAULT_STOP };
 
 struct fault_state {
 	enum fault_action action;
@@ -65,12 +65,14 @@ static int parse_one(char *item, struct fault_state *armed)
 			armed[id].action = FAULT_KILL;
 		} else if (strcmp(tok, "fail") == 0) {
 			armed[id].action = FAULT_FAIL;
+		} else if (strcmp(tok, "stop") == 0) {
+			armed[id].action = FAULT_STOP;
 		} else {
 			unsigned long n = strtoul(tok, &end, 10);
 
 			if (*tok < '0' || *tok > '9' || *end || n == 0)
 				return err_set(-EINVAL, "fault point '%s': bad field '%s' "
-					       "(expected a pass number >= 1, kill or fail)", name, tok);
+					       "(expected a pass number >= 1, kill, fail or stop)", name, tok);
 			armed[id].trigger = n;
 		}
 	}
@@ -118,6 +120,11 @@ int fault_pass(enum fault_id id)
 		log_info("fault point %s: killing the process (pass %lu)", names[id], p->trigger);
 		kill(getpid(), SIGKILL);
 		_exit(137);
+	}
+	if (p->action == FAULT_STOP) {
+		log_info("fault point %s: stopping the process (pass %lu)", names[id], p->trigger);
+		for (;;)   /* a SIGCONT (an orphaned process group's) stops it again */
+			kill(getpid(), SIGSTOP);
 	}
 	log_info("fault point %s: failing the operation (pass %lu)", names[id], p->trigger);
 	return err_set(-EIO, "fault injected at %s", names[id]);

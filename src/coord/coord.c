@@ -2680,7 +2680,7 @@ static int recoverable_after_move(struct coord *c, char *name, size_t len)
  * lost for the chain (autor recovers) or, without recovery, resumes. */
 static int migrate(struct coord *c, const struct coord_event *ev)
 {
-	struct migrate_receiver r = { -1, -1, 0 };
+	struct migrate_receiver r = { .pid = -1, .out = -1 };
 	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
 	char from[64], to[64], newest[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
@@ -2721,10 +2721,22 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		snprintf(why, sizeof(why), "%s", err_msg());
 		if (!rret)
 			migrate_receiver_cancel(to, &r);   /* gone before the answer */
+		free(argv);
+		if (into && policy_recovers(c->policy)) {
+			/* streamed, the cut fails with its transfer (the receiver
+			 * froze, refused or went): a migration's failure */
+			snprintf(line, sizeof(line), "%.200s", why);
+			snprintf(why, sizeof(why), "migration of ranks%.80s from %s to %s failed: %.400s",
+				 ranks, from, to, line);
+			fprintf(stderr, "stasis: %s\n", why);
+			mig_answer(c, "ERR %s; automatic recovery from %s takes over", why,
+				   c->last[0] ? c->last : "the start");
+			raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
+			return -1;
+		}
 		fprintf(stderr, "stasis: migration of ranks%s from %s to %s failed: the checkpoint "
 			"failed: %s\n", ranks, from, to, why);
 		mig_answer(c, "ERR migration: the checkpoint failed: %s", why);
-		free(argv);
 		return -1;   /* the ranks resumed (RESUME failed) */
 	}
 	for (unsigned i = 0; i < c->nnodes; i++) {

@@ -21,6 +21,9 @@
 #define PORT_TIMEOUT_MS 30000
 #define SETUP_MS 2000   /* a checkpoint, a receiver started, a relaunch */
 
+static void migrate_hosts_run(char (*hosts)[64], unsigned n, const char *cmd, int *alive,
+			      int timeout_ms);
+
 int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
 			   unsigned sources, struct migrate_receiver *r)
 {
@@ -29,10 +32,18 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 	int p[2];
 	pid_t pid;
 
+	const char *fault = cfg_str(CFG_FAULT);
+
 	r->pid = -1;
 	r->out = -1;
-	snprintf(cmd, sizeof(cmd), "exec '%s/stasis-node' --receive '%s' %u", lh_dir, job_dir,
-		 sources);
+	r->rpid = 0;
+	snprintf(r->host, sizeof(r->host), "%s", host);
+	/* the remote shell's environment is a login's: the fault points armed
+	 * here (a test's) go with the command */
+	snprintf(cmd, sizeof(cmd), "%s%s%sexec '%s/stasis-node' --receive '%s' %u",
+		 fault && *fault && !strpbrk(fault, "'\\") ? "STASIS_FAULT='" : "",
+		 fault && *fault && !strpbrk(fault, "'\\") ? fault : "",
+		 fault && *fault && !strpbrk(fault, "'\\") ? "' " : "", lh_dir, job_dir, sources);
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return err_set(-errno, "pipe: %s", strerror(errno));
 	pid = fork();
@@ -75,7 +86,7 @@ int migrate_receiver_port(const char *host, struct migrate_receiver *r)
 		n++;
 	}
 	line[n] = 0;
-	if (sscanf(line, "PORT %d", &r->port) != 1) {
+	if (sscanf(line, "PORT %d %d", &r->port, &r->rpid) < 1) {
 		migrate_receiver_end(r, 0);
 		return err_set(-EHOSTUNREACH, "the receiver on %s did not start (%s %s: see its "
 			       "message above)", host, shell, host);
@@ -97,6 +108,20 @@ void migrate_receiver_cancel(const char *host, struct migrate_receiver *r)
 	migrate_receiver_end(r, 5000);
 }
 
+/* The receiver killed on its node, through the remote shell (a stopped
+ * process takes SIGKILL too), 5 s at most */
+static void receiver_kill_there(const struct migrate_receiver *r)
+{
+	char host[1][64], cmd[64];
+	int done = 0;
+
+	if (r->rpid <= 0 || !r->host[0])
+		return;
+	snprintf(host[0], sizeof(host[0]), "%s", r->host);
+	snprintf(cmd, sizeof(cmd), "kill -KILL %d", r->rpid);
+	migrate_hosts_run(host, 1, cmd, &done, 5000);
+}
+
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
 {
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -108,6 +133,7 @@ int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
 		if (waited >= timeout_ms) {
 			kill(r->pid, SIGKILL);
 			waitpid(r->pid, &st, 0);
+			receiver_kill_there(r);
 			break;
 		}
 		nanosleep(&ts, NULL);
@@ -121,6 +147,15 @@ int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
 }
 
 void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_ms)
+{
+	migrate_hosts_run(hosts, n, "true", alive, timeout_ms);
+}
+
+/* cmd run on each of hosts[n] through the remote shell, all at once:
+ * alive[i] 1 when it ended well within timeout_ms, 0, or a negative errno
+ * when it could not be started */
+static void migrate_hosts_run(char (*hosts)[64], unsigned n, const char *cmd, int *alive,
+			      int timeout_ms)
 {
 	const char *shell = cfg_str(CFG_MIGRATE_SHELL);
 	struct timespec ts = { 0, 20 * 1000 * 1000 };
@@ -141,7 +176,7 @@ void migrate_hosts_alive(char (*hosts)[64], unsigned n, int *alive, int timeout_
 			dup2(null, 0);
 			dup2(null, 1);
 			dup2(null, 2);
-			execlp(shell, shell, hosts[i], "true", (char *)NULL);
+			execlp(shell, shell, hosts[i], cmd, (char *)NULL);
 			_exit(127);
 		}
 		left += pid[i] > 0;

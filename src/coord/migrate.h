@@ -18,6 +18,8 @@ struct migrate_receiver {
 	pid_t pid;            /* the remote shell */
 	int out;              /* its stdout */
 	int port;             /* where the receiver listens on its node */
+	int rpid;             /* the receiver's pid on its node (0: not known yet) */
+	char host[64];        /* its node */
 };
 
 /* Start the receiver on host for the job of job_dir (the node agent's
@@ -35,8 +37,9 @@ int migrate_receiver_port(const char *host, struct migrate_receiver *r);
  * its transfer): it is asked to end, waited for, killed after 5 s. */
 void migrate_receiver_cancel(const char *host, struct migrate_receiver *r);
 
-/* Wait for the receiver's end (at most timeout_ms; then it is killed).
- * 0 when it received and checked every image. */
+/* Wait for the receiver's end (at most timeout_ms; then it is killed, on
+ * its node too: a frozen receiver does not see its remote shell go). 0
+ * when it received and checked every image. */
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms);
 
 /* Which of hosts[n] answer through the same remote shell (`migrate_shell

@@ -22,6 +22,7 @@
  */
 #include "node/node_migrate.h"
 
+#include "common/config.h"
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/line.h"
@@ -46,6 +47,10 @@
 #define PIECE (4u << 20)
 #define ACCEPT_TIMEOUT_MS 300000   /* started while the ranks checkpoint */
 #define LINE_TIMEOUT_MS 60000
+/* the receiver's answer once the image is sent: it reads the image again
+ * for its check (tmpfs: GiB/s; 64 MiB/s is a loaded machine's worst) */
+#define ANSWER_BASE_MS 5000
+#define ANSWER_MIB_PER_S 64
 #define PROGRESS_TIMEOUT_MS 30000   /* a stream's peer that takes or gives nothing */
 
 /* In the receiver: its stdout, the pipe to the remote shell that started
@@ -145,6 +150,13 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+int node_migrate_answer_ms(uint64_t bytes)
+{
+	uint64_t ms = ANSWER_BASE_MS + (bytes >> 20) * 1000 / ANSWER_MIB_PER_S;
+
+	return ms < INT32_MAX ? (int)ms : INT32_MAX;
+}
+
 static int send_image(int fd, const char *path, char *buf, void (*alive)(void), uint64_t *bytes)
 {
 	uint64_t said = mono_ms();
@@ -181,8 +193,10 @@ static int send_image(int fd, const char *path, char *buf, void (*alive)(void), 
 		*bytes += (uint64_t)r;
 	}
 	close(in);
-	if (!ret && (ret = get_line(fd, line, sizeof(line), LINE_TIMEOUT_MS)) != 0)
-		ret = err_set(ret, "the receiver did not confirm %s", path);
+	if (!ret && (ret = get_line(fd, line, sizeof(line),
+				    node_migrate_answer_ms((uint64_t)st.st_size))) != 0)
+		ret = err_set(ret, "the receiver did not confirm %s within %d s", path,
+			      node_migrate_answer_ms((uint64_t)st.st_size) / 1000);
 	if (!ret && strcmp(line, "OK"))
 		ret = err_set(-EIO, "the receiver refused %s: %s", path,
 			      strncmp(line, "ERR ", 4) ? line : line + 4);
@@ -257,10 +271,24 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-/* The image of the stream, written as <path>.tmp, checked, renamed */
+/* The check's error, naming the image's path rather than the descriptor
+ * it was read through */
+static int image_refused(int ret, const char *path, const char *self)
+{
+	size_t n = strlen(self);
+	char m[400];
+
+	snprintf(m, sizeof(m), "%s", err_msg());
+	return err_set(ret, "%s: %s", path, strncmp(m, self, n) || strncmp(m + n, ": ", 2) ? m :
+		       m + n + 2);
+}
+
+/* The image of the stream, written into an unnamed file of its directory
+ * (O_TMPFILE: a receiver killed at any point leaves nothing behind),
+ * checked, then linked as <path>.tmp and renamed into place */
 static int receive_image(int fd, const char *path, long long size, char *buf)
 {
-	char tmp[PATH_MAX + 8], dir[PATH_MAX];
+	char tmp[PATH_MAX + 8], dir[PATH_MAX], self[64];
 	const char *base = strrchr(path, '/');
 	struct img_reader *r = NULL;
 	int out, ret = 0, rank;
@@ -269,10 +297,11 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	if (path[0] != '/' || strstr(path, "/../") || !base || size < -1 ||
 	    sscanf(base, "/rank-%5d.im%c", &rank, &end) != 2 || end != 'g')
 		return err_set(-EINVAL, "not a rank's image path: %.200s", path);
-	snprintf(dir, sizeof(dir), "%s", path);
+	snprintf(dir, sizeof(dir), "%.*s", (int)(base - path), path);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (mkdirs(dir) != 0 || (out = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)) < 0)
-		return err_set(-errno, "cannot write %s: %s", tmp, strerror(errno));
+	if (mkdirs(tmp) != 0 || (out = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+		return err_set(-errno, "cannot write an image in %s: %s", dir, strerror(errno));
+	snprintf(self, sizeof(self), "/proc/self/fd/%d", out);
 	for (long long left = size; !ret && left;) {
 		size_t n = left > 0 && left < PIECE ? (size_t)left : PIECE;
 		ssize_t got = (ssize_t)n;
@@ -298,14 +327,20 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 		if (size > 0)
 			left -= got;
 	}
-	close(out);
-	ret = ret ? ret : img_open(tmp, &r);
-	ret = ret ? ret : img_verify(r);
+	if (!ret && (ret = FAULT(NODE_RECEIVE)) != 0)
+		ret = err_set(ret, "fault point node.receive");
+	if (!ret && ((ret = img_open(self, &r)) != 0 || (ret = img_verify(r)) != 0))
+		ret = image_refused(ret, path, self);
 	img_close(&r);
-	if (!ret && rename(tmp, path) != 0)
+	if (!ret && (unlink(tmp) != 0 && errno != ENOENT))
+		ret = err_set(-errno, "cannot remove %s: %s", tmp, strerror(errno));
+	if (!ret && linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)
+		ret = err_set(-errno, "cannot link %s: %s", tmp, strerror(errno));
+	if (!ret && rename(tmp, path) != 0) {
 		ret = err_set(-errno, "cannot rename %s: %s", tmp, strerror(errno));
-	if (ret)
 		unlink(tmp);
+	}
+	close(out);
 	return ret;
 }
 
@@ -396,6 +431,12 @@ int node_migrate_receive(const char *job_dir, int sources)
 	struct source *src;
 	int lfd, fd, sfd, port = 0, nsrc = 0;
 
+	/* a session of its own, as under a real ssh: the signals of the
+	 * coordinator's process group (an orphaned group's SIGHUP and SIGCONT
+	 * when a member ends) are not the receiver's */
+	setsid();
+	if (cfg_load(NULL) != 0)   /* the fault points a test armed (migrate.c) */
+		fprintf(stderr, "stasis-node: %s; the defaults are used\n", err_msg());
 	snprintf(spath, sizeof(spath), "%s/coord.secret", job_dir);
 	sfd = open(spath, O_RDONLY | O_CLOEXEC);
 	if (sfd < 0 || read(sfd, secret, 32) != 32) {
@@ -410,7 +451,9 @@ int node_migrate_receive(const char *job_dir, int sources)
 		fprintf(stderr, "stasis-node: cannot listen: %s\n", strerror(-lfd));
 		return 1;
 	}
-	printf("PORT %d\n", port);
+	/* the pid as this node sees it: a receiver that stops answering is
+	 * killed there (migrate.h), not only its remote shell */
+	printf("PORT %d %d\n", port, (int)getpid());
 	fflush(stdout);
 	watched_out = 1;
 	src = calloc((size_t)sources, sizeof(*src));
@@ -454,18 +497,20 @@ int node_migrate_receive(const char *job_dir, int sources)
 
 /* ---- a moving rank's side: its image streamed while it is written ---- */
 
-int node_migrate_stream_open(const char *addr, const char *secret, const char *path, int *fd)
+int node_migrate_stream_open(const char *addr, const char *secret, const char *path,
+			     struct node_migrate_stream *s)
 {
 	char line[PATH_MAX + 64];
-	int n, ret = line_connect(addr, "the migration's receiver", fd);
+	int n, ret = line_connect(addr, "the migration's receiver", &s->fd);
 
+	s->bytes = 0;
 	if (ret)
 		return ret;
-	progress_timeout(*fd);
+	progress_timeout(s->fd);
 	n = snprintf(line, sizeof(line), "MIGRATE %s\nIMAGE - %s\n", secret, path);
-	if (n >= (int)sizeof(line) || (ret = write_all(*fd, line, (size_t)n)) != 0) {
-		close(*fd);
-		*fd = -1;
+	if (n >= (int)sizeof(line) || (ret = write_all(s->fd, line, (size_t)n)) != 0) {
+		close(s->fd);
+		s->fd = -1;
 		return err_set(ret ? ret : -ENAMETOOLONG, "cannot reach the migration's receiver at %s",
 			       addr);
 	}
@@ -474,30 +519,37 @@ int node_migrate_stream_open(const char *addr, const char *secret, const char *p
 
 int node_migrate_stream_write(void *ctx, const void *buf, size_t len)
 {
-	int ret = write_all(*(int *)ctx, buf, len);
+	struct node_migrate_stream *s = ctx;
+	int ret = write_all(s->fd, buf, len);
 
 	if (ret == -EAGAIN)
 		return err_set(-ETIMEDOUT, "the migration's receiver took nothing for %d s",
 			       PROGRESS_TIMEOUT_MS / 1000);
-	return ret ? err_set(ret, "the migration's receiver closed the connection") : 0;
+	if (ret)
+		return err_set(ret, "the migration's receiver closed the connection");
+	s->bytes += len;
+	return 0;
 }
 
-int node_migrate_stream_close(int *fd, int failed)
+int node_migrate_stream_close(struct node_migrate_stream *s, int failed)
 {
+	int wait_ms = node_migrate_answer_ms(s->bytes), ret = 0;
 	char line[512];
-	int ret = 0;
 
-	if (*fd < 0)
+	if (s->fd < 0)
 		return 0;
 	/* the end of the image: the receiver checks it and answers */
-	if (!failed && shutdown(*fd, SHUT_WR) != 0)
+	if (!failed && shutdown(s->fd, SHUT_WR) != 0)
 		ret = err_set(-errno, "the migration's receiver: %s", strerror(errno));
-	if (!failed && !ret && (ret = get_line(*fd, line, sizeof(line), LINE_TIMEOUT_MS)) != 0)
-		ret = err_set(ret, "the migration's receiver did not confirm the image");
+	if (!failed && !ret && (ret = get_line(s->fd, line, sizeof(line), wait_ms)) == -ETIMEDOUT)
+		ret = err_set(ret, "the migration's receiver did not confirm the image within %d s",
+			      wait_ms / 1000);
+	else if (!failed && ret)
+		ret = err_set(ret, "the migration's receiver went before it confirmed the image");
 	if (!failed && !ret && strcmp(line, "OK"))
 		ret = err_set(-EIO, "the migration's receiver refused the image: %s",
 			      strncmp(line, "ERR ", 4) ? line : line + 4);
-	close(*fd);
-	*fd = -1;
+	close(s->fd);
+	s->fd = -1;
 	return ret;
 }

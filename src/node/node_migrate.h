@@ -32,12 +32,23 @@ int node_migrate_receive(const char *job_dir, int sources);
 
 /* A moving rank's side (a move into spares): its image goes to the
  * receiver at addr while it is written, never to its own node. open
- * connects and says MIGRATE <secret>, IMAGE - <path> (*fd); write is an
- * image sink (image.h's img_sink_fn) with ctx the int *fd; close ends the
- * image and waits for the receiver's OK after its check (failed: the
- * image is abandoned, the receiver refuses what it got). */
-int node_migrate_stream_open(const char *addr, const char *secret, const char *path, int *fd);
+ * connects and says MIGRATE <secret>, IMAGE - <path>; write is an image
+ * sink (image.h's img_sink_fn) with ctx the stream; close ends the image
+ * and waits for the receiver's OK after its check, as long as checking
+ * the bytes sent may take (node_migrate_answer_ms; failed: the image is
+ * abandoned, the receiver refuses what it got). */
+struct node_migrate_stream {
+	int fd;              /* -1: none */
+	uint64_t bytes;      /* sent so far */
+};
+int node_migrate_stream_open(const char *addr, const char *secret, const char *path,
+			     struct node_migrate_stream *s);
 int node_migrate_stream_write(void *ctx, const void *buf, size_t len);
-int node_migrate_stream_close(int *fd, int failed);
+int node_migrate_stream_close(struct node_migrate_stream *s, int failed);
+
+/* How long a source waits for the receiver's answer to an image of bytes
+ * once it sent the last of them: the receiver's check of it at a slow
+ * disk's pace and a margin; longer, the receiver is taken for frozen */
+int node_migrate_answer_ms(uint64_t bytes);
 
 #endif

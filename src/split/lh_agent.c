@@ -388,7 +388,8 @@ static int write_image(const char *name, const char *stream, struct lh_dump_info
 	struct img_writer *w = NULL;
 	struct img_writer_opts opts;
 	char file[64], num[32], path[PATH_MAX];
-	int ret, sfd = -1;
+	struct node_migrate_stream sfd = { -1, 0 };
+	int ret;
 
 	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, lh_info->world_rank);
 	img_writer_opts_default(&opts);

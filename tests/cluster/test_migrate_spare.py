@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from cluster_common import BASE, build_in_global, cluster, launcher, sh, ClusterJob  # noqa: F401
+from cluster_common import (BASE, build_in_global, cluster, launcher, node_procs, sh,  # noqa: F401
+                            ClusterJob)
 
 ITERS = 40
 SLEEP_MS = 100
@@ -117,8 +118,8 @@ def failed_move(job, progs, fault, said):
     name = job.checkpoint()
     assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
     r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
-    assert r.returncode == 1 and r.stdout == "" and re.fullmatch(said, r.stderr), \
-        r.stdout + r.stderr
+    if not (r.returncode == 1 and r.stdout == "" and re.fullmatch(said, r.stderr)):
+        raise AssertionError(r.stdout + r.stderr + job.kill()[1][-5000:])
     return name
 
 
@@ -150,6 +151,27 @@ def test_a_relink_failing_on_one_rank_ends_the_job_at_once(cluster, progs, tmp_p
         assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, err[-4000:]
         assert re.search(r"^stasis: lower half: rank 0: fault point split\.move\.relink; the move "
                          r"was agreed: the job ends$", err, re.M), err[-4000:]
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+
+
+def test_a_frozen_receiver_fails_the_move_to_automatic_recovery(cluster, progs, tmp_path):
+    """the receiver on n3 stops (node.receive:1:stop, SIGSTOP) with rank
+    1's image, small enough for the socket buffers, read whole: rank 1
+    waits for its answer as long as checking that image may take (5 s),
+    not 60 s; the migration fails to automatic recovery from the
+    checkpoint before, and no receiver stays on n3 (it stayed, stopped)"""
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        name = failed_move(job, progs, "node.receive:1:stop",
+                           r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: .*the "
+                           r"migration's receiver did not confirm the image within 5 s.*; "
+                           r"automatic recovery from ckpt-\d+ takes over\n")
+        assert node_procs(cluster, "n3", "stasis-node --receive") == ""
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, \
+            err[-4000:]
         assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
     finally:
         job.kill()
