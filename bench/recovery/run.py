@@ -48,6 +48,9 @@ copy of n2's rank.
                source's directory removed, every rank stopped
   migrate_relaunch_s  (relaunch path) from there until every rank computes again: the
                launcher, MPI_Init, the images read, the restore
+  migrate_phases_ms  (spare path) the coordinator's phases, ms from the
+               request's arrival (its info lines): asked, parked, port,
+               written, source_done, moved, resumed (see phases())
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
@@ -152,9 +155,31 @@ def migration(stasis, prog, work, mib, heartbeat, spares):
         (work / "stop").touch()
         job.wait_for(rf"^PASS ranks=4 mib={mib}")
         (work / "stop").unlink()
-        return copy, moved, every, transfer, ckpt, relaunched, path
+        return copy, moved, every, transfer, ckpt, relaunched, path, phases(job.text())
     finally:
         job.kill(str(prog))
+
+
+PHASES = [("asked", r"phases: asked (\d+)"), ("parked", r"phases: .*parked (\d+)"),
+          ("port", r"phases: .*port (\d+)"), ("written", r"phases: .*written (\d+)"),
+          ("source_done", r"the source's directory removed, the receiver ended, (\d+) ms"),
+          ("moved", r"every rank moved or relinked (\d+) ms"),
+          ("resumed", r"the ranks that stay resumed .*\((\d+) ms\)")]
+
+
+def phases(text):
+    """a move into a spare's phases, ms from the request's arrival at the
+    coordinator, from its STASIS_LOG=info lines: the cut asked of the
+    ranks (CHECKPOINT sent), every rank parked, the receiver's port known
+    (WRITE sent), the moving rank's image streamed and checked, the
+    source's directory removed and the receiver ended, every rank moved or
+    relinked (MOVED), the ranks that stay resumed"""
+    out = {}
+    for key, rx in PHASES:
+        m = re.search(rx, text)
+        if m:
+            out[key] = int(m.group(1))
+    return out
 
 
 def main():
@@ -192,8 +217,10 @@ def main():
         # into the spare waiting on n5 first (the figures without suffix),
         # then today's relaunch without spares (suffix _relaunch)
         for spares, sfx in ((1, ""), (0, "_relaunch")):
-            copy, moved, every, transfer, ckpt, relaunched, path = migration(
+            copy, moved, every, transfer, ckpt, relaunched, path, ph = migration(
                 stasis, prog, work, first, a.heartbeat, spares)
+            if ph:
+                out[f"migrate_phases_ms{sfx}"] = ph
             out[f"migrate_path{sfx}"] = path
             out[f"migrate_checkpoint_s{sfx}"] = round(ckpt, 3)
             out[f"migrate_transfer_s{sfx}"] = transfer

@@ -210,6 +210,7 @@ struct coord {
 		struct migrate_receiver *recv;
 		const char *recv_host;
 		uint64_t streamed_bytes, streamed_ms;
+		uint64_t asked_ms;    /* the request's time: the phases' log lines */
 	} mig;
 	uint64_t last_bytes;      /* the image bytes of the last checkpoint (DONE's pages) */
 	/* `stasis standby`: its ranks wait past MPI_Init for a RESTORE */
@@ -1235,7 +1236,7 @@ static int nodes_with_ranks(struct coord *c)
 static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 {
 	struct store_ckpt *ck = NULL;
-	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0, t_write = 0;
+	uint64_t pages = 0, parked_us = 0, t0 = 0, ignored = 0, t_write = 0, t_parked = 0;
 	int ret, files = 0;
 
 	/* ranks still starting (or restarting) are waited for, not those that
@@ -1269,6 +1270,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 		t0 = now_ms();
 		send_nodes(c, line);
 		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
+		t_parked = now_ms();
 		if (!ret) {
 			char write[sizeof(c->mig.ranks) + 100] = "WRITE";
 
@@ -1295,9 +1297,16 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	if (!ret && c->mig.only) {
 		c->mig.streamed_bytes = pages * 4096;
 		c->mig.streamed_ms = now_ms() - t_write;
-		/* the moving ranks' images only: held for mig_complete or mig_drop */
+		/* the moving ranks' images only: held for mig_complete or mig_drop;
+		 * the phases in ms from the request: the cut asked, every rank
+		 * parked, the receiver's port known, the moving ranks' DONE */
 		log_info("migration: the moving ranks parked and written, the others parked, after "
-			 "%llu ms", (unsigned long long)(now_ms() - t0));
+			 "%llu ms (phases: asked %llu, parked %llu, port %llu, written %llu)",
+			 (unsigned long long)(now_ms() - t0),
+			 (unsigned long long)(t0 - c->mig.asked_ms),
+			 (unsigned long long)(t_parked - c->mig.asked_ms),
+			 (unsigned long long)(t_write - c->mig.asked_ms),
+			 (unsigned long long)(now_ms() - c->mig.asked_ms));
 		c->mig.held = ck;
 		c->mig.held_files = files;
 		reap_nodes(c);
@@ -2605,6 +2614,9 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 	send_nodes(c, line);
 	ret = collect_nodes(c, "MOVED", &a, &b);
 	reap_nodes(c);
+	if (!ret)
+		log_info("migration: every rank moved or relinked %llu ms after the request",
+			 (unsigned long long)(now_ms() - ev->at_ms));
 	if (ret) {
 		log_info("migration: not into a spare (%s): the job is relaunched", err_msg());
 		return -1;
@@ -2620,8 +2632,9 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 			rank_drop(c, i);
 	send_nodes(c, "RESUME moved");
 	mig_drop(c);
-	log_info("migration: the ranks that stay resumed %.1f s after the request",
-		 (double)(now_ms() - ev->at_ms) / 1000.0);
+	log_info("migration: the ranks that stay resumed %.1f s after the request (%llu ms)",
+		 (double)(now_ms() - ev->at_ms) / 1000.0,
+		 (unsigned long long)(now_ms() - ev->at_ms));
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
 		 (double)bytes / 1048576.0, (double)ms / 1000.0, name);
@@ -2689,6 +2702,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 
 	if (access(applevel_path(c, dir, sizeof(dir)), F_OK) == 0)
 		return applevel_stop(c);
+	c->mig.asked_ms = ev->at_ms;
 	snprintf(from, sizeof(from), "%s", c->mig.from);
 	snprintf(to, sizeof(to), "%s", c->mig.to);
 	ret = migrate_placement(c, from, to, sizeof(to), &argv, note, sizeof(note));
@@ -2763,6 +2777,9 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 			migrate_receiver_end(&r, 0);
 		else if (migrate_receiver_end(&r, 30000) != 0)
 			ret = err_set(-EIO, "the receiver on %s did not confirm every image", to);
+		if (!ret)
+			log_info("migration: the source's directory removed, the receiver ended, %llu ms "
+				 "after the request", (unsigned long long)(now_ms() - ev->at_ms));
 	}
 	if (ret) {
 		snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: %s", ranks, from,
