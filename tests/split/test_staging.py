@@ -21,7 +21,10 @@ import pytest
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
 
-ITERS = 60
+# hello.c's iterations take 0.1 s: every event comes by iteration 5 (by
+# rank 1's 10th in one test), and the restarted jobs go on from their
+# checkpoint to their end
+ITERS = 30
 SLEEP_MS = 100
 
 hello = program_fixture("hello")
