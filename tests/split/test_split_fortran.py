@@ -104,7 +104,11 @@ def test_under_the_lower_half(progs, variant, abi, lower, tmp_path):
     assert f"PASS ranks=2 iterations=3 checks={checks(2, 3)}\n" in r.stdout, r.stdout + r.stderr
 
 
-@pytest.mark.parametrize("lower,n", MATRIX)
+# (fortran.f90's handles are converted the same whatever the ranks: MPICH's
+# 4 busy-polling ranks only for its ring in flight, the drain, which
+# test_restart_p2p.py's p2p.c takes there; test_calls_three_cycles keeps
+# them for the mpi module's bindings)
+@pytest.mark.parametrize("lower,n", MATRIX[:3])
 def test_three_cycles(progs, lower, n, tmp_path):
     job = MpiJob(tmp_path)
     job.start(*launcher(lower, n), progs[("mpif", lower)], ITERS, SLEEP_MS)
