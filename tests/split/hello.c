@@ -1,6 +1,6 @@
 /* hello.c - a rank that sleeps and checks its own memory (tests/split).
  *
- *   hello ITERATIONS [SLEEP_MS [dup|late]]
+ *   hello ITERATIONS [SLEEP_MS [dup|late|- [NO_SLEEP_FILE]]]
  *
  * With "dup", the ranks hold a communicator of their own (MPI_Comm_dup)
  * during the iterations and reduce over it at the end. With "late", rank 0
@@ -12,6 +12,8 @@
  * iteration, prints one line and sleeps. At the end the ranks agree on the
  * total with one Allreduce and rank 0 prints PASS. A checkpoint taken at
  * any moment of the sleeps, killed and restarted, must end the same.
+ * Once NO_SLEEP_FILE exists (checked at each iteration) the ranks no longer
+ * sleep: a test whose events are over lets the job run to its end at once.
  *
  * A private mapping of a file deleted at once, never touched until the
  * end, must then still read as the file did: its pages exist only in the
@@ -103,6 +105,8 @@ int main(int argc, char **argv)
 		sum += (uint64_t)(rank + 1) * (uint64_t)it;
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
+		if (argc > 4 && sleep_ms && access(argv[4], F_OK) == 0)
+			ts.tv_sec = ts.tv_nsec = sleep_ms = 0;
 		nanosleep(&ts, NULL);
 	}
 	if (gone && check(gone, GONE_WORDS, rank, 1000) >= 0) {

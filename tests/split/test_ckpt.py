@@ -36,6 +36,14 @@ class MpiJob(Job):
         super().__init__(tmp)
         self.env.update(MPI_ENV)
         self.seen = []
+        # hello.c's and p2p.c's last argument: once it exists, their ranks
+        # stop sleeping
+        self.no_sleep = tmp / "no-sleep"
+
+    def events_over(self):
+        """The test's events are over: a job given no_sleep runs to its end
+        without its sleeps, restarted or not (its output is the same)."""
+        self.no_sleep.touch()
 
     def lines_until(self, pattern, timeout=90):
         """Read the job's output until a line matches pattern; return it."""
@@ -110,8 +118,9 @@ def cycles(job, n=3, restart_args=()):
 @pytest.mark.parametrize("lower,n", [("openmpi", 2), ("openmpi", 4), ("mpich", 2)])
 def test_hello_three_cycles(hello, lower, n, tmp_path):
     job = MpiJob(tmp_path)
-    job.start(*launcher(lower, n), hello[lower], ITERS, SLEEP_MS)
+    job.start(*launcher(lower, n), hello[lower], ITERS, SLEEP_MS, "-", job.no_sleep)
     cycles(job)
+    job.events_over()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     assert f"PASS ranks={n} iterations={ITERS} total=" in out, out + err
@@ -125,15 +134,16 @@ def test_restart_under_the_other_mpi(hello, first, second, tmp_path):
     """The upper half does not depend on the MPI below it: a job checkpointed
     above one MPI restarts above the other with --launcher."""
     job = MpiJob(tmp_path)
-    job.start(*launcher(first, 2), hello[first], ITERS, SLEEP_MS)
+    job.start(*launcher(first, 2), hello[first], ITERS, SLEEP_MS, "-", job.no_sleep)
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
+    job.events_over()
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
 
 
 def test_checkpoint_stop_then_restart(hello, tmp_path):
     job = MpiJob(tmp_path)
-    job.start(*launcher("openmpi", 2), hello["openmpi"], 40, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], 40, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration [3-9]")
     r = job.stasis("checkpoint", "--dir", job.ck, "--stop")
     assert r.stdout.strip().startswith("ckpt-")
@@ -142,6 +152,7 @@ def test_checkpoint_stop_then_restart(hello, tmp_path):
     assert "PASS" not in out
     decode_round_trip(job, next(job.ck.glob(f"*/{r.stdout.strip()}/rank-00001.img")),
                       hello["openmpi"], tmp_path)
+    job.events_over()
     job.restart()
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=2 iterations=40" in out, out + err

@@ -103,7 +103,7 @@ def test_the_agent_killed_during_a_checkpoint_fails_it_naming_its_node(hello, jo
     naming the node, the ranks run on (without checkpoints) to their end,
     and a restart takes the first."""
     job.env["STASIS_FAULT"] = "node.agent.ckpt:2:kill"
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 2")
     first = job.checkpoint()
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
@@ -116,6 +116,7 @@ def test_the_agent_killed_during_a_checkpoint_fails_it_naming_its_node(hello, jo
                         r"registered; rank [01] \(pid \d+ on \S+\), [01] \(pid \d+ on \S+\): died with "
                         r"its node agent on \S+ \(pid \d+\), whose connection closed\n",
                         r.stderr), r.stderr
+    job.events_over()   # the ranks run on, and the restart, to their end at once
     rc, out, err = job.finish_job()
     assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
     del job.env["STASIS_FAULT"]

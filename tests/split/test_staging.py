@@ -46,7 +46,9 @@ def level(job, name):
 
 
 def restart_to_the_end(job):
-    """`stasis restart` of the job, run to its PASS; the restart's stderr"""
+    """`stasis restart` of the job, run to its PASS (without its sleeps:
+    the test's events are over); the restart's stderr"""
+    job.events_over()
     job.restart()
     job.lines_until(r"rank 0 iteration \d+")
     rc, out, err = job.finish_job()
@@ -64,7 +66,7 @@ def images(root, name):
 @pytest.mark.parametrize("lower", ["openmpi"])
 def test_local_then_global_then_restart_from_local(hello, lower, tmp_path):
     job = staged_job(tmp_path)
-    job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS)
+    job.start(*launcher(lower, 2), hello[lower], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 3")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
     name = r.stdout.strip()
@@ -104,7 +106,7 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
     whose rank 1 finds its image nowhere fails in one line that names the
     rank once."""
     job = staged_job(tmp_path, STASIS_FAULT="node.copy.commit:kill")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 3")
     name = job.checkpoint()
     rc, out, err = job.finish_job()   # the fault kills the node agent
@@ -128,7 +130,7 @@ def test_killed_mid_copy_restarts_from_the_local_copies(hello, tmp_path):
 
 def test_wait_global_fails_in_one_line_when_the_job_ends_first(hello, tmp_path):
     job = staged_job(tmp_path, STASIS_FAULT="node.copy.commit:kill")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 3")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global", check=False)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -148,7 +150,7 @@ def test_a_new_job_of_the_same_name_never_meets_an_old_ones_images(hello, tmp_pa
         job = staged_job(tmp_path / run)
         job.local = local
         job.env["STASIS_LOCAL_DIR"] = str(local)
-        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
         job.lines_until(r"rank 0 iteration 2")
         assert job.checkpoint() == "ckpt-000001"
         job.kill()
@@ -159,7 +161,7 @@ def test_each_node_keeps_the_last_cache_keep_images_of_every_rank(hello, tmp_pat
     """cache_keep = 1: after two checkpoints the node-local directory holds
     the second's image of every rank and none of the first's."""
     job = staged_job(tmp_path, STASIS_CACHE_KEEP="1")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 2")
     assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
         "ckpt-000001"
@@ -182,7 +184,7 @@ def test_a_chunk_damaged_while_copied_is_never_committed(hello, compress, tmp_pa
     job = staged_job(tmp_path, STASIS_FAULT="node.copy.corrupt:fail",
                      STASIS_STAGE_COMPRESS=compress)
     try:
-        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
         job.lines_until(r"rank 0 iteration 2")
         first = job.checkpoint()
         second = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip()
@@ -205,7 +207,7 @@ def test_compressed_global_copy_restarts_alone(hello, tmp_path):
     the restart reads the compressed global copies alone and the program
     ends as it would have."""
     job = staged_job(tmp_path, STASIS_STAGE_COMPRESS="zstd")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 3")
     r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
     name = r.stdout.strip()
@@ -237,7 +239,7 @@ def test_an_earlier_global_checkpoint_outlives_a_later_copy_killed(hello, tmp_pa
     ckpt-000001 from the global tier, says so, and the program ends as it
     would have; nothing of ckpt-000002 is ever read."""
     job = staged_job(tmp_path)
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 2")
     assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
         "ckpt-000001"
@@ -270,7 +272,7 @@ def test_killed_while_the_ranks_write_fails_the_checkpoint(hello, tmp_path):
     sealed: the checkpoint fails in one line and is FAILED in `stasis ls`,
     nothing of it reaches the global tier, and the ranks run on."""
     job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS)
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
     job.lines_until(r"rank 0 iteration 2")
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     assert r.returncode == 1 and re.fullmatch(
