@@ -131,6 +131,9 @@ class ClusterJob:
         self.dir = BASE / "global" / f"job-{uuid.uuid4().hex[:10]}"
         self.dir.mkdir(parents=True)
         self.ck = self.dir / "ck"
+        # p2p.c's and hello.c's last argument: once it exists, their ranks
+        # stop sleeping (tests/split/p2p.c)
+        self.no_sleep = self.dir / "no-sleep"
         self.proc = None
         self.seen = []
         self.env = {}   # STASIS_* settings of every stasis command of the job
@@ -158,6 +161,11 @@ class ClusterJob:
             link.symlink_to(prog)
         self._start(f"run --dir {self.ck} {opts} -- {launcher_words} {link} "
                     f"{' '.join(map(str, args))}", alloc)
+
+    def events_over(self):
+        """The test's events are over: a job given no_sleep runs to its end
+        without its sleeps, restarted or not (its output is the same)."""
+        self.no_sleep.touch()
 
     def restart(self, launcher_words=None, alloc=None):
         self._start(f"restart --dir {self.ck}" +

@@ -45,9 +45,10 @@ def test_openmpi_four_nodes_two_cycles_and_a_spare(cluster, progs, name, want, t
     job = ClusterJob(cluster, tmp_path)
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 4), progs[(name, "openmpi")],
-                  CYCLE_ITERS, SLEEP_MS)
+                  CYCLE_ITERS, SLEEP_MS, *([job.no_sleep] if name == "p2p" else []))
         # the second restart without n4, as after its loss: two ranks on n1
         cycles(job, [None, launcher("openmpi", "n1:2,n2:1,n3:1", 4)])
+        job.events_over()
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=4 iterations={CYCLE_ITERS} {want}" in out, out + err
     finally:
@@ -57,8 +58,10 @@ def test_openmpi_four_nodes_two_cycles_and_a_spare(cluster, progs, name, want, t
 def test_mpich_across_nodes_then_open_mpi_elsewhere(cluster, progs, tmp_path):
     job = ClusterJob(cluster, tmp_path)
     try:
-        job.start(launcher("mpich", "n1,n2", 2), progs[("p2p", "mpich")], CYCLE_ITERS, SLEEP_MS)
+        job.start(launcher("mpich", "n1,n2", 2), progs[("p2p", "mpich")], CYCLE_ITERS, SLEEP_MS,
+                  job.no_sleep)
         cycles(job, [launcher("mpich", "n3,n4", 2), launcher("openmpi", "n2:1,n4:1", 2)])
+        job.events_over()
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=2 iterations={CYCLE_ITERS} messages=" in out, out + err
     finally:
@@ -73,10 +76,11 @@ def test_srun_job_restarted_in_another_allocation(cluster, progs, lower, mpi, n,
     job = ClusterJob(cluster, tmp_path)
     try:
         job.start(f"srun --mpi={mpi} -n {n}", progs[("p2p", lower)], CYCLE_ITERS, SLEEP_MS,
-                  alloc=f"-N2 -n{n} -w n1,n2")
+                  job.no_sleep, alloc=f"-N2 -n{n} -w n1,n2")
         job.lines_until(r"rank 0 iteration 3")
         job.checkpoint()
         job.kill()
+        job.events_over()
         job.restart(alloc=f"-N2 -n{n} -w n3,n4")
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
@@ -115,7 +119,7 @@ def test_batch_script_signal_checkpoint_then_requeue_resumes(cluster, progs, tmp
     script.write_text(f"""#!/bin/bash
 #SBATCH -J {job.dir.name} -N2 -n2 --requeue --open-mode=append -o {out}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 STASIS_LOG=info
-exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 30 100
+exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 30 100 {job.no_sleep}
 """)
 
     def wait_for(pattern, timeout=90):
@@ -133,6 +137,8 @@ exec {STASIS_BIN} run --resume --dir {job.ck} -- srun --mpi=pmix -n 2 {link} 30 
         cluster.exec("head", f"scancel -b -s USR1 {jid}")
         wait_for(r"^stasis: checkpoint ckpt-000001 taken on SIGUSR1$")
         cluster.exec("head", f"scontrol requeue {jid}")
+        wait_for(r"restarts from ckpt-000001")
+        job.events_over()
         text = wait_for(r"^PASS ranks=2 iterations=30 messages=", timeout=150)
         assert "run --resume: job p2p has no established checkpoint: starting it" in text, text
         assert "run --resume: job p2p restarts from ckpt-000001" in text, text
@@ -159,7 +165,7 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
                "STASIS_STAGE_COMPRESS": "zstd"}
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 4), progs[("p2p", "openmpi")], ITERS,
-                  SLEEP_MS)
+                  SLEEP_MS, job.no_sleep)
         job.lines_until(r"rank 0 iteration 3")
         r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
         name = r.stdout.strip()
@@ -174,6 +180,7 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
         sh("kill-node", "n2", "--wipe")
         sh("start-node", "n2")
         sh("wait-state", "n2", "^idle", 60, timeout=90)
+        job.events_over()
         job.restart()
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=4 iterations={ITERS} messages=" in out, out + err
@@ -204,7 +211,7 @@ def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, 
     job.env = {"STASIS_LOG": "info", "STASIS_JOB": "nightly run"}
     try:
         job.start(launcher("openmpi", "n1:2,n2:2,n3:2,n4:2", 8), progs[("hello", "openmpi")],
-                  ITERS, SLEEP_MS)
+                  ITERS, SLEEP_MS, "-", job.no_sleep)
         job.lines_until(r"rank 0 iteration 3")
         assert job.checkpoint() == "ckpt-000001"
         status = job.stasis("status", "--dir", job.ck).stdout
@@ -224,6 +231,7 @@ def test_node_agents_carry_the_checkpoint_and_report_their_loss(cluster, progs, 
             rf"stasis: checkpoint: checkpoint failed: 6 of 8 ranks of the job are registered; "
             rf"rank \d \(pid \d+ on n2\), \d \(pid \d+ on n2\): died with its node agent on n2 "
             rf"\(pid {agents['n2']}\), whose connection closed\n", r.stderr), r.stderr
+        job.events_over()
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=8 iterations={ITERS} total=" in out, out + err
         assert re.search(r"checkpoint ckpt-000001: 8 ranks on 4 nodes, .*, messages to node "

@@ -45,7 +45,8 @@ def start(job, words, prog, opts=""):
     if not link.exists():
         link.symlink_to(prog)
     for attempt in (1, 2):
-        job._start(f"run --dir {job.ck} {opts} -- {words} {link} {ITERS} {SLEEP_MS}")
+        job._start(f"run --dir {job.ck} {opts} -- {words} {link} {ITERS} {SLEEP_MS} "
+                   f"{job.no_sleep}")
         try:
             return job.lines_until(r"rank 0 iteration 3")
         except AssertionError as e:
@@ -163,6 +164,7 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
         assert not list(job.ck.glob(f"*/{name}/rank-*.img"))
         job.kill()
         wipe(cluster, "n2")
+        job.events_over()   # the restart runs to its end at once
         job.restart(launcher(lower, spare, n))
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
@@ -213,6 +215,7 @@ def test_level_fault_keeps_the_older_level_and_a_refusal_offers_it(cluster, prog
         assert ls_level(job, first) == "partner+global"
         job.kill()
         wipe(cluster, "n2")
+        job.events_over()   # the restarts run to their end at once
         job.restart(launcher("mpich", "n1,n4,n3", 3))
         rc, out, err = job.finish(timeout=120)
         # (STASIS_LOG=info adds the ranks' and agents' lines)
@@ -249,6 +252,7 @@ def test_rs_two_nodes_lost(cluster, progs, tmp_path):
         job.kill()
         wipe(cluster, "n1")
         wipe(cluster, "n2")
+        job.events_over()   # the restart runs to its end at once
         job.restart(launcher("openmpi", "n4:1,n3:2", 3))
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=3 iterations={ITERS} messages=" in out, out + err
@@ -281,6 +285,7 @@ def test_corrupt_partner_copy_refused_global_copy_used(cluster, progs, tmp_path)
         data[len(data) // 2] ^= 0x5a
         copy.write_bytes(bytes(data))
         wipe(cluster, "n2")
+        job.events_over()   # the restart runs to its end at once
         job.restart(launcher("openmpi", "n1:1,n4:1,n3:1", 3))
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=3 iterations={ITERS} messages=" in out, out + err
@@ -313,6 +318,7 @@ def test_rs_4_2_on_six_nodes_a_damaged_parity_passed_over(cluster, progs, tmp_pa
         parity.write_bytes(bytes(data))
         wipe(cluster, "n2")
         hosts[1] = "n7"
+        job.events_over()   # the restart runs to its end at once
         job.restart(launcher("openmpi", ",".join(f"{h}:1" for h in hosts), 6))
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=6 iterations={ITERS} messages=" in out, out + err

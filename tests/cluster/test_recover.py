@@ -48,11 +48,12 @@ def test_a_node_killed_recovers_on_the_spare(cluster, progs, lower, hosts, n, vi
     job.env = {"STASIS_LOG": "info"}
     try:
         job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS,
-                  opts="--recover auto")
+                  job.no_sleep, opts="--recover auto")
         job.lines_until(r"rank 0 iteration 3")
         name = job.checkpoint()
         job.lines_until(r"rank 0 iteration 5")
         sh("kill-node", victim)
+        job.events_over()   # the others wait for the lost rank's messages
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
         assert f"PASS ranks={n} iterations={ITERS} messages=" in out, out + err
@@ -79,7 +80,7 @@ def test_a_rank_killed_alone_restarts_from_the_node_local_copies(cluster, progs,
     job.env = {"STASIS_LOG": "info", "STASIS_STAGING": "on", "STASIS_LOCAL_DIR": f"{BASE}/local"}
     try:
         job.start(launcher("openmpi", "n1:1,n4:1", 2), progs[("p2p", "openmpi")], ITERS,
-                  SLEEP_MS, opts="--recover auto")
+                  SLEEP_MS, job.no_sleep, opts="--recover auto")
         job.lines_until(r"rank 0 iteration 3")
         name = job.checkpoint()
         job.lines_until(r"rank 0 iteration 5")
@@ -88,6 +89,7 @@ def test_a_rank_killed_alone_restarts_from_the_node_local_copies(cluster, progs,
             found = re.findall(r"(?:=|,)1:(\d+)@n4", job.stasis("status", "--dir", job.ck).stdout)
             victim = int(found[-1]) if found else None
         os.kill(victim, signal.SIGKILL)   # no PID namespace: the host reaches it
+        job.events_over()   # rank 0 waits for rank 1's messages
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
         lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
@@ -112,13 +114,14 @@ def test_srun_step_relaunched_in_its_allocation_without_the_lost_node(cluster, p
         sh("wait-state", node, "^idle", 60, timeout=90, check=False)
     try:
         job.start("srun --mpi=pmix -N 2 -n 2", progs[("p2p", "openmpi")], ITERS, SLEEP_MS,
-                  alloc="-N3 -n3 --no-kill -w n1,n2,n3", opts="--recover auto")
+                  job.no_sleep, alloc="-N3 -n3 --no-kill -w n1,n2,n3", opts="--recover auto")
         job.lines_until(r"rank 0 iteration 3")
         name = job.checkpoint()
         job.lines_until(r"rank 0 iteration 5")
         found = re.findall(r"(?:=|,)1:\d+@(n\d)", job.stasis("status", "--dir", job.ck).stdout)
         victim = found[-1]
         sh("kill-node", victim)
+        job.events_over()   # rank 0 waits for rank 1's messages
         rc, out, err = job.finish()
         assert rc == 0 and f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
         lines = [ln for ln in err.splitlines() if ln.startswith("stasis: recovery")]
