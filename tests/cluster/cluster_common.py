@@ -119,6 +119,13 @@ def node_procs(cluster, node, pattern):
                         f"ps -o pid=,args= -p $p; done; true").stdout.strip()
 
 
+# How long a job has to end once its last line came: a job that ends
+# does so within 1-2 s (the ranks' MPI_Finalize, the launcher, stasis run);
+# one that hangs in MPICH's MPI_Finalize (about every other MPICH run
+# across nodes) never does, and waited 20 s each time
+FINALIZE_GRACE = 8
+
+
 class ClusterJob:
     """`stasis run` of an MPI launcher on head, its ranks on the compute
     nodes, and what a test does to it: checkpoint, kill (SIGKILL of every
@@ -240,13 +247,13 @@ class ClusterJob:
 
     def finish(self, timeout=180, done=None):
         """(rc, out, err) once the job ends. With done (a pattern): once a
-        line like it came, the job gets 20 s more, then it is killed and rc
-        is None: MPICH over UCX/TCP sometimes hangs in MPI_Finalize across
-        nodes, natively too (docs/cluster.md)."""
+        line like it came, the job gets FINALIZE_GRACE s more, then it is
+        killed and rc is None: MPICH over UCX/TCP sometimes hangs in
+        MPI_Finalize across nodes, natively too (docs/cluster.md)."""
         if done:
             self.lines_until(done, timeout=timeout)
             try:   # the reader thread has stdout: read the rest through it
-                self.proc.wait(timeout=20)
+                self.proc.wait(timeout=FINALIZE_GRACE)
             except subprocess.TimeoutExpired:
                 pass
             rc = self.proc.returncode
