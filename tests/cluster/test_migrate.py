@@ -98,7 +98,7 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
     staged(job)
     before = local_files(cluster, source)
     try:
-        job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS,
+        job.start(launcher(lower, hosts, n), progs[("p2p", lower)], ITERS, SLEEP_MS, job.no_sleep,
                   opts=f"--spares {spares}" if spares else "")
         job.lines_until(r"rank 0 iteration 3")
         assert local_files(cluster, source) - before, "the job left nothing to move"
@@ -122,6 +122,7 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         assert bool(list(cluster.local(spare).rglob(f"{name}/rank-00001.img"))) != into, \
             r.stdout
         assert not (job.ck / job.ck.name / name / "rank-00001.img").exists()
+        job.events_over()
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
         uninterrupted(out, n)
@@ -259,7 +260,7 @@ def test_without_recovery_a_failed_migration_lets_the_job_go_on(cluster, progs, 
                  "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")], ITERS,
-                  SLEEP_MS)
+                  SLEEP_MS, job.no_sleep)
         job.lines_until(r"rank 0 iteration 3")
         r = job.stasis("migrate", "--dir", job.ck, "--node", "n2", check=False, timeout=120)
         assert r.returncode == 1 and re.fullmatch(
@@ -271,6 +272,7 @@ def test_without_recovery_a_failed_migration_lets_the_job_go_on(cluster, progs, 
         assert r.returncode == 1 and re.fullmatch(
             r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: the node agent on n2 "
             r".*; the job goes on where it was\n", r.stderr), r.stdout + r.stderr
+        job.events_over()
         rc, out, err = job.finish()
         assert rc == 0, out + err
         uninterrupted(out, 2)
@@ -287,7 +289,7 @@ def test_a_prediction_too_short_to_migrate_checkpoints_then_recovers(cluster, pr
     staged(job)
     try:
         job.start(launcher("openmpi", "n1:1,n2:1,n3:1", 2), progs[("p2p", "openmpi")], ITERS,
-                  SLEEP_MS, opts="--recover auto")
+                  SLEEP_MS, job.no_sleep, opts="--recover auto")
         job.lines_until(r"rank 0 iteration 3")
         bad = job.stasis("migrate", "--dir", job.ck, "--node", "n4", check=False)
         assert bad.returncode == 1 and re.fullmatch(
@@ -306,6 +308,7 @@ def test_a_prediction_too_short_to_migrate_checkpoints_then_recovers(cluster, pr
                 for k in j["checkpoints"]):
             time.sleep(0.5)
         sh("kill-node", "n2")
+        job.events_over()   # rank 0 waits for rank 1's messages
         rc, out, err = job.finish()
         assert rc == 0, out + err
         assert f"PASS ranks=2 iterations={ITERS} messages=" in out, out + err
