@@ -24,8 +24,13 @@
 # 653 s. Then cases that repeated a path were cut (MPICH where the code
 # above it is the same, reference runs shared, programs that ran long
 # after their last event): about 190 s of [jobs], 185 s of [other] and
-# 90 s of the cluster by estimate, each commit saying which; about 1520 s
-# in all expected on a quiet machine).
+# 90 s of the cluster by estimate; 1604 s measured then (streams 1003 s,
+# cluster 564 s). Then the jobs stopped sleeping once a test's events
+# are over (hello.c and p2p.c given a file, events_over()), MPICH's hang
+# in MPI_Finalize across nodes got 8 s instead of 20, and a few cases
+# that repeated a path went: about 65 s of [jobs], 50 s of [other] and
+# 200 s of the cluster by estimate, each commit saying which; about
+# 1350 s expected on a quiet machine).
 # The cluster's tests run alone after both: they start daemons in network
 # namespaces and are the ones that time out under load. Each stage ends
 # with a line '== stage NAME took N s'.
