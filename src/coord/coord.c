@@ -1282,10 +1282,15 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			else if (c->mig.only)
 				snprintf(write, sizeof(write), "WRITE ONLY%s", c->mig.only);
 			t_write = now_ms();
-			if (!ret)
-				send_nodes(c, write);
+			/* STREAM before WRITE: an agent counts the stream's members
+			 * busy before WRITE hands its movers the images, so their
+			 * global copies wait for the level instead of reading and
+			 * CRCing each image beside the stream (they did on 2 of 4
+			 * nodes when STREAM came second) */
 			if (!stop && c->staged)
 				upgrade(c, "STREAM", name);
+			if (!ret)
+				send_nodes(c, write);
 			/* while the ranks write: what a restart reads ahead (a
 			 * restart without it reads the files when it needs them) */
 			files = job_files_write(ck, (int)c->child) == 0;

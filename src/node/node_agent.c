@@ -297,8 +297,15 @@ static void *mover(void *arg)
 		/* a level under way (partner, rs: node_level.c) first: it protects
 		 * the checkpoint from a node's loss sooner, and the two would share
 		 * the node's idle CPU and network */
-		while (node_level_busy())
-			usleep(10 * 1000);
+		if (node_level_busy()) {
+			uint64_t t = now_ms();
+
+			while (node_level_busy())
+				usleep(10 * 1000);
+			log_info("node agent on %s: rank %d's image of %s waited %llu ms for the level "
+				 "before its copy into the global tier", A.host, c.rank, c.name,
+				 (unsigned long long)(now_ms() - t));
+		}
 		err_clear();
 		ret = global ? copy_rank(global, c.name, c.rank,
 					 c.follow ? &(struct node_copy_wait){ batch_verdict,

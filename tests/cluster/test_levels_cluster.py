@@ -140,6 +140,7 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
         # Open MPI's mpirun passes only the variables it is told to (stasis
         # run adds its own to the list)
         job.env["OMPI_MCA_mca_base_env_list"] = "STASIS_FAULT;STASIS_FAULT_RANK"
+        t_start = time.time()
         start(job, launcher(lower, hosts, n), progs[("p2p", lower)], "--level partner")
         r = job.stasis("checkpoint", "--dir", job.ck, check=False)
         assert r.returncode != 0 and "split.rank.write" in r.stderr, r.stdout + r.stderr
@@ -162,6 +163,20 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
                         for i, nd in enumerate(nodes)}, held
         assert ls_level(job, name) == "partner"
         assert not list(job.ck.glob(f"*/{name}/rank-*.img"))
+        # no global copy read the images beside the stream: every node's
+        # waited for the level (the mover took them before STREAM came);
+        # in this job's agents' logs (those of earlier tests' killed
+        # agents stay, untouched since)
+        waited = []
+        for _ in range(100):
+            logs = "".join(p.read_text() for nd in nodes
+                           for p in cluster.local(nd).glob("stasis-node.*/*.log")
+                           if p.stat().st_mtime >= t_start)
+            waited = re.findall(rf"rank (\d+)'s image of {name} waited \d+ ms for the level", logs)
+            if len(waited) == n:
+                break
+            time.sleep(0.1)
+        assert sorted(waited) == [str(i) for i in range(n)], logs
         job.kill()
         wipe(cluster, "n2")
         job.events_over()   # the restart runs to its end at once
