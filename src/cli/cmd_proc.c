@@ -387,6 +387,12 @@ static int running_jobs(const char *root, char ***names, size_t *count, size_t *
 	return 0;
 }
 
+/* The index is read every WAIT_STEP_MS: a level comes tens of ms after the
+ * seal, and a 100 ms step added 50 ms on average to `--wait partner`; the
+ * coordinator is asked whether the job still runs every WAIT_ASK steps */
+#define WAIT_STEP_MS 10
+#define WAIT_ASK 10
+
 /* --wait global: until checkpoint name of job reached level global (a
  * checkpoint that was not staged is there at once), or the job is gone */
 static int wait_global(const char *root, const char *job, const char *name, const char *want)
@@ -394,7 +400,7 @@ static int wait_global(const char *root, const char *job, const char *name, cons
 	char dir[PATH_MAX], reply[256];
 
 	snprintf(dir, sizeof(dir), "%s/%s", root, job);
-	for (;;) {
+	for (unsigned step = 0;; step++) {
 		struct store *s = NULL;
 		struct store_ckpt_info *list = NULL;
 		size_t count = 0;
@@ -414,13 +420,14 @@ static int wait_global(const char *root, const char *job, const char *name, cons
 			return err_set(-ENOENT, "%s is not in job %s's index", name, job);
 		if (global)
 			return 0;
-		if (coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) != 0)
+		if (step % WAIT_ASK == WAIT_ASK - 1 &&
+		    coord_request(dir, "STATUS", 5000, reply, sizeof(reply)) != 0)
 			return strcmp(want, "global") ?
 			       err_set(-EIO, "%s did not reach level %s: the job ended before its node "
 				       "agents were done", name, want) :
 			       err_set(-EIO, "%s stays at level local: the job ended before every "
 				       "rank's image was in the global tier", name);
-		usleep(100 * 1000);
+		usleep(WAIT_STEP_MS * 1000);
 	}
 }
 
