@@ -59,6 +59,13 @@ With --levels, a job at level partner, then one at rs (docs/levels.md):
                            (Python's socket.sendfile into the receiver's
                            tmpfs, the 4 pairs at once; the slowest pair)
   rs_vs_copy               the same for level rs (group of 4, 1 parity)
+                           (beside them, partner_established_s and
+                           rs_established_s: the coordinator's request
+                           until the checkpoint's seal, the staged write
+                           with the copy or encode streaming beside it,
+                           to compare with block_s; partner_after_seal_ms
+                           and rs_after_seal_ms: the seal until the level,
+                           the slowest node agent's)
   restart_node_lost_vs_local  n2 killed with its local directory wiped and
                            booted again, `stasis restart` on n1..n4 until
                            every rank printed RESUMED, rank 1's image
@@ -234,13 +241,17 @@ def standby_restart(stasis, work, ck, env, launch, tag):
 
 def levels(a, stasis, work, prog, env, hosts, fig):
     """partner and rs, and a restart after n2's loss (docs/levels.md)"""
-    for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s"):
+    for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s", "partner_established_s",
+                "rs_established_s", "partner_after_seal_ms", "rs_after_seal_ms"):
         fig[key] = []
     # room in the nodes' local directories (1 GiB): image, partner copy, floor
     parallel([(n, f"rm -rf {BASE}/local/ckptmem.*") for n in NODES])
     for rnd in range(a.rounds):
         for level in ("partner", "rs"):
             ck = work / f"ck-{level}{rnd}"
+            # the logs of agents killed with an earlier job (below) name the
+            # same checkpoints
+            subprocess.run(f"rm -f {BASE}/nodes/*/local/stasis-node.*/ckptmem.*.log", shell=True)
             job = Job(f"cd {work}; {OK}{env}STASIS_GROUP_SIZE=4 exec {stasis} run --dir {ck} "
                       f"--level {level} -- mpirun.openmpi --host {hosts} -np 4 {prog} {a.mib}")
             job.wait_for(r"^READY")
@@ -248,12 +259,27 @@ def levels(a, stasis, work, prog, env, hosts, fig):
             name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait {level}"
                       ).stdout.strip()
             fig[f"{level}_s"].append(time.perf_counter() - t0)
+            # where it went: the coordinator's request until the seal (the
+            # staged checkpoint, the stream beside it), then the slowest
+            # member's seal until its level (the agents' log lines)
+            job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
+            m = re.search(rf"checkpoint {name}: .* established after (\d+) ms", job.text())
+            fig[f"{level}_established_s"].append(int(m.group(1)) / 1000)
             # the global copies done too: nothing else runs during the floor
             for i in range(3000):
                 if re.search(rf"{name} .*level {level}\+global",
                              on("head", f"{stasis} ls --dir {ck}").stdout):
                     break
                 time.sleep(0.1)
+            # every member's line is there by now
+            logs = subprocess.run(f"cat {BASE}/nodes/n*/local/stasis-node.*/*.log", shell=True,
+                                  capture_output=True, text=True).stdout
+            tails = re.findall(rf"rank \d+: {name} at level {level} reached after \d+ ms "
+                               r"\(streamed while written: \d+ ms, then (\d+) ms after the seal", logs)
+            if len(tails) != 4:
+                raise SystemExit(f"bench/cluster: {level}: {len(tails)} agents' level lines: "
+                                 f"{logs[-2000:]}")
+            fig[f"{level}_after_seal_ms"].append(max(int(x) for x in tails))
             job.kill(str(prog))
             local = f"ckptmem.{(ck / 'ckptmem' / 'stage.id').read_text()[:16]}"
             if level == "rs":
