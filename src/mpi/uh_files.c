@@ -26,6 +26,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -48,7 +49,8 @@ int __openat64_2(int dir, const char *path, int flags);
  * a library whose constructor opens a file before this one's ran. */
 #define LIBC_FNS(X) X(open) X(open64) X(openat) X(openat64) X(__open_2) X(__open64_2) \
 	X(__openat_2) X(__openat64_2) X(creat) X(creat64) X(fopen) X(fopen64) X(freopen) \
-	X(freopen64) X(rename) X(renameat) X(renameat2)
+	X(freopen64) X(rename) X(renameat) X(renameat2) X(link) X(linkat) X(mkstemp) X(mkstemp64) \
+	X(mkostemp) X(mkostemp64) X(mkstemps) X(mkstemps64) X(mkostemps) X(mkostemps64)
 #define LIBC_PTR(fn) __typeof__(&fn) r_##fn;
 #define LIBC_LOOK(fn) libc.r_##fn = (__typeof__(&fn))dlsym(RTLD_NEXT, #fn);
 static struct {
@@ -62,17 +64,28 @@ static void __attribute__((constructor)) libc_look(void)
 
 #define REAL(fn) (libc.r_##fn ? libc.r_##fn : (libc_look(), libc.r_##fn))
 
-/* The list's lock, taken with every signal blocked, by the system call
- * itself (the agent's pthread_sigmask keeps its checkpoint signal open):
- * a handler that opens a file, or the checkpoint's park signal, never
- * comes while this thread holds it, so the lower half, or the agent, finds
- * it free once every thread is parked */
-static void lock(struct sts_written *w, sigset_t *old)
+/* Every signal blocked, by the system call itself (the agent's
+ * pthread_sigmask keeps its checkpoint signal open), or put back */
+static void signals_off(sigset_t *old)
 {
 	sigset_t all;
 
 	sigfillset(&all);
 	syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, old, _NSIG / 8);
+}
+
+static void signals_back(const sigset_t *old)
+{
+	syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
+}
+
+/* The list's lock, taken with every signal blocked: a handler that opens
+ * a file, or the checkpoint's park signal, never comes while this thread
+ * holds it, so the lower half, or the agent, finds it free once every
+ * thread is parked */
+static void lock(struct sts_written *w, sigset_t *old)
+{
+	signals_off(old);
 	while (__atomic_exchange_n(&w->lock, 1, __ATOMIC_ACQUIRE))
 		;
 }
@@ -80,7 +93,7 @@ static void lock(struct sts_written *w, sigset_t *old)
 static void unlock(struct sts_written *w, const sigset_t *old)
 {
 	__atomic_store_n(&w->lock, 0, __ATOMIC_RELEASE);
-	syscall(SYS_rt_sigprocmask, SIG_SETMASK, old, NULL, _NSIG / 8);
+	signals_back(old);
 }
 
 /* a fork while another thread held the lock: the child's is free */
@@ -185,35 +198,31 @@ static void moved(int dir, const char *newpath)
 	errno = e;
 }
 
-int rename(const char *from, const char *to)
-{
-	int r;
-
-	r = REAL(rename)(from, to);
-	if (r == 0)
-		moved(AT_FDCWD, to);
-	return r;
-}
-
-int renameat(int fromdir, const char *from, int todir, const char *to)
-{
-	int r;
-
-	r = REAL(renameat)(fromdir, from, todir, to);
-	if (r == 0)
-		moved(todir, to);
-	return r;
-}
-
-int renameat2(int fromdir, const char *from, int todir, const char *to, unsigned flags)
-{
-	int r;
-
-	r = REAL(renameat2)(fromdir, from, todir, to, flags);
-	if (r == 0)
-		moved(todir, to);
-	return r;
-}
+/* A rename or a link and the list's note of it happen with every signal
+ * blocked: a checkpoint never finds the file renamed and the list not yet
+ * following it, nor the descriptor moved() opens for a moment */
+#define MOVES(fn, params, args, dir, to)                                    \
+	int fn params                                                       \
+	{                                                                   \
+		sigset_t old;                                               \
+		int r;                                                      \
+		signals_off(&old);                                          \
+		r = REAL(fn) args;                                          \
+		if (r == 0)                                                 \
+			moved(dir, to);                                     \
+		signals_back(&old);                                         \
+		return r;                                                   \
+	}
+MOVES(rename, (const char *from, const char *to), (from, to), AT_FDCWD, to)
+MOVES(renameat, (int fromdir, const char *from, int todir, const char *to),
+      (fromdir, from, todir, to), todir, to)
+MOVES(renameat2, (int fromdir, const char *from, int todir, const char *to, unsigned flags),
+      (fromdir, from, todir, to, flags), todir, to)
+/* a listed file given another name (one made with O_TMPFILE, listed by its
+ * inode, included) is saved under it, as for a rename */
+MOVES(link, (const char *from, const char *to), (from, to), AT_FDCWD, to)
+MOVES(linkat, (int fromdir, const char *from, int todir, const char *to, int flags),
+      (fromdir, from, todir, to, flags), todir, to)
 
 static int writes(int flags)
 {
@@ -286,3 +295,23 @@ FILE *freopen64(const char *path, const char *mode, FILE *f)
 {
 	return fnoted(REAL(freopen64)(path, mode, f), mode);
 }
+
+/* mkstemp and its kin open the file inside libc, where the wrappers above
+ * do not see it (a temporary file written, closed and renamed over the
+ * real one is the usual way to replace a file) */
+#define MKSTEMP(fn, params, args)                                           \
+	int fn params                                                       \
+	{                                                                   \
+		int fd = REAL(fn) args;                                     \
+		if (fd >= 0)                                                \
+			note(fd);                                           \
+		return fd;                                                  \
+	}
+MKSTEMP(mkstemp, (char *tmpl), (tmpl))
+MKSTEMP(mkstemp64, (char *tmpl), (tmpl))
+MKSTEMP(mkostemp, (char *tmpl, int flags), (tmpl, flags))
+MKSTEMP(mkostemp64, (char *tmpl, int flags), (tmpl, flags))
+MKSTEMP(mkstemps, (char *tmpl, int len), (tmpl, len))
+MKSTEMP(mkstemps64, (char *tmpl, int len), (tmpl, len))
+MKSTEMP(mkostemps, (char *tmpl, int len, int flags), (tmpl, len, flags))
+MKSTEMP(mkostemps64, (char *tmpl, int len, int flags), (tmpl, len, flags))

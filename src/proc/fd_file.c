@@ -152,8 +152,10 @@ static int file_check(const struct proc_fd_entry *f)
 {
 	struct stat st;
 
-	if (stat(f->path, &st) != 0)
+	if (stat(f->path, &st) != 0 && !(errno == ENOENT && f->rec.kind == PROC_FD_FILE_SAVED))
 		return err_set(-ENOENT, "file %s (fd %d) is missing", f->path, f->rec.fd);
+	if (f->rec.kind == PROC_FD_FILE_SAVED)
+		return 0;   /* made again from its contents if missing (file_reopen) */
 	if (f->rec.kind == PROC_FD_FILE && (uint64_t)st.st_size < f->rec.size)
 		return err_set(-ESTALE, "file %s (fd %d) shrank since the checkpoint (%llu < %llu bytes)",
 			       f->path, f->rec.fd, (unsigned long long)st.st_size,
@@ -204,12 +206,16 @@ static int seek_back(const struct proc_fd_entry *f)
 }
 
 /* A file reopened by path; one the program writes cut back to its size at
- * the checkpoint if it grew since. */
+ * the checkpoint if it grew since. One whose contents were saved is made
+ * again with its mode if it is missing: a temporary file written and then
+ * renamed over another (mkstemp), open at the checkpoint, is gone from
+ * its path at a restart after the rename. */
 static int file_reopen(const struct proc_fd_entry *v, size_t n, size_t i, int floor)
 {
 	const struct proc_fd_entry *f = &v[i];
 	int flags = (int)(f->rec.flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC | O_CLOEXEC));
-	int fd = open(f->path, flags | O_NOCTTY | O_CLOEXEC), ret;
+	int create = f->rec.kind == PROC_FD_FILE_SAVED ? O_CREAT : 0;
+	int fd = open(f->path, flags | create | O_NOCTTY | O_CLOEXEC, (mode_t)(f->rec.mode & 07777)), ret;
 	struct stat st;
 
 	(void)n;

@@ -173,6 +173,7 @@ struct tree_file {
 	uint32_t flags;
 	uint64_t offset, size;
 	const void *contents;   /* PROC_FD_FILE_SAVED: size bytes to write back */
+	uint32_t mode;          /* with contents: made again with it if missing */
 	int fd;
 };
 
@@ -800,6 +801,7 @@ static int take_files(struct image *im, pid_t pid, const struct proc_fd_share *s
 			g_files[g].size = f->rec.size;
 			/* kept with its locks below (f->data is im->locked's) */
 			g_files[g].contents = f->rec.kind == PROC_FD_FILE_SAVED ? f->data : NULL;
+			g_files[g].mode = f->rec.mode & 07777;
 			f->path = NULL;
 		}
 		im->files[im->nfiles++] = (struct pipe_ref){ f->rec.fd, f->rec.cloexec, 0, (uint32_t)g };
@@ -825,7 +827,8 @@ static void open_files(int status_fd)
 
 		if (!t->path)
 			continue;
-		fd = open(t->path, (int)(t->flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC);
+		fd = open(t->path, (int)(t->flags & ~(uint32_t)(O_CREAT | O_EXCL | O_TRUNC)) | O_CLOEXEC |
+			  (t->contents ? O_CREAT : 0), (mode_t)t->mode);
 		if (fd < 0)
 			child_fail(status_fd, t->path, errno);
 		if (t->contents) {

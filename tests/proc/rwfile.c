@@ -8,40 +8,68 @@
  *   rwfile [closed]
  *
  * With "closed", every update also reads the previous count back from
- * last.txt and rewrites it (fopen "w", fclose), and appends "update N" to
- * log.txt (open O_APPEND, close): files written and closed, which a
- * restart must put back as they were at the checkpoint
- * (docs/transparent.md); at the end log.txt must hold every update once,
- * in order. */
+ * last.txt, stamp.txt and linked.txt and writes the new one: into
+ * last.txt with fopen "w" and fclose, into a file of mkstemp renamed over
+ * stamp.txt, into an O_TMPFILE file named with linkat and renamed over
+ * linked.txt; and it appends "update N" to log.txt (open O_APPEND,
+ * close): files written and closed, which a restart must put back as they
+ * were at the checkpoint (docs/transparent.md); at the end log.txt must
+ * hold every update once, in order. */
 #include "zdtm.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int fd, closed;
 static uint64_t count;
 
-static void closed_files(void)
+/* name holds the previous update's count */
+static void check_count(const char *name)
 {
 	unsigned long long got = 0;
+	FILE *f = fopen(name, "r");
+
+	if (!f || fscanf(f, "%llu", &got) != 1 || got != count - 1)
+		zdtm_fail("%s holds update %llu, the program made %llu", name, got,
+			  (unsigned long long)count - 1);
+	if (f)
+		fclose(f);
+}
+
+static void closed_files(void)
+{
+	unsigned long long n = (unsigned long long)count;
+	char tmp[] = "stamp.XXXXXX", proc[40];
 	FILE *f;
-	int log;
+	int fd;
 
 	if (count > 1) {
-		f = fopen("last.txt", "r");
-		if (!f || fscanf(f, "%llu", &got) != 1 || got != count - 1)
-			zdtm_fail("last.txt holds update %llu, the program made %llu", got,
-				  (unsigned long long)count - 1);
-		if (f)
-			fclose(f);
+		check_count("last.txt");
+		check_count("stamp.txt");
+		check_count("linked.txt");
 	}
 	f = fopen("last.txt", "w");
-	if (!f || fprintf(f, "%llu\n", (unsigned long long)count) < 0 || fclose(f) != 0)
+	if (!f || fprintf(f, "%llu\n", n) < 0 || fclose(f) != 0)
 		zdtm_fail("cannot write last.txt");
-	log = open("log.txt", O_WRONLY | O_APPEND | O_CREAT, 0600);
-	if (log < 0 || dprintf(log, "update %llu\n", (unsigned long long)count) < 0 || close(log))
+	/* a temporary file of mkstemp renamed over it */
+	fd = mkstemp(tmp);
+	if (fd < 0 || dprintf(fd, "%llu\n", n) < 0 || close(fd) || rename(tmp, "stamp.txt"))
+		zdtm_fail("cannot replace stamp.txt");
+	/* an unnamed file (O_TMPFILE) named linked.new with linkat, then
+	 * renamed over linked.txt (linked.new, left by a run killed between
+	 * the two, removed first: a restart does not remove files) */
+	fd = open(".", O_TMPFILE | O_RDWR, 0600);
+	snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+	if (fd < 0 || dprintf(fd, "%llu\n", n) < 0 || (unlink("linked.new") && errno != ENOENT) ||
+	    linkat(AT_FDCWD, proc, AT_FDCWD, "linked.new", AT_SYMLINK_FOLLOW) || close(fd) ||
+	    rename("linked.new", "linked.txt"))
+		zdtm_fail("cannot replace linked.txt");
+	fd = open("log.txt", O_WRONLY | O_APPEND | O_CREAT, 0600);
+	if (fd < 0 || dprintf(fd, "update %llu\n", n) < 0 || close(fd))
 		zdtm_fail("cannot append to log.txt");
 }
 

@@ -77,11 +77,13 @@ def test_a_file_updated_in_place_after_the_checkpoint(job):
 
 
 def test_files_written_and_closed_after_the_checkpoint(job):
-    """rwfile.c closed: every update also rewrites last.txt after reading
-    the previous count back from it, and appends a line to log.txt, closing
-    both. Killed three updates after a checkpoint, twice: the restart puts
-    both back as they were at the checkpoint, so the program reads its own
-    count, and log.txt ends as an uninterrupted run's, every update once."""
+    """rwfile.c closed: every update also rewrites last.txt, stamp.txt
+    (mkstemp, then rename) and linked.txt (O_TMPFILE, linkat, rename) after
+    reading the previous count back from each, and appends a line to
+    log.txt, closing them all. Killed three updates after a checkpoint,
+    twice: the restart puts them back as they were at the checkpoint, so
+    the program reads its own count, and log.txt ends as an uninterrupted
+    run's, every update once."""
     log = job.work / "log.txt"
 
     def count():
@@ -91,13 +93,22 @@ def test_files_written_and_closed_after_the_checkpoint(job):
     for _ in range(2):
         job.checkpoint()
         at = count()
-        until(lambda: count() >= at + 3)   # appended to since, for sure
+        try:
+            until(lambda: count() >= at + 3, timeout=20)   # appended to since, for sure
+        except AssertionError:   # the program stopped updating: its FAIL line
+            rc, out, err = job.finish()
+            raise AssertionError(f"no update since {at}: rc={rc}\n{out}\n{err}")
         job.kill()
         job.restart()
     rc, out, err = job.finish()
     assert rc == 0 and out.strip().endswith("PASS"), f"rc={rc}\n{out}\n{err}"
     n = int((job.work / "last.txt").read_text())
     assert log.read_text() == "".join(f"update {i}\n" for i in range(1, n + 1))
+    for name in ("stamp.txt", "linked.txt"):
+        assert (job.work / name).read_text() == f"{n}\n", name
+    # an O_TMPFILE file open at a checkpoint after its linkat is saved
+    # under its name, not the "#inode (deleted)" its descriptor shows
+    assert not list(job.work.glob("#*")), list(job.work.iterdir())
 
 
 def test_locks_on_descriptions_shared_with_a_child(job):

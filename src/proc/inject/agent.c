@@ -1373,6 +1373,28 @@ static int describe_pty(struct dump *d, const struct fdent *t, unsigned n, int f
 	return 0;
 }
 
+/* A file made with O_TMPFILE and then named with linkat keeps the link
+ * "/dir/#123 (deleted)" in /proc/self/fd though it has a name: the name
+ * the program gave it, from the list of written files (uh_files.c's
+ * linkat), or the link as it is */
+static ssize_t linked_name(const struct stat *st, char *target, ssize_t len)
+{
+	static const char tail[] = " (deleted)";
+	const struct sts_written *l = &sts_written;
+
+	if (st->st_nlink == 0 || len < (ssize_t)sizeof(tail) ||
+	    memcmp(target + len - (ssize_t)sizeof(tail) + 1, tail, sizeof(tail) - 1) != 0)
+		return len;
+	for (uint32_t i = 0; i < l->n && i < STS_WRITTEN_MAX; i++)
+		if (l->v[i].dev == (uint64_t)st->st_dev && l->v[i].ino == (uint64_t)st->st_ino &&
+		    memchr(l->v[i].path, 0, PATH_MAX)) {
+			len = (ssize_t)strlen(l->v[i].path);
+			memcpy(target, l->v[i].path, (size_t)len + 1);
+			break;
+		}
+	return len;
+}
+
 static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i, int dirfd)
 {
 	char link[32], target[PATH_MAX];
@@ -1426,6 +1448,7 @@ static int send_fd(struct dump *d, const struct fdent *t, unsigned n, unsigned i
 			}
 			data_len = r.size;
 		} else if (r.kind == PROC_FD_FILE) {
+			tl = linked_name(&st, target, tl);
 			data_len = file_locks(d, fd);
 		}
 	} else if (r.kind == PROC_FD_PIPE_READ) {
