@@ -1261,16 +1261,20 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 	if (ret)
 		return ret;
 	snprintf(name, len, "%s", store_ckpt_name(ck));
-	ret = job_launch_write(ck, c->launch);
-	if (!ret) {
+	{
 		char line[128];
+		int lret;
 
 		snprintf(line, sizeof(line), "CHECKPOINT %s", name);
 		/* two phases: every rank stopped, then every rank written */
 		t0 = now_ms();
 		send_nodes(c, line);
+		/* the launch record while the ranks park: its fsyncs on the
+		 * global tier were the cut's wait before it began */
+		lret = job_launch_write(ck, c->launch);
 		ret = collect_nodes(c, "PARKED", &parked_us, &ignored);
 		t_parked = now_ms();
+		ret = ret ? ret : lret;
 		if (!ret) {
 			char write[sizeof(c->mig.ranks) + 100] = "WRITE";
 

@@ -24,6 +24,14 @@
 static void migrate_hosts_run(char (*hosts)[64], unsigned n, const char *cmd, int *alive,
 			      int timeout_ms);
 
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 int migrate_receiver_start(const char *host, const char *lh_dir, const char *job_dir,
 			   unsigned sources, struct migrate_receiver *r)
 {
@@ -124,20 +132,30 @@ static void receiver_kill_there(const struct migrate_receiver *r)
 
 int migrate_receiver_end(struct migrate_receiver *r, int timeout_ms)
 {
-	struct timespec ts = { 0, 20 * 1000 * 1000 };
-	int st = 0, waited = 0;
+	struct timespec ts = { 0, 2 * 1000 * 1000 };
+	uint64_t end = mono_ms() + (uint64_t)(timeout_ms > 0 ? timeout_ms : 0);
+	int st = 0;
 
 	if (r->pid <= 0)
 		return -ECHILD;
+	/* its stdout closes as it ends: no sleeping between looks (a 20 ms
+	 * nap was most of this wait after a migration) */
+	while (r->out >= 0 && mono_ms() < end) {
+		struct pollfd p = { r->out, POLLIN, 0 };
+		char buf[256];
+
+		if (poll(&p, 1, (int)(end - mono_ms())) <= 0 || read(r->out, buf, sizeof(buf)) <= 0)
+			break;
+	}
+	/* the shell's own end follows its stdout's */
 	while (waitpid(r->pid, &st, WNOHANG) == 0) {
-		if (waited >= timeout_ms) {
+		if (mono_ms() >= end) {
 			kill(r->pid, SIGKILL);
 			waitpid(r->pid, &st, 0);
 			receiver_kill_there(r);
 			break;
 		}
 		nanosleep(&ts, NULL);
-		waited += 20;
 	}
 	r->pid = -1;
 	if (r->out >= 0)
