@@ -1,8 +1,9 @@
 /* node_copy.c - the node agent's copy of a staged image into the global
  * tier (node.h). The copy may start while the rank still writes the image
  * (the agent asks at WRITE): it reads the image's *.tmp as it grows, in
- * pieces of up to 4 MiB, and scans every piece as it passes
- * (img_scan_feed): each chunk's CRC32C, and the header's, the manifest's
+ * pieces of up to 4 MiB, and checks every piece as it passes (a checked
+ * copy, redun_ccopy, shared with libstasis's level global: img_scan_feed
+ * underneath): each chunk's CRC32C, and the header's, the manifest's
  * and the footer's, are checked on the bytes copied, so what reaches the
  * global tier is what was checked, and the image is read once. Once the
  * image is committed and copied to its last byte, every chunk its manifest
@@ -19,6 +20,7 @@
 #include "common/fault.h"
 #include "common/log.h"
 #include "image/image.h"
+#include "redundancy/redundancy.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -34,60 +36,6 @@
 
 #define COPY_BUF (4u << 20)
 #define FOLLOW_NAP_US 2000           /* its writer's next bytes, or the verdict */
-
-struct payload {
-	uint64_t pos;
-	uint32_t len, crc;
-	unsigned section, chunk;
-};
-
-static int by_pos(const void *a, const void *b)
-{
-	const struct payload *x = a, *y = b;
-
-	return x->pos < y->pos ? -1 : x->pos > y->pos;
-}
-
-/* Every stored payload of the image, in file order */
-static int payloads(const char *path, struct payload **out, size_t *n_out)
-{
-	struct img_reader *img = NULL;
-	struct payload *p = NULL;
-	size_t n = 0, cap = 0;
-	int ret = img_open(path, &img);
-
-	for (unsigned s = 0; !ret && s < img_section_count(img); s++) {
-		struct img_section_info si;
-
-		ret = img_section_get(img, s, &si);
-		for (uint32_t k = 0; !ret && k < si.chunks; k++) {
-			struct img_chunk_loc loc;
-
-			ret = img_chunk_locate(img, s, k, &loc);
-			if (ret || !loc.stored_len)
-				continue;
-			if (n == cap) {
-				void *v = realloc(p, (cap = cap ? cap * 2 : 256) * sizeof(*p));
-
-				if (!v) {
-					ret = err_set(-ENOMEM, "out of memory");
-					break;
-				}
-				p = v;
-			}
-			p[n++] = (struct payload){ loc.payload_pos, loc.stored_len, loc.crc, s, k };
-		}
-	}
-	img_close(&img);
-	if (ret) {
-		free(p);
-		return ret;
-	}
-	qsort(p, n, sizeof(*p), by_pos);
-	*out = p;
-	*n_out = n;
-	return 0;
-}
 
 static uint64_t mono_ms(void)
 {
@@ -165,42 +113,34 @@ static int open_image(const char *path, const char *tmp, const struct node_copy_
 	}
 }
 
-/* Every payload the manifest of the image at path names is one that
- * passed the scan, checked */
-static int all_checked(const char *path, const struct img_scan *scan)
+/* The node agent's fault points on each piece of a plain copy: after its
+ * read, before its check (redun_ccopy_to) */
+static int piece_faults(void *ctx, void *piece, size_t len, int last)
 {
-	struct payload *p = NULL;
-	size_t n = 0, k;
-	const struct img_scan_payload *q = img_scan_payloads(scan, &k);
-	int ret = payloads(path, &p, &n);
+	int ret = FAULT(NODE_COPY);
 
-	for (size_t i = 0; !ret && i < n; i++)
-		if (i >= k || q[i].pos != p[i].pos || q[i].len != p[i].len || q[i].crc != p[i].crc)
-			ret = err_set(-EBADMSG, "%s: section %u, chunk %u (payload at byte %llu) "
-				      "not among the chunks copied", path, p[i].section, p[i].chunk,
-				      (unsigned long long)p[i].pos);
-	if (!ret && n != k)
-		ret = err_set(-EBADMSG, "%s: %zu chunks copied, its manifest names %zu", path, k, n);
-	free(p);
-	return ret;
+	(void)ctx;
+	(void)last;
+	if (ret)
+		return err_set(ret, "fault point node.copy");
+	if (FAULT(NODE_COPY_CORRUPT))
+		((unsigned char *)piece)[len / 2] ^= 0x20;   /* as a bad page of the RAM disk would */
+	return 0;
 }
 
 /* The bytes of the image open as fd, into f, as they are written: each
- * piece read is scanned (every checksum checked on the bytes copied) and
- * written; the end is the file committed and copied to its last byte */
+ * piece read is checked and written (redun_ccopy); the end is the file
+ * committed and copied to its last byte */
 static int copy_plain(struct store_file *f, const char *path, const char *tmp, int fd,
 		      const struct node_copy_wait *w, uint64_t *copied)
 {
-	unsigned char *buf = malloc(COPY_BUF);
-	struct img_scan *scan = NULL;
-	uint64_t off = 0;
-	int ret = buf ? img_scan_create(path, &scan) : err_set(-ENOMEM, "out of memory");
+	struct redun_ccopy *cc = NULL;
+	int ret = redun_ccopy_create(fd, path, f, &cc);
 
 	while (!ret) {
 		int done = w ? committed(path, tmp, fd) : 1;   /* before the size: then final */
+		uint64_t off = redun_ccopy_copied(cc), have;
 		struct stat st;
-		uint64_t have;
-		ssize_t r;
 
 		if (fstat(fd, &st) != 0) {
 			ret = err_set(-errno, "cannot read %s: %s", path, strerror(errno));
@@ -209,32 +149,13 @@ static int copy_plain(struct store_file *f, const char *path, const char *tmp, i
 		have = (uint64_t)st.st_size > off ? (uint64_t)st.st_size - off : 0;
 		/* while it is written: whole pieces only, so that the pieces (and
 		 * the fault points' counts) are those of a copy after the seal */
-		if (have && (done || have >= COPY_BUF)) {
-			size_t want = have < COPY_BUF ? (size_t)have : COPY_BUF, room_len;
-			void *room;
-			/* read straight into the global file's stage where it has
-			 * one: one copy of the bytes less */
-			int staged = store_file_room(f, &room, &room_len) == 0 && room_len >= want;
-			unsigned char *to = staged ? room : buf;
-
-			r = pread(fd, to, want, (off_t)off);
-			if (r <= 0) {
-				ret = err_set(r < 0 ? -errno : -EIO, "cannot read %s: %s", path,
-					      r < 0 ? strerror(errno) : "short read");
-				break;
-			}
-			ret = FAULT(NODE_COPY);
-			if (ret)
-				ret = err_set(ret, "fault point node.copy");
-			else if (FAULT(NODE_COPY_CORRUPT))
-				to[r / 2] ^= 0x20;   /* as a bad page of the RAM disk would */
-			ret = ret ? ret : img_scan_feed(scan, to, (size_t)r);
-			ret = ret ? ret : staged ? store_file_done(f, (size_t)r) :
-					  store_file_write(f, to, (size_t)r);
-			off += (uint64_t)r;
+		if (have && (done > 0 || have >= COPY_BUF)) {
+			if (done <= 0)
+				have -= have % COPY_BUF;
+			ret = redun_ccopy_to(cc, off + have, COPY_BUF, done > 0, piece_faults, NULL);
 			continue;
 		}
-		if (done > 0 && !have)
+		if (done > 0)
 			break;
 		if (done < 0)
 			ret = verdict(w) < 0 ? cancelled(path) :
@@ -244,11 +165,9 @@ static int copy_plain(struct store_file *f, const char *path, const char *tmp, i
 		else
 			usleep(FOLLOW_NAP_US);
 	}
-	ret = ret ? ret : img_scan_end(scan);
-	ret = ret ? ret : all_checked(path, scan);
-	img_scan_free(&scan);
-	free(buf);
-	*copied = off;
+	ret = ret ? ret : redun_ccopy_end(cc);
+	*copied = cc ? redun_ccopy_copied(cc) : 0;
+	redun_ccopy_free(&cc);
 	return ret;
 }
 

@@ -113,6 +113,7 @@ int redun_layout_partners(int nranks, const char *const node[], int partner[], i
 #define REDUN_RS_FILE "rs-%05d.img"       /* the parity member r holds */
 
 struct store;
+struct store_file;
 struct img_writer_opts;
 
 /* -- transport: a table of operations; the job's MPI (redun_comm_mpi), the
@@ -269,6 +270,33 @@ int redun_stream_begin(const struct redun_level *level, const struct redun_set *
 		       const struct redun_comm *c, int (*abort)(void *arg), void *arg,
 		       struct redun_stream **out);
 void redun_stream_free(struct redun_stream **s);
+
+/* -- checked copies: an image copied into a store file, every checksum of
+ * its format (each chunk's CRC32C, the header's, the manifest's, the
+ * footer's) verified on the bytes copied, while the image may still grow:
+ * the copies to the global tier (level global and the flush; the node
+ * agents' staged images) --
+ *
+ * redun_ccopy_create: fd is the image (read only; the caller's, left
+ * open), name its path (messages, and the manifest read at the end), f the
+ * copy (the caller's: it commits or frees it). redun_ccopy_to copies the
+ * image's bytes up to byte upto (which its writer has written), in pieces
+ * of at most `piece` bytes, each read straight into f's stage where it has
+ * room (one copy of the bytes less); hook (NULL: none) sees each piece
+ * after it is read and before it is checked and written (fault points: a
+ * nonzero return fails the copy; it may alter the bytes as a bad page
+ * would), with last set for the piece that ends the image (final: upto is
+ * its end). redun_ccopy_end: the bytes copied make a whole image and every
+ * chunk its manifest names passed; -EBADMSG with a message naming the
+ * image and the place otherwise. */
+struct redun_ccopy;
+typedef int (*redun_ccopy_hook)(void *arg, void *piece, size_t len, int last);
+int redun_ccopy_create(int fd, const char *name, struct store_file *f, struct redun_ccopy **out);
+int redun_ccopy_to(struct redun_ccopy *c, uint64_t upto, size_t piece, int final,
+		   redun_ccopy_hook hook, void *arg);
+uint64_t redun_ccopy_copied(const struct redun_ccopy *c);
+int redun_ccopy_end(struct redun_ccopy *c);
+void redun_ccopy_free(struct redun_ccopy **c);
 
 /* Where recovery found a member's file: in checkpoint ckpt of store s, or
  * (ckpt "") in a scratch file of s's job directory. */
