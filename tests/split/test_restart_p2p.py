@@ -80,8 +80,9 @@ def test_programs_pass_natively(progs, name, abi, tmp_path):
 @pytest.mark.parametrize("lower,n", MATRIX)
 def test_p2p_three_cycles(progs, lower, n, tmp_path):
     job = MpiJob(tmp_path)
-    job.start(*launcher(lower, n), progs[("p2p", lower)], P2P_ITERS, SLEEP_MS)
+    job.start(*launcher(lower, n), progs[("p2p", lower)], P2P_ITERS, SLEEP_MS, job.no_sleep)
     cycles(job)
+    job.events_over()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     assert (f"PASS ranks={n} iterations={P2P_ITERS} messages={p2p_messages(n, P2P_ITERS)}\n"
@@ -115,8 +116,10 @@ def test_restart_under_the_other_mpi(progs, name, first, second, tmp_path):
     want = (f"messages={p2p_messages(2, iters)}" if name == "p2p"
             else f"checks={objects_checks(2, iters)}")
     job = MpiJob(tmp_path)
-    job.start(*launcher(first, 2), progs[(name, first)], iters, SLEEP_MS)
+    job.start(*launcher(first, 2), progs[(name, first)], iters, SLEEP_MS,
+              *([job.no_sleep] if name == "p2p" else []))
     cycles(job, n=1, restart_args=["--launcher", " ".join(launcher(second, 2))])
+    job.events_over()
     rc, out, err = job.finish_job()
     assert rc == 0, out + err
     assert f"PASS ranks=2 iterations={iters} {want}\n" in out, out + err
