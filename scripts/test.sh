@@ -28,7 +28,7 @@
 # cluster 564 s). Then the jobs stopped sleeping once a test's events
 # are over (hello.c and p2p.c given a file, events_over()), MPICH's hang
 # in MPI_Finalize across nodes got 8 s instead of 20, and a few cases
-# that repeated a path went: about 65 s of [jobs], 50 s of [other] and
+# that repeated a path went: about 75 s of [jobs], 50 s of [other] and
 # 200 s of the cluster by estimate, each commit saying which; about
 # 1350 s expected on a quiet machine).
 # The cluster's tests run alone after both: they start daemons in network
