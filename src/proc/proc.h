@@ -81,9 +81,10 @@ void proc_tree_serve(struct proc_tree *t, const struct pollfd *p, unsigned n);
  * only for more than one process or a zombie), then done (ret so far;
  * returns the checkpoint's result: it decides, e.g. by committing, before
  * any process runs on). The processes of a tree dump at once (at_once of
- * them, each read on a thread of its own): open and close are called from
- * several threads, never two at a time, and the writers they give are
- * written concurrently. */
+ * them, each read on a thread of its own): open is called from several
+ * threads, never two at a time; close from several threads at once (each
+ * on its own file, as soon as its dump ended); the writers they give are
+ * written concurrently. tree and done come after every close. */
 struct proc_tree_sink {
 	void *arg;
 	int (*open)(void *arg, pid_t pid, int root, unsigned at_once, void **file,

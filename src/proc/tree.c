@@ -549,8 +549,9 @@ static int park_all(struct proc_tree *t, char *why, size_t len)
 /* Phase two: every process streams its image at once, each read on a
  * thread of its own into its own image, at most TREE_DUMPS_AT_ONCE at a
  * time (a writer holds a few chunks of memory); the others stay parked
- * until a thread takes them. The sink's open and close (store files, the
- * index) run one at a time under the lock. A dump that fails is read to its
+ * until a thread takes them. The sink's open runs one at a time under the
+ * lock; its close (the file made durable) on each thread as its dump
+ * ends, beside the other dumps and closes. A dump that fails is read to its
  * end all the same (proc_dump_recv), so no agent is left mid-stream; once
  * one failed, the processes not yet begun are not dumped. */
 #define TREE_DUMPS_AT_ONCE 8
@@ -559,7 +560,7 @@ struct dump_job {
 	struct proc_tree *t;
 	const struct proc_tree_sink *s;
 	unsigned at_once;            /* threads reading dumps */
-	pthread_mutex_t lock;        /* the sink's open and close; next */
+	pthread_mutex_t lock;        /* the sink's open; next; failed */
 	size_t next;                 /* the next member to dump */
 	int failed;                  /* a dump failed: begin no other */
 	int *rets;                   /* each member's result */
@@ -583,10 +584,7 @@ static int dump_one(struct dump_job *j, size_t i)
 		if (ret == -EPIPE)
 			ret = err_set(ret, "process %d ended during the checkpoint", (int)m->pid);
 	}
-	pthread_mutex_lock(&j->lock);
-	ret = j->s->close(j->s->arg, file, w, ret);
-	pthread_mutex_unlock(&j->lock);
-	return ret;
+	return j->s->close(j->s->arg, file, w, ret);
 }
 
 static void *dump_worker(void *arg)
