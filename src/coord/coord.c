@@ -1453,6 +1453,9 @@ static int sink_open(void *arg, pid_t pid, int root, unsigned at_once, void **fi
 	ret = store_file_create(k->ck, name, (struct store_file **)file);
 	if (!ret)
 		ret = img_writer_create(store_file_write, *file, &opts, w);
+	/* the file's CRC from the chunks' own, not a second pass over them */
+	if (!ret)
+		img_writer_sink_crc(*w, store_file_write_crc);
 	if (!ret)
 		ret = img_writer_meta(*w, "producer", "stasis proc");
 	if (!ret)
