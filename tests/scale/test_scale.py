@@ -16,9 +16,9 @@ coordinator's connections to its agents send each line at once
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import ctypes
+import errno
 import json
 import os
-import pathlib
 import re
 import signal
 import socket
@@ -30,6 +30,7 @@ import pytest
 import scale_harness as h
 
 NODES, PPN = 64, 64
+TCP_ESTABLISHED = 1               # tcp_info's tcpi_state
 SIZE = NODES * PPN
 FAIL_RANK = 1234                  # on sim00019
 LOST_NODE = 33                    # ranks 2112..2175
@@ -65,31 +66,60 @@ def agent_pids(job):
     return {w[0]: int(w[1]) for w in (x.split() for x in lines) if w}
 
 
-def tcp_nodelay(pid):
-    """TCP_NODELAY of each of pid's established TCP connections (a
-    coordinator's: its node agents'), read on a copy of its descriptor
-    (pidfd_getfd, root)"""
-    socks = {}
-    for fd in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            target = os.readlink(f"/proc/{pid}/fd/{fd}")
-        except OSError:
-            continue
-        if target.startswith("socket:["):
-            socks[target[8:-1]] = int(fd)
-    rows = [x.split() for x in pathlib.Path("/proc/net/tcp").read_text().splitlines()[1:]]
-    fds = [socks[w[9]] for w in rows if w[3] == "01" and w[9] in socks]
+def sockets_of(pid):
+    """pid's socket descriptors, each a socket of ours on a copy of it
+    (pidfd_getfd, root): that process's own, whatever else the machine
+    holds"""
     libc = ctypes.CDLL(None, use_errno=True)
     pidfd = os.pidfd_open(pid)
     out = []
     try:
-        for fd in fds:
-            copy = libc.syscall(438, pidfd, fd, 0)   # pidfd_getfd
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                if not os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:["):
+                    continue
+            except OSError:
+                continue   # closed since the listing
+            copy = libc.syscall(438, pidfd, int(fd), 0)   # pidfd_getfd
+            if copy < 0 and ctypes.get_errno() == errno.EBADF:
+                continue
             assert copy >= 0, os.strerror(ctypes.get_errno())
-            with socket.socket(fileno=copy) as s:
-                out.append(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+            out.append(socket.socket(fileno=copy))
     finally:
         os.close(pidfd)
+    return out
+
+
+def tcp_links(pid):
+    """{(local address, peer address): socket} of pid's established TCP
+    connections. Not from /proc/net/tcp: read while other processes open
+    and close connections (a benchmark's, their TIME_WAIT sockets), it
+    lists some sockets twice"""
+    out = {}
+    for s in sockets_of(pid):
+        if s.family == socket.AF_INET and \
+                s.getsockopt(socket.SOL_SOCKET, socket.SO_PROTOCOL) == socket.IPPROTO_TCP and \
+                s.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0] == TCP_ESTABLISHED:
+            out[(s.getsockname(), s.getpeername())] = s
+        else:
+            s.close()
+    return out
+
+
+def tcp_nodelay(coord, agents):
+    """host -> TCP_NODELAY of each of the coordinator's connections to that
+    host's node agent (agents: host -> pid), matched end to end"""
+    ends = {}
+    for host, pid in agents.items():
+        for (local, _), s in tcp_links(pid).items():
+            ends[local] = host
+            s.close()
+    out = {}
+    for (_, peer), s in tcp_links(coord).items():
+        if peer in ends:
+            out.setdefault(ends[peer], []).append(s.getsockopt(socket.IPPROTO_TCP,
+                                                                socket.TCP_NODELAY))
+        s.close()
     return out
 
 
@@ -113,7 +143,8 @@ def test_thousands_of_ranks_a_rank_and_a_node_lost(job):
     # the coordinator sends each line to an agent at once: with Nagle's
     # algorithm one that followed a line the agent had not answered
     # (STREAM after WRITE) waited about 40 ms for its delayed ACK
-    assert tcp_nodelay(job.coord_pid()) == [1] * NODES
+    links = tcp_nodelay(job.coord_pid(), agents)
+    assert links == {host: [1] for host in agents}, links
 
     # every rank parks, writes its image, resumes: established
     ok, name, _, _ = job.checkpoint()
