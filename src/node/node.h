@@ -1,5 +1,5 @@
 /* node.h - the node agent: one per node and MPI job (docs/coordinator.md,
- * "Node agents", protocol version 2).
+ * "Node agents"; the ranks also park on its board, node_park.h).
  *
  * The first rank of a job on a node starts it (node_agent_ensure, before
  * MPI_Init: a detached process, never the rank's child); every rank of the
@@ -27,6 +27,9 @@
 struct store;
 
 #define NODE_PROTOCOL_VERSION 4
+/* what ranks speak to the agent (RANK lines): 5 since the board they park
+ * on (node_park.h) came with their OK */
+#define NODE_RANK_PROTOCOL_VERSION 5
 #define NODE_AGENT_PROGRAM "stasis-node"
 
 /* The Unix socket of this node's agent for the job of the environment:

@@ -10,11 +10,15 @@
  * the agent appended the index records of the images its ranks left to it
  * (their DONE names the file, its size and CRC: one append a node); the
  * verdict (RESUME, RESUME failed, EXIT) goes to every rank. Registrations
- * that arrive during a checkpoint wait for its end.
+ * that arrive during a checkpoint wait for its end. CHECKPOINT reaches the
+ * ranks on the board (node_park.h) in one write, and they count
+ * themselves parked there: one wake-up of the agent a node, not a line
+ * each way a rank.
  */
 #include "node/node.h"
 #include "node/node_level.h"
 #include "node/node_migrate.h"
+#include "node/node_park.h"
 
 #include "common/config.h"
 #include "common/err.h"
@@ -38,6 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -77,6 +83,7 @@ struct rank {
 	unsigned slot;         /* its place in A.r */
 	int has_rec;           /* its DONE left its image's record to the agent */
 	struct store_file_record rec;
+	int park_slot;         /* its slot on the board, or -1: it is told by lines */
 };
 
 enum phase { IDLE, COLLECT, ANSWERED };
@@ -99,11 +106,17 @@ static struct {
 	unsigned waiting, answers;
 	uint64_t max, sum1, sum2;
 	char failed[400];
+	/* the board (node_park.h): NULL when it could not be made */
+	struct node_park *board;
+	int board_fd, ranks_bell, agent_bell;
+	int board_phase;              /* this phase's ranks with a slot answer there */
+	unsigned char slot_used[NODE_PARK_SLOTS];
 	/* staging */
 	struct store *global;
 	const char *stage_dir;
 	char local_job[256];
-} A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .ep = -1, .coord = { .fd = -1 } };
+} A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .ep = -1, .coord = { .fd = -1 },
+	.board_fd = -1, .ranks_bell = -1, .agent_bell = -1 };
 
 /* Something went wrong that the log keeps: a clean end removes the log */
 static int warned;
@@ -451,6 +464,8 @@ static void rank_free(unsigned i)
 	/* out of the epoll set first: a RECOVER's dup keeps the socket open */
 	epoll_ctl(A.ep, EPOLL_CTL_DEL, fd, NULL);
 	close(fd);
+	if (A.r[i]->park_slot >= 0)
+		A.slot_used[A.r[i]->park_slot] = 0;
 	free(A.r[i]);
 	A.by_fd[fd] = NULL;
 	A.r[i] = A.r[--A.n];
@@ -469,11 +484,150 @@ static struct rank *rank_by_number(int rank, enum rank_state state)
 static void phase_answer(void);
 static int done_record(struct rank *r, const char *args);
 
+/* ---- the board (node_park.h) ---- */
+
+/* The board and its two bells; without them every rank is told by lines */
+static void board_create(void)
+{
+	struct node_park *p = MAP_FAILED;
+	int fd = memfd_create("stasis-node-board", MFD_CLOEXEC);
+
+	if (fd >= 0 && ftruncate(fd, sizeof(*p)) == 0)
+		p = mmap(NULL, sizeof(*p), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	A.ranks_bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	A.agent_bell = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (p == MAP_FAILED || A.ranks_bell < 0 || A.agent_bell < 0 ||
+	    epoll_ctl(A.ep, EPOLL_CTL_ADD, A.agent_bell,
+		      &(struct epoll_event){ .events = EPOLLIN, .data.fd = A.agent_bell }) != 0) {
+		agent_warn("node agent on %s: no board for its ranks (%s): each is told by lines",
+			   A.host, strerror(errno));
+		if (p != MAP_FAILED)
+			munmap(p, sizeof(*p));
+		for (int *f = (int[]){ fd, A.ranks_bell, A.agent_bell }, k = 0; k < 3; k++)
+			if (f[k] >= 0)
+				close(f[k]);
+		A.ranks_bell = A.agent_bell = -1;
+		return;
+	}
+	p->magic = NODE_PARK_MAGIC;
+	p->version = NODE_PARK_VERSION;
+	p->slots = NODE_PARK_SLOTS;
+	A.board = p;
+	A.board_fd = fd;
+}
+
+/* OK to a rank the coordinator registered: with a free slot, the board, its
+ * bells, the slot and the generation the rank starts from (SCM_RIGHTS);
+ * else OK alone, and the rank is told by lines */
+static void rank_ok(struct rank *r)
+{
+	int fds[NODE_PARK_FDS] = { A.board_fd, A.ranks_bell, A.agent_bell };
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(fds))];
+	} u = { 0 };
+	char line[64];
+	struct iovec iov = { .iov_base = line };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof(u.b) };
+	unsigned s = 0;
+
+	r->state = R_REG;
+	while (A.board && s < NODE_PARK_SLOTS && A.slot_used[s])
+		s++;
+	if (!A.board || s == NODE_PARK_SLOTS) {
+		send_line(r->c.fd, "OK");
+		return;
+	}
+	A.board->slot[s].gen = 0;   /* never a posted generation */
+	iov.iov_len = (size_t)snprintf(line, sizeof(line), "OK %u %u\n", s, A.board->gen);
+	u.h.cmsg_level = SOL_SOCKET;
+	u.h.cmsg_type = SCM_RIGHTS;
+	u.h.cmsg_len = CMSG_LEN(sizeof(fds));
+	memcpy(CMSG_DATA(&u.h), fds, sizeof(fds));
+	if (sendmsg(r->c.fd, &m, MSG_NOSIGNAL) != (ssize_t)iov.iov_len)
+		return;   /* the rank is gone: its connection's close comes next */
+	A.slot_used[s] = 1;
+	r->park_slot = (int)s;
+}
+
+/* CHECKPOINT A.ckpt to the n ranks of the checkpoint on the board: the
+ * name, the count, a new generation, then one write of the ranks' bell */
+static void board_post(unsigned n)
+{
+	static const uint64_t one = 1;
+	struct node_park *p = A.board;
+	uint32_t gen = p->gen + 1 ? p->gen + 1 : 1;   /* 0 is no generation's */
+
+	snprintf(p->ckpt, sizeof(p->ckpt), "%s", A.ckpt);
+	__atomic_store_n(&p->expected, n, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->answered, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&p->gen, gen, __ATOMIC_RELEASE);
+	if (write(A.ranks_bell, &one, sizeof(one)) != (ssize_t)sizeof(one))
+		agent_warn("node agent on %s: cannot ring its ranks' bell: %s", A.host,
+			   strerror(errno));
+	A.board_phase = 1;
+}
+
+static void phase_answered(struct rank *r);
+
+/* Rank r parked for this generation: its slot says so */
+static int board_parked(struct rank *r)
+{
+	const struct node_park_slot *s = &A.board->slot[r->park_slot];
+
+	if (__atomic_load_n(&s->gen, __ATOMIC_ACQUIRE) != A.board->gen)
+		return 0;
+	if (s->us > A.max)
+		A.max = s->us;
+	A.sum1 += s->us;
+	r->written = 0;
+	phase_answered(r);
+	return 1;
+}
+
+/* The ranks parked on the board since the last look. At every wake-up of
+ * the loop in a PARKED phase: the agent's bell rings once for the node,
+ * and a rank that died before it counted itself makes the count fall
+ * short (board_missed, the loop's 1 s timeout) */
+static void board_harvest(void)
+{
+	if (!A.board_phase || A.phase != COLLECT)
+		return;
+	for (unsigned i = 0; i < A.n && A.phase == COLLECT; i++) {
+		struct rank *r = A.r[i];
+
+		if (r->in_ckpt && !r->answered && r->park_slot >= 0)
+			board_parked(r);
+	}
+}
+
+/* The agent's bell rang: read (the loop's harvest looks at the board) */
+static void board_rang(void)
+{
+	uint64_t rings;
+
+	if (read(A.agent_bell, &rings, sizeof(rings)) < 0 && errno != EAGAIN)
+		agent_warn("node agent on %s: its bell: %s", A.host, strerror(errno));
+}
+
+/* Rank r of the board's phase will not answer (its connection closed): it
+ * parked before, or the agent counts it answered in its place, so that the
+ * last of the others rings the bell */
+static void board_missed(struct rank *r)
+{
+	if (!A.board_phase || A.phase != COLLECT || r->answered || r->park_slot < 0 ||
+	    board_parked(r))
+		return;
+	__atomic_add_fetch(&A.board->answered, 1, __ATOMIC_SEQ_CST);
+}
+
 /* One of this checkpoint's ranks will not answer */
 static void ckpt_miss(struct rank *r, const char *why)
 {
 	if (!r->in_ckpt)
 		return;
+	board_missed(r);
 	r->in_ckpt = 0;
 	if (A.phase != COLLECT || r->answered)
 		return;
@@ -510,7 +664,7 @@ static void forward_rank(struct rank *r)
 	to_coord("RANK %d %d %d %s %u", r->rank, r->size, r->pid, r->host, r->restarts);
 }
 
-/* RANK 4 <secret> <rank> <size> <pid> <host> <restarts> */
+/* RANK 5 <secret> <rank> <size> <pid> <host> <restarts> */
 static int rank_hello(struct rank *r, const char *line)
 {
 	char secret[128];
@@ -522,9 +676,9 @@ static int rank_hello(struct rank *r, const char *line)
 			  "<restarts>");
 		return -EPROTO;
 	}
-	if (version != NODE_PROTOCOL_VERSION) {
+	if (version != NODE_RANK_PROTOCOL_VERSION) {
 		send_line(r->c.fd, "ERR protocol version %u not supported (this node agent speaks %d)",
-			  version, NODE_PROTOCOL_VERSION);
+			  version, NODE_RANK_PROTOCOL_VERSION);
 		return -EPROTO;
 	}
 	if (!line_secret_equal(secret, A.secret)) {
@@ -630,11 +784,17 @@ static int rank_said(unsigned i, const char *line)
 		snprintf(A.failed, sizeof(A.failed), "%.399s",
 			 strncmp(line, "FAILED ", 7) ? line : line + 7);
 	}
+	phase_answered(r);
+	return 0;
+}
+
+/* Rank r answered the phase (its numbers counted) */
+static void phase_answered(struct rank *r)
+{
 	r->answered = 1;
 	A.answers++;
 	A.waiting--;
 	phase_answer();
-	return 0;
 }
 
 /* DONE <regions> <pages> [<file> <size> <crc> <image 0|1>]: with the
@@ -718,26 +878,37 @@ static void phase_answer(void)
 			 (unsigned long long)A.sum2, A.answers);
 }
 
-/* Send line to the checkpoint's ranks and collect their answers (word) */
+/* Send line to the checkpoint's ranks and collect their answers (word);
+ * CHECKPOINT goes to the ranks on the board in one post */
 static void phase_begin(const char *line, const char *word)
 {
 	char out[LINE_MAX_LEN];
 	int len = format_line(out, sizeof(out), "%s", line);
+	int board = A.board && !strcmp(word, "PARKED");
+	unsigned on_board = 0;
 
 	A.phase = COLLECT;
 	A.word = word;
 	A.failed[0] = 0;   /* a refused MOVE's reason is not the next WRITE's */
 	A.waiting = A.answers = 0;
 	A.max = A.sum1 = A.sum2 = 0;
+	A.board_phase = 0;
+	/* every rank counted first: a send that fails takes its own off */
 	for (unsigned i = 0; i < A.n; i++) {
 		struct rank *r = A.r[i];
 
 		if (!r->in_ckpt)
 			continue;
 		r->answered = 0;
-		if (send_bytes(r->c.fd, out, len) == 0)
-			A.waiting++;
-		else
+		A.waiting++;
+		on_board += board && r->park_slot >= 0;
+	}
+	if (on_board)
+		board_post(on_board);
+	for (unsigned i = 0; i < A.n; i++) {
+		struct rank *r = A.r[i];
+
+		if (r->in_ckpt && !(board && r->park_slot >= 0) && send_bytes(r->c.fd, out, len) != 0)
 			ckpt_miss(r, "died during the checkpoint");
 	}
 	phase_answer();
@@ -794,8 +965,7 @@ static void coord_said(const char *line)
 	struct rank *r;
 
 	if (sscanf(line, "OK %d", &rank) == 1 && (r = rank_by_number(rank, R_WAIT))) {
-		r->state = R_REG;
-		send_line(r->c.fd, "OK");
+		rank_ok(r);
 	} else if (sscanf(line, "ERR %d %n", &rank, &pos) == 1 && pos &&
 		   (r = rank_by_number(rank, R_WAIT))) {
 		send_line(r->c.fd, "ERR %s", line + pos);
@@ -982,6 +1152,7 @@ static void accept_rank(void)
 		return;
 	}
 	r->c.fd = fd;
+	r->park_slot = -1;
 	r->state = R_HELLO;
 	r->slot = A.n;
 	A.by_fd[fd] = r;
@@ -1002,6 +1173,7 @@ static int serve_setup(void)
 		log_error("node agent on %s: epoll: %s", A.host, strerror(errno));
 		return -errno;
 	}
+	board_create();
 	return 0;
 }
 
@@ -1066,6 +1238,8 @@ static void serve(void)
 		for (int e = 0; e < k; e++) {
 			if (ev[e].data.fd == A.coord.fd)
 				cgone = conn_fill(&A.coord) != 0;
+			else if (ev[e].data.fd == A.agent_bell)
+				board_rang();
 			listen |= ev[e].data.fd == A.lfd;
 		}
 		while (conn_line(&A.coord, line, sizeof(line)))
@@ -1083,9 +1257,11 @@ static void serve(void)
 		for (int e = 0; e < k; e++) {
 			int fd = ev[e].data.fd;
 
-			if (fd != A.coord.fd && fd != A.lfd && (unsigned)fd < A.fd_cap && A.by_fd[fd])
+			if (fd != A.coord.fd && fd != A.lfd && fd != A.agent_bell &&
+			    (unsigned)fd < A.fd_cap && A.by_fd[fd])
 				rank_ready(A.by_fd[fd]);
 		}
+		board_harvest();
 		if (listen)
 			accept_rank();
 	}

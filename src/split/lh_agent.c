@@ -7,10 +7,10 @@
  * speaks for the node's ranks to the coordinator: text lines over a Unix
  * socket.
  *
- *   rank:  RANK 4 <secret> <rank> <size> <pid> <host> <restarts>
- *   agent: OK | ERR <why>
- *   agent: CHECKPOINT <name>
- *   rank:  PARKED <us> | FAILED <why>
+ *   rank:  RANK 5 <secret> <rank> <size> <pid> <host> <restarts>
+ *   agent: OK <slot> <gen> (with the board's descriptors) | OK | ERR <why>
+ *   agent: CHECKPOINT <name>          (on the board: node_park.h)
+ *   rank:  PARKED <us> | FAILED <why> (on the board, FAILED on the socket)
  *   agent: WRITE [ONLY|EXCEPT <rank>...] | RESUME failed
  *   rank:  DONE <regions> <pages> [<file> <size> <crc> <image>] | FAILED <why>
  *   agent: RESUME | RESUME failed | EXIT | MOVE <host> <rank>... | WRITE...
@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -55,10 +56,12 @@
 #include "image/image.h"
 #include "lh.h"
 #include "lh_ckpt.h"
+#include "lh_fds.h"
 #include "lh_ledger.h"
 #include "lh_spare.h"
 #include "lh_stage.h"
 #include "node/node.h"
+#include "node/node_park.h"
 #include "pimg/pimg_threads.h"
 #include "store/store.h"
 
@@ -67,6 +70,15 @@
 #define TID_OFFSET 0x2d0   /* struct pthread's tid in glibc 2.36, x86-64 (checked) */
 
 static int coord_fd = -1;
+/* the node agent's board (node_park.h): CHECKPOINT is posted there and
+ * this rank counts itself parked there; NULL: both are lines */
+static struct {
+	struct node_park *p;
+	int ep;                 /* coord_fd and the ranks' bell (edge-triggered) */
+	int ranks_bell, agent_bell;
+	unsigned slot;
+	uint32_t seen;          /* the last generation posted for this rank */
+} board = { .ep = -1, .ranks_bell = -1, .agent_bell = -1 };
 static char job_secret[33];   /* coord.secret: a move's stream presents it */
 static MPI_Comm agent_comm = MPI_COMM_NULL;   /* the lower halves' own */
 static struct store *store;
@@ -482,6 +494,121 @@ static int read_line(char *buf, size_t len)
 	return -E2BIG;
 }
 
+/* ---- the board (node_park.h) ---- */
+
+static void board_close(void)
+{
+	node_park_unmap(&board.p);
+	for (int *f = (int[]){ board.ep, board.ranks_bell, board.agent_bell }, k = 0; k < 3; k++)
+		if (f[k] >= 0)
+			close(f[k]);
+	board.ep = board.ranks_bell = board.agent_bell = -1;
+}
+
+/* The board and its bells (fds, from OK <slot> <gen>): this rank's slot,
+ * the generation it starts from, and one epoll set for the socket and the
+ * ranks' bell */
+static int board_open(const int *fds, unsigned slot, uint32_t gen)
+{
+	int ret = node_park_map(fds[0], &board.p);
+
+	close(fds[0]);
+	board.ranks_bell = lh_fd_take(fds[1]);
+	board.agent_bell = lh_fd_take(fds[2]);
+	board.ep = ret ? -1 : epoll_create1(EPOLL_CLOEXEC);
+	if (!ret && board.ep < 0)
+		ret = err_set(-errno, "epoll: %s", strerror(errno));
+	/* each write of the bell an event here: nobody reads it */
+	if (!ret && (epoll_ctl(board.ep, EPOLL_CTL_ADD, coord_fd,
+			       &(struct epoll_event){ .events = EPOLLIN, .data.fd = coord_fd }) != 0 ||
+		     epoll_ctl(board.ep, EPOLL_CTL_ADD, board.ranks_bell,
+			       &(struct epoll_event){ .events = EPOLLIN | EPOLLET,
+						      .data.fd = board.ranks_bell }) != 0))
+		ret = err_set(-errno, "epoll: %s", strerror(errno));
+	if (!ret && slot >= NODE_PARK_SLOTS)
+		ret = err_set(-EPROTO, "the node agent gave this rank slot %u of %d", slot,
+			      NODE_PARK_SLOTS);
+	if (ret) {
+		board_close();
+		return ret;
+	}
+	board.slot = slot;
+	board.seen = gen;
+	return 0;
+}
+
+/* The agent's answer to RANK, with the board's descriptors when it has a
+ * slot for this rank: 0 once registered, else the answer in line */
+static int registered(char *line, size_t len)
+{
+	int fds[NODE_PARK_FDS], nfds = 0;
+	union {
+		struct cmsghdr h;
+		char b[CMSG_SPACE(sizeof(fds))];
+	} u;
+	struct iovec iov = { line, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof(u.b) };
+	unsigned slot, gen;
+	int ret = 0, n = 0;
+	ssize_t r;
+
+	/* the descriptors come with the first byte */
+	do
+		r = recvmsg(coord_fd, &m, MSG_CMSG_CLOEXEC);
+	while (r < 0 && errno == EINTR);
+	for (struct cmsghdr *c = r == 1 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && !nfds) {
+			nfds = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			memcpy(fds, CMSG_DATA(c), (size_t)(nfds < NODE_PARK_FDS ? nfds : NODE_PARK_FDS) *
+						  sizeof(int));
+		}
+	if (r != 1)
+		ret = -EPIPE;
+	else if (line[0] == '\n')
+		line[0] = 0;
+	else
+		ret = read_line(line + 1, len - 1);
+	if (ret)
+		line[0] = 0;
+	else if (!strcmp(line, "OK"))
+		ret = 0;
+	else if (nfds == NODE_PARK_FDS && sscanf(line, "OK %u %u%n", &slot, &gen, &n) == 2 &&
+		 !line[n])
+		ret = board_open(fds, slot, gen), nfds = 0;
+	else
+		ret = -EPROTO;
+	for (int i = 0; i < nfds && i < NODE_PARK_FDS; i++)
+		close(fds[i]);
+	return ret;
+}
+
+/* The next line from the node agent, or a CHECKPOINT posted on the board
+ * (*posted) */
+static int next_line(char *line, size_t len, int *posted)
+{
+	char name[sizeof(board.p->ckpt)];
+	struct epoll_event ev[2];
+
+	*posted = 0;
+	while (board.p) {
+		int n;
+
+		if (node_park_posted(board.p, &board.seen, name, sizeof(name))) {
+			snprintf(line, len, "CHECKPOINT %s", name);
+			*posted = 1;
+			return 0;
+		}
+		n = epoll_wait(board.ep, ev, 2, -1);
+		if (n < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++)
+			if (ev[i].data.fd == coord_fd)
+				return read_line(line, len);
+	}
+	return read_line(line, len);
+}
+
 /* An RMA operation of another rank may wait inside MPI for this one, its
  * target, to drive MPI (Open MPI's accumulates do): while it waits for the
  * coordinator's word, a parked rank that holds windows has its main thread
@@ -733,8 +860,10 @@ static int write_phases(const char *name, char *line, size_t len, int *drained)
 }
 
 /* CHECKPOINT: park, say PARKED (or FAILED); on WRITE check, write and say
- * DONE (or FAILED); then RESUME or EXIT, or MOVE. */
-static void checkpoint(const char *name)
+ * DONE (or FAILED); then RESUME or EXIT, or MOVE. posted: the CHECKPOINT
+ * came on the board, which the answer goes to (FAILED's reason on the
+ * socket, after this rank counted itself: node_park.h) */
+static void checkpoint(const char *name, int posted)
 {
 	char line[LINE_MOVE_LEN];   /* WRITE..., MOVE <host> <rank>..., RESUME... */
 	uint64_t t0 = now_us();
@@ -743,9 +872,12 @@ static void checkpoint(const char *name)
 	err_clear();
 	reset_parking();
 	ret = park_all();
+	if (posted)
+		node_park_answer(board.p, board.slot, board.seen, !ret, now_us() - t0,
+				 board.agent_bell);
 	if (ret)
 		send_line("FAILED %s", *err_msg() ? err_msg() : strerror(-ret));
-	else
+	else if (!posted)
 		send_line("PARKED %llu", (unsigned long long)(now_us() - t0));
 	if (await_line(line, sizeof(line)) != 0)
 		goto gone;
@@ -764,6 +896,7 @@ static void checkpoint(const char *name)
 			/* out of the coordinator's table; the process waits as a
 			 * spare does, its upper half parked for good */
 			send_line("BYE");
+			board_close();
 			close(coord_fd);
 			coord_fd = -1;
 			on_main(move_leave);
@@ -788,6 +921,7 @@ gone:
 	lh_lg->mpix_ok = 0;
 	lh_lg->mpix_gen++;
 	resume();
+	board_close();
 	close(coord_fd);
 	coord_fd = -1;
 }
@@ -798,15 +932,17 @@ static pid_t agent_pid;  /* the rank's process: a child it forked is not the ran
 static void *agent(void *arg)
 {
 	char line[256];
+	int posted;
 
 	(void)arg;
-	while (coord_fd >= 0 && read_line(line, sizeof(line)) == 0) {
+	while (coord_fd >= 0 && next_line(line, sizeof(line), &posted) == 0) {
 		if (!strncmp(line, "CHECKPOINT ", 11))
-			checkpoint(line + 11);
+			checkpoint(line + 11, posted);
 		else if (!strcmp(line, "QUITOK"))
 			__atomic_store_n(&quit_acked, 1, __ATOMIC_RELEASE);
 	}
 	/* the coordinator is gone: the program runs on without checkpoints */
+	board_close();
 	if (coord_fd >= 0)
 		close(coord_fd);
 	coord_fd = -1;
@@ -924,10 +1060,12 @@ void lh_agent_start(uint32_t restarts)
 	}
 	gethostname(host, sizeof(host) - 1);
 	agent_pid = getpid();
-	send_line("RANK %d %s %d %d %d %s %u", NODE_PROTOCOL_VERSION, secret, lh_info->world_rank,
-		  lh_info->world_size, (int)agent_pid, host, restarts);
-	if (read_line(line, sizeof(line)) != 0 || strcmp(line, "OK") != 0) {
-		warn(line[0] ? line : "the node agent did not answer");
+	send_line("RANK %d %s %d %d %d %s %u", NODE_RANK_PROTOCOL_VERSION, secret,
+		  lh_info->world_rank, lh_info->world_size, (int)agent_pid, host, restarts);
+	err_clear();
+	if (registered(line, sizeof(line)) != 0) {
+		/* a board it cannot use: gone from the agent's ranks, which says LOST */
+		warn(*err_msg() ? err_msg() : line[0] ? line : "the node agent did not answer");
 		close(coord_fd);
 		coord_fd = -1;
 		return;
@@ -947,6 +1085,7 @@ void lh_agent_start(uint32_t restarts)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (ret != 0) {
 		warn("cannot start the checkpoint thread");
+		board_close();
 		close(coord_fd);
 		coord_fd = -1;
 		return;

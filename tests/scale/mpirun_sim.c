@@ -12,8 +12,12 @@
  * (sim00000, sim00001, ...), detached as a rank would start it, then
  * forks workers that each serve up to RANKS_PER_WORKER ranks in one
  * epoll loop. A simulated rank speaks the rank side of docs/coordinator.md
- * "Rank and agent" on a Unix socket to its node's agent: RANK, PARKED
- * at once on CHECKPOINT, on WRITE a real (tiny) image rank-NNNNN.img
+ * "Rank and agent" on a Unix socket to its node's agent: RANK, parked at
+ * once on a CHECKPOINT posted on its node's board (node_park.c, as a lower
+ * half: its slot written, itself counted, the last of the node ringing
+ * the agent's bell; the ranks of a node in one worker share the board's
+ * mapping and its bell's wake-up, where a real node wakes each rank's
+ * thread), PARKED on a CHECKPOINT line, on WRITE a real (tiny) image rank-NNNNN.img
  * (one made by image/ a checkpoint, linked under each rank's name;
  * SCALE_WRITE=store: each made and committed through image/ and
  * store/ like a lower half's), then DONE naming it (its node agent
@@ -48,11 +52,15 @@
  *                     killed during a checkpoint)
  *   SCALE_BAD_DONE_RANK  this rank sends SCALE_BAD_DONE_LINE instead of its
  *   SCALE_BAD_DONE_LINE  DONE line in the first checkpoint (batch writes)
+ *   SCALE_PARK_FAIL_RANK this rank cannot park in the first checkpoint: it
+ *                     answers as a lower half whose threads did not stop
+ *                     (counted on the board, FAILED on its socket)
  */
 #include "common/crc32c.h"
 #include "common/err.h"
 #include "image/image.h"
 #include "node/node.h"
+#include "node/node_park.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -79,23 +87,33 @@
 #define AGENTS_AT_ONCE 16         /* node agents starting at the same time
 				     (SCALE_AGENTS_AT_ONCE: another number) */
 #define READY_TIMEOUT_MS 60000
-#define PROTOCOL NODE_PROTOCOL_VERSION
+#define PROTOCOL NODE_RANK_PROTOCOL_VERSION
 
 struct rank {
 	int fd, rank, node;
 	unsigned ckpts;           /* CHECKPOINTs seen */
+	int slot;                 /* on its node's board, or -1: told by lines */
+	uint32_t seen;            /* the board's last generation for it */
 	size_t len;
 	char in[128];
+};
+
+/* A node's board (node_park.h), shared by the worker's ranks of the node */
+struct board {
+	struct node_park *p;
+	int ranks_bell, agent_bell;
+	struct rank *ranks;       /* the worker's ranks of the node */
+	int n;
 };
 
 static struct {
 	int nodes, ppn, size, restarts;
 	const char *job, *run, *tmp, *stats, *restore;
 	char secret[33];
-	int fail_rank, join_each, record_each, write_store, bad_done_rank;
+	int fail_rank, join_each, record_each, write_store, bad_done_rank, park_fail_rank;
 	unsigned fail_ckpt;
 	const char *bad_done_line;
-} S = { .fail_rank = -1, .bad_done_rank = -1 };
+} S = { .fail_rank = -1, .bad_done_rank = -1, .park_fail_rank = -1 };
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void die(const char *fmt, ...)
@@ -531,12 +549,115 @@ static void write_batch(void)
 	nwrites = 0;
 }
 
+static struct board *boards;   /* the worker's nodes', from first_node */
+static int first_node, nboards;
+
+/* The descriptors that came with a rank's OK (SCM_RIGHTS) */
+static int got_fds[NODE_PARK_FDS], ngot;
+
+static void close_got(void)
+{
+	for (int i = 0; i < ngot; i++)
+		close(got_fds[i]);
+	ngot = 0;
+}
+
+/* OK <slot> <gen> with the board's descriptors: the rank's slot, the
+ * node's board mapped and its bell in the worker's epoll set once */
+static int board_join(struct rank *r, const char *line, int ep)
+{
+	struct board *b = &boards[r->node - first_node];
+	unsigned slot, gen;
+	int n = 0;
+
+	if (ngot != NODE_PARK_FDS || sscanf(line, "OK %u %u%n", &slot, &gen, &n) != 2 || line[n] ||
+	    slot >= NODE_PARK_SLOTS)
+		return err_set(-EPROTO, "an OK line of another form: %.60s (%d descriptors)", line,
+			       ngot);
+	r->slot = (int)slot;
+	r->seen = gen;
+	if (b->p) {
+		close_got();   /* the node's: mapped already */
+		return 0;
+	}
+	if (node_park_map(got_fds[0], &b->p) != 0)
+		return -EPROTO;
+	close(got_fds[0]);
+	b->ranks_bell = got_fds[1];
+	b->agent_bell = got_fds[2];
+	ngot = 0;
+	/* each write of the bell an event (node_park.h) */
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, b->ranks_bell,
+		      &(struct epoll_event){ .events = EPOLLIN | EPOLLET, .data.ptr = b }) != 0)
+		return err_set(-errno, "epoll: %s", strerror(errno));
+	return 0;
+}
+
+/* CHECKPOINT name reaches rank r (posted: on the board); -1: the rank goes */
+static int rank_checkpoint(struct rank *r, const char *name, int posted)
+{
+	uint64_t t = now_us();
+
+	r->ckpts++;
+	if (r->rank == S.fail_rank && r->ckpts == S.fail_ckpt)
+		return -1;   /* killed: not a word */
+	if (!C.got++) {
+		snprintf(C.name, sizeof(C.name), "%.63s", name);
+		C.first_us = t;
+	}
+	if (r->rank == S.park_fail_rank && r->ckpts == 1) {
+		/* as lh_agent.c's checkpoint(): counted first, then the reason */
+		if (posted) {
+			struct board *b = &boards[r->node - first_node];
+
+			node_park_answer(b->p, (unsigned)r->slot, r->seen, 0, 0, b->agent_bell);
+		}
+		C.failed++;
+		return say(r, "FAILED rank %d: 1 thread(s) of the program did not stop within 10 s "
+			   "(simulated)", r->rank) ? -1 : 0;
+	}
+	C.parked++;
+	C.parked_us = t;
+	if (posted) {
+		struct board *b = &boards[r->node - first_node];
+
+		node_park_answer(b->p, (unsigned)r->slot, r->seen, 1, 1, b->agent_bell);
+		return 0;
+	}
+	/* as say() would, without formatting a line 65,536 times */
+	return send(r->fd, "PARKED 1\n", 9, MSG_NOSIGNAL) == 9 ? 0 : -1;
+}
+
+/* The ranks' bell of board b rang: each rank of it on the board looks */
+static int board_rang(struct board *b)
+{
+	char name[sizeof(b->p->ckpt)];
+	int gone = 0;
+
+	for (int i = 0; i < b->n; i++) {
+		struct rank *r = &b->ranks[i];
+
+		if (r->fd < 0 || r->slot < 0 || !node_park_posted(b->p, &r->seen, name, sizeof(name)))
+			continue;
+		if (rank_checkpoint(r, name, 1) < 0) {
+			close(r->fd);
+			r->fd = -1;
+			gone++;
+		}
+	}
+	return gone;
+}
+
 /* A line from rank r's agent; -1: the rank goes */
-static int rank_line(struct rank *r, const char *line, unsigned *registered, int worker)
+static int rank_line(struct rank *r, const char *line, unsigned *registered, int worker, int ep)
 {
 	uint64_t t;
 
-	if (!strcmp(line, "OK")) {
+	if (!strcmp(line, "OK") || !strncmp(line, "OK ", 3)) {
+		if (line[2] && board_join(r, line, ep) != 0) {
+			fprintf(stderr, "mpirun.sim: rank %d: %s\n", r->rank, err_msg());
+			return -1;
+		}
 		++*registered;
 		return 0;
 	}
@@ -545,19 +666,8 @@ static int rank_line(struct rank *r, const char *line, unsigned *registered, int
 		return -1;
 	}
 	t = now_us();
-	if (!strncmp(line, "CHECKPOINT ", 11)) {
-		r->ckpts++;
-		if (r->rank == S.fail_rank && r->ckpts == S.fail_ckpt)
-			return -1;   /* killed: not a word */
-		if (!C.got++) {
-			snprintf(C.name, sizeof(C.name), "%.63s", line + 11);
-			C.first_us = t;
-		}
-		C.parked++;
-		C.parked_us = t;
-		/* as say() would, without formatting a line 65,536 times */
-		return send(r->fd, "PARKED 1\n", 9, MSG_NOSIGNAL) == 9 ? 0 : -1;
-	}
+	if (!strncmp(line, "CHECKPOINT ", 11))
+		return rank_checkpoint(r, line + 11, 0);
 	if (!strcmp(line, "WRITE") && !S.write_store) {
 		writes[nwrites++] = r;   /* written with the wake-up's others */
 		return 0;
@@ -620,13 +730,29 @@ static int rank_connect(struct rank *r)
 }
 
 /* What rank r's agent sent, to a short read (its socket is edge-
- * triggered); 1 if the rank goes */
-static int rank_read(struct rank *r, unsigned *registered, int id)
+ * triggered), with the descriptors of an OK; 1 if the rank goes */
+static int rank_read(struct rank *r, unsigned *registered, int id, int ep)
 {
 	for (;;) {
 		size_t room = sizeof(r->in) - r->len;
-		ssize_t got = room ? recv(r->fd, r->in + r->len, room, MSG_DONTWAIT) : 0;
+		union {
+			struct cmsghdr h;
+			char b[CMSG_SPACE(sizeof(got_fds))];
+		} u;
+		struct iovec iov = { r->in + r->len, room };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+				    .msg_controllen = sizeof(u.b) };
+		ssize_t got = room ? recvmsg(r->fd, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) : 0;
 		char *nl;
+
+		for (struct cmsghdr *c = got > 0 ? CMSG_FIRSTHDR(&m) : NULL; c; c = CMSG_NXTHDR(&m, c))
+			if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+				int n = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+
+				close_got();
+				memcpy(got_fds, CMSG_DATA(c), sizeof(int) * (size_t)(n < NODE_PARK_FDS ? n : NODE_PARK_FDS));
+				ngot = n < NODE_PARK_FDS ? n : NODE_PARK_FDS;
+			}
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -637,7 +763,7 @@ static int rank_read(struct rank *r, unsigned *registered, int id)
 		r->len += (size_t)got;
 		while ((nl = memchr(r->in, '\n', r->len))) {
 			*nl = 0;
-			if (rank_line(r, r->in, registered, id) < 0)
+			if (rank_line(r, r->in, registered, id, ep) < 0)
 				return 1;
 			r->len -= (size_t)(nl + 1 - r->in);
 			memmove(r->in, nl + 1, r->len);
@@ -657,7 +783,10 @@ static int worker(int id, int first, int count)
 	const char *tier = getenv("STASIS_STORE_TIER");
 
 	writes = calloc((size_t)count, sizeof(*writes));
-	if (!ranks || !writes || ep < 0)
+	first_node = first / S.ppn;
+	nboards = (first + count - 1) / S.ppn - first_node + 1;
+	boards = calloc((size_t)nboards, sizeof(*boards));
+	if (!ranks || !writes || !boards || ep < 0)
 		die("worker %d: out of memory", id);
 	if (store_open(tier && *tier ? tier : NULL, getenv("STASIS_STORE_ROOT"), S.job, &store) != 0)
 		die("worker %d: the job's store: %s", id, err_msg());
@@ -671,6 +800,9 @@ static int worker(int id, int first, int count)
 
 		r->rank = first + i;
 		r->node = r->rank / S.ppn;
+		r->slot = -1;
+		if (!boards[r->node - first_node].n++)
+			boards[r->node - first_node].ranks = r;
 		if (S.restore) {
 			struct stat st;
 
@@ -698,13 +830,19 @@ static int worker(int id, int first, int count)
 			die("epoll_wait: %s", strerror(errno));
 		for (int e = 0; e < n; e++) {
 			struct rank *r = evs[e].data.ptr;
+			struct board *b = evs[e].data.ptr;
 
-			if (rank_read(r, &registered, id)) {
+			if (b >= boards && b < boards + nboards) {
+				open_ranks -= board_rang(b);
+				continue;
+			}
+			if (rank_read(r, &registered, id, ep)) {
 				/* EXIT, killed by the harness, or the agent went */
 				close(r->fd);
 				r->fd = -1;   /* a write of this wake-up's batch fails */
 				open_ranks--;
 			}
+			close_got();   /* descriptors no OK took */
 		}
 		if (nwrites)
 			write_batch();
@@ -769,6 +907,8 @@ int main(int argc, char **argv)
 	if ((v = getenv("SCALE_FAIL_RANK")))
 		S.fail_rank = atoi(v);
 	S.fail_ckpt = (v = getenv("SCALE_FAIL_CKPT")) ? (unsigned)atoi(v) : 1;
+	if ((v = getenv("SCALE_PARK_FAIL_RANK")))
+		S.park_fail_rank = atoi(v);
 	if ((v = getenv("SCALE_BAD_DONE_RANK")) && (S.bad_done_line = getenv("SCALE_BAD_DONE_LINE")))
 		S.bad_done_rank = atoi(v);
 	S.join_each = !getenv("SCALE_JOIN") || strcmp(getenv("SCALE_JOIN"), "worker") != 0;

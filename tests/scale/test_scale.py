@@ -9,7 +9,8 @@ ranks with it, and the coordinator says so (STATUS, `stasis status
 --json`'s lost ranks, the next checkpoint's message); so do two more,
 the second the one that took the first's place in the coordinator's
 table. About 10 s on 2 cores. A DONE line the agent cannot read fails
-its checkpoint (8 ranks, under a second each). A node whose rank
+its checkpoint (8 ranks, under a second each), and so does a rank that
+cannot park (counted on its node's board, its reason on its socket). A node whose rank
 numbers do not fit a migration's lines is refused in one line. The
 coordinator's connections to its agents send each line at once
 (TCP_NODELAY, read on a copy of its descriptor).
@@ -244,6 +245,32 @@ def test_a_done_line_the_agent_cannot_read_fails_that_checkpoint(tmp_path, tail)
         assert ok and name == "ckpt-000002", name
         listed = checkpoints(job)
         assert listed["ckpt-000001"]["state"] == "FAILED" and listed["ckpt-000002"]["current"]
+    finally:
+        job.kill()
+
+
+def test_a_rank_that_cannot_park_fails_that_checkpoint_with_its_reason(tmp_path):
+    """The ranks are told CHECKPOINT on their node's board and count
+    themselves parked there (docs/coordinator.md, "Stopping a node's ranks
+    at once"); one that cannot park counts itself and says why on its
+    socket: that checkpoint fails in one line quoting it, whether its count
+    or its line reaches the agent first, and the next one is established.
+    8 ranks on 2 nodes, about 1 s."""
+    job = h.SimJob(tmp_path, 2, 4, env={"SCALE_PARK_FAIL_RANK": "6"})
+    try:
+        job.start()
+        job.wait_registered(0, timeout=60)
+        ok, why, _, _ = job.checkpoint()
+        assert not ok
+        assert why == "checkpoint failed: rank 6: 1 thread(s) of the program did not stop " \
+                      "within 10 s (simulated)", why
+        ev = job.ckpt_events("ckpt-000001", 8)
+        assert sum(e["parked"] for e in ev) == 7 and sum(e["failed"] for e in ev) == 1, ev
+        ok, name, _, _ = job.checkpoint()
+        assert ok and name == "ckpt-000002", name
+        ev = job.ckpt_events(name, 8)
+        assert all(e["parked"] == e["ranks"] == e["done"] and e["verdict"] == "RESUME"
+                   for e in ev), ev
     finally:
         job.kill()
 

@@ -1,5 +1,6 @@
 """The node agent (docs/coordinator.md, "Node agents"), on one host: one
-agent for the job's ranks of the node, started by the first of them; a
+agent for the job's ranks of the node, started by the first of them,
+each rank on its board; a
 rank killed between checkpoints is reported by its agent at once (STATUS
 lost=, and the next checkpoint's one line names it without waiting for
 it); the agent killed alone fails the checkpoint under way in one line
@@ -64,6 +65,10 @@ def test_one_agent_for_the_nodes_ranks_and_none_left_after_the_job(hello, job):
     s = status(job)
     assert field(s, "ranks") and len(pids(field(s, "ranks"))) == 4, s
     [agent] = pids(field(s, "nodes"))
+    # every rank is on its agent's board (docs/coordinator.md, "Stopping a
+    # node's ranks at once"): told CHECKPOINT there, not by a line each
+    for pid in pids(field(s, "ranks")):
+        assert "memfd:stasis-node-board" in open(f"/proc/{pid}/maps").read(), pid
     assert job.checkpoint() == "ckpt-000001"
     rc, out, err = job.finish_job()
     assert rc == 0 and "PASS ranks=4 iterations=20" in out, out + err
