@@ -730,9 +730,13 @@ static int rank_connect(struct rank *r)
 }
 
 /* What rank r's agent sent, to a short read (its socket is edge-
- * triggered), with the descriptors of an OK; 1 if the rank goes */
-static int rank_read(struct rank *r, unsigned *registered, int id, int ep)
+ * triggered), with the descriptors of an OK; 1 if the rank goes. events:
+ * epoll's; once the agent closed (EPOLLRDHUP) its close comes after its
+ * last line in the same edge, and a short read is not the end */
+static int rank_read(struct rank *r, unsigned *registered, int id, int ep, uint32_t events)
 {
+	int closed = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+
 	for (;;) {
 		size_t room = sizeof(r->in) - r->len;
 		union {
@@ -768,7 +772,7 @@ static int rank_read(struct rank *r, unsigned *registered, int id, int ep)
 			r->len -= (size_t)(nl + 1 - r->in);
 			memmove(r->in, nl + 1, r->len);
 		}
-		if ((size_t)got < room)
+		if ((size_t)got < room && !closed)
 			return 0;
 	}
 }
@@ -794,8 +798,9 @@ static int worker(int id, int first, int count)
 	for (int i = 0; i < count; i++) {
 		struct rank *r = &ranks[i];
 		/* edge-triggered: epoll_wait does not poll each socket it
-		 * reported once more (rank_read reads until a short read) */
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLET, .data.ptr = r };
+		 * reported once more (rank_read reads until a short read, or
+		 * once the agent closed, to the end) */
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLET | EPOLLRDHUP, .data.ptr = r };
 		char img[PATH_MAX];
 
 		r->rank = first + i;
@@ -836,7 +841,7 @@ static int worker(int id, int first, int count)
 				open_ranks -= board_rang(b);
 				continue;
 			}
-			if (rank_read(r, &registered, id, ep)) {
+			if (rank_read(r, &registered, id, ep, evs[e].events)) {
 				/* EXIT, killed by the harness, or the agent went */
 				close(r->fd);
 				r->fd = -1;   /* a write of this wake-up's batch fails */

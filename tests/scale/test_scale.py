@@ -245,6 +245,14 @@ def test_a_done_line_the_agent_cannot_read_fails_that_checkpoint(tmp_path, tail)
         assert ok and name == "ckpt-000002", name
         listed = checkpoints(job)
         assert listed["ckpt-000001"]["state"] == "FAILED" and listed["ckpt-000002"]["current"]
+        # the coordinator killed: its agents end, and the simulated ranks
+        # with them, though an agent's last line (RESUME) and its close
+        # reach a rank together (a worker waited for ever on 3 of some 30
+        # such runs when it stopped at the line)
+        workers = {int(w.split(":")[1].split("@")[0]) for w in job.status()["ranks"].split(",")}
+        job.kill()
+        assert until(lambda: not [p for p in workers if running(p)], 30), \
+            [p for p in workers if running(p)]
     finally:
         job.kill()
 
