@@ -154,16 +154,68 @@ static void note(int fd)
 	errno = e;
 }
 
+/* Into old, the absolute path of the directory from names, relative to
+ * dir, before it is renamed ("" if it is none, or nothing is listed): the
+ * listed files under it follow it */
+static void dir_before(int dir, const char *from, char *old)
+{
+	char link[40];
+	struct stat st;
+	ssize_t len = 0;
+	int e = errno, fd;
+
+	old[0] = 0;
+	if (!__atomic_load_n(&sts_written.n, __ATOMIC_RELAXED))
+		return;
+	fd = (int)syscall(SYS_openat, dir, from, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+		len = readlink(link, old, STS_WRITTEN_PATH - 1);
+	}
+	if (fd >= 0)
+		close(fd);
+	old[len > 0 && len < STS_WRITTEN_PATH - 1 && old[0] == '/' ? len : 0] = 0;
+	errno = e;
+}
+
+/* The listed paths under directory old, now under path (len bytes): a
+ * file written before its directory was renamed is saved where it is */
+static void dir_moved(struct sts_written *w, const char *old, const char *path, size_t len)
+{
+	size_t n = strlen(old);
+	uint32_t k = 0;
+
+	for (uint32_t i = 0; i < w->n; i++) {
+		char *p = w->v[i].path;
+		size_t rest;
+
+		if (!strncmp(p, path, len) && p[len] == '/')
+			continue;   /* under the directory it replaced, which was empty: gone */
+		if (k != i)
+			w->v[k] = w->v[i];
+		p = w->v[k++].path;
+		if (strncmp(p, old, n) != 0 || p[n] != '/')
+			continue;
+		rest = strnlen(p + n, STS_WRITTEN_PATH - n);
+		if (n + rest >= STS_WRITTEN_PATH || len + rest >= STS_WRITTEN_PATH)
+			continue;   /* no end (damaged), or too long under its new name */
+		memmove(p + len, p + n, rest + 1);
+		memcpy(p, path, len);
+	}
+	w->n = k;
+}
+
 /* A listed file renamed (or linked) to newpath, relative to dir: the list
  * follows it by its inode (write a temporary file, rename it over the
- * real one: the real one is what the program reads back) */
-static void moved(int dir, const char *newpath)
+ * real one: the real one is what the program reads back); a directory
+ * that was old takes its listed files with it */
+static void moved(int dir, const char *newpath, const char *old)
 {
 	char link[40], path[STS_WRITTEN_PATH];
 	struct sts_written *w = &sts_written;
 	int e = errno, fd = (int)syscall(SYS_openat, dir, newpath, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
-	sigset_t old;
+	sigset_t mask;
 	ssize_t len;
 	uint32_t k = 0;
 
@@ -173,15 +225,21 @@ static void moved(int dir, const char *newpath)
 	}
 	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
 	len = readlink(link, path, sizeof(path) - 1);
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || len <= 0 ||
-	    len >= (ssize_t)sizeof(path) - 1 || path[0] != '/') {
+	if (fstat(fd, &st) != 0 || !(S_ISREG(st.st_mode) || (S_ISDIR(st.st_mode) && old[0])) ||
+	    len <= 0 || len >= (ssize_t)sizeof(path) - 1 || path[0] != '/') {
 		close(fd);
 		errno = e;
 		return;
 	}
 	close(fd);
 	path[len] = 0;
-	lock(w, &old);
+	lock(w, &mask);
+	if (S_ISDIR(st.st_mode)) {
+		dir_moved(w, old, path, (size_t)len);
+		unlock(w, &mask);
+		errno = e;
+		return;
+	}
 	for (uint32_t i = 0; i < w->n; i++) {
 		struct sts_written_file *f = &w->v[i];
 
@@ -194,35 +252,37 @@ static void moved(int dir, const char *newpath)
 		k++;
 	}
 	w->n = k;
-	unlock(w, &old);
+	unlock(w, &mask);
 	errno = e;
 }
 
 /* A rename or a link and the list's note of it happen with every signal
  * blocked: a checkpoint never finds the file renamed and the list not yet
  * following it, nor the descriptor moved() opens for a moment */
-#define MOVES(fn, params, args, dir, to)                                    \
+#define MOVES(fn, params, args, fdir, from, dir, to)                        \
 	int fn params                                                       \
 	{                                                                   \
-		sigset_t old;                                               \
+		char old[STS_WRITTEN_PATH];                                 \
+		sigset_t mask;                                              \
 		int r;                                                      \
-		signals_off(&old);                                          \
+		signals_off(&mask);                                         \
+		dir_before(fdir, from, old);                                \
 		r = REAL(fn) args;                                          \
 		if (r == 0)                                                 \
-			moved(dir, to);                                     \
-		signals_back(&old);                                         \
+			moved(dir, to, old);                                \
+		signals_back(&mask);                                        \
 		return r;                                                   \
 	}
-MOVES(rename, (const char *from, const char *to), (from, to), AT_FDCWD, to)
+MOVES(rename, (const char *from, const char *to), (from, to), AT_FDCWD, from, AT_FDCWD, to)
 MOVES(renameat, (int fromdir, const char *from, int todir, const char *to),
-      (fromdir, from, todir, to), todir, to)
+      (fromdir, from, todir, to), fromdir, from, todir, to)
 MOVES(renameat2, (int fromdir, const char *from, int todir, const char *to, unsigned flags),
-      (fromdir, from, todir, to, flags), todir, to)
+      (fromdir, from, todir, to, flags), fromdir, from, todir, to)
 /* a listed file given another name (one made with O_TMPFILE, listed by its
  * inode, included) is saved under it, as for a rename */
-MOVES(link, (const char *from, const char *to), (from, to), AT_FDCWD, to)
+MOVES(link, (const char *from, const char *to), (from, to), AT_FDCWD, from, AT_FDCWD, to)
 MOVES(linkat, (int fromdir, const char *from, int todir, const char *to, int flags),
-      (fromdir, from, todir, to, flags), todir, to)
+      (fromdir, from, todir, to, flags), fromdir, from, todir, to)
 
 static int writes(int flags)
 {

@@ -502,13 +502,16 @@ static int recv_fd(struct dump_state *d, int fd, uint64_t len)
 	return keep(d, img_section_end(d->w));
 }
 
-/* Has the process dev/ino open (a descriptor's record saves it)? */
+/* Has the process dev/ino open for writing (a descriptor's record saves
+ * it, or cuts it back)? One open only for reading restores no contents:
+ * the file is saved as a closed one */
 static int fd_open(uint64_t dev, uint64_t ino, void *arg)
 {
 	const struct dump_state *d = arg;
 
 	for (size_t i = 0; i < d->nfds; i++)
-		if (d->fds[i].rec.dev == dev && d->fds[i].rec.ino == ino)
+		if (d->fds[i].rec.dev == dev && d->fds[i].rec.ino == ino &&
+		    (d->fds[i].rec.flags & O_ACCMODE) != O_RDONLY)
 			return 1;
 	return 0;
 }

@@ -2,8 +2,9 @@
  * and put back at a restart (written.h; docs/split.md "Files written after
  * the checkpoint").
  *
- * Every listed file that exists, that the process does not have open now
- * (an open one is its descriptor's), and that is not under the checkpoint
+ * Every listed file that exists, that the process does not have open for
+ * writing now (such an open one is its descriptor's; one open only for
+ * reading restores no contents), and that is not under the checkpoint
  * directories is saved: its contents, mode and size up to
  * written_save_max bytes (16 MiB: a Hessian, orbitals, a small database;
  * not every output file of a run, which would be copied at every

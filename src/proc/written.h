@@ -20,8 +20,9 @@
 struct img_writer;
 struct img_reader;
 
-/* Has the process the file dev/ino open now? (then its descriptor's
- * record is what saves it) */
+/* Has the process the file dev/ino open for writing now? (then its
+ * descriptor's record is what saves it; one open only for reading does
+ * not, and the file is saved here) */
 typedef int (*proc_written_open_fn)(uint64_t dev, uint64_t ino, void *arg);
 
 /* Section "written" of w: each of the n absolute paths that names a

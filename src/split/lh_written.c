@@ -7,12 +7,13 @@
  * leaves the list (its place goes to the next file the program writes),
  * files beyond the list's STS_WRITTEN_MAX are said once per checkpoint,
  * and the others are saved as src/proc/written.c saves a single
- * process's: every one the program does not have open now (an open one is
- * its descriptor's: lh_fds.c); a restart writes them back before the
+ * process's: every one the program does not have open for writing now
+ * (such an open one is its descriptor's: lh_fds.c); a restart writes them back before the
  * upper half runs again.
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,9 @@ static void forget_gone(struct sts_written *l)
 	__atomic_store_n(&l->lock, 0, __ATOMIC_RELEASE);
 }
 
-/* Has the process a descriptor of dev/ino open? */
+/* Has the process a descriptor of dev/ino open for writing (its record
+ * saves it, or cuts it back)? One open only for reading restores no
+ * contents: the file is saved as a closed one */
 static int open_now(uint64_t dev, uint64_t ino, void *arg)
 {
 	DIR *d = opendir("/proc/self/fd");
@@ -67,7 +70,8 @@ static int open_now(uint64_t dev, uint64_t ino, void *arg)
 			continue;
 		snprintf(link, sizeof(link), "/proc/self/fd/%s", e->d_name);
 		found = stat(link, &st) == 0 && (uint64_t)st.st_dev == dev &&
-			(uint64_t)st.st_ino == ino;
+			(uint64_t)st.st_ino == ino &&
+			(fcntl(atoi(e->d_name), F_GETFL) & O_ACCMODE) != O_RDONLY;
 	}
 	closedir(d);
 	return found;

@@ -2,6 +2,7 @@
 each test program goes through three checkpoint / SIGKILL / restart cycles and
 must then verify itself (PASS)."""
 import struct
+import sys
 
 import pytest
 
@@ -109,6 +110,38 @@ def test_files_written_and_closed_after_the_checkpoint(job):
     # an O_TMPFILE file open at a checkpoint after its linkat is saved
     # under its name, not the "#inode (deleted)" its descriptor shows
     assert not list(job.work.glob("#*")), list(job.work.iterdir())
+
+
+# writes d/f.txt and renames d to e; writes g.txt and keeps it open for
+# reading; then, once "go" exists, appends to both
+WRITTEN_BEFORE = """
+import os, time
+os.mkdir("d"); open("d/f.txt", "w").write("start\\n"); os.rename("d", "e")
+open("g.txt", "w").write("start\\n"); g = open("g.txt")
+print("READY", flush=True)
+while not os.path.exists("go"): time.sleep(0.02)
+open("e/f.txt", "a").write("after\\n"); open("g.txt", "a").write("after\\n")
+while not os.path.exists("stop"): time.sleep(0.02)
+"""
+
+
+def test_closed_files_in_a_renamed_directory_or_open_for_reading(job):
+    """Two files written and closed before the checkpoint, appended to
+    after it: one whose directory was renamed, one the program still has
+    open for reading. The restart puts both back, so each ends with the
+    restarted program's append only (before, the first was listed under
+    its old path and the second left to its read-only descriptor, which
+    restores no contents: both ended with two appends)."""
+    f, g = job.work / "e" / "f.txt", job.work / "g.txt"
+    job.run(sys.executable, "-c", WRITTEN_BEFORE)
+    job.checkpoint()
+    (job.work / "go").touch()
+    until(lambda: "after" in f.read_text() and "after" in g.read_text(), timeout=20)
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()   # the restarted program appends before it stops
+    assert rc == 0, f"rc={rc}\n{out}\n{err}"
+    assert (f.read_text(), g.read_text()) == ("start\nafter\n",) * 2
 
 
 def test_locks_on_descriptions_shared_with_a_child(job):
