@@ -4,9 +4,7 @@
  * every rank said valid), rank 0 establishes the checkpoint at SINGLE. What
  * its level adds (partner copies, rs parity, the flush to the global tier)
  * is an upgrade: a task of the redundancy engine's progress thread
- * (src/redundancy), or run here when async is off. At GLOBAL that task is
- * queued before the image is written: its copy to the global tier follows
- * the image as it grows, and the rest waits for the checkpoint's verdict.
+ * (src/redundancy), or run here when async is off.
  *
  * Every step that can fail on one rank is followed by an agreement
  * (allreduce), so all ranks take the same branch and report the same error.
@@ -26,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static void rank_file(char *buf, size_t len, int rank)
@@ -34,57 +31,7 @@ static void rank_file(char *buf, size_t len, int rank)
 	snprintf(buf, len, REDUN_FILE, rank);
 }
 
-/* ---- the upgrade's task ---- */
-
-struct api_upgrade {
-	struct redun_task task;         /* first: the engine's handle on it */
-	char name[64];
-	int level;                      /* the checkpoint's level */
-	int flush;                      /* also copy every image to the global tier */
-	int64_t *sizes;                 /* every rank's image size (set before verdict 1) */
-	struct img_writer_opts opts;    /* for rs parity images */
-	/* follow: queued before the image is written, the copy to the global
-	 * tier following it (redun_stream_begin); the rest waits for the
-	 * verdict. The fields below are written by the application's thread
-	 * and read by the progress thread (__atomic). */
-	int follow;
-	uint64_t written;               /* bytes of the image readable in the cache */
-	int wrote;                      /* 1 committed, -1 its write failed, 0 being written */
-	int verdict;                    /* 1 established, -1 failed, 0 not yet */
-};
-
 /* ---- writing ---- */
-
-/* The image's sink: the cache file, and for a followed image the count of
- * its bytes the follower may read */
-struct image_sink {
-	struct store_file *f;
-	struct api_upgrade *u;          /* or NULL */
-};
-
-static void sink_wrote(const struct image_sink *s)
-{
-	if (s->u)
-		__atomic_store_n(&s->u->written, store_file_readable(s->f), __ATOMIC_RELEASE);
-}
-
-static int sink_write(void *ctx, const void *buf, size_t len)
-{
-	struct image_sink *s = ctx;
-	int ret = store_file_write(s->f, buf, len);
-
-	sink_wrote(s);
-	return ret;
-}
-
-static int sink_write_crc(void *ctx, const void *buf, size_t len, uint32_t crc)
-{
-	struct image_sink *s = ctx;
-	int ret = store_file_write_crc(s->f, buf, len, crc);
-
-	sink_wrote(s);
-	return ret;
-}
 
 static int write_vars(struct img_writer *w)
 {
@@ -109,12 +56,11 @@ static int write_vars(struct img_writer *w)
 	return ret;
 }
 
-/* u: a followed image's upgrade (or NULL), told how far the image is */
-static int write_image(struct store_ckpt *c, int level, struct api_upgrade *u)
+static int write_image(struct store_ckpt *c, int level)
 {
 	struct img_writer_opts opts;
 	struct img_writer *w = NULL;
-	struct image_sink sink = { NULL, u };
+	struct store_file *f = NULL;
 	char name[32], num[32];
 	int ret;
 
@@ -122,10 +68,10 @@ static int write_image(struct store_ckpt *c, int level, struct api_upgrade *u)
 	snprintf(num, sizeof(num), "%d", api.rank);
 	api_writer_opts(&opts);
 	ret = FAULT(API_CKPT_WRITE);
-	ret = ret ? ret : store_file_create(c, name, &sink.f);
-	ret = ret ? ret : img_writer_create(sink_write, &sink, &opts, &w);
+	ret = ret ? ret : store_file_create(c, name, &f);
+	ret = ret ? ret : img_writer_create(store_file_write, f, &opts, &w);
 	if (!ret)
-		img_writer_sink_crc(w, sink_write_crc);
+		img_writer_sink_crc(w, store_file_write_crc);
 	ret = ret ? ret : img_writer_meta(w, "producer", "libstasis");
 	ret = ret ? ret : img_writer_meta(w, "job", api.job);
 	ret = ret ? ret : img_writer_meta(w, "checkpoint", store_ckpt_name(c));
@@ -134,13 +80,9 @@ static int write_image(struct store_ckpt *c, int level, struct api_upgrade *u)
 	ret = ret ? ret : img_writer_meta(w, "level", api_level_names[level]);
 	ret = ret ? ret : write_vars(w);
 	ret = ret ? ret : img_writer_finish(w, NULL);
-	ret = ret ? ret : store_file_commit(sink.f);
-	if (u) {        /* the count first: final once wrote says committed */
-		__atomic_store_n(&u->written, ret ? 0 : store_file_readable(sink.f), __ATOMIC_RELEASE);
-		__atomic_store_n(&u->wrote, ret ? -1 : 1, __ATOMIC_RELEASE);
-	}
+	ret = ret ? ret : store_file_commit(f);
 	img_writer_free(&w);
-	store_file_free(&sink.f);
+	store_file_free(&f);
 	return ret;
 }
 
@@ -168,6 +110,15 @@ static void prune_cache(void)
 
 /* ---- the upgrade ---- */
 
+struct api_upgrade {
+	struct redun_task task;         /* first: the engine's handle on it */
+	char name[64];
+	int level;                      /* the checkpoint's level */
+	int flush;                      /* also copy every image to the global tier */
+	int64_t *sizes;                 /* every rank's image size */
+	struct img_writer_opts opts;    /* for rs parity images */
+};
+
 /* The fault points of the upgrade, where they always were. */
 static int upgrade_stage(void *arg, enum redun_stage st)
 {
@@ -175,71 +126,22 @@ static int upgrade_stage(void *arg, enum redun_stage st)
 	return st == REDUN_STAGE_BEGIN ? FAULT(API_UPGRADE_BEGIN) : FAULT(API_UPGRADE_LEVEL);
 }
 
-/* A followed image, for the global level's stream: how far it is written */
-static int follow_written(void *arg, uint64_t *bytes)
-{
-	struct api_upgrade *u = arg;
-	int wrote = __atomic_load_n(&u->wrote, __ATOMIC_ACQUIRE);      /* first: then final */
-
-	*bytes = __atomic_load_n(&u->written, __ATOMIC_ACQUIRE);
-	return wrote;
-}
-
-static int follow_failed(void *arg)
-{
-	struct api_upgrade *u = arg;
-
-	return __atomic_load_n(&u->verdict, __ATOMIC_ACQUIRE) < 0;
-}
-
-/* The checkpoint's verdict, which the application's thread gives within
- * its stasis_checkpoint call */
-static int follow_verdict(struct api_upgrade *u)
-{
-	const struct timespec nap = { 0, 500 * 1000 };
-	int v;
-
-	while ((v = __atomic_load_n(&u->verdict, __ATOMIC_ACQUIRE)) == 0)
-		nanosleep(&nap, NULL);
-	return v;
-}
-
 /* Collective over c: bring an established checkpoint to its level, record
- * the level reached in the job's index, and prune the node caches. A
- * followed checkpoint's copy to the global tier is made while its image is
- * written, then its verdict awaited: every rank gets the same one, so all
- * take the collective part, or none. */
+ * the level reached in the job's index, and prune the node caches. */
 static int upgrade_run(struct redun_task *t, const struct redun_comm *c)
 {
 	struct api_upgrade *u = (struct api_upgrade *)t;
 	struct redun_set set = {
 		.ckpt = u->name, .local = api.local, .global = api.global, .nranks = api.size,
-		.node = api.node_names, .group_size = (unsigned)api.group_size,
+		.node = api.node_names, .size = u->sizes, .group_size = (unsigned)api.group_size,
 		.rs_parity = (unsigned)api.rs_parity, .writer = &u->opts, .producer = "libstasis rs",
-		.written = follow_written, .written_arg = u,
 	};
 	struct redun_request req = {
 		.level = redun_level_find(api_level_names[u->level]), .flush = u->flush,
 		.stage = upgrade_stage,
 	};
-	struct redun_stream *stream = NULL;
-	int ret;
+	int ret = redun_upgrade(&set, c, &req);
 
-	if (u->follow) {
-		/* an error other than the checkpoint's failure is the copy's:
-		 * the upgrade reports it, in its agreement */
-		ret = redun_stream_begin(redun_level_find("global"), &set, c, follow_failed, u,
-					 &stream);
-		if (ret == -ECANCELED || follow_verdict(u) < 0) {
-			redun_stream_free(&stream);
-			return 0;       /* stasis_checkpoint reported the failure */
-		}
-		set.stream = stream;
-	}
-	set.size = u->sizes;
-	set.written = NULL;
-	ret = redun_upgrade(&set, c, &req);
-	redun_stream_free(&stream);
 	/* older checkpoints leave the cache only once this one has all its
 	 * copies: never is a node's loss unrecoverable for want of an upgrade */
 	if (ret == 0)
@@ -253,16 +155,6 @@ static void upgrade_free(struct redun_task *t)
 
 	free(u->sizes);
 	free(u);
-}
-
-static void upgrade_fill(struct api_upgrade *u, const char *name, int level, int flush)
-{
-	snprintf(u->name, sizeof(u->name), "%s", name);
-	u->level = level;
-	u->flush = flush;
-	u->task.run = upgrade_run;
-	u->task.free = upgrade_free;
-	api_writer_opts(&u->opts);
 }
 
 int api_upgrades_wait(unsigned pending, int report)
@@ -306,8 +198,8 @@ int api_ckpt_write(int level, int valid)
 	struct store_ckpt *gc = NULL, *lc = NULL;
 	char name[64] = "", msg[API_MSG_LEN] = "";
 	int64_t mysize, *sizes = calloc((size_t)api.size, sizeof(int64_t));
-	struct api_upgrade *u = calloc(1, sizeof(*u)), *followed = NULL;
-	int ret = 0, bad, raised = 0, flush = strcmp(cfg_str(CFG_GLOBAL_FLUSH), "on") == 0;
+	struct api_upgrade *u = calloc(1, sizeof(*u));
+	int ret = 0, bad, flush = strcmp(cfg_str(CFG_GLOBAL_FLUSH), "on") == 0;
 
 	/* what the upgrade needs is allocated first: once established, the
 	 * checkpoint is queued on every rank alike, without a way to fail */
@@ -343,23 +235,9 @@ int api_ckpt_write(int level, int valid)
 		return err_set(level > 0 ? -EIO : level, "stasis_checkpoint: %s", msg);
 	}
 	api.comm.ops->bcast(api.comm.h, name, sizeof(name), 0);
-	upgrade_fill(u, name, level, flush);
-	/* GLOBAL: the copy to the global tier follows the image as it is
-	 * written, at normal priority while the caller is blocked here (the
-	 * disk writes while the cache is written), so the level is reached
-	 * about one disk write after the request (docs/applevel.md). Not a
-	 * flush: its disk writes would delay the fsyncs that establish the
-	 * checkpoint, and so the resume the caller chose its level for. */
-	if (api.progress && level == STASIS_LEVEL_GLOBAL) {
-		u->follow = 1;
-		followed = u;
-		redun_progress_queue(api.progress, &u->task);
-		raised = 1;
-		redun_progress_raise(api.progress, 1);
-	}
 
 	ret = store_ckpt_begin_named(api.local, name, &lc);
-	ret = ret ? ret : write_image(lc, level, followed);
+	ret = ret ? ret : write_image(lc, level);
 	/* I/O first, then validity, so the message blames the right rank */
 	bad = api_agree(ret == 0, msg);
 	if (bad < api.size) {
@@ -414,13 +292,15 @@ int api_ckpt_write(int level, int valid)
 
 	/* the upgrade, or for SINGLE only the prune: after the upgrades still
 	 * running, which read files the prune would remove */
+	snprintf(u->name, sizeof(u->name), "%s", name);
+	u->level = level;
+	u->flush = flush;
 	u->sizes = sizes;
 	sizes = NULL;
-	if (followed) {
-		__atomic_store_n(&followed->verdict, 1, __ATOMIC_RELEASE);
-		followed = NULL;
-		ret = 0;
-	} else if (api.progress) {
+	u->task.run = upgrade_run;
+	u->task.free = upgrade_free;
+	api_writer_opts(&u->opts);
+	if (api.progress) {
 		redun_progress_queue(api.progress, &u->task);
 		ret = 0;
 	} else {
@@ -429,12 +309,7 @@ int api_ckpt_write(int level, int valid)
 	}
 	u = NULL;
 out:
-	if (raised)
-		redun_progress_raise(api.progress, 0);
-	/* a followed copy is dropped: its task, queued, frees u */
-	if (followed)
-		__atomic_store_n(&followed->verdict, -1, __ATOMIC_RELEASE);
-	else if (u)
+	if (u)
 		free(u);
 	free(sizes);
 	store_ckpt_free(&gc);

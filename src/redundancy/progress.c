@@ -13,9 +13,7 @@
  * idle (waits in MPI, I/O) and next to nothing while the application
  * computes. When the caller has to wait for it (a new checkpoint while the
  * previous upgrade still runs, a recovery, the end of the job), it is raised
- * to normal priority for that wait: the caller is idle then. So it is while
- * the caller is blocked writing what the thread's task follows (a GLOBAL
- * checkpoint's image, which its copy to the global tier follows).
+ * to normal priority for that wait: the caller is idle then.
  */
 #include "redundancy/redundancy.h"
 #include "common/err.h"
@@ -171,16 +169,6 @@ int redun_progress_wait(struct redun_progress *p, unsigned pending, int report)
 	}
 	pthread_mutex_unlock(&p->lock);
 	return ret;
-}
-
-void redun_progress_raise(struct redun_progress *p, int up)
-{
-	if (!p)
-		return;
-	pthread_mutex_lock(&p->lock);
-	if (up ? p->boosted++ == 0 : --p->boosted == 0)
-		set_priority(p, !up);
-	pthread_mutex_unlock(&p->lock);
 }
 
 void redun_progress_stop(struct redun_progress **pp)

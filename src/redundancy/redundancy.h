@@ -196,17 +196,9 @@ struct redun_set {
 	unsigned group_size, rs_parity; /* rs: group size (2..255), parity per group */
 	const struct img_writer_opts *writer;   /* for parity images; NULL: defaults */
 	const char *producer;           /* the "producer" of parity images */
-	struct redun_stream *stream;    /* partner, rs, global: the copies sent, parity
-					 * encoded or copy made while the files were
-					 * written (redun_stream_begin); NULL: none */
-	/* A stream's source when this member's file is written by a thread of
-	 * this process (libstasis), whose file's size says nothing (written
-	 * over a recycled file): how far it is written, *bytes readable
-	 * through another descriptor; 1 once it is committed (*bytes its
-	 * size), 0 while written, negative when its write failed. NULL: the
-	 * file's size and name tell (another process writes it). */
-	int (*written)(void *arg, uint64_t *bytes);
-	void *written_arg;
+	struct redun_stream *stream;    /* partner, rs: the copies sent or parity encoded
+					 * while the files were written
+					 * (redun_stream_begin); NULL: none */
 };
 
 /* A level: "single", "partner", "rs" or "global" (a table of operations,
@@ -267,11 +259,8 @@ int redun_reserve(const struct redun_set *set, const struct redun_level *level, 
  * received or encoded waits, uncommitted, as *.tmp files of the
  * checkpoint's early annex (store_ckpt_annex_early). partner streams only
  * when the partners form a permutation (every member keeps one copy, as
- * with equal ranks per node); global (each member alone, no exchange)
- * copies its member's file into the global tier's early annex, checked as
- * it passes (redun_ccopy), all but its last piece, and returns -ECANCELED
- * (nothing kept) when abort says the checkpoint failed; single never
- * streams: then *out is NULL and the level runs as usual. Then redun_upgrade at that level, with
+ * with equal ranks per node); other levels never: then *out is NULL and
+ * the level runs as usual. Then redun_upgrade at that level, with
  * set->stream, does only what is left (the last pieces or rows) and
  * commits, with the same fault points and agreements as without a stream:
  * a stream cut off never yields a committed copy or parity.
@@ -358,10 +347,6 @@ void redun_progress_queue(struct redun_progress *p, struct redun_task *t);
  * priority meanwhile. With report, returns (and forgets) the error of a task
  * that failed since the last report, with its message. */
 int redun_progress_wait(struct redun_progress *p, unsigned pending, int report);
-/* up 1: normal priority until the matching call with up 0 (the caller is
- * blocked on what a task queued follows: its CPU goes to that task). NULL
- * p: nothing. */
-void redun_progress_raise(struct redun_progress *p, int up);
 /* Finish every task, stop the thread, close its comm; *p becomes NULL. */
 void redun_progress_stop(struct redun_progress **p);
 

@@ -1167,12 +1167,6 @@ int store_file_done(struct store_file *f, size_t n)
 	return 0;
 }
 
-uint64_t store_file_readable(const struct store_file *f)
-{
-	/* staged bytes reach the file a stage at a time, on another thread */
-	return f->stage && !f->committed ? 0 : f->size;
-}
-
 int store_file_fd(struct store_file *f, uint64_t *size)
 {
 	if (f->error || f->fd < 0)

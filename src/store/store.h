@@ -119,11 +119,6 @@ void store_file_vouch(struct store_file *f, uint32_t crc);
  * store_file_write takes bytes (size, CRC, the fault point). */
 int store_file_room(struct store_file *f, void **buf, size_t *len);
 int store_file_done(struct store_file *f, size_t n);
-/* Bytes of the file that another descriptor on its *.tmp reads as written
- * now (a copy following it from another thread): every byte written,
- * except while the file is staged for direct I/O (a disk's): 0 until
- * it is committed. */
-uint64_t store_file_readable(const struct store_file *f);
 
 enum store_state {
 	STORE_PARTIAL,    /* begun, never sealed: being written, or its writer died */

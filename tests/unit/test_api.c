@@ -6,7 +6,6 @@
 #include "stasis.h"
 
 #include <errno.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -531,88 +530,6 @@ static void test_routed_files(void)
 	CHECK_EQ(run(read_output, "set-2"), 23);
 }
 
-/* Large enough that the copy to the global tier follows the image in
- * several 4 MiB pieces while it is written */
-#define BIG_WORDS (3u << 20)           /* 24 MiB */
-
-static void fill_big(uint64_t *w, int step)
-{
-	uint64_t x = 0x9e3779b97f4a7c15ull * (uint64_t)(step + 1);
-
-	for (size_t i = 0; i < BIG_WORDS; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
-		w[i] = x;
-	}
-}
-
-/* GLOBAL checkpoints of steps 1 to 3 (each waited for: established at
- * global), then step 4, whose checkpoint fails after its image is written
- * (and followed); cache_keep 1, so steps 2 and 3 are written over the
- * cache files of the ones before */
-static int big_steps(void *arg)
-{
-	uint64_t *w = malloc(BIG_WORDS * sizeof(*w));
-	int step = 0;
-
-	(void)arg;
-	setenv("STASIS_CACHE_KEEP", "1", 1);
-	if (!w || stasis_init_serial(NULL) || stasis_protect(0, &step, 1, STASIS_INT) ||
-	    stasis_protect(1, w, BIG_WORDS * sizeof(*w), STASIS_BYTE))
-		return 70;
-	for (step = 1; step <= 3; step++) {
-		fill_big(w, step);
-		if (stasis_checkpoint(STASIS_LEVEL_GLOBAL) || stasis_checkpoint_wait())
-			return 70 + step;
-	}
-	fault_configure("api.ckpt.commit:1:fail");
-	step = 4;
-	fill_big(w, step);
-	if (stasis_checkpoint(STASIS_LEVEL_GLOBAL) != -EIO)
-		return 75;
-	fault_configure(NULL);
-	return stasis_finalize() ? 76 : 0;
-}
-
-/* The step recovered, its data checked */
-static int big_recover(void *arg)
-{
-	uint64_t *w = malloc(BIG_WORDS * sizeof(*w)), *want = malloc(BIG_WORDS * sizeof(*w));
-	int step = 0, ret;
-
-	(void)arg;
-	if (!w || !want || stasis_init_serial(NULL) || stasis_protect(0, &step, 1, STASIS_INT) ||
-	    stasis_protect(1, w, BIG_WORDS * sizeof(*w), STASIS_BYTE))
-		return 80;
-	if (stasis_status() != STASIS_RESTARTED)
-		return 81;
-	ret = stasis_recover();
-	if (ret)
-		return 82;
-	fill_big(want, step);
-	return memcmp(w, want, BIG_WORDS * sizeof(*w)) ? 83 : step;
-}
-
-/* The copy to the global tier follows the image while it is written: a
- * copy of several pieces, over recycled cache files, is the image, and a
- * checkpoint that fails leaves nothing of its copy in the global tier */
-static void test_followed_global_copy(void)
-{
-	char path[4300];
-
-	setup_job("follow");
-	CHECK_EQ(run(big_steps, NULL), 0);
-	snprintf(path, sizeof(path), "%s/follow-global/follow/ckpt-000004/rank-00000.img.tmp", dir);
-	CHECK_EQ(access(path, F_OK), -1);
-	snprintf(path, sizeof(path), "%s/follow-global/follow/ckpt-000004/rank-00000.img", dir);
-	CHECK_EQ(access(path, F_OK), -1);
-	/* only the global tier's copy of step 3 is left to restart from */
-	snprintf(path, sizeof(path), "%s/follow-local/n0/follow/ckpt-000003/rank-00000.img", dir);
-	CHECK_EQ(unlink(path), 0);
-	CHECK_EQ(run(big_recover, NULL), 3);
-}
-
 int main(void)
 {
 	const char *tmp = getenv("TMPDIR");
@@ -631,6 +548,5 @@ int main(void)
 	test_routed_files();
 	test_failed_checkpoints_leave_the_cache();
 	test_checkpoint_json_is_checked();
-	test_followed_global_copy();
 	return check_result("api");
 }
