@@ -8,6 +8,7 @@
  */
 #include "pimg/pimg.h"
 #include "pimg/pimg_format.h"
+#include "pimg/pimg_scan.h"
 
 #include <asm/stat.h>
 #include <asm/unistd.h>
@@ -279,11 +280,96 @@ void pimg_runs_init(struct pimg_runs *it, const struct pimg_region *r, uint64_t 
 	it->next = start;
 	it->end = end;
 	it->pagemap_fd = pagemap_fd;
+	it->scan = cap * sizeof(*buf) >= sizeof(struct pimg_scan_range);
 	it->how = pimg_pages(r);
 	it->buf = buf;
 	it->cap = cap;
 	it->batch_addr = 0;
 	it->batch_n = 0;
+	it->batch_i = 0;
+}
+
+/* The pagemap entry bits pimg_page_stored reads, of a scanned range's
+ * categories: the kernel sets PRESENT, SWAPPED and FILE by the same tests
+ * of the same page table entry as pagemap's bits 63, 62 and 61. */
+static uint64_t scan_entry(uint64_t categories)
+{
+	return (categories & PIMG_SCAN_PRESENT ? PIMG_PM_PRESENT : 0) |
+	       (categories & PIMG_SCAN_SWAPPED ? PIMG_PM_SWAPPED : 0) |
+	       (categories & PIMG_SCAN_FILE ? PIMG_PM_FILE : 0);
+}
+
+/* The next ranges of present or swapped pages from it->next into buf
+ * (it->batch_n of them, maybe none), it->next moved to where the kernel's
+ * walk stopped. 0, or -ENOTTY or -EINVAL from a kernel without the ioctl,
+ * or -errno. */
+static int scan_batch(struct pimg_runs *it)
+{
+	struct pimg_scan_arg a = {
+		.size = sizeof(a),
+		.start = it->next,
+		.end = it->end,
+		.vec = (uint64_t)(uintptr_t)it->buf,
+		.vec_len = it->cap * sizeof(*it->buf) / sizeof(struct pimg_scan_range),
+		/* every page that may be stored; pimg_page_stored picks */
+		.category_anyof_mask = PIMG_SCAN_PRESENT | PIMG_SCAN_SWAPPED,
+		.return_mask = PIMG_SCAN_PRESENT | PIMG_SCAN_SWAPPED | PIMG_SCAN_FILE,
+	};
+	long n;
+
+	do
+		n = sys4(__NR_ioctl, it->pagemap_fd, (long)PIMG_PAGEMAP_SCAN, (long)&a, 0);
+	while (n == -EINTR);
+	if (n < 0)
+		return (int)n;
+	if (a.walk_end <= it->next || a.walk_end > it->end || (uint64_t)n > a.vec_len)
+		return -EIO;    /* no progress: never loop on it */
+	it->batch_n = (size_t)n;
+	it->batch_i = 0;
+	it->next = a.walk_end;
+	return 0;
+}
+
+/* pimg_runs_next by PAGEMAP_SCAN: ranges next to each other that are both
+ * stored make one run, as the pagemap reads would (the kernel splits them
+ * where their categories differ or its vector was full). */
+static int scan_next(struct pimg_runs *it, uint64_t *addr, uint64_t *npages)
+{
+	const struct pimg_scan_range *v = (const struct pimg_scan_range *)(void *)it->buf;
+	uint64_t first = 0, last = 0;    /* the run so far; last 0: none */
+	int ret;
+
+	for (;;) {
+		const struct pimg_scan_range *g;
+
+		if (it->batch_i == it->batch_n) {
+			if (it->next >= it->end)
+				break;
+			ret = scan_batch(it);
+			if (ret && last)
+				break;  /* the run so far; the error comes again next call */
+			if (ret)
+				return ret;
+			continue;
+		}
+		g = &v[it->batch_i];
+		if (last && g->start != last)
+			break;
+		it->batch_i++;
+		if (!pimg_page_stored(&it->r, scan_entry(g->categories))) {
+			if (last)
+				break;
+			continue;
+		}
+		if (!last)
+			first = g->start;
+		last = g->end;
+	}
+	if (!last)
+		return 0;
+	*addr = first;
+	*npages = (last - first) / PIMG_PAGE_SIZE;
+	return 1;
 }
 
 /* The pagemap entry of page a (a >= it->next); 0 with *ret set on error. */
@@ -316,8 +402,9 @@ int pimg_runs_next(struct pimg_runs *it, uint64_t *addr, uint64_t *npages)
 {
 	uint64_t a, first = 0;
 	int ret = 0, in_run = 0;
+	int scanned = it->scan && it->batch_i < it->batch_n;   /* ranges not used yet */
 
-	if (it->next >= it->end || it->how == PIMG_PAGES_NONE) {
+	if ((it->next >= it->end && !scanned) || it->how == PIMG_PAGES_NONE) {
 		it->next = it->end;
 		return 0;
 	}
@@ -329,6 +416,13 @@ int pimg_runs_next(struct pimg_runs *it, uint64_t *addr, uint64_t *npages)
 	}
 	if (!it->cap)
 		return -EINVAL;
+	if (it->scan) {
+		ret = scan_next(it, addr, npages);
+		if (ret != -ENOTTY && ret != -EINVAL)
+			return ret;
+		it->scan = 0;   /* an older kernel: read from where the walk stopped */
+		it->batch_n = 0;
+	}
 	for (a = it->next; a < it->end; a += PIMG_PAGE_SIZE) {
 		int stored = pimg_page_stored(&it->r, entry(it, a, &ret));
 

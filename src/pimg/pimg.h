@@ -127,16 +127,27 @@ int pimg_page_stored(const struct pimg_region *r, uint64_t pagemap_entry);
 /* The runs of stored pages of one region, in address order: set up with
  * pimg_runs_init, then pimg_runs_next until it returns 0. buf (cap
  * entries) is the caller's scratch for pagemap reads; pagemap_fd is an open
- * /proc/self/pagemap (unused when the rule needs no pagemap). */
+ * /proc/self/pagemap (unused when the rule needs no pagemap).
+ *
+ * The runs are found with the PAGEMAP_SCAN ioctl (Linux >= 6.7), which
+ * reports only the ranges of present or swapped pages, so an empty
+ * reservation costs nothing; where the kernel refuses it (ENOTTY, EINVAL),
+ * or cap is under 3 entries (one range), by reading the pagemap entries.
+ * Both give the same runs: each range's categories become the entry bits
+ * pimg_page_stored reads. scan is 1 after init when cap holds a range; a
+ * test sets it to 0 to force the reads, and the iterator does when the
+ * kernel refuses. */
 struct pimg_runs {
 	struct pimg_region r;
 	uint64_t next, end;         /* the pages not yet looked at */
 	int pagemap_fd;
+	int scan;                   /* 1: PAGEMAP_SCAN, 0: pagemap reads */
 	enum pimg_pages how;
 	uint64_t *buf;
 	size_t cap;
-	uint64_t batch_addr;        /* buf holds batch_n entries from here */
-	size_t batch_n;
+	uint64_t batch_addr;        /* reads: buf holds batch_n entries from here */
+	size_t batch_n;             /* scan: buf holds batch_n ranges... */
+	size_t batch_i;             /* ...of which batch_i are used */
 };
 void pimg_runs_init(struct pimg_runs *it, const struct pimg_region *r, uint64_t start,
 		    uint64_t end, int pagemap_fd, uint64_t *buf, size_t cap);

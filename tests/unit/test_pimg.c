@@ -59,23 +59,84 @@ static int find(const void *addr, struct pimg_mapping *m, struct pimg_region *r,
 	return -ENOENT;
 }
 
-/* The runs of stored pages as page numbers from base: "0+1,5+1". */
-static void runs_of(const struct pimg_mapping *m, const struct pimg_region *r, size_t cap,
-		    char *out, size_t outcap)
+/* The runs of stored pages as page numbers from base ("0+1,5+1"), by
+ * PAGEMAP_SCAN (scan 1; cap under 3 entries holds no range: reads) or by
+ * pagemap reads (scan 0, as on a kernel before 6.7). */
+static void runs_by(const struct pimg_mapping *m, const struct pimg_region *r, size_t cap,
+		    int scan, char *out, size_t outcap)
 {
 	uint64_t buf[8], addr, npages;
 	struct pimg_runs it;
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC), ret;
 	size_t n = 0;
 
-	CHECK(fd >= 0);
+	CHECK(fd >= 0 && cap <= 8);
 	out[0] = 0;
 	pimg_runs_init(&it, r, m->start, m->end, fd, buf, cap);
+	CHECK_EQ(it.scan, cap >= 3);
+	scan = scan && cap >= 3;
+	it.scan = scan;
 	while ((ret = pimg_runs_next(&it, &addr, &npages)) == 1)
 		n += (size_t)snprintf(out + n, outcap - n, "%s%lu+%lu", n ? "," : "",
 				      (unsigned long)((addr - m->start) / PAGE), (unsigned long)npages);
 	CHECK_EQ(ret, 0);
+	CHECK_EQ(it.scan, scan);   /* this kernel (>= 6.7) has the ioctl: no fallback */
 	close(fd);
+}
+
+/* The runs, checked to be the same both ways. */
+static void runs_of(const struct pimg_mapping *m, const struct pimg_region *r, size_t cap,
+		    char *out, size_t outcap)
+{
+	char read[1024];
+
+	runs_by(m, r, cap, 0, read, sizeof(read));
+	runs_by(m, r, cap, 1, out, outcap);
+	CHECK(strcmp(out, read) == 0);
+	if (strcmp(out, read))
+		fprintf(stderr, "runs by PAGEMAP_SCAN %s, by pagemap reads %s\n", out, read);
+}
+
+/* 1 GiB reserved, a few pages touched: present, the zero page (read), a
+ * huge page where the kernel gives one, and runs across the scan's
+ * batches (one range each, cap 3) and across 2 MiB page tables. */
+static void test_sparse_reservation(void)
+{
+	const size_t len = 1ul << 30, huge = 2ul << 20;
+	struct pimg_mapping m;
+	struct pimg_region r;
+	char path[4096], runs[256];
+	volatile char *p;
+	char *base;
+
+	base = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS |
+		    MAP_NORESERVE, -1, 0);
+	CHECK(base != MAP_FAILED);
+	p = (char *)(((uintptr_t)base + huge - 1) & ~(uintptr_t)(huge - 1));
+	madvise((void *)p, len, MADV_NOHUGEPAGE);
+	madvise((void *)(p + 256 * huge), huge, MADV_HUGEPAGE);   /* may be refused */
+	p[0] = 1;
+	(void)p[PAGE];                                /* the zero page: present */
+	p[2 * PAGE] = 1;
+	for (size_t i = huge - 2 * PAGE; i < huge + 2 * PAGE; i += PAGE)
+		p[i] = 1;                             /* across a page table */
+	memset((void *)(p + 256 * huge), 1, huge);    /* maybe one huge page */
+	p[len - PAGE] = 1;
+	CHECK_EQ(find((void *)p, &m, &r, path), 0);
+	CHECK_EQ(r.kind, PIMG_ANON);
+	CHECK_EQ(m.end, (uint64_t)(uintptr_t)p + 256 * huge);   /* madvise split it */
+	runs_of(&m, &r, 8, runs, sizeof(runs));
+	CHECK(strcmp(runs, "0+3,510+4") == 0);
+	/* the huge page's mapping and the rest, each batch size, both ways */
+	for (const char *c = maps; pimg_maps_next(&c, &m);) {
+		if (m.end <= (uint64_t)(uintptr_t)base || m.start >= (uint64_t)(uintptr_t)base + len + huge)
+			continue;
+		pimg_mapping_path(&m, path, sizeof(path));
+		CHECK_EQ(pimg_classify(&m, path, &r), 0);
+		for (size_t cap = 2; cap <= 8; cap += 3)
+			runs_of(&m, &r, cap, runs, sizeof(runs));
+	}
+	munmap(base, len + huge);
 }
 
 static void test_parse(void)
@@ -419,6 +480,7 @@ int main(void)
 	test_parse();
 	test_files_by_name();
 	test_own_mappings();
+	test_sparse_reservation();
 	test_kernel_and_sizes();
 	test_thread_capture();
 	free(maps);
