@@ -313,8 +313,13 @@ static int scan_batch(struct pimg_runs *it)
 		.vec_len = it->cap * sizeof(*it->buf) / sizeof(struct pimg_scan_range),
 		/* every page that may be stored; pimg_page_stored picks */
 		.category_anyof_mask = PIMG_SCAN_PRESENT | PIMG_SCAN_SWAPPED,
-		.return_mask = PIMG_SCAN_PRESENT | PIMG_SCAN_SWAPPED | PIMG_SCAN_FILE,
+		.return_mask = PIMG_SCAN_PRESENT | PIMG_SCAN_SWAPPED,
 	};
+
+	if (it->r.kind == PIMG_FILE_PRIVATE)
+		/* only asked where the rule reads it: the kernel looks up each
+		 * present page's struct page for it */
+		a.return_mask |= PIMG_SCAN_FILE;
 	long n;
 
 	do
