@@ -651,7 +651,10 @@ out:
  * keep a failed checkpoint's stop prompt */
 #define STREAM_ROWS 8
 
-enum { ST_SIZE, ST_COMMITTED, ST_FAILED, ST_N };
+/* ST_MORE: after the last gather, this member's group had a row ready
+ * (its own, per group: the members stop together only on what they
+ * gathered) */
+enum { ST_SIZE, ST_COMMITTED, ST_FAILED, ST_MORE, ST_N };
 
 /* Whether row `e->done / row` of every cell of the group can be encoded:
  * every member wrote it (or ended before it: padding), and it is not the
@@ -681,6 +684,7 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 	char file[32], msg[REDUN_MSG_LEN];
 	struct rs_enc *e = st ? &st->e : NULL;
 	long idle = REDUN_STREAM_IDLE_NS;
+	int more = 1, was_all = 0;
 
 	*out = NULL;
 	if (!ret && !set->local)
@@ -696,7 +700,7 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 	redun_name(file, REDUN_FILE, rank);
 	for (;;) {
 		int64_t mine[ST_N] = { 0 };
-		int all = 1, failed = 0, r;
+		int all = 1, failed = 0, any_more = 0, r;
 
 		if (!e->own && (r = store_io_open_writing(set->local, set->ckpt, file, &e->own)) &&
 		    r != -ENOENT)
@@ -706,6 +710,7 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 			mine[ST_SIZE] = (int64_t)store_io_size(e->own);
 		}
 		mine[ST_FAILED] = e->err || abort(arg);
+		mine[ST_MORE] = more;
 		if (c->ops->allgather(c->h, mine, sizeof(mine), state)) {
 			ret = -EIO;
 			goto out;
@@ -713,17 +718,24 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 		for (int x = 0; x < set->nranks; x++) {
 			all &= state[x][ST_COMMITTED] != 0;
 			failed |= state[x][ST_FAILED] != 0;
+			any_more |= state[x][ST_MORE] != 0;
 		}
-		/* on every member alike. Once every file is committed the rows
-		 * the stream fell behind on are still encoded here, while the
-		 * checkpoint is sealed: after the seal they would wait for idle
-		 * CPU (806-812 ms for 11.6 MiB of each cell at load 33); only
-		 * the group's last row is left for the seal */
-		if (failed || (all && (e->degraded ||
-				       !stream_row_ready(e, (const int64_t (*)[ST_N])state))))
+		/* on every member alike: on what was gathered only. Once every
+		 * file is committed the rows the stream fell behind on are
+		 * still encoded here, while the checkpoint is sealed: after the
+		 * seal they would wait for idle CPU (806-812 ms for 11.6 MiB of
+		 * each cell at load 33); only each group's last row is left for
+		 * the seal. Groups differ in the rows they have left, so the
+		 * stream ends once no member's group had one ready after a
+		 * gather that found every file committed (a group that ended
+		 * alone left the others in the gather: they hung) */
+		if (failed || (was_all && !any_more))
 			break;
-		if (e->degraded || !stream_row_ready(e, (const int64_t (*)[ST_N])state)) {
-			redun_stream_idle(&idle, STREAM_IDLE_MAX_NS);
+		was_all = all;
+		more = !e->degraded && stream_row_ready(e, (const int64_t (*)[ST_N])state);
+		if (!more) {
+			if (!all)
+				redun_stream_idle(&idle, STREAM_IDLE_MAX_NS);
 			continue;
 		}
 		idle = REDUN_STREAM_IDLE_NS;
@@ -741,6 +753,7 @@ static int rs_stream(const struct redun_set *set, const struct redun_comm *c,
 				goto out;
 			e->done += e->g->row;
 		}
+		more = !e->degraded && stream_row_ready(e, (const int64_t (*)[ST_N])state);
 	}
 	log_info("rank %d: %s: %" PRIu64 " KiB of each rs cell encoded before the seal (while the "
 		 "files were written)", rank, set->ckpt, e->done >> 10);

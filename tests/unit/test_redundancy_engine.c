@@ -11,7 +11,8 @@
  *   than its parity covers: refused on the member that cannot be rebuilt;
  *   rs 2+2 on four nodes, its parity's rows encoded while the files are
  *   written (redun_stream_begin), and the same stream abandoned: no parity
- *   left behind.
+ *   left behind; streamed again in two groups (rs 1+1) whose files differ
+ *   by rows: the groups end their rows apart, the stream together.
  * Every recovered file is checked byte for byte against what its member
  * wrote, and the level record against the level asked for; the room
  * reserved for a partner copy or parity (redun_reserve) is what it is
@@ -155,11 +156,13 @@ static const char *const *nodes = nodes2;
 static int streamed;            /* this scenario streams: files of several rows */
 static int *abandon;            /* streamed: set once a row went (the checkpoint fails) */
 static int partnered;           /* streamed at partner (else rs) */
+static int groups;              /* streamed rs in two groups, 12 MiB apart */
 
 /* Member r's data: sizes differ, so rs pads. */
 static size_t data_len(int r)
 {
-	return (streamed ? 5u << 20 : 300000) + (size_t)r * 12345;
+	return (streamed ? 5u << 20 : 300000) + (size_t)r * 12345 +
+	       (groups && r >= 2 ? (size_t)12 << 20 : 0);
 }
 
 static void fill(int r, unsigned char *buf, size_t len)
@@ -330,13 +333,14 @@ static void task_free(struct redun_task *t)
 	free(t);
 }
 
-enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT, PARTNER_STREAM };
+enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT, PARTNER_STREAM,
+		RS_STREAM_GROUPS };
 
 static const char *const scenario_level[] = { "partner", "rs", "global", "rs", "rs", "rs",
-					      "partner" };
+					      "partner", "rs" };
 static const char *const scenario_name[] = {
 	"partner", "rs", "global", "rs (too many lost)", "rs (streamed)", "rs (stream abandoned)",
-	"partner (streamed)",
+	"partner (streamed)", "rs (streamed, two groups of unequal files)",
 };
 
 /* A member's image written by a process of its own, as a rank writes
@@ -423,10 +427,12 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	const char *level_name = scenario_level[sc];
 	struct redun_stream *stream = NULL;
 
-	const int four = sc == RS_STREAM || sc == RS_STREAM_ABORT;      /* nodes A B C D */
+	const int four = sc == RS_STREAM || sc == RS_STREAM_ABORT ||
+			 sc == RS_STREAM_GROUPS;                        /* nodes A B C D */
 
 	streamed = four || sc == PARTNER_STREAM;
 	partnered = sc == PARTNER_STREAM;
+	groups = sc == RS_STREAM_GROUPS;
 	nodes = four ? nodes4 : nodes2;
 	leader = four || rank == 0 || rank == 2;
 	check_failures = 0;
@@ -451,7 +457,8 @@ static int member(struct shm *m, int rank, enum scenario sc)
 		/* the parity's rows encoded, or the copies sent, while the
 		 * images are written */
 		struct redun_set sset = { .ckpt = ckpt, .local = local, .nranks = N, .node = nodes,
-					  .group_size = 4, .rs_parity = 2, .producer = "test" };
+					  .group_size = groups ? 2 : 4, .rs_parity = groups ? 1 : 2,
+					  .producer = "test" };
 
 		pid_t writer;
 
@@ -502,7 +509,8 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	{
 		struct redun_set set = {
 			.ckpt = ckpt, .local = local, .global = global, .nranks = N, .node = nodes,
-			.size = sizes, .group_size = 4, .rs_parity = streamed ? 2 : 1, .producer = "test",
+			.size = sizes, .group_size = groups ? 2 : 4,
+			.rs_parity = streamed && !groups ? 2 : 1, .producer = "test",
 			.stream = stream,
 		};
 		struct redun_request req = { .level = redun_level_find(level_name) };
@@ -661,7 +669,7 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	for (int sc = PARTNER; sc <= PARTNER_STREAM; sc++) {
+	for (int sc = PARTNER; sc <= RS_STREAM_GROUPS; sc++) {
 		int f = run((enum scenario)sc);
 
 		printf("%s: %s\n", scenario_name[sc], f ? "FAIL" : "ok");
