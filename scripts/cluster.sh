@@ -4,6 +4,7 @@
 #
 #   scripts/cluster.sh up [N]            head + n1..nN (default 4); returns when Slurm shows every node idle
 #   scripts/cluster.sh down              every process, namespace, mount and cgroup of the cluster gone
+#                                        (or one line naming what is left, status 1)
 #   scripts/cluster.sh exec NODE CMD...  run CMD on NODE, like ssh (= $STS_CLUSTER/bin/nodeexec NODE CMD...)
 #   scripts/cluster.sh kill-node NODE [--wipe] [--keep-net]
 #                                        node failure: SIGKILL of every process of NODE at once (its slurmd
@@ -280,7 +281,9 @@ cmd_up() {
   for c in ip nsenter unshare setsid findmnt; do command -v $c >/dev/null || die "missing $c"; done
   if ((WITH_SLURM)); then for c in munged slurmctld slurmd sinfo; do
     command -v $c >/dev/null || die "missing $c (apt-get install munge slurmctld slurmd slurm-client)"; done; fi
-  if ! anchor_pid head >/dev/null; then   # a fresh cluster: fresh controller state, so job ids start at 1 again
+  if ! anchor_pid head >/dev/null; then   # a fresh cluster: from nothing (a down that never ended left
+    teardown "up: the last cluster's remains are in the way" || exit 1   # nodes, tmpfs and their files)
+    # fresh controller state, so job ids start at 1 again
     rm -rf "$BASE/state/slurmctld"
     [[ -s $BASE/log/jobcomp.txt ]] && mv -f "$BASE/log/jobcomp.txt" "$BASE/log/jobcomp.txt.prev"
   fi
@@ -295,9 +298,41 @@ cmd_up() {
   log "try: $BASE/bin/nodeexec head sinfo    (ssh stand-in for mpirun/mpiexec: $BASE/bin/nodeexec)"
 }
 
-cmd_down() {
-  local t0 n
-  t0=$(now_ms)
+holders() {   # "<pid> <comm>" of each host process with its cwd, root or a descriptor under $1
+  local p out=()
+  for p in $(find /proc/[0-9]*/cwd /proc/[0-9]*/root /proc/[0-9]*/fd -maxdepth 1 \( -lname "$1" -o \
+             -lname "$1/*" \) 2>/dev/null | cut -d/ -f3 | sort -un); do
+    out+=("$p $(cat "/proc/$p/comm" 2>/dev/null)")
+  done
+  local IFS=,; echo "${out[*]:-none found}"
+}
+
+# Every layer of the tmpfs mounted on node-local directory $1 (a second `up` without the lock stacks
+# one): unmounted, or, held by a process of the host (its cwd or a file there, which the nodes' deaths
+# do not end), detached, said in one line: the next `up` must mount an empty one, not find this one
+local_unmount() {
+  local d=$1 i=0
+  while mountpoint -q "$d" && ((i++ < 20)); do
+    umount "$d" 2>/dev/null && continue
+    echo "cluster: node-local directory $d is in use (pid $(holders "$d")): detached, its memory goes with them" >&2
+    umount -l "$d" || return 1
+  done
+  ! mountpoint -q "$d"
+}
+
+leftovers() {   # what of the cluster is still there, comma-separated; empty when nothing
+  local what=() n p
+  for n in $(ip netns list 2>/dev/null | awk '$1 ~ /^sts-/ {print $1}'); do what+=("namespace $n"); done
+  for p in $(pgrep -f '^sts-anchor '); do what+=("process $p ($(tr '\0' ' ' < /proc/$p/cmdline 2>/dev/null))"); done
+  [[ -n $CG && -d $CG ]] && what+=("cgroup $CG ($(cat "$CG"/*/cgroup.procs 2>/dev/null | wc -l) processes)")
+  for n in $(findmnt -rn -o TARGET | grep -F "$BASE/"); do what+=("mount $n"); done
+  local IFS=,; echo "${what[*]}"
+}
+
+# Every process, namespace, cgroup and mount of the cluster gone (also of one whose down never ended:
+# killed, timed out); 1 with one line naming what is left, after "cluster: $1: "
+teardown() {
+  local n left i
   for n in $( (allnodes; ls "$BASE/nodes" 2>/dev/null) | sort -u); do
     [[ -e /run/netns/sts-$n || ( -n $CG && -d $CG/$n ) ]] || continue
     kill_node_procs $n
@@ -309,13 +344,27 @@ cmd_down() {
   for n in $( (allnodes; ls "$BASE/nodes" 2>/dev/null) | sort -u); do rm -rf /tmp/ompi."$n".*; done
   ip netns del $SW 2>/dev/null
   [[ -n $CG && -d $CG ]] && rmdir "$CG" 2>/dev/null
-  for n in "$BASE"/nodes/*/local; do mountpoint -q "$n" && umount "$n"; done 2>/dev/null
+  for n in "$BASE"/nodes/*/local; do [[ -d $n ]] && local_unmount "$n"; done
   rm -f "$BASE/run/"*.pid
   # ip(8) turned /run/netns into a (self-bind) mount point; undo that only if no namespace is left in it
   if [[ -d /run/netns && -z $(ls -A /run/netns 2>/dev/null) ]]; then
     while mountpoint -q /run/netns; do umount /run/netns 2>/dev/null || break; done
     rmdir /run/netns 2>/dev/null
   fi
+  # a killed process may take a while to go on a loaded machine: its cgroup goes with it
+  for ((i = 0; i < 50; i++)); do
+    left=$(leftovers); [[ -z $left ]] && return 0
+    [[ -n $CG && -d $CG ]] && rmdir "$CG"/*/ "$CG" 2>/dev/null
+    sleep 0.1
+  done
+  echo "cluster: $1: $left" >&2
+  return 1
+}
+
+cmd_down() {
+  local t0
+  t0=$(now_ms)
+  teardown "down: left behind" || exit 1
   log "cluster down in $(($(now_ms) - t0)) ms"
 }
 

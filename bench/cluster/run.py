@@ -310,6 +310,8 @@ def main():
     stasis = pathlib.Path(a.build) / "src" / "cli" / "stasis"
     lock = open(os.environ.get("STS_CLUSTER_LOCK", "/var/tmp/stasis-cluster.lock"), "w")
     fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time (tests/cluster too)
+    # one found up under the lock was left by a holder killed before its down
+    subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
     subprocess.run([str(CLUSTER), "up", str(len(NODES))], check=True, capture_output=True)
     try:
         work = BASE / "global" / f"bench-{os.getpid()}"

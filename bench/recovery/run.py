@@ -195,6 +195,8 @@ def main():
     out = {"ranks": 4, "nodes": 4,
            "spares": 1, "heartbeat_timeout_ms": a.heartbeat}
     try:
+        # one found up under the lock was left by a holder killed before its down
+        subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
         subprocess.run([str(CLUSTER), "up", "5"], check=True, capture_output=True, timeout=300)
         work = BASE / "global" / f"bench-recovery-{os.getpid()}"
         work.mkdir(parents=True)

@@ -68,6 +68,9 @@ def cluster(request):
     lock = hold_lock()
     atexit.register(down)
     try:
+        # whoever holds the lock owns the cluster: one still up was left by
+        # a holder killed before its down, with its jobs and files
+        down()
         sh("up", n, timeout=180)
         yield Cluster(n)
     finally:

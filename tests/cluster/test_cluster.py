@@ -59,7 +59,19 @@ def test_bad_input_is_one_line():
 
 
 def test_down_leaves_nothing(cluster):
-    sh("down")
+    # a process of the host with its cwd in n1's node-local tmpfs (a shell
+    # left there) keeps umount from working: down detaches the tmpfs and
+    # says so in one line naming the process
+    (cluster.local("n1") / "stale").write_text("x")
+    holder = subprocess.Popen(["sleep", "60"], cwd=cluster.local("n1"))
+    try:
+        r = sh("down")
+    finally:
+        holder.kill()
+        holder.wait()
+    said = [ln for ln in r.stderr.splitlines() if ln.startswith("cluster:")]
+    assert said == [f"cluster: node-local directory {cluster.local('n1')} is in use (pid "
+                    f"{holder.pid} sleep): detached, its memory goes with them"], r.stderr
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert not re.search(r"^sts-", netns, re.M), netns
     procs = "\n".join(ln for ln in subprocess.run(["ps", "-eo", "stat=,args="], capture_output=True,
@@ -74,9 +86,18 @@ def test_down_leaves_nothing(cluster):
     left = [p for n in ["head"] + cluster.nodes for p in pathlib.Path("/tmp").glob(f"ompi.{n}.*")]
     assert not left, left
     sh("down")   # a second down is harmless
+    # what a down that never ended (killed, timed out) leaves: n2's tmpfs
+    # still mounted, twice (a second up without the lock), files in both
+    # layers: up starts from empty node-local directories all the same
+    for layer in ("lower", "upper"):
+        subprocess.run(["mount", "-t", "tmpfs", "sts-stale", str(cluster.local("n2"))], check=True)
+        (cluster.local("n2") / layer).write_text("x")
     # up without N: 4 nodes, whatever the last cluster had (a module with
     # CLUSTER_NODES = 7 ran before); the module's fixture still owns it
     (BASE / "nnodes").write_text("7\n")
     sh("up", timeout=180)
     assert (BASE / "nnodes").read_text().strip() == "4"
     assert sh("exec", "n5", "true", check=False).returncode != 0
+    left = {n: sorted(p.name for p in cluster.local(n).iterdir()) for n in cluster.nodes}
+    assert left == {n: [] for n in cluster.nodes}, left
+    assert open("/proc/self/mounts").read().count(f" {cluster.local('n2')} ") == 1
