@@ -158,6 +158,7 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
     rank's compressed global copy, and the coordinator reads none of the
     global copies ahead (docs/split.md, "Restart")."""
     import json
+    import pathlib
     import re
     from cluster_common import BASE, sh
     job = ClusterJob(cluster, tmp_path)
@@ -170,7 +171,11 @@ def test_staging_across_nodes_and_a_wiped_node(cluster, progs, tmp_path):
         r = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global")
         name = r.stdout.strip()
         assert name == "ckpt-000001", r.stdout + r.stderr
-        on = {n: sorted(p.name for p in cluster.local(n).glob(f"*/{name}/rank-*.img"))
+        # this job's copies, in <local_dir>/<job>.<stage id>/<checkpoint>/
+        # (docs/split.md): another job's ckpt-000001 may be there too
+        job_name = pathlib.Path(progs[("p2p", "openmpi")]).name
+        mine = f"{job_name}.{(job.ck / job_name / 'stage.id').read_text()}"
+        on = {n: sorted(p.name for p in (cluster.local(n) / mine / name).glob("rank-*.img"))
               for n in cluster.nodes}
         assert sum(len(v) for v in on.values()) == 4 and all(len(v) == 1 for v in on.values()), on
         for img in sorted(job.ck.glob(f"*/{name}/rank-*.img")):
