@@ -52,7 +52,6 @@
 #define NOTE_SETTLE_MS 3000      /* see missing_settled() */
 #define IMAGE_NAME "process.img"
 #define TREE_NAME "tree"           /* a process tree: one line per process (docs/transparent.md) */
-#define RANK_TIMEOUT_MS (600 * 1000)  /* a rank's answer to CHECKPOINT */
 #define MOVED_TIMEOUT_MS (120 * 1000)  /* a moved rank registering from its spare */
 #define HB_CHECK_MS 100               /* how often silent node agents are looked for */
 
@@ -994,7 +993,7 @@ static void send_nodes(struct coord *c, const char *line)
  * sum of the second. */
 static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint64_t *sum)
 {
-	uint64_t deadline = now_ms() + RANK_TIMEOUT_MS;
+	uint64_t timeout_ms = cfg_u64(CFG_RANK_TIMEOUT) * 1000, deadline = now_ms() + timeout_ms;
 	unsigned left = 0, nn = c->nnodes;
 	char *done = calloc(nn ? nn : 1, 1);
 	size_t wl = strlen(word);
@@ -1060,8 +1059,8 @@ static int collect_nodes(struct coord *c, const char *word, uint64_t *max, uint6
 
 					node_ranks(c, &c->nodes[i], ranks, sizeof(ranks));
 					ret = err_set(-ETIMEDOUT, "the node agent on %s (ranks %s) did not "
-						      "answer within %d s", c->nodes[i].host, ranks,
-						      RANK_TIMEOUT_MS / 1000);
+						      "answer within %llu s", c->nodes[i].host, ranks,
+						      (unsigned long long)timeout_ms / 1000);
 				}
 			break;
 		}

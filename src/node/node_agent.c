@@ -1030,6 +1030,10 @@ static void coord_said(const char *line)
 		char out[LINE_MAX_LEN];
 		int len = format_line(out, sizeof(out), "%s", line);
 
+		/* before the lines: a rank that finds the checkpoint posted
+		 * only after reading its verdict does not park for it */
+		if (A.board)
+			__atomic_store_n(&A.board->over, A.board->gen, __ATOMIC_RELEASE);
 		for (unsigned i = 0; i < A.n; i++) {
 			struct rank *q = A.r[i];
 

@@ -49,6 +49,8 @@ int node_park_posted(const struct node_park *p, uint32_t *seen, char *name, size
 	if (gen == *seen)
 		return 0;
 	*seen = gen;
+	if ((int32_t)(__atomic_load_n(&p->over, __ATOMIC_ACQUIRE) - gen) >= 0)
+		return 0;
 	snprintf(name, len, "%.*s", (int)sizeof(p->ckpt) - 1, p->ckpt);
 	return 1;
 }

@@ -1,6 +1,6 @@
 /* node_park.h - a node's ranks told CHECKPOINT at once, and counted
  * parked in memory (docs/coordinator.md, "Stopping a node's ranks at once",
- * board version 1).
+ * board version 2).
  *
  * With one CHECKPOINT line to each rank and one PARKED line back, the stop
  * phase of a checkpoint was the kernel passing two lines a rank (a send, a
@@ -37,7 +37,7 @@
 #include <stdint.h>
 
 #define NODE_PARK_MAGIC 0x4b524150u   /* "PARK" */
-#define NODE_PARK_VERSION 1
+#define NODE_PARK_VERSION 2
 #define NODE_PARK_SLOTS 1024           /* ranks of a node on the board; more speak lines */
 #define NODE_PARK_FDS 3                /* with OK: the board, the ranks' bell, the agent's */
 
@@ -53,6 +53,8 @@ struct node_park {
 	uint32_t gen;      /* bumped by the agent for each checkpoint posted */
 	uint32_t expected; /* ranks on the board told by this generation */
 	uint32_t answered; /* of them, those that parked or said FAILED */
+	uint32_t over;     /* the last generation whose verdict the agent passed on:
+			    * a rank that finds it posted only then is too late */
 	char ckpt[64];     /* the checkpoint's name */
 	struct node_park_slot slot[NODE_PARK_SLOTS];
 };
@@ -62,7 +64,9 @@ int node_park_map(int memfd, struct node_park **out);
 void node_park_unmap(struct node_park **p);
 
 /* Rank side: 1 and the checkpoint's name in name when the agent posted a
- * generation after *seen (then *seen is that one), else 0 */
+ * generation after *seen (then *seen is that one) whose verdict it has not
+ * passed on yet, else 0 (a rank stopped past a whole checkpoint skips it:
+ * that checkpoint's verdict is already on its socket, read first) */
 int node_park_posted(const struct node_park *p, uint32_t *seen, char *name, size_t len);
 
 /* Rank side: answer generation gen from slot (parked: us, the time its

@@ -584,7 +584,10 @@ static int registered(char *line, size_t len)
 }
 
 /* The next line from the node agent, or a CHECKPOINT posted on the board
- * (*posted) */
+ * (*posted). Lines first: a rank stopped past a whole checkpoint finds its
+ * verdict there, and reads it before the board's next post, so that it
+ * never takes an old verdict for the new checkpoint's (node_park_posted
+ * then skips the old one) */
 static int next_line(char *line, size_t len, int *posted)
 {
 	char name[sizeof(board.p->ckpt)];
@@ -592,8 +595,11 @@ static int next_line(char *line, size_t len, int *posted)
 
 	*posted = 0;
 	while (board.p) {
+		struct pollfd q = { .fd = coord_fd, .events = POLLIN };
 		int n;
 
+		if (poll(&q, 1, 0) == 1)
+			return read_line(line, len);
 		if (node_park_posted(board.p, &board.seen, name, sizeof(name))) {
 			snprintf(line, len, "CHECKPOINT %s", name);
 			*posted = 1;

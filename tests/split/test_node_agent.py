@@ -11,12 +11,14 @@ Environment: STASIS_BIN, STASIS_BUILD."""
 import os
 import re
 import signal
+import subprocess
 import time
 
 import pytest
 
 from split_common import launcher, program_fixture
 from test_ckpt import MpiJob
+from proc_harness import BIN  # noqa: E402 (test_ckpt puts it on the path)
 
 ITERS = 60
 SLEEP_MS = 100
@@ -131,3 +133,32 @@ def test_the_agent_killed_during_a_checkpoint_fails_it_naming_its_node(hello, jo
     ls = job.stasis("ls", "--dir", job.ck).stdout
     assert re.search(rf"{first}\s+(CURRENT|COMPLETE)\s", ls), ls
     assert re.search(r"ckpt-000002\s+FAILED", ls), ls
+
+
+def test_a_rank_back_after_a_checkpoint_timed_out_parks_for_the_next(hello, job):
+    """rank_timeout = 2: rank 1 stopped (SIGSTOP) over a whole checkpoint,
+    which fails at the timeout naming its node; continued during the next
+    one, it reads the first one's verdict from its socket before it looks
+    at its board, and parks for the second (docs/coordinator.md, "Stopping
+    a node's ranks at once"). Taking the old verdict for the new one's, it
+    ran on while counted parked, and every later checkpoint failed."""
+    job.env["STASIS_RANK_TIMEOUT"] = "2"
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
+    job.lines_until(r"rank 0 iteration 2")
+    ranks = field(status(job), "ranks")
+    victim = pids(ranks)[[w.split(":")[0] for w in ranks.split(",")].index("1")]
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode == 1 and "did not answer within 2 s" in r.stderr, r.stderr
+        second = subprocess.Popen([BIN, "checkpoint", "--dir", str(job.ck)], env=job.env,
+                                  text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.5)
+    finally:
+        os.kill(victim, signal.SIGCONT)
+    out, err = second.communicate(timeout=60)
+    assert second.returncode == 0 and "ckpt-000002" in out, out + err
+    assert job.checkpoint() == "ckpt-000003"
+    job.events_over()
+    rc, out, err = job.finish_job()
+    assert rc == 0 and f"PASS ranks=2 iterations={ITERS}" in out, out + err
