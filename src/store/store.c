@@ -1548,8 +1548,11 @@ static int stat_file(struct store *s, int dirfd, const char *ckpt, const char *n
  * walk of its whole path (65,536 of them at 65K ranks, bench/scale).
  * Files of FILES records were checked by their recorder as it appended
  * them (store_ckpt_record_files: on its node, 64 files each where the
- * seal would stat them all one after another). */
-static int files_in_place(struct store *s, const struct index_ckpt *ck, char *why, size_t len)
+ * seal would stat them all one after another): the seal (all=0) skips
+ * them. Restart selection (all=1) does not: one may have gone since, and
+ * an older checkpoint must be chosen then. */
+static int files_in_place(struct store *s, const struct index_ckpt *ck, int all, char *why,
+			  size_t len)
 {
 	char dir[PATH_MAX];
 	struct store_stat st;
@@ -1562,7 +1565,7 @@ static int files_in_place(struct store *s, const struct index_ckpt *ck, char *wh
 	for (size_t i = 0; i < ck->nfiles && !ret; i++) {
 		const struct store_file_info *fi = &ck->files[i].info;
 
-		if (ck->files[i].vouched)
+		if (ck->files[i].vouched && !all)
 			continue;
 		ret = stat_file(s, dirfd, ck->info.name, fi->name, &st);
 		if (ret == -ENOENT)
@@ -1592,7 +1595,7 @@ static int commit_check(struct store *s, const struct index_ckpt *ck, unsigned e
 			       need, unfinished[0] ? " (never committed: " : "", unfinished,
 			       unfinished[0] ? ")" : "");
 	}
-	return files_in_place(s, ck, why, len);
+	return files_in_place(s, ck, 0, why, len);
 }
 
 static int append_failed(struct index_hold *h, const char *ckpt, const char *reason)
@@ -1716,7 +1719,7 @@ static int usable(struct store *s, const struct index_ckpt *ck, char *why, size_
 			 ck->sealed_files - ck->file_records, ck->sealed_files);
 		return 0;
 	}
-	return files_in_place(s, ck, why, len) == 0;
+	return files_in_place(s, ck, 1, why, len) == 0;
 }
 
 static const struct index_ckpt *select_in(struct store *s, const struct index_view *v)

@@ -112,3 +112,23 @@ def test_a_tree_whose_image_fails_mid_stream(job):
     job.restart()
     rc, out, err = job.finish()
     assert rc == 0 and out.strip() == "PASS", err
+
+
+def test_a_newer_checkpoint_missing_an_image_is_passed_over(job):
+    """A process image recorded in a FILES record (a tree's seal) deleted
+    after the checkpoint was established: restart selection must pass that
+    checkpoint over, as it does one of FILE records, and bring back the
+    older one (tests/cli/test_corruption.py's test_deleted_image for
+    `stasis save`). About 2 s."""
+    job.run(program("heap"))
+    assert job.checkpoint() == "ckpt-000001"
+    assert job.checkpoint() == "ckpt-000002"
+    job.kill()
+    images = sorted(job.ck.glob("*/ckpt-000002/*.img"))
+    assert images, sorted(str(p) for p in job.ck.rglob("*"))
+    images[0].unlink()
+    out = job.stasis("ls", "--dir", job.ck).stdout
+    assert re.search(r"ckpt-000001\s+CURRENT", out), out
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0 and out.strip() == "PASS", err
