@@ -1,6 +1,6 @@
 /* hello.c - a rank that sleeps and checks its own memory (tests/split).
  *
- *   hello ITERATIONS [SLEEP_MS [dup|late|- [NO_SLEEP_FILE]]]
+ *   hello ITERATIONS [SLEEP_MS [dup|late|- [NO_SLEEP_FILE|- [BALLAST_MIB]]]]
  *
  * With "dup", the ranks hold a communicator of their own (MPI_Comm_dup)
  * during the iterations and reduce over it at the end. With "late", rank 0
@@ -14,6 +14,9 @@
  * any moment of the sleeps, killed and restarted, must end the same.
  * Once NO_SLEEP_FILE exists (checked at each iteration) the ranks no longer
  * sleep: a test whose events are over lets the job run to its end at once.
+ * BALLAST_MIB more MiB of heap, written once and checked at the end, make
+ * the image that much larger (a write that takes long enough for a node
+ * agent to copy pieces of it while it is written).
  *
  * A private mapping of a file deleted at once, never touched until the
  * end, must then still read as the file did: its pages exist only in the
@@ -73,6 +76,8 @@ int main(int argc, char **argv)
 	long sleep_ms = argc > 2 ? atol(argv[2]) : 50;
 	uint64_t stack[512], *heap = malloc(WORDS * sizeof(uint64_t)), sum = 0, total = 0, expect = 0;
 	const uint64_t *gone;
+	uint64_t *ballast;
+	size_t ballast_n;
 	struct timespec ts = { sleep_ms / 1000, (sleep_ms % 1000) * 1000000 };
 	MPI_Comm comm = MPI_COMM_WORLD;
 	int late;
@@ -86,6 +91,10 @@ int main(int argc, char **argv)
 	if (late && rank == 0)
 		MPI_Send(&iters, 1, MPI_INT, 1, 7, MPI_COMM_WORLD);
 	gone = map_gone(rank);
+	ballast_n = argc > 5 ? (size_t)atol(argv[5]) << 17 : 0;   /* words */
+	ballast = ballast_n ? malloc(ballast_n * sizeof(uint64_t)) : NULL;
+	if (ballast)
+		fill(ballast, ballast_n, rank, 2000);
 	/* every rank's file is unlinked and closed before rank 0 prints an
 	 * iteration, which the tests wait for to checkpoint: one taken
 	 * between mkstemp and unlink would save fd 3 by a path then gone */
@@ -105,12 +114,17 @@ int main(int argc, char **argv)
 		sum += (uint64_t)(rank + 1) * (uint64_t)it;
 		printf("rank %d iteration %d\n", rank, it);
 		fflush(stdout);
-		if (argc > 4 && sleep_ms && access(argv[4], F_OK) == 0)
+		if (argc > 4 && sleep_ms && strcmp(argv[4], "-") && access(argv[4], F_OK) == 0)
 			ts.tv_sec = ts.tv_nsec = sleep_ms = 0;
 		nanosleep(&ts, NULL);
 	}
 	if (gone && check(gone, GONE_WORDS, rank, 1000) >= 0) {
 		printf("FAIL rank %d: the deleted file's word %d\n", rank, check(gone, GONE_WORDS, rank, 1000));
+		fflush(stdout);
+		MPI_Abort(MPI_COMM_WORLD, 3);
+	}
+	if (ballast && check(ballast, ballast_n, rank, 2000) >= 0) {
+		printf("FAIL rank %d: ballast word %d\n", rank, check(ballast, ballast_n, rank, 2000));
 		fflush(stdout);
 		MPI_Abort(MPI_COMM_WORLD, 3);
 	}
@@ -131,5 +145,6 @@ int main(int argc, char **argv)
 		       iters, (unsigned long long)total);
 	MPI_Finalize();
 	free(heap);
+	free(ballast);
 	return total == expect ? 0 : 1;
 }

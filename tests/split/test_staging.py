@@ -272,7 +272,10 @@ def test_killed_while_the_ranks_write_fails_the_checkpoint(hello, tmp_path):
     sealed: the checkpoint fails in one line and is FAILED in `stasis ls`,
     nothing of it reaches the global tier, and the ranks run on."""
     job = staged_job(tmp_path, STASIS_FAULT="node.copy:kill")
-    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
+    # 64 MiB more a rank: hello's image alone (about 8 MiB) was written
+    # before the agent's 2 ms nap ended in one run in three, its first
+    # piece then copied after the seal, and the checkpoint established
+    job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep, 64)
     job.lines_until(r"rank 0 iteration 2")
     r = job.stasis("checkpoint", "--dir", job.ck, check=False)
     assert r.returncode == 1 and re.fullmatch(
