@@ -119,8 +119,12 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         # the image came to the target's memory (its tmpfs), not through the
         # global tier (its node-local copy read, below); into a spare, a cut
         # no restart can use, it goes once the spare restored it
-        assert bool(list(cluster.local(spare).rglob(f"{name}/rank-00001.img"))) != into, \
-            r.stdout
+        # (this job's directory: <local_dir>/<job>.<stage id>, docs/split.md;
+        # the previous case's relaunch left its own ckpt-000001 there)
+        job_name = pathlib.Path(progs[("p2p", lower)]).name
+        stage_id = (job.ck / job_name / "stage.id").read_text().strip()
+        mine = cluster.local(spare) / f"{job_name}.{stage_id}"
+        assert (mine / name / "rank-00001.img").exists() != into, r.stdout
         assert not (job.ck / job.ck.name / name / "rank-00001.img").exists()
         job.events_over()
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
