@@ -94,13 +94,18 @@ stream() {  # name function: run function in the background, its lines prefixed
 # coordinator path another case here drives: 4 ranks where 2 take the same
 # path, and the created communicator and message in flight (the upper and
 # lower halves' work; its coordinator path is test_hello_three_cycles
-# then test_restart_under_the_other_mpi's), about 40 s.
+# then test_restart_under_the_other_mpi's), about 40 s. Nor the node agent
+# killed at its first piece of a copy while its rank writes (the normal
+# build runs it): it needs that piece read before the seal, and the
+# instrumented agent starts following after the ranks' 72 MiB are
+# written (the checkpoint then is established: fresh clone, 2026-11-27),
+# while node.copy.commit's kill and the corrupt piece run here too.
 ASAN_TESTS=(tests/cli tests/mpi tests/proc tests/split/test_ckpt.py tests/split/test_mpix.py
 	tests/split/test_staging.py tests/split/test_node_agent.py tests/split/test_recover.py
 	tests/split/test_migrate_refused.py tests/split/test_standby.py
 	tests/split/test_mpi4py.py::test_unregistered_ranks_say_why tests/scale)
 [ -d tests/bindings ] && ASAN_TESTS+=(tests/bindings)
-ASAN_SKIP="created_communicator or openmpi-4"
+ASAN_SKIP="created_communicator or openmpi-4 or killed_while_the_ranks_write"
 
 others=(tests/cli tests/proc tests/scale)
 [ -d tests/bindings ] && others+=(tests/bindings)
