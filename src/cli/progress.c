@@ -415,6 +415,8 @@ struct ckpt_watch {
 	unsigned long before;      /* the newest checkpoint before the request */
 	unsigned long found;       /* the new checkpoint, once its directory appears */
 	unsigned size;             /* ranks of an MPI job; 0: a process */
+	unsigned done;             /* the most ranks done a sample saw */
+	uint64_t bytes;            /* the most bytes a sample saw */
 	struct cli_rate rate;
 };
 
@@ -450,6 +452,15 @@ static int ckpt_sample(void *arg, char *line, size_t len)
 		if (b2 > bytes)
 			bytes = b2;
 	}
+	/* readdir may miss a file renamed while it reads (an image's *.tmp
+	 * becoming its name): a sample then sees less than the one before,
+	 * and the line never goes backwards */
+	if (done < w->done)
+		done = w->done;
+	if (bytes < w->bytes)
+		bytes = w->bytes;
+	w->done = done;
+	w->bytes = bytes;
 	cli_human_size(bytes, size, sizeof(size));
 	cli_rate(&w->rate, bytes, rate, sizeof(rate));
 	if (w->size)
