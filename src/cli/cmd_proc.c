@@ -414,12 +414,13 @@ static int wait_global(const char *root, const char *job, const char *name, cons
 		int found = 0, global = 0;
 		struct stat now;
 
-		if (step > 0 && stat(index, &now) == 0 && now.st_size == seen.st_size &&
-		    now.st_mtim.tv_sec == seen.st_mtim.tv_sec &&
-		    now.st_mtim.tv_nsec == seen.st_mtim.tv_nsec && now.st_ino == seen.st_ino)
-			goto unchanged;
-		if (stat(index, &now) == 0)
+		if (stat(index, &now) == 0) {
+			if (step > 0 && now.st_size == seen.st_size && now.st_ino == seen.st_ino &&
+			    now.st_mtim.tv_sec == seen.st_mtim.tv_sec &&
+			    now.st_mtim.tv_nsec == seen.st_mtim.tv_nsec)
+				goto unchanged;
 			seen = now;
+		}
 		if (store_open(NULL, root, job, &s) == 0 && store_list(s, &list, &count, NULL) == 0)
 			for (size_t i = 0; i < count; i++)
 				if (!strcmp(list[i].name, name)) {
