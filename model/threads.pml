@@ -1,5 +1,5 @@
 /* threads.pml - the collective rule for ranks whose threads all call MPI
- * (docs/protocol.md, "Threads"; src/split/lh_coll.c, thread_enter), for
+ * (docs/protocol.md, "Threads"; src/split/virt/lh_coll.c, thread_enter), for
  * spin.
  *
  * 2 ranks of 2 threads; thread t of every rank runs K iterations of a

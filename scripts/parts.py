@@ -6,7 +6,8 @@ PARTS lists the parts in order ("name: file.c file.c ..." lines, a part may
 take several lines); a file may use symbols defined by files of its own
 part and of the parts before it, never of a later one. OBJDIR holds the
 built objects (CMake's CMakeFiles/TARGET.dir; file.c.o, possibly in
-subdirectories). Objects of files no part names (other modules compiled
+subdirectories). A part named like a folder beside PARTS must hold exactly
+the .c files the part lists (generated files aside). Objects of files no part names (other modules compiled
 in) may not use any part's symbols. EXEMPT-LIST is a linker dynamic list
 (`{ name; name; };`) of libc entry points a part interposes: using those is
 calling libc, not the part. Prints each wrong use, one line each, and exits
@@ -31,6 +32,26 @@ def parts_of(path):
         for f in files.split():
             part_of[f] = name
     return order, part_of
+
+
+def folders(path, order, part_of):
+    """the wrong placements of files in the parts' folders, printed"""
+    bad = 0
+    top = pathlib.Path(path).parent
+    for part in order:
+        folder = top / part
+        if not folder.is_dir():
+            continue
+        listed = {f for f, p in part_of.items() if p == part}
+        present = {f.name for f in folder.glob("*.c")}
+        for f in sorted(present - listed):
+            print(f"{part}/{f} is not listed in part {part}")
+            bad += 1
+        for f in sorted(listed - present):
+            if not f.endswith("_gen.c"):
+                print(f"{f} of part {part} is not in {part}/")
+                bad += 1
+    return bad
 
 
 def symbols(objs):
@@ -58,12 +79,12 @@ def main():
     if len(sys.argv) == 4:
         exempt = set(re.findall(r"\b([A-Za-z_]\w*)\s*;", pathlib.Path(sys.argv[3]).read_text()))
     objs = {o.name[:-2]: o for o in pathlib.Path(sys.argv[2]).rglob("*.c.o")}
+    bad = folders(sys.argv[1], order, part_of)
     missing = sorted(f for f in part_of if f not in objs)
     if missing:
         sys.exit("parts.py: not built: " + " ".join(missing))
     table = symbols(objs)
     owner = {s: name for name, (d, _) in table.items() for s in d}
-    bad = 0
     for name, (_, used) in sorted(table.items()):
         mine = part_of.get(name)
         for s in sorted(used - exempt):

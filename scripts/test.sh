@@ -78,7 +78,7 @@ stream() {  # name function: run function in the background, its lines prefixed
 # (tests/cli, tests/proc), libstasis in applications and bindings
 # (tests/mpi, tests/bindings). A job of tests/split runs in lower halves and
 # upper-half wrappers that are never instrumented (stasis_no_sanitizers() in
-# src/split and src/mpi), so rerunning its programs finds nothing more; the
+# src/split and its parts), so rerunning its programs finds nothing more; the
 # instrumented part of a split job is the CLI's coordinator and the node
 # agent, and these drive each of their paths: run, checkpoint, a rank dying
 # mid-checkpoint, --stop, restart under either MPI, reading ahead

@@ -1,5 +1,5 @@
 /* libc_next.h - for the wrappers of libc's entry points that open
- * descriptors (src/split/lh_fds.c in the lower half, src/mpi/uh_files.c
+ * descriptors (src/split/lower/lh_fds.c in the lower half, src/split/upper/uh_files.c
  * in the upper): libc's own definition, and open's mode argument. */
 #ifndef STS_LIBC_NEXT_H
 #define STS_LIBC_NEXT_H

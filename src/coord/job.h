@@ -107,7 +107,7 @@ int job_launch_without(char *const *argv, char (*lost)[64], unsigned nlost, char
  * block, free()): the rank count before the program (Open MPI's -np, -n,
  * --np, -c; Hydra's -n, -np; srun's -n, --ntasks) raised by spares, the
  * lower halves told by JOBENV_SPARES that the last ones are spares
- * (src/split/lh_spare.h). -EINVAL when the command has no rank count. */
+ * (src/split/virt/lh_spare.h). -EINVAL when the command has no rank count. */
 int job_launch_spares(char *const *argv, unsigned spares, char ***out);
 
 /* The rank count the launcher's command gives before its program (the

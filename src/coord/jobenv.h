@@ -36,10 +36,10 @@
 /* which programs go above a lower half */
 #define JOBENV_SPLIT_PROGRAMS "STASIS_SPLIT_PROGRAMS"
 /* ranks the launcher starts beyond the program's, the last ones of its
- * MPI_COMM_WORLD, held in reserve (src/split/lh_spare.h); unset: none */
+ * MPI_COMM_WORLD, held in reserve (src/split/virt/lh_spare.h); unset: none */
 #define JOBENV_SPARES       "STASIS_SPARES"
 /* "1": the ranks pass MPI_Init and wait for a checkpoint to restore
- * (`stasis standby`, src/split/lh_standby.h); rank 0 says they are ready in
+ * (`stasis standby`, src/split/lower/lh_standby.h); rank 0 says they are ready in
  * this file of STASIS_JOB_DIR ("<ranks>\n"), the coordinator names the
  * checkpoint's directory in the other ("<dir>\n", written aside, renamed) */
 #define JOBENV_STANDBY      "STASIS_STANDBY"

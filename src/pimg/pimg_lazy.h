@@ -2,7 +2,7 @@
  * runs of pages are in; a thread brings them in from the image, the pages
  * some thread touches first (docs/transparent.md and docs/split.md, "Lazy
  * restore"). The split process's lower half serves its own upper half
- * (src/split/lh_lazy.c); `stasis restart` serves a restored single process
+ * (src/split/lower/lh_lazy.c); `stasis restart` serves a restored single process
  * or tree from outside (src/proc/restore.c), with the userfaultfd the
  * restorer made.
  *

@@ -6,7 +6,7 @@
  * their own, kind "memory", named for the region's start: "mem." and 12
  * hex digits. The coordinator writes them from the agent's stream
  * (src/proc/dump.c), the lower half from its own upper half
- * (src/split/lh_image.c); both restores find them here. Ordinary C on
+ * (src/split/lower/lh_image.c); both restores find them here. Ordinary C on
  * image/: never called by the agent or the restorer.
  */
 #ifndef STASIS_PIMG_MEM_H

@@ -1,6 +1,6 @@
 /* pimg_threads.h - what the single-process checkpointer (the agent in
  * src/proc/inject, the restorer in src/proc/restorer) and the split
- * process's lower half (src/split/lh_agent.c) share about parking a
+ * process's lower half (src/split/lower/lh_agent.c) share about parking a
  * process's threads and bringing them back: one thread restore, with a
  * table of operations where the two differ. Libc-free and
  * async-signal-safe like maps.c (raw system calls), so the freestanding

@@ -16,7 +16,7 @@
 #include "image/image.h"
 #include "pimg/pimg_mem.h"
 #include "proc/written.h"
-#include "mpi/sts_written.h"
+#include "split/sts_written.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* fd_ops.h - one table of operations per kind of descriptor (fds.c
  * dispatches, fd_<kind>.c implements): how a kind is described at a
  * checkpoint and opened again at a restart, side by side in one file.
- * Internal to src/proc and src/split/lh_fds.c's use of fds.h.
+ * Internal to src/proc and src/split/lower/lh_fds.c's use of fds.h.
  *
  * Functions return 0 or a negative errno with a one-line message in
  * err_msg() (common/err.h).

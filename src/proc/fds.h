@@ -5,7 +5,7 @@
  * checkpointers: the single-process mode's agent streams them and
  * restore.c sets them up before the restorer runs; the split process's
  * lower half writes its upper half's into the rank image and sets them up
- * before the upper half resumes (src/split/lh_fds.c). The rules are the
+ * before the upper half resumes (src/split/lower/lh_fds.c). The rules are the
  * same: regular files by path, flags and offset (the contents of one
  * unlinked while open), directories and character devices by path, pipes
  * whose ends are all in the process recreated and refilled, eventfd,

@@ -109,7 +109,7 @@ struct proc_hello {
 	uint64_t state_addr;    /* struct proc_agent_state in the program */
 };
 
-/* The files the program opened for writing (src/mpi/uh_files.c's list),
+/* The files the program opened for writing (src/split/upper/uh_files.c's list),
  * which the coordinator saves where the program has closed them
  * (src/proc/written.c); dropped: opens for writing since the last
  * checkpoint that found the list full. */

@@ -2,10 +2,10 @@
  * checkpoint (docs/split.md "Files written after the checkpoint",
  * docs/transparent.md "Files written and closed"): the image's "written"
  * section (struct split_written, split_format.h), written and put back by
- * the same code for the split process's lower half (src/split/lh_written.c)
+ * the same code for the split process's lower half (src/split/lower/lh_written.c)
  * and a single process's coordinator (dump.c, restore.c). The list of
  * files is the program's own, kept by the same wrappers in both
- * (src/mpi/uh_files.c).
+ * (src/split/upper/uh_files.c).
  *
  * Functions returning int return 0 or a negative errno with a one-line
  * message in err_msg(); who names the process in messages ("rank 1",

@@ -90,7 +90,7 @@ def test_libraries_dlopened_after_init_and_after_a_restart(appstate, plugins, lo
 
 
 # (Open MPI: the upper half's descriptors are saved and reopened by the
-# same code above either MPI, src/split/lh_fds.c)
+# same code above either MPI, src/split/lower/lh_fds.c)
 @pytest.mark.parametrize("lower", ["openmpi"])
 def test_open_files_equal_an_uninterrupted_runs(appstate, plugins, lower, tmp_path):
     """rank 0's fopen()ed log and every rank's O_APPEND file: lines written

@@ -6,7 +6,7 @@ import pathlib
 import subprocess
 import sys
 
-MPI_SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "mpi"
+MPI_SRC = pathlib.Path(__file__).resolve().parents[2] / "src" / "split" / "upper"
 sys.path.insert(0, str(MPI_SRC))
 from gen_wrappers import c_string  # noqa: E402
 

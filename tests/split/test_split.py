@@ -186,7 +186,7 @@ def test_thread_level_offered(lower, tmp_path):
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_wait_by_completion_word(progs, lower, tmp_path):
     """With Open MPI the lower half's waits read the request's completion word
-    (src/split/lh_poll.c), checked at startup: a layout that no longer checks
+    (src/split/virt/lh_poll.c), checked at startup: a layout that no longer checks
     out would silently fall back to MPI_Test; with MPICH they are MPI_Test."""
     env = dict(ENV, STASIS_LOG="debug")
     r = subprocess.run(launcher(lower, 2) + [str(LH / f"stasis-lh-{lower}"),

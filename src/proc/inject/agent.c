@@ -25,7 +25,7 @@
 #include "pimg/pimg_threads.h"
 #include "proc/fd_kind.h"
 #include "proc/proc_format.h"
-#include "mpi/sts_written.h"
+#include "split/sts_written.h"
 
 #include <dirent.h>
 #include <dlfcn.h>

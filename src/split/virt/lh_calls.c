@@ -260,7 +260,7 @@ static int lh_mpix_wait(uint64_t ticket, int *state)
 	}
 }
 
-/* A predefined attribute as this MPI library has it (src/mpi/uh_attr.c
+/* A predefined attribute as this MPI library has it (src/split/upper/uh_attr.c
  * keeps every other attribute in the upper half). */
 static int lh_attr_predef(int which, int *value, int *flag)
 {

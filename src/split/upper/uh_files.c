@@ -5,7 +5,7 @@
  *
  * libc's entry points that open a file are defined here, in a library of
  * their own (libstasis-files.so) that the lower half preloads into the
- * upper half (ld.so --preload, src/split/lh_main.c): first in the lookup
+ * upper half (ld.so --preload, src/split/lower/lh_main.c): first in the lookup
  * order, so every program and library finds them before libc's, whatever
  * it links. In the stand-in MPI library they were found only by programs
  * that link MPI ahead of libc (C with mpicc); libgfortran's OPEN and

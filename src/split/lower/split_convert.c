@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/err.h"
-#include "split_format.h"
+#include "split/split_format.h"
 
 void split_thread_to_rec(const struct split_thread *t, struct pimg_rec_thread *rec)
 {

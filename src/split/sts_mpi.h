@@ -1,7 +1,7 @@
 /* sts_mpi.h - the interface between the split process's two halves.
  *
  * The upper half (the application, its libc and Stasis's stand-in MPI
- * library, src/mpi) and the lower half (src/split: the real MPI, loaded
+ * library, src/split/upper) and the lower half (src/split: the real MPI, loaded
  * first) share one address space and call each other only through the
  * table below, found at a fixed address. Nothing in it depends on which
  * MPI library is below or which MPI ABI the application was compiled
@@ -172,7 +172,7 @@ enum { STS_WIN_MODEL_SEPARATE, STS_WIN_MODEL_UNIFIED };
 #define STS_UH_INTERP 0x200000000000ull
 #define STS_UPPER_HI 0x201000000000ull
 
-/* The lower half's ledger (src/split/lh_ledger.h): what it must know again
+/* The lower half's ledger (src/split/virt/lh_ledger.h): what it must know again
  * after a restart (its handle tables, how to rebuild each object, pending
  * requests, the drain buffer, message counts), kept in the upper range so
  * that it is saved and restored with the upper half's memory. Above the

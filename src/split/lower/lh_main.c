@@ -336,7 +336,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 			envv[ne++] = push_str(&s, *e);
 	/* ld.so's option ahead of PROGRAM: the list of written files first in
 	 * the lookup order, before libc whatever the program links
-	 * (src/mpi/uh_files.c); not LD_PRELOAD, which its children would get */
+	 * (src/split/upper/uh_files.c); not LD_PRELOAD, which its children would get */
 	snprintf(preload, sizeof(preload), "%s/libstasis-files.so", uh_libdir());
 	argvv[na++] = push_str(&s, interp);
 	argvv[na++] = push_str(&s, "--preload");
@@ -643,7 +643,7 @@ int main(int argc, char **argv, char **envp)
 		lh_log(LOG_DEBUG, "MPI's signal handlers run on the lower half's TLS");
 	sigprocmask(SIG_SETMASK, &mask, NULL);
 	/* errors come back to the upper half, which raises them on the
-	 * program's handlers (src/mpi/uh_err.c); every communicator made
+	 * program's handlers (src/split/upper/uh_err.c); every communicator made
 	 * later inherits this, files return errors by default */
 	MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
 	MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);

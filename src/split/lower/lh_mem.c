@@ -8,7 +8,7 @@
  * above the upper half's stack (STS_UH_STACK_TOP up to the top of the user
  * address space) with PROT_NONE reservations, so the highest free gap is
  * the one just below that stack, in the upper half's arena. Once the upper
- * libc's mmap is patched (src/mpi/uh_mem.c), the upper half calls
+ * libc's mmap is patched (src/split/upper/uh_mem.c), the upper half calls
  * lh_mem_unfill through the table and the lower half's later mappings go
  * back where the kernel puts them, above STS_UPPER_HI.
  *

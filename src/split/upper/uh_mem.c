@@ -5,7 +5,7 @@
  * kernel puts them. That can work only if every upper mapping lies in
  * [STS_UPPER_LO, STS_UPPER_HI), where the lower half never maps
  * (sts_mpi.h). ld.so's startup mappings get there because the lower half
- * filled the address space above the upper stack (src/split/lh_mem.c);
+ * filled the address space above the upper stack (src/split/lower/lh_mem.c);
  * everything after goes through the upper libc's mmap, munmap and mremap,
  * whose glibc-internal callers (malloc, thread stacks, stdio) call the same
  * code. So the constructor below overwrites the entry of those three with

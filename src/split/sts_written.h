@@ -2,13 +2,13 @@
  * access (open, openat, creat, fopen "w"/"a"/"+": uh_files.c), by absolute
  * path, with device and inode at the open; in the upper half's memory, so
  * the list comes back with it at a restart. At each checkpoint the lower
- * half saves those the program no longer has open (src/split/lh_written.c,
+ * half saves those the program no longer has open (src/split/lower/lh_written.c,
  * docs/split.md "Files written after the checkpoint"). The lower half
  * reads it with the upper half parked; the upper half adds under lock.
  *
  * The list and its wrappers are libstasis-files.so, which the lower half
  * puts first in the upper half's lookup order (ld.so --preload,
- * src/split/lh_main.c); the stand-in MPI libraries hand its address to the
+ * src/split/lower/lh_main.c); the stand-in MPI libraries hand its address to the
  * lower half (sts_uh_callbacks.written). A single process's agent
  * (libstasis-inject.so) holds them too and sends the list to the
  * coordinator at each checkpoint (src/proc/inject/agent.c).
