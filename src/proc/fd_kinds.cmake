@@ -2,6 +2,7 @@
 # and into the split process's lower half (src/split), which share fds.c.
 set(STASIS_PROC_FD_SOURCES
   ${CMAKE_SOURCE_DIR}/src/proc/fds.c
+  ${CMAKE_SOURCE_DIR}/src/proc/fd_common.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_file.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_pipe.c
   ${CMAKE_SOURCE_DIR}/src/proc/fd_eventfd.c

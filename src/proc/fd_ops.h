@@ -1,6 +1,8 @@
 /* fd_ops.h - one table of operations per kind of descriptor (fds.c
- * dispatches, fd_<kind>.c implements): how a kind is described at a
- * checkpoint and opened again at a restart, side by side in one file.
+ * dispatches, fd_<kind>.c implements, with fd_common.c's helpers below):
+ * how a kind is described at a checkpoint and opened again at a restart,
+ * side by side in one file. Calls run one way: fds.c -> fd_<kind>.c ->
+ * fd_common.c.
  * Internal to src/proc and src/split/lower/lh_fds.c's use of fds.h.
  *
  * Functions return 0 or a negative errno with a one-line message in

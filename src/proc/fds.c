@@ -30,8 +30,6 @@ static const struct proc_fd_ops *const kinds[] = {
 	[PROC_FD_FILE_SAVED] = &proc_fd_file_ops,
 };
 
-uint64_t proc_fd_save_max;
-
 const struct proc_fd_ops *proc_fd_ops_of(uint32_t kind)
 {
 	return kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[kind] : NULL;
@@ -49,37 +47,6 @@ int proc_fds_unsupported(const struct proc_fd_entry *v, size_t n)
 			return (int)i;
 	}
 	return -1;
-}
-
-int proc_fd_read_fdinfo(int fd, struct proc_fd_entry *e)
-{
-	char path[40], buf[8192];
-	ssize_t len;
-	int f;
-
-	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
-	f = open(path, O_RDONLY | O_CLOEXEC);
-	if (f < 0)
-		return err_set(-errno, "cannot read %s: %s", path, strerror(errno));
-	len = read(f, buf, sizeof(buf));
-	close(f);
-	if (len < 0)
-		return err_set(-EIO, "cannot read %s", path);
-	e->data = malloc((size_t)len + 1);
-	if (!e->data)
-		return err_set(-ENOMEM, "out of memory");
-	memcpy(e->data, buf, (size_t)len);
-	e->rec.data_len = (uint64_t)len;
-	return 0;
-}
-
-int proc_fd_describe_fdinfo(int fd, struct proc_fd_entry *e, const struct stat *st,
-			    const struct proc_fd_entry *v, size_t n)
-{
-	(void)st;
-	(void)v;
-	(void)n;
-	return proc_fd_read_fdinfo(fd, e);
 }
 
 int proc_fd_describe(int fd, struct proc_fd_entry *e, const struct proc_fd_entry *v, size_t n)
@@ -123,49 +90,6 @@ int proc_fds_check(const struct proc_fd_entry *v, size_t n)
 			return ret;
 	}
 	return 0;
-}
-
-int proc_fd_error(const struct proc_fd_entry *f, const char *what, int err)
-{
-	return err_set(-err, "%s %s (fd %d): %s", what, f->path, f->rec.fd, strerror(err));
-}
-
-int proc_fd_move_high(int fd, int floor)
-{
-	int n = fcntl(fd, F_DUPFD_CLOEXEC, floor);
-	int e = errno;
-
-	close(fd);
-	return n < 0 ? -e : n;
-}
-
-int proc_fd_place(const struct proc_fd_entry *f, int from)
-{
-	if (from < 0)
-		return from;
-	if (dup2(from, f->rec.fd) < 0) {
-		int e = errno;
-
-		close(from);
-		return proc_fd_error(f, "cannot place", e);
-	}
-	close(from);   /* dup2 leaves the number open across exec: the caller sets it */
-	return 0;
-}
-
-const char *proc_fd_info_field(const struct proc_fd_entry *f, const char *key)
-{
-	const char *text = f->data;
-	size_t klen = strlen(key);
-
-	for (const char *l = text; l && l < text + f->rec.data_len;) {
-		if ((size_t)(text + f->rec.data_len - l) > klen && strncmp(l, key, klen) == 0)
-			return l + klen;
-		l = memchr(l, '\n', (size_t)(text + f->rec.data_len - l));
-		if (l)
-			l++;
-	}
-	return NULL;
 }
 
 int proc_fds_reopen(const struct proc_fd_entry *v, size_t n, int floor)
