@@ -6,8 +6,9 @@ PARTS lists the parts in order ("name: file.c file.c ..." lines, a part may
 take several lines); a file may use symbols defined by files of its own
 part and of the parts before it, never of a later one. OBJDIR holds the
 built objects (CMake's CMakeFiles/TARGET.dir; file.c.o, possibly in
-subdirectories). A part named like a folder beside PARTS must hold exactly
-the .c files the part lists (generated files aside). Objects of files no part names (other modules compiled
+subdirectories). A part named like a folder beside PARTS (or FOLDER/NAME:
+the parts so named, together) must hold exactly the .c files it lists
+(generated files aside). Objects of files no part names (other modules compiled
 in) may not use any part's symbols. EXEMPT-LIST is a linker dynamic list
 (`{ name; name; };`) of libc entry points a part interposes: using those is
 calling libc, not the part. Prints each wrong use, one line each, and exits
@@ -38,11 +39,11 @@ def folders(path, order, part_of):
     """the wrong placements of files in the parts' folders, printed"""
     bad = 0
     top = pathlib.Path(path).parent
-    for part in order:
+    for part in dict.fromkeys(p.split("/")[0] for p in order):
         folder = top / part
         if not folder.is_dir():
             continue
-        listed = {f for f, p in part_of.items() if p == part}
+        listed = {f for f, p in part_of.items() if p.split("/")[0] == part}
         present = {f.name for f in folder.glob("*.c")}
         for f in sorted(present - listed):
             print(f"{part}/{f} is not listed in part {part}")

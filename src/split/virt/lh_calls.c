@@ -34,6 +34,15 @@ static struct lh_engine_ops engine;
 void lh_engine_set(const struct lh_engine_ops *ops)
 {
 	engine = *ops;
+	lh_hooks = (struct lh_object_hooks){
+		.created = lh_state_created, .freed = lh_state_freed,
+		.comm_made = lh_coll_comm_made, .comm_gone = lh_coll_comm_gone,
+		.comm_retire = lh_coll_comm_retire, .comm_retired = lh_coll_retired,
+		.comm_freeing = lh_coll_comm_freeing, .request_gone = lh_bsend_gone,
+		.file_unsupported = lh_io_unsupported, .file_rebuild = lh_io_rebuild,
+		.file_forget = lh_io_forget, .win_rebuild = lh_win_rebuild,
+		.op_build = lh_op_build,
+	};
 }
 
 static int lh_finalize(void)

@@ -156,22 +156,6 @@ int lh_coll_enter(uint32_t comm)
 	return 0;
 }
 
-int lh_coll_blocking(uint32_t comm)
-{
-	if (comm == 2)   /* MPI_COMM_SELF's never waits */
-		return 0;
-	if (comm != LH_BLOCKING_NONE)
-		return lh_coll_entry(comm);
-	if (!lh_lg->advancing)
-		return 0;
-	/* one on a file while the other members are stopped: inside, this
-	 * thread would wait for them with no way out to park */
-	lh_lg->held_blocking = LH_BLOCKING_NONE;
-	lh_lg->held = 0;
-	lh_hold_me();
-	return STS_AGAIN;
-}
-
 int lh_coll_passed(uint32_t comm)
 {
 	if (!lh_lg->advancing)

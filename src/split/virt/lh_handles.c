@@ -17,6 +17,7 @@
 #define STS_PREDEF_VALUE(name) LH_HVAL(name)
 #include "predef.c"
 
+struct lh_object_hooks lh_hooks;   /* lh_ledger.h; filled by lh_calls.c */
 static int errors_in[512];   /* real class -> neutral */
 static int errors_real[STS_NERRORS];   /* neutral class -> real */
 
@@ -120,7 +121,7 @@ uint32_t lh_alloc(int kind, uint64_t real)
 	t->slot[n].real = real;
 	t->slot[n].seq = ++lh_lg->seq;
 	t->slot[n].rec = NULL;
-	lh_state_created(kind, n);
+	lh_hooks.created(kind, n);
 	return n;
 }
 
@@ -130,7 +131,7 @@ void lh_release(int kind, uint32_t n)
 
 	if (n < STS_FIRST_USER || n >= t->next)
 		return;
-	if (kind == STS_COMM && t->slot[n].rec && lh_coll_comm_retire(n)) {
+	if (kind == STS_COMM && t->slot[n].rec && lh_hooks.comm_retire(n)) {
 		t->slot[n].real = t->slot[0].real;   /* the real one is freed */
 		return;
 	}
@@ -143,7 +144,7 @@ void lh_release_now(int kind, uint32_t n)
 
 	if (n < STS_FIRST_USER || n >= t->next)
 		return;
-	lh_state_freed(kind, n);
+	lh_hooks.freed(kind, n);
 	t->slot[n].rec = NULL;
 	t->slot[n].real = t->slot[0].real;
 	if (t->nfree == t->free_cap) {

@@ -143,6 +143,31 @@ int lh_ledger_create(int world_rank, int world_size);
  * with err_msg(). */
 int lh_ledger_attach(int world_rank, int world_size);
 
+/* What the handle tables (lh_handles.c) and the records of objects
+ * (lh_state.c) tell the files above them: a handle made or freed (to
+ * lh_state.c), a communicator's collective counts (lh_coll.c), buffered
+ * sends (lh_p2p.c), files (lh_io.c), windows (lh_win.c), operations
+ * (lh_calls.c). Defined in lh_handles.c and filled once by lh_calls.c
+ * (lh_engine_set, before any object exists), so the calls inside the
+ * virtualization run one way (src/split/parts.txt). Each is the function
+ * of the same meaning declared in this header. */
+struct lh_object_hooks {
+	void (*created)(int kind, uint32_t n);
+	void (*freed)(int kind, uint32_t n);
+	void (*comm_made)(uint32_t comm);
+	void (*comm_gone)(uint32_t comm);
+	int (*comm_retire)(uint32_t comm);
+	int (*comm_retired)(uint32_t comm);
+	int (*comm_freeing)(uint32_t comm, MPI_Comm *real);
+	void (*request_gone)(uint32_t req);
+	const char *(*file_unsupported)(const void *rec);
+	int (*file_rebuild)(struct lh_slot *s);
+	void (*file_forget)(void *rec);
+	int (*win_rebuild)(struct lh_slot *s);
+	int (*op_build)(int slot, int commute, uint64_t *real);
+};
+extern struct lh_object_hooks lh_hooks;
+
 /* lh_state.c: objects the program created, recorded when they are made,
  * and built again on a fresh MPI at restart. */
 void lh_state_created(int kind, uint32_t n);
@@ -232,11 +257,11 @@ void lh_release_now(int kind, uint32_t n);
 int lh_coll_enter(uint32_t comm);
 /* lh_coll.c: some communicator's count is below its checkpoint target */
 int lh_coll_behind(void);
-/* lh_coll.c: a collective with no non-blocking form (a communicator
+/* lh_p2p.c: a collective with no non-blocking form (a communicator
  * made, a file opened, collective MPI-IO on the file's own communicator;
  * LH_BLOCKING_NONE: on a file with no record) is about to start: 0 (go
  * in), or STS_AGAIN (parks, and is called again). On a communicator: the
- * entry barrier (lh_coll_entry in lh_p2p.c), then lh_coll_passed: 0, or
+ * entry barrier (lh_coll_entry), then lh_coll_passed (lh_coll.c): 0, or
  * STS_AGAIN while a checkpoint lets this rank run and the other members
  * may be stopped (held past the barrier until every member is). With
  * LH_BLOCKING_NONE: STS_AGAIN while a checkpoint lets this rank run.
@@ -302,6 +327,7 @@ struct lh_engine_ops {
 	/* the program ends (MPI_Finalize) */
 	void (*bye)(void);
 };
+/* also the one place that fills lh_hooks */
 void lh_engine_set(const struct lh_engine_ops *ops);
 
 /* lh_p2p.c: arrays of requests (sts_hand_ops) */

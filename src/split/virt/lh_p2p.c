@@ -1319,6 +1319,24 @@ int lh_coll_entry(uint32_t comm)
 	return lh_coll_passed(comm) ? cont_park(OP_ENTRY, key, r, NULL) : 0;
 }
 
+/* A blocking collective's entry (lh_ledger.h): on comm, its barrier
+ * above; on a file while a checkpoint lets this rank run, held. */
+int lh_coll_blocking(uint32_t comm)
+{
+	if (comm == 2)   /* MPI_COMM_SELF's never waits */
+		return 0;
+	if (comm != LH_BLOCKING_NONE)
+		return lh_coll_entry(comm);
+	if (!lh_lg->advancing)
+		return 0;
+	/* one on a file while the other members are stopped: inside, this
+	 * thread would wait for them with no way out to park */
+	lh_lg->held_blocking = LH_BLOCKING_NONE;
+	lh_lg->held = 0;
+	lh_hold_me();
+	return STS_AGAIN;
+}
+
 /* ---- arrays of requests (sts_hand_ops); a null or inactive request's
  * status is left as the upper half set it (empty), a completed one's
  * written once ---- */

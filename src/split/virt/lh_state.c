@@ -673,7 +673,7 @@ void lh_state_created(int kind, uint32_t n)
 		/* (not with processes outside: they would not join the key's
 		 * collective; a checkpoint is refused while it lives) */
 		if (s->rec && ((struct rec_comm *)s->rec)->n > 0 && !outside(s->rec))
-			lh_coll_comm_made(n);
+			lh_hooks.comm_made(n);
 		break;
 	case STS_GROUP:
 		s->rec = record_group((MPI_Group)(LH_HCAST)real);
@@ -706,15 +706,15 @@ void lh_state_freed(int kind, uint32_t n)
 	if (kind == STS_REQUEST && nkept)
 		kept_free(n);
 	if (kind == STS_REQUEST)
-		lh_bsend_gone(n);
+		lh_hooks.request_gone(n);
 	if (!s || !s->rec)
 		return;
 	if (kind == STS_COMM)
-		lh_coll_comm_gone(n);
+		lh_hooks.comm_gone(n);
 	if (kind == STS_DATATYPE)
 		type_free_rec(s->rec);
 	else if (kind == STS_FILE)
-		lh_io_forget(s->rec);
+		lh_hooks.file_forget(s->rec);
 	else
 		lg_free(s->rec);
 	s->rec = NULL;
@@ -860,8 +860,8 @@ void lh_state_unsupported(char *why, size_t len)
 				snprintf(why, len, "it holds an MPI_%s it created", kind_names[k]);
 			} else if (!s->rec) {
 				snprintf(why, len, "out of memory for the record of an MPI_%s", kind_names[k]);
-			} else if (k == STS_FILE && lh_io_unsupported(s->rec)) {
-				snprintf(why, len, "%s", lh_io_unsupported(s->rec));
+			} else if (k == STS_FILE && lh_hooks.file_unsupported(s->rec)) {
+				snprintf(why, len, "%s", lh_hooks.file_unsupported(s->rec));
 			} else if (k == STS_COMM && outside(s->rec)) {
 				snprintf(why, len, "it holds a communicator with processes outside "
 					 "MPI_COMM_WORLD (its parent job's: MPI_Comm_get_parent)");
@@ -1066,12 +1066,12 @@ int lh_state_relink(void)
 		} else if (v[i].kind == STS_COMM) {
 			MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
 
-			lh_coll_comm_gone(v[i].n);
+			lh_hooks.comm_gone(v[i].n);
 			if (c != MPI_COMM_NULL)
 				MPI_Comm_free(&c);
 			ret = rebuild_comm(s);
 			if (ret == MPI_SUCCESS)
-				lh_coll_comm_made(v[i].n);
+				lh_hooks.comm_made(v[i].n);
 		} else if (v[i].kind == STS_GROUP) {
 			const struct rec_group *r = s->rec;
 			MPI_Group g = (MPI_Group)(LH_HCAST)s->real;
@@ -1105,13 +1105,13 @@ int lh_state_rebuild(void)
 		if (k == STS_COMM) {
 			ret = rebuild_comm(s);
 			if (ret == MPI_SUCCESS)
-				lh_coll_comm_made(v[i].n);
-			if (ret == MPI_SUCCESS && lh_coll_retired(v[i].n)) {
+				lh_hooks.comm_made(v[i].n);
+			if (ret == MPI_SUCCESS && lh_hooks.comm_retired(v[i].n)) {
 				/* freed by the program, not yet by every member: only
 				 * its key is needed, for the counts (agreed on it) */
 				MPI_Comm c = (MPI_Comm)(LH_HCAST)s->real;
 
-				if (!lh_coll_comm_freeing(v[i].n, &c))
+				if (!lh_hooks.comm_freeing(v[i].n, &c))
 					MPI_Comm_free(&c);
 				s->real = lh_lg->tables[STS_COMM].slot[0].real;
 			}
@@ -1129,15 +1129,15 @@ int lh_state_rebuild(void)
 			if (ret == MPI_SUCCESS)
 				s->real = LH_HVAL(t);
 		} else if (k == STS_FILE) {
-			ret = lh_io_rebuild(s);
+			ret = lh_hooks.file_rebuild(s);
 		} else if (k == STS_INFO) {
 			ret = rebuild_info(s);
 		} else if (k == STS_WIN) {
-			ret = lh_win_rebuild(s);
+			ret = lh_hooks.win_rebuild(s);
 		} else if (k == STS_OP) {
 			const struct rec_op *r = s->rec;
 
-			ret = lh_op_build(r->slot, r->commute, &s->real);
+			ret = lh_hooks.op_build(r->slot, r->commute, &s->real);
 		} else if (k == STS_REQUEST) {
 			snprintf(what, sizeof(what), "a pending receive");
 			ret = repost(s);
