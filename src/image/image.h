@@ -81,6 +81,10 @@ int img_section_attr(struct img_writer *w, const char *key, const char *value);
 int img_section_attr_u64(struct img_writer *w, const char *key, uint64_t value);
 /* Append bytes to the open section. buf is copied; it may be reused at once. */
 int img_write(struct img_writer *w, const void *buf, size_t len);
+/* The same, for bytes that stay as they are and mapped until
+ * img_writer_finish or img_writer_free returns (a stopped program's
+ * memory): whole chunks are written from buf itself, not copied. */
+int img_write_stable(struct img_writer *w, const void *buf, size_t len);
 /* Append bytes without a copy: img_write_room gives the free part of the
  * chunk being filled (*buf, *len >= 1 bytes; it stays valid until the next
  * call on w), the caller fills some of it (a read(2) straight into it) and

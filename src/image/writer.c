@@ -67,6 +67,8 @@ struct slot {
 	uint32_t last_len;      /* RUN: raw_len of the last chunk */
 	uint32_t flags;         /* RUN: ZERO or PARENT; DATA: set by chunk_process */
 	unsigned char *mem;     /* DATA: SLOT_PREFIX + chunk_size bytes */
+	const unsigned char *src; /* DATA: the caller's stable bytes (img_write_stable), or NULL */
+	int direct;             /* DATA result: header in mem, payload straight from src */
 	unsigned char *out;     /* DATA result: chunk header + payload */
 	size_t out_len;
 	uint32_t payload_crc;   /* DATA result: the header's payload CRC */
@@ -208,6 +210,20 @@ static uint32_t compact_pages(unsigned char *data, uint32_t raw, const uint8_t *
 	return out;
 }
 
+/* A chunk of the caller's stable bytes (img_write_stable) without a zero
+ * page is stored as it is: its header goes into the slot and its payload
+ * to the sink straight from the caller's memory. Any other is copied into
+ * the slot here, on the worker, and processed as a filled one. */
+static int chunk_direct(struct slot *s)
+{
+	for (uint32_t off = 0; off < s->len; off += IMG_PAGE)
+		if (page_is_zero(s->src + off, s->len - off < IMG_PAGE ? s->len - off : IMG_PAGE)) {
+			memcpy(s->mem + SLOT_PREFIX, s->src, s->len);
+			return 0;
+		}
+	return 1;
+}
+
 /* Turn a filled DATA slot into chunk header + payload (s->out). */
 static void chunk_process(struct img_writer *w, struct worker *k, struct slot *s)
 {
@@ -216,6 +232,20 @@ static void chunk_process(struct img_writer *w, struct worker *k, struct slot *s
 	uint8_t bitmap[IMG_BITMAP_MAX];
 	struct img_disk_chunk h = { 0 };
 
+	s->direct = s->src && chunk_direct(s);
+	if (s->direct) {
+		h.section = s->sec->index;
+		h.seq = s->seq;
+		h.offset = (uint64_t)s->seq * w->chunk_size;
+		h.raw_len = h.stored_len = raw;
+		h.payload_crc = crc32c(0, s->src, raw);
+		s->payload_crc = h.payload_crc;
+		s->out = s->mem;
+		put_chunk_header(s->out, &h);
+		s->out_len = IMG_CHUNK_HDR_LEN + raw;
+		s->flags = 0;
+		return;
+	}
 	memset(bitmap, 0, bmlen);
 	for (uint32_t i = 0, off = 0; off < raw; i++, off += IMG_PAGE) {
 		uint32_t plen = raw - off < IMG_PAGE ? raw - off : IMG_PAGE;
@@ -330,8 +360,12 @@ static int emit_data(struct img_writer *w, struct slot *s)
 {
 	int ret = FAULT(IMAGE_CHUNK_WRITE);
 
-	if (ret == 0)
+	if (ret == 0 && s->direct) {
+		ret = sink_write(w, s->out, IMG_CHUNK_HDR_LEN);
+		ret = ret ? ret : sink_write_chunk(w, s->src, s->len, 0, s->payload_crc);
+	} else if (ret == 0) {
 		ret = sink_write_chunk(w, s->out, s->out_len, IMG_CHUNK_HDR_LEN, s->payload_crc);
+	}
 	if (ret)
 		return chunk_fail(w, s->sec, s->seq, ret);
 	s->sec->stored += s->out_len - IMG_CHUNK_HDR_LEN;
@@ -517,6 +551,8 @@ static int slot_take(struct img_writer *w, enum slot_kind kind, struct slot **ou
 	s->kind = kind;
 	s->sec = w->cur;
 	s->seq = w->cur->chunks;
+	s->src = NULL;
+	s->direct = 0;
 	*out = s;
 	return 0;
 }
@@ -954,6 +990,43 @@ int img_write(struct img_writer *w, const void *buf, size_t len)
 			ret = submit_fill(w);
 	}
 	return ret;
+}
+
+/* Whole chunks go into the ring as references to the caller's bytes: the
+ * worker finds their zero pages and CRC there and the emitter writes them
+ * from there, so the caller's thread copies nothing. Only with threads
+ * and without compression (inline, img_write sends such chunks straight
+ * already; a compressed chunk needs its buffer anyway). */
+int img_write_stable(struct img_writer *w, const void *buf, size_t len)
+{
+	const unsigned char *p = buf;
+	int ret = check_append(w, "write", len);
+
+	if (ret || !w->threads || w->level)
+		return ret ? ret : img_write(w, buf, len);
+	if (w->fill) {          /* the chunk begun: filled by copy up to its end */
+		size_t n = w->chunk_size - w->fill->len;
+
+		n = n < len ? n : len;
+		ret = img_write(w, p, n);
+		p += n;
+		len -= n;
+	}
+	while (ret == 0 && len >= w->chunk_size) {
+		struct slot *s;
+
+		ret = slot_take(w, SLOT_DATA, &s);
+		if (ret)
+			break;
+		s->src = p;
+		s->len = w->chunk_size;
+		w->cur->size += w->chunk_size;
+		w->cur->chunks++;
+		ret = slot_submit(w, s);
+		p += w->chunk_size;
+		len -= w->chunk_size;
+	}
+	return ret == 0 && len ? img_write(w, p, len) : ret;
 }
 
 int img_write_room(struct img_writer *w, void **buf, size_t *len)

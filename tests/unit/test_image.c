@@ -81,6 +81,8 @@ static char *path_in_tmp(const char *name)
 
 struct file_sink {
 	int fd;
+	const unsigned char *lo, *hi;   /* a caller's buffer: */
+	unsigned inside;                /* sink calls whose bytes came straight from it */
 };
 
 static int file_sink(void *ctx, const void *buf, size_t len)
@@ -88,6 +90,8 @@ static int file_sink(void *ctx, const void *buf, size_t len)
 	struct file_sink *f = ctx;
 	const char *p = buf;
 
+	if (len && (const unsigned char *)buf >= f->lo && (const unsigned char *)buf < f->hi)
+		f->inside++;
 	while (len) {
 		ssize_t n = write(f->fd, p, len);
 
@@ -317,20 +321,23 @@ static void check_content(struct img_reader *r, const struct sec *secs, unsigned
 	}
 }
 
-/* Write data in pieces of random odd sizes. */
-/* Pieces of random sizes, by img_write or (one in two) filled into the
- * writer's own buffer (img_write_room, img_write_done): the image must be
- * the same either way. */
+/* Pieces of random sizes, by img_write, filled into the writer's own
+ * buffer (img_write_room, img_write_done) or as stable bytes
+ * (img_write_stable, sometimes the whole rest at once): the image must be
+ * the same every way. */
 static int write_pieces(struct img_writer *w, const unsigned char *p, size_t len)
 {
 	while (len) {
 		size_t n = (size_t)(rnd() % 70001) | 1, room_len;
+		unsigned how = rnd() % 3;
 		void *room;
 		int ret;
 
-		if (n > len)
+		if (n > len || (how == 2 && rnd() % 4 == 0))
 			n = len;
-		if (rnd() % 2) {
+		if (how == 2) {
+			ret = img_write_stable(w, p, n);
+		} else if (how == 1) {
 			ret = img_write_room(w, &room, &room_len);
 			if (ret)
 				return ret;
@@ -351,6 +358,7 @@ static int write_pieces(struct img_writer *w, const unsigned char *p, size_t len
 static int open_writer(const char *path, const struct img_writer_opts *o, struct file_sink *fs,
 		       struct img_writer **w)
 {
+	memset(fs, 0, sizeof(*fs));
 	fs->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	if (fs->fd < 0)
 		return -errno;
@@ -364,6 +372,46 @@ static int close_writer(struct file_sink *fs, struct img_writer **w, uint64_t *b
 	img_writer_free(w);
 	close(fs->fd);
 	return ret;
+}
+
+/* Stable bytes (img_write_stable) go to the sink from the caller's buffer
+ * itself, whole chunks without a zero page only, and only when threads
+ * process chunks uncompressed; the image reads back the same in any case. */
+static void stable_direct(const char *compress, unsigned threads, unsigned want_inside)
+{
+	const char *path = path_in_tmp("stable.img");
+	size_t cs = 64 << 10, size = 6 * cs + 1000;
+	struct sec sec = { "data", malloc(size), size };
+	struct img_writer_opts o;
+	struct img_writer *w = NULL;
+	struct img_reader *r = NULL;
+	struct file_sink fs;
+
+	fprintf(stderr, "stable compress=%s threads=%u\n", compress, threads);
+	fill_random(sec.data, size);
+	memset(sec.data + 4 * cs + 3 * PAGE, 0, PAGE);  /* chunk 4 has a zero page */
+	memset(sec.data + 5 * cs, 0, cs);               /* chunk 5 is all zero */
+	opts_init(&o, compress, threads, cs);
+	CHECK_EQ(open_writer(path, &o, &fs, &w), 0);
+	fs.lo = sec.data;
+	fs.hi = sec.data + size;
+	CHECK_EQ(img_section_begin(w, "memory", "data"), 0);
+	CHECK_EQ(img_write(w, sec.data, 100), 0);       /* a chunk begun: filled by copy */
+	CHECK_EQ(img_write_stable(w, sec.data + 100, cs - 100), 0);
+	CHECK_EQ(img_write_stable(w, sec.data + cs, size - cs), 0);
+	CHECK_EQ(img_section_end(w), 0);
+	CHECK_EQ(close_writer(&fs, &w, NULL), 0);
+	CHECK_EQ(fs.inside, want_inside);               /* chunks 1, 2, 3 */
+	CHECK_EQ(img_open(path, &r), 0);
+	if (r) {
+		CHECK_EQ(img_verify(r), 0);
+		check_content(r, &sec, 1, 20);
+		CHECK_EQ(chunk_flags(path, r, 0, 4, NULL), IMG_CHUNK_SPARSE);
+		CHECK_EQ(chunk_flags(path, r, 0, 5, NULL), IMG_CHUNK_ZERO);
+	}
+	img_close(&r);
+	free(sec.data);
+	unlink(path);
 }
 
 /* ---- round trips ---- */
@@ -394,7 +442,7 @@ static void recompress(const char *path, const char *compress, const struct sec 
 	struct img_recompress_opts o = { .level = 3, .hook = flip_hook, .hook_ctx = &f };
 	struct img_reader *r = NULL, *z = NULL;
 	struct mem_sink ms = { 0 };
-	struct file_sink fs = { open(zpath, O_WRONLY | O_CREAT | O_TRUNC, 0600) };
+	struct file_sink fs = { open(zpath, O_WRONLY | O_CREAT | O_TRUNC, 0600), NULL, NULL, 0 };
 	uint8_t id[16], zid[16];
 	uint64_t bytes = 0;
 	struct stat st, zst;
@@ -1543,6 +1591,9 @@ int main(void)
 			roundtrip(z ? "zstd" : "none", t, 64 << 10);
 			roundtrip(z ? "zstd" : "none", t, 4 << 20);
 		}
+	stable_direct("none", 2, 3);
+	stable_direct("none", 0, 3);    /* inline: img_write's own direct chunks */
+	stable_direct("zstd", 2, 0);
 	many_chunks();
 	many_sections(0);
 	many_sections(2);

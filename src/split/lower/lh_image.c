@@ -211,18 +211,43 @@ static int put(struct img_writer *w, const void *p, size_t n)
 	return img_write(w, p, n);
 }
 
-/* The stored pages of region g, into its open memory section. Unreadable
- * ones (PROT_NONE with pages) through /proc/self/mem: *mem_fd and *bounce
- * are opened and allocated on first need, the caller's to free. */
-static int put_runs(struct img_writer *w, const struct region *g, int *mem_fd, char **bounce)
+/* Whether [x - 64 KiB, x + 64 KiB) meets region g */
+static int near(const struct region *g, uint64_t x)
 {
-	int ret = 0;
+	return x && x < g->r.end + (64 << 10) && x + (64 << 10) > g->r.start;
+}
+
+/* Whether region g holds what a parked thread may still write while the
+ * image is written: its stack below the signal frame it waits in, its
+ * TLS and thread block around its FS base (errno; the rseq area and the
+ * robust list the kernel writes). Every other page of the upper half
+ * stays as it is until the program resumes. */
+static int region_live(const struct region *g, const struct lh_ckpt_state *st)
+{
+	for (unsigned i = 0; i < st->nthreads; i++)
+		if (near(g, st->threads[i].sigframe) || near(g, st->threads[i].fs_base) ||
+		    near(g, st->threads[i].rseq_addr) || near(g, st->threads[i].robust_head))
+			return 1;
+	return 0;
+}
+
+/* The stored pages of region g, into its open memory section: written
+ * from the stopped upper half itself, with no copy, but for a region a
+ * parked thread still writes (copied: a chunk's CRC must be that of the
+ * bytes written). Unreadable ones (PROT_NONE with pages) through
+ * /proc/self/mem: *mem_fd and *bounce are opened and allocated on first
+ * need, the caller's to free. */
+static int put_runs(struct img_writer *w, const struct region *g, const struct lh_ckpt_state *st,
+		    int *mem_fd, char **bounce)
+{
+	int ret = 0, live = region_live(g, st);
 
 	for (unsigned j = 0; !ret && j < g->nruns; j++) {
 		uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
 
 		if (g->r.prot & PROT_READ) {
-			ret = put(w, (const void *)(uintptr_t)a, len);
+			ret = live ? put(w, (const void *)(uintptr_t)a, len) :
+			      img_write_stable(w, (const void *)(uintptr_t)a, len);
 			continue;
 		}
 		if (*mem_fd < 0)
@@ -352,7 +377,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 		const struct region *g = &l.v[i];
 
 		ret = pimg_mem_begin(w, &g->r, g->path);
-		ret = ret ? ret : put_runs(w, g, &mem_fd, &bounce);
+		ret = ret ? ret : put_runs(w, g, st, &mem_fd, &bounce);
 		ret = ret ? ret : img_section_end(w);
 	}
 	ret = ret ? ret : lh_fds_dump(w, NULL);
