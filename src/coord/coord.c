@@ -20,6 +20,8 @@
 #include "common/log.h"
 #include "image/image.h"
 #include "proc/proc.h"
+#include "proc/proc_format.h"
+#include "proc/written.h"
 #include "store/store.h"
 
 #include <errno.h>
@@ -3283,9 +3285,9 @@ static int mpi_relaunch(struct coord *c, const char *dir)
 int coord_run(const struct coord_opts *o, char **argv, int *status)
 {
 	struct coord c;
-	char preload[PATH_MAX * 2], fdv[16];
+	char preload[PATH_MAX * 2], fdv[16], wfdv[16];
 	uint32_t version = 0;
-	int sv[2] = { -1, -1 }, ret;
+	int sv[2] = { -1, -1 }, ret, written = -1;
 
 	ret = coord_init(&c, o);
 	if (ret)
@@ -3318,6 +3320,13 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	ret = proc_agent_env(sv[1], preload, sizeof(preload), fdv, sizeof(fdv));
 	if (ret)
 		goto out;
+	/* the list of the files every process of the tree writes
+	 * (docs/transparent.md, "Files written and closed"); without it each
+	 * process's own list is saved, as before */
+	written = proc_written_log_create();
+	if (written < 0)
+		log_warn("%s", err_msg());
+	snprintf(wfdv, sizeof(wfdv), "%d", written);
 	c.child = fork();
 	if (c.child < 0) {
 		ret = err_set(-errno, "fork: %s", strerror(errno));
@@ -3329,6 +3338,8 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 			_exit(127);
 		setenv("LD_PRELOAD", preload, 1);
 		setenv("STASIS_COORD_FD", fdv, 1);
+		if (written >= 0 && fcntl(written, F_SETFD, 0) == 0)
+			setenv(PROC_ENV_WRITTEN, wfdv, 1);
 		execvp(argv[0], argv);
 		fprintf(stderr, "stasis: run: cannot execute %s: %s\n", argv[0], strerror(errno));
 		_exit(127);
@@ -3341,6 +3352,10 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	if (!ret) {
 		ret = proc_tree_create(c.channel, c.pid, version, &c.tree);
 		c.channel = -1;   /* the tree's (closed on failure) */
+	}
+	if (!ret && written >= 0) {
+		proc_tree_written_log(c.tree, written);
+		written = -1;
 	}
 	if (ret) {
 		/* the program runs on, without checkpoints; one that already ended
@@ -3356,6 +3371,8 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	serve(&c);
 	*status = c.status;
 out:
+	if (written >= 0)
+		close(written);
 	if (sv[0] >= 0)
 		close(sv[0]);
 	if (sv[1] >= 0)
@@ -3369,7 +3386,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	struct coord c;
 	struct img_reader *img = NULL;
 	char name[64], path[PATH_MAX], **launch = NULL;
-	int sv[2] = { -1, -1 }, ret;
+	int sv[2] = { -1, -1 }, ret, written = -1;
 
 	ret = coord_init(&c, o);
 	if (ret)
@@ -3412,16 +3429,32 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
 	if (ret)
 		goto out;
+	/* the tree's list of written files, started again from the images' */
+	written = proc_written_log_create();
+	if (written >= 0 && proc_restore_written_log(written) != 0) {
+		close(written);
+		written = -1;
+	}
+	if (written < 0)
+		log_warn("%s", err_msg());
 	/* every process of the checkpoint (proc/tree.c), each from its image */
 	ret = proc_tree_restart(path, name, log_get_level() >= LOG_DEBUG ? "debug" : "warn", &c.rchild,
 				&c.tree);
+	if (written >= 0)
+		close(PROC_WRITTEN_ORIGIN);   /* the restored processes have theirs */
 	if (ret)
 		goto out;
+	if (written >= 0) {
+		proc_tree_written_log(c.tree, written);
+		written = -1;
+	}
 	c.pid = proc_tree_pid(c.tree);
 	snprintf(c.last, sizeof(c.last), "%s", name);
 	serve(&c);
 	*status = c.status;
 out:
+	if (written >= 0)
+		close(written);
 	free(launch);
 	img_close(&img);
 	if (sv[0] >= 0)

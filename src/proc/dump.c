@@ -186,6 +186,8 @@ struct dump_state {
 	char *refusal;          /* a socket the checkpoint must not take (outside_socket) */
 	int werr;               /* the image writer's first error (kept) */
 	char wmsg[512];         /* and its message */
+	const struct proc_written_tree *tree;   /* the tree's written files, or NULL */
+	int written;            /* the "written" section is in the image */
 };
 
 /* An error of the image writer (a write that failed, a fault point) does not
@@ -516,6 +518,46 @@ static int fd_open(uint64_t dev, uint64_t ino, void *arg)
 	return 0;
 }
 
+/* Is path one of the tree's list? */
+static int in_tree(const struct proc_written_tree *t, const char *path)
+{
+	for (size_t i = 0; t && i < t->n; i++)
+		if (!strcmp(t->paths[i], path))
+			return 1;
+	return 0;
+}
+
+/* The "written" section: own[0..n) (the process's own list), and for the
+ * first process the tree's list too (the tree's files are saved once, in
+ * its image: another process's own ones that are in it are left out) */
+static int dump_written(struct dump_state *d, const char **own, uint32_t n)
+{
+	const struct proc_written_tree *t = d->tree;
+	size_t total = 0, more = t && t->first ? t->n : 0;
+	const char **paths = calloc((size_t)n + more + 1, sizeof(*paths));
+	char who[32];
+
+	if (!paths)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < n; i++)
+		if ((t && t->first) || !in_tree(t, own[i]))
+			paths[total++] = own[i];
+	for (size_t i = 0; i < more; i++) {
+		size_t k;
+
+		for (k = 0; k < n && strcmp(own[k], t->paths[i]) != 0; k++)
+			;
+		if (k == n)
+			paths[total++] = t->paths[i];
+	}
+	snprintf(who, sizeof(who), "process %d", d->header.pid);
+	if (!d->werr)
+		keep(d, proc_written_dump(d->w, paths, total, who, fd_open, d));
+	d->written = 1;
+	free(paths);
+	return 0;
+}
+
 /* The files the program wrote: the "written" section, with those it has
  * closed, read here by path while it is parked (written.c) */
 static int recv_written(struct dump_state *d, int fd, uint64_t len)
@@ -523,11 +565,11 @@ static int recv_written(struct dump_state *d, int fd, uint64_t len)
 	uint64_t size = len - sizeof(struct proc_written_list);
 	struct proc_written_list h;
 	const char **paths = NULL;
-	char *buf, who[32];
+	char *buf;
 	uint32_t n = 0;
 	int ret;
 
-	if (len < sizeof(h) || size > (uint64_t)STS_WRITTEN_MAX * STS_WRITTEN_PATH)
+	if (len < sizeof(h) || size > (uint64_t)STS_WRITTEN_MAX * STS_WRITTEN_PATH || d->written)
 		return err_set(-EBADMSG, "the agent sent a bad list of written files");
 	buf = malloc(size + 1);
 	if (!buf)
@@ -544,13 +586,12 @@ static int recv_written(struct dump_state *d, int fd, uint64_t len)
 	}
 	for (char *p = buf; p < buf + size && n < h.n; p += strlen(p) + 1)
 		paths[n++] = p;
-	snprintf(who, sizeof(who), "process %d", d->header.pid);
 	if (h.dropped)
-		fprintf(stderr, "stasis: %s: %u opens for writing since the last checkpoint found the "
-			"list of %d written files full: those files are not saved (a restart finds "
-			"them as they are then)\n", who, h.dropped, STS_WRITTEN_MAX);
-	if (!d->werr)
-		keep(d, proc_written_dump(d->w, paths, n, who, fd_open, d));
+		fprintf(stderr, "stasis: process %d: %u opens for writing since the last checkpoint "
+			"found the list of %d written files full: those files are not saved (a "
+			"restart finds them as they are then)\n", d->header.pid, h.dropped,
+			STS_WRITTEN_MAX);
+	ret = dump_written(d, paths, n);
 out:
 	free(paths);
 	free(buf);
@@ -696,6 +737,10 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 			if (d->werr)
 				return err_set(d->werr, "%s", d->wmsg);
 			ret = end_section(d);
+			if (!ret && d->tree && d->tree->first && !d->written)
+				ret = dump_written(d, NULL, 0);   /* an agent without a list */
+			if (!ret && d->werr)
+				return err_set(d->werr, "%s", d->wmsg);
 			if (!ret)
 				ret = write_fds(d);
 			if (!ret)
@@ -711,7 +756,8 @@ static int dump_loop(struct dump_state *d, int fd, struct proc_dump_info *info)
 	}
 }
 
-int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *info)
+int proc_dump_recv(int channel, struct img_writer *w, const struct proc_written_tree *tree,
+		   struct proc_dump_info *info)
 {
 	struct dump_state d;
 	int ret;
@@ -719,6 +765,7 @@ int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *inf
 	memset(&d, 0, sizeof(d));
 	memset(info, 0, sizeof(*info));
 	d.w = w;
+	d.tree = tree;
 	d.buf = malloc(COPY_SIZE);
 	if (!d.buf)
 		return -ENOMEM;
@@ -745,7 +792,7 @@ int proc_dump(int channel, struct img_writer *w, struct proc_dump_info *info)
 	memset(info, 0, sizeof(*info));
 	if (ret)
 		return err_set(ret, "the program's agent is gone (%s)", strerror(-ret));
-	ret = proc_dump_recv(channel, w, info);
+	ret = proc_dump_recv(channel, w, NULL, info);
 	free(info->fds);
 	info->fds = NULL;
 	info->nfds = 0;

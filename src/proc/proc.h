@@ -67,6 +67,9 @@ int proc_tree_create(int channel, pid_t pid, uint32_t version, struct proc_tree 
 /* One more process, restored with its agent (channel, after its hello). */
 int proc_tree_add(struct proc_tree *t, int channel, pid_t pid, uint32_t version);
 void proc_tree_free(struct proc_tree **t);
+/* The tree's list of written files (proc_written_log_create's memfd, the
+ * tree's from now on): read at each checkpoint, saved in the first image */
+void proc_tree_written_log(struct proc_tree *t, int fd);
 /* Processes with a live agent (0: none left); the first one's pid. */
 unsigned proc_tree_size(const struct proc_tree *t);
 pid_t proc_tree_pid(const struct proc_tree *t);
@@ -145,6 +148,10 @@ struct proc_restore_proc {
 struct proc_fd_share {
 	int32_t group, pid, fd;
 };
+/* The tree's list of written files for the restart (proc_written_log_create's):
+ * held at PROC_WRITTEN_ORIGIN for the agents' external descriptor of it,
+ * and started from the checkpoint's lists by proc_restore_tree */
+int proc_restore_written_log(int fd);
 int proc_restore_tree(const struct proc_restore_proc *v, size_t n, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out);
 /* The tree description a checkpoint stored (proc_tree_checkpoint): *v and

@@ -53,6 +53,12 @@
 #define PROC_ENV_SPAWNED    "STASIS_SPAWNED"
 /* The agent keeps its channel at or above this descriptor number. */
 #define PROC_AGENT_FD_MIN   900
+/* The memfd of the tree's list of written files (sts_written.h), which the
+ * coordinator makes: its number in the environment; kept by the agent at
+ * PROC_AGENT_FD_MIN or above, and saved as an external descriptor of this
+ * launch number, which `stasis restart` holds its new one at. */
+#define PROC_ENV_WRITTEN    "STASIS_WRITTEN_FD"
+#define PROC_WRITTEN_ORIGIN 899
 
 enum proc_msg_type {
 	/* dump stream (agent -> coordinator) */

@@ -17,7 +17,16 @@ int proc_recv(int fd, struct proc_msg *m);
 /* Read one dump stream (the agent was told CHECKPOINT, or DUMP) into w. */
 struct img_writer;
 struct proc_dump_info;
-int proc_dump_recv(int channel, struct img_writer *w, struct proc_dump_info *info);
+/* The files the processes of a tree wrote, as the coordinator's list
+ * holds them (tree.c, written.c): the first process's image saves them
+ * with its own; the others' leave them out */
+struct proc_written_tree {
+	const char *const *paths;
+	size_t n;
+	int first;
+};
+int proc_dump_recv(int channel, struct img_writer *w, const struct proc_written_tree *tree,
+		   struct proc_dump_info *info);
 
 /* lazy.c: lazy restore of a restored process (docs/transparent.md).
  * Whether it is asked for (STASIS_RESTORE_LAZY=1). */

@@ -1610,18 +1610,40 @@ static int lazy_setup(struct rproc *rp)
 	return 0;
 }
 
+/* The tree's list of written files again (sts_written.h), or -1 */
+static int g_written_log = -1;
+
+int proc_restore_written_log(int fd)
+{
+	if (dup3(fd, PROC_WRITTEN_ORIGIN, O_CLOEXEC) < 0)
+		return err_set(-errno, "cannot place the list of written files: %s", strerror(errno));
+	inherited[PROC_WRITTEN_ORIGIN / 64] |= 1ull << (PROC_WRITTEN_ORIGIN % 64);
+	g_written_log = fd;
+	return 0;
+}
+
 /* The files the process wrote and closed, as they were at the checkpoint
- * (written.c), before its descriptors are opened again */
-static int written_back(struct img_reader *img, int pid)
+ * (written.c), before its descriptors are opened again; they, and the
+ * files it had open for writing, start the tree's list again (a process
+ * that later closes one and writes it anew is saved as before) */
+static int written_back(struct img_reader *img, const struct image *im)
 {
 	char who[32];
 	size_t len;
 	void *sec;
 	int ret = proc_written_read(img, &sec, &len);
 
-	snprintf(who, sizeof(who), "process %d", pid);
+	snprintf(who, sizeof(who), "process %d", (int)im->header.pid);
 	if (!ret)
 		ret = proc_written_back(sec, len, who);
+	if (!ret && g_written_log >= 0) {
+		proc_written_log_add_section(g_written_log, sec, len);
+		for (uint64_t i = 0; i < im->nfds; i++)
+			if ((im->fds[i].rec.kind == PROC_FD_FILE ||
+			     im->fds[i].rec.kind == PROC_FD_FILE_SAVED) &&
+			    (im->fds[i].rec.flags & O_ACCMODE) != O_RDONLY)
+				proc_written_log_add(g_written_log, im->fds[i].path);
+	}
 	free(sec);
 	return ret;
 }
@@ -1664,7 +1686,7 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 		if (!ret)
 			ret = proc_fds_check(im->fds, im->nfds);
 		if (!ret)
-			ret = written_back(v[k].img, im->header.pid);
+			ret = written_back(v[k].img, im);
 		if (!ret)
 			ret = take_files(im, rp[k].p.pid, sh, nsh);
 		if (!ret)

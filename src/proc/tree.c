@@ -15,7 +15,9 @@
 #include "common/config.h"
 #include "common/err.h"
 #include "image/image.h"
+#include "proc/written.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -26,6 +28,7 @@
 #include <string.h>
 #include <linux/kcmp.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -47,6 +50,7 @@ struct member {
 struct proc_tree {
 	struct member *m;
 	size_t n, cap;
+	int written;                /* the tree's list of written files (its log), or -1 */
 };
 
 static void member_clear(struct member *m)
@@ -101,6 +105,7 @@ int proc_tree_create(int channel, pid_t pid, uint32_t version, struct proc_tree 
 
 	if (!t)
 		return -ENOMEM;
+	t->written = -1;
 	ret = add_member(t, channel, pid, version);
 	if (ret) {
 		free(t);
@@ -118,9 +123,18 @@ void proc_tree_free(struct proc_tree **tp)
 		return;
 	while (t->n)
 		drop_member(t, t->n - 1);
+	if (t->written >= 0)
+		close(t->written);
 	free(t->m);
 	free(t);
 	*tp = NULL;
+}
+
+void proc_tree_written_log(struct proc_tree *t, int fd)
+{
+	if (t->written >= 0)
+		close(t->written);
+	t->written = fd;
 }
 
 unsigned proc_tree_size(const struct proc_tree *t)
@@ -565,6 +579,7 @@ struct dump_job {
 	int failed;                  /* a dump failed: begin no other */
 	int *rets;                   /* each member's result */
 	char (*msgs)[512];           /* and its message */
+	struct proc_written_tree written[2];   /* the first process's, the others' */
 };
 
 static int dump_one(struct dump_job *j, size_t i)
@@ -580,7 +595,7 @@ static int dump_one(struct dump_job *j, size_t i)
 	if (!ret && proc_send(m->fd, PROC_CMD_DUMP, NULL, 0) != 0)
 		ret = err_set(-EPIPE, "process %d ended during the checkpoint", (int)m->pid);
 	else if (!ret) {
-		ret = proc_dump_recv(m->fd, w, &m->info);
+		ret = proc_dump_recv(m->fd, w, &j->written[i != 0], &m->info);
 		if (ret == -EPIPE)
 			ret = err_set(ret, "process %d ended during the checkpoint", (int)m->pid);
 	}
@@ -614,9 +629,11 @@ static void *dump_worker(void *arg)
 }
 
 /* 0, or the first failed process's error; *fin: an agent went silent. */
-static int dump_all(struct proc_tree *t, const struct proc_tree_sink *s, int *fin)
+static int dump_all(struct proc_tree *t, const struct proc_tree_sink *s, const char *const *written,
+		    size_t nwritten, int *fin)
 {
-	struct dump_job j = { .t = t, .s = s };
+	struct dump_job j = { .t = t, .s = s,
+			      .written = { { written, nwritten, 1 }, { written, nwritten, 0 } } };
 	size_t nthreads = t->n < TREE_DUMPS_AT_ONCE ? t->n : TREE_DUMPS_AT_ONCE, started = 0;
 	pthread_t tid[TREE_DUMPS_AT_ONCE];
 	int ret = 0;
@@ -649,9 +666,93 @@ static int dump_all(struct proc_tree *t, const struct proc_tree_sink *s, int *fi
 	return ret;
 }
 
+struct devino {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* The regular files the processes of the tree have open for writing now
+ * (*out malloc'd): /proc/<pid>/fd's links carry the open's mode in their
+ * own (write: S_IWUSR). A process we do not know the pid of has none. */
+static int open_for_writing(const struct proc_tree *t, struct devino **out, size_t *n)
+{
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (size_t i = 0; i < t->n; i++) {
+		char dir[64], link[64 + sizeof(((struct dirent *)0)->d_name)];
+		struct dirent *e;
+		struct stat fs, ls;
+		DIR *d;
+
+		if (t->m[i].host_pid <= 0)
+			continue;
+		snprintf(dir, sizeof(dir), "/proc/%d/fd", (int)t->m[i].host_pid);
+		d = opendir(dir);
+		while (d && (e = readdir(d)) != NULL) {
+			if (e->d_name[0] < '0' || e->d_name[0] > '9')
+				continue;
+			snprintf(link, sizeof(link), "%s/%s", dir, e->d_name);
+			if (lstat(link, &ls) != 0 || !(ls.st_mode & S_IWUSR) || stat(link, &fs) != 0 ||
+			    !S_ISREG(fs.st_mode))
+				continue;
+			if (*n == cap) {
+				struct devino *p = realloc(*out, (cap = cap ? 2 * cap : 64) * sizeof(*p));
+
+				if (!p) {
+					closedir(d);
+					return -ENOMEM;
+				}
+				*out = p;
+			}
+			(*out)[(*n)++] = (struct devino){ fs.st_dev, fs.st_ino };
+		}
+		if (d)
+			closedir(d);
+	}
+	return 0;
+}
+
+/* With every process parked: the files the tree wrote (its log, written.c)
+ * that none of its processes has open for writing (such a one is its
+ * descriptor's), for the first image (*paths malloc'd; none without a log) */
+static int tree_written(struct proc_tree *t, char ***paths, size_t *n)
+{
+	struct devino *open = NULL;
+	size_t k = 0, nopen = 0;
+	int ret;
+
+	*paths = NULL;
+	*n = 0;
+	if (t->written < 0)
+		return 0;
+	ret = proc_written_log_list(t->written, paths, n);
+	if (!ret && *n)
+		ret = open_for_writing(t, &open, &nopen);
+	for (size_t i = 0; !ret && i < *n; i++) {
+		struct stat st;
+		size_t j = 0;
+
+		if (stat((*paths)[i], &st) != 0)
+			continue;   /* gone meanwhile */
+		while (j < nopen && (open[j].dev != st.st_dev || open[j].ino != st.st_ino))
+			j++;
+		if (j < nopen)
+			continue;
+		(*paths)[k++] = (*paths)[i];
+	}
+	if (!ret)
+		*n = k;
+	free(open);
+	return ret;
+}
+
 int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, int stop,
 			 struct proc_tree_info *info)
 {
+	char **written = NULL;
+	size_t nwritten = 0;
 	char why[512] = "";
 	int ret, fin = 0;
 
@@ -694,7 +795,10 @@ int proc_tree_checkpoint(struct proc_tree *t, const struct proc_tree_sink *s, in
 	if (!ret)
 		ret = check_closure(t);
 	if (!ret)
-		ret = dump_all(t, s, &fin);
+		ret = tree_written(t, &written, &nwritten);
+	if (!ret)
+		ret = dump_all(t, s, (const char *const *)written, nwritten, &fin);
+	free(written);
 	for (size_t i = 0; !ret && i < t->n; i++) {
 		info->threads += t->m[i].info.threads;
 		info->regions += t->m[i].info.regions;

@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -29,6 +30,7 @@
 #include "image/image.h"
 #include "proc/fds.h"
 #include "split/split_format.h"
+#include "split/sts_written.h"
 
 enum { PIECE = 1 << 20 };
 
@@ -254,4 +256,142 @@ int proc_written_back(const void *sec, size_t len, const char *who)
 	if (!ret && off != len)
 		ret = err_set(-EBADMSG, "the image's list of written files is damaged");
 	return ret;
+}
+
+/* ---- the list of a process tree ---- */
+
+/* Files in a tree's list: more than one process's, for a build's or a
+ * script's many outputs */
+#define TREE_MAX 1024
+
+int proc_written_log_create(void)
+{
+	int fd = memfd_create("stasis-written", MFD_CLOEXEC);
+
+	if (fd < 0)
+		return err_set(-errno, "cannot make the list of written files: memfd_create: %s",
+			       strerror(errno));
+	if (fcntl(fd, F_SETFL, O_APPEND) != 0) {
+		int e = errno;
+
+		close(fd);
+		return err_set(-e, "cannot make the list of written files: %s", strerror(e));
+	}
+	return fd;
+}
+
+static void log_put(int fd, uint32_t op, uint64_t dev, uint64_t ino, const char *path)
+{
+	size_t pl = strlen(path) + 1;
+	struct sts_written_rec r = { op, (uint32_t)pl, dev, ino };
+	char *b = malloc(sizeof(r) + pl);
+
+	if (!b)
+		return;
+	memcpy(b, &r, sizeof(r));
+	memcpy(b + sizeof(r), path, pl);
+	(void)!write(fd, b, sizeof(r) + pl);
+	free(b);
+}
+
+void proc_written_log_add(int fd, const char *path)
+{
+	struct stat st;
+
+	if (fd >= 0 && path[0] == '/' && strlen(path) < STS_WRITTEN_PATH && !stasis_own(path) &&
+	    stat(path, &st) == 0 && S_ISREG(st.st_mode))
+		log_put(fd, STS_WRITTEN_OPEN, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path);
+}
+
+void proc_written_log_add_section(int fd, const void *sec, size_t len)
+{
+	const char *buf = sec;
+	uint64_t n, off = sizeof(n);
+
+	if (!sec || len < sizeof(n))
+		return;
+	memcpy(&n, buf, sizeof(n));
+	for (uint64_t i = 0; i < n && len - off >= sizeof(struct split_written); i++) {
+		struct split_written r;
+
+		memcpy(&r, buf + off, sizeof(r));
+		off += sizeof(r);
+		if (r.path_len == 0 || len - off < r.path_len || buf[off + r.path_len - 1] != 0)
+			return;
+		proc_written_log_add(fd, buf + off);
+		off += r.path_len + (r.saved ? r.size : 0);
+		if (off > len)
+			return;
+	}
+}
+
+/* The log's bytes (*out malloc'd) */
+static int log_read(int fd, char **out, size_t *len)
+{
+	struct stat st;
+	char *buf;
+	ssize_t got;
+
+	if (fstat(fd, &st) != 0)
+		return err_set(-errno, "cannot read the list of written files: %s", strerror(errno));
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return err_set(-ENOMEM, "out of memory");
+	got = pread(fd, buf, (size_t)st.st_size, 0);
+	if (got < 0) {
+		free(buf);
+		return err_set(-errno, "cannot read the list of written files: %s", strerror(errno));
+	}
+	*out = buf;
+	*len = (size_t)got;
+	return 0;
+}
+
+int proc_written_log_list(int fd, char ***paths, size_t *n)
+{
+	struct sts_written_file *v = malloc(TREE_MAX * sizeof(*v));
+	uint32_t nv = 0, dropped = 0;
+	size_t len = 0, bytes = 0;
+	char *log = NULL, **p, *s;
+	int ret = v ? log_read(fd, &log, &len) : err_set(-ENOMEM, "out of memory");
+
+	*paths = NULL;
+	*n = 0;
+	if (ret) {
+		free(v);
+		return ret;
+	}
+	sts_written_replay(log, len, v, &nv, TREE_MAX, &dropped);
+	sts_written_files_forget_gone(v, &nv);
+	if (dropped)
+		fprintf(stderr, "stasis: %u opens for writing since the last checkpoint found the "
+			"list of %d files the processes wrote full: those files are not saved (a "
+			"restart finds them as they are then)\n", dropped, TREE_MAX);
+	if (len >= STS_WRITTEN_LOG_MAX)
+		fprintf(stderr, "stasis: the list of files the processes wrote reached %llu MiB "
+			"since the last checkpoint: the files opened later are not saved\n",
+			STS_WRITTEN_LOG_MAX >> 20);
+	/* the log again, as short as the list: the processes are parked */
+	if (ftruncate(fd, 0) == 0)
+		for (uint32_t i = 0; i < nv; i++)
+			log_put(fd, STS_WRITTEN_OPEN, v[i].dev, v[i].ino, v[i].path);
+	for (uint32_t i = 0; i < nv; i++)
+		bytes += strlen(v[i].path) + 1;
+	p = malloc((nv + 1) * sizeof(*p) + bytes);
+	if (!p) {
+		free(v);
+		free(log);
+		return err_set(-ENOMEM, "out of memory");
+	}
+	s = (char *)(p + nv + 1);
+	for (uint32_t i = 0; i < nv; i++) {
+		p[i] = s;
+		s = stpcpy(s, v[i].path) + 1;
+	}
+	p[nv] = NULL;
+	*paths = p;
+	*n = nv;
+	free(v);
+	free(log);
+	return 0;
 }

@@ -39,4 +39,20 @@ int proc_written_read(struct img_reader *img, void **out, size_t *len);
  * file changed since the checkpoint */
 int proc_written_back(const void *sec, size_t len, const char *who);
 
+/* ---- the list of a process tree (sts_written.h's log; docs/transparent.md,
+ * "Files written and closed") ---- */
+
+/* The log's memfd, open for appending (close-on-exec); -errno */
+int proc_written_log_create(void);
+/* With every process of the tree parked: the log replayed into the tree's
+ * list (the gone files left out), and the log made that list again, so it
+ * does not grow from checkpoint to checkpoint. *paths (malloc'd, one block
+ * with the strings) and *n; a full list or log is said in one line. */
+int proc_written_log_list(int fd, char ***paths, size_t *n);
+/* Add path (absolute; a regular file now) to the log, as an open for
+ * writing would: at a restart, the files of the checkpoint's lists */
+void proc_written_log_add(int fd, const char *path);
+/* ... every path of a "written" section (proc_written_read's) */
+void proc_written_log_add_section(int fd, const void *sec, size_t len);
+
 #endif

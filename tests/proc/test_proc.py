@@ -144,6 +144,81 @@ def test_closed_files_in_a_renamed_directory_or_open_for_reading(job):
     assert (f.read_text(), g.read_text()) == ("start\nafter\n",) * 2
 
 
+# appends its count to log through a child (/bin/echo: the forked shell
+# opens log, and ends) every 50 ms until "stop" exists
+CHILDREN_APPEND = """
+echo READY
+i=0
+while [ ! -e stop ]; do
+    i=$((i + 1))
+    /bin/echo "$i" >> log
+    sleep 0.05
+done
+echo "wrote $i lines"
+"""
+
+
+def test_a_file_only_children_that_ended_wrote(job):
+    """A bash loop whose children append to log (`/bin/echo $i >> log`),
+    killed three appends after a checkpoint and restarted, twice: log
+    comes back as it was at the checkpoint, so it ends with each line
+    once, and the script's own output is an uninterrupted run's. Before,
+    no living process had log in its list: it kept the lines appended
+    after the checkpoint and the restarted loop wrote them again. About
+    3 s."""
+    log = job.work / "log"
+
+    def count():
+        return len(log.read_text().splitlines()) if log.exists() else 0
+
+    job.run("/bin/bash", "-c", CHILDREN_APPEND)
+    for _ in range(2):
+        until(lambda: count() >= 2, timeout=20)
+        job.checkpoint()
+        at = count()
+        until(lambda: count() >= at + 3, timeout=20)
+        job.kill()
+        job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0, f"rc={rc}\n{out}\n{err}"
+    n = count()
+    assert log.read_text() == "".join(f"{i}\n" for i in range(1, n + 1))
+    assert out == f"wrote {n} lines\n", out
+
+
+# writes before.txt, then execs a program that, once "go" exists, appends
+# to it
+EXEC_AFTER = """
+import os, time
+print("READY", flush=True)
+while not os.path.exists("go"): time.sleep(0.02)
+open("before.txt", "a").write("after\\n")
+while not os.path.exists("stop"): time.sleep(0.02)
+"""
+WRITE_THEN_EXEC = f"""
+import os, sys
+open("before.txt", "w").write("start\\n")
+os.execv(sys.executable, [sys.executable, "-c", {EXEC_AFTER!r}])
+"""
+
+
+def test_a_file_written_before_an_exec(job):
+    """A program writes before.txt and closes it, then execs another that,
+    after the checkpoint, appends to it. The restart puts it back as it
+    was, so it ends with the restarted program's append only (before, the
+    list of the program before the exec was gone with it: two appends).
+    About 1 s."""
+    job.run(sys.executable, "-c", WRITE_THEN_EXEC)
+    job.checkpoint()
+    (job.work / "go").touch()
+    until(lambda: "after" in (job.work / "before.txt").read_text(), timeout=20)
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0, f"rc={rc}\n{out}\n{err}"
+    assert (job.work / "before.txt").read_text() == "start\nafter\n"
+
+
 def test_locks_on_descriptions_shared_with_a_child(job):
     """locks.c with a child holding its three descriptions: the locks
     come back though each description is made once for the whole tree."""

@@ -736,7 +736,7 @@ static void launch_add(int fd, uint64_t dev, uint64_t ino)
 
 /* At the first start: every descriptor open now but the channel (0-2 too:
  * what they are at launch is the job's standard input and output). */
-static void launch_scan(int channel)
+static void launch_scan(int channel, int log)
 {
 	char buf[4096];
 	int dirfd = open("/proc/self/fd", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -756,7 +756,7 @@ static void launch_scan(int channel)
 			if (*p < '0' || *p > '9')
 				continue;
 			fd = (int)parse_dec(&p);
-			if (fd != channel && fd != dirfd && fstat(fd, &st) == 0)
+			if (fd != channel && fd != log && fd != dirfd && fstat(fd, &st) == 0)
 				launch_add(fd, st.st_dev, st.st_ino);
 		}
 	}
@@ -1564,7 +1564,9 @@ static int dump_fds(struct dump *d)
 				continue;
 			t[n].fd = fd;
 			t[n].ino = st.st_ino;
-			t[n].origin = fd > 2 ? launch_origin(fd, &st) : -1;
+			/* the tree's list of written files: the restart's own */
+			t[n].origin = fd == sts_written_log ? PROC_WRITTEN_ORIGIN
+				    : fd > 2 ? launch_origin(fd, &st) : -1;
 			if (fd <= 2)
 				g_stdio_saved[fd] = launch_same(fd, &st);
 			if (t[n].origin >= 0 && g_nexternal < MAX_EXTERNAL) {
@@ -2161,24 +2163,32 @@ static int static_target(enum exec_kind kind, const char *path, int fd)
 	return 0;
 }
 
-/* The variables that hand the channel and the launch table to the next
- * program's agent (ours replaced), in env (room for envp's and 4 more). */
+/* The variables that hand the channel, the launch table and the tree's
+ * list of written files to the next program's agent (ours replaced), in
+ * env (room for envp's and 5 more). */
 struct agent_vars {
-	char fdvar[48], launch[MAX_LAUNCH_FDS * 64 + 32];
+	char fdvar[48], logvar[48], launch[MAX_LAUNCH_FDS * 64 + 32];
 };
 
 static void agent_env(char *const envp[], int channel, int spawned, struct agent_vars *v, char **env)
 {
 	static char spawned_var[] = PROC_ENV_SPAWNED "=1";
 	size_t k = 0, fl = sizeof(PROC_ENV_FD), ll = sizeof(PROC_ENV_LAUNCH_FDS);
+	size_t wl = sizeof(PROC_ENV_WRITTEN);
 
 	memcpy(v->fdvar, PROC_ENV_FD "=", fl);
+	memcpy(v->logvar, PROC_ENV_WRITTEN "=", wl);
 	memcpy(v->launch, PROC_ENV_LAUNCH_FDS "=", ll);
 	for (char *const *e = envp; e && *e; e++)
 		if (strncmp(*e, v->fdvar, fl) != 0 && strncmp(*e, v->launch, ll) != 0 &&
+		    strncmp(*e, v->logvar, wl) != 0 &&
 		    strncmp(*e, spawned_var, sizeof(PROC_ENV_SPAWNED)) != 0)
 			env[k++] = *e;
 	put_u64(v->fdvar, fl, sizeof(v->fdvar), (uint64_t)channel);
+	if (sts_written_log >= 0) {
+		put_u64(v->logvar, wl, sizeof(v->logvar), (uint64_t)sts_written_log);
+		env[k++] = v->logvar;
+	}
 	for (unsigned i = 0; i < g_nlaunch; i++) {
 		ll = put_u64(v->launch, ll, sizeof(v->launch), (uint64_t)g_launch[i].fd);
 		v->launch[ll++] = ':';
@@ -2203,6 +2213,14 @@ static size_t env_count(char *const envp[])
 	while (envp && envp[n])
 		n++;
 	return n;
+}
+
+/* The tree's list of written files goes through an exec as the channel
+ * does (the program's own descriptors never see it) */
+static void log_cloexec(int flag)
+{
+	if (sts_written_log >= 0)
+		fcntl(sts_written_log, F_SETFD, flag);
 }
 
 static int exec_common(enum exec_kind kind, const char *path, int fd, char *const argv[],
@@ -2230,13 +2248,15 @@ static int exec_common(enum exec_kind kind, const char *path, int fd, char *cons
 		atomic_store(&g_exec, 0);
 		return exec_real(kind, path, fd, argv, envp);
 	}
-	char *env[env_count(envp) + 4];
+	char *env[env_count(envp) + 5];
 
 	agent_env(envp, channel, 0, &vars, env);
 	fcntl(channel, F_SETFD, 0);
+	log_cloexec(0);
 	ret = exec_real(kind, path, fd, argv, env);
 	err = errno;
 	fcntl(channel, F_SETFD, FD_CLOEXEC);
+	log_cloexec(FD_CLOEXEC);
 	atomic_store(&g_exec, 0);
 	errno = err;
 	return ret;
@@ -2304,7 +2324,7 @@ static int spawn_common(int search, pid_t *pid, const char *file, const posix_sp
 	if (g_channel < 0 || getpid() != g_owner || !preloads_agent(envp) ||
 	    static_target(search ? EXEC_SEARCH : EXEC_PATH, file, -1))
 		return (search ? real_posix_spawnp : real_posix_spawn)(pid, file, fa, attr, argv, envp);
-	char *env[env_count(envp) + 4];
+	char *env[env_count(envp) + 5];
 
 	/* as atfork_prepare: no checkpoint between CHILD and the child */
 	sigfillset(&all);
@@ -2330,10 +2350,14 @@ static int spawn_common(int search, pid_t *pid, const char *file, const posix_sp
 		posix_spawnattr_setflags(&mine, (short)(flags | POSIX_SPAWN_SETSIGMASK));
 		posix_spawnattr_setsigmask(&mine, &old);
 	}
+	if (announced)
+		log_cloexec(0);
 	ret = (search ? real_posix_spawnp : real_posix_spawn)(pid, file, fa, &mine, argv,
 							       announced ? env : envp);
-	if (announced)
+	if (announced) {
+		log_cloexec(FD_CLOEXEC);
 		close(sv[1]);   /* the coordinator sees its end close if no child took it */
+	}
 	pthread_mutex_unlock(&g_fork_lock);
 	real_pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return ret;
@@ -2670,11 +2694,27 @@ pid_t vfork(void)
 	return fork();
 }
 
+/* The tree's list of written files the coordinator or the previous
+ * program handed on ($STASIS_WRITTEN_FD): a memfd open for appending, or
+ * -1 (an older coordinator, or a job of its own: nothing is appended) */
+static int log_take(void)
+{
+	const char *env = getenv(PROC_ENV_WRITTEN);
+	int fd = env && *env ? atoi(env) : -1, flags;
+	struct stat st;
+
+	unsetenv(PROC_ENV_WRITTEN);
+	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return -1;
+	flags = fcntl(fd, F_GETFL);
+	return flags >= 0 && (flags & O_APPEND) && (flags & O_ACCMODE) != O_RDONLY ? fd : -1;
+}
+
 __attribute__((constructor)) static void agent_init(void)
 {
 	const char *env = getenv(PROC_ENV_FD), *launched;
 	struct sigaction sa;
-	int fd, type = 0, high, after_exec, spawned;
+	int fd, type = 0, high, after_exec, spawned, log;
 	socklen_t len = sizeof(type);
 
 	/* resolve the wrapped functions now: dlsym is not safe in a signal
@@ -2688,12 +2728,17 @@ __attribute__((constructor)) static void agent_init(void)
 	fd = atoi(env);
 	if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM)
 		return;
+	log = log_take();
 	launched = getenv(PROC_ENV_LAUNCH_FDS);
 	after_exec = launched != NULL;
 	if (after_exec)
 		launch_parse(launched);
 	else
-		launch_scan(fd);
+		launch_scan(fd, log);
+	if (log >= 0) {
+		sts_written_log = fcntl(log, F_DUPFD_CLOEXEC, PROC_AGENT_FD_MIN);
+		close(log);
+	}
 	unsetenv(PROC_ENV_LAUNCH_FDS);
 	spawned = getenv(PROC_ENV_SPAWNED) != NULL;
 	unsetenv(PROC_ENV_SPAWNED);

@@ -36,6 +36,9 @@
 #include "sts_written.h"
 
 struct sts_written sts_written;
+/* the tree's log (sts_written.h), set by a single process's agent; -1 in
+ * the split process, whose lower half reads each rank's list */
+int sts_written_log = -1;
 
 int __open_2(const char *path, int flags);
 int __open64_2(const char *path, int flags);
@@ -107,6 +110,27 @@ static void __attribute__((constructor)) at_fork(void)
 	pthread_atfork(NULL, NULL, child_unlock);
 }
 
+/* One record into the tree's log: a single write(2) of an O_APPEND
+ * descriptor, appended whole beside other processes' (with every signal
+ * blocked by the caller: a checkpoint never parks a process mid-record) */
+static void log_rec(uint32_t op, uint64_t dev, uint64_t ino, const char *path, const char *to)
+{
+	struct {
+		struct sts_written_rec r;
+		char paths[2 * STS_WRITTEN_PATH];
+	} b;
+	size_t pl = strlen(path) + 1, tl = to ? strlen(to) + 1 : 0;
+
+	if (sts_written_log < 0 || pl + tl > sizeof(b.paths) ||
+	    lseek(sts_written_log, 0, SEEK_END) >= (off_t)STS_WRITTEN_LOG_MAX)
+		return;
+	b.r = (struct sts_written_rec){ op, (uint32_t)(pl + tl), dev, ino };
+	memcpy(b.paths, path, pl);
+	if (to)
+		memcpy(b.paths + pl, to, tl);
+	(void)!write(sts_written_log, &b, sizeof(b.r) + pl + tl);
+}
+
 static void note(int fd)
 {
 	static const char *const skip[] = { "/proc/", "/sys/", "/dev/" };
@@ -116,7 +140,7 @@ static void note(int fd)
 	sigset_t old;
 	ssize_t len;
 	uint32_t i;
-	int e = errno;
+	int e = errno, added;
 
 	if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
 		errno = e;
@@ -135,21 +159,19 @@ static void note(int fd)
 			return;
 		}
 	lock(w, &old);
-	for (i = 0; i < w->n && strcmp(w->v[i].path, path) != 0; i++)
-		;
+	added = sts_written_files_add(w->v, &w->n, STS_WRITTEN_MAX, path, (size_t)len,
+				      (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 	/* full: the files deleted since make room; looked for once every 64
 	 * files that found it full, not at every open */
-	if (i == w->n && w->n == STS_WRITTEN_MAX && w->dropped % 64 == 0)
+	if (added < 0 && w->dropped % 64 == 0) {
 		sts_written_forget_gone(w);
-	if (i == w->n && w->n < STS_WRITTEN_MAX)
-		w->n++;
-	if (i < w->n) {   /* a path made again names another inode: the newest */
-		w->v[i].dev = (uint64_t)st.st_dev;
-		w->v[i].ino = (uint64_t)st.st_ino;
-		memcpy(w->v[i].path, path, (size_t)len + 1);
-	} else {
-		w->dropped++;
+		added = sts_written_files_add(w->v, &w->n, STS_WRITTEN_MAX, path, (size_t)len,
+					      (uint64_t)st.st_dev, (uint64_t)st.st_ino);
 	}
+	if (added < 0)
+		w->dropped++;
+	if (added)   /* not yet so in this process's list: maybe not in the tree's */
+		log_rec(STS_WRITTEN_OPEN, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path, NULL);
 	unlock(w, &old);
 	errno = e;
 }
@@ -165,8 +187,8 @@ static void dir_before(int dir, const char *from, char *old)
 	int e = errno, fd;
 
 	old[0] = 0;
-	if (!__atomic_load_n(&sts_written.n, __ATOMIC_RELAXED))
-		return;
+	if (!__atomic_load_n(&sts_written.n, __ATOMIC_RELAXED) && sts_written_log < 0)
+		return;   /* nothing listed that could follow it */
 	fd = (int)syscall(SYS_openat, dir, from, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
 		snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
@@ -176,33 +198,6 @@ static void dir_before(int dir, const char *from, char *old)
 		close(fd);
 	old[len > 0 && len < STS_WRITTEN_PATH - 1 && old[0] == '/' ? len : 0] = 0;
 	errno = e;
-}
-
-/* The listed paths under directory old, now under path (len bytes): a
- * file written before its directory was renamed is saved where it is */
-static void dir_moved(struct sts_written *w, const char *old, const char *path, size_t len)
-{
-	size_t n = strlen(old);
-	uint32_t k = 0;
-
-	for (uint32_t i = 0; i < w->n; i++) {
-		char *p = w->v[i].path;
-		size_t rest;
-
-		if (!strncmp(p, path, len) && p[len] == '/')
-			continue;   /* under the directory it replaced, which was empty: gone */
-		if (k != i)
-			w->v[k] = w->v[i];
-		p = w->v[k++].path;
-		if (strncmp(p, old, n) != 0 || p[n] != '/')
-			continue;
-		rest = strnlen(p + n, STS_WRITTEN_PATH - n);
-		if (n + rest >= STS_WRITTEN_PATH || len + rest >= STS_WRITTEN_PATH)
-			continue;   /* no end (damaged), or too long under its new name */
-		memmove(p + len, p + n, rest + 1);
-		memcpy(p, path, len);
-	}
-	w->n = k;
 }
 
 /* A listed file renamed (or linked) to newpath, relative to dir: the list
@@ -217,7 +212,6 @@ static void moved(int dir, const char *newpath, const char *old)
 	struct stat st;
 	sigset_t mask;
 	ssize_t len;
-	uint32_t k = 0;
 
 	if (fd < 0) {
 		errno = e;
@@ -235,23 +229,13 @@ static void moved(int dir, const char *newpath, const char *old)
 	path[len] = 0;
 	lock(w, &mask);
 	if (S_ISDIR(st.st_mode)) {
-		dir_moved(w, old, path, (size_t)len);
-		unlock(w, &mask);
-		errno = e;
-		return;
+		sts_written_files_dir_moved(w->v, &w->n, old, path, (size_t)len);
+		log_rec(STS_WRITTEN_DIR, 0, 0, old, path);
+	} else {
+		sts_written_files_moved(w->v, &w->n, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path,
+					(size_t)len);
+		log_rec(STS_WRITTEN_MOVED, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path, NULL);
 	}
-	for (uint32_t i = 0; i < w->n; i++) {
-		struct sts_written_file *f = &w->v[i];
-
-		if (f->dev == (uint64_t)st.st_dev && f->ino == (uint64_t)st.st_ino)
-			memcpy(f->path, path, (size_t)len + 1);
-		else if (!strcmp(f->path, path))
-			continue;   /* the file it replaced: gone */
-		if (k != i)
-			w->v[k] = w->v[i];
-		k++;
-	}
-	w->n = k;
 	unlock(w, &mask);
 	errno = e;
 }
