@@ -3285,7 +3285,7 @@ static int mpi_relaunch(struct coord *c, const char *dir)
 int coord_run(const struct coord_opts *o, char **argv, int *status)
 {
 	struct coord c;
-	char preload[PATH_MAX * 2], fdv[16], wfdv[16];
+	char preload[PATH_MAX * 2], fdv[16], wfdv[16], wpath[PATH_MAX + 32];
 	uint32_t version = 0;
 	int sv[2] = { -1, -1 }, ret, written = -1;
 
@@ -3323,7 +3323,8 @@ int coord_run(const struct coord_opts *o, char **argv, int *status)
 	/* the list of the files every process of the tree writes
 	 * (docs/transparent.md, "Files written and closed"); without it each
 	 * process's own list is saved, as before */
-	written = proc_written_log_create();
+	snprintf(wpath, sizeof(wpath), "%s/" PROC_WRITTEN_LOG_FILE, c.dir);
+	written = proc_written_log_create(wpath);
 	if (written < 0)
 		log_warn("%s", err_msg());
 	snprintf(wfdv, sizeof(wfdv), "%d", written);
@@ -3385,8 +3386,9 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 {
 	struct coord c;
 	struct img_reader *img = NULL;
-	char name[64], path[PATH_MAX], **launch = NULL;
+	char name[64], path[PATH_MAX], **launch = NULL, wpath[PATH_MAX + 32], *wold = NULL;
 	int sv[2] = { -1, -1 }, ret, written = -1;
+	size_t wlen = 0;
 
 	ret = coord_init(&c, o);
 	if (ret)
@@ -3429,9 +3431,13 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 	ret = store_ckpt_path(c.store, name, NULL, path, sizeof(path));
 	if (ret)
 		goto out;
-	/* the tree's list of written files, started again from the images' */
-	written = proc_written_log_create();
-	if (written >= 0 && proc_restore_written_log(written) != 0) {
+	/* the tree's list of written files, started again from the images';
+	 * the run before's tells which files it made after the checkpoint */
+	snprintf(wpath, sizeof(wpath), "%s/" PROC_WRITTEN_LOG_FILE, c.dir);
+	if (proc_written_log_old(wpath, &wold, &wlen) != 0)
+		log_warn("%s", err_msg());
+	written = proc_written_log_create(wpath);
+	if (written >= 0 && proc_restore_written_log(written, wold, wlen) != 0) {
 		close(written);
 		written = -1;
 	}
@@ -3455,6 +3461,7 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 out:
 	if (written >= 0)
 		close(written);
+	free(wold);
 	free(launch);
 	img_close(&img);
 	if (sv[0] >= 0)

@@ -150,8 +150,10 @@ struct proc_fd_share {
 };
 /* The tree's list of written files for the restart (proc_written_log_create's):
  * held at PROC_WRITTEN_ORIGIN for the agents' external descriptor of it,
- * and started from the checkpoint's lists by proc_restore_tree */
-int proc_restore_written_log(int fd);
+ * and started from the checkpoint's lists by proc_restore_tree, which
+ * removes the files the old log (old, len bytes; kept until then) says
+ * the tree made since (proc_written_log_forget_created) */
+int proc_restore_written_log(int fd, const char *old, size_t len);
 int proc_restore_tree(const struct proc_restore_proc *v, size_t n, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out);
 /* The tree description a checkpoint stored (proc_tree_checkpoint): *v and

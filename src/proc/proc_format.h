@@ -59,6 +59,9 @@
  * launch number, which `stasis restart` holds its new one at. */
 #define PROC_ENV_WRITTEN    "STASIS_WRITTEN_FD"
 #define PROC_WRITTEN_ORIGIN 899
+/* ... a file of the job's directory: a restart reads what the run before
+ * appended since the checkpoint (the files it made) */
+#define PROC_WRITTEN_LOG_FILE "written.log"
 
 enum proc_msg_type {
 	/* dump stream (agent -> coordinator) */

@@ -1610,15 +1610,20 @@ static int lazy_setup(struct rproc *rp)
 	return 0;
 }
 
-/* The tree's list of written files again (sts_written.h), or -1 */
+/* The tree's list of written files again (sts_written.h), or -1; the
+ * run before's log */
 static int g_written_log = -1;
+static const char *g_written_old;
+static size_t g_written_old_len;
 
-int proc_restore_written_log(int fd)
+int proc_restore_written_log(int fd, const char *old, size_t len)
 {
 	if (dup3(fd, PROC_WRITTEN_ORIGIN, O_CLOEXEC) < 0)
 		return err_set(-errno, "cannot place the list of written files: %s", strerror(errno));
 	inherited[PROC_WRITTEN_ORIGIN / 64] |= 1ull << (PROC_WRITTEN_ORIGIN % 64);
 	g_written_log = fd;
+	g_written_old = old;
+	g_written_old_len = len;
 	return 0;
 }
 
@@ -1699,6 +1704,10 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 		if (!ret && proc_lazy_wanted())
 			ret = lazy_setup(&rp[k]);
 	}
+	/* every image's files are back and listed: the ones the tree made
+	 * after the checkpoint go (written.c says which are safe to) */
+	if (!ret && g_written_log >= 0)
+		ret = proc_written_log_forget_created(g_written_old, g_written_old_len, g_written_log);
 	if (!ret && access(proc_restorer_path(), X_OK) != 0)
 		ret = err_set(-ENOENT, "the restorer %s is missing (set STASIS_RESTORER)",
 			      proc_restorer_path());

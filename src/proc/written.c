@@ -27,6 +27,7 @@
 
 #include "common/config.h"
 #include "common/err.h"
+#include "common/log.h"
 #include "image/image.h"
 #include "proc/fds.h"
 #include "split/split_format.h"
@@ -264,9 +265,14 @@ int proc_written_back(const void *sec, size_t len, const char *who)
  * script's many outputs */
 #define TREE_MAX 1024
 
-int proc_written_log_create(void)
+int proc_written_log_create(const char *path)
 {
-	int fd = memfd_create("stasis-written", MFD_CLOEXEC);
+	int fd = path ? open(path, O_RDWR | O_CREAT | O_TRUNC | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+			     0600) : -1;
+
+	if (fd >= 0)
+		return fd;
+	fd = memfd_create("stasis-written", MFD_CLOEXEC);
 
 	if (fd < 0)
 		return err_set(-errno, "cannot make the list of written files: memfd_create: %s",
@@ -326,6 +332,64 @@ void proc_written_log_add_section(int fd, const void *sec, size_t len)
 }
 
 /* The log's bytes (*out malloc'd) */
+static int log_read(int fd, char **out, size_t *len);
+
+int proc_written_log_old(const char *path, char **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC), ret;
+
+	*out = NULL;
+	*len = 0;
+	if (fd < 0)
+		return errno == ENOENT ? 0 : err_set(-errno, "cannot read %s: %s", path, strerror(errno));
+	ret = log_read(fd, out, len);
+	close(fd);
+	return ret;
+}
+
+/* Is path one of v[0..n)? */
+static int listed(const struct sts_written_file *v, uint32_t n, const char *path)
+{
+	for (uint32_t i = 0; i < n; i++)
+		if (!strcmp(v[i].path, path))
+			return 1;
+	return 0;
+}
+
+int proc_written_log_forget_created(const char *old, size_t len, int fd)
+{
+	struct sts_written_file *made = malloc(TREE_MAX * sizeof(*made)),
+				*kept = malloc(TREE_MAX * sizeof(*kept));
+	uint32_t nmade = 0, nkept = 0, dropped = 0;
+	size_t klen = 0;
+	char *klog = NULL;
+	int ret = made && kept ? log_read(fd, &klog, &klen) : err_set(-ENOMEM, "out of memory");
+
+	if (!ret && old) {
+		sts_written_replay(old, len, made, &nmade, TREE_MAX, &dropped, 1);
+		sts_written_replay(klog, klen, kept, &nkept, TREE_MAX, &dropped, 0);
+	}
+	for (uint32_t i = 0; !ret && i < nmade; i++) {
+		const char *p = made[i].path;
+		struct stat st;
+
+		/* the very file the tree made, and none the checkpoint knows */
+		if (listed(kept, nkept, p) || stasis_own(p) || lstat(p, &st) != 0 ||
+		    !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != made[i].dev ||
+		    (uint64_t)st.st_ino != made[i].ino)
+			continue;
+		if (unlink(p) == 0)
+			log_info("%s: made by the program after the checkpoint: removed", p);
+		else
+			log_warn("%s was made by the program after the checkpoint and cannot be "
+				 "removed: %s", p, strerror(errno));
+	}
+	free(made);
+	free(kept);
+	free(klog);
+	return ret;
+}
+
 static int log_read(int fd, char **out, size_t *len)
 {
 	struct stat st;
@@ -361,7 +425,7 @@ int proc_written_log_list(int fd, char ***paths, size_t *n)
 		free(v);
 		return ret;
 	}
-	sts_written_replay(log, len, v, &nv, TREE_MAX, &dropped);
+	sts_written_replay(log, len, v, &nv, TREE_MAX, &dropped, 0);
 	sts_written_files_forget_gone(v, &nv);
 	if (dropped)
 		fprintf(stderr, "stasis: %u opens for writing since the last checkpoint found the "

@@ -42,8 +42,20 @@ int proc_written_back(const void *sec, size_t len, const char *who);
 /* ---- the list of a process tree (sts_written.h's log; docs/transparent.md,
  * "Files written and closed") ---- */
 
-/* The log's memfd, open for appending (close-on-exec); -errno */
-int proc_written_log_create(void);
+/* The log, open for appending (close-on-exec): the file path made empty
+ * (the job's directory: a restart finds the files the program made after
+ * the checkpoint in it), or a memfd if it cannot be; -errno */
+int proc_written_log_create(const char *path);
+/* At a restart: the bytes of the log the run before left at path (*out
+ * malloc'd; NULL and 0 if there is none) */
+int proc_written_log_old(const char *path, char **out, size_t *len);
+/* ... once the new log fd holds the checkpoint's lists: the files an
+ * open of the tree made since the checkpoint (the old log's CREATED
+ * records, where they were renamed since) are removed, if the file at
+ * that path is still that one (device and inode) and the checkpoint
+ * lists no file at that path: a file the tree did not make is never
+ * removed. One line each (info). */
+int proc_written_log_forget_created(const char *old, size_t len, int fd);
 /* With every process of the tree parked: the log replayed into the tree's
  * list (the gone files left out), and the log made that list again, so it
  * does not grow from checkpoint to checkpoint. *paths (malloc'd, one block

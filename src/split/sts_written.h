@@ -154,6 +154,8 @@ enum sts_written_op {
 	STS_WRITTEN_OPEN = 1,   /* path opened for writing: dev, ino, path */
 	STS_WRITTEN_MOVED,      /* the file dev/ino renamed or linked to path */
 	STS_WRITTEN_DIR,        /* a directory renamed: old path, NUL, new path */
+	STS_WRITTEN_CREATED,    /* as OPEN, by an open that made the file (O_CREAT,
+				 * and it did not exist just before) */
 };
 
 struct sts_written_rec {
@@ -165,11 +167,12 @@ struct sts_written_rec {
 /* the log stops growing here (the coordinator says so) */
 #define STS_WRITTEN_LOG_MAX (64ull << 20)
 
-/* Replay the log's len bytes into v[0..*n) of at most cap; the files that
- * found it full counted in *dropped. Returns the bytes that were whole
- * records (a damaged record ends the replay). */
+/* Replay the log's len bytes into v[0..*n) of at most cap (created: only
+ * the files an open made, where they went since); the files that found it
+ * full counted in *dropped. Returns the bytes that were whole records (a
+ * damaged record ends the replay). */
 static inline size_t sts_written_replay(const char *log, size_t len, struct sts_written_file *v,
-					uint32_t *n, uint32_t cap, uint32_t *dropped)
+					uint32_t *n, uint32_t cap, uint32_t *dropped, int created)
 {
 	size_t off = 0;
 
@@ -185,8 +188,9 @@ static inline size_t sts_written_replay(const char *log, size_t len, struct sts_
 		pl = strnlen(p, r.len);
 		if (p[0] != '/' || pl >= STS_WRITTEN_PATH)
 			break;
-		if (r.op == STS_WRITTEN_OPEN) {
-			if (sts_written_files_add(v, n, cap, p, pl, r.dev, r.ino) < 0)
+		if (r.op == STS_WRITTEN_OPEN || r.op == STS_WRITTEN_CREATED) {
+			if ((!created || r.op == STS_WRITTEN_CREATED) &&
+			    sts_written_files_add(v, n, cap, p, pl, r.dev, r.ino) < 0)
 				(*dropped)++;
 		} else if (r.op == STS_WRITTEN_MOVED) {
 			sts_written_files_moved(v, n, r.dev, r.ino, p, pl);

@@ -219,6 +219,37 @@ def test_a_file_written_before_an_exec(job):
     assert (job.work / "before.txt").read_text() == "start\nafter\n"
 
 
+# once "go" exists, makes made.txt (O_CREAT|O_EXCL) and made.log ("a")
+MADE_AFTER = """
+import os, time
+print("READY", flush=True)
+while not os.path.exists("go"): time.sleep(0.02)
+fd = os.open("made.txt", os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+os.write(fd, b"made\\n"); os.close(fd)
+open("made.log", "a").write("line\\n")
+while not os.path.exists("stop"): time.sleep(0.02)
+"""
+
+
+def test_files_made_after_the_checkpoint(job):
+    """Files the program first made after the checkpoint are gone at the
+    restart: its O_CREAT|O_EXCL open succeeds again and its log holds its
+    line once (before, the open failed with EEXIST). Files made after the
+    checkpoint by anyone else ("go", other.txt) stay. About 1 s."""
+    job.run(sys.executable, "-c", MADE_AFTER)
+    job.checkpoint()
+    (job.work / "other.txt").write_text("not the program's\n")
+    (job.work / "go").touch()
+    until(lambda: (job.work / "made.log").exists(), timeout=20)
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0, f"rc={rc}\n{out}\n{err}"
+    assert (job.work / "made.txt").read_text() == "made\n"
+    assert (job.work / "made.log").read_text() == "line\n"
+    assert (job.work / "other.txt").read_text() == "not the program's\n"
+
+
 def test_locks_on_descriptions_shared_with_a_child(job):
     """locks.c with a child holding its three descriptions: the locks
     come back though each description is made once for the whole tree."""

@@ -131,7 +131,7 @@ static void log_rec(uint32_t op, uint64_t dev, uint64_t ino, const char *path, c
 	(void)!write(sts_written_log, &b, sizeof(b.r) + pl + tl);
 }
 
-static void note(int fd)
+static void note(int fd, int created)
 {
 	static const char *const skip[] = { "/proc/", "/sys/", "/dev/" };
 	char link[40], path[STS_WRITTEN_PATH];
@@ -170,8 +170,9 @@ static void note(int fd)
 	}
 	if (added < 0)
 		w->dropped++;
-	if (added)   /* not yet so in this process's list: maybe not in the tree's */
-		log_rec(STS_WRITTEN_OPEN, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path, NULL);
+	if (added || created)   /* not yet so in this process's list: maybe not in the tree's */
+		log_rec(created ? STS_WRITTEN_CREATED : STS_WRITTEN_OPEN, (uint64_t)st.st_dev,
+			(uint64_t)st.st_ino, path, NULL);
 	unlock(w, &old);
 	errno = e;
 }
@@ -278,66 +279,101 @@ static int fwrites(const char *mode)
 	return mode && strpbrk(mode, "wa+") != NULL;
 }
 
-static int noted(int fd, int flags)
+/* Is there nothing at path (relative to dir) before an open that may
+ * create it? Then a successful open made it: the tree's list says so, and
+ * a restart from a checkpoint before takes it away again. Asked only with
+ * a tree's list. */
+static int absent(int dir, const char *path, int creates)
+{
+	struct stat st;
+	int e = errno, r;
+
+	if (!creates || sts_written_log < 0 || !path)
+		return 0;
+	r = fstatat(dir, path, &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT;
+	errno = e;
+	return r;
+}
+
+static int noted(int fd, int flags, int created)
 {
 	if (fd >= 0 && writes(flags))
-		note(fd);
+		note(fd, created);
 	return fd;
 }
 
 /* fn PARAMS, ending in int flags, ...: libc's, noted */
-#define OPEN_LIKE(fn, params, args)                                         \
+#define OPEN_LIKE(fn, params, args, dir)                                    \
 	int fn params                                                       \
 	{                                                                   \
 		va_list ap;                                                 \
 		mode_t mode;                                                \
+		int created;                                                \
 		va_start(ap, flags);                                        \
 		mode = libc_open_mode(flags, ap);                           \
 		va_end(ap);                                                 \
-		return noted(REAL(fn) args, flags);                         \
+		created = absent(dir, path, (flags & O_CREAT) && writes(flags)); \
+		return noted(REAL(fn) args, flags, created);                \
 	}
-OPEN_LIKE(open, (const char *path, int flags, ...), (path, flags, mode))
-OPEN_LIKE(open64, (const char *path, int flags, ...), (path, flags, mode))
-OPEN_LIKE(openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode))
-OPEN_LIKE(openat64, (int dir, const char *path, int flags, ...), (dir, path, flags, mode))
+OPEN_LIKE(open, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+OPEN_LIKE(open64, (const char *path, int flags, ...), (path, flags, mode), AT_FDCWD)
+OPEN_LIKE(openat, (int dir, const char *path, int flags, ...), (dir, path, flags, mode), dir)
+OPEN_LIKE(openat64, (int dir, const char *path, int flags, ...), (dir, path, flags, mode), dir)
 
-#define FORTIFIED(fn, params, args, flags)                                  \
+/* (the fortified opens never create: glibc's take no mode) */
+#define FORTIFIED(fn, params, args, flags, created)                         \
 	int fn params                                                       \
 	{                                                                   \
-		return noted(REAL(fn) args, flags);                         \
+		int made = created;                                         \
+		return noted(REAL(fn) args, flags, made);                   \
 	}
-FORTIFIED(__open_2, (const char *path, int flags), (path, flags), flags)
-FORTIFIED(__open64_2, (const char *path, int flags), (path, flags), flags)
-FORTIFIED(__openat_2, (int dir, const char *path, int flags), (dir, path, flags), flags)
-FORTIFIED(__openat64_2, (int dir, const char *path, int flags), (dir, path, flags), flags)
-FORTIFIED(creat, (const char *path, mode_t mode), (path, mode), O_WRONLY)
-FORTIFIED(creat64, (const char *path, mode_t mode), (path, mode), O_WRONLY)
+FORTIFIED(__open_2, (const char *path, int flags), (path, flags), flags, 0)
+FORTIFIED(__open64_2, (const char *path, int flags), (path, flags), flags, 0)
+FORTIFIED(__openat_2, (int dir, const char *path, int flags), (dir, path, flags), flags, 0)
+FORTIFIED(__openat64_2, (int dir, const char *path, int flags), (dir, path, flags), flags, 0)
+FORTIFIED(creat, (const char *path, mode_t mode), (path, mode), O_WRONLY, absent(AT_FDCWD, path, 1))
+FORTIFIED(creat64, (const char *path, mode_t mode), (path, mode), O_WRONLY,
+	  absent(AT_FDCWD, path, 1))
 
-static FILE *fnoted(FILE *f, const char *mode)
+static FILE *fnoted(FILE *f, const char *mode, int created)
 {
 	if (f && fwrites(mode))
-		note(fileno(f));
+		note(fileno(f), created);
 	return f;
+}
+
+/* "w" and "a" make a file that is not there */
+static int fcreates(const char *mode)
+{
+	return mode && (mode[0] == 'w' || mode[0] == 'a');
 }
 
 FILE *fopen(const char *path, const char *mode)
 {
-	return fnoted(REAL(fopen)(path, mode), mode);
+	int created = absent(AT_FDCWD, path, fcreates(mode));
+
+	return fnoted(REAL(fopen)(path, mode), mode, created);
 }
 
 FILE *fopen64(const char *path, const char *mode)
 {
-	return fnoted(REAL(fopen64)(path, mode), mode);
+	int created = absent(AT_FDCWD, path, fcreates(mode));
+
+	return fnoted(REAL(fopen64)(path, mode), mode, created);
 }
 
 FILE *freopen(const char *path, const char *mode, FILE *f)
 {
-	return fnoted(REAL(freopen)(path, mode, f), mode);
+	int created = absent(AT_FDCWD, path, fcreates(mode));
+
+	return fnoted(REAL(freopen)(path, mode, f), mode, created);
 }
 
 FILE *freopen64(const char *path, const char *mode, FILE *f)
 {
-	return fnoted(REAL(freopen64)(path, mode, f), mode);
+	int created = absent(AT_FDCWD, path, fcreates(mode));
+
+	return fnoted(REAL(freopen64)(path, mode, f), mode, created);
 }
 
 /* mkstemp and its kin open the file inside libc, where the wrappers above
@@ -347,8 +383,8 @@ FILE *freopen64(const char *path, const char *mode, FILE *f)
 	int fn params                                                       \
 	{                                                                   \
 		int fd = REAL(fn) args;                                     \
-		if (fd >= 0)                                                \
-			note(fd);                                           \
+		if (fd >= 0)   /* O_EXCL: made here */                      \
+			note(fd, sts_written_log >= 0);                     \
 		return fd;                                                  \
 	}
 MKSTEMP(mkstemp, (char *tmpl), (tmpl))
