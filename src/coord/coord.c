@@ -3448,6 +3448,8 @@ int coord_restart(const struct coord_opts *o, const char *ckpt, int *status)
 				&c.tree);
 	if (written >= 0)
 		close(PROC_WRITTEN_ORIGIN);   /* the restored processes have theirs */
+	if (ret && written >= 0 && wold && ftruncate(written, 0) == 0)
+		(void)!write(written, wold, wlen);   /* for the next attempt */
 	if (ret)
 		goto out;
 	if (written >= 0) {

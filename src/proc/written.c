@@ -347,34 +347,39 @@ int proc_written_log_old(const char *path, char **out, size_t *len)
 	return ret;
 }
 
-/* Is path one of v[0..n)? */
-static int listed(const struct sts_written_file *v, uint32_t n, const char *path)
+/* Does a record of log (len bytes: the checkpoint's list, OPEN records
+ * only) name path? Every record is looked at, not a list of bounded size:
+ * a file the checkpoint knows is never taken for one made since */
+static int listed(const char *log, size_t len, const char *path)
 {
-	for (uint32_t i = 0; i < n; i++)
-		if (!strcmp(v[i].path, path))
+	struct sts_written_rec r;
+
+	for (size_t off = 0; len - off >= sizeof(r); off += sizeof(r) + r.len) {
+		memcpy(&r, log + off, sizeof(r));
+		if (r.len == 0 || len - off - sizeof(r) < r.len)
+			return 1;   /* damaged: as if it did */
+		if (!strncmp(log + off + sizeof(r), path, r.len))
 			return 1;
+	}
 	return 0;
 }
 
 int proc_written_log_forget_created(const char *old, size_t len, int fd)
 {
-	struct sts_written_file *made = malloc(TREE_MAX * sizeof(*made)),
-				*kept = malloc(TREE_MAX * sizeof(*kept));
-	uint32_t nmade = 0, nkept = 0, dropped = 0;
+	struct sts_written_file *made = malloc(TREE_MAX * sizeof(*made));
+	uint32_t nmade = 0, dropped = 0;
 	size_t klen = 0;
 	char *klog = NULL;
-	int ret = made && kept ? log_read(fd, &klog, &klen) : err_set(-ENOMEM, "out of memory");
+	int ret = made ? log_read(fd, &klog, &klen) : err_set(-ENOMEM, "out of memory");
 
-	if (!ret && old) {
+	if (!ret && old)
 		sts_written_replay(old, len, made, &nmade, TREE_MAX, &dropped, 1);
-		sts_written_replay(klog, klen, kept, &nkept, TREE_MAX, &dropped, 0);
-	}
 	for (uint32_t i = 0; !ret && i < nmade; i++) {
 		const char *p = made[i].path;
 		struct stat st;
 
 		/* the very file the tree made, and none the checkpoint knows */
-		if (listed(kept, nkept, p) || stasis_own(p) || lstat(p, &st) != 0 ||
+		if (listed(klog, klen, p) || stasis_own(p) || lstat(p, &st) != 0 ||
 		    !S_ISREG(st.st_mode) || (uint64_t)st.st_dev != made[i].dev ||
 		    (uint64_t)st.st_ino != made[i].ino)
 			continue;
@@ -385,7 +390,6 @@ int proc_written_log_forget_created(const char *old, size_t len, int fd)
 				 "removed: %s", p, strerror(errno));
 	}
 	free(made);
-	free(kept);
 	free(klog);
 	return ret;
 }
