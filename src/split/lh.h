@@ -244,6 +244,17 @@ static inline int lh_test(MPI_Request *r, int *flag, MPI_Status *st)
  * them on an oversubscribed host). Returns MPI_Test's error code. */
 int lh_wait_idle(MPI_Request *req);
 
+/* While the program's threads are stopped, only the lower half's own
+ * collectives run (the drain, a move's communicators, a spare's adoption):
+ * lh_yield_idle(1) has Open MPI's blocking waits yield the CPU when there
+ * is nothing to progress, as it does for a job it sees oversubscribed;
+ * lh_yield_idle(0) gives it back its own choice. Open MPI spins otherwise,
+ * and on a host whose CPUs its ranks share (the simulated cluster: 4 ranks
+ * and a spare on 2 CPUs) each spinning member holds a CPU for its whole
+ * time slice while the member it waits for cannot run: a move's
+ * communicators took 190-430 ms under load instead of 25-35. */
+void lh_yield_idle(int on);
+
 /* lh_test with the status ignored, of a request the caller forgets once it
  * completed: with Open MPI one that completed without error is freed only
  * at the same thread's next lh_done_free (blocking receives, lh_p2p.c) */

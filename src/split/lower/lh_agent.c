@@ -877,6 +877,7 @@ static void checkpoint(const char *name, int posted)
 
 	err_clear();
 	reset_parking();
+	lh_yield_idle(1);   /* until the program runs again */
 	ret = park_all();
 	if (posted)
 		node_park_answer(board.p, board.slot, board.seen, !ret, now_us() - t0,
@@ -920,12 +921,14 @@ static void checkpoint(const char *name, int posted)
 	 * The node agent copies a staged image to the global tier. */
 	lh_lg->mpix_ok = !strcmp(line, "RESUME") || !strcmp(line, "RESUME moved");
 	lh_lg->mpix_gen++;
+	lh_yield_idle(0);
 	resume();
 	return;
 gone:
 	/* the coordinator is gone: run on without checkpoints */
 	lh_lg->mpix_ok = 0;
 	lh_lg->mpix_gen++;
+	lh_yield_idle(0);
 	resume();
 	board_close();
 	close(coord_fd);

@@ -572,6 +572,7 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 	if (lh_fds_place(r->fds, r->nfds) != 0)
 		die_restart();
 	lh_fds_entering(r->fds, r->nfds);
+	lh_yield_idle(0);   /* a spare's adoption set it (lh_spare.c) */
 	lh_lazy_go();
 	fflush(NULL);
 	lh_enter_upper(r);

@@ -17,6 +17,7 @@
  * itself, and Open MPI's static complete request reads complete). Anything
  * else, or MPICH, and lh_test is MPI_Test.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
@@ -161,3 +162,26 @@ int lh_wait_idle(MPI_Request *req)
 		nanosleep(&ts, NULL);
 	return ret;
 }
+
+#ifdef OPEN_MPI
+extern bool opal_progress_set_yield_when_idle(bool yield) __attribute__((weak));
+
+static int yield_before = -1;   /* Open MPI's choice while lh_yield_idle(1) holds */
+
+void lh_yield_idle(int on)
+{
+	if (!opal_progress_set_yield_when_idle)
+		return;
+	if (on && yield_before < 0)
+		yield_before = opal_progress_set_yield_when_idle(true);
+	else if (!on && yield_before >= 0)
+		opal_progress_set_yield_when_idle(yield_before != 0);
+	if (!on)
+		yield_before = -1;
+}
+#else
+void lh_yield_idle(int on)
+{
+	(void)on;   /* MPICH has no such switch at run time */
+}
+#endif

@@ -157,6 +157,9 @@ static void spare_wait(int real_rank)
 		free(w);
 		job_end();
 	}
+	/* the new world and the restore's communicators, made with ranks
+	 * whose programs are stopped: until it enters the program */
+	lh_yield_idle(1);
 	memcpy(map, w->map, (size_t)active_n * sizeof(int));
 	memcpy(retired, w->map + active_n, (size_t)real_size);
 	snprintf(adopted, sizeof(adopted), "%.63s", w->ckpt);
