@@ -178,8 +178,12 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
         job.lines_until(r"rank 0 iteration 3")
         before = re.findall(r"(?:=|,)0:(\d+)@n1", job.stasis("status", "--dir", job.ck).stdout)
         # rank 1's image streams to n3 as it is written: nothing of it is
-        # created in n2's directory of the job (a checkpoint made it)
-        first = job.checkpoint()
+        # created in n2's directory of the job (a checkpoint made it). That
+        # checkpoint in the global tier first: a move into a spare waits for
+        # that, and the job is relaunched before (docs/coordinator.md), every
+        # rank writing its image on its node (it did under load)
+        first = job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip()
+        assert re.fullmatch(r"ckpt-\d+", first), first
         stage = next(pathlib.Path(p).parents[1] for p in local_files(cluster, "n2")
                      if p.endswith(f"/{first}/rank-00001.img"))
         fd = watch(stage)

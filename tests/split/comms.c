@@ -31,8 +31,11 @@
  * iteration receives the message, sends the one the MPI_Irecv waits for,
  * and checks both values and sources. Every iteration also duplicates
  * inter and reduces on the duplicate; group 0 frees it at once, group 1
- * only in the next iteration, so a checkpoint in the sleep finds it freed
- * by some members and held by others (a restart makes it again on all).
+ * only in the next iteration, after that iteration's broadcast across
+ * inter (which group 0 enters once it freed the new duplicate): a
+ * checkpoint anywhere in the loop, not only in the sleep, finds a
+ * duplicate freed by some members and held by others (a restart makes it
+ * again on all; a move into a spare refuses it).
  *
  * At the end rank 0 sums the checks made (MPI_Reduce) and prints
  * "PASS ranks=N iterations=I checks=K". Any wrong value prints a FAIL line
@@ -112,7 +115,7 @@ int main(int argc, char **argv)
 	int iters = argc > 1 ? atoi(argv[1]) : 5, ms = argc > 2 ? atoi(argv[2]) : 100;
 	struct timespec nap = { ms / 1000, (ms % 1000) * 1000000L };
 	int color, lrank, rsize, flag, half, sum_even = 0, sum_odd = 0;
-	MPI_Comm local, inter, even = MPI_COMM_NULL, dwi, idup, held = MPI_COMM_NULL;
+	MPI_Comm local, inter, even = MPI_COMM_NULL, dwi, idup, held = MPI_COMM_NULL, last;
 	MPI_Group wg, rgroup, evens, odds;
 	MPI_Info info, used;
 	MPI_Request q;
@@ -172,8 +175,7 @@ int main(int argc, char **argv)
 
 		/* each group gets the other's sum */
 		eq("inter Allreduce", sum(inter, rank), color ? sum_even : sum_odd);
-		if (held != MPI_COMM_NULL)   /* group 1's, from the last iteration */
-			MPI_Comm_free(&held);
+		last = held;   /* group 1's, from the last iteration */
 		MPI_Comm_dup(inter, &held);
 		eq("Allreduce on a duplicate of inter", sum(held, rank + 1),
 		   color ? sum_even + half : sum_odd + half);
@@ -182,6 +184,8 @@ int main(int argc, char **argv)
 		x = color || lrank ? -1 : 7 * it + 1;
 		MPI_Bcast(&x, 1, MPI_INT, color ? 0 : lrank == 0 ? MPI_ROOT : MPI_PROC_NULL, inter);
 		eq("inter Bcast", x, color ? 7 * it + 1 : lrank == 0 ? 7 * it + 1 : -1);
+		if (last != MPI_COMM_NULL)
+			MPI_Comm_free(&last);
 
 		high = color;
 		MPI_Intercomm_merge(inter, high, &merged);
