@@ -315,10 +315,13 @@ static int connect_job(const char *dir, int *out)
 	return ret;
 }
 
+/* The secret is in place before the socket is (listen_job): a client that
+ * reaches the socket finds this coordinator's secret, never a killed one's
+ * or half of it, as written through a temporary file and a rename. */
 static int make_secret(struct coord *c)
 {
 	unsigned char raw[SECRET_LEN / 2];
-	char path[PATH_MAX];
+	char path[PATH_MAX], tmp[PATH_MAX + 8];
 	int fd;
 
 	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
@@ -326,15 +329,23 @@ static int make_secret(struct coord *c)
 	for (size_t i = 0; i < sizeof(raw); i++)
 		snprintf(c->secret + 2 * i, 3, "%02x", raw[i]);
 	snprintf(path, sizeof(path), "%s/coord.secret", c->dir);
-	unlink(path);
-	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	unlink(tmp);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd < 0)
-		return err_set(-errno, "cannot create %s: %s", path, strerror(errno));
+		return err_set(-errno, "cannot create %s: %s", tmp, strerror(errno));
 	if (write(fd, c->secret, SECRET_LEN) != SECRET_LEN || fsync(fd) != 0) {
 		close(fd);
-		return err_set(-EIO, "cannot write %s", path);
+		unlink(tmp);
+		return err_set(-EIO, "cannot write %s", tmp);
 	}
 	close(fd);
+	if (rename(tmp, path) != 0) {
+		int e = errno;
+
+		unlink(tmp);
+		return err_set(-e, "cannot rename %s: %s", tmp, strerror(e));
+	}
 	return 0;
 }
 
@@ -349,6 +360,9 @@ static int listen_job(struct coord *c)
 		return err_set(-EBUSY, "job %s already has a running coordinator (%s/coord.sock)",
 			       c->o->job, c->dir);
 	}
+	ret = make_secret(c);
+	if (ret)
+		return ret;
 	snprintf(path, sizeof(path), "%s/coord.sock", c->dir);
 	unlink(path);   /* left by a coordinator that was killed */
 	ret = sock_addr(c->dir, &sa, &dirfd);
@@ -360,12 +374,14 @@ static int listen_job(struct coord *c)
 		ret = err_set(-errno, "cannot listen on %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
+		snprintf(path, sizeof(path), "%s/coord.secret", c->dir);
+		unlink(path);
 	} else {
 		c->listen_fd = fd;
 	}
 	if (dirfd >= 0)
 		close(dirfd);
-	return ret ? ret : make_secret(c);
+	return ret;
 }
 
 static void unlisten(struct coord *c)
@@ -3527,21 +3543,33 @@ int coord_alive(const char *job_dir)
 	return 1;
 }
 
-int coord_request(const char *job_dir, const char *request, int timeout_ms, char *out, size_t len)
+/* The job's secret, read once the coordinator greeted: a coordinator
+ * starting where a killed one's files are (its secret, its socket) listens
+ * only once its own secret is in place, so one read before connecting
+ * could find the killed one's (docs/coordinator.md, "Files"). */
+static int read_secret(const char *job_dir, char secret[SECRET_LEN + 1])
 {
-	char path[PATH_MAX], secret[SECRET_LEN + 8] = "", line[1024];
-	int fd = -1, sfd, ret;
+	char path[PATH_MAX];
 	ssize_t n;
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/coord.secret", job_dir);
-	sfd = open(path, O_RDONLY | O_CLOEXEC);
-	if (sfd < 0)
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
 		return err_set(-ENOENT, "no running coordinator in %s", job_dir);
-	n = read(sfd, secret, SECRET_LEN);
-	close(sfd);
+	n = read(fd, secret, SECRET_LEN);
+	close(fd);
 	if (n != SECRET_LEN)
 		return err_set(-EACCES, "cannot read the job's secret %s", path);
 	secret[SECRET_LEN] = 0;
+	return 0;
+}
+
+int coord_request(const char *job_dir, const char *request, int timeout_ms, char *out, size_t len)
+{
+	char secret[SECRET_LEN + 1], line[1024];
+	int fd = -1, ret;
+
 	ret = connect_job(job_dir, &fd);
 	if (ret)
 		return err_set(ret, "no running coordinator in %s (%s)", job_dir, strerror(-ret));
@@ -3549,6 +3577,10 @@ int coord_request(const char *job_dir, const char *request, int timeout_ms, char
 	ret = read_line(fd, line, sizeof(line), timeout_ms);
 	if (!ret && strncmp(line, "STASIS-COORD ", 13) != 0)
 		ret = -EPROTO;
+	if (!ret && (ret = read_secret(job_dir, secret)) != 0) {
+		close(fd);
+		return ret;
+	}
 	if (!ret) {
 		dprintf(fd, "HELLO %d %s\n", COORD_PROTOCOL_VERSION, secret);
 		ret = read_line(fd, line, sizeof(line), CLIENT_TIMEOUT_MS);

@@ -19,15 +19,19 @@ PROTOCOL = int(re.search(r"#define COORD_PROTOCOL_VERSION (\d+)", (
 class FakeCoordinator:
     """handler(request) -> reply line (without "\\n"), called in the
     coordinator's thread; requests seen are kept in .requests. With
-    greet=False it accepts nothing: a coordinator busy with a checkpoint."""
+    greet=False it accepts nothing: a coordinator busy with a checkpoint.
+    With stale=S, coord.secret holds S (a killed coordinator's) until the
+    first connection is accepted, then its own before the greeting: the
+    order a client may see while a coordinator starts where a killed one
+    left its files."""
 
-    def __init__(self, job_dir, handler, greet=True):
+    def __init__(self, job_dir, handler, greet=True, stale=None):
         self.job_dir = job_dir
         self.handler = handler
         self.requests = []
         self.secret = secrets.token_hex(16)
-        (job_dir / "coord.secret").write_text(self.secret)
-        os.chmod(job_dir / "coord.secret", 0o600)
+        self.stale = stale
+        self._write_secret(stale or self.secret)
         self.path = str(job_dir / "coord.sock")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.bind(self.path)
@@ -38,6 +42,12 @@ class FakeCoordinator:
         if greet:
             self.thread.start()
 
+    def _write_secret(self, text):
+        tmp = self.job_dir / "coord.secret.tmp"
+        tmp.write_text(text)
+        os.chmod(tmp, 0o600)
+        os.rename(tmp, self.job_dir / "coord.secret")
+
     def _serve(self):
         self.sock.settimeout(0.1)
         while not self.stop:
@@ -45,6 +55,9 @@ class FakeCoordinator:
                 conn, _ = self.sock.accept()
             except (socket.timeout, OSError):
                 continue
+            if self.stale:
+                self._write_secret(self.secret)
+                self.stale = None
             with conn:
                 conn.settimeout(10)
                 f = conn.makefile("rw", newline="\n")
