@@ -37,6 +37,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -340,6 +342,48 @@ static ssize_t sink_recv(struct link *l, int rfd, struct sink *k, size_t rlen)
 	return n;
 }
 
+/* sendfile has no MSG_NOSIGNAL: sending to a peer that went away (a rank
+ * killed, a link poisoned there) raises SIGPIPE, whose default ends the
+ * process, an application's rank with its own disposition. So SIGPIPE is
+ * blocked in this thread while a file is sent, and one raised meanwhile
+ * is taken back before the mask is restored: not only after an EPIPE, as
+ * a sendfile that moved some bytes before the peer's reset returns their
+ * count, its SIGPIPE raised all the same. */
+struct quiet_pipe {
+	sigset_t old;
+	int pending;                    /* SIGPIPE was pending already: not ours */
+};
+
+static int pipe_pending(void)
+{
+	sigset_t pending;
+
+	return sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) == 1;
+}
+
+static void quiet_pipe_begin(struct quiet_pipe *q)
+{
+	sigset_t pipe;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	q->pending = pipe_pending();
+	pthread_sigmask(SIG_BLOCK, &pipe, &q->old);
+}
+
+static void quiet_pipe_end(struct quiet_pipe *q)
+{
+	const struct timespec now = { 0, 0 };
+	sigset_t pipe;
+
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	if (!q->pending && pipe_pending())
+		while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &q->old, NULL);
+}
+
 /* Both directions at once, so two ranks exchanging large buffers never
  * both block in send with full socket buffers. The bytes sent come from sp,
  * or (ffd >= 0) from file ffd at foff, with sendfile: one copy fewer; the
@@ -350,6 +394,8 @@ static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size
 	static const char zeros[65536];
 	int sfd = slen ? peer_fd(l, dest) : 0, rfd = rlen ? peer_fd(l, src) : 0, flags = -1, ret = 0;
 	int rflags = -1;
+	const int quiet = ffd >= 0 && slen;
+	struct quiet_pipe q;
 	off_t off = (off_t)foff;
 
 	if (sfd < 0 || rfd < 0)
@@ -368,6 +414,8 @@ static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size
 			ret = poison(l, err_set(-errno, "link: socket from rank %d: %s", src,
 						strerror(errno)));
 	}
+	if (quiet)
+		quiet_pipe_begin(&q);
 	while (!ret && (slen || rlen)) {
 		struct pollfd p[2] = { { .fd = slen ? sfd : -1, .events = POLLOUT },
 				       { .fd = rlen ? rfd : -1, .events = POLLIN } };
@@ -418,6 +466,8 @@ static int exchange(struct link *l, const char *sp, int ffd, uint64_t foff, size
 				rlen -= (size_t)k;
 		}
 	}
+	if (quiet)
+		quiet_pipe_end(&q);
 	if (flags >= 0 && !l->dead)
 		fcntl(sfd, F_SETFL, flags);
 	if (rflags >= 0 && !l->dead)

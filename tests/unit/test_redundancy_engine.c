@@ -12,7 +12,8 @@
  *   rs 2+2 on four nodes, its parity's rows encoded while the files are
  *   written (redun_stream_begin), and the same stream abandoned: no parity
  *   left behind; streamed again in two groups (rs 1+1) whose files differ
- *   by rows: the groups end their rows apart, the stream together.
+ *   by rows: the groups end their rows apart, the stream together;
+ *   and the link sending a file to a member gone, which ends no sender.
  * Every recovered file is checked byte for byte against what its member
  * wrote, and the level record against the level asked for; the room
  * reserved for a partner copy or parity (redun_reserve) is what it is
@@ -29,6 +30,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -334,14 +336,58 @@ static void task_free(struct redun_task *t)
 }
 
 enum scenario { PARTNER, RS, GLOBAL, RS_TOO_MANY, RS_STREAM, RS_STREAM_ABORT, PARTNER_STREAM,
-		RS_STREAM_GROUPS };
+		RS_STREAM_GROUPS, LINK_PEER_GONE };
 
 static const char *const scenario_level[] = { "partner", "rs", "global", "rs", "rs", "rs",
-					      "partner", "rs" };
+					      "partner", "rs", "partner" };
 static const char *const scenario_name[] = {
 	"partner", "rs", "global", "rs (too many lost)", "rs (streamed)", "rs (stream abandoned)",
 	"partner (streamed)", "rs (streamed, two groups of unequal files)",
+	"link (a file sent to a member gone)",
 };
+
+/* The TCP link sending a file (sendfile) to a member that closed its end
+ * after reading all it was sent, as a rank killed once the last piece of
+ * its partner copy arrived does: the sender gets an error, and no
+ * SIGPIPE ends it (an application's rank, whose disposition is its own),
+ * nor stays pending; its signal mask is as it was. Ranks 2 and 3 only
+ * help open the link. */
+static int link_peer_gone(struct redun_comm *boot, int rank)
+{
+	struct redun_comm link = { NULL, NULL };
+	sigset_t before, after, pending;
+	char byte = 'x', path[PATH_MAX + 16];
+	int fd, werr = 0, ret;
+
+	check_failures = 0;
+	CHECK_EQ(redun_link_open(boot, &link), 0);
+	if (rank == 0)
+		CHECK_EQ(link.ops->send(link.h, &byte, 1, 1), 0);
+	if (rank == 1) {
+		CHECK_EQ(link.ops->recv(link.h, &byte, 1, 0), 0);
+		redun_comm_close(&link);        /* nothing left unread: a FIN, no reset */
+	}
+	b_barrier(boot->h);
+	if (rank == 0) {
+		snprintf(path, sizeof(path), "%s/gone-XXXXXX", root);
+		fd = mkstemp(path);
+		CHECK(fd >= 0 && ftruncate(fd, 64 << 20) == 0);   /* more than the socket holds */
+		unlink(path);
+		pthread_sigmask(SIG_SETMASK, NULL, &before);
+		/* both ways, as a partner copy goes: the end of the stream
+		 * received may be seen before the sendfile that fails */
+		ret = link.ops->sendrecv_files(link.h, fd, 0, 64 << 20, 1, -1, 0, 1 << 20, 1, &werr);
+		CHECK(ret == -EPIPE || ret == -ECONNRESET);
+		CHECK_EQ(werr, 0);
+		pthread_sigmask(SIG_SETMASK, NULL, &after);
+		CHECK_EQ(sigismember(&after, SIGPIPE), sigismember(&before, SIGPIPE));
+		sigpending(&pending);
+		CHECK_EQ(sigismember(&pending, SIGPIPE), 0);
+		close(fd);
+	}
+	redun_comm_close(&link);
+	return check_failures;
+}
 
 /* A member's image written by a process of its own, as a rank writes
  * while its node agent streams: its pid */
@@ -430,6 +476,8 @@ static int member(struct shm *m, int rank, enum scenario sc)
 	const int four = sc == RS_STREAM || sc == RS_STREAM_ABORT ||
 			 sc == RS_STREAM_GROUPS;                        /* nodes A B C D */
 
+	if (sc == LINK_PEER_GONE)
+		return link_peer_gone(&boot, rank);
 	streamed = four || sc == PARTNER_STREAM;
 	partnered = sc == PARTNER_STREAM;
 	groups = sc == RS_STREAM_GROUPS;
@@ -650,7 +698,11 @@ static int run(enum scenario sc)
 
 		if (pid[r] < 0 || waitpid(pid[r], &status, 0) != pid[r] || !WIFEXITED(status) ||
 		    WEXITSTATUS(status) != 0) {
-			fprintf(stderr, "%s: rank %d failed\n", scenario_name[sc], r);
+			if (WIFSIGNALED(status))
+				fprintf(stderr, "%s: rank %d killed by signal %d\n", scenario_name[sc], r,
+					WTERMSIG(status));
+			else
+				fprintf(stderr, "%s: rank %d failed\n", scenario_name[sc], r);
 			failed = 1;
 		}
 	}
@@ -669,7 +721,7 @@ int main(void)
 		perror("mkdtemp");
 		return 1;
 	}
-	for (int sc = PARTNER; sc <= RS_STREAM_GROUPS; sc++) {
+	for (int sc = PARTNER; sc <= LINK_PEER_GONE; sc++) {
 		int f = run((enum scenario)sc);
 
 		printf("%s: %s\n", scenario_name[sc], f ? "FAIL" : "ok");
