@@ -283,15 +283,33 @@ static int image_refused(int ret, const char *path, const char *self)
 		       m + n + 2);
 }
 
-/* The image of the stream, written into an unnamed file of its directory
- * (O_TMPFILE: a receiver killed at any point leaves nothing behind),
- * checked, then linked as <path>.tmp and renamed into place */
+/* The file an image is written into: an unnamed one of its directory
+ * (O_TMPFILE: a receiver killed at any point leaves nothing behind), or,
+ * where the file system refuses those (NFS, overlayfs before 6.6: the
+ * local directory is the user's choice), tmp itself, which a failure
+ * removes and a receiver killed leaves (the next receive of that image
+ * replaces it); *named says which */
+static int image_file(const char *dir, const char *tmp, int *named)
+{
+	int fd = FAULT(NODE_TMPFILE) ? (errno = EOPNOTSUPP, -1) :
+		 open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	*named = fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL);
+	if (!*named)
+		return fd;
+	if (unlink(tmp) != 0 && errno != ENOENT)
+		return -1;
+	return open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+}
+
+/* The image of the stream, written into its file (image_file), checked,
+ * then (unnamed) linked as <path>.tmp, and renamed into place */
 static int receive_image(int fd, const char *path, long long size, char *buf)
 {
 	char tmp[PATH_MAX + 8], dir[PATH_MAX], self[64];
 	const char *base = strrchr(path, '/');
 	struct img_reader *r = NULL;
-	int out, ret = 0, rank;
+	int out, ret = 0, rank, named;
 	char end;
 
 	if (path[0] != '/' || strstr(path, "/../") || !base || size < -1 ||
@@ -299,7 +317,7 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 		return err_set(-EINVAL, "not a rank's image path: %.200s", path);
 	snprintf(dir, sizeof(dir), "%.*s", (int)(base - path), path);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	if (mkdirs(tmp) != 0 || (out = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+	if (mkdirs(tmp) != 0 || (out = image_file(dir, tmp, &named)) < 0)
 		return err_set(-errno, "cannot write an image in %s: %s", dir, strerror(errno));
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", out);
 	for (long long left = size; !ret && left;) {
@@ -332,14 +350,14 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	if (!ret && ((ret = img_open(self, &r)) != 0 || (ret = img_verify(r)) != 0))
 		ret = image_refused(ret, path, self);
 	img_close(&r);
-	if (!ret && (unlink(tmp) != 0 && errno != ENOENT))
+	if (!ret && !named && (unlink(tmp) != 0 && errno != ENOENT))
 		ret = err_set(-errno, "cannot remove %s: %s", tmp, strerror(errno));
-	if (!ret && linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)
+	if (!ret && !named && linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)
 		ret = err_set(-errno, "cannot link %s: %s", tmp, strerror(errno));
-	if (!ret && rename(tmp, path) != 0) {
+	if (!ret && rename(tmp, path) != 0)
 		ret = err_set(-errno, "cannot rename %s: %s", tmp, strerror(errno));
+	if (ret)   /* no partial or refused image stays under a name */
 		unlink(tmp);
-	}
 	close(out);
 	return ret;
 }

@@ -71,12 +71,14 @@ def test_a_single_program_cannot_migrate(job):
 SECRET = "s" * 32
 
 
-def receiver(tmp_path, sources):
+def receiver(tmp_path, sources, fault=None):
     """a migration's receiver (stasis-node --receive) for that many
     sources, as the coordinator starts it on the target; its port"""
     (tmp_path / "coord.secret").write_text(SECRET)
+    env = dict(os.environ, STASIS_FAULT=fault) if fault else None
     p = subprocess.Popen([str(BUILD / "src/split/stasis-node"), "--receive", str(tmp_path),
-                          str(sources)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                          str(sources)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env=env)
     return p, int(p.stdout.readline().split()[1])
 
 
@@ -149,3 +151,30 @@ def test_a_receiver_serves_its_sources_at_once(tmp_path):
     finally:
         p.kill()
         p.wait()
+
+
+def test_a_receiver_refused_unnamed_files_writes_a_named_one(tmp_path):
+    """the local directory's file system refuses O_TMPFILE (NFS, overlayfs
+    before 6.6; here the fault node.tmpfile): the receiver writes
+    <image>.tmp, checks it and renames it into place (it refused every
+    image); a stream that is no image leaves no file"""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "f.txt").write_text("the bytes of an image\n")
+    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
+                   check=True, capture_output=True)
+    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+    ckpt = tmp_path / "local" / "ckpt-000001"
+    for name, sent, said, rc in (("rank-00000.img", b"x" * 4096, "ERR ", 1),
+                                 ("rank-00001.img", data, "OK\n", 0)):
+        p, port = receiver(tmp_path, 1, "node.tmpfile:1:fail")
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=120)
+            s.sendall(f"MIGRATE {SECRET}\nIMAGE - {ckpt / name}\n".encode() + sent)
+            a = answer(s)
+            assert a.startswith(said) and p.wait(timeout=60) == rc, a + p.stderr.read()
+        finally:
+            p.kill()
+            p.wait()
+    assert sorted(f.name for f in ckpt.iterdir()) == ["rank-00001.img"]
+    assert (ckpt / "rank-00001.img").read_bytes() == data
