@@ -45,6 +45,7 @@ int migrate_receiver_start(const char *host, const char *lh_dir, const char *job
 	r->pid = -1;
 	r->out = -1;
 	r->rpid = 0;
+	r->rstart = 0;
 	snprintf(r->host, sizeof(r->host), "%s", host);
 	/* the remote shell's environment is a login's: the fault points armed
 	 * here (a test's) go with the command */
@@ -94,7 +95,7 @@ int migrate_receiver_port(const char *host, struct migrate_receiver *r)
 		n++;
 	}
 	line[n] = 0;
-	if (sscanf(line, "PORT %d %d", &r->port, &r->rpid) < 1) {
+	if (sscanf(line, "PORT %d %d %llu", &r->port, &r->rpid, &r->rstart) < 1) {
 		migrate_receiver_end(r, 0);
 		return err_set(-EHOSTUNREACH, "the receiver on %s did not start (%s %s: see its "
 			       "message above)", host, shell, host);
@@ -116,17 +117,27 @@ void migrate_receiver_cancel(const char *host, struct migrate_receiver *r)
 	migrate_receiver_end(r, 5000);
 }
 
+int migrate_kill_cmd(char *buf, size_t len, int pid, unsigned long long start)
+{
+	int n = start ? snprintf(buf, len, "[ \"$(sed 's/.*) //' /proc/%d/stat 2>/dev/null | "
+				 "cut -d' ' -f20)\" = %llu ] && kill -KILL %d", pid, start, pid) :
+		snprintf(buf, len, "kill -KILL %d", pid);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
 /* The receiver killed on its node, through the remote shell (a stopped
- * process takes SIGKILL too), 5 s at most */
+ * process takes SIGKILL too), 5 s at most; by its pid and start time (the
+ * moment between the look and the kill is the only one another process
+ * could take the pid in) */
 static void receiver_kill_there(const struct migrate_receiver *r)
 {
-	char host[1][64], cmd[64];
+	char host[1][64], cmd[160];
 	int done = 0;
 
-	if (r->rpid <= 0 || !r->host[0])
+	if (r->rpid <= 0 || !r->host[0] || migrate_kill_cmd(cmd, sizeof(cmd), r->rpid, r->rstart))
 		return;
 	snprintf(host[0], sizeof(host[0]), "%s", r->host);
-	snprintf(cmd, sizeof(cmd), "kill -KILL %d", r->rpid);
 	migrate_hosts_run(host, 1, cmd, &done, 5000);
 }
 

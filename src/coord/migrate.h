@@ -19,6 +19,7 @@ struct migrate_receiver {
 	int out;              /* its stdout */
 	int port;             /* where the receiver listens on its node */
 	int rpid;             /* the receiver's pid on its node (0: not known yet) */
+	unsigned long long rstart;   /* and its start time there (/proc/<pid>/stat) */
 	char host[64];        /* its node */
 };
 
@@ -36,6 +37,12 @@ int migrate_receiver_port(const char *host, struct migrate_receiver *r);
 /* Cancel the receiver started on host (a migration that stopped before
  * its transfer): it is asked to end, waited for, killed after 5 s. */
 void migrate_receiver_cancel(const char *host, struct migrate_receiver *r);
+
+/* The shell command that kills process pid of this node with SIGKILL if
+ * it is the one that started at start (/proc/<pid>/stat's 22nd field;
+ * 0: unknown, pid alone) and not a later one given its pid; 0 or
+ * -ENAMETOOLONG */
+int migrate_kill_cmd(char *buf, size_t len, int pid, unsigned long long start);
 
 /* Wait for the receiver's end (at most timeout_ms; then it is killed, on
  * its node too: a frozen receiver does not see its remote shell go). 0

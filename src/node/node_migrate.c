@@ -443,6 +443,28 @@ static void *serve_thread(void *arg)
 	return NULL;
 }
 
+/* This process's start time (clock ticks after boot, the 22nd field of
+ * /proc/self/stat): with the pid, what names it for good on its node (a
+ * pid alone may be another process's once it ended); 0 if unknown */
+static unsigned long long start_time(void)
+{
+	char buf[1024], *p;
+	unsigned long long t = 0;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')');   /* the name before it may hold spaces */
+	if (!p || sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+			 "%*d %*d %*d %*d %llu", &t) != 1)
+		return 0;
+	return t;
+}
+
 int node_migrate_receive(const char *job_dir, int sources)
 {
 	char secret[33] = "", spath[PATH_MAX], why[500] = "";
@@ -469,9 +491,10 @@ int node_migrate_receive(const char *job_dir, int sources)
 		fprintf(stderr, "stasis-node: cannot listen: %s\n", strerror(-lfd));
 		return 1;
 	}
-	/* the pid as this node sees it: a receiver that stops answering is
-	 * killed there (migrate.h), not only its remote shell */
-	printf("PORT %d %d\n", port, (int)getpid());
+	/* the pid as this node sees it, and its start time: a receiver that
+	 * stops answering is killed there (migrate.h), not only its remote
+	 * shell, and no other process that took the pid since */
+	printf("PORT %d %d %llu\n", port, (int)getpid(), start_time());
 	fflush(stdout);
 	watched_out = 1;
 	src = calloc((size_t)sources, sizeof(*src));

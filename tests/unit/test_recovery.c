@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -300,8 +301,51 @@ static void test_alive_no_fork(void)
 	CHECK_EQ(alive, 1);
 }
 
+/* child's start time, as /proc/<pid>/stat says it */
+static unsigned long long started(pid_t pid)
+{
+	char path[64], buf[1024] = "";
+	unsigned long long t = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "r");
+	if (f && fgets(buf, sizeof(buf), f) && strrchr(buf, ')'))
+		sscanf(strrchr(buf, ')') + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u "
+		       "%*u %*d %*d %*d %*d %*d %*d %llu", &t);
+	if (f)
+		fclose(f);
+	return t;
+}
+
+/* a receiver that stopped answering is killed on its node by its pid and
+ * start time: a process that took the pid since (another start time)
+ * lives on */
+static void test_kill_cmd(void)
+{
+	pid_t child = fork();
+	char cmd[160];
+	int st = 0;
+
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	CHECK(started(child) > 0);
+	CHECK_EQ(migrate_kill_cmd(cmd, sizeof(cmd), child, started(child) + 1), 0);
+	CHECK(system(cmd) != -1);
+	CHECK_EQ(waitpid(child, &st, WNOHANG), 0);   /* not the one that started then */
+	CHECK_EQ(migrate_kill_cmd(cmd, sizeof(cmd), child, started(child)), 0);
+	CHECK(system(cmd) != -1);
+	CHECK_EQ(waitpid(child, &st, 0), child);
+	CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+	CHECK_EQ(migrate_kill_cmd(cmd, 8, child, 1), -ENAMETOOLONG);
+}
+
 int main(void)
 {
+	test_kill_cmd();
 	test_alive_no_fork();
 	test_move_dir();
 	test_none();
