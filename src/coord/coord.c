@@ -3231,6 +3231,9 @@ static int job_spawn(struct coord *c, char *const *argv, const char *restore_dir
 
 			snprintf(n, sizeof(n), "%u", c->o->spares);
 			setenv(JOBENV_SPARES, n, 1);
+			/* a moved rank's old process then ends without
+			 * ending the job (Open MPI; the user's choice kept) */
+			setenv(JOBENV_OMPI_EXIT_NO_SYNC, "1", 0);
 		} else {
 			unsetenv(JOBENV_SPARES);
 		}

@@ -38,6 +38,10 @@
 /* ranks the launcher starts beyond the program's, the last ones of its
  * MPI_COMM_WORLD, held in reserve (src/split/virt/lh_spare.h); unset: none */
 #define JOBENV_SPARES       "STASIS_SPARES"
+/* set with it: Open MPI's mpirun lets a process end with status 0 before
+ * MPI_Finalize and the job go on, as a moved rank's old process does
+ * (lh_spare_may_leave); forwarded, so that every rank knows it */
+#define JOBENV_OMPI_EXIT_NO_SYNC "OMPI_MCA_orte_allowed_exit_without_sync"
 /* "1": the ranks pass MPI_Init and wait for a checkpoint to restore
  * (`stasis standby`, src/split/lower/lh_standby.h); rank 0 says they are ready in
  * this file of STASIS_JOB_DIR ("<ranks>\n"), the coordinator names the
@@ -66,6 +70,6 @@
 	"STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY", "STASIS_RESTORE_EARLY",   \
 	JOBENV_STAGE_DIR, JOBENV_STAGE_COPIES, JOBENV_CACHE_KEEP,                   \
 	JOBENV_STAGE_COMPRESS, JOBENV_STAGE_ID, JOBENV_RUN_ID, JOBENV_HEARTBEAT_MS,  \
-	JOBENV_SPARES, JOBENV_STANDBY
+	JOBENV_SPARES, JOBENV_OMPI_EXIT_NO_SYNC, JOBENV_STANDBY
 
 #endif

@@ -4,8 +4,10 @@ of a running job (staging on) to a spare: the job stops at a checkpoint,
 the images go from the source node's agent straight to the target node's
 local directory (its tmpfs), the job goes on with the new placement and
 its output is an uninterrupted run's; after a relaunch nothing of the job
-stays on the source node (after a move into a spare, the rank's old
-process and the launcher's daemon wait there, idle, until the job ends). A fault injected in the transfer (node.migrate) hands over
+stays on the source node; after a move into a spare, no file, and no
+process but the launcher's daemon under Open MPI (the rank's old process
+ended), and the rank's old process too under MPICH, holding nothing of
+the program's memory but its stack. A fault injected in the transfer (node.migrate) hands over
 to --recover auto, and without it (the source agent killed) the job goes
 on where it was; `stasis predict` with a bound no migration can meet
 checkpoints instead, and when the node then fails the job recovers from
@@ -76,6 +78,16 @@ def created(fd):
     return names
 
 
+UPPER = (0x10000, 0x201000000000)   # the upper half's range (split_format.h)
+
+
+def upper_maps(pid):
+    """the lines of /proc/PID/maps in the upper half's range (the simulated
+    nodes share the host's PIDs)"""
+    lines = pathlib.Path(f"/proc/{pid}/maps").read_text().splitlines()
+    return [ln for ln in lines if UPPER[0] <= int(ln.split("-")[0], 16) < UPPER[1]]
+
+
 def local_files(cluster, node):
     """every path in the node's local directory (stage directories, node
     agents' sockets, locks and logs)"""
@@ -104,6 +116,8 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         assert local_files(cluster, source) - before, "the job left nothing to move"
         into = spares and ask[0] == "migrate"
         old = re.search(rf"(?:=|,)1:(\d+)@{source}", job.stasis("status", "--dir", job.ck).stdout)
+        prog = pathlib.Path(progs[("p2p", lower)]).name
+        assert any(ln.endswith(prog) for ln in upper_maps(old.group(1))), old.group(1)
         r = job.stasis(ask[0], "--dir", job.ck, *ask[1:], timeout=120)
         assert re.fullmatch(rf"migration: ranks 1 from {source} to {spare}, \d+\.\d MiB node to "
                             rf"node in \d+\.\d\d s; from ckpt-\d+{'; into spares' if into else ''}\n",
@@ -115,6 +129,12 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         left = node_procs(cluster, source, job.dir.name), node_procs(cluster, source, daemon)
         assert [ln.split()[0] for ln in left[0].splitlines()] == ([old.group(1)] if into else []) \
             and bool(left[1]) == bool(into), left
+        if into:
+            # MPICH's Hydra keeps the old process to the job's end
+            # (docs/coordinator.md): of the program's memory it holds
+            # nothing but its one thread's stack, and no file
+            kept = upper_maps(old.group(1))
+            assert len(kept) <= 1 and not any(ln.split()[4] != "0" for ln in kept), kept
         name = re.search(r"from (ckpt-\d+)", r.stdout).group(1)
         # the image came to the target's memory (its tmpfs), not through the
         # global tier (its node-local copy read, below); into a spare, a cut
@@ -200,10 +220,14 @@ def test_a_rank_moves_into_a_waiting_spare_without_a_relaunch(cluster, progs, pr
         # rank 0 is the same process: nothing was relaunched
         assert before and bool(re.search(rf"(?:=|,)0:{before[0]}@n1", status)) == moved, \
             (before, status)
-        # no file of the job on n2 (its old process waits, idle, for the end)
+        # no file of the job on n2, and no process: rank 1's old one ended
+        # (Open MPI, told orte_allowed_exit_without_sync); mpirun's daemon
+        # stays while the job runs, moved (relaunched, n2 is not in the job)
         left = {p for p in local_files(cluster, "n2") - before_files
                 if not re.search(r"/stasis-node\.\d+$", p)}
         assert left == set(), left
+        left = node_procs(cluster, "n2", job.dir.name), node_procs(cluster, "n2", "orted")
+        assert left[0] == "" and bool(left[1]) == moved, left
         # relaunched, n3 keeps rank 1's copy of the checkpoint; into the
         # spare, the cut's image went once restored
         n3 = [p for p in local_files(cluster, "n3") if p.endswith(f"/{name}/rank-00001.img")]

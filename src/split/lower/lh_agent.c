@@ -781,8 +781,24 @@ static int move_relink(void)
 	return ret;
 }
 
+/* a rank that moved: its old process ends (lh_spare_leave), or, where
+ * the MPI keeps it to the job's end, holds nothing of the program's but
+ * its threads' stacks, which their parked frames (and this one) are on */
 static int move_leave(void)
 {
+	uint64_t keep[LH_MAX_THREADS + 1], freed, kept;
+	int n = 0;
+
+	if (!lh_spare_may_leave()) {
+		keep[n++] = (uint64_t)(uintptr_t)__builtin_frame_address(0);
+		for (uint32_t i = 0; i < st.nthreads && n < LH_MAX_THREADS + 1; i++)
+			keep[n++] = st.threads[i].sigframe;
+		lh_image_release(keep, n, &freed, &kept);
+		lh_log(LOG_INFO, "rank %d moved: its old process waits for the job's end, its "
+		       "upper half unmapped (%llu MiB) but its %d threads' stacks (%llu MiB "
+		       "mapped)", lh_info->world_rank, (unsigned long long)(freed >> 20),
+		       (int)st.nthreads, (unsigned long long)(kept >> 20));
+	}
 	lh_spare_leave();
 }
 

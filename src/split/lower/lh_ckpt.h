@@ -61,6 +61,14 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
  * negative errno and err_msg(). */
 int lh_restore(const char *path, int rank, int size, struct lh_restored *out);
 
+/* A moved rank's old process that must stay until the job's end
+ * (lh_spare_may_leave() is 0): every mapping of the upper half's range
+ * unmapped but those holding an address of keep[n] (the threads' stacks,
+ * which their parked frames run on), and the upper half's signal handlers
+ * set back to their defaults. *freed gets the bytes unmapped, *kept those
+ * left (virtual sizes). */
+void lh_image_release(const uint64_t *keep, int n, uint64_t *freed, uint64_t *kept);
+
 /* Lazy restore (lh_lazy.c): pieces of the upper half, mapped and empty,
  * filled from their memory sections of img by a thread of the lower half,
  * the pages the rank touches first. 0, and img is the lazy restore's

@@ -105,6 +105,46 @@ static int region_runs(int pm_fd, struct region *g, const struct pimg_region *pr
 	return 0;
 }
 
+static int holds(const struct pimg_mapping *m, const uint64_t *keep, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (keep[i] >= m->start && keep[i] < m->end)
+			return 1;
+	return 0;
+}
+
+void lh_image_release(const uint64_t *keep, int n, uint64_t *freed, uint64_t *kept)
+{
+	char *maps = read_maps();
+	const char *c = maps;
+	struct pimg_mapping m;
+
+	*freed = *kept = 0;
+	/* a handler of the program's would run code unmapped below: the
+	 * signal's default instead (the process ends, as the program's
+	 * would have made it) */
+	for (int s = 1; s <= PIMG_NSIG; s++) {
+		struct kact k, dfl = { 0 };
+
+		if (s != SIGKILL && s != SIGSTOP && syscall(SYS_rt_sigaction, s, NULL, &k, 8) == 0 &&
+		    k.handler >= SPLIT_SAVED_LO && k.handler < STS_UPPER_HI)
+			syscall(SYS_rt_sigaction, s, &dfl, NULL, 8);
+	}
+	/* maps was read whole before the first munmap: what it lists stays
+	 * true of every other line */
+	while (maps && pimg_maps_next(&c, &m)) {
+		if (m.start < SPLIT_SAVED_LO || m.start >= STS_UPPER_HI)
+			continue;
+		if (m.end > STS_UPPER_HI)
+			m.end = STS_UPPER_HI;
+		if (holds(&m, keep, n))
+			*kept += m.end - m.start;
+		else if (munmap((void *)(uintptr_t)m.start, m.end - m.start) == 0)
+			*freed += m.end - m.start;
+	}
+	free(maps);
+}
+
 /* Every mapping of the upper half's range, with its stored runs. */
 static int scan(struct layout *l)
 {

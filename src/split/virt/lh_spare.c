@@ -19,7 +19,8 @@
  * the spare and the active ranks then make the new lh_world over the map
  * (MPI_Comm_create_group over the real world: the old process is not a
  * member), the spare restores the image as a restart does, and the old
- * process waits as a spare does for the job's end.
+ * process ends at once where the MPI lets it (lh_spare_may_leave), or
+ * waits as a spare does for the job's end, its upper half unmapped.
  *
  * Nothing but this file sends on the real MPI_COMM_WORLD once lh_world
  * exists: every call of the program goes to lh_world or to communicators
@@ -39,6 +40,8 @@
 #define SPARE_WORLD_TAG 0x5351 /* MPI_Comm_create_group of a new lh_world */
 #define SPARE_END 1           /* the word: the job ends */
 #define SPARE_MOVE 2          /* the word: become a rank (struct move_word) */
+#define SPARE_END_UNFENCED 3  /* the job ends, and an old process has left:
+				 finalize without Open MPI's fence */
 #define SPARE_POLL_NS 2000000
 #define HOST_LEN 64
 
@@ -51,6 +54,53 @@ static char (*hosts)[HOST_LEN];   /* [real size]: every real rank's host */
 static char *retired;     /* [real size]: 1 for a moved rank's old process */
 static int real_size;     /* the real MPI_COMM_WORLD's */
 static char adopted[64];  /* a spare told to become a rank: the checkpoint */
+
+/* Open MPI's mpirun, told orte_allowed_exit_without_sync (`stasis run`
+ * does for a job with spares, coord.c), lets a process end with status 0
+ * before MPI_Finalize and the job go on; its finalize then waits for no
+ * such process. MPICH 4.0's Hydra does not: a process that ends without
+ * PMI's finalize has its proxy kill the job, one that sends it leaves
+ * MPI_Finalize's PMI barrier (every process the proxy started) waiting
+ * for good (docs/coordinator.md, "A moved rank's old process"). */
+#ifdef OPEN_MPI
+/* Open MPI 4.1's (libmpi.so.40 exports it): MPI_Finalize skips its PMIx
+ * fence over every process of the job when set. The fence would wait for
+ * good for a process that left: its node's daemon, with no process of the
+ * job left there, never joins it (a node's last process that left hung
+ * every MPI_Finalize; one of several on a node did not). */
+extern _Bool ompi_async_mpi_finalize __attribute__((weak));
+#endif
+
+int lh_spare_may_leave(void)
+{
+#ifdef OPEN_MPI
+	const char *v = getenv(LH_EXIT_NO_SYNC_ENV);
+
+	return v && v[0] && strchr("1tTyY", v[0]) != NULL && &ompi_async_mpi_finalize;
+#else
+	return 0;
+#endif
+}
+
+/* Before MPI_Finalize, on every process of the job alike: no fence once
+ * an old process has left */
+static void unfenced(void)
+{
+#ifdef OPEN_MPI
+	if (&ompi_async_mpi_finalize)
+		ompi_async_mpi_finalize = 1;
+#endif
+}
+
+static int any_left(void)
+{
+	if (!lh_spare_may_leave())
+		return 0;
+	for (int r = 0; r < real_size; r++)
+		if (retired[r])
+			return 1;
+	return 0;
+}
 
 /* SPARE_MOVE's word: header, then map[n], then retired[real size] (a
  * spare was not told of the moves before its own) */
@@ -130,8 +180,11 @@ static int await_word(int real_rank, struct move_word **w)
 	if (MPI_Recv(*w, len, MPI_BYTE, st.MPI_SOURCE, SPARE_TAG, MPI_COMM_WORLD,
 		     MPI_STATUS_IGNORE) != MPI_SUCCESS)
 		lh_die("spare rank %d: its receive failed", real_rank);
-	if ((*w)->word == SPARE_END)
+	if ((*w)->word == SPARE_END || (*w)->word == SPARE_END_UNFENCED) {
+		if ((*w)->word == SPARE_END_UNFENCED)
+			unfenced();
 		return 0;
+	}
 	if ((*w)->word != SPARE_MOVE || len < (int)sizeof(**w) ||
 	    (*w)->n != active_n || len != (int)move_word_len())
 		lh_die("spare rank %d: unknown word %d from rank %d", real_rank, (*w)->word,
@@ -238,12 +291,17 @@ void lh_spare_release(void)
 	if (released || !spare_count() || lh_world == MPI_COMM_WORLD)
 		return;
 	released = 1;
+	if (any_left()) {   /* every active rank knows the moves alike */
+		unfenced();
+		word = SPARE_END_UNFENCED;
+	}
 	MPI_Comm_rank(lh_world, &rank);
 	if (rank != 0)
 		return;
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
 	for (int r = 0; r < size; r++)
-		if (!in_map(r) &&
+		/* a moved rank's old process that ended is told nothing */
+		if (!in_map(r) && !(retired[r] && lh_spare_may_leave()) &&
 		    MPI_Send(&word, (int)sizeof(word), MPI_BYTE, r, SPARE_TAG, MPI_COMM_WORLD) != MPI_SUCCESS)
 			lh_log(LOG_WARN, "cannot tell spare rank %d that the job ends: it waits "
 			       "until the launcher ends it", r);
@@ -314,6 +372,11 @@ void lh_spare_leave(void)
 	int rank = 0;
 
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	if (lh_spare_may_leave()) {
+		lh_log(LOG_DEBUG, "rank %d of MPI_COMM_WORLD moved: its old process ends", rank);
+		fflush(NULL);
+		_exit(0);
+	}
 	while (await_word(rank, &w)) {
 		/* (a MOVE is for a spare: none comes to a rank that left) */
 		free(w);

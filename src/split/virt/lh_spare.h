@@ -51,8 +51,18 @@ int lh_spare_send(int rank, const char *ckpt);
  * the one it replaces, for the caller to free once nothing uses it */
 int lh_spare_world(MPI_Comm *old);
 
-/* On a rank that moved: wait without spinning for the job's end (the
- * word of lh_spare_release), finalize MPI with the others and exit 0 */
+/* Whether a moved rank's old process may end before the job does without
+ * ending it: 1 under Open MPI told LH_EXIT_NO_SYNC_ENV, 0 under MPICH
+ * (lh_spare.c says why). The same on every process of a job. */
+int lh_spare_may_leave(void);
+
+/* Open MPI's MCA parameter in the environment, which `stasis run` sets
+ * for the launcher of a job with spares (coord.c) */
+#define LH_EXIT_NO_SYNC_ENV "OMPI_MCA_orte_allowed_exit_without_sync"
+
+/* On a rank that moved: exit 0 at once if lh_spare_may_leave(); else wait
+ * without spinning for the job's end (the word of lh_spare_release),
+ * finalize MPI with the others and exit 0 */
 void lh_spare_leave(void) __attribute__((noreturn));
 
 /* Before the program starts: the launcher's world-size variables in envp
@@ -62,7 +72,8 @@ void lh_spare_environ(char **envp);
 /* Just before the real MPI_Finalize of an active rank (the program's, or
  * --stop's): the program's rank 0 tells every process outside the map
  * (spares, and ranks' old processes after a migration) that the job
- * ends, so that they finalize with it. Once per process. */
+ * ends, so that they finalize with it (not the old processes that ended:
+ * lh_spare_may_leave). Once per process. */
 void lh_spare_release(void);
 
 #endif
