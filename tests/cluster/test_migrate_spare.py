@@ -89,8 +89,9 @@ def test_the_moved_rank_killed_recovers_on_the_target(cluster, progs, tmp_path):
 
 def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path):
     """--spares 2 (on n3 and n4): rank 1 moves from n2 into n3's spare,
-    then rank 0 from n1: n2, where rank 1's old process waits, is no
-    spare; rank 0 goes into n4's, and the job ends as an uninterrupted run"""
+    then rank 0 from n1: n2, where rank 1's old process was (it ended),
+    is no spare; rank 0 goes into n4's, and the job ends as an
+    uninterrupted run"""
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     try:
@@ -243,8 +244,9 @@ def test_a_recovery_passes_over_a_checkpoint_whose_image_is_missing(cluster, pro
 # last: it kills n2 (start-node brings it back for the next file)
 def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     """the predicted fault comes true after the move: n2, where the moved
-    rank's old process waits idle, is killed; mpirun aborts for it, and
-    the job recovers from the checkpoint before the move with rank 1 on n3"""
+    rank's old process was (it ended; mpirun's orted stays), is killed;
+    mpirun aborts for it, and the job recovers from the checkpoint before
+    the move with rank 1 on n3"""
     job = ClusterJob(cluster, tmp_path)
     staged(job)
     try:

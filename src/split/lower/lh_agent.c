@@ -916,8 +916,9 @@ static void checkpoint(const char *name, int posted)
 		if (read_line(line, sizeof(line)) != 0)
 			goto gone;
 		if (moved && mv.moving) {
-			/* out of the coordinator's table; the process waits as a
-			 * spare does, its upper half parked for good */
+			/* out of the coordinator's table; the process ends, or
+			 * waits as a spare does without its upper half
+			 * (move_leave) */
 			send_line("BYE");
 			board_close();
 			close(coord_fd);
