@@ -226,6 +226,24 @@ int lh_poll_init(void);
 extern struct ompi_request_t ompi_request_empty __attribute__((weak));
 extern int lh_poll_fast;
 int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st);
+extern int opal_progress(void) __attribute__((weak));
+
+/* Open MPI 4's ompi_request_t, as lh_poll_init checked it: the completion
+ * word (volatile void *req_complete: 0 pending, 1 complete) and the state
+ * (2: active) */
+#define LH_REQ_COMPLETE_OFF 0x58
+#define LH_REQ_STATE_OFF 0x60
+#define LH_REQ_ACTIVE 2
+
+static inline int lh_req_active(MPI_Request r)
+{
+	return *(volatile int *)((char *)r + LH_REQ_STATE_OFF) == LH_REQ_ACTIVE;
+}
+
+static inline int lh_req_complete(MPI_Request r)
+{
+	return *(void *volatile *)((char *)r + LH_REQ_COMPLETE_OFF) == (void *)1;
+}
 #endif
 
 static inline int lh_test(MPI_Request *r, int *flag, MPI_Status *st)

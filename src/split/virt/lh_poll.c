@@ -25,11 +25,7 @@
 #include "lh.h"
 
 #ifdef OPEN_MPI
-extern int opal_progress(void) __attribute__((weak));
-
-#define REQ_COMPLETE_OFF 0x58   /* volatile void *req_complete: 0 pending, 1 complete */
-#define REQ_STATE_OFF 0x60      /* req_state: 2 active */
-#define REQ_ACTIVE 2
+#define REQ_COMPLETE_OFF LH_REQ_COMPLETE_OFF
 #define REQ_TAG_OFF 0x44        /* req_status: MPI_TAG, MPI_ERROR, _cancelled, _ucount */
 #define REQ_ERROR_OFF 0x48
 #define REQ_UCOUNT_OFF 0x50
@@ -47,12 +43,12 @@ enum { NOT_ACTIVE, PENDING, COMPLETE };
  * was not set */
 static inline int word_state(MPI_Request r)
 {
-	if (*(volatile int *)((char *)r + REQ_STATE_OFF) != REQ_ACTIVE)
+	if (!lh_req_active(r))
 		return NOT_ACTIVE;
-	if (word(r, REQ_COMPLETE_OFF) == (void *)1)
+	if (lh_req_complete(r))
 		return COMPLETE;
 	opal_progress();
-	return word(r, REQ_COMPLETE_OFF) == (void *)1 ? COMPLETE : PENDING;
+	return lh_req_complete(r) ? COMPLETE : PENDING;
 }
 
 int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
@@ -119,8 +115,7 @@ int lh_poll_init(void)
 		goto slow;
 	if (MPI_Irecv(in, 2, MPI_BYTE, 0, 7, MPI_COMM_SELF, &r) != MPI_SUCCESS)
 		goto slow;
-	ok = word(r, REQ_COMPLETE_OFF) == NULL &&
-	     *(volatile int *)((char *)r + REQ_STATE_OFF) == REQ_ACTIVE;
+	ok = word(r, REQ_COMPLETE_OFF) == NULL && lh_req_active(r);
 	if (MPI_Send(out, 2, MPI_BYTE, 0, 7, MPI_COMM_SELF) != MPI_SUCCESS) {
 		MPI_Cancel(&r);
 		MPI_Wait(&r, MPI_STATUS_IGNORE);
