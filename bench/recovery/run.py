@@ -50,7 +50,8 @@ copy of n2's rank.
                launcher, MPI_Init, the images read, the restore
   migrate_phases_ms  (spare path) the coordinator's phases, ms from the
                request's arrival (its info lines): asked, parked, port,
-               written, source_done, moved, resumed (see phases())
+               written, receiver_done, moved, source_done, resumed (see
+               phases())
 
 Figures of one run per size (--sizes, 64 and 256 by default). Needs root;
 brings a 5-node cluster up under the cluster lock and down at its end.
@@ -162,8 +163,9 @@ def migration(stasis, prog, work, mib, heartbeat, spares):
 
 PHASES = [("asked", r"phases: asked (\d+)"), ("parked", r"phases: .*parked (\d+)"),
           ("port", r"phases: .*port (\d+)"), ("written", r"phases: .*written (\d+)"),
-          ("source_done", r"the source's directory removed, the receiver ended, (\d+) ms"),
+          ("receiver_done", r"migration: the receiver ended, (\d+) ms"),
           ("moved", r"every rank moved or relinked (\d+) ms"),
+          ("source_done", r"the source's directory removed (\d+) ms"),
           ("resumed", r"the ranks that stay resumed .*\((\d+) ms\)")]
 
 
@@ -172,8 +174,8 @@ def phases(text):
     coordinator, from its STASIS_LOG=info lines: the cut asked of the
     ranks (CHECKPOINT sent), every rank parked, the receiver's port known
     (WRITE sent), the moving rank's image streamed and checked, the
-    source's directory removed and the receiver ended, every rank moved or
-    relinked (MOVED), the ranks that stay resumed"""
+    receiver ended, every rank moved or relinked (MOVED), the source's
+    directory removed, the ranks that stay resumed"""
     out = {}
     for key, rx in PHASES:
         m = re.search(rx, text)

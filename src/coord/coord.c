@@ -2665,13 +2665,79 @@ static void mig_drop(struct coord *c)
 	store_ckpt_free(&c->mig.held);
 }
 
+/* A migration that failed once its cut was taken (the transfer, the
+ * source's agent, the receiver): the cut completed for the recovery or the
+ * job resumed, the client told; -1 */
+static int mig_failed(struct coord *c, const char *ranks, const char *from, const char *to,
+		      char *name, size_t len)
+{
+	char why[700];
+
+	snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: %s", ranks, from,
+		 to, err_msg());
+	fprintf(stderr, "stasis: %s\n", why);
+	/* the others' images too, for the recovery (the source kept its
+	 * ranks'): failing that, from the last checkpoint established */
+	if (mig_complete(c, name) != 0)
+		snprintf(name, len, "%s", c->last[0] ? c->last : "the start");
+	if (policy_recovers(c->policy)) {
+		mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
+		raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
+	} else {
+		/* every node with ranks: in the checkpoint's phases again */
+		if (nodes_with_ranks(c) != 0)
+			log_warn("migration: %s", err_msg());
+		send_nodes(c, "RESUME");   /* the checkpoint stands; the job goes on */
+		mig_answer(c, "ERR %s; the job goes on where it was", why);
+	}
+	return -1;
+}
+
+/* The node agent on host, or -1 */
+static int node_on(struct coord *c, const char *host)
+{
+	for (unsigned i = 0; i < c->nnodes; i++)
+		if (!c->nodes[i].dead && !strcmp(c->nodes[i].host, host))
+			return (int)i;
+	return -1;
+}
+
+/* MIGRATE to from's agent: it sends ranks' images to the receiver at
+ * to:port (none when they were streamed) and removes the job's node-local
+ * directory; *bytes, *ms from its MIGRATED. Only from's agent answers; the
+ * other agents' part in the phase is as it was. */
+static int source_leaves(struct coord *c, const char *from, const char *to, int port,
+			 const char *name, const char *ranks, uint64_t *bytes, uint64_t *ms)
+{
+	char line[600], *was = calloc(c->nnodes + 1, 1);
+	int src = node_on(c, from), ret;
+
+	if (!was)
+		return err_set(-ENOMEM, "out of memory");
+	if (src < 0) {
+		free(was);
+		return err_set(-EHOSTDOWN, "the node agent on %s went away", from);
+	}
+	for (unsigned i = 0; i < c->nnodes; i++) {
+		was[i] = (char)c->nodes[i].in_ckpt;
+		c->nodes[i].in_ckpt = (int)i == src;
+	}
+	snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, port, name, ranks);
+	reply(c->nodes[src].fd, "%s", line);
+	ret = collect_nodes(c, "MIGRATED", bytes, ms);
+	for (unsigned i = 0; i < c->nnodes; i++)
+		c->nodes[i].in_ckpt = was[i];
+	free(was);
+	return ret;
+}
+
 /* The images of from's ranks on to, every rank parked: the ranks go into
  * the spares waiting on to, the others keep their processes and make
  * their communicators again (docs/coordinator.md, "Moving a rank into a
  * spare"). 0 when done: the moved ranks left the table, the client is
  * answered once they registered again from to. -1: the ranks refused (a
  * window, a file, no spare there...) and are still parked: relaunch. */
-static int move_into_spares(struct coord *c, const char *from, const char *to,
+static int move_into_spares(struct coord *c, const char *from, const char *to, int port,
 			    const char *ranks, const char *name, uint64_t bytes, uint64_t ms,
 			    const struct coord_event *ev)
 {
@@ -2692,6 +2758,15 @@ static int move_into_spares(struct coord *c, const char *from, const char *to,
 		log_info("migration: not into a spare (%s): the job is relaunched", err_msg());
 		return -1;
 	}
+	/* the moved ranks compute already (a spare does not wait for RESUME):
+	 * now the source's directory goes, before its old processes are told
+	 * (its agent ends once they left). The move stands whatever happens. */
+	if (source_leaves(c, from, to, port, name, "", &a, &b) == 0)
+		log_info("migration: the source's directory removed %llu ms after the request",
+			 (unsigned long long)(now_ms() - ev->at_ms));
+	else
+		log_warn("migration: ranks%s moved from %s to %s, but %s", ranks, from, to, err_msg());
+	reap_nodes(c);
 	/* from keeps their old processes until the job ends */
 	if (!c->mig.retired)
 		c->mig.retired = calloc(HOSTS_MAX, sizeof(*c->mig.retired));
@@ -2838,40 +2913,25 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 				     strerror(-rret)) : r.port > 0 ? 0 : migrate_receiver_port(to, &r);
 	}
 	if (!ret) {
-		/* streamed: the receiver has them; the source's directory goes */
-		snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, r.port, name,
-			 into ? "" : ranks);
-		reply(c->nodes[src].fd, "%s", line);
-		ret = collect_nodes(c, "MIGRATED", &bytes, &ms);
+		/* the images to the receiver and the source's directory removed;
+		 * streamed into spares, the receiver has them already and the
+		 * directory goes once the move is made (move_into_spares): the
+		 * moved ranks do not wait for it */
+		if (!into)
+			ret = source_leaves(c, from, to, r.port, name, ranks, &bytes, &ms);
 		reap_nodes(c);
 		if (ret)
 			migrate_receiver_end(&r, 0);
 		else if (migrate_receiver_end(&r, 30000) != 0)
 			ret = err_set(-EIO, "the receiver on %s did not confirm every image", to);
 		if (!ret)
-			log_info("migration: the source's directory removed, the receiver ended, %llu ms "
-				 "after the request", (unsigned long long)(now_ms() - ev->at_ms));
+			log_info("migration: %sthe receiver ended, %llu ms after the request",
+				 into ? "" : "the source's directory removed, ",
+				 (unsigned long long)(now_ms() - ev->at_ms));
 	}
 	if (ret) {
-		snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: %s", ranks, from,
-			 to, err_msg());
 		free(argv);
-		fprintf(stderr, "stasis: %s\n", why);
-		/* the others' images too, for the recovery (the source kept its
-		 * ranks'): failing that, from the last checkpoint established */
-		if (mig_complete(c, name) != 0)
-			snprintf(name, sizeof(name), "%s", c->last[0] ? c->last : "the start");
-		if (policy_recovers(c->policy)) {
-			mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
-			raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
-		} else {
-			/* every node with ranks: in the checkpoint's phases again */
-			if (nodes_with_ranks(c) != 0)
-				log_warn("migration: %s", err_msg());
-			send_nodes(c, "RESUME");   /* the checkpoint stands; the job goes on */
-			mig_answer(c, "ERR %s; the job goes on where it was", why);
-		}
-		return -1;
+		return mig_failed(c, ranks, from, to, name, sizeof(name));
 	}
 	if (into) {   /* streamed as they were written */
 		bytes = c->mig.streamed_bytes;
@@ -2887,11 +2947,22 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	else if (c->o->spares && nmoving > LINE_MOVE_RANKS_MAX)
 		log_info("migration: not into a spare (%u ranks, more than the %d a move takes): the "
 			 "job is relaunched", nmoving, LINE_MOVE_RANKS_MAX);
-	else if (into && move_into_spares(c, from, to, ranks, name, bytes, ms, ev) == 0) {
+	else if (into && move_into_spares(c, from, to, r.port, ranks, name, bytes, ms, ev) == 0) {
 		/* the moved ranks' images are on to only: a recovery launches
 		 * them there */
 		take_launch(c, argv);
 		return 0;
+	}
+	/* not moved: the source's directory goes before the relaunch */
+	if (into && (ret = source_leaves(c, from, to, r.port, name, "", &bytes, &ms)) != 0) {
+		reap_nodes(c);
+		free(argv);
+		return mig_failed(c, ranks, from, to, name, sizeof(name));
+	}
+	reap_nodes(c);
+	if (into) {   /* streamed as they were written */
+		bytes = c->mig.streamed_bytes;
+		ms = c->mig.streamed_ms;
 	}
 	/* refused: the others write theirs for the relaunch */
 	if ((ret = mig_complete(c, name)) != 0) {
