@@ -1653,6 +1653,20 @@ static int written_back(struct img_reader *img, const struct image *im)
 	return ret;
 }
 
+/* The regular files the process had open at the checkpoint and the tree
+ * renamed since, back under their names (written.c) */
+static int moved_back(const struct image *im)
+{
+	int ret = 0;
+
+	for (uint64_t i = 0; !ret && g_written_old && i < im->nfds; i++)
+		if (im->fds[i].rec.kind == PROC_FD_FILE || im->fds[i].rec.kind == PROC_FD_FILE_SAVED)
+			ret = proc_written_log_moved_back(g_written_old, g_written_old_len,
+							  im->fds[i].path, im->fds[i].rec.dev,
+							  im->fds[i].rec.ino);
+	return ret;
+}
+
 int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct proc_fd_share *sh,
 		      size_t nsh, const char *log_level, struct proc_child *out)
 {
@@ -1674,16 +1688,23 @@ int proc_restore_tree(const struct proc_restore_proc *v, size_t np, const struct
 		rp[k].channel = v[k].channel;
 		rp[k].image_fd = img_fd(v[k].img);
 	}
+	/* every image first: a file one process had open and another's
+	 * written files may be the same one, renamed since (moved_back) */
+	for (size_t k = 0; !ret && k < np; k++) {
+		if (!v[k].img)
+			continue;
+		ret = image_load(v[k].img, &rp[k].im);
+		if (!ret)
+			ret = moved_back(&rp[k].im);
+	}
 	for (size_t k = 0; !ret && k < np; k++) {
 		struct image *im = &rp[k].im;
 
 		if (!v[k].img)
 			continue;
-		ret = image_load(v[k].img, im);
-		if (!ret && rp[k].p.pid <= 0)
+		if (rp[k].p.pid <= 0)
 			rp[k].p.pid = im->header.pid;
-		if (!ret)
-			ret = take_pipes(im);
+		ret = take_pipes(im);
 		if (!ret)
 			ret = take_socks(im);
 		if (!ret)

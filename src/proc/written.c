@@ -394,6 +394,58 @@ int proc_written_log_forget_created(const char *old, size_t len, int fd)
 	return ret;
 }
 
+int proc_written_log_moved_back(const char *old, size_t len, const char *path, uint64_t dev,
+				uint64_t ino)
+{
+	struct sts_written_file *v = malloc(sizeof(*v));
+	uint32_t n = 1;
+	size_t pl = strlen(path);
+	struct stat st;
+	int ret = 0;
+
+	if (!v)
+		return err_set(-ENOMEM, "out of memory");
+	if (!old || pl >= STS_WRITTEN_PATH || lstat(path, &st) == 0 || errno != ENOENT) {
+		free(v);
+		return 0;
+	}
+	*v = (struct sts_written_file){ .dev = dev, .ino = ino };
+	memcpy(v->path, path, pl + 1);
+	/* where its renames since took it (the opens are no move) */
+	for (size_t off = 0; n && len - off >= sizeof(struct sts_written_rec);) {
+		struct sts_written_rec r;
+		const char *p = old + off + sizeof(r);
+
+		memcpy(&r, old + off, sizeof(r));
+		if (r.len == 0 || len - off - sizeof(r) < r.len || p[r.len - 1] != 0)
+			break;
+		off += sizeof(r) + r.len;
+		if (r.op != STS_WRITTEN_MOVED && r.op != STS_WRITTEN_DIR)
+			continue;
+		if (strnlen(p, r.len) >= STS_WRITTEN_PATH)
+			break;
+		if (r.op == STS_WRITTEN_MOVED) {
+			sts_written_files_moved(v, &n, r.dev, r.ino, p, strlen(p));
+		} else {
+			const char *q = p + strlen(p) + 1;
+
+			if (q >= p + r.len || strlen(q) >= STS_WRITTEN_PATH)
+				break;
+			sts_written_files_dir_moved(v, &n, p, q, strlen(q));
+		}
+	}
+	if (n && strcmp(v->path, path) != 0 && !stasis_own(v->path) && lstat(v->path, &st) == 0 &&
+	    S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
+		if (rename(v->path, path) == 0)
+			log_info("%s: renamed to %s after the checkpoint: put back", path, v->path);
+		else
+			ret = err_set(-errno, "cannot put %s back (renamed to %s after the checkpoint): %s",
+				      path, v->path, strerror(errno));
+	}
+	free(v);
+	return ret;
+}
+
 static int log_read(int fd, char **out, size_t *len)
 {
 	struct stat st;

@@ -250,6 +250,41 @@ def test_files_made_after_the_checkpoint(job):
     assert (job.work / "other.txt").read_text() == "not the program's\n"
 
 
+# a forked child writes tmp.txt and keeps it open; once "go" exists it
+# ends it and renames it to target.txt, over the one the parent wrote
+RENAMED_AFTER = """
+import os, time
+open("target.txt", "w").write("old\\n")
+pid = os.fork()
+if pid == 0:
+    f = open("tmp.txt", "w"); f.write("new\\n"); f.flush()
+    print("READY", flush=True)
+    while not os.path.exists("go"): time.sleep(0.02)
+    f.write("end\\n"); f.close(); os.rename("tmp.txt", "target.txt")
+    os._exit(0)
+os.waitpid(pid, 0)
+while not os.path.exists("stop"): time.sleep(0.02)
+"""
+
+
+def test_a_file_open_at_the_checkpoint_renamed_after_it(job):
+    """A child has tmp.txt open for writing at the checkpoint; after it,
+    it closes it and renames it over target.txt, which its parent wrote.
+    The restart puts the file back under its name and target.txt as it
+    was, so the restarted child ends the same way (before, the restart
+    refused: tmp.txt was missing). About 1 s."""
+    job.run(sys.executable, "-c", RENAMED_AFTER)
+    job.checkpoint()
+    (job.work / "go").touch()
+    until(lambda: not (job.work / "tmp.txt").exists(), timeout=20)
+    job.kill()
+    job.restart()
+    rc, out, err = job.finish()
+    assert rc == 0, f"rc={rc}\n{out}\n{err}"
+    assert (job.work / "target.txt").read_text() == "new\nend\n"
+    assert not (job.work / "tmp.txt").exists()
+
+
 def test_locks_on_descriptions_shared_with_a_child(job):
     """locks.c with a child holding its three descriptions: the locks
     come back though each description is made once for the whole tree."""
