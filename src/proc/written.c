@@ -394,6 +394,40 @@ int proc_written_log_forget_created(const char *old, size_t len, int fd)
 	return ret;
 }
 
+/* A copy of from at path, which nothing is at (the descriptor cuts it
+ * back to its size at the checkpoint); from stays as it is, for the
+ * written files to put back if the checkpoint knows it */
+static int copy_back(const char *from, const char *path, mode_t mode)
+{
+	char *buf = malloc(PIECE);
+	int in = open(from, O_RDONLY | O_CLOEXEC), out = -1, ret = 0;
+	ssize_t got = 0;
+
+	if (!buf || in < 0)
+		goto fail;
+	out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+	if (out < 0)
+		goto fail;
+	while ((got = read(in, buf, PIECE)) > 0)
+		if (write(out, buf, (size_t)got) != got)
+			break;
+	if (got != 0)
+		goto fail;
+	goto out;
+fail:
+	ret = err_set(errno ? -errno : -EIO, "cannot make %s again (renamed to %s after the "
+		      "checkpoint): %s", path, from, strerror(errno ? errno : EIO));
+	if (out >= 0)
+		unlink(path);
+out:
+	if (in >= 0)
+		close(in);
+	if (out >= 0)
+		close(out);
+	free(buf);
+	return ret;
+}
+
 int proc_written_log_moved_back(const char *old, size_t len, const char *path, uint64_t dev,
 				uint64_t ino)
 {
@@ -436,11 +470,9 @@ int proc_written_log_moved_back(const char *old, size_t len, const char *path, u
 	}
 	if (n && strcmp(v->path, path) != 0 && !stasis_own(v->path) && lstat(v->path, &st) == 0 &&
 	    S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
-		if (rename(v->path, path) == 0)
-			log_info("%s: renamed to %s after the checkpoint: put back", path, v->path);
-		else
-			ret = err_set(-errno, "cannot put %s back (renamed to %s after the checkpoint): %s",
-				      path, v->path, strerror(errno));
+		ret = copy_back(v->path, path, st.st_mode & 07777);
+		if (!ret)
+			log_info("%s: renamed to %s after the checkpoint: made again", path, v->path);
 	}
 	free(v);
 	return ret;

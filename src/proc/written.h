@@ -58,10 +58,11 @@ int proc_written_log_old(const char *path, char **out, size_t *len);
 int proc_written_log_forget_created(const char *old, size_t len, int fd);
 /* ... before: a regular file a process had open at path at the checkpoint
  * (dev, ino) and renamed since (the old log's records, renames of its
- * directories too) is renamed back, if it is still that file and nothing
- * is at path: the descriptor opens it again, and the file it replaced,
- * if the checkpoint saved that one, is written back after (fopen "w",
- * write, rename over the real one, with a checkpoint in between). */
+ * directories too) is made again at path as a copy, if it is still that
+ * file and nothing is at path: the descriptor opens it again and cuts it
+ * back (fopen "w", write, rename over the real one, with a checkpoint in
+ * between). Where it went is left as it is: put back after if the
+ * checkpoint saved a file there, else never touched. */
 int proc_written_log_moved_back(const char *old, size_t len, const char *path, uint64_t dev,
 				uint64_t ino);
 /* With every process of the tree parked: the log replayed into the tree's
