@@ -26,6 +26,7 @@
  * exists: every call of the program goes to lh_world or to communicators
  * made from it.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,23 @@ static char adopted[64];  /* a spare told to become a rank: the checkpoint */
  * job left there, never joins it (a node's last process that left hung
  * every MPI_Finalize; one of several on a node did not). */
 extern _Bool ompi_async_mpi_finalize __attribute__((weak));
+/* The selected PML's module (libmpi.so.40): its first member, add_procs,
+ * is a function of the component's own library */
+extern void *mca_pml[] __attribute__((weak));
+
+/* Whether the job's PML is ob1 (the same on every process), the only one
+ * whose MPI_Finalize has no fence but the one skipped: pml/ucx's
+ * del_procs has its own PMIx fence over every process of the job
+ * (opal_common_ucx_del_procs), which waited for good for a process that
+ * left (a job over UCX, moved into a spare, never ended). Unknown (a
+ * build without component libraries): not ob1, the process stays. */
+static int pml_ob1(void)
+{
+	Dl_info d;
+
+	return mca_pml && mca_pml[0] && dladdr(mca_pml[0], &d) && d.dli_fname &&
+	       strstr(d.dli_fname, "mca_pml_ob1.so");
+}
 #endif
 
 int lh_spare_may_leave(void)
@@ -76,7 +94,8 @@ int lh_spare_may_leave(void)
 #ifdef OPEN_MPI
 	const char *v = getenv(LH_EXIT_NO_SYNC_ENV);
 
-	return v && v[0] && strchr("1tTyY", v[0]) != NULL && &ompi_async_mpi_finalize;
+	return v && v[0] && strchr("1tTyY", v[0]) != NULL && &ompi_async_mpi_finalize &&
+	       pml_ob1();
 #else
 	return 0;
 #endif

@@ -52,8 +52,9 @@ int lh_spare_send(int rank, const char *ckpt);
 int lh_spare_world(MPI_Comm *old);
 
 /* Whether a moved rank's old process may end before the job does without
- * ending it: 1 under Open MPI told LH_EXIT_NO_SYNC_ENV, 0 under MPICH
- * (lh_spare.c says why). The same on every process of a job. */
+ * ending it: 1 under Open MPI told LH_EXIT_NO_SYNC_ENV with the PML ob1,
+ * 0 under MPICH or another PML (pml/ucx: lh_spare.c says why). The same
+ * on every process of a job. */
 int lh_spare_may_leave(void);
 
 /* Open MPI's MCA parameter in the environment, which `stasis run` sets
