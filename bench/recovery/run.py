@@ -127,7 +127,10 @@ def migration(stasis, prog, work, mib, heartbeat, spares):
     job, env = start(stasis, prog, ck, mib, heartbeat, spares)
     try:
         job.wait_for(r"^READY")
-        name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck}").stdout.strip()
+        # in the global tier first: a move into a spare waits for that, and
+        # before it the job is relaunched, which the host list's slots
+        # (one a node, the spare's taken) cannot hold ("not enough slots")
+        name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait global").stdout.strip()
         copy = plain_copy(work, name)
         t0 = time.perf_counter()
         r = on("head", f"{OK}{env}{stasis} migrate --dir {ck} --node {VICTIM} --to n5",
