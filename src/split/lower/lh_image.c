@@ -271,6 +271,30 @@ static int region_live(const struct region *g, const struct lh_ckpt_state *st)
 	return 0;
 }
 
+/* Whether pages of the process are lazily freed (MADV_FREE, as jemalloc
+ * frees memory): the kernel drops such a page under memory pressure at
+ * any time, and it reads as zeros from then on. Written from the upper
+ * half itself, a chunk would then no longer match the CRC its worker
+ * computed (the image refused at restart: a stand-alone img_write_stable
+ * over MADV_FREE'd pages paged out from its sink failed img_verify, "payload
+ * checksum mismatch"), so every region is copied then, as any a parked
+ * thread writes. Unknown (no smaps_rollup): copied too. */
+static int lazily_freed(void)
+{
+	char buf[4096];
+	int fd = open("/proc/self/smaps_rollup", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+	const char *p;
+
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 1;
+	buf[n] = 0;
+	p = strstr(buf, "\nLazyFree:");
+	return !p || strtoull(p + strlen("\nLazyFree:"), NULL, 10) != 0;
+}
+
 /* The stored pages of region g, into its open memory section: written
  * from the stopped upper half itself, with no copy, but for a region a
  * parked thread still writes (copied: a chunk's CRC must be that of the
@@ -278,9 +302,9 @@ static int region_live(const struct region *g, const struct lh_ckpt_state *st)
  * /proc/self/mem: *mem_fd and *bounce are opened and allocated on first
  * need, the caller's to free. */
 static int put_runs(struct img_writer *w, const struct region *g, const struct lh_ckpt_state *st,
-		    int *mem_fd, char **bounce)
+		    int copy, int *mem_fd, char **bounce)
 {
-	int ret = 0, live = region_live(g, st);
+	int ret = 0, live = copy || region_live(g, st);
 
 	for (unsigned j = 0; !ret && j < g->nruns; j++) {
 		uint64_t a = g->runs[j].addr, len = g->runs[j].npages * PAGE;
@@ -397,6 +421,7 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	struct split_info si = { 0 };
 	int ret, mem_fd = -1;
 	char *bounce = NULL;
+	int copy;
 
 	lh_lazy_wait();   /* the pagemap shows only pages that are in */
 	ret = lh_brk_check();
@@ -413,11 +438,12 @@ int lh_dump(struct img_writer *w, const struct lh_ckpt_state *st, struct lh_dump
 	ret = ret ? ret : img_section_begin(w, "split", "split");
 	ret = ret ? ret : put(w, &si, sizeof(si));
 	ret = ret ? ret : img_section_end(w);
+	copy = lazily_freed();
 	for (unsigned i = 0; !ret && i < l.n; i++) {
 		const struct region *g = &l.v[i];
 
 		ret = pimg_mem_begin(w, &g->r, g->path);
-		ret = ret ? ret : put_runs(w, g, st, &mem_fd, &bounce);
+		ret = ret ? ret : put_runs(w, g, st, copy, &mem_fd, &bounce);
 		ret = ret ? ret : img_section_end(w);
 	}
 	ret = ret ? ret : lh_fds_dump(w, NULL);
