@@ -572,6 +572,12 @@ int node_migrate_stream_write(void *ctx, const void *buf, size_t len)
 	return 0;
 }
 
+void node_migrate_stream_cut(struct node_migrate_stream *s)
+{
+	if (s->fd >= 0)
+		shutdown(s->fd, SHUT_RDWR);
+}
+
 int node_migrate_stream_close(struct node_migrate_stream *s, int failed)
 {
 	int wait_ms = node_migrate_answer_ms(s->bytes), ret = 0;

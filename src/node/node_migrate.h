@@ -45,6 +45,10 @@ int node_migrate_stream_open(const char *addr, const char *secret, const char *p
 			     struct node_migrate_stream *s);
 int node_migrate_stream_write(void *ctx, const void *buf, size_t len);
 int node_migrate_stream_close(struct node_migrate_stream *s, int failed);
+/* An abandoned image: the connection shut down both ways, so that a
+ * write still under way on the writer's thread returns at once; the
+ * descriptor stays open (its number taken by nothing else) until close. */
+void node_migrate_stream_cut(struct node_migrate_stream *s);
 
 /* How long a source waits for the receiver's answer to an image of bytes
  * once it sent the last of them: the receiver's check of it at a slow

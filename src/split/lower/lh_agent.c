@@ -438,6 +438,12 @@ meta:
 	ret = ret ? ret : img_writer_meta(w, "library", lh_info->library);
 	ret = ret ? ret : lh_dump(w, &st, info);
 	ret = ret ? ret : img_writer_finish(w, NULL);
+	/* the writer's threads joined before its sink closes: after a failure
+	 * in lh_dump one may still be writing, and a closed stream's number
+	 * can be taken by the next open (the cut ends a write under way) */
+	if (stream && ret)
+		node_migrate_stream_cut(&sfd);
+	img_writer_free(&w);
 	rec->info.name[0] = '\0';
 	if (stream) {
 		int closed = node_migrate_stream_close(&sfd, ret != 0);
@@ -446,7 +452,6 @@ meta:
 	} else {
 		ret = ret ? ret : to ? store_file_commit(f) : store_file_commit_unrecorded(f, rec);
 	}
-	img_writer_free(&w);
 	store_file_free(&f);
 	store_ckpt_free(&ck);
 	if (!ret && to)
