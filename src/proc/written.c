@@ -286,27 +286,14 @@ int proc_written_log_create(const char *path)
 	return fd;
 }
 
-static void log_put(int fd, uint32_t op, uint64_t dev, uint64_t ino, const char *path)
-{
-	size_t pl = strlen(path) + 1;
-	struct sts_written_rec r = { op, (uint32_t)pl, dev, ino };
-	char *b = malloc(sizeof(r) + pl);
-
-	if (!b)
-		return;
-	memcpy(b, &r, sizeof(r));
-	memcpy(b + sizeof(r), path, pl);
-	(void)!write(fd, b, sizeof(r) + pl);
-	free(b);
-}
-
 void proc_written_log_add(int fd, const char *path)
 {
 	struct stat st;
 
 	if (fd >= 0 && path[0] == '/' && strlen(path) < STS_WRITTEN_PATH && !stasis_own(path) &&
 	    stat(path, &st) == 0 && S_ISREG(st.st_mode))
-		log_put(fd, STS_WRITTEN_OPEN, (uint64_t)st.st_dev, (uint64_t)st.st_ino, path);
+		sts_written_log_put(fd, STS_WRITTEN_OPEN, (uint64_t)st.st_dev, (uint64_t)st.st_ino,
+				    path, NULL);
 }
 
 void proc_written_log_add_section(int fd, const void *sec, size_t len)
@@ -373,7 +360,7 @@ int proc_written_log_forget_created(const char *old, size_t len, int fd)
 	int ret = made ? log_read(fd, &klog, &klen) : err_set(-ENOMEM, "out of memory");
 
 	if (!ret && old)
-		sts_written_replay(old, len, made, &nmade, TREE_MAX, &dropped, 1);
+		sts_written_replay(old, len, made, &nmade, TREE_MAX, &dropped, STS_REPLAY_CREATED);
 	for (uint32_t i = 0; !ret && i < nmade; i++) {
 		const char *p = made[i].path;
 		struct stat st;
@@ -432,7 +419,7 @@ int proc_written_log_moved_back(const char *old, size_t len, const char *path, u
 				uint64_t ino)
 {
 	struct sts_written_file *v = malloc(sizeof(*v));
-	uint32_t n = 1;
+	uint32_t n = 1, dropped = 0;
 	size_t pl = strlen(path);
 	struct stat st;
 	int ret = 0;
@@ -446,28 +433,7 @@ int proc_written_log_moved_back(const char *old, size_t len, const char *path, u
 	*v = (struct sts_written_file){ .dev = dev, .ino = ino };
 	memcpy(v->path, path, pl + 1);
 	/* where its renames since took it (the opens are no move) */
-	for (size_t off = 0; n && len - off >= sizeof(struct sts_written_rec);) {
-		struct sts_written_rec r;
-		const char *p = old + off + sizeof(r);
-
-		memcpy(&r, old + off, sizeof(r));
-		if (r.len == 0 || len - off - sizeof(r) < r.len || p[r.len - 1] != 0)
-			break;
-		off += sizeof(r) + r.len;
-		if (r.op != STS_WRITTEN_MOVED && r.op != STS_WRITTEN_DIR)
-			continue;
-		if (strnlen(p, r.len) >= STS_WRITTEN_PATH)
-			break;
-		if (r.op == STS_WRITTEN_MOVED) {
-			sts_written_files_moved(v, &n, r.dev, r.ino, p, strlen(p));
-		} else {
-			const char *q = p + strlen(p) + 1;
-
-			if (q >= p + r.len || strlen(q) >= STS_WRITTEN_PATH)
-				break;
-			sts_written_files_dir_moved(v, &n, p, q, strlen(q));
-		}
-	}
+	sts_written_replay(old, len, v, &n, 1, &dropped, STS_REPLAY_MOVES);
 	if (n && strcmp(v->path, path) != 0 && !stasis_own(v->path) && lstat(v->path, &st) == 0 &&
 	    S_ISREG(st.st_mode) && (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino) {
 		ret = copy_back(v->path, path, st.st_mode & 07777);
@@ -513,7 +479,7 @@ int proc_written_log_list(int fd, char ***paths, size_t *n)
 		free(v);
 		return ret;
 	}
-	sts_written_replay(log, len, v, &nv, TREE_MAX, &dropped, 0);
+	sts_written_replay(log, len, v, &nv, TREE_MAX, &dropped, STS_REPLAY_ALL);
 	sts_written_files_forget_gone(v, &nv);
 	if (dropped)
 		fprintf(stderr, "stasis: %u opens for writing since the last checkpoint found the "
@@ -526,7 +492,7 @@ int proc_written_log_list(int fd, char ***paths, size_t *n)
 	/* the log again, as short as the list: the processes are parked */
 	if (ftruncate(fd, 0) == 0)
 		for (uint32_t i = 0; i < nv; i++)
-			log_put(fd, STS_WRITTEN_OPEN, v[i].dev, v[i].ino, v[i].path);
+			sts_written_log_put(fd, STS_WRITTEN_OPEN, v[i].dev, v[i].ino, v[i].path, NULL);
 	for (uint32_t i = 0; i < nv; i++)
 		bytes += strlen(v[i].path) + 1;
 	p = malloc((nv + 1) * sizeof(*p) + bytes);

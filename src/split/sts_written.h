@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define STS_WRITTEN_MAGIC 0x316e657474697257ull   /* "Written1" */
 #define STS_WRITTEN_MAX 256
@@ -141,8 +142,10 @@ static inline void sts_written_files_dir_moved(struct sts_written_file *v, uint3
  * and closed") ----
  *
  * A single process's agent also appends what it notes to one log that
- * every process of the job's tree shares: a memfd the coordinator of
- * `stasis run` or `stasis restart` made and owns, named in the environment
+ * every process of the job's tree shares: the job directory's
+ * written.log (a memfd where it cannot be made; a restart reads what the
+ * killed run appended to it), which the coordinator of `stasis run` or
+ * `stasis restart` made and owns, named in the environment
  * ($STASIS_WRITTEN_FD), inherited by fork and kept across exec at a
  * descriptor >= 900 (close-on-exec, let through by the exec wrappers like
  * the channel), opened O_APPEND: each record is one write(2), which the
@@ -167,12 +170,43 @@ struct sts_written_rec {
 /* the log stops growing here (the coordinator says so) */
 #define STS_WRITTEN_LOG_MAX (64ull << 20)
 
-/* Replay the log's len bytes into v[0..*n) of at most cap (created: only
- * the files an open made, where they went since); the files that found it
- * full counted in *dropped. Returns the bytes that were whole records (a
- * damaged record ends the replay). */
+/* One record into the log fd: op, dev/ino, path and, for
+ * STS_WRITTEN_DIR, the new path to (else NULL); a single write(2) of an
+ * O_APPEND descriptor, appended whole beside other processes'. Nothing
+ * once the log reached STS_WRITTEN_LOG_MAX. */
+static inline void sts_written_log_put(int fd, uint32_t op, uint64_t dev, uint64_t ino,
+				       const char *path, const char *to)
+{
+	struct {
+		struct sts_written_rec r;
+		char paths[2 * STS_WRITTEN_PATH];
+	} b;
+	size_t pl = strlen(path) + 1, tl = to ? strlen(to) + 1 : 0;
+
+	if (fd < 0 || pl + tl > sizeof(b.paths) ||
+	    lseek(fd, 0, SEEK_END) >= (off_t)STS_WRITTEN_LOG_MAX)
+		return;
+	b.r = (struct sts_written_rec){ op, (uint32_t)(pl + tl), dev, ino };
+	memcpy(b.paths, path, pl);
+	if (to)
+		memcpy(b.paths + pl, to, tl);
+	(void)!write(fd, &b, sizeof(b.r) + pl + tl);
+}
+
+/* What sts_written_replay takes of the log */
+enum sts_written_replay_mode {
+	STS_REPLAY_ALL,         /* every file opened for writing */
+	STS_REPLAY_CREATED,     /* only the files an open made */
+	STS_REPLAY_MOVES,       /* no file: only where v's files were moved */
+};
+
+/* Replay the log's len bytes into v[0..*n) of at most cap, taking what
+ * mode says (enum sts_written_replay_mode), with where the files went
+ * since; the files that found it full counted in *dropped. Returns the
+ * bytes that were whole records (a damaged record ends the replay). */
 static inline size_t sts_written_replay(const char *log, size_t len, struct sts_written_file *v,
-					uint32_t *n, uint32_t cap, uint32_t *dropped, int created)
+					uint32_t *n, uint32_t cap, uint32_t *dropped,
+					enum sts_written_replay_mode mode)
 {
 	size_t off = 0;
 
@@ -189,7 +223,8 @@ static inline size_t sts_written_replay(const char *log, size_t len, struct sts_
 		if (p[0] != '/' || pl >= STS_WRITTEN_PATH)
 			break;
 		if (r.op == STS_WRITTEN_OPEN || r.op == STS_WRITTEN_CREATED) {
-			if ((!created || r.op == STS_WRITTEN_CREATED) &&
+			if ((mode == STS_REPLAY_ALL ||
+			     (mode == STS_REPLAY_CREATED && r.op == STS_WRITTEN_CREATED)) &&
 			    sts_written_files_add(v, n, cap, p, pl, r.dev, r.ino) < 0)
 				(*dropped)++;
 		} else if (r.op == STS_WRITTEN_MOVED) {

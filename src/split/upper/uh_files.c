@@ -110,25 +110,11 @@ static void __attribute__((constructor)) at_fork(void)
 	pthread_atfork(NULL, NULL, child_unlock);
 }
 
-/* One record into the tree's log: a single write(2) of an O_APPEND
- * descriptor, appended whole beside other processes' (with every signal
- * blocked by the caller: a checkpoint never parks a process mid-record) */
+/* One record into the tree's log (with every signal blocked by the
+ * caller: a checkpoint never parks a process mid-record) */
 static void log_rec(uint32_t op, uint64_t dev, uint64_t ino, const char *path, const char *to)
 {
-	struct {
-		struct sts_written_rec r;
-		char paths[2 * STS_WRITTEN_PATH];
-	} b;
-	size_t pl = strlen(path) + 1, tl = to ? strlen(to) + 1 : 0;
-
-	if (sts_written_log < 0 || pl + tl > sizeof(b.paths) ||
-	    lseek(sts_written_log, 0, SEEK_END) >= (off_t)STS_WRITTEN_LOG_MAX)
-		return;
-	b.r = (struct sts_written_rec){ op, (uint32_t)(pl + tl), dev, ino };
-	memcpy(b.paths, path, pl);
-	if (to)
-		memcpy(b.paths + pl, to, tl);
-	(void)!write(sts_written_log, &b, sizeof(b.r) + pl + tl);
+	sts_written_log_put(sts_written_log, op, dev, ino, path, to);
 }
 
 static void note(int fd, int created)
