@@ -9,6 +9,53 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+/* Pieces of a copy from the mapped cache file: a direct write each, as
+ * large as the store's stages */
+#define GLOBAL_PIECE (8u << 20)
+
+/* The CRC the store recorded for this member's file in the cache: the
+ * copy's record takes it over (its bytes are not read to compute one);
+ * 0 if there is none (then the commit reads the copy back for it) */
+static int source_crc(const struct redun_set *set, const char *file, uint64_t size, uint32_t *crc)
+{
+	struct store_file_info *files = NULL;
+	size_t n = 0;
+	int found = 0;
+
+	if (store_ckpt_files(set->local, set->ckpt, &files, &n) == 0)
+		for (size_t i = 0; i < n && !found; i++)
+			if (!strcmp(files[i].name, file) && files[i].size == size) {
+				*crc = files[i].crc;
+				found = 1;
+			}
+	free(files);
+	return found;
+}
+
+/* One piece of the copy at off: straight from the mapped cache file to the
+ * disk (direct I/O from the cache's own pages: no copy into a buffer, no
+ * CRC pass) where the global file takes it, else read into its stage or
+ * buf and written as usual. map is NULL when the file could not be mapped. */
+static int copy_piece(struct store_file *f, struct store_io *in, const char *map, char *buf,
+		      uint64_t off, size_t n)
+{
+	size_t room_len;
+	void *room;
+	int ret = map ? store_file_write_direct(f, map + off, n) : -EOPNOTSUPP;
+
+	if (ret != -EOPNOTSUPP)
+		return ret;
+	if (map)
+		return store_file_write(f, map + off, n);
+	/* read straight into the global file's stage where it has one */
+	if (store_file_room(f, &room, &room_len) == 0 && room_len >= n)
+		return store_io_read(in, room, n, off) ?: store_file_done(f, n);
+	return store_io_read(in, buf, n, off) ?: store_file_write(f, buf, n);
+}
 
 static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 			struct store_ckpt *lc, int *degraded)
@@ -17,8 +64,9 @@ static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 	struct store_ckpt *gc = NULL;
 	struct store_file *f = NULL;
 	struct store_io *in = NULL;
-	char *buf = redun_xfer_get();
+	char *buf = redun_xfer_get(), *map = NULL;
 	uint64_t size = 0;
+	uint32_t crc = 0;
 	int ret;
 
 	(void)lc;
@@ -31,22 +79,25 @@ static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 	ret = ret ? ret : store_ckpt_annex(set->global, set->ckpt, &gc);
 	ret = ret ? ret : store_file_create(gc, file, &f);
 	size = in ? store_io_size(in) : 0;
-	for (uint64_t off = 0; !ret && off < size;) {
-		size_t n = size - off < XFER_PIECE ? (size_t)(size - off) : XFER_PIECE, room_len;
-		void *room;
-		/* read straight into the global file's stage where it has one:
-		 * one copy of the bytes less */
-		int staged = store_file_room(f, &room, &room_len) == 0;
+	/* committed and sealed, its size final: nothing cuts it while mapped */
+	if (!ret && size && source_crc(set, file, size, &crc)) {
+		map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, store_io_fd(in), 0);
+		if (map == MAP_FAILED)
+			map = NULL;
+		else
+			store_file_vouch(f, crc);
+	}
+	for (uint64_t off = 0, piece = map ? GLOBAL_PIECE : XFER_PIECE; !ret && off < size;) {
+		size_t n = size - off < piece ? (size_t)(size - off) : (size_t)piece;
 
-		if (staged && room_len < n)
-			n = room_len;
 		/* the fault point: a copy cut off before its last piece */
 		ret = off + n >= size ? FAULT(REDUN_GLOBAL_COPY) : 0;
-		ret = ret ? ret : store_io_read(in, staged ? room : buf, n, off);
-		ret = ret ? ret : staged ? store_file_done(f, n) : store_file_write(f, buf, n);
+		ret = ret ? ret : copy_piece(f, in, map, buf, off, n);
 		off += n;
 	}
 	ret = ret ? ret : store_file_commit(f);
+	if (map)
+		munmap(map, (size_t)size);
 	store_file_free(&f);
 	store_ckpt_free(&gc);
 	store_io_close(&in);

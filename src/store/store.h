@@ -119,6 +119,13 @@ void store_file_vouch(struct store_file *f, uint32_t crc);
  * store_file_write takes bytes (size, CRC, the fault point). */
 int store_file_room(struct store_file *f, void **buf, size_t *len);
 int store_file_done(struct store_file *f, size_t n);
+/* Bytes written from the caller's memory straight to the disk (direct
+ * I/O, no copy into the stage, no CRC pass: a copy from a mapped file):
+ * only for a file staged for direct I/O with nothing in its stage, buf,
+ * len and the file's size multiples of 4096 (STORE_DIRECT_ALIGN); -EOPNOTSUPP
+ * otherwise (then store_file_write). As with store_file_wrote, the commit
+ * reads the file back for its CRC unless store_file_vouch gave it. */
+int store_file_write_direct(struct store_file *f, const void *buf, size_t len);
 
 enum store_state {
 	STORE_PARTIAL,    /* begun, never sealed: being written, or its writer died */
