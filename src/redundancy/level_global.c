@@ -38,23 +38,29 @@ static int source_crc(const struct redun_set *set, const char *file, uint64_t si
 
 /* One piece of the copy at off: straight from the mapped cache file to the
  * disk (direct I/O from the cache's own pages: no copy into a buffer, no
- * CRC pass) where the global file takes it, else read into its stage or
- * buf and written as usual. map is NULL when the file could not be mapped. */
+ * CRC pass) where the global file takes it; else read into its stage, or
+ * buf, and written as usual. Only the kernel touches the mapping: a file
+ * cut meanwhile fails the write (-EFAULT) instead of raising SIGBUS in the
+ * process. map is NULL when the file could not be mapped. */
 static int copy_piece(struct store_file *f, struct store_io *in, const char *map, char *buf,
 		      uint64_t off, size_t n)
 {
-	size_t room_len;
+	size_t room_len, m;
 	void *room;
 	int ret = map ? store_file_write_direct(f, map + off, n) : -EOPNOTSUPP;
 
 	if (ret != -EOPNOTSUPP)
 		return ret;
-	if (map)
-		return store_file_write(f, map + off, n);
-	/* read straight into the global file's stage where it has one */
-	if (store_file_room(f, &room, &room_len) == 0 && room_len >= n)
-		return store_io_read(in, room, n, off) ?: store_file_done(f, n);
-	return store_io_read(in, buf, n, off) ?: store_file_write(f, buf, n);
+	for (size_t done = 0; done < n; done += m) {
+		m = n - done < XFER_PIECE ? n - done : XFER_PIECE;
+		if (store_file_room(f, &room, &room_len) == 0 && room_len >= m)
+			ret = store_io_read(in, room, m, off + done) ?: store_file_done(f, m);
+		else
+			ret = store_io_read(in, buf, m, off + done) ?: store_file_write(f, buf, m);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 static int global_apply(const struct redun_set *set, const struct redun_comm *c,
@@ -79,7 +85,8 @@ static int global_apply(const struct redun_set *set, const struct redun_comm *c,
 	ret = ret ? ret : store_ckpt_annex(set->global, set->ckpt, &gc);
 	ret = ret ? ret : store_file_create(gc, file, &f);
 	size = in ? store_io_size(in) : 0;
-	/* committed and sealed, its size final: nothing cuts it while mapped */
+	/* committed and sealed, its size final: nothing cuts it while mapped
+	 * (were it cut, the direct write would fail, see copy_piece) */
 	if (!ret && size && source_crc(set, file, size, &crc)) {
 		map = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, store_io_fd(in), 0);
 		if (map == MAP_FAILED)
