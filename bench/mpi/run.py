@@ -26,6 +26,18 @@ job under `stasis run`. Not a timed test: it reports ratios.
                     one-way message has two on its path, the receive's way
                     out and the next send's way in). Each round runs it
                     between the native and the split runs
+  percall_*_ns      the CPU time of single calls of one rank to itself
+                    (percall.c: the calling thread's CPU time, median of
+                    200 batches of 1000, so other load and the machine's
+                    message speeds hardly move it), natively, as the floor
+                    (fsfloor.h) and split, medians of the rounds:
+                    MPI_Comm_rank (rank), Irecv + Isend + two Waits
+                    (isend: the requests' records in the ledger), and with
+                    Open MPI Send + Recv (sendrecv; on a duplicate of
+                    MPI_COMM_WORLD: sendrecv_dup), Put + Win_flush (put).
+                    percall_*_above_floor_ns
+                    is split - floor: what the split process adds beyond
+                    its crossing's writes of the FS base
   app_overhead      4-rank stencil (halo exchange + Allreduce every
                     iteration, 1500 iterations of a 1024x1024 grid),
                     runtime split / native - 1. 4 ranks share this machine's
@@ -243,10 +255,10 @@ def main():
     env.update(OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="stasis-bench-mpi-"))
     cc = f"mpicc.{a.mpi}"
-    for prog in ("pingpong", "stencil", "ckptmem", "rmaput"):
+    for prog in ("pingpong", "stencil", "ckptmem", "rmaput", "percall"):
         subprocess.run([cc, "-O2", "-pthread", "-o", str(tmp / prog), str(HERE / f"{prog}.c")],
                        check=True)
-    for prog in ("pingpong", "rmaput"):   # fsfloor.h
+    for prog in ("pingpong", "rmaput", "percall"):   # fsfloor.h
         subprocess.run([cc, "-O2", "-pthread", "-DFS_FLOOR", "-o", str(tmp / f"{prog}-floor"),
                         str(HERE / f"{prog}.c")], check=True)
 
@@ -263,8 +275,10 @@ def main():
             raise SystemExit(f"{' '.join(cmd)} failed: {r.stderr}")
         return r.stdout
 
+    calls = ("rank", "isend") + (("sendrecv", "sendrecv_dup", "put")   # percall.c
+                                 if a.mpi == "openmpi" else ())
     res = {m: {"lat": [], "bw": [], "app": [], "app2": [], "mt": [], "put": [],
-               "lat_mean": [], "mt_mean": [], "put_mean": []}
+               "lat_mean": [], "mt_mean": [], "put_mean": [], **{f"cpu_{c}": [] for c in calls}}
            for m in ("native", "floor", "split")}
     mean = lambda out: float(re.search(r"mean_us (\S+)", out).group(1))
     osc = {"OMPI_MCA_osc": "^rdma,ucx"} if a.mpi == "openmpi" else {}
@@ -275,6 +289,10 @@ def main():
             if mean_key:
                 res[mode][mean_key].append(mean(out))
         return parse
+
+    def percall(mode, out):
+        for c in calls:
+            res[mode][f"cpu_{c}"].append(float(re.search(rf"^{c}_ns (\S+)", out, re.M).group(1)))
 
     def stencil(key, n):
         def parse(mode, out):
@@ -294,6 +312,7 @@ def main():
               lat("mt", r"mt_latency_us (\S+)", "mt_mean"), True),
              (2, ["rmaput", "20000"], osc, None, lat("put", r"put_flush_us (\S+)", "put_mean"),
               True),
+             (1, ["percall"], osc, None, percall, True),
              (4, ["stencil", "1024", "1500"], None, None, stencil("app", 4), False),
              (2, ["stencil", "1024", "1500"], None, None, stencil("app2", 2), False)]
     for rnd in range(a.rounds):
@@ -310,7 +329,9 @@ def main():
             f"app={res[mode]['app'][-1]:.3f}s app2={res[mode]['app2'][-1]:.3f}s"
             for mode in ("native", "split")) +
             f"  floor lat={res['floor']['lat'][-1]:.3f}us mt={res['floor']['mt'][-1]:.3f}us "
-            f"put={res['floor']['put'][-1]:.3f}us", flush=True)
+            f"put={res['floor']['put'][-1]:.3f}us  isend cpu native/floor/split "
+            f"{'/'.join(str(res[m]['cpu_isend'][-1]) for m in ('native', 'floor', 'split'))}ns",
+            flush=True)
     for n in (4, 2):
         if residual[("native", n)] != residual[("split", n)]:
             raise SystemExit(f"the {n}-rank stencil's residual differs: {residual}")
@@ -339,8 +360,21 @@ def main():
            **{f"{k}_mean_overhead": figures(k, key, "us")[f"{k}_overhead"]
               for k, key in (("latency", "lat_mean"), ("mt_latency", "mt_mean"),
                              ("rma_put", "put_mean"))},
-           **figures("app2", "app2", "s"), **ck}
+           **figures("app2", "app2", "s"), **percall_figures(res, med, calls), **ck}
     print(json.dumps(out))
+
+
+def percall_figures(res, med, calls):
+    """percall.c's CPU times: native, floor and split medians of the rounds,
+    and the median of the rounds' split - floor"""
+    out = {}
+    for c in calls:
+        k = f"cpu_{c}"
+        out.update({f"percall_{c}_{m}_ns": round(med[m][k], 1)
+                    for m in ("native", "floor", "split")})
+        out[f"percall_{c}_above_floor_ns"] = round(statistics.median(
+            [y - x for x, y in zip(res["floor"][k], res["split"][k])]), 1)
+    return out
 
 
 def checkpoint_figures(a, tmp, env, launch):
