@@ -69,13 +69,6 @@ void lh_handles_init(int restored)
 }
 
 
-struct lh_slot *lh_slot_of(int kind, uint32_t n)
-{
-	struct lh_table *t = &lh_lg->tables[kind];
-
-	return n >= STS_FIRST_USER && n < t->next ? &t->slot[n] : NULL;
-}
-
 static uint32_t predefined(int kind, uint64_t real)
 {
 	const struct sts_predef_kind *pk = &sts_predef_kinds[kind];
@@ -106,9 +99,26 @@ uint32_t lh_new(int kind, uint64_t real)
 	return n != UINT32_MAX ? n : lh_alloc(kind, real);
 }
 
+/* A new request's record: REQ_OTHER, pending, the rest zero. Field by
+ * field: GCC 12 makes a compound literal or a memset of it a rep stos,
+ * slow to start for 88 bytes */
+static void req_init(struct lh_req *q, uint64_t seq)
+{
+	_Static_assert(sizeof(*q) == 88, "a new field of struct lh_req: set it here");
+	q->kind = REQ_OTHER;
+	q->state = REQ_PENDING;
+	q->detached = q->persist = q->errh = 0;
+	q->seq = seq;
+	q->buf = NULL;
+	q->count = q->peer = q->tag = 0;
+	q->datatype = q->comm = 0;
+	q->status = (struct sts_status){ 0 };
+}
+
 uint32_t lh_alloc(int kind, uint64_t real)
 {
 	struct lh_table *t = &lh_lg->tables[kind];
+	struct lh_slot *s;
 	uint32_t n;
 
 	if (t->nfree)
@@ -118,10 +128,19 @@ uint32_t lh_alloc(int kind, uint64_t real)
 			abort();
 		n = t->next++;
 	}
-	t->slot[n].real = real;
-	t->slot[n].seq = ++lh_lg->seq;
-	t->slot[n].rec = NULL;
-	lh_hooks.created(kind, n);
+	s = &t->slot[n];
+	s->real = real;
+	s->seq = ++lh_lg->seq;
+	s->rec = NULL;
+	if (kind != STS_REQUEST) {
+		lh_hooks.created(kind, n);
+		return n;
+	}
+	/* A request's record is made here, not by the hook: every Isend and
+	 * Irecv makes one, and it is all lh_state.c would have done for it */
+	s->rec = lg_alloc(sizeof(struct lh_req));
+	if (s->rec)
+		req_init(s->rec, s->seq);
 	return n;
 }
 
@@ -145,6 +164,8 @@ void lh_release_now(int kind, uint32_t n)
 	if (n < STS_FIRST_USER || n >= t->next)
 		return;
 	lh_hooks.freed(kind, n);
+	if (kind == STS_REQUEST)   /* its record is the handles' (lh_alloc) */
+		lg_free(t->slot[n].rec);
 	t->slot[n].rec = NULL;
 	t->slot[n].real = t->slot[0].real;
 	if (t->nfree == t->free_cap) {

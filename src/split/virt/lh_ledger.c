@@ -11,13 +11,12 @@ struct lh_ledger *lh_lg;
 #define HDR 16u                 /* block header: its class */
 #define MIN_CLASS 5             /* 32 bytes */
 
+/* the smallest power of two that holds n and the header, from 2^MIN_CLASS */
 static unsigned class_of(size_t n)
 {
-	unsigned c = MIN_CLASS;
+	unsigned c = 64 - (unsigned)__builtin_clzll((unsigned long long)(n + HDR - 1));
 
-	while (((size_t)1 << c) < n + HDR)
-		c++;
-	return c;
+	return c < MIN_CLASS ? MIN_CLASS : c;
 }
 
 void *lg_alloc(size_t n)

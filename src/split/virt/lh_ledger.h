@@ -99,7 +99,8 @@ struct lh_ledger {
 	uint32_t mpix_gen, mpix_ok;
 };
 
-/* A request's record (lh_slot.rec of every request). */
+/* A request's record (lh_slot.rec of every request), made and freed with
+ * its handle by lh_handles.c, not through the hooks. */
 enum lh_req_kind { REQ_OTHER, REQ_SEND, REQ_RECV };
 enum lh_req_state {
 	REQ_PENDING,            /* the real request is active */
@@ -145,8 +146,9 @@ int lh_ledger_attach(int world_rank, int world_size);
 
 /* What the handle tables (lh_handles.c) and the records of objects
  * (lh_state.c) tell the files above them: a handle made or freed (to
- * lh_state.c), a communicator's collective counts (lh_coll.c), buffered
- * sends (lh_p2p.c), files (lh_io.c), windows (lh_win.c), operations
+ * lh_state.c; a request's record is lh_handles.c's own), a
+ * communicator's collective counts (lh_coll.c), buffered sends
+ * (lh_p2p.c), files (lh_io.c), windows (lh_win.c), operations
  * (lh_calls.c). Defined in lh_handles.c and filled once by lh_calls.c
  * (lh_engine_set, before any object exists), so the calls inside the
  * virtualization run one way (src/split/parts.txt). Each is the function
@@ -242,7 +244,14 @@ int lh_win_segment(uint64_t start, uint64_t end, const char **name, uint64_t *of
 int lh_win_attr(uint32_t win, int which, sts_aint *value);
 
 /* lh_handles.c */
-struct lh_slot *lh_slot_of(int kind, uint32_t n);   /* NULL: not a live user handle */
+/* NULL: not a live user handle (inline: several times on every request's
+ * way) */
+static inline struct lh_slot *lh_slot_of(int kind, uint32_t n)
+{
+	struct lh_table *t = &lh_lg->tables[kind];
+
+	return n >= STS_FIRST_USER && n < t->next ? &t->slot[n] : NULL;
+}
 /* the neutral number of a real handle the program holds, or UINT32_MAX */
 uint32_t lh_find(int kind, uint64_t real);
 /* a new user handle for real, even if real is a predefined value */

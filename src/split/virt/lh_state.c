@@ -681,16 +681,6 @@ void lh_state_created(int kind, uint32_t n)
 	case STS_DATATYPE:
 		s->rec = record_type((MPI_Datatype)(LH_HCAST)real);
 		break;
-	case STS_REQUEST: {
-		struct lh_req *q = lg_calloc(sizeof(*q));
-
-		if (q) {
-			q->kind = REQ_OTHER;
-			q->seq = s->seq;
-		}
-		s->rec = q;
-		break;
-	}
 	case STS_OP:
 		s->rec = lg_calloc(sizeof(struct rec_op));
 		break;
@@ -703,10 +693,12 @@ void lh_state_freed(int kind, uint32_t n)
 {
 	struct lh_slot *s = lh_slot_of(kind, n);
 
-	if (kind == STS_REQUEST && nkept)
-		kept_free(n);
-	if (kind == STS_REQUEST)
+	if (kind == STS_REQUEST) {   /* its record is the handles' (lh_alloc) */
+		if (nkept)
+			kept_free(n);
 		lh_hooks.request_gone(n);
+		return;
+	}
 	if (!s || !s->rec)
 		return;
 	if (kind == STS_COMM)
