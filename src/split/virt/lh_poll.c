@@ -26,11 +26,13 @@
 
 #ifdef OPEN_MPI
 #define REQ_COMPLETE_OFF LH_REQ_COMPLETE_OFF
-#define REQ_TAG_OFF 0x44        /* req_status: MPI_TAG, MPI_ERROR, _cancelled, _ucount */
+#define REQ_STATUS_OFF 0x40     /* req_status: MPI_SOURCE, */
+#define REQ_TAG_OFF 0x44        /* MPI_TAG, MPI_ERROR, _cancelled, _ucount */
 #define REQ_ERROR_OFF 0x48
 #define REQ_UCOUNT_OFF 0x50
 
 int lh_poll_fast;
+static int done_ok;             /* the status's fields where lh_poll_init found them */
 
 static inline void *word(MPI_Request r, size_t off)
 {
@@ -53,6 +55,25 @@ static inline int word_state(MPI_Request r)
 
 int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
 {
+	/* Open MPI's complete request of a send it sent at once (and of a
+	 * message to or from MPI_PROC_NULL) is static: nothing of it to free,
+	 * so its status is read here as MPI_Wait reads it (all but MPI_ERROR,
+	 * which it leaves), without the call: about 2 ns of CPU an Isend and
+	 * its Wait (Open MPI 4.1.4: PROC_NULL, ANY_TAG, not cancelled, 0
+	 * bytes, the request null after) */
+	if (done_ok && lh_sent_at_once(*r)) {
+		const MPI_Status *rs = (const MPI_Status *)((char *)*r + REQ_STATUS_OFF);
+
+		if (st != MPI_STATUS_IGNORE) {
+			st->MPI_SOURCE = rs->MPI_SOURCE;
+			st->MPI_TAG = rs->MPI_TAG;
+			st->_cancelled = rs->_cancelled;
+			st->_ucount = rs->_ucount;
+		}
+		*flag = 1;
+		*r = MPI_REQUEST_NULL;
+		return MPI_SUCCESS;
+	}
 	switch (word_state(*r)) {
 	case NOT_ACTIVE:
 		return MPI_Test(r, flag, st);
@@ -74,7 +95,6 @@ int lh_test_word(MPI_Request *r, int *flag, MPI_Status *st)
  * before its thread's return). A thread's still kept at MPI_Finalize is
  * a completed request, which the MPI lets go of. */
 static __thread MPI_Request done_req;
-static int done_ok;
 
 int lh_test_done(MPI_Request *r, int *flag)
 {
