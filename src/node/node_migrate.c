@@ -47,8 +47,9 @@
 #define PIECE (4u << 20)
 #define ACCEPT_TIMEOUT_MS 300000   /* started while the ranks checkpoint */
 #define LINE_TIMEOUT_MS 60000
-/* the receiver's answer once the image is sent: it reads the image again
- * for its check (tmpfs: GiB/s; 64 MiB/s is a loaded machine's worst) */
+/* the receiver's answer once the image is sent: it still writes what the
+ * socket buffers hold and checks it (tmpfs: GiB/s; 64 MiB/s is a loaded
+ * machine's worst) */
 #define ANSWER_BASE_MS 5000
 #define ANSWER_MIB_PER_S 64
 #define PROGRESS_TIMEOUT_MS 30000   /* a stream's peer that takes or gives nothing */
@@ -271,18 +272,6 @@ static int mkdirs(char *path)
 	return 0;
 }
 
-/* The check's error, naming the image's path rather than the descriptor
- * it was read through */
-static int image_refused(int ret, const char *path, const char *self)
-{
-	size_t n = strlen(self);
-	char m[400];
-
-	snprintf(m, sizeof(m), "%s", err_msg());
-	return err_set(ret, "%s: %s", path, strncmp(m, self, n) || strncmp(m + n, ": ", 2) ? m :
-		       m + n + 2);
-}
-
 /* The file an image is written into: an unnamed one of its directory
  * (O_TMPFILE: a receiver killed at any point leaves nothing behind), or,
  * where the file system refuses those (NFS, overlayfs before 6.6: the
@@ -302,14 +291,41 @@ static int image_file(const char *dir, const char *tmp, int *named)
 	return open(tmp, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 }
 
-/* The image of the stream, written into its file (image_file), checked,
- * then (unnamed) linked as <path>.tmp, and renamed into place */
+/* The next piece of an image from the source into buf (at most n bytes):
+ * the bytes read, 0 at a streamed image's end (the source shut its side),
+ * or a negative errno with a message */
+static ssize_t read_piece(int fd, const char *path, int streamed, char *buf, size_t n)
+{
+	ssize_t got;
+	int ret;
+
+	if (!streamed) {
+		ret = read_all(fd, buf, n);
+		return ret ? err_set(ret, "the source closed the connection inside %s", path) :
+		       (ssize_t)n;
+	}
+	if ((ret = wait_in(fd, PROGRESS_TIMEOUT_MS)) != 0)
+		return err_set(ret, "reading %s: %s", path, ret == -ECANCELED ?
+			       "the receiver was cancelled" : "nothing came for 30 s");
+	while ((got = read(fd, buf, n)) < 0 && errno == EINTR)
+		;
+	return got < 0 ? err_set(-errno, "reading %s: %s", path, strerror(errno)) : got;
+}
+
+/* The image of the stream, written into its file (image_file) and checked
+ * as it passes (img_scan: the header's, every chunk's and the manifest's
+ * checksums, on the bytes received, not read back: a second pass over the
+ * image was a fifth of a move's time), its header and manifest opened
+ * once whole, then (unnamed) linked as <path>.tmp, and renamed into place.
+ * A bad image is read to its end before it is refused: the source hears
+ * why, not a connection closed under it. */
 static int receive_image(int fd, const char *path, long long size, char *buf)
 {
-	char tmp[PATH_MAX + 8], dir[PATH_MAX], self[64];
+	char tmp[PATH_MAX + 8], dir[PATH_MAX], self[64], why[512] = "";
 	const char *base = strrchr(path, '/');
 	struct img_reader *r = NULL;
-	int out, ret = 0, rank, named;
+	struct img_scan *scan = NULL;
+	int out, ret = 0, bad = 0, rank, named;
 	char end;
 
 	if (path[0] != '/' || strstr(path, "/../") || !base || size < -1 ||
@@ -320,36 +336,35 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	if (mkdirs(tmp) != 0 || (out = image_file(dir, tmp, &named)) < 0)
 		return err_set(-errno, "cannot write an image in %s: %s", dir, strerror(errno));
 	snprintf(self, sizeof(self), "/proc/self/fd/%d", out);
+	ret = img_scan_create(path, &scan);
 	for (long long left = size; !ret && left;) {
-		size_t n = left > 0 && left < PIECE ? (size_t)left : PIECE;
-		ssize_t got = (ssize_t)n;
+		ssize_t got = read_piece(fd, path, size < 0, buf, left > 0 && left < PIECE ?
+					 (size_t)left : PIECE);
 
-		if (size < 0) {   /* streamed: to the end of the source's side */
-			if ((ret = wait_in(fd, PROGRESS_TIMEOUT_MS)) != 0) {
-				ret = err_set(ret, "reading %s: %s", path, ret == -ECANCELED ?
-					      "the receiver was cancelled" : "nothing came for 30 s");
-				break;
-			}
-			while ((got = read(fd, buf, n)) < 0 && errno == EINTR)
-				;
-			if (got <= 0) {
-				ret = got < 0 ? err_set(-errno, "reading %s: %s", path, strerror(errno)) : 0;
-				break;
-			}
-		} else if ((ret = read_all(fd, buf, n)) != 0) {
-			ret = err_set(ret, "the source closed the connection inside %s", path);
+		if (got <= 0) {
+			ret = (int)got;
 			break;
+		}
+		if (size > 0)
+			left -= got;
+		if (bad)
+			continue;   /* to its end: the source then reads why */
+		if ((bad = img_scan_feed(scan, buf, (size_t)got)) != 0) {
+			snprintf(why, sizeof(why), "%s", err_msg());
+			continue;
 		}
 		if ((ret = write_all(out, buf, (size_t)got)) != 0)
 			ret = err_set(ret, "cannot write %s: %s", tmp, strerror(-ret));
-		if (size > 0)
-			left -= got;
 	}
+	if (!ret && bad)
+		ret = err_set(bad, "%s", why);
 	if (!ret && (ret = FAULT(NODE_RECEIVE)) != 0)
 		ret = err_set(ret, "fault point node.receive");
-	if (!ret && ((ret = img_open(self, &r)) != 0 || (ret = img_verify(r)) != 0))
-		ret = image_refused(ret, path, self);
+	ret = ret ? ret : img_scan_end(scan);
+	/* the header's id against the manifest's, the manifest's sections */
+	ret = ret ? ret : img_open_fd(out, path, &r);
 	img_close(&r);
+	img_scan_free(&scan);
 	if (!ret && !named && (unlink(tmp) != 0 && errno != ENOENT))
 		ret = err_set(-errno, "cannot remove %s: %s", tmp, strerror(errno));
 	if (!ret && !named && linkat(AT_FDCWD, self, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) != 0)

@@ -178,3 +178,31 @@ def test_a_receiver_refused_unnamed_files_writes_a_named_one(tmp_path):
             p.wait()
     assert sorted(f.name for f in ckpt.iterdir()) == ["rank-00001.img"]
     assert (ckpt / "rank-00001.img").read_bytes() == data
+
+
+def test_a_receiver_refuses_an_image_with_a_bad_chunk(tmp_path):
+    """a byte of a chunk's payload changed on its way: the receiver, which
+    checks each chunk's CRC as the bytes arrive (no second pass over the
+    image), reads the stream to its end, names the chunk in its answer
+    and leaves no file; the same image unchanged is put in place whole"""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "f.txt").write_text("the bytes of an image\n")
+    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
+                   check=True, capture_output=True)
+    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+    at = data.find(b"the bytes of an image")
+    bad = data[:at] + b"T" + data[at + 1:]
+    image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
+    for sent, said, rc in ((bad, f"ERR {image}: section 0, chunk 0 (payload at byte {at}): "
+                            "CRC32C mismatch\n", 1), (data, "OK\n", 0)):
+        p, port = receiver(tmp_path, 1)
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=120)
+            s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + sent)
+            assert answer(s) == said and p.wait(timeout=60) == rc, p.stderr.read()
+            assert sorted(f.name for f in image.parent.iterdir()) == ([] if rc else [image.name])
+        finally:
+            p.kill()
+            p.wait()
+    assert image.read_bytes() == data
