@@ -211,6 +211,9 @@ struct coord {
 		 * <host:port>): what they sent, in how long */
 		struct migrate_receiver *recv;
 		const char *recv_host;
+		/* the migration's receiver while migrate() runs (NULL
+		 * otherwise): its node agent's RECEIVER and RECEIVED lines */
+		struct migrate_receiver *rcv;
 		uint64_t streamed_bytes, streamed_ms;
 		uint64_t asked_ms;    /* the request's time: the phases' log lines */
 	} mig;
@@ -948,6 +951,29 @@ static void upgrade(struct coord *c, const char *word, const char *name)
 	send_nodes(c, line);
 }
 
+/* RECEIVER <port> <pid> <start> | RECEIVER - <why> | RECEIVED <status>
+ * [<why>] from the agent of node n, which started the migration's
+ * receiver there (recv_start); a late one (the migration over) is
+ * dropped */
+static void receiver_said(struct coord *c, struct node_conn *n, const char *line)
+{
+	struct migrate_receiver *r = c->mig.rcv;
+	int pos = 0;
+
+	if (!r || !r->by_agent || r->ended || strcmp(n->host, r->host))
+		return;
+	if (!strncmp(line, "RECEIVER - ", 11)) {
+		r->ended = 1;
+		r->status = -1;
+		snprintf(r->why, sizeof(r->why), "%s", line + 11);
+	} else if (line[7] == 'R') {
+		sscanf(line + 9, "%d %d %llu", &r->port, &r->rpid, &r->rstart);
+	} else if (sscanf(line + 9, "%d %n", &r->status, &pos) >= 1) {
+		r->ended = 1;
+		snprintf(r->why, sizeof(r->why), "%s", pos ? line + 9 + pos : "");
+	}
+}
+
 /* A line of node agent n outside a phase's answer: a registration, a
  * node's copies done, a rank that ended or died. Returns 1 for REQUEST
  * (MPIX_Checkpoint asks for a checkpoint), 2 when a rank was lost (*why
@@ -968,6 +994,8 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 	} else if (!strncmp(line, "GATHER ", 7)) {
 		if (coord_relay_gather(n->fd, line + 7) != 0)
 			log_warn("node agent on %s: bad line '%.64s'", n->host, line);
+	} else if (!strncmp(line, "RECEIVER ", 9) || !strncmp(line, "RECEIVED ", 9)) {
+		receiver_said(c, n, line);
 	} else if (!strcmp(line, "REQUEST")) {
 		return 1;
 	} else if (sscanf(line, "BYE %d", &rank) == 1) {
@@ -1139,6 +1167,98 @@ static void reap_nodes(struct coord *c)
 			node_gone(c, i);
 }
 
+static int node_on(struct coord *c, const char *host);
+
+/* The receiver of a migration to host `to`, taking `sources` streams:
+ * into spares, started by to's node agent, there already (RECEIVE: no
+ * remote shell's start on the way, 17-30 ms of a move's), else through
+ * migrate_shell (a relaunch's target has no agent) */
+static int recv_start(struct coord *c, const char *to, unsigned sources, int into,
+		      struct migrate_receiver *r)
+{
+	int t = into ? node_on(c, to) : -1;
+
+	if (t < 0)
+		return migrate_receiver_start(to, job_lh_dir(), c->dir, sources, r);
+	*r = (struct migrate_receiver){ .pid = -1, .out = -1, .by_agent = 1 };
+	snprintf(r->host, sizeof(r->host), "%s", to);
+	reply(c->nodes[t].fd, "RECEIVE %u", sources);
+	return 0;
+}
+
+/* The lines of the receiver's node agent (only), until its port is known
+ * (port) or it ended, at most timeout_ms */
+static int recv_wait(struct coord *c, struct migrate_receiver *r, int port, int timeout_ms)
+{
+	uint64_t end = now_ms() + (uint64_t)timeout_ms;
+
+	while (!r->ended && (!port || r->port <= 0)) {
+		int t = node_on(c, r->host);
+		uint64_t now = now_ms();
+		struct pollfd p;
+		char line[512];
+
+		if (t < 0)
+			return err_set(-EHOSTDOWN, "the node agent on %s went away", r->host);
+		if (now >= end)
+			return err_set(-ETIMEDOUT, "the receiver on %s did not %s within %d s", r->host,
+				       port ? "start" : "end", timeout_ms / 1000);
+		p = (struct pollfd){ c->nodes[t].fd, POLLIN, 0 };
+		if (poll(&p, 1, (int)(end - now)) <= 0)
+			continue;
+		if (read_line(p.fd, line, sizeof(line), CLIENT_TIMEOUT_MS) != 0) {
+			c->nodes[t].dead = 1;   /* reaped by the caller's reap_nodes */
+			return err_set(-EHOSTDOWN, "the node agent on %s went away", r->host);
+		}
+		node_line(c, &c->nodes[t], line, NULL, 0);
+	}
+	return 0;
+}
+
+/* Wait for the receiver's port; on failure it is ended */
+static int recv_port(struct coord *c, struct migrate_receiver *r)
+{
+	int ret;
+
+	if (!r->by_agent)
+		return r->port > 0 ? 0 : migrate_receiver_port(r->host, r);
+	ret = recv_wait(c, r, 1, 30000);
+	if (!ret && r->port <= 0)
+		ret = err_set(-EHOSTUNREACH, "the receiver on %s did not start: %s", r->host,
+			      r->why[0] ? r->why : "it ended");
+	return ret;
+}
+
+static void recv_cancel(struct coord *c, struct migrate_receiver *r);
+
+/* Wait for the receiver's end (timeout_ms; then it is cancelled, killed
+ * if it does not end): 0 when it received and checked every image */
+static int recv_end(struct coord *c, struct migrate_receiver *r, int timeout_ms)
+{
+	if (!r->by_agent)
+		return migrate_receiver_end(r, timeout_ms);
+	if (recv_wait(c, r, 0, timeout_ms) != 0)
+		recv_cancel(c, r);
+	return r->ended && r->status == 0 ? 0 : -EIO;
+}
+
+/* Cancel the receiver (the migration stopped before its end): it is
+ * asked to end and waited for; its agent kills it after 5 s */
+static void recv_cancel(struct coord *c, struct migrate_receiver *r)
+{
+	int t;
+
+	if (!r->by_agent) {
+		migrate_receiver_cancel(r->host, r);
+		return;
+	}
+	if (r->ended || (t = node_on(c, r->host)) < 0)
+		return;
+	reply(c->nodes[t].fd, "RECEIVE cancel");
+	if (recv_wait(c, r, 0, 7000) != 0)
+		log_warn("migration: the receiver on %s: %s", r->host, err_msg());
+}
+
 /* Some rank the job still lacks died, or went with its node agent: no
  * use waiting for it */
 static int missing_died(struct coord *c)
@@ -1297,7 +1417,7 @@ static int job_checkpoint(struct coord *c, int stop, char *name, size_t len)
 			char write[sizeof(c->mig.ranks) + 100] = "WRITE";
 
 			if (c->mig.recv)
-				ret = migrate_receiver_port(c->mig.recv_host, c->mig.recv);
+				ret = recv_port(c, c->mig.recv);
 			if (c->mig.recv && !ret)
 				snprintf(write, sizeof(write), "WRITE ONLY%s TO %s:%d", c->mig.only,
 					 c->mig.recv_host, c->mig.recv->port);
@@ -2837,9 +2957,8 @@ static int recoverable_after_move(struct coord *c, char *name, size_t len)
  * target, the job stopped and relaunched with the target in the source's
  * place. 0 once relaunched; a failure after the checkpoint raises a rank
  * lost for the chain (autor recovers) or, without recovery, resumes. */
-static int migrate(struct coord *c, const struct coord_event *ev)
+static int migrate_with(struct coord *c, const struct coord_event *ev, struct migrate_receiver *r)
 {
-	struct migrate_receiver r = { .pid = -1, .out = -1 };
 	char name[64], dir[PATH_MAX], line[640], ranks[400], note[300], why[700], **argv = NULL;
 	char from[64], to[64], newest[64];
 	uint64_t bytes = 0, ms = 0, t0 = now_ms();
@@ -2871,8 +2990,8 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	c->mig.only = into ? c->mig.ranks : NULL;
 	/* the receiver starts on the target while the ranks park; into spares
 	 * the moving ranks stream their images to it as they write them */
-	rret = migrate_receiver_start(to, job_lh_dir(), c->dir, into ? nmoving : 1, &r);
-	c->mig.recv = into && !rret ? &r : NULL;
+	rret = recv_start(c, to, into ? nmoving : 1, into, r);
+	c->mig.recv = into && !rret ? r : NULL;
 	c->mig.recv_host = to;
 	ret = job_checkpoint(c, 2, name, sizeof(name));
 	c->mig.only = NULL;
@@ -2880,7 +2999,7 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	if (ret) {
 		snprintf(why, sizeof(why), "%s", err_msg());
 		if (!rret)
-			migrate_receiver_cancel(to, &r);   /* gone before the answer */
+			recv_cancel(c, r);   /* gone before the answer */
 		free(argv);
 		if (into && policy_recovers(c->policy)) {
 			/* streamed, the cut fails with its transfer (the receiver
@@ -2906,11 +3025,11 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	}
 	if (src < 0) {
 		if (!rret)
-			migrate_receiver_cancel(to, &r);
+			recv_cancel(c, r);
 		ret = err_set(-EHOSTDOWN, "the node agent on %s went away", from);
 	} else {
 		ret = rret ? err_set(rret, "cannot start the receiver on %s: %s", to,
-				     strerror(-rret)) : r.port > 0 ? 0 : migrate_receiver_port(to, &r);
+				     strerror(-rret)) : recv_port(c, r);
 	}
 	if (!ret) {
 		/* the images to the receiver and the source's directory removed;
@@ -2918,11 +3037,11 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 		 * directory goes once the move is made (move_into_spares): the
 		 * moved ranks do not wait for it */
 		if (!into)
-			ret = source_leaves(c, from, to, r.port, name, ranks, &bytes, &ms);
+			ret = source_leaves(c, from, to, r->port, name, ranks, &bytes, &ms);
 		reap_nodes(c);
 		if (ret)
-			migrate_receiver_end(&r, 0);
-		else if (migrate_receiver_end(&r, 30000) != 0)
+			recv_end(c, r, 0);
+		else if (recv_end(c, r, 30000) != 0)
 			ret = err_set(-EIO, "the receiver on %s did not confirm every image", to);
 		if (!ret)
 			log_info("migration: %sthe receiver ended, %llu ms after the request",
@@ -2947,14 +3066,14 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 	else if (c->o->spares && nmoving > LINE_MOVE_RANKS_MAX)
 		log_info("migration: not into a spare (%u ranks, more than the %d a move takes): the "
 			 "job is relaunched", nmoving, LINE_MOVE_RANKS_MAX);
-	else if (into && move_into_spares(c, from, to, r.port, ranks, name, bytes, ms, ev) == 0) {
+	else if (into && move_into_spares(c, from, to, r->port, ranks, name, bytes, ms, ev) == 0) {
 		/* the moved ranks' images are on to only: a recovery launches
 		 * them there */
 		take_launch(c, argv);
 		return 0;
 	}
 	/* not moved: the source's directory goes before the relaunch */
-	if (into && (ret = source_leaves(c, from, to, r.port, name, "", &bytes, &ms)) != 0) {
+	if (into && (ret = source_leaves(c, from, to, r->port, name, "", &bytes, &ms)) != 0) {
 		reap_nodes(c);
 		free(argv);
 		return mig_failed(c, ranks, from, to, name, sizeof(name));
@@ -2990,6 +3109,18 @@ static int migrate(struct coord *c, const struct coord_event *ev)
 			 (double)(now_ms() - t0) / 1000.0);
 	mig_relaunched(c, ret);
 	return 0;
+}
+
+/* A migration (migrate_with), its receiver's lines taken while it runs */
+static int migrate(struct coord *c, const struct coord_event *ev)
+{
+	struct migrate_receiver r = { .pid = -1, .out = -1 };
+	int ret;
+
+	c->mig.rcv = &r;
+	ret = migrate_with(c, ev, &r);
+	c->mig.rcv = NULL;
+	return ret;
 }
 
 /* The policies' decisions on the events raised, carried out in order; after

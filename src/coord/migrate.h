@@ -15,12 +15,19 @@
 #include <sys/types.h>
 
 struct migrate_receiver {
-	pid_t pid;            /* the remote shell */
+	pid_t pid;            /* the remote shell (-1: none) */
 	int out;              /* its stdout */
 	int port;             /* where the receiver listens on its node */
 	int rpid;             /* the receiver's pid on its node (0: not known yet) */
 	unsigned long long rstart;   /* and its start time there (/proc/<pid>/stat) */
 	char host[64];        /* its node */
+	/* started by the target node's agent instead (a move into its spares:
+	 * RECEIVE <sources>), which says its port and its end (RECEIVER,
+	 * RECEIVED: the coordinator's lines of that agent fill these) */
+	int by_agent;
+	int ended;            /* it ended, or never started */
+	int status;           /* then: its exit status (-1: it did not start) */
+	char why[300];        /* and what it said last */
 };
 
 /* Start the receiver on host for the job of job_dir (the node agent's

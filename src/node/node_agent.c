@@ -46,6 +46,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -115,8 +116,12 @@ static struct {
 	struct store *global;
 	const char *stage_dir;
 	char local_job[256];
+	/* a migration's receiver started here (RECEIVE): a move into this
+	 * node's spares */
+	struct node_receiver recv;
 } A = { .send_lock = PTHREAD_MUTEX_INITIALIZER, .lfd = -1, .ep = -1, .coord = { .fd = -1 },
-	.board_fd = -1, .ranks_bell = -1, .agent_bell = -1 };
+	.board_fd = -1, .ranks_bell = -1, .agent_bell = -1,
+	.recv = { .out = -1, .pidfd = -1 } };
 
 /* Something went wrong that the log keeps: a clean end removes the log */
 static int warned;
@@ -953,6 +958,68 @@ static void move_noted(const char *args)
 	}
 }
 
+/* RECEIVE <sources>: the receiver of a move into this node's spares,
+ * started here rather than through a remote shell (docs/coordinator.md,
+ * "Moving a rank into a spare"); its port goes to the coordinator as it
+ * says it (RECEIVER <port> <pid> <start>), its end too (receiver_seen).
+ * RECEIVE cancel: the migration stopped before its end; the receiver is
+ * asked to end, killed after 5 s. */
+static void receive(const char *args)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	unsigned sources;
+	int ret;
+
+	if (!strcmp(args, "cancel")) {
+		node_receiver_cancel(&A.recv, 5000);
+		return;
+	}
+	if (sscanf(args, "%u", &sources) != 1 || !sources) {
+		send_line(A.coord.fd, "RECEIVER - bad RECEIVE line '%.40s'", args);
+		return;
+	}
+	if (A.recv.pid) {
+		send_line(A.coord.fd, "RECEIVER - a migration's receiver runs here already (pid %d)",
+			  (int)A.recv.pid);
+		return;
+	}
+	if ((ret = FAULT(NODE_AGENT_RECEIVE)) != 0)
+		ret = err_set(ret, "fault point node.agent.receive");
+	ret = ret ? ret : node_receiver_start(&A.recv, getenv("STASIS_JOB_DIR"), sources);
+	if (ret) {
+		send_line(A.coord.fd, "RECEIVER - the node agent on %s cannot start the receiver: %s",
+			  A.host, err_msg());
+		return;
+	}
+	ev.data.fd = A.recv.out;
+	epoll_ctl(A.ep, EPOLL_CTL_ADD, A.recv.out, &ev);
+	if (A.recv.pidfd >= 0) {
+		ev.data.fd = A.recv.pidfd;
+		epoll_ctl(A.ep, EPOLL_CTL_ADD, A.recv.pidfd, &ev);
+	}
+}
+
+/* The receiver said something (fd: its pipe), or ended (fd: its pidfd),
+ * or a look whether a cancelled one is due to be killed (fd -1) */
+static void receiver_seen(int fd)
+{
+	char port[64];
+	int st, said;
+
+	if (fd >= 0 && fd == A.recv.out) {
+		said = node_receiver_output(&A.recv, port, sizeof(port));
+		if (said == 1)
+			send_line(A.coord.fd, "RECEIVER %s", port);
+		if (said >= 0 || A.recv.pidfd >= 0)
+			return;   /* its end comes by its pidfd */
+	}
+	if (fd >= 0 && fd == A.recv.pidfd)   /* what it said last first: no writer is left */
+		while (node_receiver_output(&A.recv, port, sizeof(port)) >= 0)
+			;
+	if (node_receiver_reap(&A.recv, &st))
+		send_line(A.coord.fd, "RECEIVED %d %s", st, st ? A.recv.why : "");
+}
+
 /* the heartbeat while the agent's one thread sends a migration's images */
 static void say_alive(void)
 {
@@ -1019,6 +1086,8 @@ static void coord_said(const char *line)
 				  (unsigned long long)(now_ms() - t0));
 		else
 			send_line(A.coord.fd, "FAILED migration from %s: %s", A.host, err_msg());
+	} else if (!strncmp(line, "RECEIVE ", 8)) {
+		receive(line + 8);
 	} else if (!strncmp(line, "GATHERED ", 9)) {
 		node_level_gathered(line + 9);
 	} else if (!strncmp(line, "UPGRADE ", 8)) {
@@ -1231,7 +1300,8 @@ static void serve(void)
 				 FIRST_RANK_TIMEOUT_MS / 1000);
 			return;
 		}
-		k = epoll_wait(A.ep, ev, 64, beat_ms > 0 && beat_ms < 1000 ? beat_ms : 1000);
+		k = epoll_wait(A.ep, ev, 64, A.recv.kill_at ? 100 :
+			       beat_ms > 0 && beat_ms < 1000 ? beat_ms : 1000);
 		if (k < 0 && errno != EINTR)
 			return;
 		if (beat_ms > 0 && now_ms() - beat_at >= (uint64_t)beat_ms) {
@@ -1244,10 +1314,15 @@ static void serve(void)
 				cgone = conn_fill(&A.coord) != 0;
 			else if (ev[e].data.fd == A.agent_bell)
 				board_rang();
+			else if (A.recv.pid && (ev[e].data.fd == A.recv.out ||
+						ev[e].data.fd == A.recv.pidfd))
+				receiver_seen(ev[e].data.fd);
 			listen |= ev[e].data.fd == A.lfd;
 		}
 		while (conn_line(&A.coord, line, sizeof(line)))
 			coord_said(line);
+		if (A.recv.kill_at)
+			receiver_seen(-1);
 		if (killed)
 			return;
 		if (cgone) {
@@ -1299,6 +1374,11 @@ int node_agent_main(int ready_fd)
 	}
 	serve();
 	node_level_fini();
+	/* a receiver serves no migration without its agent */
+	if (A.recv.pid) {
+		kill(A.recv.pid, SIGKILL);
+		waitpid(A.recv.pid, NULL, 0);
+	}
 	/* the copies under way stop with the process: their *.tmp never count.
 	 * The socket, its lock (no rank of this run comes any more) and, when
 	 * nothing went wrong, the log go: runs must not pile up files here */

@@ -36,11 +36,15 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -549,6 +553,123 @@ int node_migrate_receive(const char *job_dir, int sources)
 		return 1;
 	}
 	return 0;
+}
+
+/* ---- the receiver as a node agent starts it (a move into spares) ---- */
+
+extern char **environ;
+
+int node_receiver_start(struct node_receiver *r, const char *job_dir, unsigned sources)
+{
+	char self[PATH_MAX], n[16], *argv[] = { self, "--receive", (char *)job_dir, n, NULL };
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	sigset_t none;
+	ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int p[2], ret;
+
+	*r = (struct node_receiver){ .out = -1, .pidfd = -1 };
+	if (len <= 0)
+		return err_set(-errno, "cannot find the node agent's program: %s", strerror(errno));
+	self[len] = 0;
+	snprintf(n, sizeof(n), "%u", sources);
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return err_set(-errno, "pipe: %s", strerror(errno));
+	/* none of the agent's descriptors (all close on exec), its signals
+	 * unblocked; SIGPIPE stays ignored (an answer to a source that went
+	 * fails, it does not kill the receiver) */
+	sigemptyset(&none);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, p[1], 2);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+	ret = posix_spawn(&r->pid, self, &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	close(p[1]);
+	if (ret) {
+		close(p[0]);
+		r->pid = 0;
+		return err_set(-ret, "cannot start %s --receive: %s", self, strerror(ret));
+	}
+	r->out = p[0];
+	r->pidfd = (int)syscall(SYS_pidfd_open, r->pid, 0);
+	return 0;
+}
+
+int node_receiver_output(struct node_receiver *r, char *port, size_t len)
+{
+	ssize_t got = r->out < 0 ? 0 : read(r->out, r->buf + r->len, sizeof(r->buf) - 1 - r->len);
+	int said = 0;
+	char *nl;
+
+	if (got <= 0) {
+		if (got < 0 && errno == EINTR)
+			return 0;
+		if (r->out >= 0)
+			close(r->out);
+		r->out = -1;
+		return -1;
+	}
+	r->len += (size_t)got;
+	r->buf[r->len] = 0;
+	/* each whole line; one longer than the buffer is cut where it fills */
+	while ((nl = strchr(r->buf, '\n')) || r->len == sizeof(r->buf) - 1) {
+		size_t end = nl ? (size_t)(nl - r->buf) : r->len;
+
+		r->buf[end] = 0;
+		if (!strncmp(r->buf, "PORT ", 5)) {
+			snprintf(port, len, "%s", r->buf + 5);
+			said = 1;
+		} else if (r->buf[0]) {
+			snprintf(r->why, sizeof(r->why), "%s", strncmp(r->buf, "stasis-node: ", 13) ?
+				 r->buf : r->buf + 13);
+		}
+		end += nl != NULL;
+		memmove(r->buf, r->buf + end, r->len - end + 1);
+		r->len -= end;
+	}
+	return said;
+}
+
+void node_receiver_cancel(struct node_receiver *r, int ms)
+{
+	if (!r->pid)
+		return;
+	if (r->out >= 0)
+		close(r->out);
+	r->out = -1;
+	/* without a pidfd its end cannot be seen: killed at once */
+	r->kill_at = mono_ms() + (uint64_t)(r->pidfd >= 0 ? ms : 0);
+	if (r->pidfd < 0)
+		kill(r->pid, SIGKILL);
+}
+
+int node_receiver_reap(struct node_receiver *r, int *status)
+{
+	int st = 0;
+	pid_t got;
+
+	if (!r->pid)
+		return 0;
+	if (r->kill_at && mono_ms() >= r->kill_at)
+		kill(r->pid, SIGKILL);
+	/* without a pidfd the pipe's end says it is ending: wait for it */
+	while ((got = waitpid(r->pid, &st, r->pidfd < 0 && r->out < 0 ? 0 : WNOHANG)) < 0 &&
+	       errno == EINTR)
+		;
+	if (got == 0)
+		return 0;
+	*status = got < 0 ? 127 : WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (r->out >= 0)
+		close(r->out);
+	if (r->pidfd >= 0)
+		close(r->pidfd);
+	r->out = r->pidfd = -1;
+	r->pid = 0;
+	return 1;
 }
 
 /* ---- a moving rank's side: its image streamed while it is written ---- */

@@ -7,6 +7,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 /* Source side, in the node agent: MIGRATE <host:port> <ckpt> <rank>...
  * from the coordinator (args: its arguments). Each rank's staged image of
@@ -29,6 +30,31 @@ int node_migrate_send(const char *args, const char *stage_dir, const char *local
  * stdout (the pipe to its remote shell) closes. Returns the exit status
  * (0: every image received and checked). */
 int node_migrate_receive(const char *job_dir, int sources);
+
+/* The receiver a node agent starts for a move into its node's spares
+ * (RECEIVE <sources> from the coordinator: the agent is there already, no
+ * remote shell starts it): this program with --receive, its stdout and
+ * stderr a pipe to the agent, which watches the pipe (out) and the
+ * process (pidfd; -1 before Linux 5.3) in its epoll set. */
+struct node_receiver {
+	pid_t pid;              /* 0: none */
+	int out, pidfd;         /* -1: none */
+	uint64_t kill_at;       /* cancelled: killed then (CLOCK_MONOTONIC ms), if still there */
+	size_t len;
+	char buf[256];          /* its output's unfinished line */
+	char why[400];          /* its last line but PORT's */
+};
+/* Start it for the job of job_dir, taking sources streams at once. */
+int node_receiver_start(struct node_receiver *r, const char *job_dir, unsigned sources);
+/* Its output can be read: 1 with its PORT line's words ("<port> <pid>
+ * <start>") in port, 0 for anything else, -1 once the pipe closed. */
+int node_receiver_output(struct node_receiver *r, char *port, size_t len);
+/* Ask it to end (the pipe closed: it ends, cancelled), and kill it after
+ * ms if it has not (a stopped one never sees its pipe close). */
+void node_receiver_cancel(struct node_receiver *r, int ms);
+/* Whether it ended: 1 once reaped, with its exit status (128 + signal)
+ * in *status and r->pid 0; kills it first once kill_at passed. */
+int node_receiver_reap(struct node_receiver *r, int *status);
 
 /* A moving rank's side (a move into spares): its image goes to the
  * receiver at addr while it is written, never to its own node. open

@@ -178,6 +178,27 @@ def test_a_frozen_receiver_fails_the_move_to_automatic_recovery(cluster, progs, 
         job.kill()
 
 
+def test_a_receiver_its_node_agent_cannot_start_fails_the_move(cluster, progs, tmp_path):
+    """n3's node agent starts the receiver (no remote shell), and cannot
+    (node.agent.receive:1:fail): the migration fails in one line that says
+    why, automatic recovery from the checkpoint before completes the job,
+    and no receiver is left on n3"""
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        name = failed_move(job, progs, "node.agent.receive:1:fail",
+                           r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: the "
+                           r"receiver on n3 did not start: the node agent on n3 cannot start the "
+                           r"receiver: fault point node\.agent\.receive; automatic recovery from "
+                           r"ckpt-\d+ takes over\n")
+        assert node_procs(cluster, "n3", "stasis-node --receive") == ""
+        rc, out, err = job.finish(timeout=150)
+        assert rc == 0 and f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, \
+            err[-4000:]
+        assert re.search(rf"stasis: recovery 1 of 3: .*; from {name}", err), err[-4000:]
+    finally:
+        job.kill()
+
+
 def local_only_checkpoint(job, progs):
     """the agents' copies to the global tier fail (node.copy): the job's
     first checkpoint stays at level local; its name"""
