@@ -2833,31 +2833,45 @@ static int node_on(struct coord *c, const char *host)
 
 /* MIGRATE to from's agent: it sends ranks' images to the receiver at
  * to:port (none when they were streamed) and removes the job's node-local
- * directory; *bytes, *ms from its MIGRATED. Only from's agent answers; the
- * other agents' part in the phase is as it was. */
-static int source_leaves(struct coord *c, const char *from, const char *to, int port,
-			 const char *name, const char *ranks, uint64_t *bytes, uint64_t *ms)
+ * directory (source_answer has its MIGRATED). The agent's index, or
+ * -EHOSTDOWN. */
+static int source_tell(struct coord *c, const char *from, const char *to, int port,
+		       const char *name, const char *ranks)
 {
-	char line[600], *was = calloc(c->nnodes + 1, 1);
-	int src = node_on(c, from), ret;
+	int src = node_on(c, from);
+
+	if (src < 0)
+		return err_set(-EHOSTDOWN, "the node agent on %s went away", from);
+	reply(c->nodes[src].fd, "MIGRATE %s:%d %s%s", to, port, name, ranks);
+	return src;
+}
+
+/* The MIGRATED of agent src: *bytes, *ms. Only it answers; the other
+ * agents' part in the phase is as it was. */
+static int source_answer(struct coord *c, int src, uint64_t *bytes, uint64_t *ms)
+{
+	char *was = calloc(c->nnodes + 1, 1);
+	int ret;
 
 	if (!was)
 		return err_set(-ENOMEM, "out of memory");
-	if (src < 0) {
-		free(was);
-		return err_set(-EHOSTDOWN, "the node agent on %s went away", from);
-	}
 	for (unsigned i = 0; i < c->nnodes; i++) {
 		was[i] = (char)c->nodes[i].in_ckpt;
 		c->nodes[i].in_ckpt = (int)i == src;
 	}
-	snprintf(line, sizeof(line), "MIGRATE %s:%d %s%s", to, port, name, ranks);
-	reply(c->nodes[src].fd, "%s", line);
 	ret = collect_nodes(c, "MIGRATED", bytes, ms);
 	for (unsigned i = 0; i < c->nnodes; i++)
 		c->nodes[i].in_ckpt = was[i];
 	free(was);
 	return ret;
+}
+
+static int source_leaves(struct coord *c, const char *from, const char *to, int port,
+			 const char *name, const char *ranks, uint64_t *bytes, uint64_t *ms)
+{
+	int src = source_tell(c, from, to, port, name, ranks);
+
+	return src < 0 ? src : source_answer(c, src, bytes, ms);
 }
 
 /* The images of from's ranks on to, every rank parked: the ranks go into
@@ -2872,7 +2886,7 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 {
 	char line[600];
 	uint64_t a = 0, b = 0;
-	int ret;
+	int ret, src;
 
 	if (nodes_with_ranks(c) != 0)
 		return -1;
@@ -2887,15 +2901,6 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 		log_info("migration: not into a spare (%s): the job is relaunched", err_msg());
 		return -1;
 	}
-	/* the moved ranks compute already (a spare does not wait for RESUME):
-	 * now the source's directory goes, before its old processes are told
-	 * (its agent ends once they left). The move stands whatever happens. */
-	if (source_leaves(c, from, to, port, name, "", &a, &b) == 0)
-		log_info("migration: the source's directory removed %llu ms after the request",
-			 (unsigned long long)(now_ms() - ev->at_ms));
-	else
-		log_warn("migration: ranks%s moved from %s to %s, but %s", ranks, from, to, err_msg());
-	reap_nodes(c);
 	/* from keeps their old processes until the job ends */
 	if (!c->mig.retired)
 		c->mig.retired = calloc(HOSTS_MAX, sizeof(*c->mig.retired));
@@ -2905,11 +2910,24 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 	for (unsigned i = c->nranks; i-- > 0;)
 		if (!strcmp(c->ranks[i].host, from))
 			rank_drop(c, i);
+	/* the moved ranks compute already (a spare does not wait for RESUME),
+	 * but wait for the others: they resume now, while the source's
+	 * directory goes (8 ms of a move at load 8 when they waited for it);
+	 * the source's agent has its MIGRATE before RESUME moved, since it
+	 * ends once its ranks' old processes left. The move stands whatever
+	 * happens. */
+	src = source_tell(c, from, to, port, name, "");
 	send_nodes(c, "RESUME moved");
-	mig_drop(c);
 	log_info("migration: the ranks that stay resumed %.1f s after the request (%llu ms)",
 		 (double)(now_ms() - ev->at_ms) / 1000.0,
 		 (unsigned long long)(now_ms() - ev->at_ms));
+	if (src >= 0 && source_answer(c, src, &a, &b) == 0)
+		log_info("migration: the source's directory removed %llu ms after the request",
+			 (unsigned long long)(now_ms() - ev->at_ms));
+	else
+		log_warn("migration: ranks%s moved from %s to %s, but %s", ranks, from, to, err_msg());
+	reap_nodes(c);
+	mig_drop(c);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
 		 (double)bytes / 1048576.0, (double)ms / 1000.0, name);
