@@ -195,6 +195,9 @@ struct coord {
 		char ranks[400];
 		int moved;            /* ranks went into spares: answered once back */
 		uint64_t moved_by;    /* ... or lost at this time */
+		/* ... and once the source's agent removed the job's directory
+		 * there (its MIGRATED, read as it comes): the source's host */
+		char leaving[64];
 		/* hosts where a moved rank's old process waits for the job's
 		 * end: not spares (until a relaunch ends them) */
 		char (*retired)[64];
@@ -596,6 +599,10 @@ static void node_close(struct coord *c, unsigned i)
 	close(c->nodes[i].fd);
 }
 
+static void source_left(struct coord *c, const char *host, const char *failed);
+static void mig_moved_answer(struct coord *c);
+static void mig_drop(struct coord *c);
+
 /* Node agent ni's connection closed, or it fell silent (n->silent: its
  * node is lost): its ranks are lost with it */
 static void node_gone(struct coord *c, unsigned ni)
@@ -620,6 +627,8 @@ static void node_gone(struct coord *c, unsigned ni)
 		if (c->ranks[i].node == n->id)
 			rank_ended(c, i, why);
 	log_info("the node agent on %s (pid %d) is gone", n->host, n->pid);
+	source_left(c, n->host, "its node agent ended before it said it removed the job's "
+		    "directory there");
 	if (c->standby.state == 1 && !c->stopping && !c->standby.lost[0])
 		snprintf(c->standby.lost, sizeof(c->standby.lost), "%s", n->host);
 	node_close(c, ni);
@@ -777,10 +786,7 @@ static void register_rank(struct coord *c, struct node_conn *n, const char *line
 			(double)(now_ms() - c->rec.t0) / 1000.0);
 		c->rec.pending = 0;
 		policy_running(c->policy);
-		if (c->mig.moved) {
-			c->mig.moved = 0;
-			mig_answer(c, "OK %s", c->rec.line);
-		}
+		mig_moved_answer(c);
 	}
 }
 
@@ -973,6 +979,35 @@ static void receiver_said(struct coord *c, struct node_conn *n, const char *line
 	}
 }
 
+/* The client of a move into spares is answered once the moved ranks
+ * registered from their spares and the source's agent removed the job's
+ * directory there (nothing of the job is left on it) */
+static void mig_moved_answer(struct coord *c)
+{
+	if (!c->mig.moved || c->rec.pending || c->mig.leaving[0])
+		return;
+	c->mig.moved = 0;
+	/* the cut recorded FAILED (an fsync of the index on the global
+	 * tier: 9 ms at load 11) once the moved ranks run: not before */
+	mig_drop(c);
+	mig_answer(c, "OK %s", c->rec.line);
+}
+
+/* MIGRATED <bytes> <ms> or FAILED <why> from the source's agent of a move
+ * (or its end): the directory removal move_into_spares asked for */
+static void source_left(struct coord *c, const char *host, const char *failed)
+{
+	if (!c->mig.leaving[0] || strcmp(host, c->mig.leaving))
+		return;
+	if (failed)
+		log_warn("migration: ranks%s moved from %s, but %s", c->mig.ranks, host, failed);
+	else
+		log_info("migration: the source's directory removed %llu ms after the request",
+			 (unsigned long long)(now_ms() - c->mig.asked_ms));
+	c->mig.leaving[0] = 0;
+	mig_moved_answer(c);
+}
+
 /* A line of node agent n outside a phase's answer: a registration, a
  * node's copies done, a rank that ended or died. Returns 1 for REQUEST
  * (MPIX_Checkpoint asks for a checkpoint), 2 when a rank was lost (*why
@@ -995,6 +1030,8 @@ static int node_line(struct coord *c, struct node_conn *n, const char *line, cha
 			log_warn("node agent on %s: bad line '%.64s'", n->host, line);
 	} else if (!strncmp(line, "RECEIVER ", 9) || !strncmp(line, "RECEIVED ", 9)) {
 		receiver_said(c, n, line);
+	} else if (!strncmp(line, "MIGRATED ", 9) || !strncmp(line, "FAILED migration", 16)) {
+		source_left(c, n->host, line[0] == 'F' ? line + 7 : NULL);
 	} else if (!strcmp(line, "REQUEST")) {
 		return 1;
 	} else if (sscanf(line, "BYE %d", &rank) == 1) {
@@ -2377,6 +2414,8 @@ static void recover(struct coord *c, const struct coord_event *ev)
 		c->mig.moved = 0;
 		mig_answer(c, "ERR migration: %s; automatic recovery takes over", ev->detail);
 	}
+	c->mig.leaving[0] = 0;
+	mig_drop(c);   /* a move's cut, dropped once the moved ranks ran */
 	stop_job(c);
 	name[0] = 0;
 	if (c->standby.state == 1) {
@@ -2874,6 +2913,20 @@ static int source_leaves(struct coord *c, const char *from, const char *to, int 
 	return src < 0 ? src : source_answer(c, src, bytes, ms);
 }
 
+/* Into spares: the end of the receiver, which confirmed every image
+ * already (a bad end is only said) */
+static void receiver_ended(struct coord *c, const struct coord_event *ev)
+{
+	if (!c->mig.rcv)
+		return;
+	if (recv_end(c, c->mig.rcv, 30000) == 0)
+		log_info("migration: the receiver ended, %llu ms after the request",
+			 (unsigned long long)(now_ms() - ev->at_ms));
+	else
+		log_warn("migration: the receiver on %s ended badly after it confirmed every image "
+			 "(%s)", c->mig.rcv->host, c->mig.rcv->why[0] ? c->mig.rcv->why : "status");
+}
+
 /* The images of from's ranks on to, every rank parked: the ranks go into
  * the spares waiting on to, the others keep their processes and make
  * their communicators again (docs/coordinator.md, "Moving a rank into a
@@ -2892,6 +2945,7 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 		return -1;
 	snprintf(line, sizeof(line), "MOVE %s%s", to, ranks);
 	send_nodes(c, line);
+	receiver_ended(c, ev);
 	ret = collect_nodes(c, "MOVED", &a, &b);
 	reap_nodes(c);
 	if (!ret)
@@ -2921,13 +2975,14 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 	log_info("migration: the ranks that stay resumed %.1f s after the request (%llu ms)",
 		 (double)(now_ms() - ev->at_ms) / 1000.0,
 		 (unsigned long long)(now_ms() - ev->at_ms));
-	if (src >= 0 && source_answer(c, src, &a, &b) == 0)
-		log_info("migration: the source's directory removed %llu ms after the request",
-			 (unsigned long long)(now_ms() - ev->at_ms));
+	/* its MIGRATED is read as it comes (source_left): the spares'
+	 * registrations, which their programs wait for, are not held up by
+	 * the removal (8-11 ms at load 12); the client's answer waits for
+	 * both */
+	if (src >= 0)
+		snprintf(c->mig.leaving, sizeof(c->mig.leaving), "%s", from);
 	else
 		log_warn("migration: ranks%s moved from %s to %s, but %s", ranks, from, to, err_msg());
-	reap_nodes(c);
-	mig_drop(c);
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
 		 (double)bytes / 1048576.0, (double)ms / 1000.0, name);
@@ -3066,14 +3121,16 @@ static int migrate_with(struct coord *c, const struct coord_event *ev, struct mi
 		if (!into)
 			ret = source_leaves(c, from, to, r->port, name, ranks, &bytes, &ms);
 		reap_nodes(c);
+		/* into spares the receiver answered OK to each image before
+		 * its rank said DONE: its end is seen as the ranks move
+		 * (receiver_ended), not before */
 		if (ret)
 			recv_end(c, r, 0);
-		else if (recv_end(c, r, 30000) != 0)
+		else if (!into && recv_end(c, r, 30000) != 0)
 			ret = err_set(-EIO, "the receiver on %s did not confirm every image", to);
-		if (!ret)
-			log_info("migration: %sthe receiver ended, %llu ms after the request",
-				 into ? "" : "the source's directory removed, ",
-				 (unsigned long long)(now_ms() - ev->at_ms));
+		if (!ret && !into)
+			log_info("migration: the source's directory removed, the receiver ended, %llu "
+				 "ms after the request", (unsigned long long)(now_ms() - ev->at_ms));
 	}
 	if (ret) {
 		free(argv);
@@ -3099,7 +3156,10 @@ static int migrate_with(struct coord *c, const struct coord_event *ev, struct mi
 		take_launch(c, argv);
 		return 0;
 	}
-	/* not moved: the source's directory goes before the relaunch */
+	/* not moved: the receiver's end (move_into_spares may have seen it)
+	 * and the source's directory before the relaunch */
+	if (into)
+		recv_end(c, r, 30000);
 	if (into && (ret = source_leaves(c, from, to, r->port, name, "", &bytes, &ms)) != 0) {
 		reap_nodes(c);
 		free(argv);
@@ -3385,6 +3445,7 @@ static void coord_fini(struct coord *c)
 	free(c->slot);
 	free(c->notes);
 	free(c->argv);
+	mig_drop(c);   /* a move's cut the job ended before it was dropped */
 	free(c->mig.retired);
 	free(c->missing);
 	policy_chain_free(&c->policy);
