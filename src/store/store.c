@@ -780,6 +780,33 @@ out:
 	store_names_free(names, count);
 }
 
+int store_file_retire(struct store *s, const char *ckpt, const char *name)
+{
+	char path[PATH_MAX], dir[PATH_MAX], spare[NAME_LEN + 1], to[PATH_MAX], **have = NULL;
+	size_t nhave = 0;
+	int fd = -1, ret;
+
+	ret = store_ckpt_path(s, ckpt, name, path, sizeof(path));
+	if (ret)
+		return ret;
+	/* a reader holds its lock while it reads (store_io_open): its file is
+	 * removed, never written over */
+	if (s->recycle && s->ops->trylock && spare_dir(s, dir, sizeof(dir)) == 0 &&
+	    snprintf(spare, sizeof(spare), "%s-%s", ckpt, name) < (int)sizeof(spare) &&
+	    join_path(to, sizeof(to), dir, spare, NULL) == 0 && s->ops->mkdir_p(dir) == 0 &&
+	    s->ops->list(dir, &have, &nhave) == 0 && nhave < s->recycle &&
+	    s->ops->open_read(path, &fd) == 0 && s->ops->trylock(fd) == 0 &&
+	    s->ops->rename(path, to) == 0)
+		ret = 1;
+	if (fd >= 0)
+		s->ops->close(fd);
+	store_names_free(have, nhave);
+	if (ret)
+		return 0;
+	ret = s->ops->unlink(path);
+	return ret == -ENOENT ? 0 : ret ? report(ret, "%s: cannot remove", path) : 0;
+}
+
 int store_spare_reserve(struct store *s, const char *name, uint64_t size)
 {
 	char dir[PATH_MAX], spare[NAME_LEN + 1], path[PATH_MAX];
@@ -2193,6 +2220,23 @@ static int io_new(struct store *s, const char *ckpt, const char *name, struct st
 	return 0;
 }
 
+/* The file io->fd opened is still named by one of its names once read
+ * locked: a retirement (store_file_retire) takes the lock first and never
+ * writes over a file someone holds; one that came between the open and the
+ * lock took the name away (-ENOENT, as if the file had been removed) */
+static int io_hold(struct store_io *io)
+{
+	struct store_stat held, st;
+
+	if (!io->ops->trylock || io->ops->lock(io->fd, 0) || io->ops->fstat(io->fd, &held))
+		return 0;       /* no recycling there: nothing writes over it */
+	if (io->ops->stat(io->path, &st) == 0 && st.id == held.id)
+		return 0;
+	if (io->tmp[0] && io->ops->stat(io->tmp, &st) == 0 && st.id == held.id)
+		return 0;
+	return -ENOENT;
+}
+
 int store_io_open(struct store *s, const char *ckpt, const char *name, struct store_io **out)
 {
 	int ret = io_new(s, ckpt, name, out);
@@ -2200,6 +2244,7 @@ int store_io_open(struct store *s, const char *ckpt, const char *name, struct st
 	if (ret)
 		return ret;
 	ret = s->ops->open_read((*out)->path, &(*out)->fd);
+	ret = ret ? ret : io_hold(*out);
 	if (ret) {
 		ret = err_set(ret, "%s: %s", (*out)->path, strerror(-ret));
 		store_io_close(out);
@@ -2220,6 +2265,7 @@ int store_io_open_writing(struct store *s, const char *ckpt, const char *name,
 	ret = s->ops->open_read((*out)->tmp, &(*out)->fd);
 	if (ret == -ENOENT)
 		ret = s->ops->open_read((*out)->path, &(*out)->fd);
+	ret = ret ? ret : io_hold(*out);
 	if (ret) {
 		ret = err_set(ret, "%s: %s", (*out)->path, strerror(-ret));
 		store_io_close(out);

@@ -212,6 +212,14 @@ void store_set_recycle(struct store *s, unsigned max);
  * the first file of that name is written over allocated pages like every
  * later one. Grows an existing reservation. Nothing without recycling. */
 int store_spare_reserve(struct store *s, const char *name, uint64_t size);
+/* Retire a committed file of checkpoint ckpt that nothing needs any more
+ * (beyond cache_keep): with recycling, it becomes a spare as prune makes
+ * them (its bytes and length kept: for files that nobody reads while they
+ * are written, since a reader following the next one by its length would
+ * read the old bytes), unless a reader holds it (store_io_open's lock) or
+ * `max` spares are there; otherwise, and without recycling, it is
+ * removed. A missing file is fine. */
+int store_file_retire(struct store *s, const char *ckpt, const char *name);
 /* Remove every spare file (the job is done with this cache). */
 int store_spares_drop(struct store *s);
 

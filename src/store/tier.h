@@ -26,6 +26,8 @@ struct store_stat {
 	uint64_t size;
 	int is_dir;
 	int is_file;            /* a regular file */
+	uint64_t id;            /* the file itself (device and inode): the same
+				   name may come to name another file */
 };
 
 struct store_tier_ops {
@@ -74,6 +76,9 @@ struct store_tier_ops {
 	 * (released by unlock, close or the death of the process). */
 	int (*lock)(int fd, int exclusive);
 	int (*unlock)(int fd);
+	/* Optional (NULL: never taken): the exclusive lock without waiting,
+	 * -EWOULDBLOCK while anyone holds a lock on the file. */
+	int (*trylock)(int fd);
 	int (*fstat)(int fd, struct store_stat *st);
 
 	/* Names. stat: -ENOENT if absent. rename never replaces: -EEXIST if

@@ -295,6 +295,16 @@ static int posix_lock(int fd, int exclusive)
 	return neg_errno(ret);
 }
 
+static int posix_trylock(int fd)
+{
+	int ret;
+
+	do
+		ret = flock(fd, LOCK_EX | LOCK_NB);
+	while (ret < 0 && errno == EINTR);
+	return neg_errno(ret);
+}
+
 static int posix_unlock(int fd)
 {
 	return neg_errno(flock(fd, LOCK_UN));
@@ -305,6 +315,7 @@ static void fill_stat(const struct stat *st, struct store_stat *out)
 	out->size = (uint64_t)st->st_size;
 	out->is_dir = S_ISDIR(st->st_mode);
 	out->is_file = S_ISREG(st->st_mode);
+	out->id = (uint64_t)st->st_ino ^ ((uint64_t)st->st_dev << 40);
 }
 
 static int posix_fstat(int fd, struct store_stat *out)
@@ -381,6 +392,7 @@ static int posix_unlink(const char *path)
 	.close = posix_close, \
 	.lock = posix_lock, \
 	.unlock = posix_unlock, \
+	.trylock = posix_trylock, \
 	.fstat = posix_fstat, \
 	.stat = posix_stat, \
 	.rename = posix_rename, \

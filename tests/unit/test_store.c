@@ -1924,6 +1924,63 @@ static void test_recycle(void)
 	store_close(&s);
 }
 
+/* Retiring (a node agent's partner copies and parity beyond cache_keep):
+ * a committed file becomes a spare with its bytes; the next file of that
+ * name is written over it and cut to its own length at commit; a file a
+ * reader holds is removed instead, and the reader still reads it whole;
+ * without recycling it is removed. */
+static void test_retire(void)
+{
+	struct store *s = open_job("retire");
+	size_t sizes[] = { 90000, 91000 };
+	char a[64], path[PATH_MAX], spare[PATH_MAX], tmp[PATH_MAX + 8], buf[3333];
+	struct store_ckpt *ck = NULL;
+	struct store_file *f = NULL;
+	struct store_io *io = NULL;
+	struct stat st;
+	ino_t i0;
+
+	store_set_recycle(s, 8);
+	CHECK_EQ(make_images(s, sizes, 2, a), 0);
+	path_of(s, a, "rank-0.img", path);
+	i0 = inode_of(path);
+	CHECK_EQ(store_io_open(s, a, "rank-1.img", &io), 0);     /* a reader holds rank-1 */
+	CHECK_EQ(store_file_retire(s, a, "rank-0.img"), 0);
+	CHECK_EQ(store_file_retire(s, a, "rank-1.img"), 0);
+	CHECK_EQ(store_file_retire(s, a, "rank-7.img"), 0);      /* missing: fine */
+	CHECK(!exists(path));
+	snprintf(spare, sizeof(spare), "%s/.spare/%s-rank-0.img", store_job_dir(s), a);
+	CHECK(stat(spare, &st) == 0 && st.st_ino == i0 && st.st_size == 90000);
+	snprintf(spare, sizeof(spare), "%s/.spare/%s-rank-1.img", store_job_dir(s), a);
+	CHECK(!exists(spare));                                   /* removed, not spared */
+	path_of(s, a, "rank-1.img", path);
+	CHECK(!exists(path));
+	CHECK(io && store_io_size(io) == 91000 && store_io_read(io, buf, 3333, 87000) == 0);
+	store_io_close(&io);
+
+	CHECK_EQ(store_ckpt_begin(s, &ck), 0);
+	CHECK_EQ(store_file_create(ck, "rank-0.img", &f), 0);
+	fill(buf, sizeof(buf), 5);
+	CHECK_EQ(store_file_write(f, buf, sizeof(buf)), 0);
+	path_of(s, store_ckpt_name(ck), "rank-0.img", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	CHECK(stat(tmp, &st) == 0 && st.st_ino == i0);
+	CHECK_EQ(store_file_commit(f), 0);
+	store_file_free(&f);
+	CHECK(stat(path, &st) == 0 && st.st_ino == i0 && st.st_size == 3333);
+	CHECK_EQ(store_ckpt_commit(ck, 1), 0);
+	CHECK_EQ(store_verify(s, store_ckpt_name(ck)), 0);
+
+	store_set_recycle(s, 0);                                 /* off: removed */
+	CHECK_EQ(store_file_retire(s, store_ckpt_name(ck), "rank-0.img"), 0);
+	CHECK(!exists(path));
+	snprintf(spare, sizeof(spare), "%s/.spare/%s-rank-0.img", store_job_dir(s),
+		 store_ckpt_name(ck));
+	CHECK(!exists(spare));
+	store_ckpt_free(&ck);
+	store_close(&s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -1938,6 +1995,7 @@ int main(void)
 	test_annex();
 	test_annex_early();
 	test_recycle();
+	test_retire();
 	test_commit_order();
 	test_large_files();
 	test_stage_write_fails();
