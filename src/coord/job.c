@@ -338,7 +338,8 @@ int job_child_env(const char *addr, const char *job_dir, const char *root, const
 		snprintf(keep, sizeof(keep), "%llu", (unsigned long long)cfg_u64(CFG_CACHE_KEEP));
 		if (setenv(JOBENV_STAGE_DIR, cfg_str(CFG_LOCAL_DIR), 1) ||
 		    setenv(JOBENV_STAGE_COPIES, copies, 1) || setenv(JOBENV_CACHE_KEEP, keep, 1) ||
-		    setenv(JOBENV_STAGE_COMPRESS, cfg_str(CFG_STAGE_COMPRESS), 1))
+		    setenv(JOBENV_STAGE_COMPRESS, cfg_str(CFG_STAGE_COMPRESS), 1) ||
+		    setenv(JOBENV_RECYCLE, cfg_str(CFG_RECYCLE), 1))
 			return err_set(-ENOMEM, "cannot set the job's environment");
 	} else {
 		unsetenv(JOBENV_STAGE_DIR);

@@ -33,6 +33,7 @@
 #define JOBENV_STAGE_COPIES "STASIS_STAGE_COPIES"
 #define JOBENV_CACHE_KEEP   "STASIS_CACHE_KEEP"
 #define JOBENV_STAGE_COMPRESS "STASIS_STAGE_COMPRESS"
+#define JOBENV_RECYCLE      "STASIS_RECYCLE"      /* the key recycle: "on" or "off" */
 /* which programs go above a lower half */
 #define JOBENV_SPLIT_PROGRAMS "STASIS_SPLIT_PROGRAMS"
 /* ranks the launcher starts beyond the program's, the last ones of its
@@ -69,7 +70,8 @@
 	JOBENV_SPLIT_PROGRAMS, JOBENV_RESTORE_DIR, "STASIS_LOG",                    \
 	"STASIS_MPI_THREAD_LEVEL", "STASIS_RESTORE_LAZY", "STASIS_RESTORE_EARLY",   \
 	JOBENV_STAGE_DIR, JOBENV_STAGE_COPIES, JOBENV_CACHE_KEEP,                   \
-	JOBENV_STAGE_COMPRESS, JOBENV_STAGE_ID, JOBENV_RUN_ID, JOBENV_HEARTBEAT_MS,  \
+	JOBENV_STAGE_COMPRESS, JOBENV_RECYCLE, JOBENV_STAGE_ID, JOBENV_RUN_ID,       \
+	JOBENV_HEARTBEAT_MS,                                                         \
 	JOBENV_SPARES, JOBENV_OMPI_EXIT_NO_SYNC, JOBENV_STANDBY
 
 #endif

@@ -1373,7 +1373,7 @@ int node_agent_main(int ready_fd)
 		close(ready_fd);
 	}
 	serve();
-	node_level_fini();
+	node_level_end();
 	/* a receiver serves no migration without its agent */
 	if (A.recv.pid) {
 		kill(A.recv.pid, SIGKILL);

@@ -11,6 +11,7 @@
 #include "node/node_level.h"
 #include "node/node.h"
 
+#include "common/config.h"
 #include "common/err.h"
 #include "common/fault.h"
 #include "common/line.h"
@@ -465,9 +466,19 @@ void node_level_abort(void)
 /* ---- members ---- */
 
 
+/* Spare files of the node's cache at most (store_file_retire): in
+ * practice one checkpoint's, each checkpoint taking as many as it retires */
+#define LEVEL_SPARES_MAX 4096
+
+/* The node-local store; its partner copies and parity are written over
+ * the spares of older ones (docs/levels.md, "Spare files") */
 static int open_local(struct store **out)
 {
-	return store_open("local", E.stage_dir, E.local_job, out);
+	int ret = store_open("local", E.stage_dir, E.local_job, out);
+
+	if (!ret)
+		store_set_recycle(*out, strcmp(cfg_str(CFG_RECYCLE), "off") ? LEVEL_SPARES_MAX : 0);
+	return ret;
 }
 
 static int open_global(struct store **out)
@@ -947,6 +958,16 @@ void node_level_fini(void)
 	store_close(&local);
 }
 
+void node_level_end(void)
+{
+	struct store *local = NULL;
+
+	node_level_fini();
+	if (E.stage_dir && open_local(&local) == 0 && store_spares_drop(local))
+		log_warn("node agent on %s: %s", E.host, err_msg());
+	store_close(&local);
+}
+
 static int recover_member(struct member *m)
 {
 	struct store *local = NULL, *global = NULL;
@@ -1038,15 +1059,18 @@ static int seal_local(const char *ckpt, unsigned n)
 
 /* The node's older checkpoints whose own images are gone (each rank keeps
  * its last cache_keep, lh_stage.c; the ranks of every node drop the same
- * ones) lose the partner copies and parity kept beside them too */
+ * ones) lose the partner copies and parity kept beside them too: into
+ * spares, which the next copies are written over (docs/levels.md, "Spare
+ * files") */
 static void drop_stale(const char *current)
 {
 	char dir[PATH_MAX];
+	struct store *local = NULL;
 	struct dirent *e;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/%s", E.stage_dir, E.local_job);
-	d = opendir(dir);
+	d = open_local(&local) == 0 ? opendir(dir) : NULL;
 	while (d && (e = readdir(d))) {
 		int fd, own = 0;
 		struct dirent *f;
@@ -1061,8 +1085,9 @@ static void drop_stale(const char *current)
 		if (cd && !own) {
 			rewinddir(cd);
 			while ((f = readdir(cd)))
-				if (!strncmp(f->d_name, "partner-", 8) || !strncmp(f->d_name, "rs-", 3))
-					unlinkat(fd, f->d_name, 0);
+				if ((!strncmp(f->d_name, "partner-", 8) || !strncmp(f->d_name, "rs-", 3)) &&
+				    store_file_retire(local, e->d_name, f->d_name))
+					log_warn("node agent on %s: %s", E.host, err_msg());
 			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);   /* once empty */
 		}
 		if (cd)
@@ -1072,6 +1097,7 @@ static void drop_stale(const char *current)
 	}
 	if (d)
 		closedir(d);
+	store_close(&local);
 }
 
 static int members_start(const char *ckpt, const char *level, unsigned group, unsigned parity,

@@ -94,5 +94,8 @@ int node_level_rebuild(const char *ckpt, int rank, int size, int have_own, struc
 /* Remove the scratch files handed to ranks by rebuilds (the agent ends;
  * each UPGRADE does it too, the ranks running again by then). */
 void node_level_fini(void);
+/* The same when the agent ends, and the spare files of the node's cache
+ * go (store_file_retire): the memory they keep is the job's no more. */
+void node_level_end(void);
 
 #endif

@@ -192,31 +192,46 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
         job.kill()
 
 
-@pytest.mark.parametrize("fault", ["node.level:2:fail", "redun.partner.recv:2:kill"])
+@pytest.mark.parametrize("fault", ["node.level:2:fail", "redun.partner.recv:4:kill"])
 def test_level_fault_keeps_the_older_level_and_a_refusal_offers_it(cluster, progs, fault,
                                                                    tmp_path):
-    """The second checkpoint reaches neither partner nor global
-    (node.copy.corrupt:2:fail); the first keeps partner+global. Either
-    every member fails as it begins the level (node.level:2:fail: the
-    reason in one line of ls), or every node's agent is killed inside the
-    copy, before filing the last piece of the partner copy it receives
-    (redun.partner.recv:2:kill: n3 keeps rank 1's copy incomplete, a
-    *.tmp). n2 lost with its directory: the restart is refused in one line
-    naming rank 1 and offering the first checkpoint (the incomplete copy is
-    never taken), which then restarts on the spare from n3's partner copy.
+    """The faulted checkpoint reaches neither partner nor global
+    (node.copy.corrupt fails its copies); the one before keeps
+    partner+global. Either every member fails as it begins the level
+    (node.level:2:fail: the reason in one line of ls), or every node's
+    agent is killed inside the copy of the fourth checkpoint, before
+    filing the last piece of the partner copy it receives
+    (redun.partner.recv:4:kill: n3 keeps rank 1's copy incomplete, a
+    *.tmp written over the spare that the first checkpoint's copy became
+    once the third was established, cache_keep 2). n2 lost with its
+    directory: the restart is refused in one line naming rank 1 and
+    offering the checkpoint before (the incomplete copy is never taken),
+    which then restarts on the spare from n3's partner copy.
     MPICH: its launcher passes STASIS_FAULT to every node; no MPI_Finalize
     across its 3 nodes until the end (docs/cluster.md)."""
-    job = staged_job(cluster, tmp_path, STASIS_FAULT=f"{fault},node.copy.corrupt:2:fail")
+    import time
+    n = int(fault.split(":")[1])
+    job = staged_job(cluster, tmp_path, STASIS_FAULT=f"{fault},node.copy.corrupt:{n}:fail")
     try:
         start(job, launcher("mpich", "n1,n2,n3", 3), progs[("p2p", "mpich")])
-        # the job's level is single: partner for these two checkpoints
-        first = job.stasis("checkpoint", "--dir", job.ck, "--level", "partner", "--wait",
-                           "partner").stdout.strip()
+        # the job's level is single: partner for these checkpoints
+        older = [job.stasis("checkpoint", "--dir", job.ck, "--level", "partner", "--wait",
+                            "partner").stdout.strip() for _ in range(n - 1)]
+        first = older[-1]
         wait_level(job, first, "level partner+global")
+        spare = cluster.local("n3") / local_job(job) / ".spare" / f"{older[0]}-partner-00001.img"
+        if n == 4:
+            # retired once the third was established (beside the program)
+            for _ in range(300):
+                if spare.exists():
+                    break
+                time.sleep(0.1)
+            ino = spare.stat().st_ino
+            assert not (cluster.local("n3") / local_job(job) / older[0]).exists()
         job.lines_until(r"rank 0 iteration 8")
         n3 = agents(job)["n3"]
         second = job.stasis("checkpoint", "--dir", job.ck, "--level", "partner").stdout.strip()
-        assert (first, second) == ("ckpt-000001", "ckpt-000002")
+        assert (first, second) == (f"ckpt-{n - 1:06d}", f"ckpt-{n:06d}")
         if fault.endswith(":fail"):
             line = wait_level(job, second, "partner")
             assert re.search(r"level local: partner: rank \d: fault injected at node\.level",
@@ -226,6 +241,8 @@ def test_level_fault_keeps_the_older_level_and_a_refusal_offers_it(cluster, prog
             held = cluster.local("n3") / local_job(job) / second
             assert (held / "partner-00001.img.tmp").exists(), list(held.iterdir())
             assert not (held / "partner-00001.img").exists()
+            # written over the first checkpoint's copy, its bytes not all new
+            assert (held / "partner-00001.img.tmp").stat().st_ino == ino and not spare.exists()
             assert ls_level(job, second) in (None, "local"), job.stasis("ls", "--dir", job.ck).stdout
         assert ls_level(job, first) == "partner+global"
         job.kill()
