@@ -66,6 +66,9 @@ With --levels, a job at level partner, then one at rs (docs/levels.md):
                            to compare with block_s; partner_after_seal_ms
                            and rs_after_seal_ms: the seal until the level,
                            the slowest node agent's)
+  partner_steady_vs_copy   the same for the job's third checkpoint at the
+  rs_steady_vs_copy        level (cache_keep 1: the first one's files were
+                           retired into spares, written over by the third)
   restart_node_lost_vs_local  n2 killed with its local directory wiped and
                            booted again, `stasis restart` on n1..n4 until
                            every rank printed RESUMED, rank 1's image
@@ -242,9 +245,11 @@ def standby_restart(stasis, work, ck, env, launch, tag):
 def levels(a, stasis, work, prog, env, hosts, fig):
     """partner and rs, and a restart after n2's loss (docs/levels.md)"""
     for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s", "partner_established_s",
-                "rs_established_s", "partner_after_seal_ms", "rs_after_seal_ms"):
+                "rs_established_s", "partner_after_seal_ms", "rs_after_seal_ms",
+                "partner_steady_s", "rs_steady_s", "partner_steady_established_s",
+                "rs_steady_established_s"):
         fig[key] = []
-    # room in the nodes' local directories (1 GiB): image, partner copy, floor
+    # room in the nodes' local directories: images, partner copies, floor
     parallel([(n, f"rm -rf {BASE}/local/ckptmem.*") for n in NODES])
     for rnd in range(a.rounds):
         for level in ("partner", "rs"):
@@ -255,22 +260,29 @@ def levels(a, stasis, work, prog, env, hosts, fig):
             job = Job(f"cd {work}; {OK}{env}STASIS_GROUP_SIZE=4 exec {stasis} run --dir {ck} "
                       f"--level {level} -- mpirun.openmpi --host {hosts} -np 4 {prog} {a.mib}")
             job.wait_for(r"^READY")
-            t0 = time.perf_counter()
-            name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait {level}"
-                      ).stdout.strip()
-            fig[f"{level}_s"].append(time.perf_counter() - t0)
-            # where it went: the coordinator's request until the seal (the
-            # staged checkpoint, the stream beside it), then the slowest
-            # member's seal until its level (the agents' log lines)
-            job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
-            m = re.search(rf"checkpoint {name}: .* established after (\d+) ms", job.text())
-            fig[f"{level}_established_s"].append(int(m.group(1)) / 1000)
-            # the global copies done too: nothing else runs during the floor
-            for i in range(3000):
-                if re.search(rf"{name} .*level {level}\+global",
-                             on("head", f"{stasis} ls --dir {ck}").stdout):
-                    break
-                time.sleep(0.1)
+
+            def leveled(key):
+                """a checkpoint at the level, timed (fig[key]), its seal's
+                time (the coordinator's), then its global copies done:
+                nothing else runs during what comes next"""
+                t0 = time.perf_counter()
+                name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait {level}"
+                          ).stdout.strip()
+                fig[f"{key}_s"].append(time.perf_counter() - t0)
+                # where it went: the coordinator's request until the seal
+                # (the staged checkpoint, the stream beside it), then the
+                # slowest member's seal until its level (the agents' lines)
+                job.wait_for(rf"checkpoint {name}: .* established after", stream="err")
+                m = re.search(rf"checkpoint {name}: .* established after (\d+) ms", job.text())
+                fig[f"{key}_established_s"].append(int(m.group(1)) / 1000)
+                for i in range(3000):
+                    if re.search(rf"{name} .*level {level}\+global",
+                                 on("head", f"{stasis} ls --dir {ck}").stdout):
+                        break
+                    time.sleep(0.1)
+                return name
+
+            name = leveled(level)
             # every member's line is there by now
             logs = subprocess.run(f"cat {BASE}/nodes/n*/local/stasis-node.*/*.log", shell=True,
                                   capture_output=True, text=True).stdout
@@ -280,8 +292,16 @@ def levels(a, stasis, work, prog, env, hosts, fig):
                 raise SystemExit(f"bench/cluster: {level}: {len(tails)} agents' level lines: "
                                  f"{logs[-2000:]}")
             fig[f"{level}_after_seal_ms"].append(max(int(x) for x in tails))
+            # steady: with cache_keep 1 the second checkpoint's end retires
+            # the first's files into spares, and the third is written over
+            # them (docs/levels.md, "Spare files"); the first is a job's
+            # only checkpoint written into fresh memory
+            leveled(level)
+            name = leveled(f"{level}_steady")
             job.kill(str(prog))
             local = f"ckptmem.{(ck / 'ckptmem' / 'stage.id').read_text()[:16]}"
+            # the killed job's spares: room for the floor's copy
+            parallel([(n, f"rm -rf {BASE}/local/{local}/.spare") for n in NODES])
             if level == "rs":
                 parallel([(n, f"rm -rf {BASE}/local/{local}") for n in NODES])
                 continue
@@ -312,7 +332,11 @@ def main():
     fcntl.flock(lock, fcntl.LOCK_EX)   # one simulated cluster at a time (tests/cluster too)
     # one found up under the lock was left by a holder killed before its down
     subprocess.run([str(CLUSTER), "down"], capture_output=True, timeout=300)
-    subprocess.run([str(CLUSTER), "up", str(len(NODES))], check=True, capture_output=True)
+    # node-local tmpfs of 2 GiB: --levels' steady checkpoints hold two
+    # checkpoints' images and partner copies at once (the last one
+    # established stays until the next one is: 4 x 256.3 MiB, over 1 GiB)
+    subprocess.run([str(CLUSTER), "up", str(len(NODES))], check=True, capture_output=True,
+                   env={**os.environ, "STS_CLUSTER_LOCAL": "2g"})
     try:
         work = BASE / "global" / f"bench-{os.getpid()}"
         work.mkdir(parents=True)
@@ -425,6 +449,8 @@ def main():
         if a.levels:
             out["partner_vs_copy"] = round(med["partner_s"] / med["tcp_copy_s"], 3)
             out["rs_vs_copy"] = round(med["rs_s"] / med["tcp_copy_s"], 3)
+            out["partner_steady_vs_copy"] = round(med["partner_steady_s"] / med["tcp_copy_s"], 3)
+            out["rs_steady_vs_copy"] = round(med["rs_steady_s"] / med["tcp_copy_s"], 3)
             out["restart_node_lost_vs_local"] = round(med["restart_lost_s"] / med["restart_s"], 3)
         out.update({k: round(v, 3) for k, v in med.items()})
         subprocess.run(["rm", "-rf", str(work)] + [str(p) for n in NODES
