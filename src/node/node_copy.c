@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +95,22 @@ static int cancelled(const char *path)
 	return err_set(-ECANCELED, "%s: its checkpoint failed", path);
 }
 
+/* Read locked, fd is still the file at path or tmp: the ranks retire
+ * their older images into spares that later ones are written over
+ * (store_file_retire), never one whose lock a copy holds; one retired
+ * between the open and the lock has lost its name (gone, as if removed) */
+static int held(int fd, const char *path, const char *tmp)
+{
+	struct stat a, b;
+
+	while (flock(fd, LOCK_SH) != 0)
+		if (errno != EINTR)
+			return 1;       /* no locks there: no spares either */
+	return fstat(fd, &a) == 0 &&
+	       ((stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev) ||
+		(tmp && stat(tmp, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev));
+}
+
 /* The image at path, or its *.tmp while it is written (w) */
 static int open_image(const char *path, const char *tmp, const struct node_copy_wait *w, int *fd)
 {
@@ -103,6 +120,11 @@ static int open_image(const char *path, const char *tmp, const struct node_copy_
 		*fd = w ? open(tmp, O_RDONLY | O_CLOEXEC) : -1;
 		if (*fd < 0)
 			*fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (*fd >= 0 && !held(*fd, path, w ? tmp : NULL)) {
+			close(*fd);
+			*fd = -1;
+			errno = ENOENT;
+		}
 		if (*fd >= 0)
 			return 0;
 		if (errno != ENOENT || v > 0)
@@ -139,14 +161,10 @@ static int copy_plain(struct store_file *f, const char *path, const char *tmp, i
 
 	while (!ret) {
 		int done = w ? committed(path, tmp, fd) : 1;   /* before the size: then final */
-		uint64_t off = redun_ccopy_copied(cc), have;
-		struct stat st;
+		/* written over a spare, its length is the spare's: the mark */
+		uint64_t off = redun_ccopy_copied(cc), size = store_fd_written("local", fd), have;
 
-		if (fstat(fd, &st) != 0) {
-			ret = err_set(-errno, "cannot read %s: %s", path, strerror(errno));
-			break;
-		}
-		have = (uint64_t)st.st_size > off ? (uint64_t)st.st_size - off : 0;
+		have = size > off ? size - off : 0;
 		/* while it is written: whole pieces only, so that the pieces (and
 		 * the fault points' counts) are those of a copy after the seal */
 		if (have && (done > 0 || have >= COPY_BUF)) {

@@ -720,12 +720,18 @@ static int spare_dir(const struct store *s, char *buf, size_t len)
 
 /* Write f over a spare file: rename one into place as f's *.tmp (never
  * over an existing one: then the caller's create reports it) and open it.
- * One whose name ends in f's name first, as its size will be closest. */
+ * One whose name ends in f's name first, as its size will be closest, then
+ * one of the same kind (the name's part up to its first '-': a rank's
+ * image takes no partner copy's spare, which the next copy will want). */
 static int take_spare(struct store *s, struct store_file *f)
 {
-	char dir[PATH_MAX], from[PATH_MAX], **names = NULL;
+	char dir[PATH_MAX], from[PATH_MAX], kind[NAME_LEN + 2], **names = NULL;
+	const char *dash = strchr(f->name, '-');
 	size_t count = 0, pick;
 	int taken = 0;
+
+	/* "-rank-", "-partner-": as a spare's name holds it after its own prefix */
+	snprintf(kind, sizeof(kind), "-%.*s", dash ? (int)(dash - f->name + 1) : NAME_LEN, f->name);
 
 	if (!s->recycle || spare_dir(s, dir, sizeof(dir)) || s->ops->list(dir, &names, &count))
 		return 0;
@@ -736,6 +742,8 @@ static int take_spare(struct store *s, struct store_file *f)
 
 			if (pass == 0 && !(nl > fl && strcmp(names[pick] + nl - fl, f->name) == 0))
 				continue;
+			if (pass == 1 && (!dash || !strstr(names[pick], kind)))
+				continue;
 			if (join_path(from, sizeof(from), dir, names[pick], NULL))
 				continue;
 			ret = s->ops->rename(from, f->tmp);
@@ -743,10 +751,16 @@ static int take_spare(struct store *s, struct store_file *f)
 				goto out;       /* the *.tmp is there: create says so */
 			if (ret)
 				continue;       /* another process took it */
-			if (s->ops->open_write(f->tmp, &f->fd) == 0) {
+			/* its length is the spare's: how far it is written is
+			 * said beside it, for readers following it (the mark) */
+			if (s->ops->open_write(f->tmp, &f->fd) == 0 && s->ops->mark &&
+			    s->ops->mark(f->fd, 0) == 0) {
 				f->recycled = 1;
 				taken = 1;
 			} else {
+				if (f->fd >= 0)
+					s->ops->close(f->fd);
+				f->fd = -1;
 				s->ops->unlink(f->tmp);
 			}
 		}
@@ -890,7 +904,9 @@ static void keep_head(struct store_file *f, const char *p, size_t n)
 static int write_all(struct store_file *f, int fd, const void *buf, size_t len, int64_t offset)
 {
 	const struct store_tier_ops *ops = f->c->s->ops;
+	uint64_t end = (offset < 0 ? f->size : (uint64_t)offset) + len;
 	const char *p = buf;
+	int ret;
 
 	while (len) {
 		ssize_t n = offset < 0 ? ops->write(fd, p, len) : ops->pwrite(fd, p, len, (uint64_t)offset);
@@ -902,7 +918,10 @@ static int write_all(struct store_file *f, int fd, const void *buf, size_t len, 
 		if (offset >= 0)
 			offset += n;
 	}
-	return 0;
+	/* written over a spare: the bytes before the mark (in order: the
+	 * stages are written one after the other) */
+	ret = f->recycled ? ops->mark(f->fd, (int64_t)end) : 0;
+	return ret ? report(ret, "%s: cannot mark how far it is written", f->tmp) : 0;
 }
 
 /* On the first write: stage through O_DIRECT if the tier and the file system
@@ -1251,6 +1270,11 @@ int store_file_wrote(struct store_file *f, uint64_t len, int err)
 	}
 	f->by_fd = 1;
 	f->size += len;
+	err = f->recycled ? f->c->s->ops->mark(f->fd, (int64_t)f->size) : 0;
+	if (err) {
+		f->error = err;
+		return report(err, "%s: cannot mark how far it is written", f->tmp);
+	}
 	return 0;
 }
 
@@ -1315,8 +1339,10 @@ static int commit_steps(struct store_file *f, struct store_file_record *rec)
 		if (ret)
 			return report(ret, "%s: cannot write", f->tmp);
 	}
-	/* a recycled file may be longer than what was written over it */
+	/* a recycled file may be longer than what was written over it; cut,
+	 * its length says how far it is written, as a new file's does */
 	ret = f->recycled ? ops->truncate(f->fd, f->size) : 0;
+	ret = ret ? ret : f->recycled ? ops->mark(f->fd, -1) : 0;
 	if (ret)
 		return report(ret, "%s: cannot cut to %" PRIu64 " bytes", f->tmp, f->size);
 	if (f->by_fd) {
@@ -2306,11 +2332,28 @@ int store_io_exists(struct store *s, const char *ckpt, const char *name)
 	       st.is_file;
 }
 
-uint64_t store_io_size(const struct store_io *io)
+/* The length of the file open as fd, or for one written over a spare, how
+ * far its writer says it is written (its mark: the rest is the spare's) */
+static uint64_t written(const struct store_tier_ops *ops, int fd)
 {
 	struct store_stat st;
+	uint64_t mark;
 
-	return io->ops->fstat(io->fd, &st) == 0 ? st.size : 0;
+	if (ops->fstat(fd, &st) != 0)
+		return 0;
+	return ops->marked && ops->marked(fd, &mark) == 0 && mark < st.size ? mark : st.size;
+}
+
+uint64_t store_io_size(const struct store_io *io)
+{
+	return written(io->ops, io->fd);
+}
+
+uint64_t store_fd_written(const char *tier, int fd)
+{
+	const struct store_tier_ops *ops = store_tier_find(tier);
+
+	return ops ? written(ops, fd) : 0;
 }
 
 const char *store_io_path(const struct store_io *io)

@@ -214,9 +214,9 @@ void store_set_recycle(struct store *s, unsigned max);
 int store_spare_reserve(struct store *s, const char *name, uint64_t size);
 /* Retire a committed file of checkpoint ckpt that nothing needs any more
  * (beyond cache_keep): with recycling, it becomes a spare as prune makes
- * them (its bytes and length kept: for files that nobody reads while they
- * are written, since a reader following the next one by its length would
- * read the old bytes), unless a reader holds it (store_io_open's lock) or
+ * them (its bytes and length kept; a reader following the next file
+ * written over it as it grows reads store_io_size, the writer's mark,
+ * not its length), unless a reader holds it (store_io_open's lock) or
  * `max` spares are there; otherwise, and without recycling, it is
  * removed. A missing file is fine. */
 int store_file_retire(struct store *s, const char *ckpt, const char *name);
@@ -250,6 +250,10 @@ int store_io_exists(struct store *s, const char *ckpt, const char *name);
 /* Size now (the file may grow while written); its path, for messages; its
  * descriptor, for img_open_fd (owned by the handle). */
 uint64_t store_io_size(const struct store_io *io);
+/* The same for a descriptor on a file of the tier: how far a file another
+ * process writes is written (its length; for one written over a spare,
+ * whose length is the spare's, what its writer marked) */
+uint64_t store_fd_written(const char *tier, int fd);
 const char *store_io_path(const struct store_io *io);
 int store_io_fd(const struct store_io *io);
 /* Read exactly len bytes at off (-EIO with a message on a short read), write

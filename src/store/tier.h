@@ -80,6 +80,12 @@ struct store_tier_ops {
 	 * -EWOULDBLOCK while anyone holds a lock on the file. */
 	int (*trylock)(int fd);
 	int (*fstat)(int fd, struct store_stat *st);
+	/* Optional (NULL: none): how far a file written over a spare is
+	 * written, kept beside it (a user xattr), since its length is the
+	 * spare's: mark sets it (len < 0 removes it), marked reads it
+	 * (-ENODATA without one). */
+	int (*mark)(int fd, int64_t len);
+	int (*marked)(int fd, uint64_t *len);
 
 	/* Names. stat: -ENOENT if absent. rename never replaces: -EEXIST if
 	 * `to` exists, so a committed file cannot be overwritten. */

@@ -18,6 +18,7 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #define DIR_MODE 0755
@@ -305,6 +306,24 @@ static int posix_trylock(int fd)
 	return neg_errno(ret);
 }
 
+#define WRITTEN_XATTR "user.stasis.written"
+
+static int posix_mark(int fd, int64_t len)
+{
+	uint64_t v = (uint64_t)len;
+
+	if (len < 0)
+		return fremovexattr(fd, WRITTEN_XATTR) == 0 || errno == ENODATA ? 0 : -errno;
+	return neg_errno(fsetxattr(fd, WRITTEN_XATTR, &v, sizeof(v), 0));
+}
+
+static int posix_marked(int fd, uint64_t *len)
+{
+	ssize_t n = fgetxattr(fd, WRITTEN_XATTR, len, sizeof(*len));
+
+	return n == (ssize_t)sizeof(*len) ? 0 : n < 0 ? -errno : -ENODATA;
+}
+
 static int posix_unlock(int fd)
 {
 	return neg_errno(flock(fd, LOCK_UN));
@@ -393,6 +412,8 @@ static int posix_unlink(const char *path)
 	.lock = posix_lock, \
 	.unlock = posix_unlock, \
 	.trylock = posix_trylock, \
+	.mark = posix_mark, \
+	.marked = posix_marked, \
 	.fstat = posix_fstat, \
 	.stat = posix_stat, \
 	.rename = posix_rename, \

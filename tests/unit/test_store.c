@@ -1924,11 +1924,12 @@ static void test_recycle(void)
 	store_close(&s);
 }
 
-/* Retiring (a node agent's partner copies and parity beyond cache_keep):
- * a committed file becomes a spare with its bytes; the next file of that
- * name is written over it and cut to its own length at commit; a file a
- * reader holds is removed instead, and the reader still reads it whole;
- * without recycling it is removed. */
+/* Retiring (a node cache's images and copies beyond cache_keep): a
+ * committed file becomes a spare with its bytes; the next file of that
+ * name is written over it, a reader following it sees only what was
+ * written (the writer's mark, not the spare's length), and it is cut to
+ * its own length at commit; a file a reader holds is removed instead, and
+ * the reader still reads it whole; without recycling it is removed. */
 static void test_retire(void)
 {
 	struct store *s = open_job("retire");
@@ -1964,7 +1965,12 @@ static void test_retire(void)
 	CHECK_EQ(store_file_write(f, buf, sizeof(buf)), 0);
 	path_of(s, store_ckpt_name(ck), "rank-0.img", path);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	CHECK(stat(tmp, &st) == 0 && st.st_ino == i0);
+	CHECK(stat(tmp, &st) == 0 && st.st_ino == i0 && st.st_size == 90000);
+	/* a reader following it sees what was written, never the spare's bytes */
+	CHECK_EQ(store_io_open_writing(s, store_ckpt_name(ck), "rank-0.img", &io), 0);
+	CHECK(io && store_io_size(io) <= sizeof(buf));
+	CHECK(io && store_fd_written("global", store_io_fd(io)) == store_io_size(io));
+	store_io_close(&io);
 	CHECK_EQ(store_file_commit(f), 0);
 	store_file_free(&f);
 	CHECK(stat(path, &st) == 0 && st.st_ino == i0 && st.st_size == 3333);

@@ -30,6 +30,7 @@
 #include "common/err.h"
 #include "common/fault.h"
 #include "coord/job.h"
+#include "coord/jobenv.h"
 #include "common/log.h"
 #include "image/image.h"
 #include "lh.h"
@@ -70,11 +71,20 @@ int lh_stage_on(void)
 	return stage_dir() != NULL;
 }
 
+/* Spare files a node's cache keeps at most (store_file_retire): the
+ * files of about one checkpoint of the node's ranks in practice, since
+ * each checkpoint takes as many as it retires */
+#define STAGE_SPARES_MAX 4096
+
 struct store *lh_stage_store(void)
 {
+	const char *recycle = getenv(JOBENV_RECYCLE);
+
 	if (!st.local && stage_dir() &&
 	    store_open("local", stage_dir(), local_job(), &st.local) != 0)
 		st.local = NULL;
+	if (st.local)
+		store_set_recycle(st.local, recycle && !strcmp(recycle, "off") ? 0 : STAGE_SPARES_MAX);
 	return st.local;
 }
 
@@ -136,8 +146,10 @@ static void keep_last(int rank, unsigned keep)
 			newer += strcmp(names[j], names[i]) > 0;
 		if (newer < keep)
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/%s", dir, names[i], file);
-		unlink(path);
+		/* into a spare the next image is written over (docs/levels.md,
+		 * "Spare files"): a rename, cheaper than freeing its pages */
+		if (store_file_retire(st.local, names[i], file))
+			lh_log(LOG_WARN, "rank %d: %s", rank, err_msg());
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		rmdir(path);   /* once the node's last rank took its image out */
 	}
@@ -147,6 +159,8 @@ static void keep_last(int rank, unsigned keep)
 void lh_stage_written(const char *name, int rank)
 {
 	(void)name;
+	if (!lh_stage_store())
+		return;
 	keep_last(rank, getenv("STASIS_CACHE_KEEP") ? (unsigned)atoi(getenv("STASIS_CACHE_KEEP")) : 2);
 }
 
