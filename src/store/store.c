@@ -804,8 +804,11 @@ int store_file_retire(struct store *s, const char *ckpt, const char *name)
 	if (ret)
 		return ret;
 	/* a reader holds its lock while it reads (store_io_open): its file is
-	 * removed, never written over */
-	if (s->recycle && s->ops->trylock && spare_dir(s, dir, sizeof(dir)) == 0 &&
+	 * removed, never written over. So is a *.tmp: its writer may still
+	 * write into it (an older checkpoint's copy still under way), and
+	 * writers hold no lock */
+	if (s->recycle && s->ops->trylock && !ends_with(name, TMP_SUFFIX) &&
+	    spare_dir(s, dir, sizeof(dir)) == 0 &&
 	    snprintf(spare, sizeof(spare), "%s-%s", ckpt, name) < (int)sizeof(spare) &&
 	    join_path(to, sizeof(to), dir, spare, NULL) == 0 && s->ops->mkdir_p(dir) == 0 &&
 	    s->ops->list(dir, &have, &nhave) == 0 && nhave < s->recycle &&

@@ -217,8 +217,9 @@ int store_spare_reserve(struct store *s, const char *name, uint64_t size);
  * them (its bytes and length kept; a reader following the next file
  * written over it as it grows reads store_io_size, the writer's mark,
  * not its length), unless a reader holds it (store_io_open's lock) or
- * `max` spares are there; otherwise, and without recycling, it is
- * removed. A missing file is fine. */
+ * `max` spares are there, or it is a *.tmp (its writer may be writing
+ * still); otherwise, and without recycling, it is removed. A missing file
+ * is fine. */
 int store_file_retire(struct store *s, const char *ckpt, const char *name);
 /* Remove every spare file (the job is done with this cache). */
 int store_spares_drop(struct store *s);

@@ -1987,6 +1987,46 @@ static void test_retire(void)
 	store_close(&s);
 }
 
+/* A file still being written (its *.tmp: the copy of an older checkpoint
+ * whose member still runs when the node agent retires that checkpoint's
+ * partner copies, node_level.c drop_stale) is removed, never made a
+ * spare: the next file written over the spare would share its pages with
+ * a writer that goes on writing into them. */
+static void test_retire_writing(void)
+{
+	struct store *s = open_job("retire-writing");
+	char a[64], path[PATH_MAX], tmp[PATH_MAX + 8], spare[PATH_MAX], buf[4096];
+	struct store_ckpt *ck = NULL, *ck2 = NULL;
+	struct store_file *w = NULL, *f = NULL;
+	struct stat st;
+	ino_t i0;
+
+	store_set_recycle(s, 8);
+	fill(buf, sizeof(buf), 9);
+	CHECK_EQ(store_ckpt_begin(s, &ck), 0);
+	snprintf(a, sizeof(a), "%s", store_ckpt_name(ck));
+	CHECK_EQ(store_file_create(ck, "partner-1.img", &w), 0);
+	CHECK_EQ(store_file_write(w, buf, sizeof(buf)), 0);
+	path_of(s, a, "partner-1.img", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	i0 = inode_of(tmp);
+	CHECK_EQ(store_file_retire(s, a, "partner-1.img.tmp"), 0);
+	snprintf(spare, sizeof(spare), "%s/.spare/%s-partner-1.img.tmp", store_job_dir(s), a);
+	CHECK(!exists(spare));
+	CHECK(!exists(tmp));
+
+	CHECK_EQ(store_ckpt_begin(s, &ck2), 0);
+	CHECK_EQ(store_file_create(ck2, "partner-1.img", &f), 0);
+	path_of(s, store_ckpt_name(ck2), "partner-1.img", path);
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	CHECK(stat(tmp, &st) == 0 && st.st_ino != i0);
+	store_file_free(&f);
+	store_file_free(&w);
+	store_ckpt_free(&ck2);
+	store_ckpt_free(&ck);
+	store_close(&s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -2002,6 +2042,7 @@ int main(void)
 	test_annex_early();
 	test_recycle();
 	test_retire();
+	test_retire_writing();
 	test_commit_order();
 	test_large_files();
 	test_stage_write_fails();
