@@ -1173,7 +1173,8 @@ int store_file_write_crc(void *file, const void *buf, size_t len, uint32_t crc)
 	return file_write(file, buf, len, &crc);
 }
 
-int store_file_room(struct store_file *f, void **buf, size_t *len)
+/* A file still open for writing, its stage set up (or refused) */
+static int file_writable(struct store_file *f)
 {
 	if (f->error)
 		return err_set(f->error, "%s: an earlier write failed", f->tmp);
@@ -1181,6 +1182,15 @@ int store_file_room(struct store_file *f, void **buf, size_t *len)
 		return err_set(-EBADF, "%s/%s: already committed", f->c->name, f->name);
 	if (!f->stage_tried)
 		stage_setup(f);
+	return 0;
+}
+
+int store_file_room(struct store_file *f, void **buf, size_t *len)
+{
+	int ret = file_writable(f);
+
+	if (ret)
+		return ret;
 	if (!f->stage)
 		return -EOPNOTSUPP;
 	*buf = f->stage + f->staged;
@@ -1219,14 +1229,10 @@ int store_file_done(struct store_file *f, size_t n)
 int store_file_write_direct(struct store_file *f, const void *buf, size_t len)
 {
 	const uintptr_t mask = STORE_DIRECT_ALIGN - 1;
-	int ret, direct = 1;
+	int ret = file_writable(f), direct = 1;
 
-	if (f->error)
-		return err_set(f->error, "%s: an earlier write failed", f->tmp);
-	if (f->fd < 0)
-		return err_set(-EBADF, "%s/%s: already committed", f->c->name, f->name);
-	if (!f->stage_tried)
-		stage_setup(f);
+	if (ret)
+		return ret;
 	if (f->dfd < 0 || f->staged || ((uintptr_t)buf & mask) || (len & mask) || (f->size & mask))
 		return -EOPNOTSUPP;
 	err_clear();
