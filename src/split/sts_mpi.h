@@ -236,6 +236,11 @@ struct sts_lh_info {
 	/* called by the upper half once its libc's mmap is patched: the
 	 * reservations above STS_UH_STACK_TOP go (lh_mem.c) */
 	void (*mem_unfill)(void);
+	/* PROTOTYPE (onetls study): the upper thread pointer serves both
+	 * halves; a call swaps the DTV and the pointer guard */
+	uint32_t onetls;
+	uint64_t lh_guard;
+	uint64_t (*tls_adopt)(uint64_t utp);
 };
 
 #define STS_ERRH_FILE 0x80000000u

@@ -323,7 +323,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 		old ? old : "");
 	for (char **e = envp; *e; e++)
 		envc++;
-	uint64_t *envv = calloc((size_t)envc + 2, sizeof(uint64_t));
+	uint64_t *envv = calloc((size_t)envc + 3, sizeof(uint64_t));
 	uint64_t *argvv = calloc((size_t)argc + 4, sizeof(uint64_t));
 	char preload[PATH_MAX + 32];
 	int ne = 0, na = 0;
@@ -331,6 +331,10 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	if (!envv || !argvv)
 		lh_die("out of memory");
 	envv[ne++] = push_str(&s, ldpath);
+	/* PROTOTYPE (onetls study): every upper thread's static TLS block
+	 * large enough for the lower half's below the padding */
+	if (getenv("STASIS_ONETLS"))
+		envv[ne++] = push_str(&s, "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=81920");
 	for (char **e = envp; *e; e++)
 		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)
 			envv[ne++] = push_str(&s, *e);
@@ -675,6 +679,7 @@ int main(int argc, char **argv, char **envp)
 		lh_log(LOG_DEBUG, "requests tested by their completion word");
 	if (lh_tls_start() != 0)
 		lh_die("cannot start the threads whose TLS the program's threads borrow in MPI");
+	lh_onetls_setup();   /* PROTOTYPE (onetls study) */
 
 	if (lh_spare_adopted())
 		adopt(lh_spare_adopted());

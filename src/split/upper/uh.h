@@ -56,8 +56,25 @@ static inline struct sts_tls *sts_slot(void)
 	return me;
 }
 
+/* PROTOTYPE (onetls study): the thread's lower-half DTV and the
+ * generation it was made for, the upper half's pointer guard */
+extern __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
+extern uint64_t sts_uguard;
+void sts_onetls_adopt(void);
+
 static inline uint64_t sts_enter(void)
 {
+	if (__builtin_expect(sts_lh->onetls, 0) && sts_lh->ntls == 1) {
+		uint64_t udtv;
+
+		if (__builtin_expect(sts_ldtv_gen != sts_lh->tls_gen, 0))
+			sts_onetls_adopt();
+		__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
+		__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
+		__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
+		return udtv;
+	}
 	int g = (int)sts_lh->fsgsbase;
 	struct sts_tls *me = sts_slot();
 	uint64_t fs = sts_tp();
@@ -71,6 +88,17 @@ static inline uint64_t sts_enter(void)
 
 static inline void sts_leave(uint64_t fs)
 {
+	if (__builtin_expect(sts_lh->onetls, 0) && sts_lh->ntls == 1) {
+		uint64_t l;
+
+		__asm__ volatile("mov %%fs:8, %0" : "=r"(l) : : "memory");
+		sts_ldtv = l;
+		__asm__ volatile("mov %0, %%fs:8" : : "r"(fs) : "memory");
+		__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+		if (__builtin_expect(sts_lh->ckpt_pending, 0))
+			sts_park_pending();
+		return;
+	}
 	if (__builtin_expect(sts_lh->ntls > 1, 0))
 		sts_lh->unlock();
 	sts_wrfs((int)sts_lh->fsgsbase, fs);

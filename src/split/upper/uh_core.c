@@ -46,6 +46,32 @@ static void check_lower(void)
 
 __thread struct sts_tls *sts_me __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_me_gen __attribute__((tls_model("initial-exec")));
+
+/* PROTOTYPE (onetls study) */
+__thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
+__thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
+uint64_t sts_uguard;
+
+/* the first call of this thread into this lower half: its lower-half TLS
+ * made below its own thread pointer, through the old crossing */
+void sts_onetls_adopt(void)
+{
+	int g = (int)sts_lh->fsgsbase;
+	uint64_t fs = sts_tp(), d;
+
+	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(sts_uguard));
+	sts_lh->tls[0].uh_fs = fs;
+	sts_wrfs(g, sts_lh->tls[0].lh_fs);
+	d = sts_lh->tls_adopt(fs);
+	sts_wrfs(g, fs);
+	if (!d) {
+		static const char m[] = "stasis: onetls prototype: cannot adopt the lower half's TLS\n";
+		(void)!write(2, m, sizeof(m) - 1);
+		_exit(127);
+	}
+	sts_ldtv = d;
+	sts_ldtv_gen = sts_lh->tls_gen;
+}
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;
 

@@ -23,7 +23,9 @@
  * call (lh_lock_out): the member another rank waits for may be another
  * thread of this one.
  */
+#include <link.h>
 #include <linux/futex.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -207,4 +209,91 @@ void lh_hold_me(void)
 		lh_me->hold = 1;
 	else
 		lh_info->ckpt_pending = 1;
+}
+
+/* ---- PROTOTYPE (onetls study): the lower half's TLS below the upper
+ * thread pointer (docs/split.md, "Why the halves keep two thread
+ * pointers"). Called once per upper thread through the old crossing, on
+ * the lower half's main TLS: initializes every static TLS block of the
+ * lower half at the same offset below utp as below its own thread
+ * pointer (lh_tlspad.c's padding left out: the upper half's static TLS
+ * is there), and returns a DTV for the thread, to be put at %fs:8 while
+ * it runs the lower half's code. */
+void *lh_tls_pad_at(size_t *len);
+
+struct adopt {
+	uint64_t ltp, utp;
+	uint64_t *ldtv;             /* the main thread's DTV: dtv[0] at ldtv[0..1] */
+	uint64_t *dtv;              /* the new one, same layout */
+	int bad;
+};
+
+static int adopt_module(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	struct adopt *a = arg;
+	const ElfW(Phdr) *tls = NULL;
+	size_t mod = info->dlpi_tls_modid, padlen, memsz, filesz;
+	uint64_t at, dest;
+	char *pad;
+
+	(void)sz;
+	for (int i = 0; mod && i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_TLS)
+			tls = &info->dlpi_phdr[i];
+	/* a module of dynamic TLS (to_free set) or none yet: __tls_get_addr
+	 * allocates it for this thread when it is first used */
+	if (!tls || !info->dlpi_tls_data || a->ldtv[2 * mod + 1] != 0)
+		return 0;
+	at = (uint64_t)(uintptr_t)info->dlpi_tls_data;
+	dest = a->utp - (a->ltp - at);
+	memsz = tls->p_memsz;
+	filesz = tls->p_filesz;
+	pad = lh_tls_pad_at(&padlen);
+	if ((uint64_t)(uintptr_t)pad >= at && (uint64_t)(uintptr_t)pad < at + memsz) {
+		if ((uint64_t)(uintptr_t)pad + padlen != at + memsz)
+			a->bad = 1;    /* something of ours above the padding */
+		memsz = (size_t)((uint64_t)(uintptr_t)pad - at);
+		if (filesz > memsz)
+			filesz = memsz;
+	}
+	memcpy((void *)(uintptr_t)dest, (const void *)(info->dlpi_addr + tls->p_vaddr), filesz);
+	memset((char *)(uintptr_t)dest + filesz, 0, memsz - filesz);
+	a->dtv[2 * mod] = dest;
+	a->dtv[2 * mod + 1] = 0;
+	return 0;
+}
+
+static uint64_t lh_tls_adopt(uint64_t utp)
+{
+	struct adopt a = { .ltp = sts_tp(), .utp = utp };
+	uint64_t *d, len;
+
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(a.ldtv));
+	len = a.ldtv[-2];                        /* dtv[-1].counter: entries */
+	d = calloc(len + 2, 16);
+	if (!d)
+		return 0;
+	d[0] = len;
+	a.dtv = d + 2;
+	a.dtv[0] = a.ldtv[0];                    /* dtv[0].counter: generation */
+	for (uint64_t i = 1; i <= len; i++)
+		a.dtv[2 * i] = (uint64_t)-1;     /* TLS_DTV_UNALLOCATED */
+	dl_iterate_phdr(adopt_module, &a);
+	if (a.bad) {
+		free(d);
+		return 0;
+	}
+	/* the lower half's code on this thread may race its own threads in
+	 * catomic_* (malloc), which skip the lock prefix while this is 0 */
+	((volatile int *)(uintptr_t)utp)[6] = 1;   /* tcbhead_t.multiple_threads */
+	return (uint64_t)(uintptr_t)a.dtv;
+}
+
+void lh_onetls_setup(void)
+{
+	if (!getenv("STASIS_ONETLS"))
+		return;
+	lh_info->onetls = 1;
+	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
+	lh_info->tls_adopt = lh_tls_adopt;
 }
