@@ -333,7 +333,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	envv[ne++] = push_str(&s, ldpath);
 	/* PROTOTYPE (onetls study): every upper thread's static TLS block
 	 * large enough for the lower half's below the padding */
-	if (getenv("STASIS_ONETLS"))
+	if (getenv("STASIS_ONETLS") || getenv("ONETLS_PROTO"))
 		envv[ne++] = push_str(&s, "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=81920");
 	for (char **e = envp; *e; e++)
 		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)

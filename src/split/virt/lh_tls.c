@@ -286,12 +286,14 @@ static uint64_t lh_tls_adopt(uint64_t utp)
 	/* the lower half's code on this thread may race its own threads in
 	 * catomic_* (malloc), which skip the lock prefix while this is 0 */
 	((volatile int *)(uintptr_t)utp)[6] = 1;   /* tcbhead_t.multiple_threads */
+	/* the lower half's own per-thread state: this thread's slot */
+	*(struct sts_tls **)(uintptr_t)((uint64_t)(uintptr_t)&lh_me - a.ltp + utp) = &lh_info->tls[0];
 	return (uint64_t)(uintptr_t)a.dtv;
 }
 
 void lh_onetls_setup(void)
 {
-	if (!getenv("STASIS_ONETLS"))
+	if (!getenv("STASIS_ONETLS") && !getenv("ONETLS_PROTO"))
 		return;
 	lh_info->onetls = 1;
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
