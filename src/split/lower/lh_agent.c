@@ -160,6 +160,19 @@ static int __attribute__((no_stack_protector)) main_work(void *arg)
 	return 1;
 }
 
+/* PROTOTYPE (onetls study): an upper thread runs the lower half's code
+ * on its own thread pointer while the lower half's pointer guard is in
+ * its TCB (sts_enter swaps it in): the guard tells "inside" */
+static int __attribute__((no_stack_protector)) lh_onetls_inside(uint64_t fs)
+{
+	uint64_t g;
+
+	if (!lh_info->onetls || fs < STS_UPPER_LO || fs >= STS_UPPER_HI)
+		return 0;
+	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(g));
+	return g == lh_info->lh_guard;
+}
+
 static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, void *uc)
 {
 	uint64_t fs = sts_rdfs((int)lh_info->fsgsbase);
@@ -170,7 +183,7 @@ static void __attribute__((no_stack_protector)) park(int sig, siginfo_t *si, voi
 
 	(void)sig;
 	(void)si;
-	if (lh_tls_lent(fs)) {
+	if (lh_tls_lent(fs) || lh_onetls_inside(fs)) {
 		/* inside an MPI call: it parks when it leaves (sts_leave) */
 		__atomic_add_fetch(&inlower_n, 1, __ATOMIC_SEQ_CST);
 		return;
