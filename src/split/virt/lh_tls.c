@@ -23,6 +23,7 @@
  * call (lh_lock_out): the member another rank waits for may be another
  * thread of this one.
  */
+#include <ctype.h>
 #include <link.h>
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -286,6 +287,16 @@ static uint64_t lh_tls_adopt(uint64_t utp)
 	/* the lower half's code on this thread may race its own threads in
 	 * catomic_* (malloc), which skip the lock prefix while this is 0 */
 	((volatile int *)(uintptr_t)utp)[6] = 1;   /* tcbhead_t.multiple_threads */
+	/* what the lower libc's start_thread sets in a new thread
+	 * (__ctype_init): the ctype tables of the global locale */
+	{
+		const void *loc[3] = { __ctype_b_loc(), __ctype_toupper_loc(),
+				       __ctype_tolower_loc() };
+
+		for (int i = 0; i < 3; i++)
+			*(const void **)(uintptr_t)((uint64_t)(uintptr_t)loc[i] - a.ltp + utp) =
+				*(const void *const *)loc[i];
+	}
 	/* the lower half's own per-thread state: this thread's slot */
 	*(struct sts_tls **)(uintptr_t)((uint64_t)(uintptr_t)&lh_me - a.ltp + utp) = &lh_info->tls[0];
 	return (uint64_t)(uintptr_t)a.dtv;
