@@ -40,7 +40,7 @@
 
 __thread struct sts_tls *lh_me;
 
-#define DORMANT_STACK (64 * 1024)
+#define DORMANT_STACK (64 * 1024 + 80 * 1024)   /* PROTOTYPE: + the padding (lh_tlspad.c) */
 
 static uint32_t lock_word;            /* 0 free, 1 held, 2 held and wanted */
 static struct sts_tls *lock_owner;    /* whose TLS holds it (NULL: the checkpoint thread's) */
