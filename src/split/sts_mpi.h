@@ -241,6 +241,7 @@ struct sts_lh_info {
 	uint32_t onetls;
 	uint64_t lh_guard;
 	uint64_t (*tls_adopt)(uint64_t utp);
+	uint32_t keys_upper_from;   /* pthread keys below this are the lower half's */
 };
 
 #define STS_ERRH_FILE 0x80000000u

@@ -52,6 +52,26 @@ __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 uint64_t sts_uguard;
 
+/* the pthread keys the lower half uses (lh_tls.c): reserved here, in
+ * the upper libc's table, before the program makes any */
+static void __attribute__((constructor(102))) sts_onetls_keys(void)
+{
+	pthread_key_t k;
+
+	if (!sts_lh->onetls)
+		return;
+	do {
+		if (pthread_key_create(&k, NULL) != 0)
+			break;
+	} while (k < sts_lh->keys_upper_from);
+	if (k != sts_lh->keys_upper_from) {
+		static const char m[] = "stasis: onetls prototype: pthread keys taken before Stasis's\n";
+		(void)!write(2, m, sizeof(m) - 1);
+		_exit(127);
+	}
+	pthread_key_delete(k);
+}
+
 /* the first call of this thread into this lower half: its lower-half TLS
  * made below its own thread pointer, through the old crossing */
 void sts_onetls_adopt(void)

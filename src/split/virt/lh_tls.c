@@ -302,6 +302,26 @@ static uint64_t lh_tls_adopt(uint64_t utp)
 	return (uint64_t)(uintptr_t)a.dtv;
 }
 
+/* Both libcs index the same struct pthread's key slots with their own
+ * tables: the lower half keeps the indices below keys_upper_from (the
+ * ones it uses and 8 more for keys it makes later), every other one is
+ * taken in its table; the upper half reserves those below in its own. */
+#define LH_KEYS_SPARE 8
+
+static void lh_onetls_keys(void)
+{
+	pthread_key_t k, first = 0;
+	int n = 0;
+
+	while (pthread_key_create(&k, NULL) == 0) {
+		if (!n++)
+			first = k;
+	}
+	for (pthread_key_t i = first; n && i < first + LH_KEYS_SPARE; i++)
+		pthread_key_delete(i);
+	lh_info->keys_upper_from = (uint32_t)first + LH_KEYS_SPARE;
+}
+
 void lh_onetls_setup(void)
 {
 	if (!getenv("STASIS_ONETLS") && !getenv("ONETLS_PROTO"))
@@ -309,4 +329,5 @@ void lh_onetls_setup(void)
 	lh_info->onetls = 1;
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
 	lh_info->tls_adopt = lh_tls_adopt;
+	lh_onetls_keys();
 }
