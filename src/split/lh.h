@@ -36,7 +36,7 @@ extern struct sts_lh_info *lh_info;
  * SERIALIZED). */
 extern __thread struct sts_tls *lh_me;
 int lh_tls_start(void);
-void lh_onetls_setup(void);   /* PROTOTYPE (onetls study) */
+void lh_onetls_setup(void);   /* split_onetls, read once (lh_tls.c) */
 void lh_lock(void);
 void lh_unlock(void);
 void lh_tls_yield(void);

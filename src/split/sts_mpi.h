@@ -236,12 +236,17 @@ struct sts_lh_info {
 	/* called by the upper half once its libc's mmap is patched: the
 	 * reservations above STS_UH_STACK_TOP go (lh_mem.c) */
 	void (*mem_unfill)(void);
-	/* PROTOTYPE (onetls study): the upper thread pointer serves both
-	 * halves; a call swaps the DTV and the pointer guard */
+	/* split_onetls (docs/split.md, "One thread pointer"): the upper
+	 * thread pointer serves both halves, a call swaps the DTV and the
+	 * pointer guard. Set by the lower half at its start (single and
+	 * funneled only); the upper half clears it where it cannot. */
 	uint32_t onetls;
+	uint32_t keys_upper_from;   /* pthread keys below this are the lower half's */
 	uint64_t lh_guard;
 	uint64_t (*tls_adopt)(uint64_t utp);
-	uint32_t keys_upper_from;   /* pthread keys below this are the lower half's */
+	/* bytes below a thread pointer the lower half's static TLS reaches,
+	 * and below which the upper half's must end (the padding's start) */
+	uint64_t tls_need, tls_room;
 };
 
 #define STS_ERRH_FILE 0x80000000u

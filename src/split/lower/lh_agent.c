@@ -160,9 +160,9 @@ static int __attribute__((no_stack_protector)) main_work(void *arg)
 	return 1;
 }
 
-/* PROTOTYPE (onetls study): an upper thread runs the lower half's code
- * on its own thread pointer while the lower half's pointer guard is in
- * its TCB (sts_enter swaps it in): the guard tells "inside" */
+/* split_onetls: an upper thread runs the lower half's code on its own
+ * thread pointer while the lower half's pointer guard is in its TCB
+ * (sts_enter swaps it in): the guard tells "inside" */
 static int __attribute__((no_stack_protector)) lh_onetls_inside(uint64_t fs)
 {
 	uint64_t g;

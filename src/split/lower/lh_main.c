@@ -278,6 +278,10 @@ static char *uh_libdir(void)
 	return dir;
 }
 
+/* room in every upper thread's static TLS block for the lower half's
+ * (lh_tlspad.c's 64 KiB and the lower blocks below it) */
+#define ONETLS_TUNABLE "glibc.rtld.optional_static_tls=81920"
+
 static uint64_t build_stack(const char *interp, const struct loaded *l, const char *prog,
 			    int argc, char **argv, char **envp)
 {
@@ -288,7 +292,7 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	uint64_t *argp, *envpp;
 	int envc = 0, n = 0, nwords;
 	unsigned char rnd[16];
-	char *ldpath;
+	char *ldpath, tunables[4096];
 	const char *old;
 	static const unsigned long copy[] = { AT_SYSINFO_EHDR, AT_MINSIGSTKSZ, AT_HWCAP, AT_PAGESZ,
 					      AT_CLKTCK, AT_FLAGS, AT_UID, AT_EUID, AT_GID,
@@ -331,12 +335,18 @@ static uint64_t build_stack(const char *interp, const struct loaded *l, const ch
 	if (!envv || !argvv)
 		lh_die("out of memory");
 	envv[ne++] = push_str(&s, ldpath);
-	/* PROTOTYPE (onetls study): every upper thread's static TLS block
-	 * large enough for the lower half's below the padding */
-	if (getenv("STASIS_ONETLS") || getenv("ONETLS_PROTO"))
-		envv[ne++] = push_str(&s, "GLIBC_TUNABLES=glibc.rtld.optional_static_tls=81920");
+	/* split_onetls: every upper thread's static TLS block large enough
+	 * for the lower half's below the padding (lh_tlspad.c) */
+	if (lh_info->onetls) {
+		const char *t = getenv("GLIBC_TUNABLES");
+
+		snprintf(tunables, sizeof(tunables), "GLIBC_TUNABLES=%s%s%s", t ? t : "",
+			 t && *t ? ":" : "", ONETLS_TUNABLE);
+		envv[ne++] = push_str(&s, tunables);
+	}
 	for (char **e = envp; *e; e++)
-		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0)
+		if (strncmp(*e, "LD_LIBRARY_PATH=", 16) != 0 &&
+		    (!lh_info->onetls || strncmp(*e, "GLIBC_TUNABLES=", 15) != 0))
 			envv[ne++] = push_str(&s, *e);
 	/* ld.so's option ahead of PROGRAM: the list of written files first in
 	 * the lookup order, before libc whatever the program links
@@ -679,7 +689,7 @@ int main(int argc, char **argv, char **envp)
 		lh_log(LOG_DEBUG, "requests tested by their completion word");
 	if (lh_tls_start() != 0)
 		lh_die("cannot start the threads whose TLS the program's threads borrow in MPI");
-	lh_onetls_setup();   /* PROTOTYPE (onetls study) */
+	lh_onetls_setup();
 
 	if (lh_spare_adopted())
 		adopt(lh_spare_adopted());

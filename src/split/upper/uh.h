@@ -56,25 +56,45 @@ static inline struct sts_tls *sts_slot(void)
 	return me;
 }
 
-/* PROTOTYPE (onetls study): the thread's lower-half DTV and the
- * generation it was made for, the upper half's pointer guard */
+/* split_onetls (docs/split.md, "One thread pointer"): the thread's
+ * lower-half DTV and the generation it was made for, the upper half's
+ * pointer guard. A call keeps this thread pointer and swaps the DTV
+ * (%fs:8) and the pointer guard (%fs:0x30); the lower half's static TLS
+ * is below it (sts_onetls_adopt, once a thread and lower half). */
 extern __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
 extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 extern uint64_t sts_uguard;
-void sts_onetls_adopt(void);
+int sts_onetls_adopt(void);
+
+static inline uint64_t sts_enter_one(void)
+{
+	uint64_t udtv;
+
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
+	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
+	return udtv;
+}
+
+/* the DTV __tls_get_addr may have replaced kept, the upper's put back */
+static inline void sts_leave_one(uint64_t udtv)
+{
+	uint64_t l;
+
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(l) : : "memory");
+	sts_ldtv = l;
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(udtv) : "memory");
+	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+}
 
 static inline uint64_t sts_enter(void)
 {
-	if (__builtin_expect(sts_lh->onetls, 0) && sts_lh->ntls == 1) {
-		uint64_t udtv;
-
-		if (__builtin_expect(sts_ldtv_gen != sts_lh->tls_gen, 0))
-			sts_onetls_adopt();
-		__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
-		__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
-		__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
-		return udtv;
-	}
+	/* one word read for both ways; the lower half sets onetls only
+	 * where ntls is 1, and only the first call of a thread (or after
+	 * a restart) may clear it (sts_onetls_adopt) */
+	if (__builtin_expect(sts_lh->onetls, 0) &&
+	    (__builtin_expect(sts_ldtv_gen == sts_lh->tls_gen, 1) || sts_onetls_adopt() == 0))
+		return sts_enter_one();
 	int g = (int)sts_lh->fsgsbase;
 	struct sts_tls *me = sts_slot();
 	uint64_t fs = sts_tp();
@@ -88,13 +108,8 @@ static inline uint64_t sts_enter(void)
 
 static inline void sts_leave(uint64_t fs)
 {
-	if (__builtin_expect(sts_lh->onetls, 0) && sts_lh->ntls == 1) {
-		uint64_t l;
-
-		__asm__ volatile("mov %%fs:8, %0" : "=r"(l) : : "memory");
-		sts_ldtv = l;
-		__asm__ volatile("mov %0, %%fs:8" : : "r"(fs) : "memory");
-		__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+	if (__builtin_expect(sts_lh->onetls, 0)) {
+		sts_leave_one(fs);
 		if (__builtin_expect(sts_lh->ckpt_pending, 0))
 			sts_park_pending();
 		return;

@@ -1,8 +1,9 @@
 /* uh_core.c - the upper half's hand-written MPI functions (functions.list:
  * hand) and the switch into the lower half. */
+#include <dlfcn.h>
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
-#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,50 +48,119 @@ static void check_lower(void)
 __thread struct sts_tls *sts_me __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_me_gen __attribute__((tls_model("initial-exec")));
 
-/* PROTOTYPE (onetls study) */
+/* split_onetls (uh.h) */
 __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 uint64_t sts_uguard;
+static uint32_t keys_upto;   /* pthread keys below this are reserved for the lower half */
 
-/* the pthread keys the lower half uses (lh_tls.c): reserved here, in
- * the upper libc's table, before the program makes any */
-static void __attribute__((constructor(102))) sts_onetls_keys(void)
+/* the one line a rank says when it keeps two thread pointers, and they */
+static int onetls_off(const char *why)
 {
-	pthread_key_t k;
+	char msg[256];
+	int n = snprintf(msg, sizeof(msg), "stasis: rank %d: split_onetls: two thread "
+			 "pointers (%s)\n", sts_lh->world_rank, why);
 
-	if (!sts_lh->onetls)
-		return;
-	do {
-		if (pthread_key_create(&k, NULL) != 0)
-			break;
-	} while (k < sts_lh->keys_upper_from);
-	if (k != sts_lh->keys_upper_from) {
-		static const char m[] = "stasis: onetls prototype: pthread keys taken before Stasis's\n";
-		(void)!write(2, m, sizeof(m) - 1);
-		_exit(127);
-	}
-	pthread_key_delete(k);
+	(void)!write(2, msg, n > 0 && n < (int)sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	sts_lh->onetls = 0;
+	return -1;
 }
 
-/* the first call of this thread into this lower half: its lower-half TLS
- * made below its own thread pointer, through the old crossing */
-void sts_onetls_adopt(void)
+/* The pthread keys the lower half uses (lh_tls.c): indices keys_upto
+ * to keys_upper_from taken in the upper libc's table, which hands out the
+ * lowest free index; -1 (none kept) if the program holds one of them. */
+static int reserve_keys(void)
 {
+	uint32_t want = sts_lh->keys_upper_from, made = keys_upto;
+	pthread_key_t k;
+
+	while (made < want && pthread_key_create(&k, NULL) == 0) {
+		if (k != made) {
+			pthread_key_delete(k);
+			break;
+		}
+		made++;
+	}
+	if (made == want) {
+		keys_upto = want;
+		return 0;
+	}
+	while (made > keys_upto)
+		pthread_key_delete(--made);
+	return -1;
+}
+
+/* before the program's constructors make keys of their own (a call
+ * from uh_mem.c's constructor may have reserved them already) */
+static void __attribute__((constructor(102))) sts_onetls_keys(void)
+{
+	if (sts_lh->onetls && keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0)
+		onetls_off("pthread keys made before Stasis's library");
+}
+
+/* how far below the thread pointer the upper half's static blocks reach */
+static int upper_extent(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	uint64_t *ext = arg, tp = sts_tp(), at = (uint64_t)(uintptr_t)info->dlpi_tls_data;
+
+	(void)sz;
+	if (info->dlpi_tls_modid && at && at < tp && tp - at <= ext[1] && tp - at > ext[0])
+		ext[0] = tp - at;
+	return 0;
+}
+
+/* Whether this rank can take one thread pointer: its thread blocks (made
+ * by its ld.so at its start, with the tunable or not, and kept across a
+ * restart) hold the lower half's static TLS, its own static TLS stays
+ * within the room kept for it, its pthread keys were reserved. A thread
+ * control block is under 4 KiB (2368 bytes in glibc 2.36). */
+static int onetls_fits(void)
+{
+	void (*info)(size_t *, size_t *) =
+		(void (*)(size_t *, size_t *))dlvsym(RTLD_DEFAULT, "_dl_get_tls_static_info",
+						     "GLIBC_PRIVATE");
+	size_t size = 0, align = 0;
+	uint64_t ext[2];
+
+	if (!info)
+		return onetls_off("no static TLS size from this ld.so");
+	info(&size, &align);
+	if (size < 4096 || size - 4096 < sts_lh->tls_need)
+		return onetls_off("thread blocks too small for the lower half's TLS");
+	ext[0] = 0;
+	ext[1] = size;
+	dl_iterate_phdr(upper_extent, ext);
+	if (ext[0] > sts_lh->tls_room)
+		return onetls_off("the program's static TLS larger than the room kept for it");
+	if (keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0)
+		return onetls_off("the program holds pthread keys this lower half uses");
+	return 0;
+}
+
+/* The first call of this thread into this lower half: its lower-half TLS
+ * made below its own thread pointer, through the two-pointer crossing.
+ * 0, or -1 with onetls cleared (the first thread's call decides). */
+int sts_onetls_adopt(void)
+{
+	static uint32_t checked_gen;
 	int g = (int)sts_lh->fsgsbase;
 	uint64_t fs = sts_tp(), d;
 
+	if (checked_gen != sts_lh->tls_gen) {
+		if (onetls_fits() != 0)
+			return -1;
+		checked_gen = sts_lh->tls_gen;
+	}
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(sts_uguard));
 	sts_lh->tls[0].uh_fs = fs;
 	sts_wrfs(g, sts_lh->tls[0].lh_fs);
 	d = sts_lh->tls_adopt(fs);
 	sts_wrfs(g, fs);
-	if (!d) {
-		static const char m[] = "stasis: onetls prototype: cannot adopt the lower half's TLS\n";
-		(void)!write(2, m, sizeof(m) - 1);
-		_exit(127);
-	}
+	if (!d)
+		return onetls_off("the lower half's static TLS not laid out as expected");
 	sts_ldtv = d;
 	sts_ldtv_gen = sts_lh->tls_gen;
+	return 0;
 }
 static pthread_key_t slot_key;
 static pthread_once_t slot_once = PTHREAD_ONCE_INIT;

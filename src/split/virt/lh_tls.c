@@ -35,12 +35,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "lh.h"
 #include "lh_ckpt.h"
 
 __thread struct sts_tls *lh_me;
 
-#define DORMANT_STACK (64 * 1024 + 80 * 1024)   /* PROTOTYPE: + the padding (lh_tlspad.c) */
+#define DORMANT_STACK (64 * 1024 + 80 * 1024)   /* + the padding (lh_tlspad.c) */
 
 static uint32_t lock_word;            /* 0 free, 1 held, 2 held and wanted */
 static struct sts_tls *lock_owner;    /* whose TLS holds it (NULL: the checkpoint thread's) */
@@ -212,7 +213,7 @@ void lh_hold_me(void)
 		lh_info->ckpt_pending = 1;
 }
 
-/* ---- PROTOTYPE (onetls study): the lower half's TLS below the upper
+/* ---- split_onetls: the lower half's TLS below the upper
  * thread pointer (docs/split.md, "Why the halves keep two thread
  * pointers"). Called once per upper thread through the old crossing, on
  * the lower half's main TLS: initializes every static TLS block of the
@@ -322,12 +323,43 @@ static void lh_onetls_keys(void)
 	lh_info->keys_upper_from = (uint32_t)first + LH_KEYS_SPARE;
 }
 
+/* how far below the thread pointer the static blocks reach (the
+ * padding's start for the upper half, the lowest block for the lower) */
+static int tls_extent(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	uint64_t *ext = arg, tp = sts_tp(), at = (uint64_t)(uintptr_t)info->dlpi_tls_data;
+	uint64_t *dtv;
+
+	(void)sz;
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(dtv));
+	if (!info->dlpi_tls_modid || !at || dtv[2 * info->dlpi_tls_modid + 1] != 0)
+		return 0;   /* none, or dynamic TLS (to_free set) */
+	if (tp - at > ext[0])
+		ext[0] = tp - at;
+	return 0;
+}
+
+/* Read split_onetls once, at the rank's start and at each restart's
+ * fresh lower half. Only below SERIALIZED: a thread of its own per
+ * caller needs none of the one-TLS machinery (docs/split.md). */
 void lh_onetls_setup(void)
 {
-	if (!getenv("STASIS_ONETLS") && !getenv("ONETLS_PROTO"))
+	size_t padlen;
+	uint64_t need = 0;
+	char *pad = lh_tls_pad_at(&padlen);
+
+	lh_info->onetls = 0;
+	if (cfg_load(NULL) != 0 || strcmp(cfg_str(CFG_SPLIT_ONETLS), "on") != 0)
+		return;   /* a bad configuration: lh_agent_start says why */
+	if (lh_info->ntls != 1) {
+		lh_log(LOG_INFO, "split_onetls: two thread pointers at this thread level");
 		return;
-	lh_info->onetls = 1;
+	}
+	dl_iterate_phdr(tls_extent, &need);
+	lh_info->tls_need = need;
+	lh_info->tls_room = sts_tp() - (uint64_t)(uintptr_t)pad;
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
 	lh_info->tls_adopt = lh_tls_adopt;
 	lh_onetls_keys();
+	lh_info->onetls = 1;
 }
