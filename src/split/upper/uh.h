@@ -66,14 +66,19 @@ extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")))
 extern uint64_t sts_uguard;
 int sts_onetls_adopt(void);
 
+/* Returns the upper DTV with bit 0 set (a DTV is malloc'd, an FS base a
+ * thread block's address: both even), so that sts_leave undoes what this
+ * call's sts_enter did whatever onetls says by then (a call a checkpoint
+ * held inside and a restart's lower half continued). The guard is the
+ * sign of "inside" (lh_agent.c's park): it goes in first, out last. */
 static inline uint64_t sts_enter_one(void)
 {
 	uint64_t udtv;
 
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
-	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
-	return udtv;
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
+	return udtv | 1;
 }
 
 /* the DTV __tls_get_addr may have replaced kept, the upper's put back */
@@ -83,7 +88,7 @@ static inline void sts_leave_one(uint64_t udtv)
 
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(l) : : "memory");
 	sts_ldtv = l;
-	__asm__ volatile("mov %0, %%fs:8" : : "r"(udtv) : "memory");
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(udtv & ~1ull) : "memory");
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
 }
 
@@ -108,7 +113,7 @@ static inline uint64_t sts_enter(void)
 
 static inline void sts_leave(uint64_t fs)
 {
-	if (__builtin_expect(sts_lh->onetls, 0)) {
+	if (__builtin_expect(fs & 1, 0)) {
 		sts_leave_one(fs);
 		if (__builtin_expect(sts_lh->ckpt_pending, 0))
 			sts_park_pending();

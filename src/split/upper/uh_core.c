@@ -53,6 +53,7 @@ __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 uint64_t sts_uguard;
 static uint32_t keys_upto;   /* pthread keys below this are reserved for the lower half */
+static int two_tp;           /* fell back once: two thread pointers for good */
 
 /* the one line a rank says when it keeps two thread pointers, and they */
 static int onetls_off(const char *why)
@@ -62,6 +63,7 @@ static int onetls_off(const char *why)
 			 "pointers (%s)\n", sts_lh->world_rank, why);
 
 	(void)!write(2, msg, n > 0 && n < (int)sizeof(msg) ? (size_t)n : sizeof(msg) - 1);
+	two_tp = 1;
 	sts_lh->onetls = 0;
 	return -1;
 }
@@ -132,8 +134,13 @@ static int onetls_fits(void)
 	dl_iterate_phdr(upper_extent, ext);
 	if (ext[0] > sts_lh->tls_room)
 		return onetls_off("the program's static TLS larger than the room kept for it");
-	if (keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0)
-		return onetls_off("the program holds pthread keys this lower half uses");
+	if (keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0) {
+		char why[96];
+
+		snprintf(why, sizeof(why), "the program holds pthread keys below %u, the lower "
+			 "half's, above %u", sts_lh->keys_upper_from, keys_upto);
+		return onetls_off(why);
+	}
 	return 0;
 }
 
@@ -146,6 +153,10 @@ int sts_onetls_adopt(void)
 	int g = (int)sts_lh->fsgsbase;
 	uint64_t fs = sts_tp(), d;
 
+	if (two_tp) {   /* a restart's lower half that does not know */
+		sts_lh->onetls = 0;
+		return -1;
+	}
 	if (checked_gen != sts_lh->tls_gen) {
 		if (onetls_fits() != 0)
 			return -1;
