@@ -62,6 +62,7 @@ static inline struct sts_tls *sts_slot(void)
  * (%fs:8) and the pointer guard (%fs:0x30); the lower half's static TLS
  * is below it (sts_onetls_adopt, once a thread and lower half). */
 extern __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
+extern __thread uint64_t sts_udtv __attribute__((tls_model("initial-exec")));
 extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 extern uint64_t sts_uguard;
 int sts_onetls_adopt(void);
@@ -76,6 +77,7 @@ static inline uint64_t sts_enter_one(void)
 	uint64_t udtv;
 
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
+	sts_udtv = udtv;   /* for a handler or a reduction of the program's (sts_out_of) */
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
 	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
 	return udtv | 1;
@@ -88,8 +90,39 @@ static inline void sts_leave_one(uint64_t udtv)
 
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(l) : : "memory");
 	sts_ldtv = l;
-	__asm__ volatile("mov %0, %%fs:8" : : "r"(udtv & ~1ull) : "memory");
+	(void)udtv;   /* sts_udtv: a handler that ran inside may have replaced it */
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_udtv) : "memory");
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+}
+
+/* A signal handler or reduction of the program's that runs on a thread
+ * inside MPI with one thread pointer (the lower pointer guard in its own
+ * thread block): the upper DTV and guard in place for it, the ones it
+ * found back after (uh_signal.c, uh_core.c's op_call). Returns the DTV
+ * found, 0 when the thread was not inside so. */
+static inline uint64_t sts_out_of(void)
+{
+	uint64_t g, d, tp = sts_tp();
+
+	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(g));
+	if (!sts_lh->lh_guard || g != sts_lh->lh_guard || tp < STS_UPPER_LO || tp >= STS_UPPER_HI)
+		return 0;
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(d));
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_udtv) : "memory");
+	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+	return d;
+}
+
+static inline void sts_back_in(uint64_t d)
+{
+	uint64_t u;
+
+	if (!d)
+		return;
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(u) : : "memory");
+	sts_udtv = u;
+	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
+	__asm__ volatile("mov %0, %%fs:8" : : "r"(d) : "memory");
 }
 
 static inline uint64_t sts_enter(void)

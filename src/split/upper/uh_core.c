@@ -50,6 +50,7 @@ __thread uint32_t sts_me_gen __attribute__((tls_model("initial-exec")));
 
 /* split_onetls (uh.h) */
 __thread uint64_t sts_ldtv __attribute__((tls_model("initial-exec")));
+__thread uint64_t sts_udtv __attribute__((tls_model("initial-exec")));
 __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 uint64_t sts_uguard;
 static uint32_t keys_upto;   /* pthread keys below this are reserved for the lower half */
@@ -302,9 +303,11 @@ int sts_gen_Op_free(MPI_Op *op);
 
 static void op_call(int slot, void *in, void *inout, int *len, uint32_t dt)
 {
+	uint64_t d = sts_out_of();   /* one thread pointer: the program's DTV and guard */
 	MPI_Datatype t = (MPI_Datatype)(STS_HCAST)sts_out(STS_DATATYPE, dt);
 
 	op_fn[slot](in, inout, len, &t);
+	sts_back_in(d);
 }
 
 static const struct sts_uh_callbacks callbacks = { op_call, &_r_debug, STS_WRITTEN_MAGIC,

@@ -40,11 +40,15 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 	const struct sts_tls *inside = NULL;
 	struct sigaction a = prog[sig];
 
+	uint64_t one = 0;
+
 	for (uint32_t i = 0; i < sts_lh->ntls && !inside; i++)
 		if (sts_lh->tls[i].lh_fs == lh)
 			inside = &sts_lh->tls[i];
 	if (inside)
 		sts_wrfs((int)sts_lh->fsgsbase, inside->uh_fs);
+	else
+		one = sts_out_of();   /* inside with one thread pointer (split_onetls) */
 	if (a.sa_flags & SA_RESETHAND)   /* the kernel's is SIG_DFL again */
 		prog[sig].sa_handler = SIG_DFL;
 	if (a.sa_flags & SA_SIGINFO)
@@ -53,6 +57,7 @@ static void trampoline(int sig, siginfo_t *si, void *uc)
 		a.sa_handler(sig);
 	if (inside)
 		sts_wrfs((int)sts_lh->fsgsbase, lh);
+	sts_back_in(one);
 }
 
 static int is_handler(const struct sigaction *a)

@@ -1,0 +1,108 @@
+/* onetls.c - a rank whose own TLS and pthread keys must come through
+ * every MPI call intact (tests/split/test_onetls.py).
+ *
+ *   onetls ITERATIONS
+ *
+ * It makes a pthread key before MPI_Init and gives it a heap value, and
+ * fills a static TLS array (TLS_KIB KiB, a compile-time size: 1 by
+ * default, 96 for a program whose static TLS is larger than the room one
+ * thread pointer keeps for it). Each iteration runs an Allreduce and a
+ * Send/Recv ring, then checks the array and the key's value. At the end
+ * MPI_Finalize runs the lower half's key destructors: one that took the
+ * program's key for its own frees the program's value (glibc aborts).
+ * A timer's SIGALRM every 0.5 ms, while rank 0 holds back its part of
+ * the ring for 2 ms an iteration (rank 1 waits inside MPI_Sendrecv),
+ * runs a handler that counts in a shared library's TLS (onetls_lib.c,
+ * through the DTV) and in a global: the two counts agree at the end
+ * only if every handler found the program's DTV.
+ * Rank 0 prints PASS. */
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+#include <time.h>
+
+#ifndef TLS_KIB
+#define TLS_KIB 1
+#endif
+
+static __thread uint64_t own[TLS_KIB * 1024 / 8];
+static int rank;
+static volatile long handled;
+
+long onetls_hit(void);
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	handled++;
+	onetls_hit();
+}
+
+static void hold_back(void)
+{
+	struct timespec t0, t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while ((t.tv_sec - t0.tv_sec) * 1000000000L + t.tv_nsec - t0.tv_nsec < 2000000);
+}
+
+static void fail(const char *what, long it)
+{
+	printf("FAIL rank %d iteration %ld: %s\n", rank, it, what);
+	fflush(stdout);
+	MPI_Abort(MPI_COMM_WORLD, 3);
+}
+
+int main(int argc, char **argv)
+{
+	long iters = argc > 1 ? atol(argv[1]) : 100;
+	pthread_key_t key;
+	uint64_t *value = malloc(64);
+	int size;
+
+	if (!value || pthread_key_create(&key, free) != 0 || pthread_setspecific(key, value) != 0)
+		return 2;
+	MPI_Init(&argc, &argv);
+	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (size_t i = 0; i < sizeof(own) / 8; i++)
+		own[i] = ((uint64_t)rank << 40) ^ i;
+	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };
+	struct itimerval every = { { 0, 500 }, { 0, 500 } }, off = { { 0, 0 }, { 0, 0 } };
+
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &every, NULL);
+	for (long it = 0; it < iters; it++) {
+		long in = rank + it, out = 0, got = -1;
+		int to = (rank + 1) % size, from = (rank + size - 1) % size;
+
+		if (rank == 0)
+			hold_back();
+
+		MPI_Allreduce(&in, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		if (out != (long)size * (size - 1) / 2 + size * it)
+			fail("Allreduce", it);
+		MPI_Sendrecv(&in, 1, MPI_LONG, to, 0, &got, 1, MPI_LONG, from, 0,
+			     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		if (got != from + it)
+			fail("Sendrecv", it);
+		for (size_t i = 0; i < sizeof(own) / 8; i++)
+			if (own[i] != (((uint64_t)rank << 40) ^ i))
+				fail("static TLS", it);
+		if (pthread_getspecific(key) != value)
+			fail("pthread key", it);
+	}
+	setitimer(ITIMER_REAL, &off, NULL);
+	if (onetls_hit() != handled + 1)
+		fail("a signal handler's TLS", iters);
+	MPI_Finalize();
+	if (rank == 0)
+		printf("PASS ranks=%d iterations=%ld\n", size, iters);
+	return 0;
+}

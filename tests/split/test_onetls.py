@@ -1,0 +1,61 @@
+"""split_onetls = on (docs/split.md, "One thread pointer"): a call into MPI
+keeps the program's thread pointer, the lower half's TLS below it.
+onetls.c holds a pthread key (made before MPI_Init, with a heap value and
+a destructor) and a static TLS array through Allreduce and Sendrecv calls,
+and counts SIGALRMs that arrive while it waits inside MPI in a shared
+library's TLS (onetls_lib.c): before the program's signal handlers ran
+with the program's DTV put back, the count went to the lower half's.
+With one thread pointer both libcs index the same key slots: before the
+upper half reserved the lower half's indices, Open MPI's MPI_Finalize
+freed the program's key-0 value as its own and the rank died in free().
+A program whose static TLS is larger than the room kept for it below the
+thread pointer (96 KiB, the room is 64) keeps two thread pointers and says
+so in one line; before, the lower half's TLS was copied over the
+program's array.
+
+Environment: STASIS_BIN, STASIS_BUILD."""
+import subprocess
+
+import pytest
+
+from split_common import HERE, MPICC, run_on
+
+ITERS = 200
+LINE = ("stasis: rank {}: split_onetls: two thread pointers "
+        "(the program's static TLS larger than the room kept for it)")
+
+
+@pytest.fixture(scope="module")
+def onetls(tmp_path_factory):
+    """onetls.c with both MPIs: {(abi, tls_kib): path}."""
+    d = tmp_path_factory.mktemp("onetls")
+    out = {}
+    subprocess.run(["cc", "-O1", "-fPIC", "-shared", "-o", str(d / "libonetls.so"),
+                    str(HERE / "onetls_lib.c")], check=True, capture_output=True)
+    for abi, cc in MPICC.items():
+        for kib in (1, 96):
+            exe = d / f"onetls-{kib}.{abi}"
+            subprocess.run([cc, "-O1", f"-DTLS_KIB={kib}", "-o", str(exe), str(HERE / "onetls.c"),
+                            f"-L{d}", "-lonetls", f"-Wl,-rpath,{d}"],
+                           check=True, capture_output=True)
+            out[(abi, kib)] = str(exe)
+    return out
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_one_thread_pointer_keeps_the_programs_keys_and_tls(onetls, lower, tmp_path):
+    r = run_on(onetls[(lower, 1)], lower, 2, [str(ITERS)], tmp_path,
+               env={"STASIS_SPLIT_ONETLS": "on"})
+    assert r.returncode == 0 and f"PASS ranks=2 iterations={ITERS}\n" in r.stdout, \
+        r.stdout + r.stderr
+    assert "FAIL" not in r.stdout and "split_onetls" not in r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_a_larger_static_tls_keeps_two_thread_pointers(onetls, lower, tmp_path):
+    r = run_on(onetls[(lower, 96)], lower, 2, [str(ITERS)], tmp_path,
+               env={"STASIS_SPLIT_ONETLS": "on"})
+    assert r.returncode == 0 and f"PASS ranks=2 iterations={ITERS}\n" in r.stdout, \
+        r.stdout + r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if "split_onetls" in ln]
+    assert sorted(lines) == [LINE.format(0), LINE.format(1)], r.stderr
