@@ -244,9 +244,15 @@ struct sts_lh_info {
 	uint32_t keys_upper_from;   /* pthread keys below this are the lower half's */
 	uint64_t lh_guard;
 	uint64_t (*tls_adopt)(uint64_t utp);
+	/* called inside, on a thread it adopted: its slots of the lower
+	 * half's pthread keys emptied (a restarted image's hold the old lower
+	 * half's values) */
+	void (*tls_fresh)(void);
 	/* bytes below a thread pointer the lower half's static TLS reaches,
 	 * and below which the upper half's must end (the padding's start) */
 	uint64_t tls_need, tls_room;
+	uint32_t libc_id_len;       /* the lower half's libc's build-id (sts_libc_id.h) */
+	uint8_t libc_id[32];
 };
 
 #define STS_ERRH_FILE 0x80000000u

@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sts_libc_id.h"
 #include "uh.h"
 
 #undef MPI_Aint_add
@@ -124,7 +125,11 @@ static int onetls_fits(void)
 						     "GLIBC_PRIVATE");
 	size_t size = 0, align = 0;
 	uint64_t ext[2];
+	struct sts_libc_id id;
 
+	sts_libc_id(&id);
+	if (!id.len || id.len != sts_lh->libc_id_len || memcmp(id.id, sts_lh->libc_id, id.len) != 0)
+		return onetls_off("the program's libc is not the lower half's build");
 	if (!info)
 		return onetls_off("no static TLS size from this ld.so");
 	info(&size, &align);
@@ -172,6 +177,12 @@ int sts_onetls_adopt(void)
 		return onetls_off("the lower half's static TLS not laid out as expected");
 	sts_ldtv = d;
 	sts_ldtv_gen = sts_lh->tls_gen;
+	/* the thread block's key slots are both halves': after a restart the
+	 * lower half's hold pointers into the old lower half (Open MPI's
+	 * MPI_Finalize died in orte_util_print_name_args on one) */
+	fs = sts_enter_one();
+	sts_lh->tls_fresh();
+	sts_leave_one(fs);
 	return 0;
 }
 static pthread_key_t slot_key;

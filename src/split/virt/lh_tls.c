@@ -38,6 +38,7 @@
 #include "common/config.h"
 #include "lh.h"
 #include "lh_ckpt.h"
+#include "sts_libc_id.h"
 
 __thread struct sts_tls *lh_me;
 
@@ -323,6 +324,12 @@ static void lh_onetls_keys(void)
 	lh_info->keys_upper_from = (uint32_t)first + LH_KEYS_SPARE;
 }
 
+static void lh_tls_fresh(void)
+{
+	for (pthread_key_t k = 0; k < lh_info->keys_upper_from; k++)
+		(void)pthread_setspecific(k, NULL);   /* EINVAL: an index not in use */
+}
+
 /* how far below the thread pointer the static blocks reach (the
  * padding's start for the upper half, the lowest block for the lower) */
 static int tls_extent(struct dl_phdr_info *info, size_t sz, void *arg)
@@ -347,19 +354,25 @@ void lh_onetls_setup(void)
 	size_t padlen;
 	uint64_t need = 0;
 	char *pad = lh_tls_pad_at(&padlen);
+	struct sts_libc_id id;
 
 	lh_info->onetls = 0;
 	if (cfg_load(NULL) != 0 || strcmp(cfg_str(CFG_SPLIT_ONETLS), "on") != 0)
 		return;   /* a bad configuration: lh_agent_start says why */
 	if (lh_info->ntls != 1) {
-		lh_log(LOG_INFO, "split_onetls: two thread pointers at this thread level");
+		lh_log(LOG_WARN, "rank %d: split_onetls: two thread pointers (thread level "
+		       "serialized or multiple)", lh_info->world_rank);
 		return;
 	}
+	sts_libc_id(&id);
+	lh_info->libc_id_len = id.len;
+	memcpy(lh_info->libc_id, id.id, sizeof(lh_info->libc_id));
 	dl_iterate_phdr(tls_extent, &need);
 	lh_info->tls_need = need;
 	lh_info->tls_room = sts_tp() - (uint64_t)(uintptr_t)pad;
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
 	lh_info->tls_adopt = lh_tls_adopt;
+	lh_info->tls_fresh = lh_tls_fresh;
 	lh_onetls_keys();
 	lh_info->onetls = 1;
 }
