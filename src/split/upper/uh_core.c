@@ -98,6 +98,10 @@ static int reserve_keys(void)
  * from uh_mem.c's constructor may have reserved them already) */
 static void __attribute__((constructor(102))) sts_onetls_keys(void)
 {
+	/* no lower half: check_lower says so at the first call */
+	if (msync((void *)sts_lh, 4096, MS_ASYNC) != 0 || sts_lh->magic != STS_LH_MAGIC ||
+	    sts_lh->version != STS_LH_VERSION)
+		return;
 	if (sts_lh->onetls && keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0)
 		onetls_off("pthread keys made before Stasis's library");
 }
