@@ -215,8 +215,8 @@ void lh_hold_me(void)
 }
 
 /* ---- split_onetls: the lower half's TLS below the upper
- * thread pointer (docs/split.md, "Why the halves keep two thread
- * pointers"). Called once per upper thread through the old crossing, on
+ * thread pointer (docs/split.md, "One thread pointer"). Called once per
+ * upper thread and lower half through the two-pointer crossing, on
  * the lower half's main TLS: initializes every static TLS block of the
  * lower half at the same offset below utp as below its own thread
  * pointer (lh_tlspad.c's padding left out: the upper half's static TLS
