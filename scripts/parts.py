@@ -6,7 +6,8 @@ PARTS lists the parts in order ("name: file.c file.c ..." lines, a part may
 take several lines); a file may use symbols defined by files of its own
 part and of the parts before it, never of a later one. OBJDIR holds the
 built objects (CMake's CMakeFiles/TARGET.dir; file.c.o, possibly in
-subdirectories). A part named like a folder beside PARTS (or FOLDER/NAME:
+subdirectories; several directories joined by ':' for a program linked
+from more than one target). A part named like a folder beside PARTS (or FOLDER/NAME:
 the parts so named, together) must hold exactly the .c files it lists
 (generated files aside). Objects of files no part names (other modules compiled
 in) may not use any part's symbols. EXEMPT-LIST is a linker dynamic list
@@ -79,7 +80,7 @@ def main():
     exempt = set()
     if len(sys.argv) == 4:
         exempt = set(re.findall(r"\b([A-Za-z_]\w*)\s*;", pathlib.Path(sys.argv[3]).read_text()))
-    objs = {o.name[:-2]: o for o in pathlib.Path(sys.argv[2]).rglob("*.c.o")}
+    objs = {o.name[:-2]: o for d in sys.argv[2].split(":") for o in pathlib.Path(d).rglob("*.c.o")}
     bad = folders(sys.argv[1], order, part_of)
     missing = sorted(f for f in part_of if f not in objs)
     if missing:
