@@ -182,4 +182,11 @@ void proc_lazy_wait(void);
 /* Wait for a restored process to end: its wait status (as waitpid gives). */
 int proc_child_wait(struct proc_child *c, int *status);
 
+/* A restorer that gives up exits at once (42, its one line said); one
+ * that runs the restored tree stays. Whether c ended within ms, without
+ * reaping it (proc_child_wait does): a wait on a restorer that may run the
+ * tree is bounded by it */
+#define PROC_RESTORER_END_MS 2000
+int proc_child_ends(const struct proc_child *c, int ms);
+
 #endif

@@ -1010,7 +1010,7 @@ int proc_tree_restart(const char *dir, const char *ckpt, const char *level, stru
 			close(v[k].channel);
 		img_close(&v[k].img);   /* streamed: not needed for the job's lifetime */
 	}
-	if (ret == -EPIPE && out->pid > 0) {
+	if (ret == -EPIPE && out->pid > 0 && proc_child_ends(out, PROC_RESTORER_END_MS)) {
 		int st;
 
 		/* the namespace's processes or the restorer gave up and said why
@@ -1045,8 +1045,9 @@ int proc_tree_restart(const char *dir, const char *ckpt, const char *level, stru
 		if (out->pid > 0) {
 			int st;
 
-			/* the restorer said why on stderr; it exits 42 when it gives up */
-			if (k == 0)
+			/* the restorer said why on stderr; it exits 42 when it gives
+			 * up (one that runs the tree on is killed below) */
+			if (k == 0 && proc_child_ends(out, PROC_RESTORER_END_MS))
 				proc_child_wait(out, &st);
 			else
 				st = 0;
