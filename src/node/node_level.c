@@ -472,6 +472,14 @@ void node_level_abort(void)
 
 /* The node-local store; its partner copies and parity are written over
  * the spares of older ones (docs/levels.md, "Spare files") */
+static int job_dir_exists(void)
+{
+	char dir[PATH_MAX];
+
+	return snprintf(dir, sizeof(dir), "%s/%s", E.stage_dir, E.local_job) < (int)sizeof(dir) &&
+	       access(dir, F_OK) == 0;
+}
+
 static int open_local(struct store **out)
 {
 	int ret = store_open("local", E.stage_dir, E.local_job, out);
@@ -963,7 +971,10 @@ void node_level_end(void)
 	struct store *local = NULL;
 
 	node_level_fini();
-	if (E.stage_dir && open_local(&local) == 0 && store_spares_drop(local))
+	/* a job's directory removed before (a move's source, docs/coordinator.md)
+	 * has no spares: opening its store would make it again */
+	if (E.stage_dir && job_dir_exists() && open_local(&local) == 0 &&
+	    store_spares_drop(local))
 		log_warn("node agent on %s: %s", E.host, err_msg());
 	store_close(&local);
 }
