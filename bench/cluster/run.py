@@ -66,6 +66,9 @@ With --levels, a job at level partner, then one at rs (docs/levels.md):
                            to compare with block_s; partner_after_seal_ms
                            and rs_after_seal_ms: the seal until the level,
                            the slowest node agent's)
+                           (timed from the client's start on head; the
+                           simulated cluster's remote shell before it,
+                           bash, nsenter, bash, is levels_client_start_s)
   partner_steady_vs_copy   the same for the job's third checkpoint at the
   rs_steady_vs_copy        level (cache_keep 1: the first one's files were
                            retired into spares, written over by the third)
@@ -247,7 +250,7 @@ def levels(a, stasis, work, prog, env, hosts, fig):
     for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s", "partner_established_s",
                 "rs_established_s", "partner_after_seal_ms", "rs_after_seal_ms",
                 "partner_steady_s", "rs_steady_s", "partner_steady_established_s",
-                "rs_steady_established_s"):
+                "rs_steady_established_s", "levels_client_start_s"):
         fig[key] = []
     # room in the nodes' local directories: images, partner copies, floor
     parallel([(n, f"rm -rf {BASE}/local/ckptmem.*") for n in NODES])
@@ -265,10 +268,19 @@ def levels(a, stasis, work, prog, env, hosts, fig):
                 """a checkpoint at the level, timed (fig[key]), its seal's
                 time (the coordinator's), then its global copies done:
                 nothing else runs during what comes next"""
-                t0 = time.perf_counter()
-                name = on("head", f"{OK}{env}{stasis} checkpoint --dir {ck} --wait {level}"
-                          ).stdout.strip()
-                fig[f"{key}_s"].append(time.perf_counter() - t0)
+                # from the client's start on head, not from the simulated
+                # cluster's remote shell that gets it there (bash, nsenter,
+                # bash; levels_client_start_s): the floor is timed inside
+                # its sender too. One clock on every node
+                off = time.time() - time.perf_counter()
+                asked = time.perf_counter()
+                r = on("head", f"{OK}{env}echo CLIENT $EPOCHREALTIME >&2; exec {stasis} "
+                       f"checkpoint --dir {ck} --wait {level}")
+                t1 = time.perf_counter()
+                t0 = float(re.search(r"^CLIENT (\S+)$", r.stderr, re.M).group(1)) - off
+                name = r.stdout.strip()
+                fig[f"{key}_s"].append(t1 - t0)
+                fig["levels_client_start_s"].append(t0 - asked)
                 # where it went: the coordinator's request until the seal
                 # (the staged checkpoint, the stream beside it), then the
                 # slowest member's seal until its level (the agents' lines)
