@@ -459,6 +459,41 @@ static int enc_open(const struct redun_set *set, struct rs_enc *e, struct store_
 	return err;
 }
 
+/* Parity t of bytes o.. of column h's cells in this slice, n bytes, into
+ * dest; the group's other parity into e->parity, unused */
+static int encode_to(struct rs_enc *e, int h, int t, uint64_t o, uint64_t n, uint8_t *dest)
+{
+	const struct rs_group *g = e->g;
+	const uint8_t *in[255];
+	uint8_t *out[255];
+
+	for (int x = 0; x < g->k; x++)
+		in[x] = e->cells[h * g->k + x] + o;
+	for (int y = 0; y < g->m; y++)
+		out[y] = y == t ? dest : e->parity[y] + o;
+	return redun_encode(g->ctx, (size_t)n, in, out);
+}
+
+/* Parity t of column h's cells in this slice, len bytes, encoded straight
+ * into the parity image's chunks (img_write_room): no pass to copy it */
+static int encode_filed(struct rs_enc *e, int h, int t, uint64_t len)
+{
+	int ret = 0;
+
+	for (uint64_t o = 0, n; !ret && o < len; o += n) {
+		void *room;
+		size_t room_len;
+
+		ret = img_write_room(e->w, &room, &room_len);
+		if (ret)
+			break;
+		n = len - o < room_len ? len - o : room_len;
+		ret = encode_to(e, h, t, o, n, room);
+		ret = ret ? ret : img_write_done(e->w, (size_t)n);
+	}
+	return ret;
+}
+
 /* The slice of every cell at off, len bytes: exchanged, encoded, filed.
  * own_size: the bytes of this member's file there to read (its size, or
  * while it is written what it has: the caller made sure the slice is in
@@ -507,23 +542,19 @@ static int enc_slice(const struct redun_comm *c, struct rs_enc *e, uint64_t own_
 		e->err = enc_later(e, off + len);
 	for (int h = 0; h < e->nheld; h++) {
 		int t = parity_of(g, e->held[h], me);
-		const uint8_t *coded = e->parity[t];
 
 		if (!e->ok[h] && !e->err)
 			e->err = err_set(-EIO, "rs: a member of the group could not send its data");
-		/* rs 1+1 (a group of two): G's parity row is 1 / (1 XOR 0) = 1,
-		 * the parity is the data itself; no pass to copy it */
-		if (g->k == 1 && g->m == 1)
-			coded = e->cells[h * g->k];
-		else if (!e->err)
-			e->err = redun_encode(g->ctx, (size_t)len,
-					      (const uint8_t *const *)(e->cells + h * g->k), e->parity);
 		if (e->err)
 			continue;
-		if (h == 0)
-			e->err = img_write(e->w, coded, (size_t)len);
+		/* rs 1+1 (a group of two, one column held): G's parity row is
+		 * 1 / (1 XOR 0) = 1, the parity is the data itself */
+		if (g->k == 1 && g->m == 1)
+			e->err = img_write(e->w, e->cells[0], (size_t)len);
+		else if (h == 0)
+			e->err = encode_filed(e, h, t, len);
 		else
-			memcpy(e->later[h] + off, coded, (size_t)len);
+			e->err = encode_to(e, h, t, 0, len, e->later[h] + off);
 	}
 	return 0;
 }
