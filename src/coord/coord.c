@@ -928,7 +928,7 @@ static void staged(struct coord *c, const char *name)
 		if (!c->copying[i].name[0]) {
 			slot = i;
 			break;
-		} else if (strcmp(c->copying[i].name, c->copying[slot].name) < 0) {
+		} else if (store_ckpt_name_cmp(c->copying[i].name, c->copying[slot].name) < 0) {
 			slot = i;
 		}
 	snprintf(c->copying[slot].name, sizeof(c->copying[slot].name), "%s", name);

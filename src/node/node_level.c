@@ -792,7 +792,7 @@ static void refusal(const char *ckpt, const struct layout *l, const int64_t *fai
 		for (size_t i = n; i-- > 0 && !offer[0];) {
 			int all = 1;
 
-			if (list[i].state != STORE_COMPLETE || strcmp(list[i].name, ckpt) >= 0)
+			if (list[i].state != STORE_COMPLETE || store_ckpt_name_cmp(list[i].name, ckpt) >= 0)
 				continue;
 			if (plan(list[i].name, local, global, c, l->size, leader, ok) == 0) {
 				for (int r = 0; r < l->size; r++)
@@ -1087,7 +1087,7 @@ static void drop_stale(const char *current)
 		struct dirent *f;
 		DIR *cd;
 
-		if (strncmp(e->d_name, "ckpt-", 5) || strcmp(e->d_name, current) >= 0)
+		if (strncmp(e->d_name, "ckpt-", 5) || store_ckpt_name_cmp(e->d_name, current) >= 0)
 			continue;
 		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		cd = fd >= 0 ? fdopendir(fd) : NULL;

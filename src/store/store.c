@@ -670,6 +670,15 @@ const char *store_ckpt_name(const struct store_ckpt *c)
 	return c->name;
 }
 
+int store_ckpt_name_cmp(const char *a, const char *b)
+{
+	unsigned x = index_ckpt_number(a), y = index_ckpt_number(b);
+
+	if (x != y)
+		return x < y ? -1 : 1;
+	return strcmp(a, b);
+}
+
 void store_ckpt_free(struct store_ckpt **c)
 {
 	free(*c);

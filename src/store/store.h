@@ -58,6 +58,11 @@ int store_ckpt_join(struct store *s, const char *name, struct store_ckpt **out);
  * so is quadratic in the ranks: docs/scale.md). -ENOENT without it. */
 int store_ckpt_join_begun(struct store *s, const char *name, struct store_ckpt **out);
 const char *store_ckpt_name(const struct store_ckpt *c);
+/* Two checkpoint names in the order they were made: by their number
+ * (ckpt-999999 before ckpt-1000000, where strcmp puts it after, past the
+ * six digits of the padding), then by strcmp; a name without a number
+ * (not ckpt-<digits>) before every numbered one. <0, 0, >0 as strcmp. */
+int store_ckpt_name_cmp(const char *a, const char *b);
 /* Seal it: if every one of `expected` files (0: at least one) has a FILE
  * record and is present with its recorded size, append COMPLETE; otherwise
  * append FAILED and return -EIO naming what is missing. */

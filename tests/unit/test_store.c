@@ -189,6 +189,17 @@ static void test_names(void)
 	CHECK(s == NULL);
 }
 
+/* Checkpoint names in the order they were made, past the six digits of
+ * their padding (the node cache's trim ordered them with strcmp) */
+static void test_name_order(void)
+{
+	CHECK(store_ckpt_name_cmp("ckpt-999999", "ckpt-1000000") < 0);
+	CHECK(store_ckpt_name_cmp("ckpt-1000000", "ckpt-999999") > 0);
+	CHECK(store_ckpt_name_cmp("ckpt-000002", "ckpt-000010") < 0);
+	CHECK(store_ckpt_name_cmp("ckpt-000007", "ckpt-000007") == 0);
+	CHECK(store_ckpt_name_cmp("index", "ckpt-000001") < 0);
+}
+
 /* ---- the basic path ---- */
 
 static void test_round_trip(void)
@@ -2036,6 +2047,7 @@ int main(void)
 		return check_result("test_store");
 	make_root();
 	test_names();
+	test_name_order();
 	test_round_trip();
 	test_file_rules();
 	test_annex();

@@ -107,8 +107,8 @@ int lh_stage_path(const char *name, int rank, char *out, size_t len)
 							  "node-local image is too long", rank) : 0;
 }
 
-/* Only the node's last cache_keep images of this rank stay (the newest
- * names: ckpt-NNNNNN sort by age) */
+/* Only the node's last cache_keep images of this rank stay (the newest:
+ * store_ckpt_name_cmp, as ckpt-1000000 follows ckpt-999999) */
 static void keep_last(int rank, unsigned keep)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 512], file[64];
@@ -143,7 +143,7 @@ static void keep_last(int rank, unsigned keep)
 		unsigned newer = 0;
 
 		for (unsigned j = 0; j < n; j++)
-			newer += strcmp(names[j], names[i]) > 0;
+			newer += store_ckpt_name_cmp(names[j], names[i]) > 0;
 		if (newer < keep)
 			continue;
 		/* into a spare the next image is written over (docs/levels.md,
