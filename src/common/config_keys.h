@@ -56,7 +56,8 @@ CONFIG_KEY(RECYCLE,        "recycle",        CHOICE, "on", 0, 0, "on|off",
 	   "room for the first at stasis_protect (faster on a RAM disk; holds one more "
 	   "checkpoint's memory until stasis_finalize)")
 CONFIG_KEY(CACHE_KEEP,     "cache_keep",     UINT,   "2", 1, 1000, "",
-	   "application checkpoints kept in each node's local cache")
+	   "checkpoints kept in each node's local cache (a staged job's: its last "
+	   "established ones)")
 CONFIG_KEY(MTBF,           "mtbf",           UINT,   "86400", 1, 100000000, "",
 	   "mean time between failures of the job, in seconds (Young/Daly interval)")
 CONFIG_KEY(DIRECT_IO,      "direct_io",      CHOICE, "on", 0, 0, "on|off",

@@ -2840,13 +2840,15 @@ static int mig_failed(struct coord *c, const char *ranks, const char *from, cons
 		      char *name, size_t len)
 {
 	char why[700];
+	int cut;
 
 	snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: %s", ranks, from,
 		 to, err_msg());
 	fprintf(stderr, "stasis: %s\n", why);
 	/* the others' images too, for the recovery (the source kept its
 	 * ranks'): failing that, from the last checkpoint established */
-	if (mig_complete(c, name) != 0)
+	cut = mig_complete(c, name);
+	if (cut != 0)
 		snprintf(name, len, "%s", c->last[0] ? c->last : "the start");
 	if (policy_recovers(c->policy)) {
 		mig_answer(c, "ERR %s; automatic recovery from %s takes over", why, name);
@@ -2855,7 +2857,9 @@ static int mig_failed(struct coord *c, const char *ranks, const char *from, cons
 		/* every node with ranks: in the checkpoint's phases again */
 		if (nodes_with_ranks(c) != 0)
 			log_warn("migration: %s", err_msg());
-		send_nodes(c, "RESUME");   /* the checkpoint stands; the job goes on */
+		/* the cut stands, or is no checkpoint (the node agents keep
+		 * the one before it: node_level_verdict); the job goes on */
+		send_nodes(c, cut ? "RESUME failed" : "RESUME");
 		mig_answer(c, "ERR %s; the job goes on where it was", why);
 	}
 	return -1;

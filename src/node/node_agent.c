@@ -1098,6 +1098,7 @@ static void coord_said(const char *line)
 		   !strcmp(line, "RESUME moved") || !strcmp(line, "EXIT")) {
 		char out[LINE_MAX_LEN];
 		int len = format_line(out, sizeof(out), "%s", line);
+		int took_part = A.phase != IDLE;   /* this agent had the CHECKPOINT */
 
 		/* before the lines: a rank that finds the checkpoint posted
 		 * only after reading its verdict does not park for it */
@@ -1115,6 +1116,10 @@ static void coord_said(const char *line)
 		A.phase = IDLE;
 		if (strcmp(line, "RESUME") && strcmp(line, "RESUME moved"))
 			node_level_abort();     /* a STREAM's checkpoint failed, or ends the job */
+		/* a move's cut (RESUME moved) is no checkpoint of the node's:
+		 * its ranks wrote none here */
+		if (took_part && (!strcmp(line, "RESUME") || !strcmp(line, "RESUME failed")))
+			node_level_verdict(A.ckpt, !strcmp(line, "RESUME"));
 		if (!copies_verdict(line) && (!strcmp(line, "RESUME") ||
 					      !strcmp(line, "RESUME moved")) && A.stage_dir && A.global)
 			copy_written();

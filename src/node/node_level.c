@@ -20,9 +20,7 @@
 #include "redundancy/redundancy.h"
 #include "store/store.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <pthread.h>
@@ -1068,46 +1066,21 @@ static int seal_local(const char *ckpt, unsigned n)
 	return ret;
 }
 
-/* The node's older checkpoints whose own images are gone (each rank keeps
- * its last cache_keep, lh_stage.c; the ranks of every node drop the same
- * ones) lose the partner copies and parity kept beside them too: into
- * spares, which the next copies are written over (docs/levels.md, "Spare
- * files") */
-static void drop_stale(const char *current)
+void node_level_verdict(const char *ckpt, int established)
 {
-	char dir[PATH_MAX];
+	const char *env = getenv("STASIS_CACHE_KEEP");     /* coord/jobenv.h */
+	unsigned keep = env && atoi(env) > 0 ? (unsigned)atoi(env) : 2;
 	struct store *local = NULL;
-	struct dirent *e;
-	DIR *d;
+	int ret;
 
-	snprintf(dir, sizeof(dir), "%s/%s", E.stage_dir, E.local_job);
-	d = open_local(&local) == 0 ? opendir(dir) : NULL;
-	while (d && (e = readdir(d))) {
-		int fd, own = 0;
-		struct dirent *f;
-		DIR *cd;
-
-		if (strncmp(e->d_name, "ckpt-", 5) || store_ckpt_name_cmp(e->d_name, current) >= 0)
-			continue;
-		fd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		cd = fd >= 0 ? fdopendir(fd) : NULL;
-		while (cd && (f = readdir(cd)))
-			own |= !strncmp(f->d_name, "rank-", 5);
-		if (cd && !own) {
-			rewinddir(cd);
-			while ((f = readdir(cd)))
-				if ((!strncmp(f->d_name, "partner-", 8) || !strncmp(f->d_name, "rs-", 3)) &&
-				    store_file_retire(local, e->d_name, f->d_name))
-					log_warn("node agent on %s: %s", E.host, err_msg());
-			unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);   /* once empty */
-		}
-		if (cd)
-			closedir(cd);
-		else if (fd >= 0)
-			close(fd);
-	}
-	if (d)
-		closedir(d);
+	/* a job's directory removed before (a move's source) stays removed */
+	if (!E.stage_dir || !job_dir_exists() || open_local(&local) != 0)
+		return;
+	/* only once the new checkpoint is established: should it fail, the
+	 * node still has the images of the one before it */
+	ret = established ? store_cache_trim(local, ckpt, keep) : store_ckpt_retire(local, ckpt);
+	if (ret)
+		log_warn("node agent on %s: %s", E.host, err_msg());
 	store_close(&local);
 }
 
@@ -1133,7 +1106,6 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 	ret = seal_local(ckpt, n);
 	if (ret)
 		log_warn("node agent on %s: %s: %s", E.host, ckpt, err_msg());
-	drop_stale(ckpt);
 	node_level_fini();      /* the ranks run again: they read their images */
 	if (ss) {
 		/* the members of its STREAM go on, at the level asked now */

@@ -56,6 +56,13 @@ int node_level_upgrade(const char *args, const int *ranks, unsigned n, int size)
 int node_level_stream(const char *args, const int *ranks, unsigned n, int size);
 void node_level_abort(void);
 
+/* The verdict on checkpoint ckpt (RESUME or RESUME failed, before the
+ * agent's copies and UPGRADE): established, the node's older checkpoints
+ * beyond cache_keep go, their images, partner copies and parity retired
+ * into spares the next ones are written over (docs/levels.md, "Spare
+ * files"); failed, its own files go. Nothing without staging. */
+void node_level_verdict(const char *ckpt, int established);
+
 /* GATHERED <tag> <rank> <hex> from the coordinator (its arguments). */
 void node_level_gathered(const char *args);
 

@@ -833,6 +833,64 @@ int store_file_retire(struct store *s, const char *ckpt, const char *name)
 	return ret == -ENOENT ? 0 : ret ? report(ret, "%s: cannot remove", path) : 0;
 }
 
+int store_ckpt_retire(struct store *s, const char *ckpt)
+{
+	char dir[PATH_MAX], **names = NULL;
+	size_t count = 0;
+	int ret = store_ckpt_path(s, ckpt, NULL, dir, sizeof(dir));
+
+	ret = ret ? ret : s->ops->list(dir, &names, &count);
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return report(ret, "%s: cannot list", dir);
+	for (size_t i = 0; i < count; i++) {
+		int r = store_file_retire(s, ckpt, names[i]);
+
+		ret = ret ? ret : r;
+	}
+	store_names_free(names, count);
+	names = NULL;
+	count = 0;
+	/* once empty: a file made since (an older checkpoint's copy that runs
+	 * on) keeps it, and its writer finds it there */
+	if (!ret && s->ops->list(dir, &names, &count) == 0 && count == 0)
+		s->ops->remove_tree(dir);
+	store_names_free(names, count);
+	return ret;
+}
+
+static int newest_first(const void *a, const void *b)
+{
+	return store_ckpt_name_cmp(*(char *const *)b, *(char *const *)a);
+}
+
+int store_cache_trim(struct store *s, const char *newest, unsigned keep)
+{
+	char **names = NULL;
+	size_t count = 0, older = 0;
+	int ret = s->ops->list(s->dir, &names, &count);
+
+	if (ret == -ENOENT)
+		return 0;
+	if (ret)
+		return report(ret, "%s: cannot list", s->dir);
+	for (size_t i = 0; i < count; i++)
+		if (index_ckpt_number(names[i]) && store_ckpt_name_cmp(names[i], newest) < 0)
+			names[older++] = names[i];
+		else
+			free(names[i]);
+	qsort(names, older, sizeof(*names), newest_first);
+	/* newest is one of the keep */
+	for (size_t i = keep ? keep - 1 : 0; i < older; i++) {
+		int r = store_ckpt_retire(s, names[i]);
+
+		ret = ret ? ret : r;
+	}
+	store_names_free(names, older);
+	return ret;
+}
+
 int store_spare_reserve(struct store *s, const char *name, uint64_t size)
 {
 	char dir[PATH_MAX], spare[NAME_LEN + 1], path[PATH_MAX];

@@ -226,6 +226,16 @@ int store_spare_reserve(struct store *s, const char *name, uint64_t size);
  * still); otherwise, and without recycling, it is removed. A missing file
  * is fine. */
 int store_file_retire(struct store *s, const char *ckpt, const char *name);
+/* Retire every file of checkpoint ckpt (store_file_retire) and remove its
+ * directory once empty: a checkpoint that failed, whose files are no
+ * one's. A missing checkpoint is fine. */
+int store_ckpt_retire(struct store *s, const char *ckpt);
+/* A node cache keeps the files of its newest `keep` checkpoints
+ * (cache_keep), `newest` one of them: once `newest` is established, the
+ * checkpoints older than it beyond the keep - 1 newest of them are retired
+ * (store_ckpt_retire), by number (store_ckpt_name_cmp). Newer ones (being
+ * written) and entries that are no checkpoint's are left alone. */
+int store_cache_trim(struct store *s, const char *newest, unsigned keep);
 /* Remove every spare file (the job is done with this cache). */
 int store_spares_drop(struct store *s);
 

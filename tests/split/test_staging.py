@@ -8,7 +8,9 @@ node.copy.commit) leaves the checkpoint at level local and no global copy
 selected, and the job restarts from the local copies; killed at its first
 piece, which it copies while the ranks write, the checkpoint fails and the
 previous one stays; a chunk damaged on its way (node.copy.corrupt:fail) is
-caught by the CRC check and never committed.
+caught by the CRC check and never committed; with cache_keep 1, a
+checkpoint that fails after its images were written leaves the previous
+one's images on the node, which the restart reads.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
 import json
@@ -172,6 +174,34 @@ def test_each_node_keeps_the_last_cache_keep_images_of_every_rank(hello, tmp_pat
     kept = sorted(str(p.relative_to(job.local)).split("/", 1)[1]
                   for p in job.local.glob("*/ckpt-*/rank-*.img"))
     assert kept == ["ckpt-000002/rank-00000.img", "ckpt-000002/rank-00001.img"], kept
+
+
+def test_cache_keep_1_keeps_the_images_until_the_next_checkpoint_stands(hello, tmp_path):
+    """cache_keep = 1 and ckpt-000002 fails after every rank wrote its
+    image (store.ckpt.commit:2:fail: the coordinator's seal): the nodes
+    still hold ckpt-000001's images (a rank dropped its older image once
+    its new one was written, before the checkpoint stood), the failed
+    checkpoint's files go, and the restart reads every rank's node-local
+    copy of ckpt-000001."""
+    job = staged_job(tmp_path, STASIS_CACHE_KEEP="1", STASIS_FAULT="store.ckpt.commit:2:fail")
+    try:
+        job.start(*launcher("openmpi", 2), hello["openmpi"], ITERS, SLEEP_MS, "-", job.no_sleep)
+        job.lines_until(r"rank 0 iteration 2")
+        assert job.stasis("checkpoint", "--dir", job.ck, "--wait", "global").stdout.strip() == \
+            "ckpt-000001"
+        r = job.stasis("checkpoint", "--dir", job.ck, check=False)
+        assert r.returncode == 1 and "store.ckpt.commit" in r.stderr, r.stdout + r.stderr
+        assert images(job.local, "ckpt-000001") == ["rank-00000.img", "rank-00001.img"]
+        end = time.time() + 60   # the node agent's verdict follows the client's answer
+        while time.time() < end and list(job.local.glob("*/ckpt-000002")):
+            time.sleep(0.1)
+        assert not list(job.local.glob("*/ckpt-000002"))
+    finally:
+        job.kill()
+    job.env.pop("STASIS_FAULT")
+    err = restart_to_the_end(job)
+    assert len(re.findall(r"rank \d reads its node-local copy \S+/ckpt-000001/rank-0000\d\.img",
+                          err)) == 2, err
 
 
 @pytest.mark.parametrize("compress", ["off", "zstd"])

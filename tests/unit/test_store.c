@@ -2038,6 +2038,56 @@ static void test_retire_writing(void)
 	store_close(&s);
 }
 
+/* A node cache once a checkpoint is established (node_level_verdict): the
+ * older checkpoints beyond cache_keep lose every file (into spares) and
+ * their directories, ordered by number across the six digits of the
+ * padding (ckpt-999999 is older than ckpt-1000000, which strcmp puts
+ * first); a newer one (being written) and what is no checkpoint stay; a
+ * failed one loses its own. */
+static void test_cache_trim(void)
+{
+	static const char *const names[] = { "ckpt-999998", "ckpt-999999", "ckpt-1000000",
+					     "ckpt-1000001", "ckpt-1000002" };
+	const unsigned n = sizeof(names) / sizeof(names[0]);
+	struct store *s = open_job("cache-trim");
+	struct store_ckpt *c = NULL;
+	char path[PATH_MAX];
+	int gone[5];
+
+	store_set_recycle(s, 64);
+	for (unsigned i = 0; i < n; i++) {
+		CHECK_EQ(store_ckpt_begin_named(s, names[i], &c), 0);
+		CHECK(c && put_file(c, "rank-00000.img", 3000, i) == 0);
+		CHECK(c && put_file(c, "partner-00001.img", 2000, i) == 0);
+		store_ckpt_free(&c);
+	}
+	/* cache_keep 2, ckpt-1000001 established: 1000000 and it stay */
+	CHECK_EQ(store_cache_trim(s, "ckpt-1000001", 2), 0);
+	for (unsigned i = 0; i < n; i++) {
+		path_of(s, names[i], NULL, path);
+		gone[i] = !exists(path);
+	}
+	CHECK(gone[0] && gone[1] && !gone[2] && !gone[3] && !gone[4]);
+	snprintf(path, sizeof(path), "%s/.spare/ckpt-999999-partner-00001.img", store_job_dir(s));
+	CHECK(exists(path));
+	snprintf(path, sizeof(path), "%s/index", store_job_dir(s));
+	CHECK(exists(path));
+	/* cache_keep 1 */
+	CHECK_EQ(store_cache_trim(s, "ckpt-1000001", 1), 0);
+	path_of(s, "ckpt-1000000", NULL, path);
+	CHECK(!exists(path));
+	path_of(s, "ckpt-1000001", "rank-00000.img", path);
+	CHECK(exists(path));
+	/* ckpt-1000002 failed: its files go, ckpt-1000001 stays */
+	CHECK_EQ(store_ckpt_retire(s, "ckpt-1000002"), 0);
+	CHECK_EQ(store_ckpt_retire(s, "ckpt-1000003"), 0);      /* missing: fine */
+	path_of(s, "ckpt-1000002", NULL, path);
+	CHECK(!exists(path));
+	path_of(s, "ckpt-1000001", "partner-00001.img", path);
+	CHECK(exists(path));
+	store_close(&s);
+}
+
 int main(void)
 {
 	log_set_level(LOG_ERROR);
@@ -2055,6 +2105,7 @@ int main(void)
 	test_recycle();
 	test_retire();
 	test_retire_writing();
+	test_cache_trim();
 	test_commit_order();
 	test_large_files();
 	test_stage_write_fails();

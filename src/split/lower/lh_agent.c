@@ -467,8 +467,6 @@ meta:
 	}
 	store_file_free(&f);
 	store_ckpt_free(&ck);
-	if (!ret && to)
-		lh_stage_written(name, lh_info->world_rank);
 	return ret;
 }
 

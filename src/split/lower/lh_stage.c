@@ -7,14 +7,14 @@
  * like any store file: fsync, rename, FILE record in the node's index),
  * and the program resumes once every rank's is durable: the checkpoint is
  * established at level local. Then the node's agent (src/node) copies
- * it into the checkpoint in the global tier. The node keeps the last
- * cache_keep images of the rank. A restart reads the node-local copy when
+ * it into the checkpoint in the global tier. The node keeps its last
+ * cache_keep established checkpoints (the agent retires older ones at each
+ * verdict, node_level_verdict). A restart reads the node-local copy when
  * the node still has it, the global one otherwise.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <dirent.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -71,9 +71,10 @@ int lh_stage_on(void)
 	return stage_dir() != NULL;
 }
 
-/* Spare files a node's cache keeps at most (store_file_retire): the
- * files of about one checkpoint of the node's ranks in practice, since
- * each checkpoint takes as many as it retires */
+/* Spare files a node's cache keeps at most (store_file_retire, by the
+ * node agent: node_level_verdict): the files of about one checkpoint of
+ * the node's ranks in practice, since each checkpoint takes as many as it
+ * retires. The rank's image is written over one. */
 #define STAGE_SPARES_MAX 4096
 
 struct store *lh_stage_store(void)
@@ -105,63 +106,6 @@ int lh_stage_path(const char *name, int rank, char *out, size_t len)
 		return err_set(-EINVAL, "rank %d: no node-local directory (staging is off)", rank);
 	return local_path(name, rank, out, len) ? err_set(-ENAMETOOLONG, "rank %d: the path of its "
 							  "node-local image is too long", rank) : 0;
-}
-
-/* Only the node's last cache_keep images of this rank stay (the newest:
- * store_ckpt_name_cmp, as ckpt-1000000 follows ckpt-999999) */
-static void keep_last(int rank, unsigned keep)
-{
-	char dir[PATH_MAX], path[PATH_MAX + 512], file[64];
-	char (*names)[64] = NULL;
-	unsigned n = 0, cap = 0;
-	struct dirent *e;
-	DIR *d;
-
-	snprintf(dir, sizeof(dir), "%s/%s", stage_dir(), local_job());
-	snprintf(file, sizeof(file), SPLIT_IMAGE_FMT, rank);
-	d = opendir(dir);
-	if (!d)
-		return;
-	while ((e = readdir(d))) {
-		if (strncmp(e->d_name, "ckpt-", 5) != 0 || strlen(e->d_name) >= 64)
-			continue;
-		snprintf(path, sizeof(path), "%s/%s/%s", dir, e->d_name, file);
-		if (access(path, F_OK) != 0)
-			continue;
-		if (n == cap) {
-			void *v = realloc(names, (cap ? cap * 2 : 16) * 64);
-
-			if (!v)
-				break;
-			names = v;
-			cap = cap ? cap * 2 : 16;
-		}
-		memcpy(names[n++], e->d_name, strlen(e->d_name) + 1);   /* < 64: checked above */
-	}
-	closedir(d);
-	for (unsigned i = 0; i < n; i++) {
-		unsigned newer = 0;
-
-		for (unsigned j = 0; j < n; j++)
-			newer += store_ckpt_name_cmp(names[j], names[i]) > 0;
-		if (newer < keep)
-			continue;
-		/* into a spare the next image is written over (docs/levels.md,
-		 * "Spare files"): a rename, cheaper than freeing its pages */
-		if (store_file_retire(st.local, names[i], file))
-			lh_log(LOG_WARN, "rank %d: %s", rank, err_msg());
-		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
-		rmdir(path);   /* once the node's last rank took its image out */
-	}
-	free(names);
-}
-
-void lh_stage_written(const char *name, int rank)
-{
-	(void)name;
-	if (!lh_stage_store())
-		return;
-	keep_last(rank, getenv("STASIS_CACHE_KEEP") ? (unsigned)atoi(getenv("STASIS_CACHE_KEEP")) : 2);
 }
 
 /* Tell `stasis restart` that this rank has no copy of checkpoint name

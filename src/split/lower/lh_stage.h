@@ -13,9 +13,6 @@ int lh_stage_on(void);
 /* The node-local store the rank writes its image into (NULL: staging off,
  * or the local directory cannot be opened: the global tier then) */
 struct store *lh_stage_store(void);
-/* The image of checkpoint name is durable in the node-local store: older
- * ones of this rank beyond cache_keep go */
-void lh_stage_written(const char *name, int rank);
 /* Where the rank's image of checkpoint name is in a node's local
  * directory, the same path on every node */
 int lh_stage_path(const char *name, int rank, char *out, size_t len);
