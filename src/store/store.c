@@ -2289,6 +2289,7 @@ int store_prune(struct store *s, unsigned keep, unsigned *removed)
 struct store_io {
 	const struct store_tier_ops *ops;
 	int fd;
+	int hold;                       /* read locked: its store recycles */
 	char path[PATH_MAX];
 	char tmp[PATH_MAX + 8];         /* store_io_open_writing: its *.tmp */
 };
@@ -2313,6 +2314,9 @@ static int io_new(struct store *s, const char *ckpt, const char *name, struct st
 		return err_set(-ENOMEM, "out of memory");
 	io->ops = s->ops;
 	io->fd = -1;
+	/* only a file that can be written over needs holding: a lock round
+	 * trip an open on a network file system otherwise */
+	io->hold = s->recycle != 0;
 	ret = io_path(s, ckpt, name, io->path, sizeof(io->path));
 	if (ret) {
 		free(io);
@@ -2330,7 +2334,8 @@ static int io_hold(struct store_io *io)
 {
 	struct store_stat held, st;
 
-	if (!io->ops->trylock || io->ops->lock(io->fd, 0) || io->ops->fstat(io->fd, &held))
+	if (!io->hold || !io->ops->trylock || io->ops->lock(io->fd, 0) ||
+	    io->ops->fstat(io->fd, &held))
 		return 0;       /* no recycling there: nothing writes over it */
 	if (io->ops->stat(io->path, &st) == 0 && st.id == held.id)
 		return 0;

@@ -248,6 +248,10 @@ int store_spares_drop(struct store *s);
  * store_io_open: an existing file, read only (-ENOENT with a message if it
  * is missing). store_scratch_create: a new scratch file, replacing one of
  * that name, write only (reopen it with store_io_open to read it).
+ * On a store that recycles (store_set_recycle), a reader holds a shared
+ * lock on its file until it closes it, which a retirement respects; other
+ * stores (the global tier) take no lock. Every process of a job sets the
+ * same recycling on its node cache (the key `recycle`).
  * out: *out, freed with store_io_close. */
 struct store_io;
 int store_io_open(struct store *s, const char *ckpt, const char *name, struct store_io **out);

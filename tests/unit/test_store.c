@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -2038,6 +2039,33 @@ static void test_retire_writing(void)
 	store_close(&s);
 }
 
+/* A reader holds a shared lock on what it reads only where the file can
+ * be written over (a store that recycles): on the global tier an open
+ * takes no lock, a round trip each on NFS. */
+static void test_io_lock(void)
+{
+	struct store *s = open_job("io-lock");
+	size_t sizes[] = { 5000 };
+	char a[64], path[PATH_MAX];
+	struct store_io *io = NULL;
+	int fd;
+
+	CHECK_EQ(make_images(s, sizes, 1, a), 0);
+	path_of(s, a, "rank-0.img", path);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0);
+	for (int recycle = 0; recycle < 2; recycle++) {
+		store_set_recycle(s, recycle ? 8 : 0);
+		CHECK_EQ(store_io_open(s, a, "rank-0.img", &io), 0);
+		CHECK_EQ(flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : -errno,
+			 recycle ? -EWOULDBLOCK : 0);
+		flock(fd, LOCK_UN);
+		store_io_close(&io);
+	}
+	close(fd);
+	store_close(&s);
+}
+
 /* A node cache once a checkpoint is established (node_level_verdict): the
  * older checkpoints beyond cache_keep lose every file (into spares) and
  * their directories, ordered by number across the six digits of the
@@ -2105,6 +2133,7 @@ int main(void)
 	test_recycle();
 	test_retire();
 	test_retire_writing();
+	test_io_lock();
 	test_cache_trim();
 	test_commit_order();
 	test_large_files();
