@@ -153,17 +153,23 @@ def test_a_receiver_serves_its_sources_at_once(tmp_path):
         p.wait()
 
 
-def test_a_receiver_refused_unnamed_files_writes_a_named_one(tmp_path):
+@pytest.fixture(scope="module")
+def saved_image(tmp_path_factory):
+    """the bytes of an image (`stasis save` of a small file), for the
+    receivers to be sent"""
+    saved = tmp_path_factory.mktemp("saved")
+    (saved / "f.txt").write_text("the bytes of an image\n")
+    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
+                   check=True, capture_output=True)
+    return next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+
+
+def test_a_receiver_refused_unnamed_files_writes_a_named_one(tmp_path, saved_image):
     """the local directory's file system refuses O_TMPFILE (NFS, overlayfs
     before 6.6; here the fault node.tmpfile): the receiver writes
     <image>.tmp, checks it and renames it into place (it refused every
     image); a stream that is no image leaves no file"""
-    saved = tmp_path / "saved"
-    saved.mkdir()
-    (saved / "f.txt").write_text("the bytes of an image\n")
-    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
-                   check=True, capture_output=True)
-    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+    data = saved_image
     ckpt = tmp_path / "local" / "ckpt-000001"
     for name, sent, said, rc in (("rank-00000.img", b"x" * 4096, "ERR ", 1),
                                  ("rank-00001.img", data, "OK\n", 0)):
@@ -180,17 +186,12 @@ def test_a_receiver_refused_unnamed_files_writes_a_named_one(tmp_path):
     assert (ckpt / "rank-00001.img").read_bytes() == data
 
 
-def test_a_receiver_refuses_an_image_with_a_bad_chunk(tmp_path):
+def test_a_receiver_refuses_an_image_with_a_bad_chunk(tmp_path, saved_image):
     """a byte of a chunk's payload changed on its way: the receiver, which
     checks each chunk's CRC as the bytes arrive (no second pass over the
     image), reads the stream to its end, names the chunk in its answer
     and leaves no file; the same image unchanged is put in place whole"""
-    saved = tmp_path / "saved"
-    saved.mkdir()
-    (saved / "f.txt").write_text("the bytes of an image\n")
-    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
-                   check=True, capture_output=True)
-    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+    data = saved_image
     at = data.find(b"the bytes of an image")
     bad = data[:at] + b"T" + data[at + 1:]
     image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"

@@ -42,20 +42,22 @@ def onetls(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
-def test_one_thread_pointer_keeps_the_programs_keys_and_tls(onetls, lower, tmp_path):
-    r = run_on(onetls[(lower, 1)], lower, 2, [str(ITERS)], tmp_path,
-               env={"STASIS_SPLIT_ONETLS": "on"})
+def passed(exe, lower, tmp_path):
+    """exe on 2 ranks with split_onetls on, run to its PASS: its result"""
+    r = run_on(exe, lower, 2, [str(ITERS)], tmp_path, env={"STASIS_SPLIT_ONETLS": "on"})
     assert r.returncode == 0 and f"PASS ranks=2 iterations={ITERS}\n" in r.stdout, \
         r.stdout + r.stderr
+    return r
+
+
+@pytest.mark.parametrize("lower", ["openmpi", "mpich"])
+def test_one_thread_pointer_keeps_the_programs_keys_and_tls(onetls, lower, tmp_path):
+    r = passed(onetls[(lower, 1)], lower, tmp_path)
     assert "FAIL" not in r.stdout and "split_onetls" not in r.stderr, r.stdout + r.stderr
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
 def test_a_larger_static_tls_keeps_two_thread_pointers(onetls, lower, tmp_path):
-    r = run_on(onetls[(lower, 96)], lower, 2, [str(ITERS)], tmp_path,
-               env={"STASIS_SPLIT_ONETLS": "on"})
-    assert r.returncode == 0 and f"PASS ranks=2 iterations={ITERS}\n" in r.stdout, \
-        r.stdout + r.stderr
+    r = passed(onetls[(lower, 96)], lower, tmp_path)
     lines = [ln for ln in r.stderr.splitlines() if "split_onetls" in ln]
     assert sorted(lines) == [LINE.format(0), LINE.format(1)], r.stderr

@@ -65,6 +65,13 @@ static void fill(char *buf, size_t len, unsigned seed)
 		buf[i] = (char)(seed * 31 + i * 7 + (i >> 8));
 }
 
+/* Bytes with no runs for a large file (shift: a different pattern) */
+static void fill_hashed(unsigned char *data, size_t size, unsigned shift)
+{
+	for (size_t i = 0; i < size; i++)
+		data[i] = (unsigned char)(i * 2654435761u >> shift);
+}
+
 /* Write one file of `size` bytes in pieces, and commit it. */
 static int put_file(struct store_ckpt *c, const char *name, size_t size, unsigned seed)
 {
@@ -470,8 +477,7 @@ static void check_large_file(const char *direct_io)
 	FILE *in;
 
 	CHECK_EQ(cfg_set("direct_io", direct_io), 0);
-	for (size_t i = 0; i < size; i++)
-		data[i] = (unsigned char)(i * 2654435761u >> 13);
+	fill_hashed(data, size, 13);
 	CHECK_EQ(store_open("global", root, direct_io[1] == 'n' ? "large-direct" : "large-buffered", &s), 0);
 	CHECK_EQ(store_ckpt_begin(s, &c), 0);
 	CHECK_EQ(store_file_create(c, "big.dat", &f), 0);
@@ -631,6 +637,45 @@ static ssize_t count_pwrite(int fd, const void *buf, size_t len, uint64_t offset
 	return n;
 }
 
+/* Job `job` on a tier `name` that counts what goes through the direct
+ * descriptor and what through the page cache (tc: the tier's table,
+ * which the store keeps using), and data[size] filled (fill_hashed with
+ * shift); NULL if either failed */
+static struct store *open_counting(struct store_tier_ops *tc, const char *name, const char *job,
+				   unsigned char *data, size_t size, unsigned shift)
+{
+	struct store *s = NULL;
+
+	*tc = *posix;
+	tc->name = name;
+	tc->open_direct = count_open_direct;
+	tc->pwrite = count_pwrite;
+	CHECK(data != NULL);
+	CHECK_EQ(store_tier_register(tc), 0);
+	CHECK_EQ(store_open(name, root, job, &s), 0);
+	if (!data)
+		store_close(&s);
+	else
+		fill_hashed(data, size, shift);
+	return s;
+}
+
+/* Checkpoint name of s holds n files, each a copy of data[size] in its
+ * record, and verifies */
+static void check_copies(struct store *s, const char *name, size_t n, const unsigned char *data,
+			 size_t size)
+{
+	struct store_file_info *files = NULL;
+	size_t nfiles = 0;
+
+	CHECK_EQ(store_ckpt_files(s, name, &files, &nfiles), 0);
+	CHECK_EQ(nfiles, n);
+	for (size_t i = 0; i < nfiles; i++)
+		CHECK(files[i].size == size && files[i].crc == crc32c(0, data, size));
+	CHECK_EQ(store_verify(s, name), 0);
+	free(files);
+}
+
 /* The last, partial stage of a large file goes out with direct I/O too,
  * all but its last partial block: only that block passes through the page
  * cache (before, the whole partial stage did, up to 8 MiB a file, which
@@ -643,20 +688,10 @@ static void test_stage_tail_direct(void)
 	struct store *s = NULL;
 	struct store_ckpt *c = NULL;
 	struct store_file *f = NULL;
-	struct store_file_info *files = NULL;
-	size_t nfiles = 0;
 
-	tc = *posix;
-	tc.name = "counting";
-	tc.open_direct = count_open_direct;
-	tc.pwrite = count_pwrite;
-	CHECK(data != NULL);
-	CHECK_EQ(store_tier_register(&tc), 0);
-	CHECK_EQ(store_open("counting", root, "stage-tail", &s), 0);
-	if (!s || !data)
+	s = open_counting(&tc, "counting", "stage-tail", data, size, 11);
+	if (!s)
 		goto out;
-	for (size_t i = 0; i < size; i++)
-		data[i] = (unsigned char)(i * 2654435761u >> 11);
 	CHECK_EQ(store_ckpt_begin(s, &c), 0);
 	CHECK_EQ(store_file_create(c, "t.img", &f), 0);
 	CHECK_EQ(store_file_write(f, data, size), 0);
@@ -668,11 +703,8 @@ static void test_stage_tail_direct(void)
 	CHECK_EQ(direct_bytes, size - 100);
 	CHECK_EQ(cached_bytes, 100);
 	CHECK_EQ(store_ckpt_commit(c, 1), 0);
-	CHECK_EQ(store_ckpt_files(s, store_ckpt_name(c), &files, &nfiles), 0);
-	CHECK(nfiles == 1 && files[0].size == size && files[0].crc == crc32c(0, data, size));
-	CHECK_EQ(store_verify(s, store_ckpt_name(c)), 0);
+	check_copies(s, store_ckpt_name(c), 1, data, size);
 out:
-	free(files);
 	store_file_free(&f);
 	store_ckpt_free(&c);
 	store_close(&s);
@@ -692,21 +724,11 @@ static void test_write_direct(void)
 	struct store *s = NULL;
 	struct store_ckpt *c = NULL;
 	struct store_file *f = NULL;
-	struct store_file_info *files = NULL;
-	size_t nfiles = 0;
 	char path[PATH_MAX], name[64];
 
-	tc = *posix;
-	tc.name = "counting-direct";
-	tc.open_direct = count_open_direct;
-	tc.pwrite = count_pwrite;
-	CHECK(data != NULL);
-	CHECK_EQ(store_tier_register(&tc), 0);
-	CHECK_EQ(store_open("counting-direct", root, "write-direct", &s), 0);
-	if (!s || !data)
+	s = open_counting(&tc, "counting-direct", "write-direct", data, size, 13);
+	if (!s)
 		goto out;
-	for (size_t i = 0; i < size; i++)
-		data[i] = (unsigned char)(i * 2654435761u >> 13);
 	CHECK_EQ(store_ckpt_begin(s, &c), 0);
 	snprintf(name, sizeof(name), "%s", store_ckpt_name(c));
 	for (int vouch = 0; vouch < 2; vouch++) {
@@ -732,11 +754,7 @@ static void test_write_direct(void)
 		CHECK_EQ(cached_bytes, 904);
 	}
 	CHECK_EQ(store_ckpt_commit(c, 2), 0);
-	CHECK_EQ(store_ckpt_files(s, name, &files, &nfiles), 0);
-	CHECK_EQ(nfiles, 2);
-	for (size_t i = 0; i < nfiles; i++)
-		CHECK(files[i].size == size && files[i].crc == crc32c(0, data, size));
-	CHECK_EQ(store_verify(s, name), 0);
+	check_copies(s, name, 2, data, size);
 	path_of(s, name, "vouched.img", path);
 	{
 		int fd = open(path, O_RDONLY);
@@ -749,7 +767,6 @@ static void test_write_direct(void)
 			close(fd);
 	}
 out:
-	free(files);
 	store_file_free(&f);
 	store_ckpt_free(&c);
 	store_close(&s);
