@@ -779,6 +779,28 @@ out:
 	return taken;
 }
 
+/* A spare says it holds nothing written (the mark 0) before it is one: a
+ * reader following the file written over it opens it as soon as it is
+ * renamed into place, before its writer marks it, and would otherwise take
+ * the old bytes up to its length for the new file's. The mark is set on
+ * the file at from (open as fd, or opened here at fd < 0), then it is
+ * renamed to to; a file that could not be renamed loses the mark again. */
+static int spare_make(struct store *s, int fd, const char *from, const char *to)
+{
+	int own = -1, ret = s->ops->mark ? 0 : -EOPNOTSUPP;
+
+	if (ret == 0 && fd < 0) {
+		ret = s->ops->open_read(from, &own);
+		fd = own;
+	}
+	ret = ret ? ret : s->ops->mark(fd, 0);
+	if (ret == 0 && (ret = s->ops->rename(from, to)) != 0)
+		s->ops->mark(fd, -1);   /* it stays what it was */
+	if (own >= 0)
+		s->ops->close(own);
+	return ret;
+}
+
 /* Prune: keep the files of a checkpoint being removed as spares. */
 static void keep_spares(struct store *s, const char *ckdir, const char *ckpt)
 {
@@ -795,7 +817,7 @@ static void keep_spares(struct store *s, const char *ckdir, const char *ckpt)
 		    join_path(from, sizeof(from), ckdir, names[i], NULL) ||
 		    join_path(to, sizeof(to), dir, spare, NULL))
 			continue;
-		if (s->ops->rename(from, to) == 0)
+		if (spare_make(s, -1, from, to) == 0)
 			spares++;
 	}
 out:
@@ -822,7 +844,7 @@ int store_file_retire(struct store *s, const char *ckpt, const char *name)
 	    join_path(to, sizeof(to), dir, spare, NULL) == 0 && s->ops->mkdir_p(dir) == 0 &&
 	    s->ops->list(dir, &have, &nhave) == 0 && nhave < s->recycle &&
 	    s->ops->open_read(path, &fd) == 0 && s->ops->trylock(fd) == 0 &&
-	    s->ops->rename(path, to) == 0)
+	    spare_make(s, fd, path, to) == 0)
 		ret = 1;
 	if (fd >= 0)
 		s->ops->close(fd);
@@ -2419,10 +2441,16 @@ static uint64_t written(const struct store_tier_ops *ops, int fd)
 {
 	struct store_stat st;
 	uint64_t mark;
+	int marked;
 
+	/* the mark before the length: a commit cuts the file, then removes
+	 * the mark, and a length taken before the cut with the mark looked
+	 * for after its removal would be the spare's. A mark is at most what
+	 * is written; a length read after its removal is the cut one. */
+	marked = ops->marked && ops->marked(fd, &mark) == 0;
 	if (ops->fstat(fd, &st) != 0)
 		return 0;
-	return ops->marked && ops->marked(fd, &mark) == 0 && mark < st.size ? mark : st.size;
+	return marked && mark < st.size ? mark : st.size;
 }
 
 uint64_t store_io_size(const struct store_io *io)
