@@ -749,6 +749,8 @@ static int take_spare(struct store *s, struct store_file *f)
 			size_t nl = strlen(names[pick]), fl = strlen(f->name);
 			int ret;
 
+			if (names[pick][0] == '.')
+				continue;       /* a reservation being made */
 			if (pass == 0 && !(nl > fl && strcmp(names[pick] + nl - fl, f->name) == 0))
 				continue;
 			if (pass == 1 && (!dash || !strstr(names[pick], kind)))
@@ -913,27 +915,50 @@ int store_cache_trim(struct store *s, const char *newest, unsigned keep)
 	return ret;
 }
 
+/* The reservation at path claimed (an existing one: it grows) or made
+ * under the name made, which no writer takes (take_spare skips names
+ * starting with '.'), and opened as *fd */
+static int reserve_open(struct store *s, const char *path, const char *made, int *fd)
+{
+	int ret = s->ops->rename(path, made);
+
+	if (ret == -ENOENT) {
+		ret = s->ops->create(made, fd);
+		if (ret != -EEXIST)
+			return ret;
+	} else if (ret && ret != -EEXIST) {
+		return ret;
+	}
+	return s->ops->open_write(made, fd);   /* claimed, or left by a crash */
+}
+
 int store_spare_reserve(struct store *s, const char *name, uint64_t size)
 {
-	char dir[PATH_MAX], spare[NAME_LEN + 1], path[PATH_MAX];
+	char dir[PATH_MAX], spare[NAME_LEN + 2], path[PATH_MAX], made[PATH_MAX];
 	int fd = -1, ret;
 
-	if (!s->recycle || !s->ops->allocate)
+	if (!s->recycle || !s->ops->allocate || !s->ops->mark)
 		return 0;
 	ret = check_file_name(name);
 	ret = ret ? ret : spare_dir(s, dir, sizeof(dir));
 	ret = ret ? ret : s->ops->mkdir_p(dir);
-	if (ret == 0 && snprintf(spare, sizeof(spare), "reserve-%s", name) >= (int)sizeof(spare))
+	if (ret == 0 && snprintf(spare, sizeof(spare), ".reserve-%s", name) > NAME_LEN)
 		ret = err_set(-ENAMETOOLONG, "reserve-%s: name too long", name);
-	ret = ret ? ret : join_path(path, sizeof(path), dir, spare, NULL);
-	if (ret == 0) {
-		ret = s->ops->create(path, &fd);
-		if (ret == -EEXIST)
-			ret = s->ops->open_write(path, &fd);
-	}
+	ret = ret ? ret : join_path(path, sizeof(path), dir, spare + 1, NULL);
+	ret = ret ? ret : join_path(made, sizeof(made), dir, spare, NULL);
+	if (ret)
+		return ret;
+	/* its storage is allocated out of the writers' sight: a file written
+	 * over it meanwhile would get the reservation's length back after
+	 * its commit cut it to its own */
+	ret = reserve_open(s, path, made, &fd);
 	ret = ret ? ret : s->ops->allocate(fd, size);
+	ret = ret ? ret : s->ops->mark(fd, 0);
+	ret = ret ? ret : s->ops->rename(made, path);
 	if (fd >= 0)
 		s->ops->close(fd);
+	if (ret)
+		s->ops->unlink(made);
 	return ret ? report(ret, "%s: cannot reserve %" PRIu64 " bytes", path, size) : 0;
 }
 
