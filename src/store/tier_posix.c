@@ -375,6 +375,8 @@ static int posix_stat_at(int dirfd, const char *name, struct store_stat *out)
 
 static int posix_rename(const char *from, const char *to)
 {
+	int ret;
+
 	if (renameat2(AT_FDCWD, from, AT_FDCWD, to, RENAME_NOREPLACE) == 0)
 		return 0;
 	if (errno != EINVAL && errno != ENOSYS)
@@ -383,7 +385,14 @@ static int posix_rename(const char *from, const char *to)
 	 * link(2) also refuses an existing target, then drop the old name. */
 	if (link(from, to) < 0)
 		return -errno;
-	return neg_errno(unlink(from));
+	if (unlink(from) == 0)
+		return 0;
+	/* another process linked from too (two taking one spare, store.c):
+	 * the one whose unlink removed the name has the file; this one's
+	 * link goes, or both would write into it */
+	ret = -errno;
+	unlink(to);
+	return ret;
 }
 
 static int posix_unlink(const char *path)
