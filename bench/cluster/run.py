@@ -65,7 +65,10 @@ With --levels, a job at level partner, then one at rs (docs/levels.md):
                            with the copy or encode streaming beside it,
                            to compare with block_s; partner_after_seal_ms
                            and rs_after_seal_ms: the seal until the level,
-                           the slowest node agent's)
+                           the slowest node agent's; partner_member_ms
+                           and partner_member_cpu_ms, likewise for rs: the
+                           longest a member took, from its start on STREAM
+                           until the level, and the most CPU one used)
                            (timed from the client's start on head; the
                            simulated cluster's remote shell before it,
                            bash, nsenter, bash, is levels_client_start_s)
@@ -250,7 +253,8 @@ def levels(a, stasis, work, prog, env, hosts, fig):
     for key in ("partner_s", "rs_s", "tcp_copy_s", "restart_lost_s", "partner_established_s",
                 "rs_established_s", "partner_after_seal_ms", "rs_after_seal_ms",
                 "partner_steady_s", "rs_steady_s", "partner_steady_established_s",
-                "rs_steady_established_s", "levels_client_start_s"):
+                "rs_steady_established_s", "levels_client_start_s", "partner_member_ms",
+                "rs_member_ms", "partner_member_cpu_ms", "rs_member_cpu_ms"):
         fig[key] = []
     # room in the nodes' local directories: images, partner copies, floor
     parallel([(n, f"rm -rf {BASE}/local/ckptmem.*") for n in NODES])
@@ -304,6 +308,11 @@ def levels(a, stasis, work, prog, env, hosts, fig):
                 raise SystemExit(f"bench/cluster: {level}: {len(tails)} agents' level lines: "
                                  f"{logs[-2000:]}")
             fig[f"{level}_after_seal_ms"].append(max(int(x) for x in tails))
+            # the members' own CPU beside their wall time: computing or waiting
+            cpus = re.findall(rf"rank \d+: {name} at level {level} reached after (\d+) ms .*; CPU "
+                              r"(\d+) ms", logs)
+            fig[f"{level}_member_ms"].append(max(int(x[0]) for x in cpus))
+            fig[f"{level}_member_cpu_ms"].append(max(int(x[1]) for x in cpus))
             # steady: with cache_keep 1 the second checkpoint's end retires
             # the first's files into spares, and the third is written over
             # them (docs/levels.md, "Spare files"); the first is a job's

@@ -413,6 +413,16 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
+/* This thread's CPU time: a member's CPU beside its phases' wall times
+ * says whether it computed or waited for its peers */
+static uint64_t thread_cpu_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
 static void stream_put(struct stream *ss)
 {
 	if (ss && --ss->refs == 0)
@@ -557,6 +567,7 @@ static int upgrade_member(struct member *m)
 	uint8_t id[16] = { 0 }, (*ids)[16] = NULL;
 	int64_t bytes = 0;
 	uint64_t t0 = mono_ms(), t_link = t0, t_stream = t0, t_seal = t0, t_upgrade = t0;
+	uint64_t cpu0 = thread_cpu_ms(), cpu_stream = cpu0;
 	int ret, bad, quiet = 0;
 
 	/* the buffers of the exchanges first: a member that fails later still
@@ -591,6 +602,7 @@ static int upgrade_member(struct member *m)
 			log_warn("node agent on %s: rank %d: %s: the copies go after the write: %s",
 				 E.host, m->rank, m->ckpt, err_msg());
 		t_stream = mono_ms();
+		cpu_stream = thread_cpu_ms();
 		if (stream_verdict(m) < 0) {
 			quiet = 1;      /* not established: no level to say */
 			goto out;
@@ -639,11 +651,14 @@ static int upgrade_member(struct member *m)
 	 * one machine (docs/levels.md) */
 	log_info("node agent on %s: rank %d: %s at level %s %s after %llu ms (streamed while "
 		 "written: %llu ms, then %llu ms after the seal; at ms %llu: link %llu, streamed "
-		 "%llu, UPGRADE %llu, level %llu)", E.host, m->rank, m->ckpt,
-		 m->level, ret ? "failed" : "reached", (unsigned long long)(mono_ms() - t0),
-		 (unsigned long long)(t_stream - t0), (unsigned long long)(mono_ms() - t_seal),
-		 (unsigned long long)t0, (unsigned long long)t_link, (unsigned long long)t_stream,
-		 (unsigned long long)t_upgrade, (unsigned long long)mono_ms());
+		 "%llu, UPGRADE %llu, level %llu; CPU %llu ms, %llu of them streaming)", E.host,
+		 m->rank, m->ckpt, m->level, ret ? "failed" : "reached",
+		 (unsigned long long)(mono_ms() - t0), (unsigned long long)(t_stream - t0),
+		 (unsigned long long)(mono_ms() - t_seal), (unsigned long long)t0,
+		 (unsigned long long)t_link, (unsigned long long)t_stream,
+		 (unsigned long long)t_upgrade, (unsigned long long)mono_ms(),
+		 (unsigned long long)(thread_cpu_ms() - cpu0),
+		 (unsigned long long)(cpu_stream - cpu0));
 out:
 	redun_stream_free(&stream);
 	if (m->rank == 0 && !quiet) {
