@@ -6,8 +6,10 @@ local directory (its tmpfs), the job goes on with the new placement and
 its output is an uninterrupted run's; after a relaunch nothing of the job
 stays on the source node; after a move into a spare, no file, and no
 process but the launcher's daemon under Open MPI (the rank's old process
-ended), and the rank's old process too under MPICH, holding nothing of
-the program's memory but its stack. A fault injected in the transfer (node.migrate) hands over
+ended), and under MPICH exactly the rank's old process, holding nothing
+of the program's memory but its stack (its UCX endpoint must answer the
+others' MPI_Finalize), and its parent hydra_pmi_proxy, both gone once the
+job ended by itself. A fault injected in the transfer (node.migrate) hands over
 to --recover auto, and without it (the source agent killed) the job goes
 on where it was; `stasis predict` with a bound no migration can meet
 checkpoints instead, and when the node then fails the job recovers from
@@ -88,6 +90,37 @@ def upper_maps(pid):
     return [ln for ln in lines if UPPER[0] <= int(ln.split("-")[0], 16) < UPPER[1]]
 
 
+def parent(pid):
+    """the parent's pid of process pid (field 4 of /proc/PID/stat)"""
+    stat = pathlib.Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2:].split()[1]
+
+
+def open_files(pid):
+    """the paths of the files process pid holds open (its descriptors that
+    are no pipe, socket or anonymous object)"""
+    fds = pathlib.Path(f"/proc/{pid}/fd")
+    links = [os.readlink(fd) for fd in fds.iterdir()]
+    return sorted(ln for ln in links if ln.startswith("/"))
+
+
+def agents_gone(cluster, node):
+    """Whether no node agent (stasis-node) runs on node, waited for: the
+    job's agent there ends once its ranks left"""
+    return gone(cluster, node, ["stasis-node"])
+
+
+def gone(cluster, node, patterns, wait=60):
+    """Whether no process matching one of patterns runs on node, waited for
+    at most wait s"""
+    end = time.time() + wait
+    while any(node_procs(cluster, node, p) for p in patterns):
+        if time.time() > end:
+            return False
+        time.sleep(0.5)
+    return True
+
+
 def local_files(cluster, node):
     """every path in the node's local directory (stage directories, node
     agents' sockets, locks and logs)"""
@@ -122,19 +155,27 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         assert re.fullmatch(rf"migration: ranks 1 from {source} to {spare}, \d+\.\d MiB node to "
                             rf"node in \d+\.\d\d s; from ckpt-\d+{'; into spares' if into else ''}\n",
                             r.stdout), r.stdout + r.stderr
-        # while the job runs: moved into a spare, the rank's old process
-        # waits idle on the source until the job's end, and so does the
-        # launcher's daemon; relaunched, nothing of the job is left there
+        # while the job runs: relaunched, nothing of the job is left on the
+        # source. Moved into a spare (MPICH over UCX), exactly two
+        # processes stay there until the job's end (docs/coordinator.md,
+        # "A moved rank's old process"): the rank's old process, whose UCX
+        # endpoint every other process's MPI_Finalize flushes, and its
+        # parent, Hydra's proxy, which mpiexec's last PMI barrier needs;
+        # the job's node agent ended
         daemon = "orted" if lower == "openmpi" else "hydra_pmi_proxy"
-        left = node_procs(cluster, source, job.dir.name), node_procs(cluster, source, daemon)
-        assert [ln.split()[0] for ln in left[0].splitlines()] == ([old.group(1)] if into else []) \
-            and bool(left[1]) == bool(into), left
+        stays = [old.group(1)] if into else []
+        left = (node_procs(cluster, source, job.dir.name), node_procs(cluster, source, daemon),
+                agents_gone(cluster, source))
+        assert [ln.split()[0] for ln in left[0].splitlines()] == stays and \
+            len(left[1].splitlines()) == len(stays) and left[2], left
         if into:
-            # MPICH's Hydra keeps the old process to the job's end
-            # (docs/coordinator.md): of the program's memory it holds
-            # nothing but its one thread's stack, and no file
+            assert parent(old.group(1)) == left[1].split()[0], left
+            # of the program's memory it holds nothing but its one thread's
+            # stack, and no file of the node's local directory is open in it
             kept = upper_maps(old.group(1))
             assert len(kept) <= 1 and not any(ln.split()[4] != "0" for ln in kept), kept
+            held = open_files(old.group(1))
+            assert not [f for f in held if f.startswith((f"{BASE}/local", f"{BASE}/nodes"))], held
         name = re.search(r"from (ckpt-\d+)", r.stdout).group(1)
         # the image came to the target's memory (its tmpfs), not through the
         # global tier (its node-local copy read, below); into a spare, a cut
@@ -150,6 +191,10 @@ def test_a_nodes_ranks_migrate_while_the_job_runs(cluster, progs, lower, hosts, 
         rc, out, err = job.finish(done=r"PASS .*" if lower == "mpich" else None)
         assert rc in ((0, None) if lower == "mpich" else (0,)), out + err
         uninterrupted(out, n)
+        if rc == 0:
+            # both ended with the job (one that hung in MPI_Finalize, UCX
+            # issue 8738, was killed: rc None)
+            assert gone(cluster, source, [job.dir.name, daemon]), source
         hosts_after = set(dict(re.findall(r"rank (\d+) of \d+ registered \(pid \d+ on (\S+)\)",
                                           err)).values())
         assert source not in hosts_after and spare in hosts_after, (hosts_after, err)
