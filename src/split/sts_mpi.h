@@ -248,6 +248,10 @@ struct sts_lh_info {
 	 * half's pthread keys emptied (a restarted image's hold the old lower
 	 * half's values) */
 	void (*tls_fresh)(void);
+	/* called inside, on an adopted thread that ends (an upper key's
+	 * destructor): what the lower half's libc would free at its own
+	 * threads' end, which never runs for the upper's */
+	void (*tls_drop)(void);
 	/* bytes below a thread pointer the lower half's static TLS reaches,
 	 * and below which the upper half's must end (the padding's start) */
 	uint64_t tls_need, tls_room;

@@ -15,13 +15,19 @@
  * runs a handler that counts in a shared library's TLS (onetls_lib.c,
  * through the DTV) and in a global: the two counts agree at the end
  * only if every handler found the program's DTV.
- * Rank 0 prints PASS. */
+ * Rank 0 prints PASS.
+ *
+ *   onetls threads N
+ *
+ * N threads one after another, each calling MPI and ending; each rank
+ * prints how much its resident memory grew from the N/10th to the last. */
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/time.h>
 #include <time.h>
 
@@ -59,6 +65,60 @@ static void fail(const char *what, long it)
 	MPI_Abort(MPI_COMM_WORLD, 3);
 }
 
+/* the rank's resident memory, in KiB */
+static long rss_kib(void)
+{
+	char line[256];
+	long kib = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kib;
+}
+
+/* one short-lived thread's MPI: a datatype made and freed (the lower
+ * half mallocs and frees on this thread's TLS), a reduction */
+static void *churn_one(void *arg)
+{
+	MPI_Datatype t;
+	long in = 3, out = 0;
+
+	(void)arg;
+	MPI_Type_contiguous(2, MPI_LONG, &t);
+	MPI_Type_commit(&t);
+	MPI_Type_free(&t);
+	MPI_Allreduce(&in, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+	return (void *)out;
+}
+
+/* threads N: N threads one after another, each calling MPI once and
+ * ending; the rank's memory after the first N/10 and after all of them
+ * (a thread that ends must leave no lower-half TLS behind) */
+static int churn(long n)
+{
+	long at = 0;
+	int size;
+
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	for (long i = 0; i < n; i++) {
+		pthread_t t;
+		void *got = NULL;
+
+		if (i == n / 10)
+			at = rss_kib();
+		if (pthread_create(&t, NULL, churn_one, NULL) != 0 || pthread_join(t, &got) != 0)
+			fail("a thread", i);
+		if ((long)got != 3L * size)
+			fail("a thread's Allreduce", i);
+	}
+	printf("rank %d: threads=%ld grew_kib=%ld\n", rank, n, rss_kib() - at);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	long iters = argc > 1 ? atol(argv[1]) : 100;
@@ -71,6 +131,11 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 2 && !strcmp(argv[1], "threads")) {
+		churn(atol(argv[2]));
+		MPI_Finalize();
+		return 0;
+	}
 	for (size_t i = 0; i < sizeof(own) / 8; i++)
 		own[i] = ((uint64_t)rank << 40) ^ i;
 	struct sigaction sa = { .sa_handler = on_alarm, .sa_flags = SA_RESTART };

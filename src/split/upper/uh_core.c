@@ -154,6 +154,28 @@ static int onetls_fits(void)
 	return 0;
 }
 
+/* An adopted thread that ends: what the lower half keeps for it (its
+ * keys' values, DTV, tcache) freed inside (lh_tls_drop). Run as a
+ * thread_local's destructor, before the upper libc empties every key
+ * slot of the thread, the lower half's too. A thread adopted by an
+ * earlier lower half (a restart since) leaves nothing here. */
+extern void *__dso_handle;
+int __cxa_thread_atexit_impl(void (*fn)(void *), void *arg, void *dso);
+
+static void onetls_drop(void *p)
+{
+	uint64_t fs;
+
+	(void)p;
+	if (sts_ldtv_gen != sts_lh->tls_gen || !sts_lh->tls_drop)
+		return;
+	fs = sts_enter_one();
+	sts_lh->tls_drop();
+	sts_leave_one(fs);
+	sts_ldtv = 0;
+	sts_ldtv_gen = 0;
+}
+
 /* The first call of this thread into this lower half: its lower-half TLS
  * made below its own thread pointer, through the two-pointer crossing.
  * 0, or -1 with onetls cleared (the first thread's call decides). */
@@ -181,6 +203,9 @@ int sts_onetls_adopt(void)
 		return onetls_off("the lower half's static TLS not laid out as expected");
 	sts_ldtv = d;
 	sts_ldtv_gen = sts_lh->tls_gen;
+	/* the main thread's end is the process's: nothing to give back */
+	if (getpid() != (pid_t)syscall(SYS_gettid))
+		(void)__cxa_thread_atexit_impl(onetls_drop, NULL, &__dso_handle);
 	/* the thread block's key slots are both halves': after a restart the
 	 * lower half's hold pointers into the old lower half (Open MPI's
 	 * MPI_Finalize died in orte_util_print_name_args on one) */

@@ -24,6 +24,8 @@
  * thread of this one.
  */
 #include <ctype.h>
+#include <dlfcn.h>
+#include <sys/mman.h>
 #include <link.h>
 #include <linux/futex.h>
 #include <stdlib.h>
@@ -330,6 +332,115 @@ static void lh_tls_fresh(void)
 		(void)pthread_setspecific(k, NULL);   /* EINVAL: an index not in use */
 }
 
+/* glibc's table of pthread keys (GLIBC_PRIVATE, the layout
+ * libthread_db reads): an odd seq is a key in use */
+struct lh_key {
+	uintptr_t seq;
+	void (*destr)(void *);
+};
+static struct lh_key *lh_keys;
+
+/* The lower libc's tcache pointer (a static TLS word of libc's, not
+ * exported): its offset below the thread pointer, found once on a lower
+ * thread of our own as the word pointing to a tcache whose first bin holds
+ * the chunk just freed; 0 if none was. glibc 2.36's layout (malloc.c):
+ * 64 uint16_t counts, then 64 entries, each a chunk whose first word is
+ * its next, mangled with its own address >> 12, its second the key. */
+#define TC_BINS 64
+static uint64_t tcache_off;
+
+static int lh_mapped(uint64_t at, uint64_t len)
+{
+	uint64_t pg = at & ~4095ull;
+
+	return msync((void *)(uintptr_t)pg, at + len - pg, MS_ASYNC) == 0;
+}
+
+static void *tcache_probe(void *arg)
+{
+	uint64_t tp = sts_tp(), *word = (uint64_t *)(uintptr_t)__errno_location();
+	void *p = malloc(24);
+	int found = 0;
+
+	(void)arg;
+	free(p);
+	/* libc's static block: 0x90 bytes around errno's word */
+	for (int i = -32; p && i < 32; i++) {
+		uint64_t v = word[i];
+
+		if (!v || (v & 15) || !lh_mapped(v, 128 + 8 * TC_BINS) ||
+		    ((void **)(uintptr_t)(v + 128))[0] != p)
+			continue;
+		tcache_off = tp - (uint64_t)(uintptr_t)&word[i];
+		found++;
+	}
+	if (found != 1)
+		tcache_off = 0;
+	return NULL;
+}
+
+/* What glibc's tcache_thread_shutdown does, with frees that stay out of
+ * the tcache (its counts full) rather than a shutting-down flag */
+static void lh_tcache_flush(void)
+{
+	uint64_t *word;
+	char *tc;
+	void *head[TC_BINS];
+
+	if (!tcache_off)
+		return;
+	word = (uint64_t *)(uintptr_t)(sts_tp() - tcache_off);
+	tc = (char *)(uintptr_t)*word;
+	if (!tc)
+		return;
+	for (int i = 0; i < TC_BINS; i++) {
+		head[i] = ((void **)(tc + 128))[i];
+		((void **)(tc + 128))[i] = NULL;
+		((uint16_t *)tc)[i] = UINT16_MAX;
+	}
+	for (int i = 0; i < TC_BINS; i++) {
+		for (uintptr_t *e = head[i], *next; e; e = next) {
+			next = (uintptr_t *)(((uintptr_t)e >> 12) ^ e[0]);
+			e[1] = 0;
+			free(e);
+		}
+	}
+	free(tc);
+	*word = 0;
+}
+
+/* An upper thread that ends: glibc's start_thread frees a thread's key
+ * values, DTV, dynamic TLS and tcache, but the upper libc's knows none
+ * of the lower half's. Its keys' destructors run as glibc runs them, up
+ * to PTHREAD_DESTRUCTOR_ITERATIONS rounds; the DTV's dynamic blocks and
+ * the DTV (lh_tls_adopt's, or __tls_get_addr's larger one) go; then the
+ * tcache and the chunks it holds (Open MPI's Comm_dup and Comm_free left
+ * 9 KiB a thread there). Not undone: the arena's count of its threads
+ * (static in libc), which only decides which arena a new thread takes. */
+static void lh_tls_drop(void)
+{
+	uint64_t *dtv, len;
+
+	for (int round = 0, again = 1; lh_keys && again && round < 4; round++) {
+		again = 0;
+		for (pthread_key_t k = 0; k < lh_info->keys_upper_from; k++) {
+			void *v = pthread_getspecific(k);
+
+			if (!v || !(lh_keys[k].seq & 1) || !lh_keys[k].destr)
+				continue;
+			(void)pthread_setspecific(k, NULL);
+			lh_keys[k].destr(v);
+			again = 1;
+		}
+	}
+	__asm__ volatile("mov %%fs:8, %0" : "=r"(dtv));
+	len = dtv[-2];
+	for (uint64_t i = 1; i <= len; i++)
+		free((void *)(uintptr_t)dtv[2 * i + 1]);   /* to_free: a dynamic block */
+	free(dtv - 2);
+	lh_tcache_flush();
+}
+
 /* how far below the thread pointer the static blocks reach (the
  * padding's start for the upper half, the lowest block for the lower) */
 static int tls_extent(struct dl_phdr_info *info, size_t sz, void *arg)
@@ -373,6 +484,14 @@ void lh_onetls_setup(void)
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(lh_info->lh_guard));
 	lh_info->tls_adopt = lh_tls_adopt;
 	lh_info->tls_fresh = lh_tls_fresh;
+	lh_keys = dlvsym(RTLD_DEFAULT, "__pthread_keys", "GLIBC_PRIVATE");
+	lh_info->tls_drop = lh_tls_drop;
+	{
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, tcache_probe, NULL) == 0)
+			pthread_join(th, NULL);
+	}
 	lh_onetls_keys();
 	lh_info->onetls = 1;
 }
