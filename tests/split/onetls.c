@@ -30,6 +30,7 @@
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifndef TLS_KIB
 #define TLS_KIB 1
@@ -95,6 +96,53 @@ static void *churn_one(void *arg)
 	return (void *)out;
 }
 
+/* cancel N: a thread writes N records to a file of its own through
+ * MPI-IO (the lower half's libc writes: cancellation points) and calls
+ * nothing else that is one; the main thread cancels it once it started.
+ * It must write them all, and end canceled at its own next cancellation
+ * point, after MPI. */
+static volatile int writer_started;
+static volatile long written;
+
+static void *writer(void *arg)
+{
+	long n = (long)arg, rec[8];
+	char name[64];
+	MPI_File f;
+
+	snprintf(name, sizeof(name), "onetls-cancel-%d-%d.dat", rank, (int)getpid());
+	if (MPI_File_open(MPI_COMM_SELF, name, MPI_MODE_CREATE | MPI_MODE_WRONLY |
+			  MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &f) != MPI_SUCCESS)
+		return NULL;
+	writer_started = 1;
+	for (long i = 0; i < n; i++) {
+		for (int k = 0; k < 8; k++)
+			rec[k] = i;
+		if (MPI_File_write_at(f, i * (long)sizeof(rec), rec, 8, MPI_LONG,
+				      MPI_STATUS_IGNORE) != MPI_SUCCESS)
+			break;
+		written = i + 1;
+	}
+	MPI_File_close(&f);
+	pthread_testcancel();
+	return NULL;
+}
+
+static int cancel_inside(long n)
+{
+	pthread_t t;
+	void *got = NULL;
+
+	if (pthread_create(&t, NULL, writer, (void *)n) != 0)
+		fail("a thread", 0);
+	while (!writer_started)
+		usleep(100);
+	if (pthread_cancel(t) != 0 || pthread_join(t, &got) != 0)
+		fail("pthread_cancel", 0);
+	printf("rank %d: canceled=%d written=%ld\n", rank, got == PTHREAD_CANCELED, written);
+	return 0;
+}
+
 /* threads N: N threads one after another, each calling MPI once and
  * ending; the rank's memory after the first N/10 and after all of them
  * (a thread that ends must leave no lower-half TLS behind) */
@@ -131,8 +179,12 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
-	if (argc > 2 && !strcmp(argv[1], "threads")) {
-		churn(atol(argv[2]));
+	if (argc > 2 && (!strcmp(argv[1], "threads") || !strcmp(argv[1], "cancel"))) {
+		if (argv[1][0] == 't')
+			churn(atol(argv[2]));
+		else
+			cancel_inside(atol(argv[2]));
+		MPI_Barrier(MPI_COMM_WORLD);
 		MPI_Finalize();
 		return 0;
 	}

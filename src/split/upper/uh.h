@@ -66,6 +66,13 @@ extern __thread uint64_t sts_udtv __attribute__((tls_model("initial-exec")));
 extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 extern uint64_t sts_uguard;
 int sts_onetls_adopt(void);
+/* split_onetls and pthread_cancel (uh_core.c): callbacks of the program's
+ * running out of a call with one thread pointer (sts_out_of), and a
+ * cancel this thread takes itself when it is out of every call */
+extern __thread uint32_t sts_outs __attribute__((tls_model("initial-exec")));
+extern __thread uint32_t sts_cancel_pending __attribute__((tls_model("initial-exec")));
+void sts_cancel_take(void);
+uint64_t sts_one_back_out(void);
 
 /* Returns the upper DTV with bit 0 set (a DTV is malloc'd, an FS base a
  * thread block's address: both even), so that sts_leave undoes what this
@@ -79,6 +86,11 @@ static inline uint64_t sts_enter_one(void)
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(udtv));
 	sts_udtv = udtv;   /* for a handler or a reduction of the program's (sts_out_of) */
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
+	/* read again after the guard is in: a pthread_cancel that made the
+	 * rank fall back either sees this thread inside or is seen here
+	 * (uh_core.c); 0: two thread pointers for this call */
+	if (__builtin_expect(!*(volatile uint32_t *)&sts_lh->onetls, 0))
+		return sts_one_back_out();
 	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_ldtv) : "memory");
 	return udtv | 1;
 }
@@ -107,6 +119,10 @@ static inline uint64_t sts_out_of(void)
 	__asm__ volatile("mov %%fs:0x30, %0" : "=r"(g));
 	if (!sts_lh->lh_guard || g != sts_lh->lh_guard || tp < STS_UPPER_LO || tp >= STS_UPPER_HI)
 		return 0;
+	/* counted before the guard goes out, uncounted after it is back in:
+	 * pthread_cancel reads the guard, this, the guard (uh_core.c) */
+	sts_outs++;
+	__asm__ volatile("" : : : "memory");
 	__asm__ volatile("mov %%fs:8, %0" : "=r"(d));
 	__asm__ volatile("mov %0, %%fs:8" : : "r"(sts_udtv) : "memory");
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
@@ -123,6 +139,7 @@ static inline void sts_back_in(uint64_t d)
 	sts_udtv = u;
 	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_lh->lh_guard) : "memory");
 	__asm__ volatile("mov %0, %%fs:8" : : "r"(d) : "memory");
+	sts_outs--;
 }
 
 static inline uint64_t sts_enter(void)
@@ -131,8 +148,12 @@ static inline uint64_t sts_enter(void)
 	 * where ntls is 1, and only the first call of a thread (or after
 	 * a restart) may clear it (sts_onetls_adopt) */
 	if (__builtin_expect(sts_lh->onetls, 0) &&
-	    (__builtin_expect(sts_ldtv_gen == sts_lh->tls_gen, 1) || sts_onetls_adopt() == 0))
-		return sts_enter_one();
+	    (__builtin_expect(sts_ldtv_gen == sts_lh->tls_gen, 1) || sts_onetls_adopt() == 0)) {
+		uint64_t one = sts_enter_one();
+
+		if (__builtin_expect(one != 0, 1))
+			return one;
+	}
 	int g = (int)sts_lh->fsgsbase;
 	struct sts_tls *me = sts_slot();
 	uint64_t fs = sts_tp();
@@ -150,6 +171,8 @@ static inline void sts_leave(uint64_t fs)
 		sts_leave_one(fs);
 		if (__builtin_expect(sts_lh->ckpt_pending, 0))
 			sts_park_pending();
+		if (__builtin_expect(!*(volatile uint32_t *)&sts_lh->onetls, 0))
+			sts_cancel_take();   /* the guard out, then the flag read */
 		return;
 	}
 	if (__builtin_expect(sts_lh->ntls > 1, 0))

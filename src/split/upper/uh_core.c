@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/membarrier.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -169,7 +170,11 @@ static void onetls_drop(void *p)
 	(void)p;
 	if (sts_ldtv_gen != sts_lh->tls_gen || !sts_lh->tls_drop)
 		return;
+	/* a rank that fell back since (pthread_cancel) keeps it: the
+	 * threads adopted before, once each */
 	fs = sts_enter_one();
+	if (!fs)
+		return;
 	sts_lh->tls_drop();
 	sts_leave_one(fs);
 	sts_ldtv = 0;
@@ -210,8 +215,97 @@ int sts_onetls_adopt(void)
 	 * lower half's hold pointers into the old lower half (Open MPI's
 	 * MPI_Finalize died in orte_util_print_name_args on one) */
 	fs = sts_enter_one();
+	if (!fs)
+		return -1;
 	sts_lh->tls_fresh();
 	sts_leave_one(fs);
+	return 0;
+}
+
+/* ---- pthread_cancel with one thread pointer (docs/split.md, "One
+ * thread pointer"). Both libcs read the same cancelhandling: a cancel
+ * that a thread inside MPI finds at one of the lower libc's cancellation
+ * points (a write of MPI-IO) unwinds with the lower half's unwinder,
+ * which knows none of the program's frames, into the upper start_thread's
+ * jump buffer, mangled with the other guard: the rank dies. So the
+ * program's pthread_cancel (this library comes before libc in its lookup
+ * scope) makes the rank take two thread pointers for good, and no thread
+ * is marked canceled while it is inside a call with one: the canceller
+ * marks it pending, makes every thread pass a barrier (membarrier), then
+ * reads its guard (the sign of inside, in first and out last), its count
+ * of callbacks out of a call, its guard again; a thread inside takes the
+ * pending cancel itself in sts_leave, out of every call, and one at a
+ * call's start (sts_enter_one reads onetls after its guard is in) backs
+ * out to two thread pointers and takes it there. The one xchg of the
+ * pending flag decides who cancels. */
+__thread uint32_t sts_outs __attribute__((tls_model("initial-exec")));
+__thread uint32_t sts_cancel_pending __attribute__((tls_model("initial-exec")));
+
+static int (*real_cancel)(pthread_t);
+
+static int cancel_now(pthread_t th)
+{
+	if (!real_cancel)
+		real_cancel = (int (*)(pthread_t))dlsym(RTLD_NEXT, "pthread_cancel");
+	return real_cancel ? real_cancel(th) : ESRCH;
+}
+
+void sts_cancel_take(void)
+{
+	if (sts_outs || !__atomic_load_n(&sts_cancel_pending, __ATOMIC_RELAXED))
+		return;
+	if (__atomic_exchange_n(&sts_cancel_pending, 0, __ATOMIC_SEQ_CST))
+		(void)cancel_now(pthread_self());
+}
+
+uint64_t sts_one_back_out(void)
+{
+	__asm__ volatile("mov %0, %%fs:0x30" : : "r"(sts_uguard) : "memory");
+	sts_cancel_take();
+	return 0;
+}
+
+/* every thread of the process past a full barrier */
+static void barrier_all(void)
+{
+	if (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0 &&
+	    syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) == 0)
+		return;
+	(void)syscall(SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0);
+}
+
+/* a thread's instance of one of this library's __thread words: a
+ * pthread_t is its thread pointer, initial-exec offsets are the same in
+ * every thread */
+static uint32_t *of_thread(pthread_t th, uint32_t *mine)
+{
+	return (uint32_t *)((uintptr_t)th - (sts_tp() - (uintptr_t)mine));
+}
+
+int pthread_cancel(pthread_t th)
+{
+	static uint64_t lg;   /* the lower guard of the lower half that had one */
+	uint32_t *pending = of_thread(th, &sts_cancel_pending);
+	uint64_t g1, g2;
+	uint32_t outs;
+
+	if (msync((void *)sts_lh, 4096, MS_ASYNC) != 0 || sts_lh->magic != STS_LH_MAGIC)
+		return cancel_now(th);
+	if (sts_lh->lh_guard)
+		lg = sts_lh->lh_guard;
+	if (!lg)
+		return cancel_now(th);   /* never one thread pointer */
+	if (sts_lh->onetls)
+		onetls_off("pthread_cancel");
+	__atomic_store_n(pending, 1, __ATOMIC_SEQ_CST);
+	barrier_all();
+	g1 = __atomic_load_n((uint64_t *)((uintptr_t)th + 0x30), __ATOMIC_SEQ_CST);
+	outs = __atomic_load_n(of_thread(th, &sts_outs), __ATOMIC_SEQ_CST);
+	g2 = __atomic_load_n((uint64_t *)((uintptr_t)th + 0x30), __ATOMIC_SEQ_CST);
+	if (g1 == lg || outs || g2 == lg)
+		return 0;   /* inside: it takes it when it is out */
+	if (__atomic_exchange_n(pending, 0, __ATOMIC_SEQ_CST))
+		return cancel_now(th);
 	return 0;
 }
 static pthread_key_t slot_key;
