@@ -17,10 +17,22 @@
  * only if every handler found the program's DTV.
  * Rank 0 prints PASS.
  *
+ *   onetls dlopen LIB N
+ *
+ * LIB (onetls_lib.c built with ONETLS_BIG: 72 KiB of initial-exec TLS)
+ * opened after MPI_Init and its TLS filled, N rounds of calls, then
+ * each rank prints how many of its words changed.
+ *
+ *   onetls cancel N
+ *
+ * A thread writing N records through MPI-IO is canceled; each rank
+ * prints whether it ended canceled and how many it wrote.
+ *
  *   onetls threads N
  *
  * N threads one after another, each calling MPI and ending; each rank
  * prints how much its resident memory grew from the N/10th to the last. */
+#include <dlfcn.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <signal.h>
@@ -143,6 +155,42 @@ static int cancel_inside(long n)
 	return 0;
 }
 
+/* dlopen LIB N: LIB (onetls_lib.c with ONETLS_BIG) opened after
+ * MPI_Init, its TLS filled, then N rounds of Allreduce and Sendrecv; its
+ * TLS must be as it was filled */
+static int big_tls(const char *lib, long n)
+{
+	void *h = dlopen(lib, RTLD_NOW);
+	void (*fill)(unsigned long);
+	long (*bad)(unsigned long);
+	long bad_words;
+	int size;
+
+	if (!h) {
+		printf("FAIL rank %d: dlopen: %s\n", rank, dlerror());
+		return 1;
+	}
+	fill = (void (*)(unsigned long))dlsym(h, "onetls_big_fill");
+	bad = (long (*)(unsigned long))dlsym(h, "onetls_big_bad");
+	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	fill(0x5a5a0000ul + rank);
+	for (long it = 0; it < n; it++) {
+		long in = it, out = 0, got = -1;
+		int to = (rank + 1) % size, from = (rank + size - 1) % size;
+		void *p = malloc(100 + it % 1000);
+
+		MPI_Allreduce(&in, &out, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+		MPI_Sendrecv(&in, 1, MPI_LONG, to, 0, &got, 1, MPI_LONG, from, 0,
+			     MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+		free(p);
+		if (out != it * size || got != it)
+			fail("a call after dlopen", it);
+	}
+	bad_words = bad(0x5a5a0000ul + rank);
+	printf("rank %d: dlopen'ed TLS words changed=%ld\n", rank, bad_words);
+	return 0;
+}
+
 /* threads N: N threads one after another, each calling MPI once and
  * ending; the rank's memory after the first N/10 and after all of them
  * (a thread that ends must leave no lower-half TLS behind) */
@@ -179,6 +227,12 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 3 && !strcmp(argv[1], "dlopen")) {
+		big_tls(argv[2], atol(argv[3]));
+		MPI_Barrier(MPI_COMM_WORLD);
+		MPI_Finalize();
+		return 0;
+	}
 	if (argc > 2 && (!strcmp(argv[1], "threads") || !strcmp(argv[1], "cancel"))) {
 		if (argv[1][0] == 't')
 			churn(atol(argv[2]));

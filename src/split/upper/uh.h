@@ -11,6 +11,7 @@
 
 #include <mpi.h>
 #include <stddef.h>
+#include <link.h>
 #include <stdint.h>
 
 #include "sts_mpi.h"
@@ -66,6 +67,10 @@ extern __thread uint64_t sts_udtv __attribute__((tls_model("initial-exec")));
 extern __thread uint32_t sts_ldtv_gen __attribute__((tls_model("initial-exec")));
 extern uint64_t sts_uguard;
 int sts_onetls_adopt(void);
+/* the last object of the upper ld.so's list when the rank last looked:
+ * one loaded since (dlopen) may have static TLS where the lower half's is */
+extern struct link_map *sts_lm_tail;
+int sts_onetls_check(void);
 /* split_onetls and pthread_cancel (uh_core.c): callbacks of the program's
  * running out of a call with one thread pointer (sts_out_of), and a
  * cancel this thread takes itself when it is out of every call */
@@ -148,7 +153,8 @@ static inline uint64_t sts_enter(void)
 	 * where ntls is 1, and only the first call of a thread (or after
 	 * a restart) may clear it (sts_onetls_adopt) */
 	if (__builtin_expect(sts_lh->onetls, 0) &&
-	    (__builtin_expect(sts_ldtv_gen == sts_lh->tls_gen, 1) || sts_onetls_adopt() == 0)) {
+	    (__builtin_expect(sts_ldtv_gen == sts_lh->tls_gen && !sts_lm_tail->l_next, 1) ||
+	     sts_onetls_check() == 0)) {
 		uint64_t one = sts_enter_one();
 
 		if (__builtin_expect(one != 0, 1))

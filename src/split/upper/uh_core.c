@@ -107,12 +107,58 @@ static void __attribute__((constructor(102))) sts_onetls_keys(void)
 		onetls_off("pthread keys made before Stasis's library");
 }
 
+/* The upper ld.so's list of objects ends at sts_lm_tail when none was
+ * loaded since the rank last looked; a dummy before the first look. */
+static struct link_map lm_none;
+struct link_map *sts_lm_tail = &lm_none;
+
+static int lm_last(struct dl_phdr_info *info, size_t sz, void *arg)
+{
+	struct link_map **m = arg;
+
+	(void)info;
+	(void)sz;
+	while ((*m)->l_next)   /* under the loader's lock */
+		*m = (*m)->l_next;
+	return 1;
+}
+
+/* the last object, kept loaded (RTLD_NODELETE) so that its link map,
+ * whose l_next sts_enter reads, is never freed; the initial objects are */
+static void lm_watch(struct link_map *from)
+{
+	struct link_map *m = from;
+
+	dl_iterate_phdr(lm_last, &m);
+	if (m != from && m->l_name && m->l_name[0] &&
+	    !dlopen(m->l_name, RTLD_NOLOAD | RTLD_NODELETE | RTLD_LAZY))
+		return;   /* closed meanwhile: looked at again at the next call */
+	sts_lm_tail = m;
+}
+
 /* how far below the thread pointer the upper half's static blocks reach */
+struct tls_index_ {
+	unsigned long module, offset;
+};
+void *__tls_get_addr(struct tls_index_ *ti);
+
 static int upper_extent(struct dl_phdr_info *info, size_t sz, void *arg)
 {
 	uint64_t *ext = arg, tp = sts_tp(), at = (uint64_t)(uintptr_t)info->dlpi_tls_data;
 
 	(void)sz;
+	/* a module loaded since this thread's DTV was last brought up to
+	 * date shows no TLS (dlpi_tls_data is null) until __tls_get_addr
+	 * looks: a static one's is below the thread pointer */
+	if (info->dlpi_tls_modid && !at) {
+		struct tls_index_ ti = { info->dlpi_tls_modid, 0 };
+		uint64_t *dtv;
+
+		at = (uint64_t)(uintptr_t)__tls_get_addr(&ti);
+		__asm__ volatile("mov %%fs:8, %0" : "=r"(dtv));
+		if (dtv[2 * info->dlpi_tls_modid + 1])
+			return 0;   /* a dynamic block (to_free set) */
+	}
 	if (info->dlpi_tls_modid && at && at < tp && tp - at <= ext[1] && tp - at > ext[0])
 		ext[0] = tp - at;
 	return 0;
@@ -145,6 +191,7 @@ static int onetls_fits(void)
 	dl_iterate_phdr(upper_extent, ext);
 	if (ext[0] > sts_lh->tls_room)
 		return onetls_off("the program's static TLS larger than the room kept for it");
+	lm_watch(_r_debug.r_map);
 	if (keys_upto < sts_lh->keys_upper_from && reserve_keys() != 0) {
 		char why[96];
 
@@ -179,6 +226,41 @@ static void onetls_drop(void *p)
 	sts_leave_one(fs);
 	sts_ldtv = 0;
 	sts_ldtv_gen = 0;
+}
+
+/* An object loaded since the rank last looked: a library with static
+ * TLS (initial-exec, or one the ld.so placed there for speed, which the
+ * tunable's 80 KiB of room allows) that the ld.so put below the room
+ * kept for the program's, over the lower half's blocks, into which it
+ * copied its initial image in every thread. From this call on the rank
+ * keeps two thread pointers: the lower half no longer writes there. A
+ * thread inside MPI while another loads it is not covered. */
+static int onetls_relook(void)
+{
+	uint64_t ext[2] = { 0, 0 };
+	size_t align = 0;
+	void (*info)(size_t *, size_t *) =
+		(void (*)(size_t *, size_t *))dlvsym(RTLD_DEFAULT, "_dl_get_tls_static_info",
+						     "GLIBC_PRIVATE");
+
+	if (!info)
+		return onetls_off("no static TLS size from this ld.so");
+	info((size_t *)&ext[1], &align);
+	dl_iterate_phdr(upper_extent, ext);
+	if (ext[0] > sts_lh->tls_room)
+		return onetls_off("a library loaded since has static TLS beyond the room kept "
+				  "for the program's");
+	lm_watch(sts_lm_tail);
+	return 0;
+}
+
+int sts_onetls_check(void)
+{
+	if (sts_lm_tail->l_next && onetls_relook() != 0)
+		return -1;
+	if (sts_ldtv_gen != sts_lh->tls_gen)
+		return sts_onetls_adopt();
+	return 0;
 }
 
 /* The first call of this thread into this lower half: its lower-half TLS
