@@ -17,6 +17,10 @@
  * only if every handler found the program's DTV.
  * Rank 0 prints PASS.
  *
+ *   onetls exe
+ *
+ * Each rank prints the name of the executable it runs in: its lower half.
+ *
  *   onetls dlopen LIB N
  *
  * LIB (onetls_lib.c built with ONETLS_BIG: 72 KiB of initial-exec TLS)
@@ -227,6 +231,15 @@ int main(int argc, char **argv)
 	MPI_Init(&argc, &argv);
 	MPI_Comm_rank(MPI_COMM_WORLD, &rank);
 	MPI_Comm_size(MPI_COMM_WORLD, &size);
+	if (argc > 1 && !strcmp(argv[1], "exe")) {
+		char exe[4096];
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		exe[n > 0 ? n : 0] = '\0';
+		printf("rank %d: exe=%s\n", rank, strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe);
+		MPI_Finalize();
+		return 0;
+	}
 	if (argc > 3 && !strcmp(argv[1], "dlopen")) {
 		big_tls(argv[2], atol(argv[3]));
 		MPI_Barrier(MPI_COMM_WORLD);

@@ -42,6 +42,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/config.h"
 #include "common/err.h"
 #include "lh.h"
 #include "lh_ckpt.h"
@@ -592,10 +593,47 @@ static void __attribute__((noreturn)) enter_restored(const struct lh_restored *r
 	lh_enter_upper(r);
 }
 
+/* split_onetls's padding is linked into stasis-lh-<mpi> only
+ * (lh_tlspad.c), which the key needs below MPI_THREAD_SERIALIZED: at
+ * multiple the padding cost each rank 4.2 MiB more (its 63 dormant
+ * threads' TLS). The other executable when this one does not match, to
+ * be executed instead (with the address randomization's own new start,
+ * so at no cost where that is taken); NULL when it matches or the other
+ * is not there. */
+void *lh_tls_pad_at(size_t *len);
+
+static const char *lh_variant(char *path, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t r = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	size_t padlen;
+	int want, n;
+
+	if (r <= 0)
+		return NULL;
+	self[r] = '\0';
+	lh_tls_pad_at(&padlen);
+	want = cfg_load(NULL) == 0 && strcmp(cfg_str(CFG_SPLIT_ONETLS), "on") == 0 &&
+	       thread_level() < MPI_THREAD_SERIALIZED;
+	if (want == (padlen != 0))
+		return NULL;
+	if (padlen)
+		n = snprintf(path, len, "%s-nopad", self);
+	else if (r > 6 && !strcmp(self + r - 6, "-nopad"))
+		n = snprintf(path, len, "%.*s", (int)(r - 6), self);
+	else
+		return NULL;
+	if (n <= 0 || (size_t)n >= len || access(path, X_OK) != 0)
+		return NULL;
+	return path;
+}
+
 int main(int argc, char **argv, char **envp)
 {
 	int pers = personality(0xffffffff), provided = 0, level, len = 0;
 	char prog[PATH_MAX], interp[PATH_MAX], lib[MPI_MAX_LIBRARY_VERSION_STRING];
+	char other[PATH_MAX];
+	const char *variant;
 	struct loaded l;
 	uint64_t sp;
 	const char *restore;
@@ -604,10 +642,12 @@ int main(int argc, char **argv, char **envp)
 	void *page;
 
 	stage("aslr");
-	if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE)) {
-		if (personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
+	variant = lh_variant(other, sizeof(other));
+	if (variant || (pers != -1 && !(pers & ADDR_NO_RANDOMIZE))) {
+		if (pers != -1 && !(pers & ADDR_NO_RANDOMIZE) &&
+		    personality((unsigned long)pers | ADDR_NO_RANDOMIZE) == -1)
 			lh_die("cannot turn address randomization off: %s", strerror(errno));
-		execv("/proc/self/exe", argv);
+		execv(variant ? variant : "/proc/self/exe", argv);
 		lh_die("cannot execute itself again: %s", strerror(errno));
 	}
 	if (argc > 1 && !strcmp(argv[1], "--"))

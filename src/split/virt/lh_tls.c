@@ -44,7 +44,10 @@
 
 __thread struct sts_tls *lh_me;
 
-#define DORMANT_STACK (64 * 1024 + 80 * 1024)   /* + the padding (lh_tlspad.c) */
+void *lh_tls_pad_at(size_t *len);   /* lh_tlspad.c */
+
+#define DORMANT_STACK (64 * 1024)
+#define DORMANT_PAD (80 * 1024)   /* more where the padding is linked (lh_tlspad.c) */
 
 static uint32_t lock_word;            /* 0 free, 1 held, 2 held and wanted */
 static struct sts_tls *lock_owner;    /* whose TLS holds it (NULL: the checkpoint thread's) */
@@ -157,6 +160,7 @@ int lh_tls_start(void)
 	pthread_attr_t attr;
 	sigset_t all, old;
 	uint32_t want = STS_TLS_SLOTS - 1, n;
+	size_t padlen;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	lh_info->tls_gen = (uint32_t)(ts.tv_nsec ^ ts.tv_sec ^ getpid()) | 1;
@@ -172,7 +176,8 @@ int lh_tls_start(void)
 	sigdelset(&all, LH_CKPT_SIGNAL);
 	pthread_sigmask(SIG_BLOCK, &all, &old);
 	pthread_attr_init(&attr);
-	pthread_attr_setstacksize(&attr, DORMANT_STACK);
+	lh_tls_pad_at(&padlen);
+	pthread_attr_setstacksize(&attr, DORMANT_STACK + (padlen ? DORMANT_PAD : 0));
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	for (uint32_t i = 1; i <= want; i++) {
 		pthread_t th;
@@ -224,8 +229,6 @@ void lh_hold_me(void)
  * pointer (lh_tlspad.c's padding left out: the upper half's static TLS
  * is there), and returns a DTV for the thread, to be put at %fs:8 while
  * it runs the lower half's code. */
-void *lh_tls_pad_at(size_t *len);
-
 struct adopt {
 	uint64_t ltp, utp;
 	uint64_t *ldtv;             /* the main thread's DTV: dtv[0] at ldtv[0..1] */
@@ -473,6 +476,12 @@ void lh_onetls_setup(void)
 	if (lh_info->ntls != 1) {
 		lh_log(LOG_WARN, "rank %d: split_onetls: two thread pointers (thread level "
 		       "serialized or multiple)", lh_info->world_rank);
+		return;
+	}
+	if (!pad) {
+		lh_log(LOG_WARN, "rank %d: split_onetls: two thread pointers (a lower half "
+		       "without the room for the program's TLS: its -nopad executable)",
+		       lh_info->world_rank);
 		return;
 	}
 	sts_libc_id(&id);
