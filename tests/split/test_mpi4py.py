@@ -127,7 +127,8 @@ def ranks_of(job, lower):
             exe = os.readlink(f"/proc/{pid}/exe")
         except OSError:
             continue
-        if exe.endswith(f"/stasis-lh-{lower}"):
+        # with split_onetls's padding or without (its -nopad executable)
+        if re.search(rf"/stasis-lh-{lower}(-nopad)?$", exe):
             pids.append(pid)
     return pids
 
