@@ -68,6 +68,16 @@ def test_a_larger_static_tls_keeps_two_thread_pointers(onetls, lower, tmp_path):
     assert sorted(lines) == [LINE.format(0), LINE.format(1)], r.stderr
 
 
+def said(exe, lower, args, tmp_path, key="on", level="single"):
+    """exe on 2 ranks with split_onetls as key says, to its end: the lines
+    its ranks printed and the split_onetls lines, each sorted"""
+    r = run_on(exe, lower, 2, args, tmp_path,
+               env={"STASIS_SPLIT_ONETLS": key, "STASIS_MPI_THREAD_LEVEL": level})
+    assert r.returncode == 0, r.stdout + r.stderr
+    return (sorted(ln for ln in r.stdout.splitlines() if ln.startswith("rank ")),
+            sorted(ln for ln in r.stderr.splitlines() if "split_onetls" in ln))
+
+
 THREADS = 1000
 
 
@@ -79,12 +89,10 @@ def test_threads_that_end_leave_no_lower_tls_behind(onetls, lower, tmp_path):
     pointers). Before the lower half's keys, DTV and tcache were freed at
     a thread's end: 1.5-1.8 MiB (Open MPI's Comm_dup and Comm_free left 9
     KiB a thread)."""
-    r = run_on(onetls[(lower, 1)], lower, 2, ["threads", str(THREADS)], tmp_path,
-               env={"STASIS_SPLIT_ONETLS": "on"})
-    assert r.returncode == 0 and "split_onetls" not in r.stderr, r.stdout + r.stderr
-    grew = sorted(int(ln.split("grew_kib=")[1]) for ln in r.stdout.splitlines()
+    done, lines = said(onetls[(lower, 1)], lower, ["threads", str(THREADS)], tmp_path)
+    grew = sorted(int(ln.split("grew_kib=")[1]) for ln in done
                   if f"threads={THREADS} grew_kib=" in ln)
-    assert len(grew) == 2 and grew[1] < 512, r.stdout
+    assert len(grew) == 2 and grew[1] < 512 and lines == [], (done, lines)
 
 
 RECORDS = 2000
@@ -99,18 +107,13 @@ def test_a_thread_canceled_inside_mpi(onetls, lower, tmp_path):
     writes every record and ends canceled at its own next cancellation
     point. Before, the rank died in a segmentation fault (the lower libc
     acted on the cancel and unwound into the upper start_thread). Native
-    MPICH loses a cancel now and then (1 run in 3 here: its thread
-    returns), so only Open MPI's must show it canceled."""
-    r = run_on(onetls[(lower, 1)], lower, 2, ["cancel", str(RECORDS)], tmp_path,
-               env={"STASIS_SPLIT_ONETLS": "on"})
-    assert r.returncode == 0, r.stdout + r.stderr
-    done = sorted(ln for ln in r.stdout.splitlines() if ln.startswith("rank "))
-    want = [f"rank {i}: canceled=1 written={RECORDS}" for i in range(2)]
+    MPICH loses a cancel now and then (in 1 run of 3 here one rank's
+    thread returned), so only Open MPI's must show it canceled."""
+    done, lines = said(onetls[(lower, 1)], lower, ["cancel", str(RECORDS)], tmp_path)
     if lower == "mpich":
         done = [ln.replace("canceled=0", "canceled=1") for ln in done]
-    assert done == want, r.stdout + r.stderr
-    lines = sorted(ln for ln in r.stderr.splitlines() if "split_onetls" in ln)
-    assert lines == [CANCEL_LINE.format(0), CANCEL_LINE.format(1)], r.stderr
+    assert done == [f"rank {i}: canceled=1 written={RECORDS}" for i in range(2)], done
+    assert lines == [CANCEL_LINE.format(0), CANCEL_LINE.format(1)], lines
 
 
 DLOPEN_LINE = ("stasis: rank {}: split_onetls: two thread pointers (a library loaded since "
@@ -129,14 +132,10 @@ def test_a_library_opened_later_with_static_tls(onetls, lower, kib, tmp_path):
     died in a segmentation fault in Open MPI's Iallreduce and MPICH's.
     (Natively, and with the key off, glibc refuses such a dlopen: its
     static TLS has no room left without the key's tunable.)"""
-    r = run_on(onetls[(lower, 1)], lower, 2, ["dlopen", onetls[("lib", kib)], str(ITERS)],
-               tmp_path, env={"STASIS_SPLIT_ONETLS": "on"})
-    assert r.returncode == 0, r.stdout + r.stderr
-    done = sorted(ln for ln in r.stdout.splitlines() if ln.startswith("rank "))
-    assert done == [f"rank {i}: dlopen'ed TLS words changed=0" for i in range(2)], r.stdout
-    lines = sorted(ln for ln in r.stderr.splitlines() if "split_onetls" in ln)
-    assert lines == ([] if kib == 1 else [DLOPEN_LINE.format(0), DLOPEN_LINE.format(1)]), \
-        r.stderr
+    done, lines = said(onetls[(lower, 1)], lower, ["dlopen", onetls[("lib", kib)], str(ITERS)],
+                       tmp_path)
+    assert done == [f"rank {i}: dlopen'ed TLS words changed=0" for i in range(2)], done
+    assert lines == ([] if kib == 1 else [DLOPEN_LINE.format(0), DLOPEN_LINE.format(1)]), lines
 
 
 @pytest.mark.parametrize("lower", ["openmpi", "mpich"])
@@ -150,8 +149,5 @@ def test_the_padding_only_where_one_thread_pointer_may_use_it(onetls, lower, key
     dormant threads) took 4.2 MiB more with it, under both MPIs. A lower
     half started with the key off, or at serialized or multiple (where
     the key keeps two thread pointers), runs its executable without it."""
-    r = run_on(onetls[(lower, 1)], lower, 2, ["exe"], tmp_path,
-               env={"STASIS_SPLIT_ONETLS": key, "STASIS_MPI_THREAD_LEVEL": level})
-    assert r.returncode == 0, r.stdout + r.stderr
-    done = sorted(ln for ln in r.stdout.splitlines() if ln.startswith("rank "))
-    assert done == [f"rank {i}: exe={exe.format(lower)}" for i in range(2)], r.stdout + r.stderr
+    done, _ = said(onetls[(lower, 1)], lower, ["exe"], tmp_path, key=key, level=level)
+    assert done == [f"rank {i}: exe={exe.format(lower)}" for i in range(2)], done
