@@ -641,6 +641,11 @@ int main(int argc, char **argv, char **envp)
 	static struct early early;
 	void *page;
 
+	/* first: lh_variant's configuration is the first malloc, and a main
+	 * arena begun on the break would give pages of it back below the
+	 * guard later (a checkpoint then refuses: "the program break moved") */
+	stage("brk");
+	brk_guard();
 	stage("aslr");
 	variant = lh_variant(other, sizeof(other));
 	if (variant || (pers != -1 && !(pers & ADDR_NO_RANDOMIZE))) {
@@ -658,8 +663,6 @@ int main(int argc, char **argv, char **envp)
 	find_program(argv[0], prog, sizeof(prog));
 	program_interp(prog, interp, sizeof(interp));
 
-	stage("brk");
-	brk_guard();
 	lh_fds_start();
 
 	stage("mpi");
