@@ -114,7 +114,7 @@ CONFIG_KEY(WRITTEN_SAVE_MAX, "written_save_max", SIZE, "16M", 0, 1ull << 40, "",
 	   "the split process: each regular file the program wrote and closed is saved at a "
 	   "checkpoint with its contents up to this size (a file it rewrites and reads back); "
 	   "above it only its size and mtime, and a restart that finds it changed says so")
-CONFIG_KEY(SPLIT_ONETLS,   "split_onetls",   CHOICE, "off", 0, 0, "off|on",
+CONFIG_KEY(SPLIT_ONETLS,   "split_onetls",   CHOICE, "on", 0, 0, "off|on",
 	   "the split process at `single` and `funneled`: a call into MPI keeps the program's "
 	   "thread pointer and swaps two words of its thread block (the lower half's TLS below "
 	   "it) instead of switching the FS base twice; falls back to two thread pointers, in "
