@@ -224,5 +224,10 @@ struct img_recompress_opts {
 };
 int img_recompress(const char *path, const struct img_recompress_opts *opts, img_sink_fn sink,
 		   void *ctx, uint64_t *bytes);
+/* The same on an open descriptor (not closed; name is used in messages):
+ * a caller that holds the file read locked reads that file, whatever its
+ * name meanwhile names. */
+int img_recompress_fd(int fd, const char *name, const struct img_recompress_opts *opts,
+		      img_sink_fn sink, void *ctx, uint64_t *bytes);
 
 #endif

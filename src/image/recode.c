@@ -176,8 +176,9 @@ static int trailer(struct recode *c, json_t *root, const uint64_t *offset, const
 	return ret;
 }
 
-int img_recompress(const char *path, const struct img_recompress_opts *opts, img_sink_fn sink,
-		   void *ctx, uint64_t *bytes)
+/* The image at path, or open as fd (fd >= 0; path then names it) */
+static int recompress(const char *path, int fd, const struct img_recompress_opts *opts,
+		      img_sink_fn sink, void *ctx, uint64_t *bytes)
 {
 	struct recode c = { .o = opts, .sink = sink, .ctx = ctx };
 	struct img_disk_header hdr;
@@ -189,7 +190,7 @@ int img_recompress(const char *path, const struct img_recompress_opts *opts, img
 	if (!opts->level || opts->level > (unsigned)ZSTD_maxCLevel())
 		return err_set(-EINVAL, "image recompression: zstd level %u, expected 1 to %d",
 			       opts->level, ZSTD_maxCLevel());
-	ret = img_open(path, &c.r);
+	ret = fd >= 0 ? img_open_fd(fd, path, &c.r) : img_open(path, &c.r);
 	if (ret)
 		return ret;
 	n = img_section_count(c.r);
@@ -241,4 +242,16 @@ out:
 	free(stored);
 	img_close(&c.r);
 	return ret;
+}
+
+int img_recompress(const char *path, const struct img_recompress_opts *opts, img_sink_fn sink,
+		   void *ctx, uint64_t *bytes)
+{
+	return recompress(path, -1, opts, sink, ctx, bytes);
+}
+
+int img_recompress_fd(int fd, const char *name, const struct img_recompress_opts *opts,
+		      img_sink_fn sink, void *ctx, uint64_t *bytes)
+{
+	return recompress(name, fd, opts, sink, ctx, bytes);
 }

@@ -59,13 +59,14 @@ static int copy_faults(void *ctx, void *payload, size_t len)
 	return 0;
 }
 
-/* stage_compress: the image re-encoded on its way (img_recompress checks
- * every chunk's CRC on what it read) */
-static int copy_compressed(struct store_file *f, const char *local_path, int level)
+/* stage_compress: the image open as fd (held: its name may go meanwhile)
+ * re-encoded on its way (img_recompress checks every chunk's CRC on what
+ * it read) */
+static int copy_compressed(struct store_file *f, const char *local_path, int fd, int level)
 {
 	struct img_recompress_opts o = { .level = (unsigned)level, .hook = copy_faults };
 
-	return img_recompress(local_path, &o, store_file_write, f, NULL);
+	return img_recompress_fd(fd, local_path, &o, store_file_write, f, NULL);
 }
 
 /* Whether the image being written at path, open as fd, is committed: 1
@@ -95,10 +96,11 @@ static int cancelled(const char *path)
 	return err_set(-ECANCELED, "%s: its checkpoint failed", path);
 }
 
-/* Read locked, fd is still the file at path or tmp: the ranks retire
- * their older images into spares that later ones are written over
- * (store_file_retire), never one whose lock a copy holds; one retired
- * between the open and the lock has lost its name (gone, as if removed) */
+/* Read locked, fd is still the file at path or tmp: the node agent
+ * retires older images into spares that later ones are written over
+ * (store_file_retire, node_level_verdict), never one whose lock a copy
+ * holds; one retired between the open and the lock has lost its name
+ * (gone, as if removed) */
 static int held(int fd, const char *path, const char *tmp)
 {
 	struct stat a, b;
@@ -204,7 +206,10 @@ int node_copy_image(struct store *global, const char *local_path, const char *na
 	while (level > 0 && (v = verdict(w)) == 0)
 		usleep(FOLLOW_NAP_US);
 	ret = level > 0 && v < 0 ? cancelled(local_path) : 0;
-	ret = ret || level > 0 ? ret : open_image(local_path, tmp, w, &fd);
+	/* compressed too, held (read locked) while it is read: a retirement
+	 * (cache_keep) would otherwise make it a spare the next image is
+	 * written over under the copy */
+	ret = ret ? ret : open_image(local_path, tmp, level > 0 ? NULL : w, &fd);
 	t_open = mono_ms();
 	/* followed, the copy's *.tmp grows in the begun checkpoint; it
 	 * commits only once the checkpoint is sealed */
@@ -212,7 +217,7 @@ int node_copy_image(struct store *global, const char *local_path, const char *na
 			    store_ckpt_annex(global, name, &ck);
 	ret = ret ? ret : store_file_create(ck, file, &f);
 	if (!ret && level > 0)
-		ret = copy_compressed(f, local_path, level);
+		ret = copy_compressed(f, local_path, fd, level);
 	else if (!ret)
 		ret = copy_plain(f, local_path, tmp, fd, w, &copied);
 	t_copy = mono_ms();
