@@ -323,6 +323,9 @@ static void *mover(void *arg)
 			log_info("node agent on %s: rank %d's image of %s waited %llu ms for the level "
 				 "before its copy into the global tier", A.host, c.rank, c.name,
 				 (unsigned long long)(now_ms() - t));
+		} else if (node_level_over(c.name)) {
+			log_info("node agent on %s: rank %d's image of %s: its level was over before "
+				 "its copy into the global tier", A.host, c.rank, c.name);
 		}
 		err_clear();
 		ret = global ? copy_rank(global, c.name, c.rank,

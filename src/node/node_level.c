@@ -41,6 +41,7 @@
 
 static struct node_level_env E;
 static int busy;                        /* member threads running */
+static char last_upgraded[64];          /* the checkpoint of the last upgrade to end */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cond = PTHREAD_COND_INITIALIZER;
 
@@ -57,6 +58,16 @@ int node_level_busy(void)
 	n = busy;
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+int node_level_over(const char *ckpt)
+{
+	int over;
+
+	pthread_mutex_lock(&lock);
+	over = !busy && !strcmp(last_upgraded, ckpt);
+	pthread_mutex_unlock(&lock);
+	return over;
 }
 
 /* ---- the bootstrap transport: allgathers relayed by the coordinator ---- */
@@ -1036,6 +1047,8 @@ static void *member_main(void *arg)
 		close(m->fd);
 	}
 	pthread_mutex_lock(&lock);
+	if (m->fd < 0)
+		snprintf(last_upgraded, sizeof(last_upgraded), "%s", m->ckpt);
 	stream_put(m->ss);
 	busy--;
 	pthread_mutex_unlock(&lock);

@@ -75,6 +75,10 @@ int node_level_recover(int fd, const char *line, const char *secret);
 /* Members still running (the agent stays until they end). */
 int node_level_busy(void);
 
+/* No member runs and the last one to end upgraded ckpt: its level is over
+ * on this node (the global copies, which wait for a level, say which). */
+int node_level_over(const char *ckpt);
+
 /* The rebuild itself, callable by any process that is a member of the
  * job's set (one call per rank, all ranks at once, each on a thread of its
  * own; every call collective over the ranks of the job):

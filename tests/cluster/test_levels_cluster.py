@@ -164,15 +164,17 @@ def test_partner_node_lost_restart_on_a_spare(cluster, progs, lower, tmp_path):
         assert ls_level(job, name) == "partner"
         assert not list(job.ck.glob(f"*/{name}/rank-*.img"))
         # no global copy read the images beside the stream: every node's
-        # waited for the level (the mover took them before STREAM came);
-        # in this job's agents' logs (those of earlier tests' killed
-        # agents stay, untouched since)
+        # waited for the level (the mover took them before STREAM came) or
+        # began once it was over (the stream ended before the verdict that
+        # queues the copies); in this job's agents' logs (those of earlier
+        # tests' killed agents stay, untouched since)
         waited = []
         for _ in range(100):
             logs = "".join(p.read_text() for nd in nodes
                            for p in cluster.local(nd).glob("stasis-node.*/*.log")
                            if p.stat().st_mtime >= t_start)
-            waited = re.findall(rf"rank (\d+)'s image of {name} waited \d+ ms for the level", logs)
+            waited = re.findall(rf"rank (\d+)'s image of {name}(?: waited \d+ ms for the level|"
+                                r": its level was over) before its copy", logs)
             if len(waited) == n:
                 break
             time.sleep(0.1)
