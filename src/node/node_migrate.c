@@ -669,6 +669,7 @@ int node_receiver_reap(struct node_receiver *r, int *status)
 		close(r->pidfd);
 	r->out = r->pidfd = -1;
 	r->pid = 0;
+	r->kill_at = 0;   /* the agent looks every 100 ms while it is set */
 	return 1;
 }
 

@@ -53,7 +53,8 @@ int node_receiver_output(struct node_receiver *r, char *port, size_t len);
  * ms if it has not (a stopped one never sees its pipe close). */
 void node_receiver_cancel(struct node_receiver *r, int ms);
 /* Whether it ended: 1 once reaped, with its exit status (128 + signal)
- * in *status and r->pid 0; kills it first once kill_at passed. */
+ * in *status, r->pid and r->kill_at 0; kills it first once kill_at
+ * passed. */
 int node_receiver_reap(struct node_receiver *r, int *status);
 
 /* A moving rank's side (a move into spares): its image goes to the
