@@ -204,6 +204,14 @@ int img_scan_create(const char *name, struct img_scan **out);
 int img_scan_feed(struct img_scan *s, const void *buf, size_t len);
 int img_scan_end(struct img_scan *s);
 const struct img_scan_payload *img_scan_payloads(const struct img_scan *s, size_t *n);
+/* After img_scan_end, with r the same image opened (its header and
+ * manifest): every chunk the manifest names is one the scan checked (its
+ * header where the sections put it and agreeing with them, its payload at
+ * the place, of the length and CRC32C the scan saw), and the scan saw no
+ * other. The checksums alone do not say so: a manifest with a valid CRC
+ * may still describe other chunks than the image holds. -EBADMSG (or the
+ * reader's error) with a message naming the image and the chunk. */
+int img_scan_match(const struct img_scan *s, struct img_reader *r);
 void img_scan_free(struct img_scan **s);
 
 /* A copy of the finished image at path, to sink, with its chunks

@@ -223,6 +223,37 @@ const struct img_scan_payload *img_scan_payloads(const struct img_scan *s, size_
 	return s->p;
 }
 
+int img_scan_match(const struct img_scan *s, struct img_reader *r)
+{
+	size_t i = 0;
+	int ret = 0;
+
+	/* the sections tile the chunk area in file order (img_open checked
+	 * it), as the scan saw the payloads: one walk compares both */
+	for (unsigned sec = 0; !ret && sec < img_section_count(r); sec++) {
+		struct img_section_info si;
+
+		ret = img_section_get(r, sec, &si);
+		for (uint32_t k = 0; !ret && k < si.chunks; k++) {
+			struct img_chunk_loc loc;
+
+			ret = img_chunk_locate(r, sec, k, &loc);
+			if (ret || !loc.stored_len)
+				continue;   /* a ZERO chunk has no payload */
+			if (i >= s->n || s->p[i].pos != loc.payload_pos ||
+			    s->p[i].len != loc.stored_len || s->p[i].crc != loc.crc)
+				ret = err_set(-EBADMSG, "%s: section %u, chunk %u (payload at byte %llu) "
+					      "not among the chunks checked", s->name, sec, k,
+					      (unsigned long long)loc.payload_pos);
+			i++;
+		}
+	}
+	if (!ret && i != s->n)
+		ret = err_set(-EBADMSG, "%s: %zu chunks checked, its manifest names %zu", s->name,
+			      s->n, i);
+	return ret;
+}
+
 void img_scan_free(struct img_scan **s)
 {
 	if (!*s)

@@ -320,7 +320,9 @@ static ssize_t read_piece(int fd, const char *path, int streamed, char *buf, siz
  * as it passes (img_scan: the header's, every chunk's and the manifest's
  * checksums, on the bytes received, not read back: a second pass over the
  * image was a fifth of a move's time), its header and manifest opened
- * once whole, then (unnamed) linked as <path>.tmp, and renamed into place.
+ * once whole and their chunks matched with those checked (their headers
+ * read, not their payloads), then (unnamed) linked as <path>.tmp, and
+ * renamed into place.
  * A bad image is read to its end before it is refused: the source hears
  * why, not a connection closed under it. */
 static int receive_image(int fd, const char *path, long long size, char *buf)
@@ -365,8 +367,11 @@ static int receive_image(int fd, const char *path, long long size, char *buf)
 	if (!ret && (ret = FAULT(NODE_RECEIVE)) != 0)
 		ret = err_set(ret, "fault point node.receive");
 	ret = ret ? ret : img_scan_end(scan);
-	/* the header's id against the manifest's, the manifest's sections */
+	/* the header's id against the manifest's, the manifest's sections,
+	 * and the chunks they name against those checked as they came (a
+	 * restore walks them so: an image it would refuse is refused here) */
 	ret = ret ? ret : img_open_fd(out, path, &r);
+	ret = ret ? ret : img_scan_match(scan, r);
 	img_close(&r);
 	img_scan_free(&scan);
 	if (!ret && !named && (unlink(tmp) != 0 && errno != ENOENT))

@@ -7,9 +7,11 @@ About 8 s. And a migration's receiver on its own (under 1 s): it ends
 once its remote shell's pipe closes, and serves its sources at once.
 
 Environment: STASIS_BIN, STASIS_BUILD."""
+import json
 import os
 import pathlib
 import socket
+import struct
 import subprocess
 import time
 
@@ -207,3 +209,55 @@ def test_a_receiver_refuses_an_image_with_a_bad_chunk(tmp_path, saved_image):
             p.kill()
             p.wait()
     assert image.read_bytes() == data
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def reworded(data, change):
+    """the image data with its manifest (JSON) changed by change and its
+    checksums made again (docs/format.md, "Footer"): every CRC valid"""
+    off, length = struct.unpack_from("<QQ", data, len(data) - 40)
+    manifest = json.loads(data[off:off + length])
+    change(manifest)
+    text = json.dumps(manifest, indent=2).encode()
+    footer = bytearray(data[-48:])
+    struct.pack_into("<QI", footer, 16, len(text), crc32c(text))
+    struct.pack_into("<I", footer, 44, crc32c(bytes(footer[:44])))
+    return data[:off] + text + bytes(footer)
+
+
+def test_a_receiver_refuses_a_manifest_its_chunks_disagree_with(tmp_path):
+    """the manifest says the file is 21 bytes (one chunk still), its one
+    chunk holds 22, every checksum valid: a restore refuses that image, so
+    the receiver does, in one line naming the chunk (it checked the
+    checksums only and put the image in place)"""
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    (saved / "f.txt").write_text("the bytes of an image\n")
+    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
+                   check=True, capture_output=True)
+    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
+
+    def shorter(m):
+        m["sections"][0]["size"] -= 1
+        m["totals"]["size"] -= 1
+    bad = reworded(data, shorter)
+    image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
+    p, port = receiver(tmp_path, 1)
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=120)
+        s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + bad)
+        assert answer(s) == f"ERR {image}: section 'f.txt' (#0) chunk 0 at offset 64: covers 22 " \
+            "bytes at 0, expected 21 at 0\n"
+        assert p.wait(timeout=60) == 1
+        assert list(image.parent.iterdir()) == []
+    finally:
+        p.kill()
+        p.wait()
