@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -162,19 +163,44 @@ int node_migrate_answer_ms(uint64_t bytes)
 	return ms < INT32_MAX ? (int)ms : INT32_MAX;
 }
 
+/* The image at path, open and read locked (store_io_open's shared flock,
+ * which store_file_retire honours: a file a reader holds is removed, never
+ * written over as a spare), still the file of that name once locked.
+ * Nothing retires it today: a node's images are retired only by its
+ * agent's one thread (node_level_verdict at RESUME, which trims the
+ * checkpoints beyond cache_keep older than the one established), the
+ * thread that sends; and the move's cut, the newest, is kept by a trim.
+ * The lock keeps it so should that change. */
+static int image_open(const char *path, struct stat *st)
+{
+	struct stat now;
+	int in = open(path, O_RDONLY | O_CLOEXEC);
+
+	while (in >= 0 && flock(in, LOCK_SH) != 0 && errno == EINTR)
+		;
+	if (in < 0 || fstat(in, st) != 0 || stat(path, &now) != 0) {
+		int ret = err_set(-errno, "cannot read %s: %s", path, strerror(errno));
+
+		if (in >= 0)
+			close(in);
+		return ret;
+	}
+	if (now.st_ino != st->st_ino || now.st_dev != st->st_dev) {
+		close(in);
+		return err_set(-ESTALE, "cannot read %s: it was replaced as it was opened", path);
+	}
+	return in;
+}
+
 static int send_image(int fd, const char *path, char *buf, void (*alive)(void), uint64_t *bytes)
 {
 	uint64_t said = mono_ms();
 	struct stat st;
 	char line[PATH_MAX + 64];
-	int in = open(path, O_RDONLY | O_CLOEXEC), ret = 0, n;
+	int in = image_open(path, &st), ret = 0, n;
 
-	if (in < 0 || fstat(in, &st) != 0) {
-		ret = err_set(-errno, "cannot read %s: %s", path, strerror(errno));
-		if (in >= 0)
-			close(in);
-		return ret;
-	}
+	if (in < 0)
+		return in;
 	n = snprintf(line, sizeof(line), "IMAGE %lld %s\n", (long long)st.st_size, path);
 	ret = write_all(fd, line, (size_t)n);
 	for (off_t left = st.st_size; !ret && left > 0;) {
