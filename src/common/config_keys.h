@@ -82,7 +82,8 @@ CONFIG_KEY(HEARTBEAT_TIMEOUT, "heartbeat_timeout", UINT, "3000", 200, 600000, ""
 	   "(the agents say ALIVE five times as often)")
 CONFIG_KEY(RANK_TIMEOUT,   "rank_timeout",   UINT,   "600", 1, 86400, "",
 	   "an MPI job's checkpoint: seconds the coordinator waits for a node agent's answer "
-	   "for its ranks (stopped, written) before the checkpoint fails")
+	   "for its ranks (stopped, written) before the checkpoint fails; the most a move into "
+	   "spares waits for the source's agent to say it removed the job's directory")
 CONFIG_KEY(MIGRATE_SHELL,  "migrate_shell",  STRING, "ssh", 0, 0, "",
 	   "`stasis migrate`: the remote shell that starts the receiver on the target node "
 	   "(as the MPI launchers start their daemons; docs/coordinator.md, Migration)")

@@ -196,8 +196,11 @@ struct coord {
 		int moved;            /* ranks went into spares: answered once back */
 		uint64_t moved_by;    /* ... or lost at this time */
 		/* ... and once the source's agent removed the job's directory
-		 * there (its MIGRATED, read as it comes): the source's host */
+		 * there (its MIGRATED, read as it comes): the source's host,
+		 * and until when (migrate_source_ms): an agent that hangs may
+		 * keep its heartbeats */
 		char leaving[64];
+		uint64_t leaving_ms, leaving_by;
 		/* hosts where a moved rank's old process waits for the job's
 		 * end: not spares (until a relaunch ends them) */
 		char (*retired)[64];
@@ -2983,9 +2986,11 @@ static int move_into_spares(struct coord *c, const char *from, const char *to, i
 	 * registrations, which their programs wait for, are not held up by
 	 * the removal (8-11 ms at load 12); the client's answer waits for
 	 * both */
-	if (src >= 0)
+	if (src >= 0) {
 		snprintf(c->mig.leaving, sizeof(c->mig.leaving), "%s", from);
-	else
+		c->mig.leaving_ms = migrate_source_ms(bytes);
+		c->mig.leaving_by = now_ms() + c->mig.leaving_ms;
+	} else
 		log_warn("migration: ranks%s moved from %s to %s, but %s", ranks, from, to, err_msg());
 	snprintf(c->rec.line, sizeof(c->rec.line), "migration: ranks%s from %s to %s, %.1f MiB "
 		 "node to node in %.2f s; from %s; into spares", ranks, from, to,
@@ -3011,6 +3016,36 @@ static void moved_check(struct coord *c)
 		   "%d s", MOVED_TIMEOUT_MS / 1000);
 	raise_event(c, EV_RANK_LOST, -1, c->mig.to, 0, "the moved ranks did not register from "
 		    "their spares on %s within %d s", c->mig.to, MOVED_TIMEOUT_MS / 1000);
+}
+
+/* The source's agent of a move into spares that does not say it removed
+ * the job's directory there in time (it hangs, its heartbeats perhaps
+ * going on): the move fails as the other migration faults do, to
+ * automatic recovery from the last established checkpoint (the source is
+ * no longer the job's: the relaunch leaves it out), the client told in
+ * one line; without recovery the job goes on where it was moved */
+static void leaving_check(struct coord *c)
+{
+	char why[800], from[64];
+
+	if (!c->mig.leaving[0] || now_ms() < c->mig.leaving_by)
+		return;
+	snprintf(from, sizeof(from), "%s", c->mig.leaving);
+	snprintf(why, sizeof(why), "migration of ranks%s from %s to %s failed: the node agent on "
+		 "%s did not say within %llu s that it removed the job's directory there",
+		 c->mig.ranks, from, c->mig.to, from,
+		 (unsigned long long)(c->mig.leaving_ms + 999) / 1000);
+	fprintf(stderr, "stasis: %s\n", why);
+	c->mig.leaving[0] = 0;
+	c->mig.moved = 0;
+	if (policy_recovers(c->policy)) {
+		mig_answer(c, "ERR %s; automatic recovery from %s takes over", why,
+			   c->last[0] ? c->last : "the start");
+		raise_event(c, EV_RANK_LOST, -1, from, 0, "%s", why);
+	} else {
+		mig_drop(c);
+		mig_answer(c, "ERR %s; the job goes on, moved", why);
+	}
 }
 
 /* Whether a recovery after a move into spares still finds every image: the
@@ -3347,8 +3382,8 @@ static void serve(struct coord *c)
 		}
 		if (c->hb_timeout_ms && nn && (timeout < 0 || timeout > HB_CHECK_MS))
 			timeout = HB_CHECK_MS;
-		if (c->mig.moved && (timeout < 0 || timeout > 1000))
-			timeout = 1000;   /* moved_check */
+		if ((c->mig.moved || c->mig.leaving[0]) && (timeout < 0 || timeout > 1000))
+			timeout = 1000;   /* moved_check, leaving_check */
 		if (poll(p, (nfds_t)n, timeout) < 0 && errno != EINTR)
 			break;
 		if (p[1].revents)
@@ -3383,6 +3418,7 @@ static void serve(struct coord *c)
 		check_heartbeats(c);
 		applevel_check(c);
 		moved_check(c);
+		leaving_check(c);
 		decide(c);
 	}
 }

@@ -20,6 +20,8 @@
 
 #define PORT_TIMEOUT_MS 30000
 #define SETUP_MS 2000   /* a checkpoint, a receiver started, a relaunch */
+#define SOURCE_BASE_MS 5000
+#define SOURCE_MIB_PER_S 64
 
 static void migrate_hosts_run(char (*hosts)[64], unsigned n, const char *cmd, int *alive,
 			      int timeout_ms);
@@ -284,4 +286,12 @@ uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s)
 	if (!bytes_per_s)
 		bytes_per_s = (uint64_t)cfg_u64(CFG_MIGRATE_RATE) << 20;
 	return SETUP_MS + bytes * 1000 / bytes_per_s;
+}
+
+uint64_t migrate_source_ms(uint64_t bytes)
+{
+	uint64_t ms = SOURCE_BASE_MS + (bytes >> 20) * 1000 / SOURCE_MIB_PER_S,
+		 most = cfg_u64(CFG_RANK_TIMEOUT) * 1000;
+
+	return ms < most ? ms : most;
 }

@@ -75,4 +75,12 @@ int migrate_move_dir(const char *from, const char *from_parent, const char *to,
  * (a checkpoint, a receiver started, a relaunch) included. */
 uint64_t migrate_expected_ms(uint64_t bytes, uint64_t bytes_per_s);
 
+/* How long the source's node agent of a move into spares may take to say
+ * it removed the job's directory there (its MIGRATED), bytes the moved
+ * images': 5 s and those bytes at 64 MiB/s (a loaded node's slowest
+ * removal of the older copies of them the directory holds), at most
+ * rank_timeout (the key bounding every other answer of a node agent); in
+ * ms. Longer, the agent is taken for hung (its heartbeats may go on). */
+uint64_t migrate_source_ms(uint64_t bytes);
+
 #endif

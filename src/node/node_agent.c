@@ -128,6 +128,10 @@ static int warned;
 /* KILL from the coordinator (a recovery stops the job): the ranks are
  * killed and the agent ends, which the coordinator sees as its answer */
 static int killed;
+/* The fault point node.agent.migrate: a MIGRATE left unanswered, as by an
+ * agent whose sending hangs while its heartbeats go on; it stays (its
+ * ranks gone) until the coordinator ends it */
+static int migrate_hung;
 #define agent_warn(...) (warned = 1, log_warn(__VA_ARGS__))
 
 static uint64_t now_ms(void)
@@ -1082,6 +1086,12 @@ static void coord_said(const char *line)
 		uint64_t bytes = 0, t0 = now_ms();
 		char removed[PATH_MAX] = "";
 
+		if (FAULT(NODE_AGENT_MIGRATE) != 0) {
+			agent_warn("node agent on %s: fault point node.agent.migrate: the migration "
+				   "is left unanswered", A.host);
+			migrate_hung = 1;
+			return;
+		}
 		/* the ranks are parked: the agent's one thread sends (node_migrate.h) */
 		if (node_migrate_send(line + 8, A.stage_dir, A.local_job, A.secret, say_alive, &bytes,
 				      removed, sizeof(removed)) == 0)
@@ -1296,7 +1306,8 @@ static void serve(void)
 		int cgone = 0, listen = 0, k;
 
 		/* every rank gone, every copy made: the agent's work is done */
-		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy())
+		if (A.had_ranks && !A.n && A.phase == IDLE && movers_idle() && !node_level_busy() &&
+		    !migrate_hung)
 			return;
 		/* a node of spare ranks only (STASIS_SPARES, coord/jobenv.h) has
 		 * no rank until a migration moves one into a spare, a stand-by's

@@ -36,18 +36,18 @@ def wait_global(job, name, timeout=30):
     return line
 
 
-def start(job, progs, spares=1, opts=" --recover auto"):
+def start(job, progs, spares=1, opts=" --recover auto", iters=ITERS):
     """comm_held.c, rank 0 on n1, rank 1 on n2, the spares on n3 (and n4)"""
     job.start(launcher("openmpi", "n1:1,n2:1,n3:1,n4:1", 2), progs[("comm_held", "openmpi")],
-              ITERS, SLEEP_MS, opts=f"--spares {spares}{opts}")
+              iters, SLEEP_MS, opts=f"--spares {spares}{opts}")
 
 
-def ends_well(job, recovered_from=None):
+def ends_well(job, recovered_from=None, iters=ITERS):
     """the program's PASS; recovered: once, from that checkpoint, with rank
     1 on n3 (where its image is), n2 not"""
     rc, out, err = job.finish(timeout=150)
     assert rc == 0, err[-4000:]
-    assert f"PASS ranks=2 iterations={ITERS} checks={2 * ITERS}" in out, out
+    assert f"PASS ranks=2 iterations={iters} checks={2 * iters}" in out, out
     if recovered_from:
         assert re.search(rf"stasis: recovery 1 of 3: .*; from {recovered_from}", err), err[-4000:]
         assert re.findall(r"rank 1 of 2 registered \(pid \d+ on (\S+)\)", err)[-1] == "n3", \
@@ -108,13 +108,13 @@ def test_a_second_move_takes_no_old_process_for_a_spare(cluster, progs, tmp_path
         job.kill()
 
 
-def failed_move(job, progs, fault, said):
+def failed_move(job, progs, fault, said, iters=ITERS):
     """The staged job with fault armed, a checkpoint at level global, then
     `stasis migrate --node n2`: it fails in one line matching said; the
     checkpoint's name."""
     staged(job)
     job.env.update({"STASIS_FAULT": fault, "OMPI_MCA_mca_base_env_list": "STASIS_FAULT"})
-    start(job, progs)
+    start(job, progs, iters=iters)
     job.lines_until(r"rank 0 iteration 3")
     name = job.checkpoint()
     assert "global" in wait_global(job, name), job.stasis("ls", "--dir", job.ck).stdout
@@ -262,6 +262,28 @@ def test_a_recovery_passes_over_a_checkpoint_whose_image_is_missing(cluster, pro
         job.kill()
 
 
+def test_a_source_agent_that_never_answers_fails_the_move(cluster, progs, tmp_path):
+    """n2's node agent takes the MIGRATE that asks it to remove the job's
+    directory once rank 1 moved, and answers nothing while it goes on
+    (node.agent.migrate:1:fail; its heartbeats go on): the client waited
+    for good (120 s, then blamed the target). Now the move fails once the
+    bound for that answer passed (5 s and the image bytes at 64 MiB/s),
+    in one line, and automatic recovery from the checkpoint before ends
+    the job, leaving no node agent on n2. 80 iterations: the job runs
+    past the bound (8 s after the move at the least); about 20 s"""
+    job = ClusterJob(cluster, tmp_path)
+    try:
+        name = failed_move(job, progs, "node.agent.migrate:1:fail",
+                           r"stasis: migrate: migration of ranks 1 from n2 to n3 failed: the node "
+                           r"agent on n2 did not say within \d+ s that it removed the job's "
+                           r"directory there; automatic recovery from ckpt-\d+ takes over\n",
+                           iters=80)
+        ends_well(job, name, iters=80)
+        assert node_procs(cluster, "n2", "stasis-node") == ""
+    finally:
+        job.kill()
+
+
 # last: it kills n2 (start-node brings it back for the next file)
 def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     """the predicted fault comes true after the move: n2, where the moved
@@ -278,3 +300,4 @@ def test_the_source_node_lost_after_a_move(cluster, progs, tmp_path):
     finally:
         job.kill()
         sh("start-node", "n2", check=False)
+
