@@ -199,16 +199,23 @@ def test_a_receiver_refuses_an_image_with_a_bad_chunk(tmp_path, saved_image):
     image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
     for sent, said, rc in ((bad, f"ERR {image}: section 0, chunk 0 (payload at byte {at}): "
                             "CRC32C mismatch\n", 1), (data, "OK\n", 0)):
-        p, port = receiver(tmp_path, 1)
-        try:
-            s = socket.create_connection(("127.0.0.1", port), timeout=120)
-            s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + sent)
-            assert answer(s) == said and p.wait(timeout=60) == rc, p.stderr.read()
-            assert sorted(f.name for f in image.parent.iterdir()) == ([] if rc else [image.name])
-        finally:
-            p.kill()
-            p.wait()
+        got = streamed(tmp_path, image, sent)
+        assert got[:2] == (said, rc), got
+        assert sorted(f.name for f in image.parent.iterdir()) == ([] if rc else [image.name])
     assert image.read_bytes() == data
+
+
+def streamed(tmp_path, image, data):
+    """data streamed whole as image to a receiver of its own: its answer,
+    its exit status and what it said on stderr"""
+    p, port = receiver(tmp_path, 1)
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=120)
+        s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + data)
+        return answer(s), p.wait(timeout=60), p.stderr.read()
+    finally:
+        p.kill()
+        p.wait()
 
 
 def crc32c(data):
@@ -233,31 +240,16 @@ def reworded(data, change):
     return data[:off] + text + bytes(footer)
 
 
-def test_a_receiver_refuses_a_manifest_its_chunks_disagree_with(tmp_path):
+def test_a_receiver_refuses_a_manifest_its_chunks_disagree_with(tmp_path, saved_image):
     """the manifest says the file is 21 bytes (one chunk still), its one
     chunk holds 22, every checksum valid: a restore refuses that image, so
     the receiver does, in one line naming the chunk (it checked the
     checksums only and put the image in place)"""
-    saved = tmp_path / "saved"
-    saved.mkdir()
-    (saved / "f.txt").write_text("the bytes of an image\n")
-    subprocess.run([str(BUILD / "src/cli/stasis"), "save", "--dir", "store", "f.txt"], cwd=saved,
-                   check=True, capture_output=True)
-    data = next(saved.glob("store/*/ckpt-*/*.img")).read_bytes()
-
     def shorter(m):
         m["sections"][0]["size"] -= 1
         m["totals"]["size"] -= 1
-    bad = reworded(data, shorter)
     image = tmp_path / "local" / "ckpt-000001" / "rank-00001.img"
-    p, port = receiver(tmp_path, 1)
-    try:
-        s = socket.create_connection(("127.0.0.1", port), timeout=120)
-        s.sendall(f"MIGRATE {SECRET}\nIMAGE - {image}\n".encode() + bad)
-        assert answer(s) == f"ERR {image}: section 'f.txt' (#0) chunk 0 at offset 64: covers 22 " \
-            "bytes at 0, expected 21 at 0\n"
-        assert p.wait(timeout=60) == 1
-        assert list(image.parent.iterdir()) == []
-    finally:
-        p.kill()
-        p.wait()
+    got = streamed(tmp_path, image, reworded(saved_image, shorter))
+    assert got[:2] == (f"ERR {image}: section 'f.txt' (#0) chunk 0 at offset 64: covers 22 bytes "
+                       "at 0, expected 21 at 0\n", 1), got
+    assert list(image.parent.iterdir()) == []
